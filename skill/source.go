@@ -1,0 +1,191 @@
+package skill
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Source hands out challenge sets to verifier sessions. Implementations
+// are safe for concurrent use: the corpus here, the LLM generator pool and
+// the procedural generator of later packages.
+type Source interface {
+	// Next returns a fresh set for one session. A source that cannot
+	// provide one returns an error wrapping ErrExhausted (or another
+	// error); the session then ends inconclusive, never as a reject.
+	Next(ctx context.Context) (*Set, error)
+	// Name describes the source for logs and status output.
+	Name() string
+}
+
+// ErrExhausted reports that a source has no set left to serve.
+var ErrExhausted = errors.New("challenge source exhausted")
+
+// Ledger records how often each set was served, so that a verifier serves
+// a set at most a configured number of times across restarts. The node
+// keeps its ledger in its bbolt store; MemLedger serves tests and demos.
+type Ledger interface {
+	// TryServe increments the serve count of id if it is below max and
+	// reports whether it did, atomically.
+	TryServe(id string, max int) (bool, error)
+}
+
+// MemLedger is an in-memory Ledger.
+type MemLedger struct {
+	mu     sync.Mutex
+	serves map[string]int
+}
+
+// NewMemLedger returns an empty in-memory ledger.
+func NewMemLedger() *MemLedger { return &MemLedger{serves: map[string]int{}} }
+
+// TryServe implements Ledger.
+func (l *MemLedger) TryServe(id string, max int) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.serves[id] >= max {
+		return false, nil
+	}
+	l.serves[id]++
+	return true, nil
+}
+
+// Corpus serves sets from a fixed collection (the paper's prototype served
+// a pre-generated corpus), each at most MaxServes times as recorded by its
+// Ledger.
+type Corpus struct {
+	name      string
+	sets      []*Set
+	ledger    Ledger
+	maxServes int
+}
+
+// DefaultMaxServes is how often a corpus set is served per verifier by
+// default: once, so a peer that saw a set can never be asked it again.
+const DefaultMaxServes = 1
+
+// NewCorpus returns a corpus over sets. A nil ledger means an in-memory
+// one; maxServes < 1 means DefaultMaxServes.
+func NewCorpus(name string, sets []*Set, ledger Ledger, maxServes int) (*Corpus, error) {
+	if len(sets) == 0 {
+		return nil, fmt.Errorf("corpus %s: no challenge sets", name)
+	}
+	if ledger == nil {
+		ledger = NewMemLedger()
+	}
+	if maxServes < 1 {
+		maxServes = DefaultMaxServes
+	}
+	return &Corpus{name: name, sets: sets, ledger: ledger, maxServes: maxServes}, nil
+}
+
+// LoadDir reads every *.json file in dir as one challenge set. It fails on
+// the first file that does not decode or validate, naming it, so a broken
+// corpus is noticed at start-up rather than mid-session.
+func LoadDir(dir string) ([]*Set, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read corpus directory: %w", err)
+	}
+	var sets []*Set
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		s, err := LoadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, s)
+	}
+	if len(sets) == 0 {
+		return nil, fmt.Errorf("corpus directory %s holds no *.json challenge sets", dir)
+	}
+	sort.Slice(sets, func(i, j int) bool { return sets[i].ID < sets[j].ID })
+	return sets, nil
+}
+
+// MaxSetFileBytes caps the size of one challenge-set file.
+const MaxSetFileBytes = 1 << 20
+
+// LoadFile reads and validates one challenge-set JSON file.
+func LoadFile(path string) (*Set, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("challenge set %s: %w", path, err)
+	}
+	if fi.Size() > MaxSetFileBytes {
+		return nil, fmt.Errorf("challenge set %s: %d bytes exceeds %d", path, fi.Size(), MaxSetFileBytes)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("challenge set %s: %w", path, err)
+	}
+	s, err := DecodeSet(data)
+	if err != nil {
+		return nil, fmt.Errorf("challenge set %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Name implements Source.
+func (c *Corpus) Name() string { return "corpus:" + c.name }
+
+// Len returns the number of sets in the corpus.
+func (c *Corpus) Len() int { return len(c.sets) }
+
+// Next implements Source: it starts at a uniformly random set and serves
+// the first one whose serve count is below the limit.
+func (c *Corpus) Next(ctx context.Context) (*Set, error) {
+	n, err := rand.Int(rand.Reader, big.NewInt(int64(len(c.sets))))
+	if err != nil {
+		return nil, fmt.Errorf("corpus %s: %w", c.name, err)
+	}
+	start := int(n.Int64())
+	for i := range c.sets {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s := c.sets[(start+i)%len(c.sets)]
+		ok, err := c.ledger.TryServe(s.ID, c.maxServes)
+		if err != nil {
+			return nil, fmt.Errorf("corpus %s: ledger: %w", c.name, err)
+		}
+		if ok {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("corpus %s: all %d sets served %d time(s): %w", c.name, len(c.sets), c.maxServes, ErrExhausted)
+}
+
+// Answerer answers the rounds of one session. It is the prover's brain:
+// an LLM solver, a script attacker, a human model. Implementations keep
+// whatever memory they have between the rounds of their session.
+type Answerer interface {
+	Answer(ctx context.Context, c Challenge) (string, error)
+}
+
+// Prover starts one Answerer per session.
+type Prover interface {
+	NewSession() Answerer
+}
+
+// ProverFunc adapts a function to Prover.
+type ProverFunc func() Answerer
+
+// NewSession implements Prover.
+func (f ProverFunc) NewSession() Answerer { return f() }
+
+// AnswerFunc adapts a function to Answerer.
+type AnswerFunc func(ctx context.Context, c Challenge) (string, error)
+
+// Answer implements Answerer.
+func (f AnswerFunc) Answer(ctx context.Context, c Challenge) (string, error) { return f(ctx, c) }

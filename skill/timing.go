@@ -1,0 +1,135 @@
+package skill
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// HumanModel holds the cognitive constants of the paper's human timing
+// model (§5.1 Eq. 6, Table 2): silent reading at about 5 tokens/s (238 wpm),
+// a psychological-refractory-period decision of at least 350 ms, and expert
+// typing at about 0.9 tokens/s (40 wpm).
+type HumanModel struct {
+	ReadTokensPerSec float64       // R_read
+	Decision         time.Duration // T_PRP
+	TypeTokensPerSec float64       // R_type
+	AnswerTokens     float64       // A, the answer length in tokens
+}
+
+// DefaultHumanModel returns the paper's constants with A = 10 tokens, the
+// maximum answer length of its corpus (§6.3).
+func DefaultHumanModel() HumanModel {
+	return HumanModel{ReadTokensPerSec: 5.0, Decision: 350 * time.Millisecond, TypeTokensPerSec: 0.9, AnswerTokens: 10}
+}
+
+// LowerBound is Eq. 6: the fastest a human can read L tokens, decide once
+// and type the answer, with no comprehension overhead at all. For L = 682
+// it gives about 148 s (Eq. 14).
+func (m HumanModel) LowerBound(narrativeTokens int) time.Duration {
+	secs := float64(narrativeTokens)/m.ReadTokensPerSec + m.Decision.Seconds() + m.AnswerTokens/m.TypeTokensPerSec
+	return time.Duration(secs * float64(time.Second))
+}
+
+// CountTokens estimates the LLM token count of text with the paper's rule
+// of thumb (1 token ~ 0.75 English words). A real tokenizer depends on the
+// model; the estimate is what the timing model was calibrated with.
+func CountTokens(text string) int {
+	words := len(strings.Fields(text))
+	return int(math.Round(float64(words) / 0.75))
+}
+
+// Policy is the timing and round policy of one verifier (paper Table 3).
+type Policy struct {
+	// Rounds is how many chained rounds a session runs (1..3).
+	Rounds int
+	// Tau is the fixed per-round budget. When DeriveTau is set it is
+	// ignored and each round's budget is Alpha times the human lower bound
+	// of that round's narrative (Eq. 13).
+	Tau       time.Duration
+	DeriveTau bool
+	// Alpha is the safety margin of Eq. 13 for derived budgets.
+	Alpha float64
+	// MaxHumanFraction bounds any budget, fixed or derived: tau must not
+	// exceed this fraction of the modelled human lower bound of the
+	// narrative it guards. It is the check that refuses a policy where
+	// tau is not far below what the fastest human needs.
+	MaxHumanFraction float64
+	// Total bounds the whole session (T_total).
+	Total time.Duration
+	// RTTCredit caps the round-trip time subtracted from each round's
+	// elapsed time, so a prover that slows the RTT probes gains at most
+	// this much per round.
+	RTTCredit time.Duration
+	// Human is the timing model the checks use.
+	Human HumanModel
+}
+
+// Defaults from the paper's prototype (§6.1) and Eq. 13.
+const (
+	DefaultRounds           = 3
+	DefaultTau              = 15 * time.Second
+	DefaultTotal            = 120 * time.Second
+	DefaultAlpha            = 0.1
+	DefaultMaxHumanFraction = 0.25
+	DefaultRTTCredit        = 500 * time.Millisecond
+)
+
+// DefaultPolicy returns the paper's operating point: three rounds, tau =
+// 15 s, T_total = 120 s.
+func DefaultPolicy() Policy {
+	return Policy{
+		Rounds:           DefaultRounds,
+		Tau:              DefaultTau,
+		Alpha:            DefaultAlpha,
+		MaxHumanFraction: DefaultMaxHumanFraction,
+		Total:            DefaultTotal,
+		RTTCredit:        DefaultRTTCredit,
+		Human:            DefaultHumanModel(),
+	}
+}
+
+// ErrPolicy is wrapped by every policy validation failure.
+var ErrPolicy = errors.New("invalid timing policy")
+
+// Check validates the policy's own parameters.
+func (p Policy) Check() error {
+	switch {
+	case p.Rounds < 1 || p.Rounds > Parts:
+		return fmt.Errorf("%w: rounds %d, want 1..%d", ErrPolicy, p.Rounds, Parts)
+	case !p.DeriveTau && p.Tau <= 0:
+		return fmt.Errorf("%w: tau must be positive", ErrPolicy)
+	case p.DeriveTau && (p.Alpha <= 0 || p.Alpha >= 1):
+		return fmt.Errorf("%w: alpha %.3g, want 0 < alpha < 1", ErrPolicy, p.Alpha)
+	case p.MaxHumanFraction <= 0 || p.MaxHumanFraction >= 1:
+		return fmt.Errorf("%w: max human fraction %.3g, want 0 < f < 1", ErrPolicy, p.MaxHumanFraction)
+	case p.Total <= 0:
+		return fmt.Errorf("%w: total budget must be positive", ErrPolicy)
+	case p.RTTCredit < 0:
+		return fmt.Errorf("%w: negative RTT credit", ErrPolicy)
+	case p.Human.ReadTokensPerSec <= 0 || p.Human.TypeTokensPerSec <= 0:
+		return fmt.Errorf("%w: human model rates must be positive", ErrPolicy)
+	}
+	if !p.DeriveTau && p.Total < p.Tau {
+		return fmt.Errorf("%w: total %s is shorter than one round's tau %s", ErrPolicy, p.Total, p.Tau)
+	}
+	return nil
+}
+
+// Budget returns the budget for a round whose narrative has the given
+// token count, or an error when that budget is not far enough below the
+// modelled human lower bound (Eq. 13 with MaxHumanFraction as the bound).
+func (p Policy) Budget(narrativeTokens int) (time.Duration, error) {
+	lb := p.Human.LowerBound(narrativeTokens)
+	tau := p.Tau
+	if p.DeriveTau {
+		tau = time.Duration(p.Alpha * float64(lb)).Round(time.Millisecond)
+	}
+	if limit := time.Duration(p.MaxHumanFraction * float64(lb)); tau > limit {
+		return 0, fmt.Errorf("%w: tau %s for a %d-token narrative exceeds %.0f%% of the human lower bound %s; use a longer narrative or a smaller tau",
+			ErrPolicy, tau, narrativeTokens, 100*p.MaxHumanFraction, lb.Round(time.Second))
+	}
+	return tau, nil
+}
