@@ -60,3 +60,84 @@ type ProverResult struct {
 	Rounds   int // rounds this node answered
 	Duration time.Duration
 }
+
+// Attestation is the verdict a verifier (Issuer) signs about a prover
+// (Subject). It travels as a libp2p record.Record inside a signed
+// record.Envelope; see spec/attestation.md for the encoding.
+type Attestation struct {
+	Issuer      peer.ID
+	Subject     peer.ID
+	Accepted    bool
+	Reason      skill.Reason
+	FailedRound int
+	// Nonce is the session nonce from the verifier's hello (32 bytes).
+	Nonce []byte
+	// TranscriptDigest is skill.TranscriptDigest over the delivered rounds.
+	TranscriptDigest []byte
+	Rounds           []RoundTiming
+	Policy           PolicySummary
+	Domain           string
+	SetID            string
+	IssuedAt         time.Time
+	ExpiresAt        time.Time
+	SpecVersion      string
+}
+
+// RoundTiming is one round's timing as the verifier measured it.
+type RoundTiming struct {
+	Round           int
+	Budget          time.Duration
+	Effective       time.Duration
+	NarrativeTokens int
+	Correct         bool
+}
+
+// PolicySummary is the policy a session ran under.
+type PolicySummary struct {
+	Rounds     int
+	Tau        time.Duration // fixed tau; zero when derived
+	DerivedTau bool
+	Alpha      float64
+	Total      time.Duration
+	RTTCredit  time.Duration
+}
+
+// DefaultAttestationTTL is how long an attestation is valid by default.
+const DefaultAttestationTTL = 24 * time.Hour
+
+// NewAttestation builds the attestation for a finished verifier session.
+// It returns nil for inconclusive verdicts, which are never signed: the
+// peer was neither accepted nor rejected.
+func NewAttestation(issuer, subject peer.ID, nonce []byte, s *skill.Session, v skill.Verdict, now time.Time, ttl time.Duration) *Attestation {
+	if v.Reason == skill.ReasonInconclusive {
+		return nil
+	}
+	if ttl <= 0 {
+		ttl = DefaultAttestationTTL
+	}
+	p := s.Policy()
+	d := skill.TranscriptDigest(v.Rounds)
+	a := &Attestation{
+		Issuer: issuer, Subject: subject,
+		Accepted: v.Accepted, Reason: v.Reason, FailedRound: v.FailedRound,
+		Nonce:            append([]byte(nil), nonce...),
+		TranscriptDigest: d[:],
+		Policy: PolicySummary{
+			Rounds: p.Rounds, DerivedTau: p.DeriveTau, Alpha: p.Alpha,
+			Total: p.Total, RTTCredit: p.RTTCredit,
+		},
+		Domain:      v.Domain,
+		SetID:       v.SetID,
+		IssuedAt:    now.UTC().Truncate(time.Second),
+		ExpiresAt:   now.UTC().Truncate(time.Second).Add(ttl),
+		SpecVersion: SpecVersion,
+	}
+	if !p.DeriveTau {
+		a.Policy.Tau = p.Tau
+		a.Policy.Alpha = 0
+	}
+	for _, r := range v.Rounds {
+		a.Rounds = append(a.Rounds, RoundTiming{Round: r.Round, Budget: r.Budget, Effective: r.Effective, NarrativeTokens: r.NarrativeTokens, Correct: r.Correct})
+	}
+	return a
+}
