@@ -60,7 +60,7 @@ func (a AnswerType) Valid() bool {
 const (
 	Parts             = 3
 	MaxAnswerBytes    = 64
-	MaxAnswerChars    = 20 // canonical answers and variants (Appendix A: <= 20 chars)
+	MaxAnswerChars    = 20 // canonical answers (Appendix A: short strings of at most 20 chars)
 	MaxNarrativeBytes = 32 << 10
 	MaxQuestionBytes  = 2 << 10
 	MaxVariants       = 8
@@ -189,9 +189,14 @@ func (q *Question) validate(part int) error {
 	if !MatchAny(q.Answer, vs) {
 		return fmt.Errorf("canonical answer %q is not among its variants", q.Answer)
 	}
+	if n := utf8.RuneCountInString(strings.TrimSpace(q.Answer)); n > MaxAnswerChars {
+		return fmt.Errorf("canonical answer %q has %d characters, at most %d", q.Answer, n, MaxAnswerChars)
+	}
+	// Variants may spell a short answer out in full ("lactate dehydrogenase
+	// gamma" for "LDH-γ"); they only have to fit the wire cap on answers.
 	for _, v := range vs {
-		if n := utf8.RuneCountInString(strings.TrimSpace(v)); n == 0 || n > MaxAnswerChars {
-			return fmt.Errorf("answer variant %q has %d characters, want 1..%d", v, n, MaxAnswerChars)
+		if n := len(strings.TrimSpace(v)); n == 0 || n > MaxAnswerBytes {
+			return fmt.Errorf("answer variant %q has %d bytes, want 1..%d", v, n, MaxAnswerBytes)
 		}
 	}
 	for _, d := range q.DependsOn {
