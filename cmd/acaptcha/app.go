@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/acaptcha/acaptcha/llm"
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/spec"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitRejected = 1
+	exitUsage    = 2
+	exitNetwork  = 3
+)
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, a ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...)}
+}
+
+// app holds the global options shared by the commands.
+type app struct {
+	stdout, stderr io.Writer
+
+	llmSpec    string
+	llmBaseURL string
+	challenges string
+	keyFile    string
+	storePath  string
+	listen     []string
+	tau        time.Duration
+	deriveTau  bool
+	total      time.Duration
+	rounds     int
+	maxServes  int
+	jsonOut    bool
+	logLevel   string
+
+	log *slog.Logger
+}
+
+// Main runs the CLI with args and returns the process exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && ee.code != exitRejected {
+			fmt.Fprintln(stderr, "error:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "error:", err)
+	// Cobra's own errors (unknown flag, wrong arguments) are usage errors.
+	return exitUsage
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("ACAPTCHA_HOME"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "acaptcha")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "acaptcha")
+	}
+	return ".acaptcha"
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "acaptcha",
+		Short:         "Agents verifying agents over libp2p with timed, chained comprehension challenges",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd.Flags()); err != nil {
+				return usageErr("%v", err)
+			}
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
+				return usageErr("--log-level: %v", err)
+			}
+			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+			if a.jsonOut {
+				a.log = slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+			}
+			return nil
+		},
+	}
+	data := defaultDataDir()
+	f := root.PersistentFlags()
+	f.StringVar(&a.llmSpec, "llm", "", "LLM that answers challenges: openai:MODEL, anthropic:MODEL, ollama:MODEL or googleai:MODEL (keys from the providers' usual environment variables)")
+	f.StringVar(&a.llmBaseURL, "llm-base-url", "", "base URL of an OpenAI-compatible (or other provider's) server")
+	f.StringVar(&a.challenges, "challenges", "examples", "challenge source: examples (the embedded corpus) or corpus:DIR")
+	f.StringVar(&a.keyFile, "key", filepath.Join(data, "key"), "node identity key file (created on first run, mode 0600)")
+	f.StringVar(&a.storePath, "store", filepath.Join(data, "acaptcha.db"), "attestation store (bbolt)")
+	f.StringArrayVar(&a.listen, "listen", nil, "listen multiaddr (repeatable; default TCP and QUIC on port 4001)")
+	f.DurationVar(&a.tau, "tau", skill.DefaultTau, "per-round time budget")
+	f.BoolVar(&a.deriveTau, "derive-tau", false, "derive each round's budget from its narrative length (paper Eq. 13, alpha 0.1) instead of --tau")
+	f.DurationVar(&a.total, "total", skill.DefaultTotal, "total budget of one session (T_total)")
+	f.IntVar(&a.rounds, "rounds", skill.DefaultRounds, "chained rounds per session (1-3)")
+	f.IntVar(&a.maxServes, "max-serves", skill.DefaultMaxServes, "how often this node serves one challenge set")
+	f.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
+	f.StringVar(&a.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	root.AddCommand(a.nodeCmd(), a.attestCmd(), a.attestationsCmd(), a.demoCmd())
+	return root
+}
+
+// bindEnv sets every flag the user did not give from ACAPTCHA_<NAME>
+// (upper case, dashes as underscores). Repeatable flags take a
+// comma-separated list.
+func bindEnv(fs *pflag.FlagSet) error {
+	var errs []error
+	fs.VisitAll(func(fl *pflag.Flag) {
+		if fl.Changed {
+			return
+		}
+		name := "ACAPTCHA_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return
+		}
+		if sv, ok := fl.Value.(pflag.SliceValue); ok {
+			if err := sv.Replace(strings.Split(v, ",")); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+			return
+		}
+		if err := fl.Value.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func (a *app) policy() (skill.Policy, error) {
+	p := skill.DefaultPolicy()
+	p.Rounds = a.rounds
+	p.Tau = a.tau
+	p.DeriveTau = a.deriveTau
+	p.Total = a.total
+	if err := p.Check(); err != nil {
+		return p, usageErr("%v", err)
+	}
+	return p, nil
+}
+
+// source builds the challenge source. ledger records served sets (the
+// node's store); nil keeps them in memory.
+func (a *app) source(ledger skill.Ledger, maxServes int) (skill.Source, error) {
+	var (
+		sets []*skill.Set
+		name string
+		err  error
+	)
+	switch {
+	case a.challenges == "examples":
+		sets, err = spec.Examples()
+		name = "examples"
+	case strings.HasPrefix(a.challenges, "corpus:"):
+		dir := strings.TrimPrefix(a.challenges, "corpus:")
+		sets, err = skill.LoadDir(dir)
+		name = dir
+	default:
+		return nil, usageErr("--challenges %q: want examples or corpus:DIR", a.challenges)
+	}
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	p, err := a.policy()
+	if err != nil {
+		return nil, err
+	}
+	// Refuse at start-up a corpus the policy cannot serve, rather than
+	// failing every session later.
+	for _, s := range sets {
+		if _, err := skill.NewSession(s, p, nil); err != nil {
+			return nil, usageErr("challenge set %s (%s) cannot be served under this policy: %v", s.ID, s.Domain, err)
+		}
+	}
+	c, err := skill.NewCorpus(name, sets, ledger, maxServes)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return c, nil
+}
+
+// prover builds the LLM solver, or returns nil when no LLM is configured.
+func (a *app) prover(ctx context.Context) (skill.Prover, string, error) {
+	if a.llmSpec == "" {
+		return nil, "", nil
+	}
+	m, err := llm.New(ctx, llm.Config{Spec: a.llmSpec, BaseURL: a.llmBaseURL})
+	if err != nil {
+		return nil, "", usageErr("--llm %s: %v", a.llmSpec, err)
+	}
+	return llm.NewSolver(m, llm.SolverConfig{Memory: true}), a.llmSpec, nil
+}
+
+const noLLMHint = "no LLM configured: this node cannot answer challenges. Configure one with --llm openai:MODEL (OPENAI_API_KEY, optionally --llm-base-url or OPENAI_BASE_URL for any OpenAI-compatible server), --llm anthropic:MODEL (ANTHROPIC_API_KEY), --llm googleai:MODEL (GOOGLE_API_KEY) or --llm ollama:MODEL (OLLAMA_HOST)"

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+func (a *app) attestCmd() *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "attest MULTIADDR",
+		Short: "Mutually attest with a running node and print both verdicts",
+		Long: `Connects to the node at MULTIADDR (ending in /p2p/PEER_ID), verifies it with
+chained timed rounds, and asks it to verify this node back. Both verdicts are
+printed and their signed attestations stored.
+
+Exit codes: 0 the remote peer was accepted; 1 it was not (rejected, or the
+session was inconclusive); 2 usage or configuration error; 3 network error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ai, err := peer.ParseAddr(args[0])
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			listen := a.listen
+			if len(listen) == 0 {
+				listen = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
+			}
+			n, _, err := a.startNode(cmd, listen)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				n.Close()
+				n.Store().Close()
+			}()
+			if timeout <= 0 {
+				pol, _ := a.policy()
+				timeout = 2*pol.Total + 30*time.Second
+			}
+			ctx, cancel := contextWithTimeout(cmd, timeout)
+			defer cancel()
+			m, err := n.Attest(ctx, ai)
+			if err != nil {
+				code := exitNetwork
+				if !errors.Is(err, peer.ErrNetwork) && !errors.Is(err, protocol.ErrNetwork) {
+					code = exitUsage
+				}
+				return &exitError{code: code, err: err}
+			}
+			if a.jsonOut {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(mutualJSON(n.ID().String(), m)); err != nil {
+					return err
+				}
+			} else {
+				printMutual(a.stdout, n.ID().String(), m)
+			}
+			if !m.Ours.Verdict.Accepted {
+				return &exitError{code: exitRejected, err: fmt.Errorf("peer %s not accepted: %s", m.Peer, m.Ours.Verdict.Reason)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "overall time limit (default twice the total budget plus 30 s)")
+	return cmd
+}
+
+func verdictWord(accepted bool, r skill.Reason) string {
+	switch {
+	case accepted:
+		return "ACCEPTED"
+	case r == skill.ReasonInconclusive:
+		return "INCONCLUSIVE"
+	default:
+		return "REJECTED"
+	}
+}
+
+func printMutual(w io.Writer, self string, m *peer.Mutual) {
+	v := m.Ours.Verdict
+	fmt.Fprintf(w, "we (%s) verified %s: %s (%s)", short(self), short(m.Peer.String()), verdictWord(v.Accepted, v.Reason), v.Reason)
+	if v.Detail != "" {
+		fmt.Fprintf(w, " - %s", v.Detail)
+	}
+	fmt.Fprintf(w, "\n  rtt %s (credited %s), domain %s\n", m.Ours.RTT.Round(time.Microsecond), m.Ours.Credit.Round(time.Microsecond), v.Domain)
+	for _, r := range v.Rounds {
+		status := "wrong"
+		switch {
+		case !r.Answered:
+			status = "no answer"
+		case r.Correct && r.Effective <= r.Budget:
+			status = "correct"
+		case r.Correct:
+			status = "late"
+		}
+		fmt.Fprintf(w, "  round %d  %-11s effective %8s / budget %s  answer %q  %s\n", r.Round, r.ReasoningType, r.Effective.Round(time.Millisecond), r.Budget, r.Answer, status)
+	}
+	if m.Ours.Attestation != nil {
+		fmt.Fprintf(w, "  signed attestation stored (expires %s)\n", m.Ours.Attestation.ExpiresAt.Format(time.RFC3339))
+	}
+	switch {
+	case m.Theirs == nil:
+		fmt.Fprintf(w, "%s verified us: no verdict (%v)\n", short(m.Peer.String()), m.TheirsErr)
+	case m.Theirs.Err != nil:
+		fmt.Fprintf(w, "%s verified us: broke off (%v)\n", short(m.Peer.String()), m.Theirs.Err)
+	default:
+		t := m.Theirs
+		fmt.Fprintf(w, "%s verified us: %s (%s) after %d round(s)", short(m.Peer.String()), verdictWord(t.Accepted, t.Reason), t.Reason, t.Rounds)
+		if t.Detail != "" {
+			fmt.Fprintf(w, " - %s", t.Detail)
+		}
+		fmt.Fprintln(w)
+		if t.Attestation != nil {
+			fmt.Fprintf(w, "  their signed attestation verified and stored (expires %s)\n", t.Attestation.ExpiresAt.Format(time.RFC3339))
+		} else if t.AttestationErr != nil {
+			fmt.Fprintf(w, "  their attestation did not verify: %v\n", t.AttestationErr)
+		}
+	}
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:6] + "…" + id[len(id)-6:]
+	}
+	return id
+}
+
+type roundJSON struct {
+	Round         int    `json:"round"`
+	ReasoningType string `json:"reasoning_type"`
+	Answer        string `json:"answer"`
+	Answered      bool   `json:"answered"`
+	Correct       bool   `json:"correct"`
+	EffectiveMS   int64  `json:"effective_ms"`
+	ElapsedMS     int64  `json:"elapsed_ms"`
+	BudgetMS      int64  `json:"budget_ms"`
+}
+
+func roundsJSON(rs []skill.RoundRecord) []roundJSON {
+	out := []roundJSON{}
+	for _, r := range rs {
+		out = append(out, roundJSON{r.Round, string(r.ReasoningType), r.Answer, r.Answered, r.Correct, r.Effective.Milliseconds(), r.Elapsed.Milliseconds(), r.Budget.Milliseconds()})
+	}
+	return out
+}
+
+func mutualJSON(self string, m *peer.Mutual) map[string]any {
+	v := m.Ours.Verdict
+	ours := map[string]any{
+		"verifier": self, "subject": m.Peer.String(),
+		"accepted": v.Accepted, "reason": v.Reason, "failed_round": v.FailedRound, "detail": v.Detail,
+		"domain": v.Domain, "rtt_us": m.Ours.RTT.Microseconds(), "credit_us": m.Ours.Credit.Microseconds(),
+		"rounds": roundsJSON(v.Rounds), "attestation_signed": m.Ours.Attestation != nil,
+	}
+	out := map[string]any{"peer": m.Peer.String(), "ours": ours}
+	switch {
+	case m.Theirs == nil:
+		out["theirs"] = map[string]any{"error": fmt.Sprint(m.TheirsErr)}
+	default:
+		t := m.Theirs
+		th := map[string]any{
+			"verifier": m.Peer.String(), "subject": self,
+			"accepted": t.Accepted, "reason": t.Reason, "failed_round": t.FailedRound, "detail": t.Detail,
+			"rounds": t.Rounds, "attestation_verified": t.Attestation != nil,
+		}
+		if t.Err != nil {
+			th["error"] = t.Err.Error()
+		}
+		if t.AttestationErr != nil {
+			th["attestation_error"] = t.AttestationErr.Error()
+		}
+		out["theirs"] = th
+	}
+	return out
+}

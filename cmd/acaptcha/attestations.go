@@ -1,0 +1,206 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/spf13/cobra"
+
+	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
+)
+
+func (a *app) attestationsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "attestations",
+		Short: "List, show, export and verify signed attestations",
+	}
+	var peerFilter, dir string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the attestations in the store (issued by this node and received from verifiers)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := peer.OpenStore(a.storePath)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			defer st.Close()
+			var p lpeer.ID
+			if peerFilter != "" {
+				if p, err = lpeer.Decode(peerFilter); err != nil {
+					return usageErr("--peer: %v", err)
+				}
+			}
+			es, err := st.List(peer.Direction(dir), p)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if a.jsonOut {
+				out := []any{}
+				for _, e := range es {
+					out = append(out, map[string]any{"key": e.Key, "direction": e.Direction, "attestation": e.Attestation, "envelope_hex": hex.EncodeToString(e.Envelope)})
+				}
+				return writeJSON(a, out)
+			}
+			if len(es) == 0 {
+				fmt.Fprintln(a.stdout, "no attestations")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tDIRECTION\tISSUER\tSUBJECT\tVERDICT\tREASON\tISSUED\tVALID")
+			now := time.Now()
+			for _, e := range es {
+				at := e.Attestation
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", shortKey(e.Key), e.Direction, short(at.Issuer.String()), short(at.Subject.String()),
+					verdictWord(at.Accepted, at.Reason), at.Reason, at.IssuedAt.Format(time.RFC3339), at.Valid(now))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVar(&peerFilter, "peer", "", "only attestations about or from this peer ID")
+	list.Flags().StringVar(&dir, "direction", "", "issued or received (default both)")
+
+	show := &cobra.Command{
+		Use:   "show KEY",
+		Short: "Show one stored attestation (KEY as printed by list)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := peer.OpenStore(a.storePath)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			defer st.Close()
+			e, err := st.Get(args[0])
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			return a.printAttestation(e.Attestation, e.Envelope, string(e.Direction))
+		},
+	}
+	var out string
+	export := &cobra.Command{
+		Use:   "export KEY",
+		Short: "Write one stored attestation's signed envelope to a file (binary) for others to verify",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := peer.OpenStore(a.storePath)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			defer st.Close()
+			e, err := st.Get(args[0])
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if out == "" || out == "-" {
+				_, err = a.stdout.Write(e.Envelope)
+				return err
+			}
+			if err := os.WriteFile(out, e.Envelope, 0o644); err != nil {
+				return fmt.Errorf("write %s: %w", out, err)
+			}
+			fmt.Fprintf(a.stderr, "wrote %s (%d bytes)\n", out, len(e.Envelope))
+			return nil
+		},
+	}
+	export.Flags().StringVarP(&out, "out", "o", "", "output file (default standard output)")
+
+	var subject, issuer string
+	var allowExpired bool
+	verify := &cobra.Command{
+		Use:   "verify FILE",
+		Short: "Verify an exported attestation (binary envelope, or its hex): signature, issuer key, subject, expiry",
+		Long: `Verifies a signed attestation envelope: the signature, that the signing key
+belongs to the issuer named inside, the expected subject and issuer when given,
+the validity window and the spec version. FILE may hold the raw envelope or its
+hex encoding; - reads standard input. Exit code 0 when valid, 1 when not.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var data []byte
+			var err error
+			if args[0] == "-" {
+				data, err = readAllCapped(os.Stdin, 4*protocol.MaxEnvelopeBytes)
+			} else {
+				data, err = readFileCapped(args[0], 4*protocol.MaxEnvelopeBytes)
+			}
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if h, herr := hex.DecodeString(strings.TrimSpace(string(data))); herr == nil {
+				data = h
+			}
+			opts := protocol.VerifyOptions{AllowExpired: allowExpired}
+			if subject != "" {
+				if opts.Subject, err = lpeer.Decode(subject); err != nil {
+					return usageErr("--subject: %v", err)
+				}
+			}
+			if issuer != "" {
+				if opts.Issuer, err = lpeer.Decode(issuer); err != nil {
+					return usageErr("--issuer: %v", err)
+				}
+			}
+			at, _, err := protocol.VerifyAttestation(data, opts)
+			if err != nil {
+				if a.jsonOut {
+					_ = writeJSON(a, map[string]any{"valid": false, "error": err.Error()})
+				} else {
+					fmt.Fprintf(a.stdout, "INVALID: %v\n", err)
+				}
+				return &exitError{code: exitRejected, err: err}
+			}
+			if !a.jsonOut {
+				fmt.Fprintln(a.stdout, "VALID signed attestation")
+			}
+			return a.printAttestation(at, data, "")
+		},
+	}
+	verify.Flags().StringVar(&subject, "subject", "", "expected subject peer ID")
+	verify.Flags().StringVar(&issuer, "issuer", "", "expected issuer peer ID")
+	verify.Flags().BoolVar(&allowExpired, "allow-expired", false, "accept an expired attestation (for audits)")
+	cmd.AddCommand(list, show, export, verify)
+	return cmd
+}
+
+func shortKey(k string) string {
+	if len(k) > 16 {
+		return k[len(k)-16:]
+	}
+	return k
+}
+
+func (a *app) printAttestation(at *protocol.Attestation, env []byte, dir string) error {
+	if a.jsonOut {
+		return writeJSON(a, map[string]any{"valid": true, "direction": dir, "attestation": at, "envelope_hex": hex.EncodeToString(env)})
+	}
+	w := a.stdout
+	fmt.Fprintf(w, "issuer   %s\nsubject  %s\nverdict  %s (%s)", at.Issuer, at.Subject, verdictWord(at.Accepted, at.Reason), at.Reason)
+	if at.FailedRound > 0 {
+		fmt.Fprintf(w, " at round %d", at.FailedRound)
+	}
+	fmt.Fprintf(w, "\nissued   %s\nexpires  %s\nspec     %s\ndomain   %s (set %s)\nnonce    %x\ndigest   %x\n",
+		at.IssuedAt.Format(time.RFC3339), at.ExpiresAt.Format(time.RFC3339), at.SpecVersion, at.Domain, at.SetID, at.Nonce, at.TranscriptDigest)
+	p := at.Policy
+	tau := p.Tau.String()
+	if p.DerivedTau {
+		tau = fmt.Sprintf("derived (alpha %.2g)", p.Alpha)
+	}
+	fmt.Fprintf(w, "policy   %d rounds, tau %s, total %s, rtt credit cap %s\n", p.Rounds, tau, p.Total, p.RTTCredit)
+	for _, r := range at.Rounds {
+		fmt.Fprintf(w, "  round %d  effective %s / budget %s  narrative %d tokens  correct %v\n", r.Round, r.Effective, r.Budget, r.NarrativeTokens, r.Correct)
+	}
+	return nil
+}
+
+func writeJSON(a *app, v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/spec"
+)
+
+// buildBinary compiles the CLI once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "acaptcha")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	out  *bufio.Reader
+	errb *bytes.Buffer
+}
+
+func startNodeProc(t *testing.T, bin, dir, llmURL string) (*proc, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "node", "--json", "--llm", "openai:stub", "--key", filepath.Join(dir, "key"),
+		"--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", "--log-level", "info")
+	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+llmURL+"/v1", "OPENAI_API_KEY=test")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, out: bufio.NewReader(stdout), errb: &errb}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Error("node did not stop on SIGINT within 10 s")
+		}
+	})
+	lineCh := make(chan string, 1)
+	go func() {
+		l, _ := p.out.ReadString('\n')
+		lineCh <- l
+	}()
+	var line string
+	select {
+	case line = <-lineCh:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node printed nothing; stderr:\n%s", errb.String())
+	}
+	var info struct {
+		PeerID string   `json:"peer_id"`
+		Addrs  []string `json:"addrs"`
+	}
+	if err := json.Unmarshal([]byte(line), &info); err != nil || len(info.Addrs) == 0 {
+		t.Fatalf("node output %q: %v; stderr:\n%s", line, err, errb.String())
+	}
+	return p, info.Addrs[0]
+}
+
+func run(t *testing.T, bin string, env []string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &ee):
+		return out.String(), ee.ExitCode()
+	default:
+		t.Fatalf("run %v: %v", args, err)
+		return "", -1
+	}
+}
+
+func TestCLINodeAndAttestProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle := testutil.NewOpenAIServer(testutil.NewOracle(sets...))
+	defer oracle.Close()
+	script := testutil.NewOpenAIServer(testutil.NewKeywordScript())
+	defer script.Close()
+
+	dir := t.TempDir()
+	_, addrB := startNodeProc(t, bin, filepath.Join(dir, "b"), oracle.URL)
+	_, addrS := startNodeProc(t, bin, filepath.Join(dir, "s"), script.URL)
+
+	env := []string{"OPENAI_BASE_URL=" + oracle.URL + "/v1", "OPENAI_API_KEY=test"}
+	common := []string{"--llm", "openai:stub", "--key", filepath.Join(dir, "a", "key"), "--store", filepath.Join(dir, "a", "db")}
+
+	// An agent node: both sides accept; exit 0.
+	out, code := run(t, bin, env, append([]string{"attest", "--json", addrB}, common...)...)
+	if code != 0 {
+		t.Fatalf("attest agent: exit %d\n%s", code, out)
+	}
+	var m struct {
+		Ours   struct{ Accepted bool }
+		Theirs struct {
+			Accepted            bool
+			AttestationVerified bool `json:"attestation_verified"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &m); err != nil || !m.Ours.Accepted || !m.Theirs.Accepted || !m.Theirs.AttestationVerified {
+		t.Fatalf("attest output: %v\n%s", err, out)
+	}
+
+	// A node whose LLM is a keyword script: rejected, exit 1.
+	out, code = run(t, bin, env, append([]string{"attest", addrS}, common...)...)
+	if code != 1 || !strings.Contains(out, "REJECTED") {
+		t.Fatalf("attest script: exit %d\n%s", code, out)
+	}
+
+	// The stored records list, export and verify.
+	out, code = run(t, bin, nil, "attestations", "list", "--json", "--store", filepath.Join(dir, "a", "db"))
+	if code != 0 {
+		t.Fatalf("list: exit %d\n%s", code, out)
+	}
+	var entries []struct {
+		Key         string `json:"key"`
+		Direction   string `json:"direction"`
+		EnvelopeHex string `json:"envelope_hex"`
+	}
+	if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) < 3 {
+		t.Fatalf("list: %v (%d entries)\n%s", err, len(entries), out)
+	}
+	file := filepath.Join(dir, "att.bin")
+	if out, code := run(t, bin, nil, "attestations", "export", "--store", filepath.Join(dir, "a", "db"), entries[0].Key, "-o", file); code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, out)
+	}
+	if out, code := run(t, bin, nil, "attestations", "verify", file); code != 0 || !strings.Contains(out, "VALID") {
+		t.Fatalf("verify: exit %d\n%s", code, out)
+	}
+	// A corrupted copy does not verify.
+	data, _ := os.ReadFile(file)
+	data[len(data)-5] ^= 0xff
+	bad := filepath.Join(dir, "bad.bin")
+	_ = os.WriteFile(bad, data, 0o644)
+	if out, code := run(t, bin, nil, "attestations", "verify", bad); code != 1 {
+		t.Fatalf("verify tampered: exit %d\n%s", code, out)
+	}
+
+	// Usage and network errors.
+	if out, code := run(t, bin, env, append([]string{"attest", "not-a-multiaddr"}, common...)...); code != 2 {
+		t.Fatalf("bad address: exit %d\n%s", code, out)
+	}
+	dead := "/ip4/127.0.0.1/tcp/1/p2p/" + strings.Split(addrB, "/p2p/")[1]
+	if out, code := run(t, bin, env, append([]string{"attest", "--timeout", "20s", dead}, common...)...); code != 3 {
+		t.Fatalf("unreachable peer: exit %d\n%s", code, out)
+	}
+	if out, code := run(t, bin, nil, "attest", "--rounds", "7", addrB); code != 2 {
+		t.Fatalf("bad policy: exit %d\n%s", code, out)
+	}
+}
+
+func TestDemoWithoutLLM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the full demo")
+	}
+	var out, errb bytes.Buffer
+	t.Setenv("ACAPTCHA_LLM", "")
+	code := Main(context.Background(), []string{"demo", "--json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("demo exit %d: %s", code, errb.String())
+	}
+	var res struct {
+		Rows []struct {
+			Prover, Kind string
+			Ran          bool
+			Accepted     bool
+			Reason       string
+			Note         string
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	seen := map[string]bool{}
+	for _, r := range res.Rows {
+		seen[r.Kind] = true
+		switch r.Kind {
+		case "script":
+			if !r.Ran || r.Accepted || r.Reason != "wrong_answer" {
+				t.Errorf("script row: %+v", r)
+			}
+		case "human":
+			if !r.Ran || r.Accepted || r.Reason != "timeout" {
+				t.Errorf("human row: %+v", r)
+			}
+		case "agent":
+			if r.Ran || !strings.Contains(r.Note, "--llm") {
+				t.Errorf("agent row without an LLM: %+v", r)
+			}
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("rows: %+v", res.Rows)
+	}
+}
+
+func TestEnvBinding(t *testing.T) {
+	t.Setenv("ACAPTCHA_ROUNDS", "9")
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"demo"}, &out, &errb); code != exitUsage {
+		t.Fatalf("ACAPTCHA_ROUNDS=9 accepted: exit %d", code)
+	}
+	t.Setenv("ACAPTCHA_ROUNDS", "many")
+	if code := Main(context.Background(), []string{"demo"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "ACAPTCHA_ROUNDS") {
+		t.Fatalf("bad env value: %s", errb.String())
+	}
+}

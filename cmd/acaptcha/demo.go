@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/spf13/cobra"
+
+	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+type demoProver struct {
+	name   string
+	kind   string
+	prover skill.Prover
+	note   string
+}
+
+type demoRow struct {
+	Prover   string        `json:"prover"`
+	Kind     string        `json:"kind"`
+	PeerID   string        `json:"peer_id,omitempty"`
+	Ran      bool          `json:"ran"`
+	Accepted bool          `json:"accepted"`
+	Reason   skill.Reason  `json:"reason,omitempty"`
+	Failed   int           `json:"failed_round,omitempty"`
+	Detail   string        `json:"detail,omitempty"`
+	Rounds   []roundJSON   `json:"rounds,omitempty"`
+	Note     string        `json:"note,omitempty"`
+	Took     time.Duration `json:"took_ns"`
+}
+
+func (a *app) demoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "demo",
+		Short: "Run a local verifier against several provers in one process and show who passes and why",
+		Long: `Starts a verifier node and one prover node per prover class on loopback,
+in this process, and runs a full verification of each prover over libp2p:
+a keyword-matching script, a responder that reads at human speed, and, when
+an LLM is configured with --llm, an agent backed by it. Nothing is stored
+outside a temporary directory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runDemo(cmd.Context())
+		},
+	}
+}
+
+func (a *app) runDemo(ctx context.Context) error {
+	pol, err := a.policy()
+	if err != nil {
+		return err
+	}
+	// The demo serves the same few sets to several provers, so it lifts
+	// the serve-once rule for its in-memory ledger.
+	src, err := a.source(nil, 1<<20)
+	if err != nil {
+		return err
+	}
+	provers := []demoProver{
+		{name: "keyword script", kind: "script", prover: keywordScript{}, note: "picks the identifier in the sentence that shares most words with the question"},
+		{name: "human-speed reader", kind: "human", prover: humanReader{model: pol.Human}, note: "reads at 5 tokens/s, decides in 350 ms, types at 0.9 tokens/s (paper Eq. 6)"},
+	}
+	agent, llmName, err := a.prover(ctx)
+	if err != nil {
+		return err
+	}
+	if agent != nil {
+		provers = append(provers, demoProver{name: "agent (" + llmName + ")", kind: "agent", prover: agent, note: "answers with the configured LLM, all rounds in one conversation"})
+	}
+	dir, err := os.MkdirTemp("", "acaptcha-demo-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	newNode := func(name string, source skill.Source, pr skill.Prover) (*peer.Node, error) {
+		k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("demo key: %w", err)
+		}
+		return peer.New(peer.Config{
+			Key: k, StorePath: filepath.Join(dir, name+".db"),
+			ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+			Policy:      pol, Source: source, Prover: pr, Logger: a.log,
+		})
+	}
+	verifier, err := newNode("verifier", src, nil)
+	if err != nil {
+		return err
+	}
+	defer verifier.Close()
+	if !a.jsonOut {
+		fmt.Fprintf(a.stdout, "verifier %s serving %s; %d round(s), tau %s, total %s\n", short(verifier.ID().String()), src.Name(), pol.Rounds, tauString(pol), pol.Total)
+		fmt.Fprintf(a.stdout, "running %d prover(s) concurrently over libp2p on loopback (the human-speed reader takes until its first budget runs out)...\n\n", len(provers))
+	}
+	rows := make([]demoRow, len(provers))
+	var wg sync.WaitGroup
+	for i, p := range provers {
+		rows[i] = demoRow{Prover: p.name, Kind: p.kind, Note: p.note}
+		n, err := newNode(fmt.Sprintf("prover%d", i), nil, p.prover)
+		if err != nil {
+			return err
+		}
+		defer n.Close()
+		rows[i].PeerID = n.ID().String()
+		wg.Add(1)
+		go func(row *demoRow, n *peer.Node) {
+			defer wg.Done()
+			start := time.Now()
+			cctx, cancel := context.WithTimeout(ctx, pol.Total+30*time.Second)
+			defer cancel()
+			if err := verifier.Host().Connect(cctx, lpeer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
+				row.Detail = err.Error()
+				return
+			}
+			res, err := verifier.Verify(cctx, n.ID())
+			row.Took = time.Since(start)
+			if err != nil {
+				row.Detail = err.Error()
+				return
+			}
+			fillRow(row, res)
+		}(&rows[i], n)
+	}
+	wg.Wait()
+	if agent == nil {
+		rows = append(rows, demoRow{Prover: "agent (LLM)", Kind: "agent", Note: "not run: " + noLLMHint})
+	}
+	if a.jsonOut {
+		return writeJSON(a, map[string]any{"verifier": verifier.ID().String(), "source": src.Name(), "tau": tauString(pol), "total_ms": pol.Total.Milliseconds(), "rows": rows})
+	}
+	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROVER\tVERDICT\tREASON\tROUNDS (effective / budget)")
+	for _, r := range rows {
+		if !r.Ran {
+			v := "NOT RUN"
+			if r.Detail != "" {
+				v = "ERROR"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Prover, v, "-", r.Detail)
+			continue
+		}
+		var rs []string
+		for _, x := range r.Rounds {
+			mark := "ok"
+			switch {
+			case !x.Answered:
+				mark = "no answer"
+			case !x.Correct:
+				mark = fmt.Sprintf("wrong: %q", x.Answer)
+			case x.EffectiveMS > x.BudgetMS:
+				mark = "late"
+			}
+			rs = append(rs, fmt.Sprintf("r%d %s/%s %s", x.Round, msString(x.EffectiveMS), msString(x.BudgetMS), mark))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Prover, verdictWord(r.Accepted, r.Reason), r.Reason, strings.Join(rs, "; "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout)
+	for _, r := range rows {
+		fmt.Fprintf(a.stdout, "- %s: %s\n", r.Prover, r.Note)
+	}
+	return nil
+}
+
+func fillRow(row *demoRow, res *protocol.Result) {
+	v := res.Verdict
+	row.Ran = true
+	row.Accepted, row.Reason, row.Failed, row.Detail = v.Accepted, v.Reason, v.FailedRound, v.Detail
+	row.Rounds = roundsJSON(v.Rounds)
+}
+
+func msString(ms int64) string {
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+func tauString(p skill.Policy) string {
+	if p.DeriveTau {
+		return fmt.Sprintf("derived (alpha %.2g)", p.Alpha)
+	}
+	return p.Tau.String()
+}
+
+// humanReader models a person at a keyboard: it needs at least the paper's
+// lower bound (Eq. 6) for each round before it can answer, then answers
+// with its best keyword guess. It holds no answer key.
+type humanReader struct{ model skill.HumanModel }
+
+func (h humanReader) NewSession() skill.Answerer {
+	return skill.AnswerFunc(func(ctx context.Context, c skill.Challenge) (string, error) {
+		d := h.model.LowerBound(skill.CountTokens(c.Narrative))
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		return keywordGuess(c), nil
+	})
+}

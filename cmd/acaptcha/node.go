@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acaptcha/acaptcha/peer"
+)
+
+// startNode builds a node from the global options.
+func (a *app) startNode(cmd *cobra.Command, listen []string) (*peer.Node, string, error) {
+	ctx := cmd.Context()
+	pol, err := a.policy()
+	if err != nil {
+		return nil, "", err
+	}
+	store, err := peer.OpenStore(a.storePath)
+	if err != nil {
+		return nil, "", usageErr("%v", err)
+	}
+	src, err := a.source(store, a.maxServes)
+	if err != nil {
+		store.Close()
+		return nil, "", err
+	}
+	prover, llmName, err := a.prover(ctx)
+	if err != nil {
+		store.Close()
+		return nil, "", err
+	}
+	n, err := peer.New(peer.Config{
+		KeyFile:     a.keyFile,
+		Store:       store,
+		ListenAddrs: listen,
+		Policy:      pol,
+		Source:      src,
+		Prover:      prover,
+		Logger:      a.log,
+	})
+	if err != nil {
+		store.Close()
+		return nil, "", usageErr("%v", err)
+	}
+	return n, llmName, nil
+}
+
+func (a *app) nodeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "node",
+		Short: "Run a node: verify peers that contact it and answer their challenges with the configured LLM",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			n, llmName, err := a.startNode(cmd, a.listen)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				n.Close()
+				n.Store().Close()
+			}()
+			addrs := n.Addrs()
+			if a.jsonOut {
+				out := map[string]any{"peer_id": n.ID().String(), "llm": llmName, "challenges": a.challenges}
+				var as []string
+				for _, m := range addrs {
+					as = append(as, m.String())
+				}
+				out["addrs"] = as
+				b, _ := json.Marshal(out)
+				fmt.Fprintln(a.stdout, string(b))
+			} else {
+				fmt.Fprintf(a.stdout, "acaptcha node %s\n", n.ID())
+				for _, m := range addrs {
+					fmt.Fprintf(a.stdout, "  listening on %s\n", m)
+				}
+				if llmName != "" {
+					fmt.Fprintf(a.stdout, "  answering challenges with %s\n", llmName)
+				} else {
+					fmt.Fprintf(a.stdout, "  %s\n", noLLMHint)
+				}
+				fmt.Fprintf(a.stdout, "  challenges: %s; store: %s\n", a.challenges, a.storePath)
+				fmt.Fprintln(a.stdout, "  attest with: acaptcha attest <one of the addresses above>   (Ctrl-C stops)")
+			}
+			<-cmd.Context().Done()
+			if !a.jsonOut {
+				fmt.Fprintln(a.stdout, "stopping")
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,379 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tmc/langchaingo/llms"
+)
+
+// Errors that Generate wraps, for errors.Is.
+var (
+	// ErrTruncated reports that the model stopped because it hit its output
+	// token limit, so the text is cut off.
+	ErrTruncated = errors.New("llm output truncated at the token limit")
+	// ErrRateLimited reports that the provider refused the call with HTTP
+	// 429 (or an equivalent rate-limit error).
+	ErrRateLimited = errors.New("llm provider rate limit")
+	// ErrEmptyOutput reports a reply without any text.
+	ErrEmptyOutput = errors.New("llm returned no text")
+	// ErrProviderStatus reports a provider HTTP error status that the
+	// client library did not turn into an error itself.
+	ErrProviderStatus = errors.New("llm provider returned an HTTP error status")
+)
+
+// Defaults of Model.
+const (
+	// DefaultTimeout bounds one provider call when no timeout is configured.
+	DefaultTimeout = 2 * time.Minute
+	// DefaultMaxTokens is the output-token cap of a call that sets none.
+	// langchaingo's Anthropic default of 2048 is too small for generating
+	// a three-part narrative set; 4096 is the largest cap every current
+	// model of the four providers accepts (older Claude and GPT-3.5 models
+	// reject more). Raise it with Config.MaxTokens where the model allows.
+	DefaultMaxTokens = 4096
+	// MaxBackoff caps the wait between two rate-limited attempts.
+	MaxBackoff = 30 * time.Second
+)
+
+// Usage counts tokens, normalised across providers.
+type Usage struct {
+	InputTokens  int
+	OutputTokens int
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+}
+
+// Response is one checked model reply.
+type Response struct {
+	Text string
+	// StopReason is the provider's stop reason as reported ("stop",
+	// "end_turn", "FinishReasonStop", ...), or the Ollama done_reason.
+	StopReason string
+	Usage      Usage
+}
+
+// RetryPolicy retries calls refused with ErrRateLimited. Attempts is the
+// total number of attempts (0 or 1: no retry); the wait before retry i
+// (0-based) is Backoff doubled i times, capped at MaxBackoff. Waiting
+// honours the caller's context and gives up at once when the context
+// deadline comes before the next attempt could start.
+type RetryPolicy struct {
+	Attempts int
+	Backoff  time.Duration
+}
+
+// Option configures a Model built by Wrap.
+type Option func(*Model)
+
+// WithTimeout sets the per-call deadline (DefaultTimeout when d <= 0).
+func WithTimeout(d time.Duration) Option {
+	return func(m *Model) {
+		if d > 0 {
+			m.timeout = d
+		}
+	}
+}
+
+// WithRetry sets the rate-limit retry policy.
+func WithRetry(p RetryPolicy) Option { return func(m *Model) { m.retry = p } }
+
+// WithMaxTokens sets the output-token cap of calls that set none
+// (DefaultMaxTokens when n <= 0).
+func WithMaxTokens(n int) Option {
+	return func(m *Model) {
+		if n > 0 {
+			m.maxTokens = n
+		}
+	}
+}
+
+// WithCallOptions adds call options applied before the per-call ones on
+// every call (for example openai.WithLegacyMaxTokensField()).
+func WithCallOptions(opts ...llms.CallOption) Option {
+	return func(m *Model) { m.defaults = append(m.defaults, opts...) }
+}
+
+// WithLogger sets the logger (slog.Default() when nil).
+func WithLogger(l *slog.Logger) Option {
+	return func(m *Model) {
+		if l != nil {
+			m.log = l
+		}
+	}
+}
+
+// WithCloser registers a function Close calls, for resources behind the
+// wrapped model.
+func WithCloser(f func() error) Option {
+	return func(m *Model) { m.closers = append(m.closers, f) }
+}
+
+// Model wraps an llms.Model with what acaptcha needs from every call: a
+// deadline, strict checks of the output (no cut-off, truncated or empty
+// text gets through), token usage normalised across providers, typed
+// rate-limit errors with an optional bounded retry, and cumulative usage
+// counters. It is safe for concurrent use when the wrapped model is.
+type Model struct {
+	llm       llms.Model
+	provider  string
+	name      string
+	timeout   time.Duration
+	maxTokens int
+	retry     RetryPolicy
+	defaults  []llms.CallOption
+	log       *slog.Logger
+	closers   []func() error
+
+	inTokens  atomic.Int64
+	outTokens atomic.Int64
+	calls     atomic.Int64
+}
+
+// Wrap wraps any llms.Model. provider names it in errors and logs and
+// selects provider-specific interpretation of stop reasons ("ollama",
+// "openai", ...; any other name is accepted).
+func Wrap(m llms.Model, provider string, opts ...Option) *Model {
+	w := &Model{
+		llm:       m,
+		provider:  provider,
+		timeout:   DefaultTimeout,
+		maxTokens: DefaultMaxTokens,
+		log:       slog.Default(),
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	if w.provider == "" {
+		w.provider = "llm"
+	}
+	return w
+}
+
+// LLM returns the wrapped langchaingo model.
+func (m *Model) LLM() llms.Model { return m.llm }
+
+// Provider returns the provider name.
+func (m *Model) Provider() string { return m.provider }
+
+// Name returns "provider:model" for models built by New, else the
+// provider name.
+func (m *Model) Name() string {
+	if m.name != "" {
+		return m.name
+	}
+	return m.provider
+}
+
+// Usage returns the tokens counted over every call so far.
+func (m *Model) Usage() Usage {
+	return Usage{InputTokens: int(m.inTokens.Load()), OutputTokens: int(m.outTokens.Load())}
+}
+
+// Calls returns the number of provider calls made (attempts included).
+func (m *Model) Calls() int { return int(m.calls.Load()) }
+
+// Close releases what the model holds (idle connections of its own
+// transport, the Google AI client). The model must not be used after.
+func (m *Model) Close() error {
+	var errs []error
+	for _, f := range m.closers {
+		if err := f(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c, ok := m.llm.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close %s: %w", m.Name(), err)
+	}
+	return nil
+}
+
+// Generate calls the model with msgs and checks the reply. It returns an
+// error wrapping context.DeadlineExceeded (or context.Canceled) whenever the
+// call's context ended before the reply was complete, even when the client
+// library reported success; ErrTruncated (with the partial Response) when
+// the model hit its token limit; ErrEmptyOutput for a reply without text;
+// ErrRateLimited when the provider refused the call and the retry policy
+// is exhausted.
+func (m *Model) Generate(ctx context.Context, msgs []llms.MessageContent, opts ...llms.CallOption) (Response, error) {
+	if len(msgs) == 0 {
+		return Response{}, fmt.Errorf("%s: no messages to send", m.Name())
+	}
+	attempts := max(m.retry.Attempts, 1)
+	for i := 0; ; i++ {
+		resp, err := m.once(ctx, msgs, opts)
+		if err == nil || !errors.Is(err, ErrRateLimited) || i+1 >= attempts {
+			return resp, err
+		}
+		wait := backoff(m.retry.Backoff, i)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return resp, fmt.Errorf("%w (no time left to retry before the deadline)", err)
+		}
+		m.log.Warn("llm rate limited, retrying", "model", m.Name(), "attempt", i+1, "of", attempts, "wait", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return resp, fmt.Errorf("%w (gave up waiting to retry: %w)", err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func backoff(base time.Duration, i int) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	d := base
+	for ; i > 0 && d < MaxBackoff; i-- {
+		d *= 2
+	}
+	return min(d, MaxBackoff)
+}
+
+// once makes one attempt.
+func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llms.CallOption) (Response, error) {
+	cctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	obs := &observation{}
+	cctx = context.WithValue(cctx, observationKey{}, obs)
+
+	callOpts := make([]llms.CallOption, 0, len(m.defaults)+len(opts)+1)
+	callOpts = append(callOpts, llms.WithMaxTokens(m.maxTokens))
+	callOpts = append(callOpts, m.defaults...)
+	callOpts = append(callOpts, opts...)
+	var co llms.CallOptions
+	for _, o := range callOpts {
+		o(&co)
+	}
+
+	m.calls.Add(1)
+	start := time.Now()
+	cr, err := m.llm.GenerateContent(cctx, msgs, callOpts...)
+	elapsed := time.Since(start)
+	status, doneReason, sniffedUsage := obs.get()
+
+	// The context check comes first: a client may return success with a
+	// reply cut off when the context ended mid-stream, or an error that
+	// does not wrap the context error.
+	if cerr := cctx.Err(); cerr != nil {
+		if err != nil {
+			return Response{}, fmt.Errorf("%s: call ended after %s: %w (client: %v)", m.Name(), elapsed.Round(time.Millisecond), cerr, err)
+		}
+		return Response{}, fmt.Errorf("%s: call ended after %s: %w", m.Name(), elapsed.Round(time.Millisecond), cerr)
+	}
+	if err != nil {
+		if status == http.StatusTooManyRequests || isRateLimitError(err) {
+			return Response{}, fmt.Errorf("%s: %w: %w", m.Name(), ErrRateLimited, err)
+		}
+		return Response{}, fmt.Errorf("%s: %w", m.Name(), err)
+	}
+	if status == http.StatusTooManyRequests {
+		return Response{}, fmt.Errorf("%s: %w (HTTP 429)", m.Name(), ErrRateLimited)
+	}
+	if status >= 400 {
+		return Response{}, fmt.Errorf("%s: %w: HTTP %d", m.Name(), ErrProviderStatus, status)
+	}
+	if cr == nil || len(cr.Choices) == 0 {
+		return Response{}, fmt.Errorf("%s: %w: no choices", m.Name(), ErrEmptyOutput)
+	}
+
+	resp := m.response(cr, doneReason)
+	if sniffedUsage != nil {
+		resp.Usage = *sniffedUsage
+	}
+	m.inTokens.Add(int64(resp.Usage.InputTokens))
+	m.outTokens.Add(int64(resp.Usage.OutputTokens))
+	m.log.Debug("llm call", "model", m.Name(), "elapsed", elapsed, "stop", resp.StopReason,
+		"in", resp.Usage.InputTokens, "out", resp.Usage.OutputTokens)
+
+	if truncated(resp.StopReason) || (resp.StopReason == "" && m.provider == string(Ollama) &&
+		co.MaxTokens > 0 && resp.Usage.OutputTokens >= co.MaxTokens) {
+		return resp, fmt.Errorf("%s: %w (stop reason %q, %d output tokens, limit %d)",
+			m.Name(), ErrTruncated, resp.StopReason, resp.Usage.OutputTokens, co.MaxTokens)
+	}
+	if strings.TrimSpace(resp.Text) == "" {
+		return resp, fmt.Errorf("%s: %w (stop reason %q)", m.Name(), ErrEmptyOutput, resp.StopReason)
+	}
+	return resp, nil
+}
+
+// response extracts text, stop reason and usage from a reply. Anthropic
+// returns one choice per content block (thinking, text), so its text
+// blocks are joined; other providers answer in the first choice.
+func (m *Model) response(cr *llms.ContentResponse, doneReason string) Response {
+	var r Response
+	first := cr.Choices[0]
+	if m.provider == string(Anthropic) {
+		var b strings.Builder
+		for _, c := range cr.Choices {
+			if c == nil {
+				continue
+			}
+			b.WriteString(c.Content)
+			if r.StopReason == "" {
+				r.StopReason = c.StopReason
+			}
+		}
+		r.Text = b.String()
+	} else if first != nil {
+		r.Text = first.Content
+		r.StopReason = first.StopReason
+	}
+	for _, c := range cr.Choices {
+		if c != nil && len(c.GenerationInfo) > 0 {
+			r.Usage = NormalizeUsage(c.GenerationInfo)
+			break
+		}
+	}
+	if r.StopReason == "" {
+		r.StopReason = doneReason
+	}
+	return r
+}
+
+// truncated reports whether a provider stop reason means the output hit
+// the token limit: "length" (OpenAI, Ollama done_reason), "max_tokens"
+// (Anthropic), "FinishReasonMaxTokens" (langchaingo's Google AI) or
+// "MAX_TOKENS" (Google AI wire form).
+func truncated(stop string) bool {
+	switch normStop(stop) {
+	case "length", "maxtokens", "finishreasonmaxtokens", "maxoutputtokens":
+		return true
+	}
+	return false
+}
+
+func normStop(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	return strings.NewReplacer("_", "", "-", "", " ", "").Replace(s)
+}
+
+// rateLimitText matches how the clients spell a 429 in their errors:
+// "API returned unexpected status code: 429" (openai, anthropic),
+// "googleapi: Error 429" (googleai), "429 Too Many Requests" (ollama's
+// StatusError), and the usual words.
+var rateLimitText = regexp.MustCompile(`(?i)(status(?: code)?:? 429\b|error 429\b|\b429 too many requests|too many requests|rate[ _-]?limit|resource[ _]exhausted)`)
+
+func isRateLimitError(err error) bool {
+	if llms.IsRateLimitError(err) {
+		return true
+	}
+	return rateLimitText.MatchString(err.Error())
+}

@@ -1,0 +1,365 @@
+// Package peer is the acaptcha node: a libp2p host with a persistent
+// identity, the attestation protocol service, mutual attestation, the
+// attestation store, and connection-manager protection for peers that pass.
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// DefaultListenAddrs are TCP and QUIC on all IPv4 interfaces, port 4001.
+var DefaultListenAddrs = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
+
+// Connection-manager tags for attested peers.
+const (
+	TagAttested     = "acaptcha-attested"
+	tagValue        = 100
+	protectAttested = "acaptcha"
+)
+
+// Config configures a node.
+type Config struct {
+	// Key is the node identity; when nil it is loaded from (or created
+	// at) KeyFile.
+	Key     crypto.PrivKey
+	KeyFile string
+	// Store is an open store; when nil StorePath is opened and owned by
+	// the node.
+	Store       *Store
+	StorePath   string
+	ListenAddrs []string
+	Policy      skill.Policy
+	// Source supplies challenges when this node verifies; nil means the
+	// node only proves.
+	Source skill.Source
+	// Prover answers challenges when this node is verified; nil means the
+	// node declines to be verified.
+	Prover         skill.Prover
+	AttestationTTL time.Duration
+	// MutualTimeout bounds how long Attest waits for the peer's verdict
+	// on us after our own verification finished (default: the policy's
+	// total budget plus 30 s).
+	MutualTimeout time.Duration
+	Logger        *slog.Logger
+	// HostOptions are appended to the libp2p options (tests use them).
+	HostOptions []libp2p.Option
+}
+
+// Node is a running acaptcha node.
+type Node struct {
+	cfg       Config
+	log       *slog.Logger
+	host      host.Host
+	cm        *connmgr.BasicConnMgr
+	svc       *protocol.Service
+	store     *Store
+	ownsStore bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	inflight map[peer.ID]*call
+	waiters  map[peer.ID][]chan protocol.ProverResult
+}
+
+type call struct {
+	done chan struct{}
+	res  *protocol.Result
+	err  error
+}
+
+// New starts a node.
+func New(cfg Config) (*Node, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Policy.Rounds == 0 {
+		cfg.Policy = skill.DefaultPolicy()
+	}
+	if err := cfg.Policy.Check(); err != nil {
+		return nil, err
+	}
+	key := cfg.Key
+	if key == nil {
+		if cfg.KeyFile == "" {
+			return nil, errors.New("node: no key and no key file")
+		}
+		k, err := LoadOrCreateKey(cfg.KeyFile, log)
+		if err != nil {
+			return nil, err
+		}
+		key = k
+	}
+	n := &Node{cfg: cfg, log: log, inflight: map[peer.ID]*call{}, waiters: map[peer.ID][]chan protocol.ProverResult{}}
+	n.store = cfg.Store
+	if n.store == nil {
+		if cfg.StorePath == "" {
+			return nil, errors.New("node: no store and no store path")
+		}
+		s, err := OpenStore(cfg.StorePath)
+		if err != nil {
+			return nil, err
+		}
+		n.store, n.ownsStore = s, true
+	}
+	cm, err := connmgr.NewConnManager(100, 400, connmgr.WithGracePeriod(time.Minute))
+	if err != nil {
+		n.closeStore()
+		return nil, fmt.Errorf("connection manager: %w", err)
+	}
+	n.cm = cm
+	listen := cfg.ListenAddrs
+	if len(listen) == 0 {
+		listen = DefaultListenAddrs
+	}
+	opts := append([]libp2p.Option{
+		libp2p.Identity(key),
+		libp2p.ListenAddrStrings(listen...),
+		libp2p.ConnectionManager(cm),
+	}, cfg.HostOptions...)
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		cm.Close()
+		n.closeStore()
+		return nil, fmt.Errorf("start libp2p host: %w", err)
+	}
+	n.host = h
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	svc, err := protocol.NewService(h, protocol.Config{
+		Policy:         cfg.Policy,
+		Source:         cfg.Source,
+		Prover:         cfg.Prover,
+		AttestationTTL: cfg.AttestationTTL,
+		Logger:         log,
+		OnProved:       n.onProved,
+		OnReciprocal:   n.onReciprocal,
+		OnReflection: func(p peer.ID) {
+			log.Warn("peer reflected our own challenge back to us", "peer", p)
+		},
+	})
+	if err != nil {
+		h.Close()
+		cm.Close()
+		n.closeStore()
+		return nil, fmt.Errorf("start attestation service: %w", err)
+	}
+	n.svc = svc
+	return n, nil
+}
+
+func (n *Node) closeStore() {
+	if n.ownsStore && n.store != nil {
+		n.store.Close()
+	}
+}
+
+// Host returns the libp2p host.
+func (n *Node) Host() host.Host { return n.host }
+
+// ID returns the node's peer ID.
+func (n *Node) ID() peer.ID { return n.host.ID() }
+
+// Store returns the node's attestation store.
+func (n *Node) Store() *Store { return n.store }
+
+// Addrs returns the node's listen addresses with its /p2p/ component.
+func (n *Node) Addrs() []ma.Multiaddr {
+	addrs, err := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: n.host.ID(), Addrs: n.host.Addrs()})
+	if err != nil {
+		return nil
+	}
+	return addrs
+}
+
+// Close stops the node: the protocol service first (in-flight sessions end),
+// then background work, the host and the store.
+func (n *Node) Close() error {
+	n.cancel()
+	n.svc.Close()
+	n.wg.Wait()
+	err := n.host.Close()
+	n.cm.Close()
+	n.closeStore()
+	return err
+}
+
+// Mutual is the outcome of a mutual attestation.
+type Mutual struct {
+	Peer peer.ID
+	// Ours is our verification of the peer.
+	Ours *protocol.Result
+	// Theirs is the peer's verification of us, as reported to our prover;
+	// nil with TheirsErr set when it did not arrive.
+	Theirs    *protocol.ProverResult
+	TheirsErr error
+}
+
+// ErrNetwork wraps failures to reach a peer.
+var ErrNetwork = errors.New("network error")
+
+// ParseAddr parses a /.../p2p/ID multiaddr.
+func ParseAddr(s string) (peer.AddrInfo, error) {
+	ai, err := peer.AddrInfoFromString(s)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("parse peer address %q (want a multiaddr ending in /p2p/PEER_ID): %w", s, err)
+	}
+	return *ai, nil
+}
+
+// Attest connects to a peer and runs mutual attestation: we verify it and
+// ask it to verify us back; both run concurrently on their own streams.
+func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
+	if ai.ID == n.host.ID() {
+		return nil, errors.New("cannot attest ourselves")
+	}
+	if err := n.host.Connect(ctx, ai); err != nil {
+		return nil, fmt.Errorf("connect to %s: %w: %w", ai.ID, ErrNetwork, err)
+	}
+	theirs := n.wait(ai.ID)
+	defer n.unwait(ai.ID, theirs)
+	res, err := n.verify(ctx, ai.ID, true)
+	if err != nil {
+		return nil, err
+	}
+	m := &Mutual{Peer: ai.ID, Ours: res}
+	timeout := n.cfg.MutualTimeout
+	if timeout <= 0 {
+		timeout = n.cfg.Policy.Total + 30*time.Second
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case pr := <-theirs:
+		m.Theirs = &pr
+	case <-t.C:
+		m.TheirsErr = fmt.Errorf("peer did not verify us within %s", timeout)
+	case <-ctx.Done():
+		m.TheirsErr = fmt.Errorf("waiting for the peer's verdict: %w", ctx.Err())
+	}
+	return m, nil
+}
+
+// Verify runs one verifier session against a connected peer (no reciprocal
+// request). Concurrent calls for the same peer share one session.
+func (n *Node) Verify(ctx context.Context, p peer.ID) (*protocol.Result, error) {
+	return n.verify(ctx, p, false)
+}
+
+func (n *Node) verify(ctx context.Context, p peer.ID, reciprocal bool) (*protocol.Result, error) {
+	n.mu.Lock()
+	if c, ok := n.inflight[p]; ok {
+		n.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.res, c.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	c := &call{done: make(chan struct{})}
+	n.inflight[p] = c
+	n.mu.Unlock()
+
+	c.res, c.err = n.svc.Verify(ctx, p, reciprocal)
+	if c.err == nil {
+		n.recordIssued(c.res)
+	}
+	n.mu.Lock()
+	delete(n.inflight, p)
+	n.mu.Unlock()
+	close(c.done)
+	return c.res, c.err
+}
+
+func (n *Node) recordIssued(r *protocol.Result) {
+	v := r.Verdict
+	n.log.Info("verified peer", "peer", r.Peer, "accepted", v.Accepted, "reason", v.Reason, "failed_round", v.FailedRound, "rtt", r.RTT)
+	if r.Attestation != nil && len(r.Envelope) > 0 {
+		if err := n.store.Put(Issued, r.Envelope, r.Attestation); err != nil {
+			n.log.Error("store issued attestation", "peer", r.Peer, "err", err)
+		}
+	}
+	if v.Accepted {
+		n.host.ConnManager().TagPeer(r.Peer, TagAttested, tagValue)
+		n.host.ConnManager().Protect(r.Peer, protectAttested)
+	}
+}
+
+func (n *Node) onReciprocal(p peer.ID) {
+	if n.cfg.Source == nil {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if _, err := n.verify(n.ctx, p, false); err != nil && n.ctx.Err() == nil {
+			n.log.Warn("reciprocal verification failed to run", "peer", p, "err", err)
+		}
+	}()
+}
+
+func (n *Node) onProved(r protocol.ProverResult) {
+	switch {
+	case r.Err != nil:
+		n.log.Warn("verification of us by peer broke off", "peer", r.Verifier, "err", r.Err)
+	case r.Attestation != nil:
+		if err := n.store.Put(Received, r.Envelope, r.Attestation); err != nil {
+			n.log.Error("store received attestation", "peer", r.Verifier, "err", err)
+		}
+		n.log.Info("peer verified us", "peer", r.Verifier, "accepted", r.Accepted, "reason", r.Reason)
+	default:
+		n.log.Info("peer verified us without a valid attestation", "peer", r.Verifier, "accepted", r.Accepted, "reason", r.Reason, "attestation_err", r.AttestationErr)
+	}
+	n.mu.Lock()
+	ws := n.waiters[r.Verifier]
+	n.mu.Unlock()
+	for _, w := range ws {
+		select {
+		case w <- r:
+		default:
+		}
+	}
+}
+
+func (n *Node) wait(p peer.ID) chan protocol.ProverResult {
+	ch := make(chan protocol.ProverResult, 1)
+	n.mu.Lock()
+	n.waiters[p] = append(n.waiters[p], ch)
+	n.mu.Unlock()
+	return ch
+}
+
+func (n *Node) unwait(p peer.ID, ch chan protocol.ProverResult) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ws := n.waiters[p]
+	for i, w := range ws {
+		if w == ch {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(n.waiters, p)
+	} else {
+		n.waiters[p] = ws
+	}
+}

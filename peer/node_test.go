@@ -1,0 +1,257 @@
+package peer_test
+
+import (
+	"context"
+	"crypto/rand"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"go.uber.org/goleak"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/llm"
+	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/spec"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// libp2p and quic-go keep process-wide background workers.
+		goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
+		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreTopFunction("github.com/libp2p/go-libp2p/p2p/transport/quicreuse.(*reuse).gc"),
+		goleak.IgnoreAnyFunction("github.com/jackpal/go-nat-pmp.(*Client).GetExternalAddress"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// dependentSets returns the example sets with part 2 narrowed to the
+// questions that need part 1's answer, so that every session's second
+// round tests memory.
+func dependentSets(t *testing.T) []*skill.Set {
+	t.Helper()
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*skill.Set
+	for _, s := range sets {
+		c := *s
+		c.Parts = append([]skill.Part(nil), s.Parts...)
+		var qs []skill.Question
+		for _, q := range c.Parts[1].Questions {
+			if len(q.DependsOn) > 0 {
+				qs = append(qs, q)
+			}
+		}
+		if len(qs) == 0 {
+			continue
+		}
+		c.Parts[1].Questions = qs
+		c.ID = c.ContentID()
+		out = append(out, &c)
+	}
+	if len(out) == 0 {
+		t.Fatal("no example set has a dependent part-2 question")
+	}
+	return out
+}
+
+type nodeOpts struct {
+	brain   testutil.Brain
+	memory  bool
+	policy  skill.Policy
+	sets    []*skill.Set
+	listen  []string
+	storeAt string
+	key     crypto.PrivKey
+}
+
+func startNode(t *testing.T, o nodeOpts) *peer.Node {
+	t.Helper()
+	ctx := context.Background()
+	var prover skill.Prover
+	if o.brain != nil {
+		srv := testutil.NewOpenAIServer(o.brain)
+		t.Cleanup(srv.Close)
+		m, err := llm.New(ctx, llm.Config{Spec: "openai:stub-model", BaseURL: srv.URL + "/v1", APIKey: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prover = llm.NewSolver(m, llm.SolverConfig{Memory: o.memory})
+	}
+	if o.policy.Rounds == 0 {
+		o.policy = skill.DefaultPolicy()
+	}
+	src, err := skill.NewCorpus("test", o.sets, nil, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.listen == nil {
+		o.listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	}
+	if o.storeAt == "" {
+		o.storeAt = filepath.Join(t.TempDir(), "store.db")
+	}
+	if o.key == nil {
+		o.key, _, _ = crypto.GenerateEd25519Key(rand.Reader)
+	}
+	n, err := peer.New(peer.Config{Key: o.key, StorePath: o.storeAt, ListenAddrs: o.listen, Policy: o.policy, Source: src, Prover: prover})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func addrInfo(n *peer.Node) lpeer.AddrInfo {
+	return lpeer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}
+}
+
+func TestMutualAttestationOracle(t *testing.T) {
+	for _, tc := range []struct{ name, addr string }{
+		{"tcp", "/ip4/127.0.0.1/tcp/0"},
+		{"quic", "/ip4/127.0.0.1/udp/0/quic-v1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sets := dependentSets(t)
+			oracle := testutil.NewOracle(sets...)
+			a := startNode(t, nodeOpts{brain: oracle, memory: true, sets: sets, listen: []string{tc.addr}})
+			b := startNode(t, nodeOpts{brain: oracle, memory: true, sets: sets, listen: []string{tc.addr}})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			m, err := a.Attest(ctx, addrInfo(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !m.Ours.Verdict.Accepted {
+				t.Fatalf("A rejected B: %+v", m.Ours.Verdict)
+			}
+			if m.Theirs == nil || !m.Theirs.Accepted || m.Theirs.Attestation == nil {
+				t.Fatalf("B's verdict on A: %+v %v", m.Theirs, m.TheirsErr)
+			}
+			// Both records verify for the right subject, and both are stored.
+			if _, _, err := protocol.VerifyAttestation(m.Ours.Envelope, protocol.VerifyOptions{Subject: b.ID(), Issuer: a.ID()}); err != nil {
+				t.Fatalf("A's attestation of B: %v", err)
+			}
+			if _, _, err := protocol.VerifyAttestation(m.Theirs.Envelope, protocol.VerifyOptions{Subject: a.ID(), Issuer: b.ID()}); err != nil {
+				t.Fatalf("B's attestation of A: %v", err)
+			}
+			for _, c := range []struct {
+				n    *peer.Node
+				d    peer.Direction
+				p    lpeer.ID
+				what string
+			}{{a, peer.Issued, b.ID(), "A issued"}, {a, peer.Received, b.ID(), "A received"}, {b, peer.Issued, a.ID(), "B issued"}} {
+				es, err := c.n.Store().List(c.d, c.p)
+				if err != nil || len(es) != 1 || !es[0].Attestation.Accepted {
+					t.Fatalf("%s: %d entries, %v", c.what, len(es), err)
+				}
+			}
+			// B stores its issued record once the session ends; it may trail A.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				es, _ := b.Store().List(peer.Received, a.ID())
+				if len(es) == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("B never stored A's attestation of it")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if !a.Host().ConnManager().IsProtected(b.ID(), "acaptcha") {
+				t.Fatal("accepted peer not protected in the connection manager")
+			}
+		})
+	}
+}
+
+func verifyOnce(t *testing.T, verifier, prover *peer.Node) skill.Verdict {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := verifier.Host().Connect(ctx, addrInfo(prover)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := verifier.Verify(ctx, prover.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Verdict
+}
+
+func TestRejections(t *testing.T) {
+	sets := dependentSets(t)
+	oracle := testutil.NewOracle(sets...)
+	fast := skill.DefaultPolicy()
+	fast.Tau = 700 * time.Millisecond
+	fast.Total = 10 * time.Second
+
+	t.Run("slow brain times out", func(t *testing.T) {
+		v := startNode(t, nodeOpts{sets: sets, policy: fast})
+		p := startNode(t, nodeOpts{brain: testutil.Slow(oracle, 1500*time.Millisecond), memory: true, sets: sets})
+		got := verifyOnce(t, v, p)
+		if got.Accepted || got.Reason != skill.ReasonTimeout || got.FailedRound != 1 {
+			t.Fatalf("%+v", got)
+		}
+	})
+	t.Run("keyword script answers wrong", func(t *testing.T) {
+		v := startNode(t, nodeOpts{sets: sets})
+		p := startNode(t, nodeOpts{brain: testutil.NewKeywordScript(), memory: true, sets: sets})
+		got := verifyOnce(t, v, p)
+		if got.Accepted || got.Reason != skill.ReasonWrongAnswer {
+			t.Fatalf("%+v", got)
+		}
+	})
+	t.Run("forgetful brain fails round 2", func(t *testing.T) {
+		v := startNode(t, nodeOpts{sets: sets})
+		p := startNode(t, nodeOpts{brain: oracle, memory: false, sets: sets})
+		got := verifyOnce(t, v, p)
+		if got.Accepted || got.Reason != skill.ReasonWrongAnswer || got.FailedRound != 2 {
+			t.Fatalf("%+v", got)
+		}
+	})
+	t.Run("no LLM declines", func(t *testing.T) {
+		v := startNode(t, nodeOpts{sets: sets})
+		p := startNode(t, nodeOpts{sets: sets})
+		got := verifyOnce(t, v, p)
+		if got.Accepted || got.Reason != skill.ReasonDeclined {
+			t.Fatalf("%+v", got)
+		}
+	})
+}
+
+func TestRestartKeepsStoreAndLedger(t *testing.T) {
+	sets := dependentSets(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.db")
+	st, err := peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := st.TryServe("set-1", 1)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if _, err := peer.OpenStore(path); err == nil {
+		t.Fatal("a second open of a locked store succeeded")
+	}
+	st.Close()
+	st, err = peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if ok, _ := st.TryServe("set-1", 1); ok {
+		t.Fatal("served set forgotten across restart")
+	}
+	_ = sets
+}

@@ -1,0 +1,664 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/record"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// AttestationDomain is the libp2p signature domain of attestation records.
+// The envelope signature covers it, so a signature made for another record
+// type never verifies as an attestation.
+const AttestationDomain = "acaptcha-attestation"
+
+// AttestationCodec is the multicodec that names the attestation payload
+// type. It lies in the private-use range 0x300000-0x3FFFFF (it is not
+// registered in the multicodec table); the envelope's payload_type field
+// carries its unsigned varint, the four bytes 0x81 0x94 0xeb 0x01.
+const AttestationCodec uint64 = 0x3aca01
+
+var attestationCodecBytes = binary.AppendUvarint(nil, AttestationCodec)
+
+// Limits of the attestation format.
+const (
+	// MaxEnvelopeBytes caps a marshalled attestation envelope. Larger input
+	// is refused before any decoding.
+	MaxEnvelopeBytes = 8 << 10
+	// MaxClockSkew is how far in the future an issued-at time may lie
+	// before an attestation is refused as not yet valid.
+	MaxClockSkew = 5 * time.Minute
+	// NonceBytes and DigestBytes are the exact lengths of the session
+	// nonce and the transcript digest.
+	NonceBytes  = 32
+	DigestBytes = 32
+	// MaxAttestationString caps the domain and set_id strings.
+	MaxAttestationString = 256
+	// MaxAttestationDuration caps every duration an attestation carries.
+	MaxAttestationDuration = 24 * time.Hour
+
+	maxSpecVersionBytes = 32
+)
+
+// Verification errors. Every error VerifyAttestation returns wraps exactly
+// one of them, so callers can branch with errors.Is.
+var (
+	// ErrMalformed: the bytes are not a well-formed attestation envelope or
+	// the record inside is structurally inconsistent.
+	ErrMalformed = errors.New("malformed attestation")
+	// ErrTooLarge: the input exceeds MaxEnvelopeBytes.
+	ErrTooLarge = errors.New("attestation too large")
+	// ErrBadSignature: the envelope signature does not verify for the
+	// attestation domain and payload.
+	ErrBadSignature = errors.New("attestation signature invalid")
+	// ErrIssuerMismatch: the signing key is not the issuer's, or the issuer
+	// is not the one the caller expected.
+	ErrIssuerMismatch = errors.New("attestation issuer mismatch")
+	// ErrSubjectMismatch: the subject is not the one the caller expected.
+	ErrSubjectMismatch = errors.New("attestation subject mismatch")
+	// ErrExpired: the attestation's validity ended.
+	ErrExpired = errors.New("attestation expired")
+	// ErrNotYetValid: the attestation was issued further in the future
+	// than MaxClockSkew allows.
+	ErrNotYetValid = errors.New("attestation not yet valid")
+	// ErrUnsupportedVersion: the record's spec version has a different
+	// major version than SpecVersion, or cannot be parsed.
+	ErrUnsupportedVersion = errors.New("unsupported attestation version")
+)
+
+func init() {
+	record.RegisterType(&AttestationRecord{})
+}
+
+// AttestationRecord is the libp2p record.Record form of an Attestation.
+//
+// Attestation cannot implement record.Record itself: its Domain field (the
+// challenge domain) would clash with the interface's Domain method. The
+// wrapper embeds the attestation, so rec.Issuer, rec.Subject and the other
+// fields read through; the challenge domain is rec.Attestation.Domain.
+// Seal and VerifyAttestation use it internally; it is exported for callers
+// of record.ConsumeEnvelope, which returns it for AttestationCodec.
+type AttestationRecord struct {
+	Attestation
+}
+
+var _ record.Record = (*AttestationRecord)(nil)
+
+// Domain implements record.Record: it returns AttestationDomain.
+func (r *AttestationRecord) Domain() string { return AttestationDomain }
+
+// Codec implements record.Record: the varint of AttestationCodec.
+func (r *AttestationRecord) Codec() []byte { return bytes.Clone(attestationCodecBytes) }
+
+// MarshalRecord implements record.Record. Durations are truncated to whole
+// milliseconds and times to whole seconds. It refuses values that cannot
+// be encoded (negative or oversized durations, out-of-range counters) with
+// an error wrapping ErrMalformed; it does not run the structural checks
+// (Seal does).
+func (r *AttestationRecord) MarshalRecord() ([]byte, error) {
+	m, err := r.Attestation.toProto()
+	if err != nil {
+		return nil, err
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
+
+// UnmarshalRecord implements record.Record. It replaces the whole record;
+// decoding failures wrap ErrMalformed. It checks encodings only (peer IDs
+// are multihashes, numbers fit); VerifyAttestation applies the structural
+// and time checks.
+func (r *AttestationRecord) UnmarshalRecord(data []byte) error {
+	var m pb.AttestationRecord
+	if err := proto.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("%w: payload: %w", ErrMalformed, err)
+	}
+	a, err := attestationFromProto(&m)
+	if err != nil {
+		return err
+	}
+	r.Attestation = *a
+	return nil
+}
+
+func durationToMs(name string, d time.Duration) (uint64, error) {
+	if d < 0 || d > MaxAttestationDuration {
+		return 0, fmt.Errorf("%w: %s %s outside 0..%s", ErrMalformed, name, d, MaxAttestationDuration)
+	}
+	return uint64(d.Milliseconds()), nil
+}
+
+func msToDuration(name string, ms uint64) (time.Duration, error) {
+	if ms > uint64(MaxAttestationDuration.Milliseconds()) {
+		return 0, fmt.Errorf("%w: %s of %d ms exceeds %s", ErrMalformed, name, ms, MaxAttestationDuration)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+func intToUint32(name string, v int) (uint32, error) {
+	if v < 0 || int64(v) > math.MaxUint32 {
+		return 0, fmt.Errorf("%w: %s %d outside 0..%d", ErrMalformed, name, v, uint32(math.MaxUint32))
+	}
+	return uint32(v), nil
+}
+
+func uint32ToInt(name string, v uint32) (int, error) {
+	if uint64(v) > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: %s %d too large", ErrMalformed, name, v)
+	}
+	return int(v), nil
+}
+
+func (a *Attestation) toProto() (*pb.AttestationRecord, error) {
+	var err error
+	m := &pb.AttestationRecord{
+		Issuer:           []byte(a.Issuer),
+		Subject:          []byte(a.Subject),
+		Accepted:         a.Accepted,
+		Reason:           string(a.Reason),
+		Nonce:            bytes.Clone(a.Nonce),
+		TranscriptDigest: bytes.Clone(a.TranscriptDigest),
+		Domain:           a.Domain,
+		SetId:            a.SetID,
+		IssuedAt:         a.IssuedAt.Unix(),
+		ExpiresAt:        a.ExpiresAt.Unix(),
+		SpecVersion:      a.SpecVersion,
+	}
+	if m.FailedRound, err = intToUint32("failed round", a.FailedRound); err != nil {
+		return nil, err
+	}
+	for i, r := range a.Rounds {
+		pr := &pb.AttestationRound{Correct: r.Correct}
+		name := "round " + strconv.Itoa(i+1)
+		if pr.Round, err = intToUint32(name+" number", r.Round); err != nil {
+			return nil, err
+		}
+		if pr.BudgetMs, err = durationToMs(name+" budget", r.Budget); err != nil {
+			return nil, err
+		}
+		if pr.EffectiveMs, err = durationToMs(name+" effective time", r.Effective); err != nil {
+			return nil, err
+		}
+		if pr.NarrativeTokens, err = intToUint32(name+" narrative tokens", r.NarrativeTokens); err != nil {
+			return nil, err
+		}
+		m.Rounds = append(m.Rounds, pr)
+	}
+	p := &pb.AttestationPolicy{DerivedTau: a.Policy.DerivedTau, Alpha: a.Policy.Alpha}
+	if p.Rounds, err = intToUint32("policy rounds", a.Policy.Rounds); err != nil {
+		return nil, err
+	}
+	if p.TauMs, err = durationToMs("policy tau", a.Policy.Tau); err != nil {
+		return nil, err
+	}
+	if p.TotalMs, err = durationToMs("policy total", a.Policy.Total); err != nil {
+		return nil, err
+	}
+	if p.RttCreditMs, err = durationToMs("policy RTT credit", a.Policy.RTTCredit); err != nil {
+		return nil, err
+	}
+	m.Policy = p
+	return m, nil
+}
+
+func attestationFromProto(m *pb.AttestationRecord) (*Attestation, error) {
+	issuer, err := peer.IDFromBytes(m.GetIssuer())
+	if err != nil {
+		return nil, fmt.Errorf("%w: issuer peer ID: %w", ErrMalformed, err)
+	}
+	subject, err := peer.IDFromBytes(m.GetSubject())
+	if err != nil {
+		return nil, fmt.Errorf("%w: subject peer ID: %w", ErrMalformed, err)
+	}
+	a := &Attestation{
+		Issuer:           issuer,
+		Subject:          subject,
+		Accepted:         m.GetAccepted(),
+		Reason:           skill.Reason(m.GetReason()),
+		Nonce:            bytes.Clone(m.GetNonce()),
+		TranscriptDigest: bytes.Clone(m.GetTranscriptDigest()),
+		Domain:           m.GetDomain(),
+		SetID:            m.GetSetId(),
+		IssuedAt:         time.Unix(m.GetIssuedAt(), 0).UTC(),
+		ExpiresAt:        time.Unix(m.GetExpiresAt(), 0).UTC(),
+		SpecVersion:      m.GetSpecVersion(),
+	}
+	if a.FailedRound, err = uint32ToInt("failed round", m.GetFailedRound()); err != nil {
+		return nil, err
+	}
+	for i, pr := range m.GetRounds() {
+		name := "round " + strconv.Itoa(i+1)
+		var rt RoundTiming
+		rt.Correct = pr.GetCorrect()
+		if rt.Round, err = uint32ToInt(name+" number", pr.GetRound()); err != nil {
+			return nil, err
+		}
+		if rt.Budget, err = msToDuration(name+" budget", pr.GetBudgetMs()); err != nil {
+			return nil, err
+		}
+		if rt.Effective, err = msToDuration(name+" effective time", pr.GetEffectiveMs()); err != nil {
+			return nil, err
+		}
+		if rt.NarrativeTokens, err = uint32ToInt(name+" narrative tokens", pr.GetNarrativeTokens()); err != nil {
+			return nil, err
+		}
+		a.Rounds = append(a.Rounds, rt)
+	}
+	p := m.GetPolicy()
+	a.Policy.DerivedTau = p.GetDerivedTau()
+	a.Policy.Alpha = p.GetAlpha()
+	if a.Policy.Rounds, err = uint32ToInt("policy rounds", p.GetRounds()); err != nil {
+		return nil, err
+	}
+	if a.Policy.Tau, err = msToDuration("policy tau", p.GetTauMs()); err != nil {
+		return nil, err
+	}
+	if a.Policy.Total, err = msToDuration("policy total", p.GetTotalMs()); err != nil {
+		return nil, err
+	}
+	if a.Policy.RTTCredit, err = msToDuration("policy RTT credit", p.GetRttCreditMs()); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// checkVersion reports whether v is MAJOR.MINOR.PATCH (optionally followed
+// by a "-" or "+" suffix) with the same major version as SpecVersion.
+func checkVersion(v string) error {
+	if len(v) > maxSpecVersionBytes {
+		return fmt.Errorf("%w: spec version of %d bytes", ErrUnsupportedVersion, len(v))
+	}
+	theirs, ok := specMajor(v)
+	if !ok {
+		return fmt.Errorf("%w: cannot parse spec version %q", ErrUnsupportedVersion, v)
+	}
+	ours, _ := specMajor(SpecVersion)
+	if theirs != ours {
+		return fmt.Errorf("%w: spec version %q, this implementation speaks major version %d", ErrUnsupportedVersion, v, ours)
+	}
+	return nil
+}
+
+func specMajor(v string) (uint64, bool) {
+	if i := strings.IndexAny(v, "-+"); i >= 0 {
+		v = v[:i]
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return 0, false
+	}
+	var major uint64
+	for i, p := range parts {
+		if p == "" || strings.TrimLeft(p, "0123456789") != "" {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(p, 10, 32)
+		if err != nil {
+			return 0, false
+		}
+		if i == 0 {
+			major = n
+		}
+	}
+	return major, true
+}
+
+// checkStructure applies the time-independent checks of the verification
+// procedure (spec/attestation.md, step 5). Errors wrap ErrMalformed.
+func (a *Attestation) checkStructure() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+	}
+	switch {
+	case a.Issuer == "":
+		return bad("empty issuer")
+	case a.Subject == "":
+		return bad("empty subject")
+	case a.Issuer == a.Subject:
+		return bad("issuer and subject are the same peer")
+	case !isMultihash(a.Issuer) || !isMultihash(a.Subject):
+		return bad("issuer or subject is not a multihash peer ID")
+	case len(a.Nonce) != NonceBytes:
+		return bad("nonce of %d bytes, want %d", len(a.Nonce), NonceBytes)
+	case len(a.TranscriptDigest) != DigestBytes:
+		return bad("transcript digest of %d bytes, want %d", len(a.TranscriptDigest), DigestBytes)
+	case !a.Reason.Valid():
+		return bad("unknown reason %q", a.Reason)
+	case a.Reason == skill.ReasonInconclusive:
+		return bad("inconclusive verdicts are never attested")
+	case a.Accepted != (a.Reason == skill.ReasonOK):
+		return bad("accepted=%t with reason %q", a.Accepted, a.Reason)
+	case len(a.Domain) > MaxAttestationString || !utf8.ValidString(a.Domain):
+		return bad("domain is not UTF-8 of at most %d bytes", MaxAttestationString)
+	case len(a.SetID) > MaxAttestationString || !utf8.ValidString(a.SetID):
+		return bad("set_id is not UTF-8 of at most %d bytes", MaxAttestationString)
+	case a.IssuedAt.Unix() <= 0:
+		return bad("issued_at %d is not a positive Unix time", a.IssuedAt.Unix())
+	case a.ExpiresAt.Unix() <= a.IssuedAt.Unix():
+		return bad("expires_at is not after issued_at")
+	}
+	if err := a.Policy.check(); err != nil {
+		return err
+	}
+	if len(a.Rounds) > a.Policy.Rounds {
+		return bad("%d round timings for a %d-round policy", len(a.Rounds), a.Policy.Rounds)
+	}
+	for i, r := range a.Rounds {
+		switch {
+		case r.Round != i+1:
+			return bad("round timing %d is numbered %d", i+1, r.Round)
+		case r.Budget < 0 || r.Budget > MaxAttestationDuration, r.Effective < 0 || r.Effective > MaxAttestationDuration:
+			return bad("round %d durations outside 0..%s", r.Round, MaxAttestationDuration)
+		case r.NarrativeTokens < 0:
+			return bad("round %d has a negative token count", r.Round)
+		}
+	}
+	if a.Accepted {
+		if a.FailedRound != 0 {
+			return bad("accepted verdict names failed round %d", a.FailedRound)
+		}
+		if len(a.Rounds) != a.Policy.Rounds {
+			return bad("accepted verdict with %d of %d rounds", len(a.Rounds), a.Policy.Rounds)
+		}
+		for _, r := range a.Rounds {
+			if !r.Correct || r.Effective.Milliseconds() > r.Budget.Milliseconds() {
+				return bad("accepted verdict with round %d incorrect or over budget", r.Round)
+			}
+		}
+	} else if a.FailedRound < 1 || a.FailedRound > a.Policy.Rounds {
+		return bad("rejected verdict with failed round %d outside 1..%d", a.FailedRound, a.Policy.Rounds)
+	}
+	return nil
+}
+
+func isMultihash(id peer.ID) bool {
+	_, err := peer.IDFromBytes([]byte(id))
+	return err == nil
+}
+
+func (p PolicySummary) check() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: policy: "+format, append([]any{ErrMalformed}, args...)...)
+	}
+	for _, d := range []time.Duration{p.Tau, p.Total, p.RTTCredit} {
+		if d < 0 || d > MaxAttestationDuration {
+			return bad("duration %s outside 0..%s", d, MaxAttestationDuration)
+		}
+	}
+	switch {
+	case p.Rounds < 1 || p.Rounds > skill.Parts:
+		return bad("rounds %d, want 1..%d", p.Rounds, skill.Parts)
+	case p.Total.Milliseconds() <= 0:
+		return bad("total budget must be positive")
+	case math.IsNaN(p.Alpha) || math.IsInf(p.Alpha, 0):
+		return bad("alpha is not finite")
+	case p.DerivedTau && (p.Tau != 0 || p.Alpha <= 0 || p.Alpha >= 1):
+		return bad("derived tau needs tau 0 and 0 < alpha < 1")
+	case !p.DerivedTau && (p.Tau.Milliseconds() <= 0 || p.Alpha != 0):
+		return bad("fixed tau needs a positive tau and alpha 0")
+	}
+	return nil
+}
+
+// checkTime applies the validity-window checks at now.
+func (a *Attestation) checkTime(now time.Time, allowExpired bool) error {
+	if a.IssuedAt.After(now.Add(MaxClockSkew)) {
+		return fmt.Errorf("%w: issued at %s, now %s", ErrNotYetValid, a.IssuedAt.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	if !allowExpired && !now.Before(a.ExpiresAt) {
+		return fmt.Errorf("%w: expired at %s, now %s", ErrExpired, a.ExpiresAt.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Check applies every verification step that does not need the envelope:
+// the spec version, the structural checks and the validity window at now
+// (time.Now when zero). It says nothing about who signed the attestation;
+// use VerifyAttestation on the sealed bytes for that.
+func (a *Attestation) Check(now time.Time) error {
+	if a == nil {
+		return fmt.Errorf("%w: nil attestation", ErrMalformed)
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if err := checkVersion(a.SpecVersion); err != nil {
+		return err
+	}
+	if err := a.checkStructure(); err != nil {
+		return err
+	}
+	return a.checkTime(now, false)
+}
+
+// Valid reports whether Check(now) passes: the attestation is well formed
+// and now lies in its validity window. Like Check it does not verify a
+// signature.
+func (a *Attestation) Valid(now time.Time) bool { return a.Check(now) == nil }
+
+// Seal signs a with key and returns the marshalled libp2p envelope. It
+// refuses to seal (with the error VerifyAttestation would give) an
+// attestation whose issuer is not key's peer ID, whose spec version is not
+// ours, or that fails the structural checks; the validity window is not
+// checked, so expired attestations can be sealed for tests.
+func Seal(a *Attestation, key crypto.PrivKey) ([]byte, error) {
+	if a == nil {
+		return nil, fmt.Errorf("seal attestation: %w: nil attestation", ErrMalformed)
+	}
+	if key == nil {
+		return nil, errors.New("seal attestation: nil private key")
+	}
+	signer, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("seal attestation: signer peer ID: %w", err)
+	}
+	if signer != a.Issuer {
+		return nil, fmt.Errorf("seal attestation: %w: key belongs to %s, issuer is %s", ErrIssuerMismatch, signer, a.Issuer)
+	}
+	if err := checkVersion(a.SpecVersion); err != nil {
+		return nil, fmt.Errorf("seal attestation: %w", err)
+	}
+	if err := a.checkStructure(); err != nil {
+		return nil, fmt.Errorf("seal attestation: %w", err)
+	}
+	env, err := record.Seal(&AttestationRecord{Attestation: *a}, key)
+	if err != nil {
+		return nil, fmt.Errorf("seal attestation: %w", err)
+	}
+	data, err := env.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("seal attestation: marshal envelope: %w", err)
+	}
+	if len(data) > MaxEnvelopeBytes {
+		return nil, fmt.Errorf("seal attestation: %w: %d bytes exceeds %d", ErrTooLarge, len(data), MaxEnvelopeBytes)
+	}
+	return data, nil
+}
+
+// VerifyOptions are the caller's expectations of an attestation.
+type VerifyOptions struct {
+	// Subject, when set, is the peer the attestation must be about.
+	Subject peer.ID
+	// Issuer, when set, is the peer that must have issued it.
+	Issuer peer.ID
+	// Now is the time the validity window is checked at; zero means
+	// time.Now().
+	Now time.Time
+	// AllowExpired skips the expiry check (to display or audit an old
+	// attestation). The issued-at check still applies.
+	AllowExpired bool
+}
+
+// VerifyAttestation decodes and checks a marshalled attestation envelope
+// following spec/attestation.md section 6: the size cap, the envelope
+// encoding and payload type, the signature over AttestationDomain, the
+// payload encoding, the spec version, the structural checks, that the
+// signing key is the issuer's, the expected issuer and subject, and the
+// validity window. On success it returns the
+// attestation and the envelope; on failure it returns only an error that
+// wraps exactly one of the Err* sentinels of this file.
+func VerifyAttestation(data []byte, opts VerifyOptions) (*Attestation, *record.Envelope, error) {
+	const op = "verify attestation"
+	if len(data) > MaxEnvelopeBytes {
+		return nil, nil, fmt.Errorf("%s: %w: %d bytes exceeds %d", op, ErrTooLarge, len(data), MaxEnvelopeBytes)
+	}
+	if len(data) == 0 {
+		return nil, nil, fmt.Errorf("%s: %w: empty input", op, ErrMalformed)
+	}
+	// Decode once without trusting anything, so that encoding problems are
+	// told apart from signature failures.
+	raw, err := unmarshalEnvelope(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w: envelope: %w", op, ErrMalformed, err)
+	}
+	if !bytes.Equal(raw.PayloadType, attestationCodecBytes) {
+		return nil, nil, fmt.Errorf("%s: %w: payload type %x is not an attestation (%x)", op, ErrMalformed, raw.PayloadType, attestationCodecBytes)
+	}
+	var rec AttestationRecord
+	env, err := consumeTypedEnvelope(data, &rec)
+	if err != nil {
+		if errors.Is(err, ErrMalformed) {
+			return nil, nil, fmt.Errorf("%s: %w", op, err)
+		}
+		return nil, nil, fmt.Errorf("%s: %w: %w", op, ErrBadSignature, err)
+	}
+	a := &rec.Attestation
+	if err := checkVersion(a.SpecVersion); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := a.checkStructure(); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	signer, err := peer.IDFromPublicKey(env.PublicKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w: signer peer ID: %w", op, ErrMalformed, err)
+	}
+	if signer != a.Issuer {
+		return nil, nil, fmt.Errorf("%s: %w: signed by %s, issuer field is %s", op, ErrIssuerMismatch, signer, a.Issuer)
+	}
+	if opts.Issuer != "" && a.Issuer != opts.Issuer {
+		return nil, nil, fmt.Errorf("%s: %w: issued by %s, expected %s", op, ErrIssuerMismatch, a.Issuer, opts.Issuer)
+	}
+	if opts.Subject != "" && a.Subject != opts.Subject {
+		return nil, nil, fmt.Errorf("%s: %w: about %s, expected %s", op, ErrSubjectMismatch, a.Subject, opts.Subject)
+	}
+	now := opts.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if err := a.checkTime(now, opts.AllowExpired); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return a, env, nil
+}
+
+// unmarshalEnvelope and consumeTypedEnvelope guard the libp2p decoders:
+// a panic on hostile input becomes an error rather than a crash.
+func unmarshalEnvelope(data []byte) (env *record.Envelope, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			env, err = nil, fmt.Errorf("panic decoding envelope: %v", r)
+		}
+	}()
+	return record.UnmarshalEnvelope(data)
+}
+
+func consumeTypedEnvelope(data []byte, rec *AttestationRecord) (env *record.Envelope, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			env, err = nil, fmt.Errorf("%w: panic opening envelope: %v", ErrMalformed, r)
+		}
+	}()
+	return record.ConsumeTypedEnvelope(data, rec)
+}
+
+// attestationJSON is the JSON view of an attestation used by the CLI:
+// peer IDs in their string form, byte strings in hex, durations in whole
+// milliseconds and times in RFC 3339 (UTC).
+type attestationJSON struct {
+	Issuer           string            `json:"issuer"`
+	Subject          string            `json:"subject"`
+	Accepted         bool              `json:"accepted"`
+	Reason           skill.Reason      `json:"reason"`
+	FailedRound      int               `json:"failed_round"`
+	Nonce            string            `json:"nonce"`
+	TranscriptDigest string            `json:"transcript_digest"`
+	Rounds           []roundTimingJSON `json:"rounds"`
+	Policy           policyJSON        `json:"policy"`
+	Domain           string            `json:"domain"`
+	SetID            string            `json:"set_id"`
+	IssuedAt         string            `json:"issued_at"`
+	ExpiresAt        string            `json:"expires_at"`
+	SpecVersion      string            `json:"spec_version"`
+}
+
+type roundTimingJSON struct {
+	Round           int   `json:"round"`
+	BudgetMs        int64 `json:"budget_ms"`
+	EffectiveMs     int64 `json:"effective_ms"`
+	NarrativeTokens int   `json:"narrative_tokens"`
+	Correct         bool  `json:"correct"`
+}
+
+type policyJSON struct {
+	Rounds      int     `json:"rounds"`
+	TauMs       int64   `json:"tau_ms"`
+	DerivedTau  bool    `json:"derived_tau"`
+	Alpha       float64 `json:"alpha"`
+	TotalMs     int64   `json:"total_ms"`
+	RTTCreditMs int64   `json:"rtt_credit_ms"`
+}
+
+// MarshalJSON renders the attestation for people and scripts: peer IDs as
+// strings, nonce and digest in hex, durations as whole milliseconds
+// (*_ms fields) and times in RFC 3339. It is a display format; the signed
+// form is the envelope.
+func (a *Attestation) MarshalJSON() ([]byte, error) {
+	if a == nil {
+		return []byte("null"), nil
+	}
+	v := attestationJSON{
+		Issuer:           a.Issuer.String(),
+		Subject:          a.Subject.String(),
+		Accepted:         a.Accepted,
+		Reason:           a.Reason,
+		FailedRound:      a.FailedRound,
+		Nonce:            hex.EncodeToString(a.Nonce),
+		TranscriptDigest: hex.EncodeToString(a.TranscriptDigest),
+		Rounds:           make([]roundTimingJSON, 0, len(a.Rounds)),
+		Policy: policyJSON{
+			Rounds:      a.Policy.Rounds,
+			TauMs:       a.Policy.Tau.Milliseconds(),
+			DerivedTau:  a.Policy.DerivedTau,
+			Alpha:       a.Policy.Alpha,
+			TotalMs:     a.Policy.Total.Milliseconds(),
+			RTTCreditMs: a.Policy.RTTCredit.Milliseconds(),
+		},
+		Domain:      a.Domain,
+		SetID:       a.SetID,
+		IssuedAt:    a.IssuedAt.UTC().Format(time.RFC3339),
+		ExpiresAt:   a.ExpiresAt.UTC().Format(time.RFC3339),
+		SpecVersion: a.SpecVersion,
+	}
+	for _, r := range a.Rounds {
+		v.Rounds = append(v.Rounds, roundTimingJSON{
+			Round: r.Round, BudgetMs: r.Budget.Milliseconds(), EffectiveMs: r.Effective.Milliseconds(),
+			NarrativeTokens: r.NarrativeTokens, Correct: r.Correct,
+		})
+	}
+	return json.Marshal(v)
+}

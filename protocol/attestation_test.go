@@ -1,0 +1,929 @@
+package protocol_test
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/record"
+	recordpb "github.com/libp2p/go-libp2p/core/record/pb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/protocol/pb"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// The flag has a long, specific name because other test files of this
+// package may define their own golden-file flags.
+var updateAttestationVector = flag.Bool("update-attestation-vector", false, "rewrite spec/vectors/attestation.json")
+
+const attestVectorPath = "../spec/vectors/attestation.json"
+
+// attestSentinels lists every verification error with its code in the
+// vector file.
+var attestSentinels = []struct {
+	code string
+	err  error
+}{
+	{"malformed", protocol.ErrMalformed},
+	{"too_large", protocol.ErrTooLarge},
+	{"bad_signature", protocol.ErrBadSignature},
+	{"issuer_mismatch", protocol.ErrIssuerMismatch},
+	{"subject_mismatch", protocol.ErrSubjectMismatch},
+	{"expired", protocol.ErrExpired},
+	{"not_yet_valid", protocol.ErrNotYetValid},
+	{"unsupported_version", protocol.ErrUnsupportedVersion},
+}
+
+func attestSentinel(code string) error {
+	for _, s := range attestSentinels {
+		if s.code == code {
+			return s.err
+		}
+	}
+	return nil
+}
+
+// attestMatched returns the codes of the sentinels err wraps.
+func attestMatched(err error) []string {
+	var out []string
+	for _, s := range attestSentinels {
+		if errors.Is(err, s.err) {
+			out = append(out, s.code)
+		}
+	}
+	return out
+}
+
+// attestWantErr fails unless err wraps want and no other sentinel.
+func attestWantErr(t testing.TB, err error, want error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %v", want)
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("error %q does not wrap %q", err, want)
+	}
+	if m := attestMatched(err); len(m) != 1 {
+		t.Fatalf("error %q wraps %d sentinels %v, want exactly one", err, len(m), m)
+	}
+}
+
+func attestSeq(start byte, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = start + byte(i)
+	}
+	return b
+}
+
+// Fixed inputs of the test vector.
+var (
+	attestIssuerSeed  = attestSeq(0x00, 32)
+	attestSubjectSeed = attestSeq(0x20, 32)
+	attestOtherSeed   = attestSeq(0x40, 32)
+	attestNonce       = attestSeq(0xa0, 32)
+	attestIssuedAt    = time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)
+	attestVerifyAt    = attestIssuedAt.Add(time.Hour)
+	attestTranscript  = []skill.RoundRecord{
+		{Round: 1, Narrative: "LAB NOTE 1. Three kinases were screened; only KX-7 kept its shift across replicates.", Question: "Which kinase kept its shift?", Answer: "KX-7"},
+		{Round: 2, Narrative: "MEMO 2. The kinase from the first note was re-run at 37 degrees; its Km rose to 41 uM.", Question: "What Km did the re-run give?", Answer: "41 uM"},
+		{Round: 3, Narrative: "AUDIT 3. The re-run kinase was assigned tier amber after the review board met.", Question: "Which tier was assigned?", Answer: "amber"},
+	}
+)
+
+func attestKey(t testing.TB, seed []byte) (crypto.PrivKey, peer.ID) {
+	t.Helper()
+	k, err := crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, id
+}
+
+// attestFixture returns the vector's attestation and keys.
+func attestFixture(t testing.TB) (*protocol.Attestation, crypto.PrivKey, crypto.PrivKey) {
+	t.Helper()
+	ik, iid := attestKey(t, attestIssuerSeed)
+	sk, sid := attestKey(t, attestSubjectSeed)
+	d := skill.TranscriptDigest(attestTranscript)
+	a := &protocol.Attestation{
+		Issuer: iid, Subject: sid,
+		Accepted: true, Reason: skill.ReasonOK,
+		Nonce:            bytes.Clone(attestNonce),
+		TranscriptDigest: d[:],
+		Rounds: []protocol.RoundTiming{
+			{Round: 1, Budget: 15 * time.Second, Effective: 4210 * time.Millisecond, NarrativeTokens: 533, Correct: true},
+			{Round: 2, Budget: 15 * time.Second, Effective: 6875 * time.Millisecond, NarrativeTokens: 612, Correct: true},
+			{Round: 3, Budget: 15 * time.Second, Effective: 5302 * time.Millisecond, NarrativeTokens: 701, Correct: true},
+		},
+		Policy: protocol.PolicySummary{
+			Rounds: 3, Tau: 15 * time.Second, Total: 120 * time.Second, RTTCredit: 500 * time.Millisecond,
+		},
+		Domain:      "biochemistry",
+		SetID:       "9b1c5e0d2a7f4b6c8e3d1a0f5c7b9e2d",
+		IssuedAt:    attestIssuedAt,
+		ExpiresAt:   attestIssuedAt.Add(protocol.DefaultAttestationTTL),
+		SpecVersion: protocol.SpecVersion,
+	}
+	return a, ik, sk
+}
+
+// attestRejected is a rejected attestation under a derived-tau policy.
+func attestRejected(t testing.TB) (*protocol.Attestation, crypto.PrivKey) {
+	a, ik, _ := attestFixture(t)
+	a.Accepted, a.Reason, a.FailedRound = false, skill.ReasonTimeout, 2
+	a.Rounds = []protocol.RoundTiming{
+		{Round: 1, Budget: 14_300 * time.Millisecond, Effective: 3_001 * time.Millisecond, NarrativeTokens: 540, Correct: true},
+		{Round: 2, Budget: 16_750 * time.Millisecond, Effective: 16_751 * time.Millisecond, NarrativeTokens: 660, Correct: true},
+	}
+	a.Policy = protocol.PolicySummary{Rounds: 3, DerivedTau: true, Alpha: 0.1, Total: 90 * time.Second, RTTCredit: 250 * time.Millisecond}
+	a.Domain, a.SetID = "cybersecurity", "set-0042"
+	return a, ik
+}
+
+// attestRawRecord signs arbitrary payload bytes under the attestation
+// domain, to reach the checks behind the signature. It is never
+// registered.
+type attestRawRecord struct {
+	payload []byte
+	codec   []byte
+}
+
+func (r *attestRawRecord) Domain() string { return protocol.AttestationDomain }
+func (r *attestRawRecord) Codec() []byte {
+	if r.codec != nil {
+		return r.codec
+	}
+	return binary.AppendUvarint(nil, protocol.AttestationCodec)
+}
+func (r *attestRawRecord) MarshalRecord() ([]byte, error) { return r.payload, nil }
+func (r *attestRawRecord) UnmarshalRecord(b []byte) error { r.payload = b; return nil }
+
+func attestSealRaw(t testing.TB, rec record.Record, key crypto.PrivKey) []byte {
+	t.Helper()
+	env, err := record.Seal(rec, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := env.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// attestSealUnchecked signs a without Seal's refusals.
+func attestSealUnchecked(t testing.TB, a *protocol.Attestation, key crypto.PrivKey) []byte {
+	t.Helper()
+	return attestSealRaw(t, &protocol.AttestationRecord{Attestation: *a}, key)
+}
+
+func attestMustSeal(t testing.TB, a *protocol.Attestation, key crypto.PrivKey) []byte {
+	t.Helper()
+	b, err := protocol.Seal(a, key)
+	if err != nil {
+		t.Fatalf("seal: %v", err)
+	}
+	return b
+}
+
+func TestAttestationRecordInterface(t *testing.T) {
+	var r protocol.AttestationRecord
+	if got := r.Domain(); got != "acaptcha-attestation" {
+		t.Fatalf("Domain() = %q", got)
+	}
+	want := []byte{0x81, 0x94, 0xeb, 0x01}
+	if got := r.Codec(); !bytes.Equal(got, want) {
+		t.Fatalf("Codec() = %x, want %x", got, want)
+	}
+	if protocol.AttestationCodec < 0x300000 || protocol.AttestationCodec > 0x3fffff {
+		t.Fatalf("codec %#x outside the private range", protocol.AttestationCodec)
+	}
+	// Mutating the returned codec must not change the next one.
+	r.Codec()[0] = 0
+	if got := r.Codec(); !bytes.Equal(got, want) {
+		t.Fatalf("Codec() shares its backing array: %x", got)
+	}
+}
+
+func TestAttestationSealVerifyRoundTrip(t *testing.T) {
+	accepted, ik, _ := attestFixture(t)
+	rejected, rk := attestRejected(t)
+	for _, tc := range []struct {
+		name string
+		a    *protocol.Attestation
+		key  crypto.PrivKey
+	}{{"accepted fixed tau", accepted, ik}, {"rejected derived tau", rejected, rk}} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := attestMustSeal(t, tc.a, tc.key)
+			got, env, err := protocol.VerifyAttestation(data, protocol.VerifyOptions{
+				Subject: tc.a.Subject, Issuer: tc.a.Issuer, Now: attestVerifyAt,
+			})
+			if err != nil {
+				t.Fatalf("verify: %v", err)
+			}
+			if !reflect.DeepEqual(got, tc.a) {
+				t.Fatalf("round trip changed the attestation:\n got %+v\nwant %+v", got, tc.a)
+			}
+			if !bytes.Equal(env.PayloadType, []byte{0x81, 0x94, 0xeb, 0x01}) {
+				t.Fatalf("payload type %x", env.PayloadType)
+			}
+			signer, err := peer.IDFromPublicKey(env.PublicKey)
+			if err != nil || signer != tc.a.Issuer {
+				t.Fatalf("envelope key belongs to %s (%v), want %s", signer, err, tc.a.Issuer)
+			}
+			// The generic libp2p path finds the registered type too.
+			_, rec, err := record.ConsumeEnvelope(data, protocol.AttestationDomain)
+			if err != nil {
+				t.Fatalf("ConsumeEnvelope: %v", err)
+			}
+			ar, ok := rec.(*protocol.AttestationRecord)
+			if !ok || !reflect.DeepEqual(&ar.Attestation, tc.a) {
+				t.Fatalf("ConsumeEnvelope returned %T %+v", rec, rec)
+			}
+			if !got.Valid(attestVerifyAt) {
+				t.Fatal("Valid() is false inside the validity window")
+			}
+		})
+	}
+}
+
+func TestAttestationMillisecondTruncation(t *testing.T) {
+	a, ik, _ := attestFixture(t)
+	a.Rounds[0].Effective = 4210*time.Millisecond + 999*time.Microsecond
+	a.IssuedAt = a.IssuedAt.Add(700 * time.Millisecond)
+	got, _, err := protocol.VerifyAttestation(attestMustSeal(t, a, ik), protocol.VerifyOptions{Now: attestVerifyAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rounds[0].Effective != 4210*time.Millisecond {
+		t.Fatalf("effective %s, want truncation to 4.21s", got.Rounds[0].Effective)
+	}
+	if !got.IssuedAt.Equal(attestIssuedAt) {
+		t.Fatalf("issued at %s, want truncation to %s", got.IssuedAt, attestIssuedAt)
+	}
+}
+
+func TestAttestationVerifyErrors(t *testing.T) {
+	a, ik, sk := attestFixture(t)
+	good := attestMustSeal(t, a, ik)
+	_, sid := attestKey(t, attestSubjectSeed)
+	_, iid := attestKey(t, attestIssuerSeed)
+	ok := protocol.VerifyOptions{Now: attestVerifyAt}
+
+	tampered := bytes.Clone(good)
+	i := bytes.Index(tampered, []byte("biochemistry"))
+	if i < 0 {
+		t.Fatal("domain string not found in envelope")
+	}
+	tampered[i] = 'B'
+
+	otherKey, _ := attestKey(t, attestOtherSeed)
+	wrongKey := attestSealUnchecked(t, a, otherKey)
+
+	v2 := *a
+	v2.SpecVersion = "2.0.0"
+	unsupported := attestSealUnchecked(t, &v2, ik)
+	junkVersion := *a
+	junkVersion.SpecVersion = "one"
+	unparsable := attestSealUnchecked(t, &junkVersion, ik)
+
+	badType := attestSealRaw(t, &attestRawRecord{payload: mustPayload(t, a), codec: []byte{0x03, 0x02}}, ik)
+	badPayload := attestSealRaw(t, &attestRawRecord{payload: []byte{0xff, 0xff, 0xff}}, ik)
+
+	for _, tc := range []struct {
+		name string
+		data []byte
+		opts protocol.VerifyOptions
+		want error
+	}{
+		{"tampered payload byte", tampered, ok, protocol.ErrBadSignature},
+		{"wrong issuer key", wrongKey, ok, protocol.ErrIssuerMismatch},
+		{"unexpected issuer", good, protocol.VerifyOptions{Now: attestVerifyAt, Issuer: sid}, protocol.ErrIssuerMismatch},
+		{"wrong expected subject", good, protocol.VerifyOptions{Now: attestVerifyAt, Subject: iid}, protocol.ErrSubjectMismatch},
+		{"expired", good, protocol.VerifyOptions{Now: a.ExpiresAt}, protocol.ErrExpired},
+		{"long expired", good, protocol.VerifyOptions{Now: a.ExpiresAt.Add(365 * 24 * time.Hour)}, protocol.ErrExpired},
+		{"not yet valid", good, protocol.VerifyOptions{Now: a.IssuedAt.Add(-protocol.MaxClockSkew - time.Second)}, protocol.ErrNotYetValid},
+		{"unsupported version", unsupported, ok, protocol.ErrUnsupportedVersion},
+		{"unparsable version", unparsable, ok, protocol.ErrUnsupportedVersion},
+		{"oversized", make([]byte, protocol.MaxEnvelopeBytes+1), ok, protocol.ErrTooLarge},
+		{"garbage", []byte("this is not a protobuf envelope \x00\xff\xfe"), ok, protocol.ErrMalformed},
+		{"empty", nil, ok, protocol.ErrMalformed},
+		{"truncated", good[:len(good)/2], ok, protocol.ErrMalformed},
+		{"foreign payload type", badType, ok, protocol.ErrMalformed},
+		{"undecodable payload", badPayload, ok, protocol.ErrMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, env, err := protocol.VerifyAttestation(tc.data, tc.opts)
+			attestWantErr(t, err, tc.want)
+			if got != nil || env != nil {
+				t.Fatalf("got a record or envelope alongside error %v", err)
+			}
+		})
+	}
+
+	t.Run("expired allowed", func(t *testing.T) {
+		got, _, err := protocol.VerifyAttestation(good, protocol.VerifyOptions{Now: a.ExpiresAt.Add(time.Hour), AllowExpired: true})
+		if err != nil || got == nil {
+			t.Fatalf("AllowExpired: %v", err)
+		}
+	})
+	t.Run("skew tolerated", func(t *testing.T) {
+		if _, _, err := protocol.VerifyAttestation(good, protocol.VerifyOptions{Now: a.IssuedAt.Add(-protocol.MaxClockSkew)}); err != nil {
+			t.Fatalf("issued %s ahead: %v", protocol.MaxClockSkew, err)
+		}
+	})
+	t.Run("last second", func(t *testing.T) {
+		if _, _, err := protocol.VerifyAttestation(good, protocol.VerifyOptions{Now: a.ExpiresAt.Add(-time.Nanosecond)}); err != nil {
+			t.Fatalf("just before expiry: %v", err)
+		}
+	})
+	_ = sk
+}
+
+func mustPayload(t testing.TB, a *protocol.Attestation) []byte {
+	t.Helper()
+	b, err := (&protocol.AttestationRecord{Attestation: *a}).MarshalRecord()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestAttestationStructuralChecks signs inconsistent records with the
+// issuer's key (bypassing Seal) and expects ErrMalformed from verification
+// and a refusal from Seal.
+func TestAttestationStructuralChecks(t *testing.T) {
+	_, oid := attestKey(t, attestOtherSeed)
+	for _, tc := range []struct {
+		name   string
+		mutate func(a *protocol.Attestation)
+	}{
+		{"short nonce", func(a *protocol.Attestation) { a.Nonce = a.Nonce[:31] }},
+		{"no digest", func(a *protocol.Attestation) { a.TranscriptDigest = nil }},
+		{"long digest", func(a *protocol.Attestation) { a.TranscriptDigest = append(a.TranscriptDigest, 0) }},
+		{"unknown reason", func(a *protocol.Attestation) { a.Reason = "bogus" }},
+		{"inconclusive", func(a *protocol.Attestation) {
+			a.Accepted, a.Reason, a.FailedRound = false, skill.ReasonInconclusive, 1
+		}},
+		{"accepted with failure reason", func(a *protocol.Attestation) { a.Reason = skill.ReasonWrongAnswer }},
+		{"rejected with ok reason", func(a *protocol.Attestation) { a.Accepted, a.FailedRound = false, 1 }},
+		{"rejected without failed round", func(a *protocol.Attestation) { a.Accepted, a.Reason = false, skill.ReasonWrongAnswer }},
+		{"failed round beyond policy", func(a *protocol.Attestation) { a.Accepted, a.Reason, a.FailedRound = false, skill.ReasonWrongAnswer, 4 }},
+		{"accepted with failed round", func(a *protocol.Attestation) { a.FailedRound = 2 }},
+		{"accepted with a wrong round", func(a *protocol.Attestation) { a.Rounds[1].Correct = false }},
+		{"accepted over budget", func(a *protocol.Attestation) { a.Rounds[2].Effective = a.Rounds[2].Budget + time.Millisecond }},
+		{"accepted missing a round", func(a *protocol.Attestation) { a.Rounds = a.Rounds[:2] }},
+		{"misnumbered rounds", func(a *protocol.Attestation) { a.Rounds[0].Round, a.Rounds[1].Round = 2, 1 }},
+		{"issuer is subject", func(a *protocol.Attestation) { a.Subject = a.Issuer }},
+		{"subject not a peer ID", func(a *protocol.Attestation) { a.Subject = "not a multihash" }},
+		{"zero policy", func(a *protocol.Attestation) { a.Policy = protocol.PolicySummary{} }},
+		{"fixed tau with alpha", func(a *protocol.Attestation) { a.Policy.Alpha = 0.1 }},
+		{"derived tau with tau", func(a *protocol.Attestation) { a.Policy.DerivedTau, a.Policy.Alpha = true, 0.1 }},
+		{"four rounds", func(a *protocol.Attestation) { a.Policy.Rounds = 4 }},
+		{"expiry before issue", func(a *protocol.Attestation) { a.ExpiresAt = a.IssuedAt }},
+		{"zero issue time", func(a *protocol.Attestation) { a.IssuedAt = time.Time{} }},
+		{"oversized domain", func(a *protocol.Attestation) { a.Domain = strings.Repeat("d", protocol.MaxAttestationString+1) }},
+		{"other subject but wrong digest", func(a *protocol.Attestation) { a.Subject = oid; a.TranscriptDigest = a.TranscriptDigest[:16] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, ik, _ := attestFixture(t)
+			tc.mutate(a)
+			if _, err := protocol.Seal(a, ik); !errors.Is(err, protocol.ErrMalformed) {
+				t.Fatalf("Seal: got %v, want ErrMalformed", err)
+			}
+			if a.Valid(attestVerifyAt) {
+				t.Fatal("Valid() accepted an inconsistent attestation")
+			}
+			b, err := (&protocol.AttestationRecord{Attestation: *a}).MarshalRecord()
+			if err != nil {
+				// Not even encodable: nothing to verify.
+				attestWantErr(t, err, protocol.ErrMalformed)
+				return
+			}
+			_, _, err = protocol.VerifyAttestation(attestSealRaw(t, &attestRawRecord{payload: b}, ik), protocol.VerifyOptions{Now: attestVerifyAt})
+			attestWantErr(t, err, protocol.ErrMalformed)
+		})
+	}
+}
+
+func TestAttestationSealRefusals(t *testing.T) {
+	a, ik, sk := attestFixture(t)
+	if _, err := protocol.Seal(a, sk); !errors.Is(err, protocol.ErrIssuerMismatch) {
+		t.Fatalf("seal with the subject's key: %v, want ErrIssuerMismatch", err)
+	}
+	if _, err := protocol.Seal(nil, ik); !errors.Is(err, protocol.ErrMalformed) {
+		t.Fatalf("seal nil: %v", err)
+	}
+	if _, err := protocol.Seal(a, nil); err == nil {
+		t.Fatal("sealed with a nil key")
+	}
+	v := *a
+	v.SpecVersion = "2.1.0"
+	if _, err := protocol.Seal(&v, ik); !errors.Is(err, protocol.ErrUnsupportedVersion) {
+		t.Fatalf("seal v2: %v, want ErrUnsupportedVersion", err)
+	}
+	neg := *a
+	neg.Rounds = append([]protocol.RoundTiming(nil), a.Rounds...)
+	neg.Rounds[0].Effective = -time.Second
+	if _, err := protocol.Seal(&neg, ik); !errors.Is(err, protocol.ErrMalformed) {
+		t.Fatalf("seal negative duration: %v", err)
+	}
+	// Expired attestations still seal (verification decides), and the
+	// same key and content always give the same bytes.
+	old := *a
+	old.IssuedAt, old.ExpiresAt = a.IssuedAt.AddDate(-1, 0, 0), a.ExpiresAt.AddDate(-1, 0, 0)
+	b1, b2 := attestMustSeal(t, &old, ik), attestMustSeal(t, &old, ik)
+	if !bytes.Equal(b1, b2) {
+		t.Fatal("sealing is not deterministic")
+	}
+}
+
+func TestAttestationCheckAndValid(t *testing.T) {
+	a, _, _ := attestFixture(t)
+	if err := a.Check(attestVerifyAt); err != nil {
+		t.Fatal(err)
+	}
+	if a.Valid(a.ExpiresAt) {
+		t.Fatal("valid at its expiry instant")
+	}
+	attestWantErr(t, a.Check(a.ExpiresAt), protocol.ErrExpired)
+	attestWantErr(t, a.Check(a.IssuedAt.Add(-time.Hour)), protocol.ErrNotYetValid)
+	var nilA *protocol.Attestation
+	if nilA.Valid(attestVerifyAt) {
+		t.Fatal("nil attestation is valid")
+	}
+	// A zero now means the wall clock: the fixture expired in 2026-01-16.
+	if time.Now().After(a.ExpiresAt) && a.Valid(time.Time{}) {
+		t.Fatal("zero now did not use the wall clock")
+	}
+}
+
+func TestAttestationJSON(t *testing.T) {
+	a, _, _ := attestFixture(t)
+	b, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{
+		"issuer":       a.Issuer.String(),
+		"subject":      a.Subject.String(),
+		"accepted":     true,
+		"reason":       "ok",
+		"nonce":        hex.EncodeToString(attestNonce),
+		"issued_at":    "2026-01-15T12:00:00Z",
+		"expires_at":   "2026-01-16T12:00:00Z",
+		"domain":       "biochemistry",
+		"set_id":       a.SetID,
+		"spec_version": protocol.SpecVersion,
+	} {
+		if m[k] != want {
+			t.Errorf("%s = %v, want %v", k, m[k], want)
+		}
+	}
+	rounds, _ := m["rounds"].([]any)
+	if len(rounds) != 3 {
+		t.Fatalf("rounds = %v", m["rounds"])
+	}
+	r0, _ := rounds[0].(map[string]any)
+	if r0["budget_ms"] != 15000.0 || r0["effective_ms"] != 4210.0 || r0["narrative_tokens"] != 533.0 {
+		t.Errorf("round 1 = %v", r0)
+	}
+	pol, _ := m["policy"].(map[string]any)
+	if pol["tau_ms"] != 15000.0 || pol["total_ms"] != 120000.0 || pol["rtt_credit_ms"] != 500.0 || pol["derived_tau"] != false {
+		t.Errorf("policy = %v", pol)
+	}
+	var nilA *protocol.Attestation
+	if b, err := json.Marshal(nilA); err != nil || string(b) != "null" {
+		t.Errorf("nil attestation marshals to %s, %v", b, err)
+	}
+}
+
+// TestAttestationFromSession drives a real skill session to a verdict and
+// checks that NewAttestation's output seals and verifies, with the
+// transcript digest the session implies.
+func TestAttestationFromSession(t *testing.T) {
+	narr := strings.Repeat("The assay panel recorded a steady drift in the third channel. ", 40)
+	q := skill.Question{Question: "Which channel drifted?", Answer: "third", Answers: []string{"third", "3"}, ReasoningType: skill.MultiHop, AnswerType: skill.LabelAnswer}
+	set := &skill.Set{ID: "session-set", Domain: "biochemistry", Parts: []skill.Part{
+		{Narrative: narr, Questions: []skill.Question{q}},
+		{Narrative: narr, Questions: []skill.Question{q}},
+		{Narrative: narr, Questions: []skill.Question{q}},
+	}}
+	_, iid := attestKey(t, attestIssuerSeed)
+	_, sid := attestKey(t, attestSubjectSeed)
+	ik, _ := attestKey(t, attestIssuerSeed)
+	now := attestIssuedAt.Add(123 * time.Millisecond)
+
+	run := func(t *testing.T, answers []string) (skill.Verdict, *skill.Session) {
+		s, err := skill.NewSession(set, skill.DefaultPolicy(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ans := range answers {
+			if _, err := s.Submit(ans, skill.Timing{Elapsed: time.Duration(i+2)*time.Second + 777*time.Microsecond, RTT: 40 * time.Millisecond, SinceStart: time.Duration(i+1) * 5 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, ok := s.Verdict()
+		if !ok {
+			t.Fatal("no verdict")
+		}
+		return v, s
+	}
+
+	for _, tc := range []struct {
+		name    string
+		answers []string
+		accept  bool
+	}{{"accepted", []string{"third", "3", " Third "}, true}, {"wrong answer", []string{"third", "second"}, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, s := run(t, tc.answers)
+			a := protocol.NewAttestation(iid, sid, attestNonce, s, v, now, 0)
+			if a == nil {
+				t.Fatal("NewAttestation returned nil for a decided verdict")
+			}
+			got, _, err := protocol.VerifyAttestation(attestMustSeal(t, a, ik), protocol.VerifyOptions{Subject: sid, Issuer: iid, Now: now})
+			if err != nil {
+				t.Fatalf("verify: %v", err)
+			}
+			d := skill.TranscriptDigest(v.Rounds)
+			if got.Accepted != tc.accept || !bytes.Equal(got.TranscriptDigest, d[:]) || len(got.Rounds) != len(v.Rounds) {
+				t.Fatalf("got %+v for verdict %+v", got, v)
+			}
+			for i, r := range got.Rounds {
+				if r.Effective != v.Rounds[i].Effective.Truncate(time.Millisecond) || r.Budget != v.Rounds[i].Budget {
+					t.Errorf("round %d timing %+v, verdict %+v", i+1, r, v.Rounds[i])
+				}
+			}
+			if !tc.accept && got.FailedRound != 2 {
+				t.Errorf("failed round %d, want 2", got.FailedRound)
+			}
+		})
+	}
+
+	t.Run("inconclusive is never attested", func(t *testing.T) {
+		s, err := skill.NewSession(set, skill.DefaultPolicy(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Fail(skill.ReasonInconclusive, "verifier LLM down", false)
+		v, _ := s.Verdict()
+		if a := protocol.NewAttestation(iid, sid, attestNonce, s, v, now, 0); a != nil {
+			t.Fatalf("inconclusive verdict produced %+v", a)
+		}
+	})
+}
+
+// ---- Test vector -------------------------------------------------------
+
+type attestVectorFile struct {
+	Description     string                 `json:"description"`
+	SpecVersion     string                 `json:"spec_version"`
+	RecordDomain    string                 `json:"record_domain"`
+	PayloadTypeHex  string                 `json:"payload_type_hex"`
+	IssuerSeedHex   string                 `json:"issuer_seed_hex"`
+	SubjectSeedHex  string                 `json:"subject_seed_hex"`
+	IssuerPeerID    string                 `json:"issuer_peer_id"`
+	SubjectPeerID   string                 `json:"subject_peer_id"`
+	IssuerPubKeyHex string                 `json:"issuer_public_key_hex"`
+	Transcript      []attestVectorRound    `json:"transcript"`
+	PayloadHex      string                 `json:"payload_hex"`
+	SignedBytesHex  string                 `json:"signed_bytes_hex"`
+	SignatureHex    string                 `json:"signature_hex"`
+	EnvelopeHex     string                 `json:"envelope_hex"`
+	VerifyAt        string                 `json:"verify_at"`
+	Expected        json.RawMessage        `json:"expected"`
+	Negative        []attestVectorNegative `json:"negative"`
+}
+
+type attestVectorRound struct {
+	Round     int    `json:"round"`
+	Narrative string `json:"narrative"`
+	Question  string `json:"question"`
+	Answer    string `json:"answer"`
+}
+
+type attestVectorNegative struct {
+	Name            string `json:"name"`
+	Description     string `json:"description"`
+	EnvelopeHex     string `json:"envelope_hex,omitempty"`
+	VerifyAt        string `json:"verify_at"`
+	ExpectedSubject string `json:"expected_subject,omitempty"`
+	Error           string `json:"error"`
+}
+
+// attestSignedBytes rebuilds the bytes an envelope signature covers, as
+// spec/attestation.md describes them (independently of libp2p).
+func attestSignedBytes(domain string, payloadType, payload []byte) []byte {
+	var b []byte
+	for _, f := range [][]byte{[]byte(domain), payloadType, payload} {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	return b
+}
+
+func attestBuildVector(t testing.TB) []byte {
+	t.Helper()
+	a, ik, _ := attestFixture(t)
+	_, oid := attestKey(t, attestOtherSeed)
+	otherKey, _ := attestKey(t, attestOtherSeed)
+	data := attestMustSeal(t, a, ik)
+	var env recordpb.Envelope
+	if err := proto.Unmarshal(data, &env); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := crypto.MarshalPublicKey(ik.GetPublic())
+	if err != nil {
+		t.Fatal(err)
+	}
+	expected, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tampered := bytes.Clone(data)
+	tampered[bytes.Index(tampered, []byte("biochemistry"))] = 'B'
+	v2 := *a
+	v2.SpecVersion = "2.0.0"
+	stamp := func(tm time.Time) string { return tm.UTC().Format(time.RFC3339) }
+
+	f := attestVectorFile{
+		Description: "acaptcha signed attestation, spec/attestation.md. Keys are Ed25519 from the given seeds " +
+			"(RFC 8032 private-key seeds); the attestation is accepted, fixed tau 15 s, three rounds. " +
+			"Verify envelope_hex at verify_at with the subject expected; each negative case must fail with its error code.",
+		SpecVersion:     protocol.SpecVersion,
+		RecordDomain:    protocol.AttestationDomain,
+		PayloadTypeHex:  hex.EncodeToString(env.PayloadType),
+		IssuerSeedHex:   hex.EncodeToString(attestIssuerSeed),
+		SubjectSeedHex:  hex.EncodeToString(attestSubjectSeed),
+		IssuerPeerID:    a.Issuer.String(),
+		SubjectPeerID:   a.Subject.String(),
+		IssuerPubKeyHex: hex.EncodeToString(pub),
+		PayloadHex:      hex.EncodeToString(env.Payload),
+		SignedBytesHex:  hex.EncodeToString(attestSignedBytes(protocol.AttestationDomain, env.PayloadType, env.Payload)),
+		SignatureHex:    hex.EncodeToString(env.Signature),
+		EnvelopeHex:     hex.EncodeToString(data),
+		VerifyAt:        stamp(attestVerifyAt),
+		Expected:        expected,
+		Negative: []attestVectorNegative{
+			{Name: "tampered_payload", Description: "envelope_hex with the first byte of the domain string changed from 'b' to 'B'", EnvelopeHex: hex.EncodeToString(tampered), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
+			{Name: "wrong_issuer_key", Description: "the same record signed by the key of seed 404142...5f, which is not the issuer's", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, a, otherKey)), VerifyAt: stamp(attestVerifyAt), Error: "issuer_mismatch"},
+			{Name: "wrong_subject", Description: "envelope_hex verified by a peer expecting an attestation about " + oid.String(), VerifyAt: stamp(attestVerifyAt), ExpectedSubject: oid.String(), Error: "subject_mismatch"},
+			{Name: "expired", Description: "envelope_hex verified at its expires_at instant", VerifyAt: stamp(a.ExpiresAt), Error: "expired"},
+			{Name: "not_yet_valid", Description: "envelope_hex verified six minutes before its issued_at", VerifyAt: stamp(a.IssuedAt.Add(-6 * time.Minute)), Error: "not_yet_valid"},
+			{Name: "unsupported_version", Description: "the record with spec_version 2.0.0, correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, &v2, ik)), VerifyAt: stamp(attestVerifyAt), Error: "unsupported_version"},
+		},
+	}
+	for _, r := range attestTranscript {
+		f.Transcript = append(f.Transcript, attestVectorRound{Round: r.Round, Narrative: r.Narrative, Question: r.Question, Answer: r.Answer})
+	}
+	out, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(out, '\n')
+}
+
+// TestAttestationVectorRegenerate checks that spec/vectors/attestation.json
+// is what the fixed seeds produce; with -update-attestation-vector it
+// rewrites the file.
+func TestAttestationVectorRegenerate(t *testing.T) {
+	want := attestBuildVector(t)
+	if *updateAttestationVector {
+		if err := os.MkdirAll(filepath.Dir(attestVectorPath), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(attestVectorPath, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(attestVectorPath)
+	if err != nil {
+		t.Fatalf("%v (run go test ./protocol -run TestAttestationVectorRegenerate -update-attestation-vector)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("spec/vectors/attestation.json is stale: the fixed seeds now produce different bytes (rerun with -update-attestation-vector and review the diff)")
+	}
+}
+
+// TestAttestationVectorDecode reads the vector as an independent
+// implementation would and checks every documented field.
+func TestAttestationVectorDecode(t *testing.T) {
+	raw, err := os.ReadFile(attestVectorPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f attestVectorFile
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	unhex := func(name, s string) []byte {
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return b
+	}
+	parseTime := func(s string) time.Time {
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+
+	// Keys from seeds.
+	ik, iid := attestKey(t, unhex("issuer seed", f.IssuerSeedHex))
+	_, sid := attestKey(t, unhex("subject seed", f.SubjectSeedHex))
+	if iid.String() != f.IssuerPeerID || sid.String() != f.SubjectPeerID {
+		t.Fatalf("peer IDs from seeds %s %s, file says %s %s", iid, sid, f.IssuerPeerID, f.SubjectPeerID)
+	}
+	if f.RecordDomain != "acaptcha-attestation" || f.PayloadTypeHex != "8194eb01" {
+		t.Fatalf("domain %q payload type %s", f.RecordDomain, f.PayloadTypeHex)
+	}
+
+	// The signature over the documented signed bytes, with plain Ed25519.
+	payload := unhex("payload", f.PayloadHex)
+	signed := unhex("signed bytes", f.SignedBytesHex)
+	if !bytes.Equal(signed, attestSignedBytes(f.RecordDomain, unhex("payload type", f.PayloadTypeHex), payload)) {
+		t.Fatal("signed_bytes_hex is not varint(len)||domain||varint(len)||type||varint(len)||payload")
+	}
+	rawPub, err := ik.GetPublic().Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ed25519.Verify(rawPub, signed, unhex("signature", f.SignatureHex)) {
+		t.Fatal("signature_hex does not verify over signed_bytes_hex with the issuer key")
+	}
+
+	// The payload decodes to the documented protobuf fields.
+	var m pb.AttestationRecord
+	if err := proto.Unmarshal(payload, &m); err != nil {
+		t.Fatal(err)
+	}
+	digest := skill.TranscriptDigest(attestVectorTranscript(f.Transcript))
+	if !bytes.Equal(m.GetIssuer(), []byte(iid)) || !bytes.Equal(m.GetSubject(), []byte(sid)) ||
+		!m.GetAccepted() || m.GetReason() != "ok" || m.GetFailedRound() != 0 ||
+		!bytes.Equal(m.GetNonce(), attestNonce) || !bytes.Equal(m.GetTranscriptDigest(), digest[:]) ||
+		len(m.GetRounds()) != 3 || m.GetRounds()[1].GetEffectiveMs() != 6875 || m.GetRounds()[2].GetNarrativeTokens() != 701 ||
+		m.GetPolicy().GetTauMs() != 15000 || m.GetPolicy().GetTotalMs() != 120000 || m.GetPolicy().GetRttCreditMs() != 500 ||
+		m.GetDomain() != "biochemistry" || m.GetIssuedAt() != attestIssuedAt.Unix() || m.GetExpiresAt() != attestIssuedAt.Unix()+86400 ||
+		m.GetSpecVersion() != "1.0.0" {
+		t.Fatalf("payload fields differ from the documentation: %v", &m)
+	}
+
+	// Full verification, and the JSON view matches "expected".
+	at := parseTime(f.VerifyAt)
+	a, env, err := protocol.VerifyAttestation(unhex("envelope", f.EnvelopeHex), protocol.VerifyOptions{Subject: sid, Issuer: iid, Now: at})
+	if err != nil {
+		t.Fatalf("vector does not verify: %v", err)
+	}
+	if !bytes.Equal(env.RawPayload, payload) {
+		t.Fatal("envelope payload differs from payload_hex")
+	}
+	want, _, _ := attestFixture(t)
+	if !reflect.DeepEqual(a, want) {
+		t.Fatalf("decoded %+v\nwant %+v", a, want)
+	}
+	gotJSON, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g, w any
+	if err := json.Unmarshal(gotJSON, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(f.Expected, &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("JSON view %s\nexpected %s", gotJSON, f.Expected)
+	}
+
+	if len(f.Negative) == 0 {
+		t.Fatal("no negative cases")
+	}
+	for _, n := range f.Negative {
+		t.Run(n.Name, func(t *testing.T) {
+			data := unhex("envelope", f.EnvelopeHex)
+			if n.EnvelopeHex != "" {
+				data = unhex("envelope", n.EnvelopeHex)
+			}
+			opts := protocol.VerifyOptions{Subject: sid, Now: parseTime(n.VerifyAt)}
+			if n.ExpectedSubject != "" {
+				id, derr := peer.Decode(n.ExpectedSubject)
+				if derr != nil {
+					t.Fatal(derr)
+				}
+				opts.Subject = id
+			}
+			want := attestSentinel(n.Error)
+			if want == nil {
+				t.Fatalf("unknown error code %q", n.Error)
+			}
+			_, _, err := protocol.VerifyAttestation(data, opts)
+			attestWantErr(t, err, want)
+		})
+	}
+}
+
+func attestVectorTranscript(rs []attestVectorRound) []skill.RoundRecord {
+	var out []skill.RoundRecord
+	for _, r := range rs {
+		out = append(out, skill.RoundRecord{Round: r.Round, Narrative: r.Narrative, Question: r.Question, Answer: r.Answer})
+	}
+	return out
+}
+
+// ---- Fuzzing -----------------------------------------------------------
+
+func attestFuzzCheck(t *testing.T, data []byte, now time.Time) {
+	a, env, err := protocol.VerifyAttestation(data, protocol.VerifyOptions{Now: now})
+	if err != nil {
+		if a != nil || env != nil {
+			t.Fatalf("result alongside error %v", err)
+		}
+		if m := attestMatched(err); len(m) != 1 {
+			t.Fatalf("error %q wraps sentinels %v, want exactly one", err, m)
+		}
+		return
+	}
+	if a == nil || env == nil {
+		t.Fatal("nil result without error")
+	}
+	if !a.Valid(now) {
+		t.Fatalf("verified attestation is not Valid: %v", a.Check(now))
+	}
+	signer, err := peer.IDFromPublicKey(env.PublicKey)
+	if err != nil || signer != a.Issuer {
+		t.Fatalf("verified attestation signed by %s, issuer %s", signer, a.Issuer)
+	}
+	if _, err := json.Marshal(a); err != nil {
+		t.Fatalf("JSON view: %v", err)
+	}
+}
+
+func FuzzVerifyAttestation(f *testing.F) {
+	a, ik, _ := attestFixture(f)
+	good := attestMustSeal(f, a, ik)
+	rej, rk := attestRejected(f)
+	f.Add(good)
+	f.Add(attestMustSeal(f, rej, rk))
+	f.Add(binary.AppendUvarint(nil, uint64(len(good))))
+	f.Add(append(binary.AppendUvarint(nil, uint64(len(good))), good...))
+	f.Add(good[:len(good)-1])
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0x00})
+	f.Add([]byte{0x0a, 0x04, 0x08, 0x00, 0x12, 0x00, 0x12, 0x04, 0x81, 0x94, 0xeb, 0x01})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		attestFuzzCheck(t, data, attestVerifyAt)
+	})
+}
+
+// FuzzVerifyAttestationPayload signs arbitrary payloads with the issuer's
+// key, so the fuzzer reaches the decoding and structural checks behind the
+// signature.
+func FuzzVerifyAttestationPayload(f *testing.F) {
+	a, ik, _ := attestFixture(f)
+	rej, _ := attestRejected(f)
+	f.Add(mustPayload(f, a))
+	f.Add(mustPayload(f, rej))
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0x00, 0x12, 0x00})
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		env, err := record.Seal(&attestRawRecord{payload: payload}, ik)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := env.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		attestFuzzCheck(t, data, attestVerifyAt)
+	})
+}

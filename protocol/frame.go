@@ -1,0 +1,201 @@
+package protocol
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-msgio/pbio"
+	"github.com/multiformats/go-varint"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
+)
+
+// Frame caps. A frame is an unsigned-varint length followed by that many
+// bytes of a pb.Frame; the caps bound the length (the prefix excluded).
+const (
+	// MaxVerifierFrame caps every frame the verifier sends (challenge
+	// narratives, the verdict with its attestation envelope).
+	MaxVerifierFrame = 64 << 10
+	// MaxProverFrame caps every frame the prover sends (acks, answers,
+	// declines).
+	MaxProverFrame = 1 << 10
+	// MaxDeclineDetail caps the detail of a Decline and of a Verdict.
+	MaxDeclineDetail = 256
+	// MaxProbes caps the RTT probes of one session.
+	MaxProbes = 16
+	// probeNonceBytes is the size of a probe nonce.
+	probeNonceBytes = 8
+	// streamMemory is what each side reserves in the resource manager: the
+	// largest frame plus the buffered reader's and writer's slack.
+	streamMemory = MaxVerifierFrame + 8<<10
+)
+
+// Stream error codes this protocol sends with ResetWithError. The libp2p
+// error-code spec reserves 0..10000 for libp2p itself; acaptcha uses the
+// private block 0xAC100000-0xAC1000FF. Transports that cannot carry a code
+// (or the peer's implementation) may deliver a plain reset instead.
+const (
+	// ErrCodeProtocolViolation: the peer sent a frame that is malformed,
+	// out of order or inconsistent with the session.
+	ErrCodeProtocolViolation network.StreamErrorCode = 0xAC100001
+	// ErrCodeOversized: the peer sent a frame above the cap for its role.
+	ErrCodeOversized network.StreamErrorCode = 0xAC100002
+	// ErrCodeTimeout: the peer did not send the expected frame, or did not
+	// close the stream after the verdict, in time.
+	ErrCodeTimeout network.StreamErrorCode = 0xAC100003
+	// ErrCodeReflection: the prover received a challenge that its own
+	// verifier had issued.
+	ErrCodeReflection network.StreamErrorCode = 0xAC100004
+	// ErrCodeBusy: the prover's inbound session limits are reached.
+	ErrCodeBusy network.StreamErrorCode = 0xAC100005
+	// ErrCodeDeclined: the prover refused the hello.
+	ErrCodeDeclined network.StreamErrorCode = 0xAC100006
+)
+
+// Errors of the wire layer.
+var (
+	// ErrProtocolViolation is wrapped by every error caused by a peer that
+	// does not follow spec/protocol.md.
+	ErrProtocolViolation = errors.New("acaptcha protocol violation")
+	// ErrFrameTooLarge is wrapped (together with ErrProtocolViolation) when
+	// a frame exceeds the cap for the sender's role.
+	ErrFrameTooLarge = errors.New("frame exceeds size cap")
+)
+
+// frameError is a read or decode failure classified for the reset code.
+type frameError struct {
+	code network.StreamErrorCode // 0: I/O failure, no code of our own
+	err  error
+}
+
+func (e *frameError) Error() string { return e.err.Error() }
+func (e *frameError) Unwrap() error { return e.err }
+
+// newFrameReader returns the one reader a stream uses for all its frames.
+func newFrameReader(r io.Reader, max int) pbio.Reader {
+	return pbio.NewDelimitedReader(r, max)
+}
+
+// readFrame reads one frame into f (which it resets). Oversized frames,
+// undecodable bytes and frames without a body are reported as
+// ErrProtocolViolation with the code to reset with; transport failures
+// (EOF, reset, deadline) are returned wrapped and uncoded.
+func readFrame(r pbio.Reader, f *pb.Frame) error {
+	proto.Reset(f)
+	err := r.ReadMsg(f)
+	switch {
+	case err == nil:
+	case errors.Is(err, io.ErrShortBuffer):
+		return &frameError{ErrCodeOversized, fmt.Errorf("%w: %w", ErrProtocolViolation, ErrFrameTooLarge)}
+	case errors.Is(err, varint.ErrOverflow), errors.Is(err, varint.ErrNotMinimal):
+		return &frameError{ErrCodeProtocolViolation, fmt.Errorf("%w: bad length prefix: %w", ErrProtocolViolation, err)}
+	case isIOError(err):
+		return &frameError{0, err}
+	default:
+		// proto.Unmarshal failures (and a recovered decoder panic).
+		return &frameError{ErrCodeProtocolViolation, fmt.Errorf("%w: undecodable frame: %w", ErrProtocolViolation, err)}
+	}
+	if f.GetBody() == nil {
+		return &frameError{ErrCodeProtocolViolation, fmt.Errorf("%w: frame without a body", ErrProtocolViolation)}
+	}
+	return nil
+}
+
+// isIOError tells transport failures apart from bad bytes.
+func isIOError(err error) bool {
+	var se *network.StreamError
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, network.ErrReset) ||
+		errors.As(err, &se) || errors.Is(err, io.ErrClosedPipe) || isTimeout(err) ||
+		errors.Is(err, os.ErrClosed)
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// resetCode returns the stream error code the remote reset with, if any.
+func resetCode(err error) (network.StreamErrorCode, bool) {
+	var se *network.StreamError
+	if errors.As(err, &se) && se.Remote {
+		return se.ErrorCode, true
+	}
+	return 0, false
+}
+
+// appendFrame appends the varint-delimited encoding of f to buf, refusing
+// frames above max: a node never sends what its peer must reject.
+func appendFrame(buf []byte, f *pb.Frame, max int) ([]byte, error) {
+	n := proto.Size(f)
+	if n > max {
+		return buf, fmt.Errorf("%w: outgoing frame of %d bytes exceeds %d", ErrFrameTooLarge, n, max)
+	}
+	buf = binary.AppendUvarint(buf, uint64(n))
+	return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf, f)
+}
+
+// writeFrame writes f with a single Write, so that the time a write
+// returns is the time the whole frame was handed to the transport.
+func writeFrame(w io.Writer, f *pb.Frame, max int) error {
+	buf, err := appendFrame(make([]byte, 0, 64), f, max)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(buf)
+	return err
+}
+
+// challengeDigest identifies a challenge for reflection detection:
+// SHA-256 of the narrative, a zero byte and the question.
+func challengeDigest(narrative, question string) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(narrative))
+	h.Write([]byte{0})
+	h.Write([]byte(question))
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
+
+// frameKind names a frame's body for logs and errors.
+func frameKind(f *pb.Frame) string {
+	switch f.GetBody().(type) {
+	case *pb.Frame_Hello:
+		return "hello"
+	case *pb.Frame_HelloAck:
+		return "hello_ack"
+	case *pb.Frame_Probe:
+		return "probe"
+	case *pb.Frame_ProbeAck:
+		return "probe_ack"
+	case *pb.Frame_Challenge:
+		return "challenge"
+	case *pb.Frame_Answer:
+		return "answer"
+	case *pb.Frame_Decline:
+		return "decline"
+	case *pb.Frame_Verdict:
+		return "verdict"
+	default:
+		return "empty"
+	}
+}

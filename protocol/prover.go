@@ -1,0 +1,481 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-msgio/pbio"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// Limits the prover applies to what a verifier sends.
+const (
+	maxDomainBytes = 256
+	maxDetailBytes = 1 << 10
+)
+
+// handleStream is the stream handler of ID: this node is the prover.
+func (s *Service) handleStream(str network.Stream) {
+	remote := str.Conn().RemotePeer()
+	if !s.enter() {
+		str.Reset()
+		return
+	}
+	defer s.wg.Done()
+	log := s.log.With("peer", remote, "role", "prover")
+	res := ProverResult{Verifier: remote}
+	started := s.now()
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("prover handler panicked", "panic", r, "stack", string(debug.Stack()))
+			str.Reset()
+			res.Err = fmt.Errorf("acaptcha: prover handler panicked: %v", r)
+		}
+		res.Duration = s.now().Sub(started)
+		log.Debug("prover session ended", "accepted", res.Accepted, "reason", res.Reason, "rounds", res.Rounds, "err", res.Err)
+		if s.cfg.OnProved != nil {
+			s.cfg.OnProved(res)
+		}
+	}()
+
+	if err := str.Scope().SetService(ServiceName); err != nil {
+		str.ResetWithError(network.StreamResourceLimitExceeded)
+		res.Err = fmt.Errorf("%w: attach stream to %s: %w", ErrNetwork, ServiceName, err)
+		return
+	}
+	if err := str.Scope().ReserveMemory(streamMemory, network.ReservationPriorityAlways); err != nil {
+		str.ResetWithError(network.StreamResourceLimitExceeded)
+		res.Err = fmt.Errorf("%w: reserve stream memory: %w", ErrNetwork, err)
+		return
+	}
+	defer str.Scope().ReleaseMemory(streamMemory)
+
+	if !s.acquireInbound(remote) {
+		declineAndReset(str, declineFrame(pb.DeclineReason_DECLINE_REASON_BUSY, "inbound session limit reached"), ErrCodeBusy,
+			min(s.cfg.HandshakeTimeout, declineLinger/2))
+		res.Err = ErrBusy
+		return
+	}
+	defer s.releaseInbound(remote)
+	stop := context.AfterFunc(s.ctx, func() { str.Reset() })
+	defer stop()
+
+	p := &proverRun{svc: s, str: str, remote: remote, res: &res, log: log}
+	p.serve()
+}
+
+func declineFrame(r pb.DeclineReason, detail string) *pb.Frame {
+	return &pb.Frame{Body: &pb.Frame_Decline{Decline: &pb.Decline{Reason: r, Detail: truncate(detail, MaxDeclineDetail)}}}
+}
+
+// proverRun is one prover session on one stream.
+type proverRun struct {
+	svc    *Service
+	str    stream
+	r      pbio.Reader
+	remote peer.ID
+	res    *ProverResult
+	log    *slog.Logger
+	hello  *pb.Hello
+
+	helloAt  time.Time // wall clock, for deadlines
+	deadline time.Time // hard end of the whole session
+}
+
+// abort resets the stream with code and records err.
+func (p *proverRun) abort(code network.StreamErrorCode, err error) {
+	if code == 0 {
+		p.str.Reset()
+	} else {
+		_ = p.str.ResetWithError(code)
+	}
+	if p.res.Err == nil {
+		p.res.Err = err
+	}
+}
+
+// refuse sends a Decline and resets the stream with code.
+func (p *proverRun) refuse(reason pb.DeclineReason, code network.StreamErrorCode, err error) {
+	declineAndReset(p.str, declineFrame(reason, err.Error()), code, min(p.svc.cfg.HandshakeTimeout, declineLinger))
+	if p.res.Err == nil {
+		p.res.Err = err
+	}
+}
+
+// declineLinger bounds how long a prover that declined waits for the
+// verifier to read the Decline before it resets the stream.
+const declineLinger = time.Second
+
+// declineAndReset sends a Decline, half-closes, and resets the stream with
+// code once the verifier has closed its side (or after linger): a reset
+// sent right behind the Decline would discard it on most transports.
+func declineAndReset(str stream, f *pb.Frame, code network.StreamErrorCode, linger time.Duration) {
+	_ = str.SetWriteDeadline(time.Now().Add(linger))
+	if err := writeFrame(str, f, MaxProverFrame); err == nil {
+		_ = str.CloseWrite()
+		_ = str.SetReadDeadline(time.Now().Add(linger))
+		_, _ = io.Copy(io.Discard, io.LimitReader(str, MaxVerifierFrame+16))
+	}
+	_ = str.ResetWithError(code)
+}
+
+func (p *proverRun) write(f *pb.Frame) error {
+	_ = p.str.SetWriteDeadline(time.Now().Add(p.svc.cfg.HandshakeTimeout))
+	return writeFrame(p.str, f, MaxProverFrame)
+}
+
+// readFailed records a failed read and resets the stream.
+func (p *proverRun) readFailed(what string, err error) {
+	var fe *frameError
+	switch {
+	case errors.As(err, &fe) && fe.code != 0:
+		p.abort(fe.code, fmt.Errorf("reading %s from %s: %w", what, p.remote, err))
+	case isTimeout(err):
+		p.abort(ErrCodeTimeout, fmt.Errorf("%w: no %s from %s within the deadline: %w", ErrNetwork, what, p.remote, err))
+	default:
+		p.abort(0, fmt.Errorf("%w: reading %s from %s: %w", ErrNetwork, what, p.remote, err))
+	}
+}
+
+func (p *proverRun) violation(format string, args ...any) {
+	p.abort(ErrCodeProtocolViolation, fmt.Errorf("%w: %s", ErrProtocolViolation, fmt.Sprintf(format, args...)))
+}
+
+func (p *proverRun) serve() {
+	s := p.svc
+	p.r = newFrameReader(p.str, MaxVerifierFrame)
+	var f pb.Frame
+	_ = p.str.SetReadDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	if err := readFrame(p.r, &f); err != nil {
+		p.readFailed("hello", err)
+		return
+	}
+	hello := f.GetHello()
+	if hello == nil {
+		p.violation("expected hello, got %s", frameKind(&f))
+		return
+	}
+	p.hello = hello
+	if reason, err := p.checkHello(hello); err != nil {
+		code := ErrCodeDeclined
+		if reason == pb.DeclineReason_DECLINE_REASON_BAD_HELLO {
+			code = ErrCodeProtocolViolation
+		}
+		p.refuse(reason, code, err)
+		return
+	}
+	if s.cfg.Prover == nil {
+		_ = p.write(declineFrame(pb.DeclineReason_DECLINE_REASON_NO_PROVER, "this node does not answer challenges"))
+		_ = p.str.Close()
+		p.res.Err = ErrNoProver
+		return
+	}
+	if err := p.write(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce()}}}); err != nil {
+		p.abort(0, fmt.Errorf("%w: send hello ack: %w", ErrNetwork, err))
+		return
+	}
+	if hello.GetReciprocal() && s.cfg.OnReciprocal != nil {
+		remote := p.remote
+		s.goTracked(func() { s.cfg.OnReciprocal(remote) })
+	}
+	total := msToDur(hello.GetTotalMs())
+	p.helloAt = time.Now()
+	p.deadline = p.helloAt.Add(s.cfg.HandshakeTimeout + MaxProbes*s.cfg.ProbeTimeout + total + 2*proverSlack)
+	p.exchange(s.cfg.Prover.NewSession(), total)
+}
+
+// checkHello validates a hello; it binds both peer IDs to the stream.
+func (p *proverRun) checkHello(h *pb.Hello) (pb.DeclineReason, error) {
+	if err := checkVersion(h.GetSpecVersion()); err != nil {
+		return pb.DeclineReason_DECLINE_REASON_UNSUPPORTED_VERSION, fmt.Errorf("%w: %w", ErrBadHello, err)
+	}
+	bad := func(format string, args ...any) (pb.DeclineReason, error) {
+		return pb.DeclineReason_DECLINE_REASON_BAD_HELLO, fmt.Errorf("%w: %s", ErrBadHello, fmt.Sprintf(format, args...))
+	}
+	if vid, err := peer.IDFromBytes(h.GetVerifierId()); err != nil || vid != p.remote {
+		return bad("verifier_id is not the peer that opened the stream")
+	}
+	if pid, err := peer.IDFromBytes(h.GetProverId()); err != nil || pid != p.svc.h.ID() {
+		return bad("prover_id is not this node")
+	}
+	if len(h.GetNonce()) != NonceBytes {
+		return bad("nonce of %d bytes, want %d", len(h.GetNonce()), NonceBytes)
+	}
+	total := msToDur(h.GetTotalMs())
+	switch {
+	case h.GetRounds() < 1 || h.GetRounds() > skill.Parts:
+		return bad("rounds %d, want 1..%d", h.GetRounds(), skill.Parts)
+	case total <= 0 || total > MaxTotal:
+		return bad("total_ms %d out of range", h.GetTotalMs())
+	case msToDur(h.GetTauMs()) > total:
+		return bad("tau_ms %d exceeds total_ms %d", h.GetTauMs(), h.GetTotalMs())
+	case msToDur(h.GetRttCreditMs()) > total:
+		return bad("rtt_credit_ms %d exceeds total_ms %d", h.GetRttCreditMs(), h.GetTotalMs())
+	}
+	return 0, nil
+}
+
+// readDeadline is when the next frame must have arrived.
+func (p *proverRun) readDeadline(d time.Duration) time.Time {
+	t := time.Now().Add(d)
+	if t.After(p.deadline) {
+		return p.deadline
+	}
+	return t
+}
+
+// frameResult is one read of the stream's reader goroutine.
+type frameResult struct {
+	f   *pb.Frame
+	err error
+}
+
+// startReader reads frames on a goroutine, so that the prover notices a
+// verdict, a reset or a closed stream while its answerer is thinking. The
+// returned stop function must be called after the stream was closed or
+// reset (which ends a pending read).
+func (p *proverRun) startReader() (<-chan frameResult, func()) {
+	ch := make(chan frameResult)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			f := new(pb.Frame)
+			err := readFrame(p.r, f)
+			select {
+			case ch <- frameResult{f, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	return ch, func() { close(done); wg.Wait() }
+}
+
+// exchange answers probes and challenges until the verdict.
+func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
+	_ = p.str.SetReadDeadline(p.readDeadline(total + proverSlack))
+	frames, stop := p.startReader()
+	defer stop()
+	var (
+		probes        int
+		round         uint32 // rounds received
+		expectVerdict bool   // nothing but a verdict may come now
+		pending       *frameResult
+	)
+	for {
+		var fr frameResult
+		if pending != nil {
+			fr, pending = *pending, nil
+		} else {
+			fr = <-frames
+		}
+		if fr.err != nil {
+			p.readFailed("next frame", fr.err)
+			return
+		}
+		switch b := fr.f.GetBody().(type) {
+		case *pb.Frame_Probe:
+			probes++
+			if round > 0 || expectVerdict || probes > MaxProbes || len(b.Probe.GetNonce()) > 32 {
+				p.violation("unexpected probe %d", probes)
+				return
+			}
+			if err := p.write(&pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: b.Probe.GetSeq(), Nonce: b.Probe.GetNonce()}}}); err != nil {
+				p.abort(0, fmt.Errorf("%w: send probe ack: %w", ErrNetwork, err))
+				return
+			}
+		case *pb.Frame_Challenge:
+			c := b.Challenge
+			if expectVerdict {
+				p.violation("challenge after the session was given up")
+				return
+			}
+			round++
+			if err := p.checkChallenge(c, round, total); err != nil {
+				p.violation("%v", err)
+				return
+			}
+			if p.reflected(c) {
+				return
+			}
+			var gaveUp, aborted bool
+			gaveUp, aborted, pending = p.answer(ans, c, frames)
+			if aborted {
+				return
+			}
+			expectVerdict = gaveUp || round == p.hello.GetRounds()
+		case *pb.Frame_Verdict:
+			p.verdict(b.Verdict)
+			_ = p.str.Close()
+			return
+		default:
+			p.violation("unexpected %s frame", frameKind(fr.f))
+			return
+		}
+		_ = p.str.SetReadDeadline(p.readDeadline(total + proverSlack))
+	}
+}
+
+func (p *proverRun) checkChallenge(c *pb.Challenge, round uint32, total time.Duration) error {
+	switch {
+	case c.GetRound() != round:
+		return fmt.Errorf("challenge for round %d, expected %d", c.GetRound(), round)
+	case c.GetRounds() != p.hello.GetRounds():
+		return fmt.Errorf("challenge says %d rounds, hello said %d", c.GetRounds(), p.hello.GetRounds())
+	case c.GetBudgetMs() == 0 || msToDur(c.GetBudgetMs()) > total:
+		return fmt.Errorf("budget_ms %d out of range", c.GetBudgetMs())
+	case len(c.GetNarrative()) == 0 || len(c.GetNarrative()) > skill.MaxNarrativeBytes:
+		return fmt.Errorf("narrative of %d bytes", len(c.GetNarrative()))
+	case len(c.GetQuestion()) == 0 || len(c.GetQuestion()) > skill.MaxQuestionBytes:
+		return fmt.Errorf("question of %d bytes", len(c.GetQuestion()))
+	case len(c.GetDomain()) > maxDomainBytes:
+		return fmt.Errorf("domain of %d bytes", len(c.GetDomain()))
+	}
+	return nil
+}
+
+// reflected refuses a challenge this node issued itself. It reports
+// whether it did.
+func (p *proverRun) reflected(c *pb.Challenge) bool {
+	s := p.svc
+	to, run, ok := s.guard.check(challengeDigest(c.GetNarrative(), c.GetQuestion()), s.now())
+	if !ok {
+		return false
+	}
+	p.log.Warn("reflected challenge refused", "issued_to", to, "round", c.GetRound())
+	p.refuse(pb.DeclineReason_DECLINE_REASON_REFLECTION, ErrCodeReflection,
+		fmt.Errorf("%w: round %d is a challenge this node issued to %s", ErrReflection, c.GetRound(), to))
+	if run != nil {
+		run.markReflected()
+	}
+	if s.cfg.OnReflection != nil {
+		s.cfg.OnReflection(p.remote)
+	}
+	return true
+}
+
+type answerResult struct {
+	answer string
+	err    error
+}
+
+// answer runs the answerer on one challenge and sends its answer. gaveUp
+// reports that the round was given up (the answer would be late, or the
+// answerer failed or refused and a Decline was sent): only the verdict may
+// follow. aborted reports that the stream was reset (res.Err is set).
+//
+// A frame that arrives while the answerer is thinking (the verifier gave
+// up on the round, or the stream failed) cancels the answerer and is
+// returned as next, for the caller to handle.
+func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge, frames <-chan frameResult) (gaveUp, aborted bool, next *frameResult) {
+	s := p.svc
+	ch := skill.Challenge{
+		Round: int(c.GetRound()), Rounds: int(c.GetRounds()), Domain: c.GetDomain(),
+		Narrative: c.GetNarrative(), Question: c.GetQuestion(), Budget: msToDur(c.GetBudgetMs()),
+	}
+	// Answering later than the verifier can accept is pointless.
+	limit := ch.Budget + msToDur(p.hello.GetRttCreditMs()) + answerSlack
+	actx, cancel := context.WithTimeout(s.ctx, limit)
+	defer cancel()
+	out := make(chan answerResult, 1)
+	if !s.goTracked(func() {
+		defer func() {
+			if r := recover(); r != nil {
+				out <- answerResult{err: fmt.Errorf("answerer panicked: %v", r)}
+			}
+		}()
+		a, err := ans.Answer(actx, ch)
+		out <- answerResult{a, err}
+	}) {
+		p.abort(0, ErrClosed)
+		return true, true, nil
+	}
+	var r answerResult
+	select {
+	case r = <-out:
+	case <-actx.Done():
+		r = answerResult{err: actx.Err()}
+	case fr := <-frames:
+		p.log.Debug("verifier spoke while the answerer was thinking", "round", ch.Round, "err", fr.err)
+		return true, false, &fr
+	}
+	if r.err != nil {
+		switch {
+		case s.ctx.Err() != nil:
+			p.abort(0, ErrClosed)
+			return true, true, nil
+		case actx.Err() != nil:
+			// Too late to matter: say nothing, the verifier times the
+			// round out and sends its verdict.
+			p.log.Debug("answerer missed the budget", "round", ch.Round, "limit", limit)
+			return true, false, nil
+		}
+		reason, detail := pb.DeclineReason_DECLINE_REASON_PROVER_ERROR, "answerer failed"
+		if errors.Is(r.err, skill.ErrDeclined) {
+			reason, detail = pb.DeclineReason_DECLINE_REASON_REFUSED, r.err.Error()
+		}
+		p.log.Warn("answerer did not answer", "round", ch.Round, "err", r.err)
+		if err := p.write(declineFrame(reason, detail)); err != nil {
+			p.abort(0, fmt.Errorf("%w: round %d: %w (decline not sent: %w)", ErrAnswerer, ch.Round, r.err, err))
+			return true, true, nil
+		}
+		return true, false, nil
+	}
+	a := truncate(strings.ToValidUTF8(r.answer, "\uFFFD"), skill.MaxAnswerBytes)
+	if err := p.write(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: c.GetRound(), Answer: a}}}); err != nil {
+		p.abort(0, fmt.Errorf("%w: send answer: %w", ErrNetwork, err))
+		return true, true, nil
+	}
+	p.res.Rounds++
+	return false, false, nil
+}
+
+// verdict records the verifier's verdict and checks its attestation.
+func (p *proverRun) verdict(v *pb.Verdict) {
+	s := p.svc
+	res := p.res
+	res.Detail = truncate(v.GetDetail(), maxDetailBytes)
+	reason := skill.Reason(v.GetReason())
+	if !reason.Valid() || v.GetAccepted() != (reason == skill.ReasonOK) || v.GetFailedRound() > uint32(skill.Parts) {
+		res.Err = fmt.Errorf("%w: inconsistent verdict (accepted=%v reason=%q failed_round=%d)", ErrProtocolViolation, v.GetAccepted(), truncate(v.GetReason(), 64), v.GetFailedRound())
+		return
+	}
+	res.Accepted, res.Reason, res.FailedRound = v.GetAccepted(), reason, int(v.GetFailedRound())
+	if len(v.GetAttestation()) == 0 {
+		if reason != skill.ReasonInconclusive {
+			res.AttestationErr = errors.New("verdict carries no attestation")
+		}
+		return
+	}
+	res.Envelope = bytes.Clone(v.GetAttestation())
+	a, _, err := VerifyAttestation(res.Envelope, VerifyOptions{Subject: s.h.ID(), Issuer: p.remote, Now: s.now()})
+	if err != nil {
+		res.AttestationErr = err
+		return
+	}
+	switch {
+	case !bytes.Equal(a.Nonce, p.hello.GetNonce()):
+		res.AttestationErr = fmt.Errorf("%w: attestation nonce is not this session's", ErrMalformed)
+	case a.Accepted != res.Accepted || a.Reason != res.Reason || a.FailedRound != res.FailedRound:
+		res.AttestationErr = fmt.Errorf("%w: attestation (accepted=%v reason=%s) contradicts the verdict (accepted=%v reason=%s)",
+			ErrMalformed, a.Accepted, a.Reason, res.Accepted, res.Reason)
+	default:
+		res.Attestation = a
+	}
+}

@@ -1,0 +1,161 @@
+package protocol
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// A malicious peer M is verified by A and relays A's own challenge back to
+// A, hoping A's answerer solves it: A declines, reports M, and its session
+// on M ends rejected.
+func TestReflectionAttack(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			a, m := newHost(t), newHost(t)
+			src := sourceOf("reflect-" + tr)
+			offenders := make(chan peer.ID, 1)
+			pr := newProved()
+			va := newService(t, a, Config{Source: src, Prover: oracleProver(0, src.sets...), OnProved: pr.fn,
+				OnReflection: func(p peer.ID) { offenders <- p }})
+			declined := make(chan *pb.Decline, 1)
+			m.SetStreamHandler(ID, func(s network.Stream) {
+				defer s.Reset()
+				_ = s.SetDeadline(time.Now().Add(10 * time.Second))
+				in := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
+				f, err := in.recv()
+				if err != nil {
+					t.Errorf("M: hello: %v", err)
+					return
+				}
+				ack(in, f.GetHello())
+				c := echoProbes(t, in)
+				// Relay it back to A as M's own challenge.
+				out := openRaw(t, m, a.ID())
+				out.send(helloFrame(m.ID(), a.ID(), nil))
+				if f, err := out.recv(); err != nil || f.GetHelloAck() == nil {
+					t.Errorf("M: A's hello ack: %v %v", f, err)
+					return
+				}
+				out.send(&pb.Frame{Body: &pb.Frame_Challenge{Challenge: c}})
+				f, err = out.recv()
+				if err != nil {
+					t.Errorf("M: reply to reflected challenge: %v", err)
+					return
+				}
+				declined <- f.GetDecline()
+				out.s.CloseWrite()
+				drain(in)
+			})
+			connect(t, a, m, tr)
+
+			res, err := va.Verify(testCtx(t, 20*time.Second), m.ID(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verdict.Accepted || res.Verdict.Reason != skill.ReasonProtocolError || !strings.Contains(res.Verdict.Detail, "reflected") {
+				t.Fatalf("verdict %+v", res.Verdict)
+			}
+			if res.Attestation == nil || res.Attestation.Subject != m.ID() {
+				t.Fatal("rejection not attested")
+			}
+			select {
+			case d := <-declined:
+				if d.GetReason() != pb.DeclineReason_DECLINE_REASON_REFLECTION {
+					t.Fatalf("M got %v", d)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("M got no decline")
+			}
+			if p := <-offenders; p != m.ID() {
+				t.Fatalf("offender %s", p)
+			}
+			if got := pr.next(t); got.Verifier != m.ID() || got.Rounds != 0 || got.Err == nil {
+				t.Fatalf("prover result %+v", got)
+			}
+		})
+	}
+}
+
+// A challenge this node issued is refused even after its session ended,
+// within the window.
+func TestReflectionAfterSession(t *testing.T) {
+	a, b, m := newHost(t), newHost(t), newHost(t)
+	src := sourceOf("reflect-late")
+	offenders := make(chan peer.ID, 1)
+	va := newService(t, a, Config{Source: src, Prover: constProver("x"), OnReflection: func(p peer.ID) { offenders <- p }})
+	newService(t, b, Config{Prover: oracleProver(0, src.sets...)})
+	connect(t, a, b, "tcp")
+	connect(t, m, a, "tcp")
+	res, err := va.Verify(testCtx(t, 10*time.Second), b.ID(), false)
+	if err != nil || !res.Verdict.Accepted {
+		t.Fatalf("%v %+v", err, res)
+	}
+	// M (say, B's accomplice) replays round 2 to A.
+	r2 := res.Verdict.Rounds[1]
+	out := openRaw(t, m, a.ID())
+	out.send(helloFrame(m.ID(), a.ID(), nil))
+	out.recv()
+	out.send(challengeFrame(1, r2.Narrative, r2.Question))
+	f, err := out.recv()
+	if err != nil || f.GetDecline().GetReason() != pb.DeclineReason_DECLINE_REASON_REFLECTION {
+		t.Fatalf("%v %v", f, err)
+	}
+	if p := <-offenders; p != m.ID() {
+		t.Fatalf("offender %s", p)
+	}
+}
+
+func TestReflectionGuard(t *testing.T) {
+	now := time.Unix(1000, 0)
+	g := newReflectionGuard(time.Minute)
+	run := &verifierRun{}
+	d := challengeDigest("n", "q")
+	g.issue(d, "p1", run, now)
+	if to, r, ok := g.check(d, now.Add(30*time.Second)); !ok || to != "p1" || r != run {
+		t.Fatal("not found")
+	}
+	if _, _, ok := g.check(challengeDigest("n", "q2"), now); ok {
+		t.Fatal("false positive")
+	}
+	if challengeDigest("a\x00b", "c") == challengeDigest("a", "b\x00c") {
+		t.Log("digest separator is ambiguous for embedded zero bytes (narratives are UTF-8 text)")
+	}
+	run.digests = append(run.digests, d)
+	g.release(run)
+	if _, r, ok := g.check(d, now.Add(30*time.Second)); !ok || r != nil {
+		t.Fatal("release")
+	}
+	if _, _, ok := g.check(d, now.Add(61*time.Second)); ok {
+		t.Fatal("not expired")
+	}
+	if g.len() != 0 {
+		t.Fatalf("%d entries left", g.len())
+	}
+	// Bounded, oldest first; re-issues do not grow the queue unboundedly.
+	for i := range maxReflectionEntries + 100 {
+		g.issue(challengeDigest(fmt.Sprint(i), "q"), "p", nil, now)
+	}
+	if g.len() > maxReflectionEntries {
+		t.Fatalf("%d entries", g.len())
+	}
+	if _, _, ok := g.check(challengeDigest("0", "q"), now); ok {
+		t.Fatal("oldest entry kept")
+	}
+	for range 5 * maxReflectionEntries {
+		g.issue(d, "p", nil, now)
+	}
+	if n := len(g.order) - g.head; n > 2*maxReflectionEntries {
+		t.Fatalf("queue of %d", n)
+	}
+	if _, _, ok := g.check(d, now); !ok {
+		t.Fatal("re-issued digest lost")
+	}
+}

@@ -1,0 +1,319 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// Defaults of Config.
+const (
+	DefaultProbes            = 3
+	DefaultMaxInboundPerPeer = 2
+	DefaultMaxInbound        = 64
+	DefaultHandshakeTimeout  = 10 * time.Second
+	DefaultProbeTimeout      = 5 * time.Second
+	DefaultSourceTimeout     = 30 * time.Second
+	// MaxTotal is the longest T_total a prover accepts in a hello (and a
+	// verifier may be configured with).
+	MaxTotal = time.Hour
+)
+
+// Timing constants of the exchange (see spec/protocol.md).
+const (
+	// answerGrace is added to the answer read deadline so that an answer
+	// arriving just after the budget is still read and judged late rather
+	// than reported as missing.
+	answerGrace = 250 * time.Millisecond
+	// answerSlack is how long past budget + RTT credit the prover keeps
+	// waiting for its answerer before it gives the round up.
+	answerSlack = time.Second
+	// proverSlack pads the prover's wait for the next frame.
+	proverSlack = 10 * time.Second
+	// closeWait bounds the verifier's wait for the prover to close after
+	// the verdict (the RTT credit is added).
+	closeWait = 2 * time.Second
+)
+
+// Errors returned by Verify and reported in ProverResult.Err.
+var (
+	// ErrNetwork: no session could run because the stream could not be
+	// opened or failed before any challenge was sent.
+	ErrNetwork = errors.New("acaptcha: network failure")
+	// ErrNoSource: this node has no challenge source and cannot verify.
+	ErrNoSource = errors.New("acaptcha: no challenge source configured")
+	// ErrClosed: the service was closed.
+	ErrClosed = errors.New("acaptcha: service closed")
+	// ErrBusy: the prover refused the session because of its inbound
+	// limits (Verify), or this node did (ProverResult.Err).
+	ErrBusy = errors.New("acaptcha: prover busy")
+	// ErrReflection: a verifier sent this node a challenge this node had
+	// issued itself.
+	ErrReflection = errors.New("acaptcha: reflected challenge")
+	// ErrNoProver: this node was asked to prove but has no Prover.
+	ErrNoProver = errors.New("acaptcha: no prover configured")
+	// ErrBadHello: the hello was refused (IDs, nonce, version or policy).
+	ErrBadHello = errors.New("acaptcha: hello refused")
+	// ErrAnswerer: this node's answerer failed or refused a challenge.
+	ErrAnswerer = errors.New("acaptcha: answerer failed")
+)
+
+// Config configures a Service. The zero value of every field means its
+// default; a node with neither Source nor Prover only speaks enough of the
+// protocol to decline.
+type Config struct {
+	// Policy is the verifier's timing and round policy; a zero Policy
+	// (Rounds == 0) means skill.DefaultPolicy().
+	Policy skill.Policy
+	// Source hands out challenge sets; nil means this node cannot verify
+	// (Verify returns ErrNoSource).
+	Source skill.Source
+	// Prover answers the challenges of remote verifiers; nil means the
+	// prover side declines every session with "no_prover".
+	Prover skill.Prover
+	// Probes is how many RTT probes a verifier sends (default 3, at most
+	// MaxProbes).
+	Probes int
+	// AttestationTTL is how long issued attestations are valid (default
+	// DefaultAttestationTTL).
+	AttestationTTL time.Duration
+	// Now is the clock every measured duration is taken on (default
+	// time.Now). Stream deadlines always use the wall clock.
+	Now func() time.Time
+	// Logger receives the service's logs (default slog.Default()).
+	Logger *slog.Logger
+	// OnProved is called once for every inbound stream, when the session
+	// this node answered as prover has ended, also on failures (with Err
+	// set). It runs on the stream handler's goroutine.
+	OnProved func(ProverResult)
+	// OnReciprocal is called, on its own goroutine, when a verifier's hello
+	// asks this node to verify it back.
+	OnReciprocal func(peer.ID)
+	// OnReflection is called with the peer that sent this node one of its
+	// own challenges. It runs on the handler's goroutine: do not block.
+	OnReflection func(offender peer.ID)
+	// MaxInboundPerPeer and MaxInbound bound the concurrent prover
+	// sessions per remote peer (default 2) and in total (default 64).
+	MaxInboundPerPeer int
+	MaxInbound        int
+	// ReflectionWindow is how long issued challenges are remembered for
+	// reflection detection (default 10 minutes).
+	ReflectionWindow time.Duration
+	// HandshakeTimeout bounds the hello exchange and every write (default
+	// 10 s); ProbeTimeout bounds one probe round trip (default 5 s).
+	HandshakeTimeout time.Duration
+	ProbeTimeout     time.Duration
+	// SourceTimeout bounds Source.Next before the session is declared
+	// inconclusive (default 30 s).
+	SourceTimeout time.Duration
+}
+
+func (c *Config) applyDefaults() error {
+	if c.Policy.Rounds == 0 {
+		c.Policy = skill.DefaultPolicy()
+	}
+	if err := c.Policy.Check(); err != nil {
+		return err
+	}
+	if c.Policy.Total > MaxTotal {
+		return fmt.Errorf("%w: total %s exceeds the protocol maximum %s", skill.ErrPolicy, c.Policy.Total, MaxTotal)
+	}
+	if c.Policy.RTTCredit > c.Policy.Total {
+		return fmt.Errorf("%w: RTT credit %s exceeds total %s", skill.ErrPolicy, c.Policy.RTTCredit, c.Policy.Total)
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"AttestationTTL", &c.AttestationTTL, DefaultAttestationTTL},
+		{"ReflectionWindow", &c.ReflectionWindow, DefaultReflectionWindow},
+		{"HandshakeTimeout", &c.HandshakeTimeout, DefaultHandshakeTimeout},
+		{"ProbeTimeout", &c.ProbeTimeout, DefaultProbeTimeout},
+		{"SourceTimeout", &c.SourceTimeout, DefaultSourceTimeout},
+	} {
+		if *d.v < 0 {
+			return fmt.Errorf("acaptcha: config: negative %s", d.name)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"Probes", &c.Probes, DefaultProbes},
+		{"MaxInboundPerPeer", &c.MaxInboundPerPeer, DefaultMaxInboundPerPeer},
+		{"MaxInbound", &c.MaxInbound, DefaultMaxInbound},
+	} {
+		if *n.v < 0 {
+			return fmt.Errorf("acaptcha: config: negative %s", n.name)
+		}
+		if *n.v == 0 {
+			*n.v = n.def
+		}
+	}
+	if c.Probes > MaxProbes {
+		return fmt.Errorf("acaptcha: config: %d probes exceeds %d", c.Probes, MaxProbes)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// stream is the part of network.Stream the sessions use.
+type stream interface {
+	io.Reader
+	io.Writer
+	Close() error
+	CloseWrite() error
+	Reset() error
+	ResetWithError(network.StreamErrorCode) error
+	SetDeadline(time.Time) error
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+}
+
+// Service runs both sides of the attestation protocol on a host: Verify
+// opens a verifier stream to a peer, and the stream handler answers remote
+// verifiers with Config.Prover.
+type Service struct {
+	h    host.Host
+	cfg  Config
+	now  func() time.Time
+	log  *slog.Logger
+	priv crypto.PrivKey
+
+	guard *reflectionGuard
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	closed  bool
+	inbound int
+	perPeer map[peer.ID]int
+	wg      sync.WaitGroup
+}
+
+// NewService validates cfg, fills in its defaults and registers the
+// stream handler for ID on h.
+func NewService(h host.Host, cfg Config) (*Service, error) {
+	if h == nil {
+		return nil, errors.New("acaptcha: nil host")
+	}
+	if err := cfg.applyDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Service{
+		h: h, cfg: cfg, now: cfg.Now,
+		log:     cfg.Logger.With("protocol", ID, "self", h.ID()),
+		guard:   newReflectionGuard(cfg.ReflectionWindow),
+		perPeer: map[peer.ID]int{},
+	}
+	if cfg.Source != nil {
+		s.priv = h.Peerstore().PrivKey(h.ID())
+		if s.priv == nil {
+			return nil, fmt.Errorf("acaptcha: the host's private key is not in its peerstore; cannot sign attestations")
+		}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	h.SetStreamHandler(ID, s.handleStream)
+	return s, nil
+}
+
+// Config returns the service's configuration with defaults filled in.
+func (s *Service) Config() Config { return s.cfg }
+
+// Close removes the stream handler, aborts the sessions in flight (their
+// streams are reset) and waits for them and for their callbacks and
+// answerer calls to return.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.h.RemoveStreamHandler(ID)
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// enter registers one unit of in-flight work, or reports that the service
+// is closed.
+func (s *Service) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// goTracked runs f on a goroutine that Close waits for.
+func (s *Service) goTracked(f func()) bool {
+	if !s.enter() {
+		return false
+	}
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// acquireInbound applies the per-peer and global inbound limits.
+func (s *Service) acquireInbound(p peer.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inbound >= s.cfg.MaxInbound || s.perPeer[p] >= s.cfg.MaxInboundPerPeer {
+		return false
+	}
+	s.inbound++
+	s.perPeer[p]++
+	return true
+}
+
+func (s *Service) releaseInbound(p peer.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inbound--
+	if s.perPeer[p]--; s.perPeer[p] <= 0 {
+		delete(s.perPeer, p)
+	}
+}
+
+// msToDur and durToMs convert wire milliseconds, saturating.
+func msToDur(ms uint32) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+func durToMs(d time.Duration) uint32 {
+	if d <= 0 {
+		return 0
+	}
+	ms := d / time.Millisecond
+	if ms > 1<<32-1 {
+		return 1<<32 - 1
+	}
+	return uint32(ms)
+}

@@ -1,0 +1,389 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+func TestVerifyAccepted(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			a, b := newHost(t), newHost(t)
+			src := sourceOf("accept-" + tr)
+			va := newService(t, a, Config{Source: src})
+			pr := newProved()
+			newService(t, b, Config{Prover: oracleProver(0, src.sets...), OnProved: pr.fn})
+			connect(t, a, b, tr)
+
+			res, err := va.Verify(testCtx(t, 20*time.Second), b.ID(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Verdict.Accepted || res.Verdict.Reason != skill.ReasonOK {
+				t.Fatalf("verdict %+v", res.Verdict)
+			}
+			if len(res.Verdict.Rounds) != 3 {
+				t.Fatalf("%d rounds", len(res.Verdict.Rounds))
+			}
+			if res.Credit > skill.DefaultRTTCredit || res.Credit != min(res.RTT, skill.DefaultRTTCredit) {
+				t.Fatalf("rtt %s credit %s", res.RTT, res.Credit)
+			}
+			if res.Attestation == nil || len(res.Envelope) == 0 {
+				t.Fatal("no attestation")
+			}
+			att, _, err := VerifyAttestation(res.Envelope, VerifyOptions{Subject: b.ID(), Issuer: a.ID()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !att.Accepted || string(att.Nonce) != string(res.Nonce) {
+				t.Fatalf("attestation %+v", att)
+			}
+
+			got := pr.next(t)
+			if got.Err != nil || !got.Accepted || got.Reason != skill.ReasonOK || got.Rounds != 3 || got.Verifier != a.ID() {
+				t.Fatalf("prover result %+v", got)
+			}
+			if got.Attestation == nil || got.AttestationErr != nil {
+				t.Fatalf("prover attestation %v: %v", got.Attestation, got.AttestationErr)
+			}
+		})
+	}
+}
+
+func TestVerifySlowAnswerer(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			a, b := newHost(t), newHost(t)
+			src := sourceOf("slow-" + tr)
+			va := newService(t, a, Config{Source: src, Policy: fastPolicy(200*time.Millisecond, 2*time.Second)})
+			pr := newProved()
+			newService(t, b, Config{Prover: oracleProver(time.Second, src.sets...), OnProved: pr.fn})
+			connect(t, a, b, tr)
+
+			start := time.Now()
+			res, err := va.Verify(testCtx(t, 20*time.Second), b.ID(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verdict.Accepted || res.Verdict.Reason != skill.ReasonTimeout || res.Verdict.FailedRound != 1 {
+				t.Fatalf("verdict %+v", res.Verdict)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("Verify took %s", d)
+			}
+			if _, _, err := VerifyAttestation(res.Envelope, VerifyOptions{Subject: b.ID(), Issuer: a.ID()}); err != nil {
+				t.Fatal(err)
+			}
+			got := pr.next(t)
+			if got.Err != nil || got.Reason != skill.ReasonTimeout {
+				t.Fatalf("prover result %+v", got)
+			}
+			if got.Attestation == nil {
+				t.Fatalf("prover did not get the attestation: %v", got.AttestationErr)
+			}
+		})
+	}
+}
+
+// An answerer that ignores its context and answers late: the late answer
+// is judged (or drained), never accepted.
+func TestVerifyLateAnswerIgnoringContext(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	src := sourceOf("late")
+	answers := oracle(src.sets...)
+	va := newService(t, a, Config{Source: src, Policy: fastPolicy(200*time.Millisecond, 2*time.Second)})
+	pr := newProved()
+	newService(t, b, Config{OnProved: pr.fn, Prover: skill.ProverFunc(func() skill.Answerer {
+		return skill.AnswerFunc(func(_ context.Context, c skill.Challenge) (string, error) {
+			time.Sleep(400 * time.Millisecond)
+			return answers[c.Question], nil
+		})
+	})})
+	connect(t, a, b, "tcp")
+	res, err := va.Verify(testCtx(t, 20*time.Second), b.ID(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict.Reason != skill.ReasonTimeout {
+		t.Fatalf("verdict %+v", res.Verdict)
+	}
+	if got := pr.next(t); got.Reason != skill.ReasonTimeout {
+		t.Fatalf("prover result %+v", got)
+	}
+}
+
+func TestVerifyWrongAnswer(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			a, b := newHost(t), newHost(t)
+			va := newService(t, a, Config{Source: sourceOf("wrong-" + tr)})
+			pr := newProved()
+			newService(t, b, Config{Prover: constProver("definitely not it"), OnProved: pr.fn})
+			connect(t, a, b, tr)
+			res, err := va.Verify(testCtx(t, 20*time.Second), b.ID(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verdict.Accepted || res.Verdict.Reason != skill.ReasonWrongAnswer || res.Verdict.FailedRound != 1 || len(res.Verdict.Rounds) != 1 {
+				t.Fatalf("verdict %+v", res.Verdict)
+			}
+			if got := pr.next(t); got.Reason != skill.ReasonWrongAnswer || got.Attestation == nil || got.Rounds != 1 {
+				t.Fatalf("prover result %+v", got)
+			}
+		})
+	}
+}
+
+func TestVerifyNoProver(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	va := newService(t, a, Config{Source: sourceOf("noprover")})
+	pr := newProved()
+	newService(t, b, Config{OnProved: pr.fn})
+	connect(t, a, b, "tcp")
+	res, err := va.Verify(testCtx(t, 10*time.Second), b.ID(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict.Reason != skill.ReasonDeclined || res.Attestation == nil {
+		t.Fatalf("verdict %+v", res.Verdict)
+	}
+	if got := pr.next(t); !errors.Is(got.Err, ErrNoProver) {
+		t.Fatalf("prover result %+v", got)
+	}
+}
+
+func TestVerifyNoSource(t *testing.T) {
+	a := newHost(t)
+	va := newService(t, a, Config{})
+	if _, err := va.Verify(context.Background(), "whoever", false); !errors.Is(err, ErrNoSource) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestVerifyUnsupportedPeer(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	va := newService(t, a, Config{Source: sourceOf("unsupported")})
+	connect(t, a, b, "tcp")
+	_, err := va.Verify(testCtx(t, 10*time.Second), b.ID(), false)
+	if !errors.Is(err, ErrNetwork) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestVerifySourceFailureIsInconclusive(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	src := &staticSource{err: skill.ErrExhausted}
+	va := newService(t, a, Config{Source: src})
+	pr := newProved()
+	newService(t, b, Config{Prover: constProver("x"), OnProved: pr.fn})
+	connect(t, a, b, "tcp")
+	res, err := va.Verify(testCtx(t, 10*time.Second), b.ID(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict.Reason != skill.ReasonInconclusive || res.Attestation != nil || res.Envelope != nil {
+		t.Fatalf("result %+v", res)
+	}
+	got := pr.next(t)
+	if got.Err != nil || got.Reason != skill.ReasonInconclusive || got.Envelope != nil || got.AttestationErr != nil {
+		t.Fatalf("prover result %+v", got)
+	}
+}
+
+func TestVerifyCancelMidRound(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	src := sourceOf("cancel")
+	va := newService(t, a, Config{Source: src})
+	pr := newProved()
+	started := make(chan struct{})
+	var once sync.Once
+	newService(t, b, Config{OnProved: pr.fn, Prover: skill.ProverFunc(func() skill.Answerer {
+		return skill.AnswerFunc(func(ctx context.Context, _ skill.Challenge) (string, error) {
+			once.Do(func() { close(started) })
+			<-ctx.Done()
+			return "", ctx.Err()
+		})
+	})})
+	connect(t, a, b, "tcp")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	res, err := va.Verify(ctx, b.ID(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict.Reason != skill.ReasonInconclusive || res.Attestation != nil {
+		t.Fatalf("verdict %+v", res.Verdict)
+	}
+	if got := pr.next(t); got.Err == nil {
+		t.Fatalf("prover result %+v", got)
+	}
+}
+
+// Both directions at once on one connection, and the reciprocal hello
+// that asks the prover to verify back.
+func TestMutual(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			a, b := newHost(t), newHost(t)
+			srcA, srcB := sourceOf("mutual-a-"+tr), sourceOf("mutual-b-"+tr)
+			va := newService(t, a, Config{Source: srcA, Prover: oracleProver(0, srcB.sets...)})
+			vb := newService(t, b, Config{Source: srcB, Prover: oracleProver(0, srcA.sets...)})
+			connect(t, a, b, tr)
+			var wg sync.WaitGroup
+			results := make([]*Result, 2)
+			errs := make([]error, 2)
+			for i, pair := range []struct {
+				s *Service
+				p peer.ID
+			}{{va, b.ID()}, {vb, a.ID()}} {
+				wg.Go(func() { results[i], errs[i] = pair.s.Verify(testCtx(t, 20*time.Second), pair.p, false) })
+			}
+			wg.Wait()
+			for i := range results {
+				if errs[i] != nil {
+					t.Fatal(errs[i])
+				}
+				if !results[i].Verdict.Accepted {
+					t.Fatalf("direction %d: %+v", i, results[i].Verdict)
+				}
+			}
+			if n := len(a.Network().ConnsToPeer(b.ID())); n != 1 {
+				t.Fatalf("%d connections", n)
+			}
+		})
+	}
+}
+
+func TestReciprocal(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	srcA, srcB := sourceOf("recip-a"), sourceOf("recip-b")
+	va := newService(t, a, Config{Source: srcA, Prover: oracleProver(0, srcB.sets...)})
+	back := make(chan *Result, 1)
+	var vb *Service
+	vb = newService(t, b, Config{Source: srcB, Prover: oracleProver(0, srcA.sets...), OnReciprocal: func(p peer.ID) {
+		r, err := vb.Verify(context.Background(), p, false)
+		if err != nil {
+			t.Error(err)
+		}
+		back <- r
+	}})
+	connect(t, a, b, "tcp")
+	res, err := va.Verify(testCtx(t, 20*time.Second), b.ID(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Verdict.Accepted {
+		t.Fatalf("a->b %+v", res.Verdict)
+	}
+	select {
+	case r := <-back:
+		if r == nil || !r.Verdict.Accepted || r.Peer != a.ID() {
+			t.Fatalf("b->a %+v", r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no reciprocal verification")
+	}
+}
+
+func TestBusy(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	src := sourceOf("busy-1", "busy-2")
+	va := newService(t, a, Config{Source: src})
+	release := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	pr := newProved()
+	newService(t, b, Config{MaxInboundPerPeer: 1, OnProved: pr.fn, Prover: skill.ProverFunc(func() skill.Answerer {
+		return skill.AnswerFunc(func(ctx context.Context, _ skill.Challenge) (string, error) {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return "", skill.ErrDeclined
+		})
+	})})
+	connect(t, a, b, "tcp")
+	first := make(chan *Result, 1)
+	go func() {
+		r, err := va.Verify(testCtx(t, 20*time.Second), b.ID(), false)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- r
+	}()
+	<-entered
+	_, err := va.Verify(testCtx(t, 10*time.Second), b.ID(), false)
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("second session: %v", err)
+	}
+	if got := pr.next(t); !errors.Is(got.Err, ErrBusy) {
+		t.Fatalf("prover result %+v", got)
+	}
+	close(release)
+	r := <-first
+	if r == nil || r.Verdict.Reason != skill.ReasonDeclined {
+		t.Fatalf("first session %+v", r)
+	}
+	if got := pr.next(t); got.Reason != skill.ReasonDeclined || got.Err != nil {
+		t.Fatalf("prover result %+v", got)
+	}
+}
+
+func TestCloseAbortsSessions(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	src := sourceOf("close")
+	va := newService(t, a, Config{Source: src})
+	entered := make(chan struct{}, 1)
+	sb := newService(t, b, Config{Prover: skill.ProverFunc(func() skill.Answerer {
+		return skill.AnswerFunc(func(ctx context.Context, _ skill.Challenge) (string, error) {
+			entered <- struct{}{}
+			<-ctx.Done()
+			return "", ctx.Err()
+		})
+	})})
+	connect(t, a, b, "tcp")
+	done := make(chan *Result, 1)
+	go func() {
+		r, _ := va.Verify(testCtx(t, 20*time.Second), b.ID(), false)
+		done <- r
+	}()
+	<-entered
+	closed := make(chan struct{})
+	go func() { sb.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	r := <-done
+	if r == nil || r.Verdict.Accepted || r.Verdict.Reason != skill.ReasonProtocolError {
+		t.Fatalf("result %+v", r)
+	}
+	va.Close()
+	if _, err := va.Verify(context.Background(), b.ID(), false); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+}
+
+func TestNewServiceRejectsBadConfig(t *testing.T) {
+	h := newHost(t)
+	bad := []Config{
+		{Policy: skill.Policy{Rounds: 5}},
+		{Probes: MaxProbes + 1},
+		{HandshakeTimeout: -1},
+		{Policy: fastPolicy(time.Second, 2*MaxTotal)},
+	}
+	for i, cfg := range bad {
+		if s, err := NewService(h, cfg); err == nil {
+			s.Close()
+			t.Errorf("config %d accepted", i)
+		}
+	}
+}

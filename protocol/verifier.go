@@ -1,0 +1,477 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-msgio/pbio"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// Verify runs one verifier session against p (paper Algorithm 1 over a
+// libp2p stream) and returns its result. reciprocal asks p to verify this
+// node back.
+//
+// Verify returns an error only when no session could run: this node has
+// no Source (ErrNoSource), the service is closed (ErrClosed), ctx ended
+// before the stream opened, the prover is busy (ErrBusy), or the stream
+// could not be opened or failed at the transport level before the first
+// challenge was sent (ErrNetwork). Everything else, and any misbehaviour
+// of the prover once the session is under way, ends in a Result: accepted,
+// rejected with a reason, or inconclusive when this node could not provide
+// a challenge or ctx was cancelled mid-session.
+func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Result, error) {
+	if s.cfg.Source == nil {
+		return nil, ErrNoSource
+	}
+	if !s.enter() {
+		return nil, ErrClosed
+	}
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopSvc := context.AfterFunc(s.ctx, cancel)
+	defer stopSvc()
+
+	res := &Result{Peer: p, Started: s.now(), Nonce: make([]byte, NonceBytes)}
+	if _, err := rand.Read(res.Nonce); err != nil {
+		return nil, fmt.Errorf("acaptcha: session nonce: %w", err)
+	}
+	sess, srcErr := s.newSession(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("verify %s: %w", p, err)
+	}
+
+	str, err := s.h.NewStream(ctx, p, ID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("verify %s: %w", p, ctx.Err())
+		}
+		return nil, fmt.Errorf("%w: open stream to %s: %w", ErrNetwork, p, err)
+	}
+	if err := str.Scope().SetService(ServiceName); err != nil {
+		str.ResetWithError(network.StreamResourceLimitExceeded)
+		return nil, fmt.Errorf("%w: attach stream to %s: %w", ErrNetwork, ServiceName, err)
+	}
+	if err := str.Scope().ReserveMemory(streamMemory, network.ReservationPriorityAlways); err != nil {
+		str.ResetWithError(network.StreamResourceLimitExceeded)
+		return nil, fmt.Errorf("%w: reserve stream memory: %w", ErrNetwork, err)
+	}
+	defer str.Scope().ReleaseMemory(streamMemory)
+	stop := context.AfterFunc(ctx, func() { str.Reset() })
+	defer stop()
+
+	run := &verifierRun{svc: s, str: str, peer: p, ctx: ctx, res: res, sess: sess, srcErr: srcErr,
+		reciprocal: reciprocal, log: s.log.With("peer", p, "role", "verifier")}
+	return run.run()
+}
+
+// newSession draws a set from the source and starts a session on it. A
+// failure is the verifier's own fault: the session will be inconclusive.
+func (s *Service) newSession(ctx context.Context) (*skill.Session, error) {
+	sctx, cancel := context.WithTimeout(ctx, s.cfg.SourceTimeout)
+	defer cancel()
+	set, err := s.cfg.Source.Next(sctx)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", s.cfg.Source.Name(), err)
+	}
+	sess, err := skill.NewSession(set, s.cfg.Policy, nil)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: set %s: %w", s.cfg.Source.Name(), set.ID, err)
+	}
+	return sess, nil
+}
+
+// verifierRun is one verifier session on one stream.
+type verifierRun struct {
+	svc        *Service
+	str        stream
+	r          pbio.Reader
+	peer       peer.ID
+	ctx        context.Context
+	res        *Result
+	sess       *skill.Session // nil when srcErr is set
+	srcErr     error
+	reciprocal bool
+	log        *slog.Logger
+
+	rtt   time.Duration
+	start time.Time // when the first challenge's write returned
+	// code is the stream error code to reset with after the verdict
+	// (0: close gracefully).
+	code network.StreamErrorCode
+
+	mu        sync.Mutex
+	reflected bool
+	digests   [][32]byte
+}
+
+// errNoSession aborts a run that must report an error instead of a
+// verdict.
+type errNoSession struct{ err error }
+
+func (e errNoSession) Error() string { return e.err.Error() }
+
+func (v *verifierRun) run() (*Result, error) {
+	s := v.svc
+	v.r = newFrameReader(v.str, MaxProverFrame)
+	defer s.guard.release(v)
+
+	if err := v.handshake(); err != nil {
+		var ns errNoSession
+		if errors.As(err, &ns) && v.sess != nil {
+			v.str.Reset()
+			return nil, ns.err
+		}
+		v.fail(err, false)
+	}
+	if v.sess == nil {
+		// The source failed: tell the prover, attest nothing.
+		return v.finish(skill.Verdict{Reason: skill.ReasonInconclusive, Detail: truncate(v.srcErr.Error(), MaxDeclineDetail)})
+	}
+	if !v.sess.Done() {
+		v.rounds()
+	}
+	verdict, _ := v.sess.Verdict()
+	return v.finish(verdict)
+}
+
+// sessionFailure is a reason to end the session, with the code to reset
+// the stream with after the verdict.
+type sessionFailure struct {
+	reason skill.Reason
+	detail string
+	code   network.StreamErrorCode
+}
+
+func (f *sessionFailure) Error() string { return string(f.reason) + ": " + f.detail }
+
+func failure(r skill.Reason, code network.StreamErrorCode, format string, args ...any) *sessionFailure {
+	return &sessionFailure{reason: r, code: code, detail: fmt.Sprintf(format, args...)}
+}
+
+// fail ends the session with err (a *sessionFailure, or any other error
+// counted as a protocol error).
+func (v *verifierRun) fail(err error, delivered bool) {
+	var sf *sessionFailure
+	if !errors.As(err, &sf) {
+		sf = failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "%v", err)
+	}
+	if v.code == 0 {
+		v.code = sf.code
+	}
+	if v.sess != nil {
+		v.sess.Fail(sf.reason, truncate(sf.detail, MaxDeclineDetail), delivered)
+	}
+}
+
+// readErr turns a failed read into the session's failure. before says
+// whether any challenge has been sent yet: before that, a transport
+// failure means no session ran.
+func (v *verifierRun) readErr(what string, err error, before bool) error {
+	if v.ctx.Err() != nil {
+		return failure(skill.ReasonInconclusive, 0, "verifier cancelled: %v", v.ctx.Err())
+	}
+	if v.isReflected() {
+		return failure(skill.ReasonProtocolError, ErrCodeReflection, "reflected challenge: the peer relayed this node's challenge back to it")
+	}
+	var fe *frameError
+	if errors.As(err, &fe) && fe.code != 0 {
+		return failure(skill.ReasonProtocolError, fe.code, "%s: %v", what, err)
+	}
+	if code, ok := resetCode(err); ok {
+		switch code {
+		case ErrCodeBusy:
+			if before {
+				return errNoSession{fmt.Errorf("%w: %s reset the stream: %w", ErrBusy, v.peer, err)}
+			}
+		case ErrCodeDeclined, ErrCodeReflection:
+			return failure(skill.ReasonDeclined, 0, "prover reset the stream while waiting for %s (code %#x)", what, uint32(code))
+		case ErrCodeProtocolViolation, ErrCodeOversized:
+			if before {
+				return failure(skill.ReasonDeclined, 0, "prover refused the session while waiting for %s (code %#x)", what, uint32(code))
+			}
+		}
+	}
+	if isTimeout(err) {
+		// No reset code: the verdict is sent and the prover gets a moment
+		// to read it (see finish).
+		return failure(skill.ReasonTimeout, 0, "no %s within the deadline", what)
+	}
+	if before {
+		return errNoSession{fmt.Errorf("%w: %s: waiting for %s: %w", ErrNetwork, v.peer, what, err)}
+	}
+	return failure(skill.ReasonProtocolError, 0, "stream failed while waiting for %s: %v", what, err)
+}
+
+func (v *verifierRun) write(f *pb.Frame) error {
+	_ = v.str.SetWriteDeadline(time.Now().Add(v.svc.cfg.HandshakeTimeout))
+	return writeFrame(v.str, f, MaxVerifierFrame)
+}
+
+// read reads the next frame with a deadline, unless the session has been
+// marked reflected.
+func (v *verifierRun) read(f *pb.Frame, d time.Duration) error {
+	if !v.setReadDeadline(time.Now().Add(d)) {
+		return fmt.Errorf("%w: reflected", ErrProtocolViolation)
+	}
+	return readFrame(v.r, f)
+}
+
+func (v *verifierRun) setReadDeadline(t time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.reflected {
+		return false
+	}
+	_ = v.str.SetReadDeadline(t)
+	return true
+}
+
+// markReflected is called by the prover side when a challenge this
+// session issued came back: it wakes the pending read so that the session
+// ends rejected.
+func (v *verifierRun) markReflected() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.reflected {
+		return
+	}
+	v.reflected = true
+	_ = v.str.SetReadDeadline(time.Unix(1, 0))
+}
+
+func (v *verifierRun) isReflected() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.reflected
+}
+
+// decline turns a Decline frame into the session's failure.
+func (v *verifierRun) decline(d *pb.Decline, before bool) error {
+	if d.GetReason() == pb.DeclineReason_DECLINE_REASON_BUSY && before {
+		return errNoSession{fmt.Errorf("%w: %s: %s", ErrBusy, v.peer, truncate(d.GetDetail(), MaxDeclineDetail))}
+	}
+	return failure(skill.ReasonDeclined, 0, "prover declined (%s): %s", declineName(d.GetReason()), truncate(d.GetDetail(), MaxDeclineDetail))
+}
+
+func declineName(r pb.DeclineReason) string {
+	if n, ok := pb.DeclineReason_name[int32(r)]; ok {
+		return n
+	}
+	return fmt.Sprintf("DECLINE_REASON_%d", int32(r))
+}
+
+// handshake sends the hello, reads the ack and measures the RTT.
+func (v *verifierRun) handshake() error {
+	s := v.svc
+	p := s.cfg.Policy
+	hello := &pb.Hello{
+		SpecVersion: SpecVersion,
+		VerifierId:  []byte(s.h.ID()),
+		ProverId:    []byte(v.peer),
+		Nonce:       v.res.Nonce,
+		Rounds:      uint32(p.Rounds),
+		TotalMs:     durToMs(p.Total),
+		Reciprocal:  v.reciprocal,
+		RttCreditMs: durToMs(p.RTTCredit),
+	}
+	if !p.DeriveTau {
+		hello.TauMs = durToMs(p.Tau)
+	}
+	if err := v.write(&pb.Frame{Body: &pb.Frame_Hello{Hello: hello}}); err != nil {
+		if code, ok := resetCode(err); ok && code == ErrCodeBusy {
+			return errNoSession{fmt.Errorf("%w: %s: %w", ErrBusy, v.peer, err)}
+		}
+		return errNoSession{fmt.Errorf("%w: send hello to %s: %w", ErrNetwork, v.peer, err)}
+	}
+	var f pb.Frame
+	if err := v.read(&f, s.cfg.HandshakeTimeout); err != nil {
+		return v.readErr("hello ack", err, true)
+	}
+	switch b := f.GetBody().(type) {
+	case *pb.Frame_HelloAck:
+		if !bytes.Equal(b.HelloAck.GetNonce(), v.res.Nonce) {
+			return failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "hello ack does not echo the nonce")
+		}
+	case *pb.Frame_Decline:
+		return v.decline(b.Decline, true)
+	default:
+		return failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "expected hello_ack, got %s", frameKind(&f))
+	}
+	if v.sess == nil {
+		return nil // inconclusive: no probes needed
+	}
+	v.rtt = -1
+	for seq := 1; seq <= s.cfg.Probes; seq++ {
+		nonce := make([]byte, probeNonceBytes)
+		if _, err := rand.Read(nonce); err != nil {
+			return failure(skill.ReasonInconclusive, 0, "probe nonce: %v", err)
+		}
+		if err := v.write(&pb.Frame{Body: &pb.Frame_Probe{Probe: &pb.Probe{Seq: uint32(seq), Nonce: nonce}}}); err != nil {
+			return v.readErr("probe write", err, true)
+		}
+		t0 := s.now()
+		if err := v.read(&f, s.cfg.ProbeTimeout); err != nil {
+			return v.readErr("probe ack", err, true)
+		}
+		t1 := s.now()
+		switch b := f.GetBody().(type) {
+		case *pb.Frame_ProbeAck:
+			if b.ProbeAck.GetSeq() != uint32(seq) || !bytes.Equal(b.ProbeAck.GetNonce(), nonce) {
+				return failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "probe ack %d does not match probe %d", b.ProbeAck.GetSeq(), seq)
+			}
+		case *pb.Frame_Decline:
+			return v.decline(b.Decline, true)
+		default:
+			return failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "expected probe_ack, got %s", frameKind(&f))
+		}
+		if rtt := t1.Sub(t0); v.rtt < 0 || rtt < v.rtt {
+			v.rtt = max(rtt, 0)
+		}
+	}
+	v.rtt = max(v.rtt, 0)
+	v.res.RTT = v.rtt
+	v.res.Credit = v.sess.Credit(v.rtt)
+	return nil
+}
+
+// rounds delivers the challenges and judges the answers until the session
+// has a verdict.
+func (v *verifierRun) rounds() {
+	s := v.svc
+	var f pb.Frame
+	for {
+		c, ok := v.sess.Current()
+		if !ok {
+			return
+		}
+		d := challengeDigest(c.Narrative, c.Question)
+		v.mu.Lock()
+		v.digests = append(v.digests, d)
+		v.mu.Unlock()
+		// Registered before the write: a peer that reflects at once must
+		// find it.
+		s.guard.issue(d, v.peer, v, s.now())
+		frame := &pb.Frame{Body: &pb.Frame_Challenge{Challenge: &pb.Challenge{
+			Round: uint32(c.Round), Rounds: uint32(c.Rounds), Domain: c.Domain,
+			Narrative: c.Narrative, Question: c.Question, BudgetMs: durToMs(c.Budget),
+		}}}
+		if err := v.write(frame); err != nil {
+			// A partly written challenge counts as delivered.
+			v.fail(v.readErr("challenge write", err, false), true)
+			return
+		}
+		t0 := s.now()
+		if c.Round == 1 {
+			v.start = t0
+		}
+		since := t0.Sub(v.start)
+		deadline := v.sess.AnswerDeadline(v.rtt, since)
+		totalBound := deadline < c.Budget+v.sess.Credit(v.rtt)
+		err := v.read(&f, deadline+answerGrace)
+		t1 := s.now()
+		if err == nil && v.isReflected() {
+			err = fmt.Errorf("%w: reflected", ErrProtocolViolation)
+		}
+		if err != nil {
+			ferr := v.readErr(fmt.Sprintf("answer to round %d", c.Round), err, false)
+			var sf *sessionFailure
+			if errors.As(ferr, &sf) && sf.reason == skill.ReasonTimeout && totalBound {
+				sf.reason = skill.ReasonTotalTimeout
+				sf.detail = fmt.Sprintf("no answer to round %d before T_total %s ran out", c.Round, v.sess.Policy().Total)
+			}
+			v.fail(ferr, true)
+			return
+		}
+		switch b := f.GetBody().(type) {
+		case *pb.Frame_Answer:
+			if b.Answer.GetRound() != uint32(c.Round) {
+				v.fail(failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "answer for round %d in round %d", b.Answer.GetRound(), c.Round), true)
+				return
+			}
+			rec, err := v.sess.Submit(b.Answer.GetAnswer(), skill.Timing{Elapsed: t1.Sub(t0), RTT: v.rtt, SinceStart: t1.Sub(v.start)})
+			if err != nil {
+				return
+			}
+			v.log.Debug("round judged", "round", rec.Round, "correct", rec.Correct,
+				"elapsed", rec.Elapsed, "effective", rec.Effective, "budget", rec.Budget)
+		case *pb.Frame_Decline:
+			v.fail(v.decline(b.Decline, false), true)
+			return
+		default:
+			v.fail(failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "expected answer, got %s", frameKind(&f)), true)
+			return
+		}
+	}
+}
+
+// finish signs the verdict, sends it and closes the stream.
+func (v *verifierRun) finish(verdict skill.Verdict) (*Result, error) {
+	s := v.svc
+	res := v.res
+	res.Verdict = verdict
+	if v.sess != nil {
+		if a := NewAttestation(s.h.ID(), v.peer, res.Nonce, v.sess, verdict, s.now(), s.cfg.AttestationTTL); a != nil {
+			env, err := Seal(a, s.priv)
+			if err != nil {
+				v.log.Error("cannot seal attestation", "err", err)
+			} else {
+				res.Attestation, res.Envelope = a, env
+			}
+		}
+	}
+	res.Duration = s.now().Sub(res.Started)
+	v.log.Info("verification finished", "accepted", verdict.Accepted, "reason", verdict.Reason,
+		"failed_round", verdict.FailedRound, "detail", verdict.Detail, "rtt", res.RTT, "duration", res.Duration)
+
+	if verdict.Reason == skill.ReasonInconclusive && v.ctx.Err() != nil {
+		v.str.Reset() // cancelled: nothing more to say
+		return res, nil
+	}
+	vf := &pb.Verdict{
+		Accepted: verdict.Accepted, Reason: string(verdict.Reason),
+		FailedRound: uint32(max(verdict.FailedRound, 0)), Detail: truncate(verdict.Detail, MaxDeclineDetail),
+		Attestation: res.Envelope,
+	}
+	for _, r := range verdict.Rounds {
+		vf.Rounds = append(vf.Rounds, &pb.RoundResult{Round: uint32(r.Round), BudgetMs: durToMs(r.Budget),
+			EffectiveMs: durToMs(r.Effective), ElapsedMs: durToMs(r.Elapsed), Correct: r.Correct})
+	}
+	if err := v.write(&pb.Frame{Body: &pb.Frame_Verdict{Verdict: vf}}); err != nil {
+		v.log.Debug("verdict not delivered", "err", err)
+		v.str.Reset()
+		return res, nil
+	}
+	if v.code != 0 {
+		_ = v.str.ResetWithError(v.code)
+		return res, nil
+	}
+	// Half-close and give the prover a moment to read the verdict and
+	// close its side; it may still flush a late answer, nothing more.
+	_ = v.str.CloseWrite()
+	_ = v.str.SetReadDeadline(time.Now().Add(closeWait + s.cfg.Policy.RTTCredit))
+	n, err := io.Copy(io.Discard, io.LimitReader(v.str, 4*MaxProverFrame))
+	switch {
+	case err == nil && n < 4*MaxProverFrame:
+		_ = v.str.Close()
+	case err == nil:
+		_ = v.str.ResetWithError(ErrCodeProtocolViolation)
+	case isTimeout(err):
+		_ = v.str.ResetWithError(ErrCodeTimeout)
+	default:
+		_ = v.str.Reset()
+	}
+	return res, nil
+}
