@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
@@ -58,7 +59,56 @@ type Config struct {
 	Logger        *slog.Logger
 	// HostOptions are appended to the libp2p options (tests use them).
 	HostOptions []libp2p.Option
+
+	// First contact (contact.go).
+	// AttestPolicy says which newly identified peers that speak the
+	// protocol this node attests by itself (default AttestNone for the
+	// library; the CLI node uses AttestAll).
+	AttestPolicy AttestPolicy
+	// RetryRejected is how long a peer that failed stays un-retried
+	// (default 1 h; doubling per consecutive failure up to 24 h).
+	RetryRejected time.Duration
+	// ReattestBefore re-attests an admitted, connected peer this long
+	// before our attestation of it expires (default 1 h).
+	ReattestBefore time.Duration
+	// MaxConcurrentAttest bounds first-contact sessions in flight
+	// (default 4).
+	MaxConcurrentAttest int
+
+	// Trust and sharing (admission.go, gossip.go, trust.go).
+	// TrustQuorum admits a peer without a fresh challenge when at least
+	// this many distinct issuers, each verified directly by this node,
+	// hold valid accepted attestations of it; 0 disables transitive trust.
+	TrustQuorum int
+	// Gossip publishes accepted attestations on the GossipSub topic and
+	// learns others' (default off for the library; on for the CLI node).
+	Gossip bool
+	// BlockRejected blocks a rejected peer at the connection gater for
+	// this long (0: never block).
+	BlockRejected time.Duration
+
+	// Discovery (discovery.go).
+	Bootstrap []string // multiaddrs with /p2p/
+	MDNS      bool
+	DHT       bool
+	// Rendezvous is the DHT rendezvous string (default "acaptcha").
+	Rendezvous string
+
+	// Metrics, when set, receives the node's Prometheus collectors
+	// (metrics.go).
+	Metrics prometheus.Registerer
 }
+
+// AttestPolicy selects which peers a node attests on first contact.
+type AttestPolicy string
+
+// Attest policies.
+const (
+	AttestNone     AttestPolicy = "none"
+	AttestAll      AttestPolicy = "all"
+	AttestInbound  AttestPolicy = "inbound"
+	AttestOutbound AttestPolicy = "outbound"
+)
 
 // Node is a running acaptcha node.
 type Node struct {
@@ -77,6 +127,13 @@ type Node struct {
 	mu       sync.Mutex
 	inflight map[peer.ID]*call
 	waiters  map[peer.ID][]chan protocol.ProverResult
+
+	// State of the issue-5 subsystems, each owned by its own file.
+	contact   contactState
+	trust     trustState
+	gossip    gossipState
+	discovery discoveryState
+	metrics   *metrics
 }
 
 type call struct {
@@ -162,6 +219,15 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start attestation service: %w", err)
 	}
 	n.svc = svc
+	n.metrics = newMetrics(cfg.Metrics)
+	// Subsystems start in dependency order: trust state and gossip before
+	// first contact (which consults them), discovery last (it brings peers).
+	for _, start := range []func() error{n.startTrust, n.startGossip, n.startContact, n.startDiscovery} {
+		if err := start(); err != nil {
+			n.Close()
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
@@ -193,7 +259,10 @@ func (n *Node) Addrs() []ma.Multiaddr {
 // then background work, the host and the store.
 func (n *Node) Close() error {
 	n.cancel()
+	n.stopDiscovery()
+	n.stopContact()
 	n.svc.Close()
+	n.stopGossip()
 	n.wg.Wait()
 	err := n.host.Close()
 	n.cm.Close()
@@ -301,6 +370,8 @@ func (n *Node) recordIssued(r *protocol.Result) {
 		n.host.ConnManager().TagPeer(r.Peer, TagAttested, tagValue)
 		n.host.ConnManager().Protect(r.Peer, protectAttested)
 	}
+	n.metrics.observeIssued(r)
+	n.afterIssued(r)
 }
 
 func (n *Node) onReciprocal(p peer.ID) {
@@ -320,11 +391,14 @@ func (n *Node) onProved(r protocol.ProverResult) {
 	switch {
 	case r.Err != nil:
 		n.log.Warn("verification of us by peer broke off", "peer", r.Verifier, "err", r.Err)
+		n.metrics.observeReceived(r)
 	case r.Attestation != nil:
+		n.afterReceived(r)
 		if err := n.store.Put(Received, r.Envelope, r.Attestation); err != nil {
 			n.log.Error("store received attestation", "peer", r.Verifier, "err", err)
 		}
 		n.log.Info("peer verified us", "peer", r.Verifier, "accepted", r.Accepted, "reason", r.Reason)
+		n.metrics.observeReceived(r)
 	default:
 		n.log.Info("peer verified us without a valid attestation", "peer", r.Verifier, "accepted", r.Accepted, "reason", r.Reason, "attestation_err", r.AttestationErr)
 	}
