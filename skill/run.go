@@ -58,7 +58,7 @@ func Run(ctx context.Context, s *Session, a Answerer, now func() time.Time) Verd
 			s.Fail(ReasonInconclusive, fmt.Sprintf("verifier cancelled: %v", ctx.Err()), true)
 			continue
 		case err != nil && errors.Is(err, context.DeadlineExceeded):
-			s.Fail(ReasonTimeout, "no answer within the budget", true)
+			s.FailRound(ReasonTimeout, "no answer within the budget", Timing{Elapsed: elapsed})
 			continue
 		case err != nil:
 			s.Fail(ReasonProtocolError, fmt.Sprintf("prover failed: %v", err), true)

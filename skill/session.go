@@ -261,15 +261,31 @@ func (s *Session) Fail(reason Reason, detail string, delivered bool) {
 		return
 	}
 	if delivered {
-		q := s.question(s.round)
-		s.records = append(s.records, RoundRecord{
-			Round: s.round + 1, QuestionIndex: s.picks[s.round],
-			Narrative: s.set.Parts[s.round].Narrative, Question: q.Question,
-			ReasoningType: q.ReasoningType, AnswerType: q.AnswerType,
-			NarrativeTokens: CountTokens(s.set.Parts[s.round].Narrative), Budget: s.budgets[s.round],
-		})
+		s.recordUnanswered(Timing{})
 	}
 	s.finish(reason, detail)
+}
+
+// FailRound ends the session while the current round's challenge was out,
+// recording how long the verifier waited (for a timeout, at least the
+// budget) so that the transcript shows it.
+func (s *Session) FailRound(reason Reason, detail string, t Timing) {
+	if s.verdict != nil {
+		return
+	}
+	s.recordUnanswered(t)
+	s.finish(reason, detail)
+}
+
+func (s *Session) recordUnanswered(t Timing) {
+	q := s.question(s.round)
+	s.records = append(s.records, RoundRecord{
+		Round: s.round + 1, QuestionIndex: s.picks[s.round],
+		Narrative: s.set.Parts[s.round].Narrative, Question: q.Question,
+		ReasoningType: q.ReasoningType, AnswerType: q.AnswerType,
+		NarrativeTokens: CountTokens(s.set.Parts[s.round].Narrative), Budget: s.budgets[s.round],
+		Elapsed: t.Elapsed, Effective: max(t.Elapsed-s.Credit(t.RTT), 0),
+	})
 }
 
 func (s *Session) finish(r Reason, detail string) {

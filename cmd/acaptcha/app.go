@@ -16,6 +16,7 @@ import (
 
 	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/procedural"
 	"github.com/acaptcha/acaptcha/spec"
 )
 
@@ -122,7 +123,7 @@ func (a *app) rootCmd() *cobra.Command {
 	f := root.PersistentFlags()
 	f.StringVar(&a.llmSpec, "llm", "", "LLM that answers challenges: openai:MODEL, anthropic:MODEL, ollama:MODEL or googleai:MODEL (keys from the providers' usual environment variables)")
 	f.StringVar(&a.llmBaseURL, "llm-base-url", "", "base URL of an OpenAI-compatible (or other provider's) server")
-	f.StringVar(&a.challenges, "challenges", "examples", "challenge source: examples (the embedded corpus) or corpus:DIR")
+	f.StringVar(&a.challenges, "challenges", "auto", "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR; auto picks procedural")
 	f.StringVar(&a.keyFile, "key", filepath.Join(data, "key"), "node identity key file (created on first run, mode 0600)")
 	f.StringVar(&a.storePath, "store", filepath.Join(data, "acaptcha.db"), "attestation store (bbolt)")
 	f.StringArrayVar(&a.listen, "listen", nil, "listen multiaddr (repeatable; default TCP and QUIC on port 4001)")
@@ -133,7 +134,7 @@ func (a *app) rootCmd() *cobra.Command {
 	f.IntVar(&a.maxServes, "max-serves", skill.DefaultMaxServes, "how often this node serves one challenge set")
 	f.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
 	f.StringVar(&a.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	root.AddCommand(a.nodeCmd(), a.attestCmd(), a.attestationsCmd(), a.demoCmd())
+	root.AddCommand(a.nodeCmd(), a.attestCmd(), a.attestationsCmd(), a.demoCmd(), a.evalCmd())
 	return root
 }
 
@@ -188,12 +189,18 @@ func (a *app) source(ledger skill.Ledger, maxServes int) (skill.Source, error) {
 	case a.challenges == "examples":
 		sets, err = spec.Examples()
 		name = "examples"
+	case a.challenges == "auto" || a.challenges == "procedural":
+		g, err := procedural.New(procedural.Config{})
+		if err != nil {
+			return nil, usageErr("%v", err)
+		}
+		return g, nil
 	case strings.HasPrefix(a.challenges, "corpus:"):
 		dir := strings.TrimPrefix(a.challenges, "corpus:")
 		sets, err = skill.LoadDir(dir)
 		name = dir
 	default:
-		return nil, usageErr("--challenges %q: want examples or corpus:DIR", a.challenges)
+		return nil, usageErr("--challenges %q: want auto, procedural, examples or corpus:DIR", a.challenges)
 	}
 	if err != nil {
 		return nil, usageErr("%v", err)

@@ -37,7 +37,7 @@ type proc struct {
 
 func startNodeProc(t *testing.T, bin, dir, llmURL string) (*proc, string) {
 	t.Helper()
-	cmd := exec.Command(bin, "node", "--json", "--llm", "openai:stub", "--key", filepath.Join(dir, "key"),
+	cmd := exec.Command(bin, "node", "--json", "--llm", "openai:stub", "--challenges", "examples", "--key", filepath.Join(dir, "key"),
 		"--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", "--log-level", "info")
 	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+llmURL+"/v1", "OPENAI_API_KEY=test")
 	stdout, err := cmd.StdoutPipe()
@@ -124,7 +124,7 @@ func TestCLINodeAndAttestProcesses(t *testing.T) {
 	_, addrS := startNodeProc(t, bin, filepath.Join(dir, "s"), script.URL)
 
 	env := []string{"OPENAI_BASE_URL=" + oracle.URL + "/v1", "OPENAI_API_KEY=test"}
-	common := []string{"--llm", "openai:stub", "--key", filepath.Join(dir, "a", "key"), "--store", filepath.Join(dir, "a", "db")}
+	common := []string{"--llm", "openai:stub", "--challenges", "examples", "--key", filepath.Join(dir, "a", "key"), "--store", filepath.Join(dir, "a", "db")}
 
 	// An agent node: both sides accept; exit 0.
 	out, code := run(t, bin, env, append([]string{"attest", "--json", addrB}, common...)...)

@@ -18,6 +18,7 @@ import (
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/attack"
 )
 
 type demoProver struct {
@@ -68,9 +69,13 @@ func (a *app) runDemo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	router, ok := attack.ByName(attack.Router)
+	if !ok {
+		return fmt.Errorf("demo: script attacker %q missing", attack.Router)
+	}
 	provers := []demoProver{
-		{name: "keyword script", kind: "script", prover: keywordScript{}, note: "picks the identifier in the sentence that shares most words with the question"},
-		{name: "human-speed reader", kind: "human", prover: humanReader{model: pol.Human}, note: "reads at 5 tokens/s, decides in 350 ms, types at 0.9 tokens/s (paper Eq. 6)"},
+		{name: "script (" + router.Name + ")", kind: "script", prover: router.Prover, note: router.Description},
+		{name: "human-speed reader", kind: "human", prover: humanReader{model: pol.Human, guess: router.Prover}, note: "needs at least the paper's Eq. 6 lower bound per round (reads 5 tokens/s, decides in 350 ms, types 0.9 tokens/s), then answers with the script's guess"},
 	}
 	agent, llmName, err := a.prover(ctx)
 	if err != nil {
@@ -144,11 +149,11 @@ func (a *app) runDemo(ctx context.Context) error {
 	fmt.Fprintln(tw, "PROVER\tVERDICT\tREASON\tROUNDS (effective / budget)")
 	for _, r := range rows {
 		if !r.Ran {
-			v := "NOT RUN"
+			v, why := "NOT RUN", "no LLM configured (see below)"
 			if r.Detail != "" {
-				v = "ERROR"
+				v, why = "ERROR", r.Detail
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Prover, v, "-", r.Detail)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Prover, v, "-", why)
 			continue
 		}
 		var rs []string
@@ -184,6 +189,9 @@ func fillRow(row *demoRow, res *protocol.Result) {
 }
 
 func msString(ms int64) string {
+	if ms == 0 {
+		return "<1ms"
+	}
 	return (time.Duration(ms) * time.Millisecond).String()
 }
 
@@ -197,9 +205,13 @@ func tauString(p skill.Policy) string {
 // humanReader models a person at a keyboard: it needs at least the paper's
 // lower bound (Eq. 6) for each round before it can answer, then answers
 // with its best keyword guess. It holds no answer key.
-type humanReader struct{ model skill.HumanModel }
+type humanReader struct {
+	model skill.HumanModel
+	guess skill.Prover
+}
 
 func (h humanReader) NewSession() skill.Answerer {
+	guess := h.guess.NewSession()
 	return skill.AnswerFunc(func(ctx context.Context, c skill.Challenge) (string, error) {
 		d := h.model.LowerBound(skill.CountTokens(c.Narrative))
 		t := time.NewTimer(d)
@@ -209,6 +221,6 @@ func (h humanReader) NewSession() skill.Answerer {
 		case <-ctx.Done():
 			return "", ctx.Err()
 		}
-		return keywordGuess(c), nil
+		return guess.Answer(ctx, c)
 	})
 }
