@@ -1,0 +1,64 @@
+package procedural
+
+// trace records the world model behind a generated set so tests can check
+// its properties against the text. Generation never builds one unless asked.
+type trace struct {
+	domain *domain
+	parts  [3]partTrace
+	// scratch for the part being rendered
+	factText []string
+	factPara []int
+}
+
+type candTrace struct {
+	e          entity
+	fails      uint8
+	link       int
+	tag        string
+	tagVerb    string
+	refStyle   uint8
+	linkInline bool
+	val        int64
+}
+
+type factTrace struct {
+	kind factKind
+	kind2 factKind // fkNone unless the sentence is compound
+	cand int
+	text string
+	para int // block index in the narrative ("\n\n"-separated, 0 = header)
+}
+
+type partTrace struct {
+	format                       formatID
+	target, effTarget            int
+	level                        int
+	stage                        *stage
+	truth, attrib, misled, decoy int
+	group                        []int
+	cands                        []candTrace
+	facts                        []factTrace
+	prelimFact, reviseFact       int
+	misledFact                   int
+	keyCands                     [][]int
+}
+
+func (g *gen) tracePart(ps *partState) {
+	pt := &g.tr.parts[ps.idx]
+	pt.format, pt.target, pt.effTarget, pt.level, pt.stage = ps.fmt, ps.target, ps.effTarget, ps.level, ps.st
+	pt.truth, pt.attrib, pt.misled, pt.decoy = ps.truth, ps.attrib, ps.misled, ps.decoy
+	pt.group = append([]int(nil), ps.group...)
+	for i := range ps.cands {
+		c := &ps.cands[i]
+		ct := candTrace{e: c.e, fails: c.fails, link: c.link, tag: c.tag, refStyle: c.refStyle, linkInline: c.linkInline, val: c.val}
+		if ps.idx < 2 {
+			ct.tagVerb = ps.st.tagVerbs[c.tagVerb]
+		}
+		pt.cands = append(pt.cands, ct)
+	}
+	for i, f := range ps.facts {
+		pt.facts = append(pt.facts, factTrace{kind: f.kind, kind2: f.kind2, cand: int(f.cand), text: g.tr.factText[i], para: g.tr.factPara[i]})
+	}
+	pt.prelimFact, pt.reviseFact, pt.misledFact = ps.prelimFact, ps.reviseFact, ps.misledFact
+	pt.keyCands = ps.keyCands
+}
