@@ -96,25 +96,18 @@ func readFrame(r pbio.Reader, f *pb.Frame) error {
 		return &frameError{ErrCodeOversized, fmt.Errorf("%w: %w", ErrProtocolViolation, ErrFrameTooLarge)}
 	case errors.Is(err, varint.ErrOverflow), errors.Is(err, varint.ErrNotMinimal):
 		return &frameError{ErrCodeProtocolViolation, fmt.Errorf("%w: bad length prefix: %w", ErrProtocolViolation, err)}
-	case isIOError(err):
-		return &frameError{0, err}
-	default:
-		// proto.Unmarshal failures (and a recovered decoder panic).
+	case errors.Is(err, proto.Error) || strings.HasPrefix(err.Error(), "panic reading message"):
+		// proto.Unmarshal failures (and a decoder panic pbio recovered).
 		return &frameError{ErrCodeProtocolViolation, fmt.Errorf("%w: undecodable frame: %w", ErrProtocolViolation, err)}
+	default:
+		// Everything else comes from the transport: EOF, reset, deadline,
+		// a closed connection.
+		return &frameError{0, err}
 	}
 	if f.GetBody() == nil {
 		return &frameError{ErrCodeProtocolViolation, fmt.Errorf("%w: frame without a body", ErrProtocolViolation)}
 	}
 	return nil
-}
-
-// isIOError tells transport failures apart from bad bytes.
-func isIOError(err error) bool {
-	var se *network.StreamError
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, network.ErrReset) ||
-		errors.As(err, &se) || errors.Is(err, io.ErrClosedPipe) || isTimeout(err) ||
-		errors.Is(err, os.ErrClosed)
 }
 
 func isTimeout(err error) bool {

@@ -106,9 +106,26 @@ func (p *proverRun) abort(code network.StreamErrorCode, err error) {
 	}
 }
 
-// refuse sends a Decline and resets the stream with code.
-func (p *proverRun) refuse(reason pb.DeclineReason, code network.StreamErrorCode, err error) {
-	declineAndReset(p.str, declineFrame(reason, err.Error()), code, min(p.svc.cfg.HandshakeTimeout, declineLinger))
+// refuse sends a Decline and resets the stream with code. frames is the
+// reader goroutine's channel once it runs (nil before): a stream must
+// never have two concurrent readers.
+func (p *proverRun) refuse(reason pb.DeclineReason, code network.StreamErrorCode, err error, frames <-chan frameResult) {
+	linger := min(p.svc.cfg.HandshakeTimeout, declineLinger)
+	if frames == nil {
+		declineAndReset(p.str, declineFrame(reason, err.Error()), code, linger)
+	} else {
+		_ = p.str.SetWriteDeadline(time.Now().Add(linger))
+		if werr := writeFrame(p.str, declineFrame(reason, err.Error()), MaxProverFrame); werr == nil {
+			_ = p.str.CloseWrite()
+			_ = p.str.SetReadDeadline(time.Now().Add(linger))
+			for fr := range frames {
+				if fr.err != nil {
+					break
+				}
+			}
+		}
+		_ = p.str.ResetWithError(code)
+	}
 	if p.res.Err == nil {
 		p.res.Err = err
 	}
@@ -173,7 +190,7 @@ func (p *proverRun) serve() {
 		if reason == pb.DeclineReason_DECLINE_REASON_BAD_HELLO {
 			code = ErrCodeProtocolViolation
 		}
-		p.refuse(reason, code, err)
+		p.refuse(reason, code, err, nil)
 		return
 	}
 	if s.cfg.Prover == nil {
@@ -311,7 +328,7 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 				p.violation("%v", err)
 				return
 			}
-			if p.reflected(c) {
+			if p.reflected(c, frames) {
 				return
 			}
 			var gaveUp, aborted bool
@@ -352,7 +369,7 @@ func (p *proverRun) checkChallenge(c *pb.Challenge, round uint32, total time.Dur
 
 // reflected refuses a challenge this node issued itself. It reports
 // whether it did.
-func (p *proverRun) reflected(c *pb.Challenge) bool {
+func (p *proverRun) reflected(c *pb.Challenge, frames <-chan frameResult) bool {
 	s := p.svc
 	to, run, ok := s.guard.check(challengeDigest(c.GetNarrative(), c.GetQuestion()), s.now())
 	if !ok {
@@ -360,7 +377,7 @@ func (p *proverRun) reflected(c *pb.Challenge) bool {
 	}
 	p.log.Warn("reflected challenge refused", "issued_to", to, "round", c.GetRound())
 	p.refuse(pb.DeclineReason_DECLINE_REASON_REFLECTION, ErrCodeReflection,
-		fmt.Errorf("%w: round %d is a challenge this node issued to %s", ErrReflection, c.GetRound(), to))
+		fmt.Errorf("%w: round %d is a challenge this node issued", ErrReflection, c.GetRound()), frames)
 	if run != nil {
 		run.markReflected()
 	}

@@ -108,6 +108,7 @@ func TestReflectionAfterSession(t *testing.T) {
 	if err != nil || f.GetDecline().GetReason() != pb.DeclineReason_DECLINE_REASON_REFLECTION {
 		t.Fatalf("%v %v", f, err)
 	}
+	out.s.CloseWrite()
 	if p := <-offenders; p != m.ID() {
 		t.Fatalf("offender %s", p)
 	}
@@ -124,9 +125,6 @@ func TestReflectionGuard(t *testing.T) {
 	}
 	if _, _, ok := g.check(challengeDigest("n", "q2"), now); ok {
 		t.Fatal("false positive")
-	}
-	if challengeDigest("a\x00b", "c") == challengeDigest("a", "b\x00c") {
-		t.Log("digest separator is ambiguous for embedded zero bytes (narratives are UTF-8 text)")
 	}
 	run.digests = append(run.digests, d)
 	g.release(run)

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -202,6 +203,8 @@ type Service struct {
 	priv crypto.PrivKey
 
 	guard *reflectionGuard
+	// random supplies nonces (crypto/rand; tests make it deterministic).
+	random io.Reader
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -227,6 +230,7 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 		log:     cfg.Logger.With("protocol", ID, "self", h.ID()),
 		guard:   newReflectionGuard(cfg.ReflectionWindow),
 		perPeer: map[peer.ID]int{},
+		random:  rand.Reader,
 	}
 	if cfg.Source != nil {
 		s.priv = h.Peerstore().PrivKey(h.ID())

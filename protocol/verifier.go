@@ -3,7 +3,6 @@ package protocol
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +44,7 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 	defer stopSvc()
 
 	res := &Result{Peer: p, Started: s.now(), Nonce: make([]byte, NonceBytes)}
-	if _, err := rand.Read(res.Nonce); err != nil {
+	if _, err := io.ReadFull(s.random, res.Nonce); err != nil {
 		return nil, fmt.Errorf("acaptcha: session nonce: %w", err)
 	}
 	sess, srcErr := s.newSession(ctx)
@@ -130,11 +129,15 @@ func (v *verifierRun) run() (*Result, error) {
 
 	if err := v.handshake(); err != nil {
 		var ns errNoSession
-		if errors.As(err, &ns) && v.sess != nil {
+		switch {
+		case errors.As(err, &ns) && v.sess != nil:
 			v.str.Reset()
 			return nil, ns.err
+		case errors.As(err, &ns):
+			// Inconclusive anyway (no set): finish reports that.
+		default:
+			v.fail(err, false)
 		}
-		v.fail(err, false)
 	}
 	if v.sess == nil {
 		// The source failed: tell the prover, attest nothing.
@@ -164,6 +167,14 @@ func failure(r skill.Reason, code network.StreamErrorCode, format string, args .
 // fail ends the session with err (a *sessionFailure, or any other error
 // counted as a protocol error).
 func (v *verifierRun) fail(err error, delivered bool) {
+	sf := v.asFailure(err)
+	if v.sess != nil {
+		v.sess.Fail(sf.reason, truncate(sf.detail, MaxDeclineDetail), delivered)
+	}
+}
+
+// asFailure classifies err and remembers its reset code.
+func (v *verifierRun) asFailure(err error) *sessionFailure {
 	var sf *sessionFailure
 	if !errors.As(err, &sf) {
 		sf = failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "%v", err)
@@ -171,8 +182,15 @@ func (v *verifierRun) fail(err error, delivered bool) {
 	if v.code == 0 {
 		v.code = sf.code
 	}
+	return sf
+}
+
+// failTimed is fail for a delivered round whose answer never came, keeping
+// the time the verifier waited.
+func (v *verifierRun) failTimed(err error, t skill.Timing) {
+	sf := v.asFailure(err)
 	if v.sess != nil {
-		v.sess.Fail(sf.reason, truncate(sf.detail, MaxDeclineDetail), delivered)
+		v.sess.FailRound(sf.reason, truncate(sf.detail, MaxDeclineDetail), t)
 	}
 }
 
@@ -316,7 +334,7 @@ func (v *verifierRun) handshake() error {
 	v.rtt = -1
 	for seq := 1; seq <= s.cfg.Probes; seq++ {
 		nonce := make([]byte, probeNonceBytes)
-		if _, err := rand.Read(nonce); err != nil {
+		if _, err := io.ReadFull(s.random, nonce); err != nil {
 			return failure(skill.ReasonInconclusive, 0, "probe nonce: %v", err)
 		}
 		if err := v.write(&pb.Frame{Body: &pb.Frame_Probe{Probe: &pb.Probe{Seq: uint32(seq), Nonce: nonce}}}); err != nil {
@@ -392,7 +410,8 @@ func (v *verifierRun) rounds() {
 				sf.reason = skill.ReasonTotalTimeout
 				sf.detail = fmt.Sprintf("no answer to round %d before T_total %s ran out", c.Round, v.sess.Policy().Total)
 			}
-			v.fail(ferr, true)
+			// Record how long we waited, so the transcript shows it.
+			v.failTimed(ferr, skill.Timing{Elapsed: t1.Sub(t0), RTT: v.rtt, SinceStart: t1.Sub(v.start)})
 			return
 		}
 		switch b := f.GetBody().(type) {
@@ -440,9 +459,13 @@ func (v *verifierRun) finish(verdict skill.Verdict) (*Result, error) {
 		v.str.Reset() // cancelled: nothing more to say
 		return res, nil
 	}
+	detail := verdict.Detail
+	if v.sess == nil {
+		detail = "the verifier could not provide a challenge" // keep source errors local
+	}
 	vf := &pb.Verdict{
 		Accepted: verdict.Accepted, Reason: string(verdict.Reason),
-		FailedRound: uint32(max(verdict.FailedRound, 0)), Detail: truncate(verdict.Detail, MaxDeclineDetail),
+		FailedRound: uint32(max(verdict.FailedRound, 0)), Detail: truncate(detail, MaxDeclineDetail),
 		Attestation: res.Envelope,
 	}
 	for _, r := range verdict.Rounds {

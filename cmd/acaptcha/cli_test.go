@@ -35,9 +35,38 @@ type proc struct {
 	errb *bytes.Buffer
 }
 
-func startNodeProc(t *testing.T, bin, dir, llmURL string) (*proc, string) {
+// splitExamples writes the example sets into two corpus directories, so
+// that the two sides of a mutual attestation never draw the same challenge
+// (which each would decline as a reflection of its own).
+func splitExamples(t *testing.T, dir string) (string, string) {
 	t.Helper()
-	cmd := exec.Command(bin, "node", "--json", "--llm", "openai:stub", "--challenges", "examples", "--key", filepath.Join(dir, "key"),
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := filepath.Join(dir, "corpus-a"), filepath.Join(dir, "corpus-b")
+	for i, s := range sets {
+		d := a
+		if i%2 == 1 {
+			d = b
+		}
+		data, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, s.ID+".json"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b
+}
+
+func startNodeProc(t *testing.T, bin, dir, llmURL, corpus string) (*proc, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "node", "--json", "--llm", "openai:stub", "--challenges", "corpus:"+corpus, "--key", filepath.Join(dir, "key"),
 		"--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", "--log-level", "info")
 	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+llmURL+"/v1", "OPENAI_API_KEY=test")
 	stdout, err := cmd.StdoutPipe()
@@ -120,11 +149,12 @@ func TestCLINodeAndAttestProcesses(t *testing.T) {
 	defer script.Close()
 
 	dir := t.TempDir()
-	_, addrB := startNodeProc(t, bin, filepath.Join(dir, "b"), oracle.URL)
-	_, addrS := startNodeProc(t, bin, filepath.Join(dir, "s"), script.URL)
+	corpusA, corpusB := splitExamples(t, dir)
+	_, addrB := startNodeProc(t, bin, filepath.Join(dir, "b"), oracle.URL, corpusB)
+	_, addrS := startNodeProc(t, bin, filepath.Join(dir, "s"), script.URL, corpusB)
 
 	env := []string{"OPENAI_BASE_URL=" + oracle.URL + "/v1", "OPENAI_API_KEY=test"}
-	common := []string{"--llm", "openai:stub", "--challenges", "examples", "--key", filepath.Join(dir, "a", "key"), "--store", filepath.Join(dir, "a", "db")}
+	common := []string{"--llm", "openai:stub", "--challenges", "corpus:" + corpusA, "--key", filepath.Join(dir, "a", "key"), "--store", filepath.Join(dir, "a", "db")}
 
 	// An agent node: both sides accept; exit 0.
 	out, code := run(t, bin, env, append([]string{"attest", "--json", addrB}, common...)...)

@@ -1,0 +1,102 @@
+package protocol
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+)
+
+// benchPair is a verifier service on a and an instant oracle prover on b,
+// connected over transport.
+func benchPair(b *testing.B, transport string, probes int) (*Service, host.Host) {
+	b.Helper()
+	ha, hb := newHost(b), newHost(b)
+	src := sourceOf("bench-" + transport)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	va := newService(b, ha, Config{Source: src, Probes: probes, Logger: quiet})
+	newService(b, hb, Config{Prover: oracleProver(0, src.sets...), Logger: quiet})
+	connect(b, ha, hb, transport)
+	return va, hb
+}
+
+// BenchmarkPingRTT is the baseline: one go-libp2p ping round trip (32
+// bytes each way) on the same loopback hosts.
+func BenchmarkPingRTT(b *testing.B) {
+	for _, tr := range transports {
+		b.Run(tr, func(b *testing.B) {
+			ha, hb := newHost(b), newHost(b)
+			connect(b, ha, hb, tr)
+			ctx, cancel := context.WithCancel(context.Background())
+			results := ping.Ping(ctx, ha, hb.ID())
+			for b.Loop() {
+				r := <-results
+				if r.Error != nil {
+					b.Fatal(r.Error)
+				}
+			}
+			cancel()
+			for range results {
+			}
+		})
+	}
+}
+
+// BenchmarkRoundOverhead measures one protocol round with an instant
+// answerer, as the verifier times it (challenge write returned -> answer
+// read): the overhead the protocol adds on top of the prover's thinking
+// time. Compare ns/round with BenchmarkPingRTT's ns/op.
+func BenchmarkRoundOverhead(b *testing.B) {
+	for _, tr := range transports {
+		b.Run(tr, func(b *testing.B) {
+			va, hb := benchPair(b, tr, 1)
+			var (
+				sum    time.Duration
+				rtt    time.Duration
+				rounds int
+				n      int
+			)
+			for b.Loop() {
+				res, err := va.Verify(context.Background(), hb.ID(), false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !res.Verdict.Accepted {
+					b.Fatalf("verdict %+v", res.Verdict)
+				}
+				for _, r := range res.Verdict.Rounds {
+					sum += r.Elapsed
+					rounds++
+				}
+				rtt += res.RTT
+				n++
+			}
+			b.ReportMetric(float64(sum.Nanoseconds())/float64(rounds), "ns/round")
+			b.ReportMetric(float64(rtt.Nanoseconds())/float64(n), "probe-rtt-ns")
+		})
+	}
+}
+
+// BenchmarkVerifySession is a full three-round session (stream, hello,
+// three probes, three rounds, attestation signing and checking, verdict)
+// with an instant answerer.
+func BenchmarkVerifySession(b *testing.B) {
+	for _, tr := range transports {
+		b.Run(tr, func(b *testing.B) {
+			va, hb := benchPair(b, tr, DefaultProbes)
+			for b.Loop() {
+				res, err := va.Verify(context.Background(), hb.ID(), false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !res.Verdict.Accepted {
+					b.Fatalf("verdict %+v", res.Verdict)
+				}
+			}
+		})
+	}
+}

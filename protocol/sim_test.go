@@ -1,0 +1,155 @@
+package protocol
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/x/simlibp2p"
+	"github.com/marcopolo/simnet"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// Timing in virtual time: go-libp2p's simulated network (QUIC over
+// simnet) inside a testing/synctest bubble, so that latency, thinking time
+// and deadlines run on the bubble's fake clock and the measurements are
+// exact up to packet serialisation.
+
+const simOneWay = 40 * time.Millisecond
+
+// simPair runs f with two connected hosts on a simulated link with
+// simOneWay latency in each direction.
+func simPair(t *testing.T, f func(t *testing.T, a, b host.Host)) {
+	synctest.Test(t, func(t *testing.T) {
+		link := simnet.NodeBiDiLinkSettings{
+			Downlink: simnet.LinkSettings{BitsPerSecond: 100 * simlibp2p.OneMbps},
+			Uplink:   simnet.LinkSettings{BitsPerSecond: 100 * simlibp2p.OneMbps},
+		}
+		nw, meta, err := simlibp2p.SimpleLibp2pNetwork([]simlibp2p.NodeLinkSettingsAndCount{{LinkSettings: link, Count: 2}},
+			simnet.StaticLatency(simOneWay), simlibp2p.NetworkSettings{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nw.Start()
+		defer nw.Close()
+		a, b := meta.Nodes[0], meta.Nodes[1]
+		defer a.Close()
+		defer b.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		f(t, a, b)
+	})
+}
+
+func TestSimEffectiveTime(t *testing.T) {
+	const think = 2 * time.Second
+	simPair(t, func(t *testing.T, a, b host.Host) {
+		src := sourceOf("sim-effective")
+		va, err := NewService(a, Config{Source: src, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer va.Close()
+		vb, err := NewService(b, Config{Prover: oracleProver(think, src.sets...), Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer vb.Close()
+
+		res, err := va.Verify(context.Background(), b.ID(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Verdict.Accepted {
+			t.Fatalf("verdict %+v", res.Verdict)
+		}
+		t.Logf("rtt %s credit %s", res.RTT, res.Credit)
+		if d := res.RTT - 2*simOneWay; d < 0 || d > 5*time.Millisecond {
+			t.Errorf("RTT %s, want %s", res.RTT, 2*simOneWay)
+		}
+		for _, r := range res.Verdict.Rounds {
+			t.Logf("round %d: elapsed %s effective %s", r.Round, r.Elapsed, r.Effective)
+			if d := r.Effective - think; d < -5*time.Millisecond || d > 5*time.Millisecond {
+				t.Errorf("round %d: effective %s, want %s ± 5ms", r.Round, r.Effective, think)
+			}
+		}
+	})
+}
+
+// A prover that holds every probe ack for 3 s inflates the RTT, but the
+// session credits at most Policy.RTTCredit.
+func TestSimProbeDelayGainsAtMostRTTCredit(t *testing.T) {
+	const (
+		think = 2 * time.Second
+		delay = 3 * time.Second
+	)
+	simPair(t, func(t *testing.T, a, b host.Host) {
+		src := sourceOf("sim-probe-delay")
+		answers := oracle(src.sets...)
+		va, err := NewService(a, Config{Source: src, ProbeTimeout: 10 * time.Second, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer va.Close()
+		done := make(chan struct{})
+		b.SetStreamHandler(ID, func(s network.Stream) {
+			defer close(done)
+			defer s.Reset()
+			r := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
+			f, err := r.recv()
+			if err != nil {
+				t.Errorf("hello: %v", err)
+				return
+			}
+			ack(r, f.GetHello())
+			for {
+				f, err := r.recv()
+				if err != nil {
+					t.Errorf("prover: %v", err)
+					return
+				}
+				switch b := f.GetBody().(type) {
+				case *pb.Frame_Probe:
+					time.Sleep(delay)
+					r.send(&pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: b.Probe.GetSeq(), Nonce: b.Probe.GetNonce()}}})
+				case *pb.Frame_Challenge:
+					time.Sleep(think)
+					r.send(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: b.Challenge.GetRound(), Answer: answers[b.Challenge.GetQuestion()]}}})
+				case *pb.Frame_Verdict:
+					s.Close()
+					return
+				}
+			}
+		})
+		res, err := va.Verify(context.Background(), b.ID(), false)
+		<-done
+		if err != nil {
+			t.Fatal(err)
+		}
+		credit := skill.DefaultRTTCredit
+		t.Logf("rtt %s credit %s verdict %s", res.RTT, res.Credit, res.Verdict.Reason)
+		if res.RTT < delay || res.Credit != credit {
+			t.Fatalf("rtt %s credit %s, want rtt >= %s and credit %s", res.RTT, res.Credit, delay, credit)
+		}
+		for _, r := range res.Verdict.Rounds {
+			// Honest effective time would be think; the inflated RTT buys
+			// at most the credit minus the real round trip.
+			gain := think - r.Effective
+			if gain > credit {
+				t.Errorf("round %d: effective %s, gain %s exceeds the credit %s", r.Round, r.Effective, gain, credit)
+			}
+			if d := r.Effective - (think + 2*simOneWay - credit); d < -5*time.Millisecond || d > 5*time.Millisecond {
+				t.Errorf("round %d: effective %s, want %s", r.Round, r.Effective, think+2*simOneWay-credit)
+			}
+		}
+	})
+}
