@@ -1,6 +1,7 @@
 package procedural
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -65,6 +66,7 @@ const (
 	slPick
 	slClauseA
 	slClauseB
+	slPct
 )
 
 var slotNames = map[string]slotID{
@@ -80,7 +82,7 @@ var slotNames = map[string]slotID{
 	"tierDim": slTierDim, "tierLo": slTierLo, "tierMid": slTierMid, "tierHi": slTierHi,
 	"t1": slT1, "t2": slT2, "iLo": slILo, "iMid": slIMid, "iHi": slIHi,
 	"intervalNoun": slIntervalNoun, "doc": slDoc,
-	"A": slClauseA, "B": slClauseB,
+	"A": slClauseA, "B": slClauseB, "pct": slPct,
 	"code": slCode, "person": slPerson, "time": slTime, "rdate": slRDate, "rsite": slRSite,
 }
 
@@ -150,8 +152,8 @@ func parseTpl(s string) (tpl, error) {
 		rest = rest[i+j+1:]
 	}
 	t.words = countWords(s)
-	if strings.ContainsAny(s, "\u00a0\u2009\u202f") {
-		return tpl{}, fmt.Errorf("template %q: non-ASCII space", s)
+	if strings.Contains(s, "  ") || strings.TrimSpace(s) != s || strings.ContainsAny(s, "\n\t\u00a0\u2009\u202f") {
+		return tpl{}, fmt.Errorf("template %q: white space must be single ASCII spaces", s)
 	}
 	return t, nil
 }
@@ -216,6 +218,20 @@ var monthNames = [...]string{"January", "February", "March", "April", "May", "Ju
 
 func isLeap(y int) bool { return y%4 == 0 && (y%100 != 0 || y%400 == 0) }
 
+func normDay(year, doy int) (int, int) {
+	for {
+		n := 365
+		if isLeap(year) {
+			n = 366
+		}
+		if doy < n {
+			return year, doy
+		}
+		doy -= n
+		year++
+	}
+}
+
 func monthDay(year, doy int) (month, day int) {
 	days := [12]int{31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
 	if isLeap(year) {
@@ -238,7 +254,10 @@ const (
 	nDateStyles
 )
 
+// appendDate renders day doy counted from 1 January of year; days past
+// the year's end roll into the next year.
 func appendDate(b []byte, year, doy, style int) []byte {
+	year, doy = normDay(year, doy)
 	m, d := monthDay(year, doy)
 	switch style {
 	case dateUS:
@@ -281,18 +300,30 @@ func append2(b []byte, v int) []byte {
 // emits, which uses ASCII white space only.
 func countWords(s string) int {
 	n := 0
-	in := false
+	prevSpace := true
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f' {
-			in = false
-		} else if !in {
-			in = true
+		sp := asciiSpace[s[i]]
+		if prevSpace && !sp {
 			n++
 		}
+		prevSpace = sp
 	}
 	return n
 }
+
+// spacedWords counts the words of a single-spaced line (no leading,
+// trailing or repeated spaces, no newlines), as every rendered sentence
+// and paragraph body is; bytes.Count is vectorised.
+func spacedWords(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	return bytes.Count(b, space) + 1
+}
+
+var space = []byte{' '}
+
+var asciiSpace = [256]bool{' ': true, '\n': true, '\t': true, '\r': true, '\v': true, '\f': true}
 
 // tokensFor mirrors skill.CountTokens: round(words / 0.75).
 func tokensFor(words int) int { return (words*4 + 1) / 3 }

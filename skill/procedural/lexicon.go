@@ -108,25 +108,32 @@ func lookupDomain(name string) *domain {
 // templates holds the generic paraphrase pools; every fact kind has at
 // least five interchangeable phrasings.
 type templates struct {
-	persistPos, persistNeg []tpl
-	replPos, replNeg       []tpl
-	intrinsic, attrib      []tpl
-	wide, local            []tpl
-	value, first, tag      []tpl
-	link, cat, neutral     []tpl
-	prelim, revise         []tpl
-	bridge2, bridge3       []tpl
-	ruleHi, ruleLo         []tpl
+	persistPos, persistNeg   []tpl
+	replPos, replNeg         []tpl
+	intrinsic, attrib        []tpl
+	wide, local              []tpl
+	value, first, tag        []tpl
+	link, cat, neutral       []tpl
+	prelim, revise           []tpl
+	bridge2, bridge3         []tpl
+	ruleHi, ruleLo           []tpl
 	ruleHiShort, ruleLoShort []tpl // without the intervals
-	profileLead            []tpl // the value clause of a profile sentence
-	filler                 []tpl
-	fmtFiller              [nFormats][]tpl
+	profileLead              []tpl // the value clause of a profile sentence
+	filler                   []tpl
+	fmtFiller                [nFormats][]tpl
 	// clause[k] states fact kind k without its subject, for compound
-	// sentences that carry two checks ("X reproduced ..., but had faded
-	// ..."); sameFrames join two clauses of equal polarity, mixedFrames
-	// two of opposite polarity.
-	clause                   [fkLocal + 1][]tpl
-	sameFrames, mixedFrames  []tpl
+	// sentences that carry two checks ("X reproduced ..., and had faded
+	// ..."). anyFrames join any two clauses; sameFrames and mixedFrames
+	// join clauses of equal or opposite polarity and carry "but" equally
+	// often, so conjunctions do not reveal polarity.
+	clause                             [fkLocal + 1][]tpl
+	anyFrames, sameFrames, mixedFrames []tpl
+	// numeric[cr] and numericClause[cr] state persistence, replication
+	// or spread in the same words for both polarities: only the numbers
+	// ("1 of 4" against "4 of 4", "retained 9%" against "retained 96%")
+	// tell them apart.
+	numeric, numericClause [nCrit][]tpl
+	early                  []tpl // neutral early mentions of any candidate
 }
 
 var tx, domainTable, tablesErr = buildTables()
@@ -142,6 +149,9 @@ func buildTables() (templates, []domain, error) {
 		"When the {recheck} came round on {date}, the {sig} for {x} was persisting at much the same level.",
 		"By {date}, the {sig} for {x} looked as consistent as it had on the first day.",
 		"Nothing had changed for {x} by the {recheck} on {date}; the {sig} remained in place.",
+		"{x} had not faded by the {recheck} on {date}; the {sig} was still there.",
+		"Nothing about the {sig} for {x} proved transient: it had not receded by {date}.",
+		"The {sig} for {x} did not drift back to baseline before the {recheck} on {date}.",
 	)
 	t.persistNeg = b.tpls(
 		"By the {recheck} on {date}, the {sig} for {x} had faded back to baseline on its own.",
@@ -158,6 +168,8 @@ func buildTables() (templates, []domain, error) {
 		"{x} gave a consistent {sig} in every one of the {n} {rep}.",
 		"None of the {n} {rep} run on {x} came back without the {sig}.",
 		"{x} was put through {n} {rep}, and the {sig} replicated in each.",
+		"The {sig} for {x} was not the product of a single run; none of the {n} {rep} came back clean.",
+		"Not one of the {n} {rep} on {x} failed to replicate the {sig}.",
 	)
 	t.replNeg = b.tpls(
 		"{x} showed the {sig} in a single run, but the {m} {rep} that followed sat within the normal range.",
@@ -168,12 +180,15 @@ func buildTables() (templates, []domain, error) {
 		"The {sig} for {x} appeared once and was absent from all {m} subsequent {rep}.",
 	)
 	t.intrinsic = b.tpls(
-		"No external explanation emerged for {x}; every control run alongside it came back clean.",
-		"Controls run alongside {x} came back within specification, leaving its {sig} unexplained by the setup.",
+		"No external explanation emerged for {x}; checks for {cause} and similar artefacts came back clean.",
+		"Controls run alongside {x}, including a check for {cause}, came back within specification, leaving its {sig} unexplained by the setup.",
 		"{x} was checked for {cause} and for {causeB}, and neither accounted for its {sig}.",
 		"A review of the handling record around {x} found nothing that would produce the {sig}.",
 		"For {x}, the usual artefacts, {cause} among them, were each examined and found absent.",
-		"Nothing in the record for {x} offers an outside reason for its {sig}.",
+		"Nothing in the record for {x} offers an outside reason for its {sig}, and {cause} was looked at specifically.",
+		"Nothing traced the {sig} for {x} to {cause}, or to any other outside factor.",
+		"The {sig} for {x} was not tied to {cause}; that check, like the others, came back clean.",
+		"No check attributed the {sig} for {x} to {cause} or to anything else outside the {kind}.",
 	)
 	t.attrib = b.tpls(
 		"The {sig} for {x} was later traced to {cause}.",
@@ -189,6 +204,8 @@ func buildTables() (templates, []domain, error) {
 		"{x} was not limited to one {siteNoun}; each of the {k} {siteNouns} recorded the {sig}.",
 		"Readings from all {k} {siteNouns} carried the same {sig} for {x}.",
 		"{x} displayed the {sig} consistently across the {k} {siteNouns} involved.",
+		"The {sig} for {x} was not confined to one {siteNoun}; all {k} reported it.",
+		"{x} was seen not only at {site} but at every other {siteNoun} as well.",
 	)
 	t.local = b.tpls(
 		"The {sig} for {x} was confined to {site}; the other {k1} {siteNouns} saw nothing comparable.",
@@ -289,6 +306,8 @@ func buildTables() (templates, []domain, error) {
 		"had not eased by the {recheck} on {date}",
 		"was still persisting at much the same level on {date}",
 		"looked as consistent on {date} as on the first day",
+		"had not faded by the {recheck} on {date}",
+		"was not transient, and was still present on {date}",
 	)
 	t.clause[fkPersistNeg] = b.tpls(
 		"had faded back to baseline by the {recheck} on {date}",
@@ -303,6 +322,7 @@ func buildTables() (templates, []domain, error) {
 		"replicated in every one of {n} {rep}",
 		"gave a consistent {sig} in all {n} {rep}",
 		"came back the same way in each of {n} {rep}",
+		"did not come back clean in any of {n} {rep}",
 	)
 	t.clause[fkReplNeg] = b.tpls(
 		"showed its {sig} once but not in the {m} {rep} that followed",
@@ -312,11 +332,13 @@ func buildTables() (templates, []domain, error) {
 		"gave no consistent {sig} in {m} {rep}",
 	)
 	t.clause[fkIntrinsic] = b.tpls(
-		"had no external explanation, with every control clean",
+		"had no external explanation, with the check for {cause} clean",
 		"was checked for {cause} and for {causeB} without either accounting for its {sig}",
 		"left nothing in its handling record that would explain the {sig}",
-		"came through its control checks within specification",
+		"came through its control checks, {cause} included, within specification",
 		"showed no sign of {cause} or of any other outside factor",
+		"was not tied to {cause} or to any other outside factor",
+		"had nothing traced to {cause}",
 	)
 	t.clause[fkAttrib] = b.tpls(
 		"had its {sig} traced to {cause}",
@@ -331,6 +353,8 @@ func buildTables() (templates, []domain, error) {
 		"was not limited to one {siteNoun}",
 		"appeared across all {k} {siteNouns}",
 		"was recorded at each participating {siteNoun}",
+		"was not confined to one {siteNoun}",
+		"appeared not only at {site} but at all {k} {siteNouns}",
 	)
 	t.clause[fkLocal] = b.tpls(
 		"showed the {sig} only at {site}",
@@ -339,19 +363,72 @@ func buildTables() (templates, []domain, error) {
 		"appeared at {site} and at none of the other {k1} {siteNouns}",
 		"stayed local to {site}",
 	)
-	t.sameFrames = b.tpls(
+	t.anyFrames = b.tpls(
 		"{x} {A}, and {B}.",
 		"{x} {A} and {B}.",
-		"{x} {A}, and it also {B}.",
 		"{x} {A}; it also {B}.",
+		"While {x} {A}, it {B}.",
+		"{x} {A}, and it {B}.",
 		"In addition to the fact that it {A}, {x} {B}.",
+	)
+	t.sameFrames = b.tpls(
+		"{x} not only {A} but also {B}.",
+		"{x} {A}, but it also {B}.",
+		"{x} {A}; however, it also {B}.",
 	)
 	t.mixedFrames = b.tpls(
 		"{x} {A}, but {B}.",
-		"{x} {A}, yet it {B}.",
-		"{x} {A}, although it {B}.",
-		"While {x} {A}, it {B}.",
+		"{x} {A}, but it {B}.",
 		"{x} {A}; however, it {B}.",
+	)
+	t.numeric[crPersist] = b.tpls(
+		"At the {recheck} on {date}, {x} retained {pct}% of its initial {sig}.",
+		"{x} kept {pct}% of its starting {sig} by the {recheck} on {date}.",
+		"Measured again on {date}, the {sig} for {x} stood at {pct}% of its first reading.",
+		"The {recheck} on {date} put {x} at {pct}% of the {sig} it showed when first flagged.",
+		"By {date}, {pct}% of the original {sig} for {x} was still there.",
+	)
+	t.numeric[crRepl] = b.tpls(
+		"{x} cleared the cut-off in {n} of {m} {rep}.",
+		"Of {m} {rep} run on {x}, {n} showed the {sig}.",
+		"The {sig} for {x} came up in {n} of the {m} {rep}.",
+		"{x} returned the {sig} in {n} out of {m} {rep}.",
+		"Tallying the {rep} for {x}: {n} of {m} carried the {sig}.",
+	)
+	t.numeric[crWide] = b.tpls(
+		"{x} showed the {sig} at {n} of the {k} {siteNouns}.",
+		"The {sig} for {x} was recorded at {n} of {k} {siteNouns}.",
+		"Of the {k} {siteNouns}, {n} reported the {sig} for {x}.",
+		"Site returns put {x} at {n} of {k} {siteNouns} with the {sig}.",
+		"{x} registered the {sig} at {n} out of {k} {siteNouns}.",
+	)
+	t.numericClause[crPersist] = b.tpls(
+		"retained {pct}% of its initial {sig} at the {recheck} on {date}",
+		"kept {pct}% of its starting {sig} by {date}",
+		"stood at {pct}% of its first reading when measured again on {date}",
+		"was at {pct}% of its original {sig} by the {recheck} on {date}",
+		"still had {pct}% of the {sig} on {date}",
+	)
+	t.numericClause[crRepl] = b.tpls(
+		"cleared the cut-off in {n} of {m} {rep}",
+		"showed the {sig} in {n} of {m} {rep}",
+		"came up in {n} of the {m} {rep}",
+		"returned the {sig} in {n} out of {m} {rep}",
+		"carried the {sig} in {n} of {m} {rep}",
+	)
+	t.numericClause[crWide] = b.tpls(
+		"showed the {sig} at {n} of the {k} {siteNouns}",
+		"was recorded at {n} of {k} {siteNouns}",
+		"appeared at {n} of the {k} {siteNouns}",
+		"registered at {n} out of {k} {siteNouns}",
+		"was reported by {n} of {k} {siteNouns}",
+	)
+	t.early = b.tpls(
+		"An early note on {date} flagged {x} for follow-up.",
+		"{x} was among the first entries on the watch list drawn up on {date}.",
+		"The kick-off meeting on {date} asked for {x} to be looked at closely.",
+		"Someone on the team suggested early on that {x} deserved attention.",
+		"{x} was added to the priority list at the start of the round.",
 	)
 	t.ruleHiShort = b.tpls(
 		"Under the escalation rule for this review, a {metric} above {t2} means {tierHi}, above {t1} means {tierMid}, and anything else {tierLo}.",
@@ -384,7 +461,7 @@ func buildTables() (templates, []domain, error) {
 		"Budget line {code} remains within its quarterly allocation.",
 		"Training records for new staff were updated on {rdate}.",
 		"An external auditor asked for read access to the project folder, which was granted for {n:5-14} days.",
-		"The shared calendar lists a maintenance window on {rdate} from {time} to {time}.",
+		"The shared calendar lists a maintenance window on {rdate} starting at {time} and lasting {n:2-6} hours.",
 		"{person} has agreed to act as the point of contact while the review is open.",
 		"Archived material from the previous quarter was moved to cold storage on {rdate}.",
 	)

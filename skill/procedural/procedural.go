@@ -178,9 +178,16 @@ func (g *Generator) Generate(seed uint64) (*skill.Set, error) {
 }
 
 func (g *Generator) generate(seed uint64, tr *trace) (*skill.Set, error) {
+	if len(g.domains) == 0 || g.minTok == 0 || g.qpp == 0 {
+		return nil, fmt.Errorf("%w: generator not built with New", ErrConfig)
+	}
 	st := newGen(g, seed, tr)
 	set, err := st.run()
 	if err != nil {
+		return nil, fmt.Errorf("%w: seed %d: %w", ErrGenerate, seed, err)
+	}
+	// The structural check the session relies on, as a last safety net.
+	if err := set.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: seed %d: %w", ErrGenerate, seed, err)
 	}
 	set.ID = set.ContentID()

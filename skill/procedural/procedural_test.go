@@ -86,6 +86,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			t.Errorf("New(%+v) = %v, want ErrConfig", cfg, err)
 		}
 	}
+	var zero Generator
+	if _, err := zero.Generate(1); !errors.Is(err, ErrConfig) {
+		t.Errorf("zero Generator: %v, want ErrConfig", err)
+	}
 	g := mustNew(t, Config{})
 	if g.Name() != "procedural" {
 		t.Errorf("Name() = %q", g.Name())
@@ -444,6 +448,27 @@ func TestFormatVariety(t *testing.T) {
 	}
 }
 
+// containsNumber reports whether the decimal num occurs in s as a number
+// of its own: not inside a longer number or a dotted sequence such as an
+// IP address (10.5.135.74 does not state 10.5).
+func containsNumber(s, num string) bool {
+	isDigit := func(c byte) bool { return c >= '0' && c <= '9' }
+	for off := 0; ; {
+		i := strings.Index(s[off:], num)
+		if i < 0 {
+			return false
+		}
+		i += off
+		j := i + len(num)
+		before := i > 0 && (isDigit(s[i-1]) || (s[i-1] == '.' && i > 1 && isDigit(s[i-2])))
+		after := j < len(s) && (isDigit(s[j]) || (s[j] == '.' && j+1 < len(s) && isDigit(s[j+1])))
+		if !before && !after {
+			return true
+		}
+		off = i + 1
+	}
+}
+
 // answerForms lists the strings that would state an earlier answer: every
 // variant of entity and label answers, and decimal numeric answers.
 func answerForms(q skill.Question) []string {
@@ -470,7 +495,11 @@ func TestIndirectReferencesOnly(t *testing.T) {
 			for e := 0; e < p; e++ {
 				for _, q := range set.Parts[e].Questions {
 					for _, f := range answerForms(q) {
-						if containsWord(later, f) {
+						stated := containsWord(later, f)
+						if q.AnswerType == skill.NumericAnswer {
+							stated = containsNumber(later, f)
+						}
+						if stated {
 							t.Fatalf("seed %d: part %d states part %d answer %q", seed, p+1, e+1, f)
 						}
 					}
@@ -859,6 +888,7 @@ func laterVocabulary(t *testing.T, d *domain, s int) []string {
 	out = append(out, reportHeadings[:]...)
 	out = append(out, incidentHeadings[:]...)
 	out = append(out, memoRoles[:]...)
+	out = append(out, fillerCodes[:]...)
 	for i := s + 1; i < len(d.stages); i++ {
 		st := &d.stages[i]
 		out = append(out, st.kind, st.kinds, st.siteNoun, st.siteNouns, st.catDim, st.tagNoun, st.linkSg, st.linkPl, st.tierDim, st.intervalNoun, st.metric.name)
@@ -928,6 +958,110 @@ func TestAliasesHideNames(t *testing.T) {
 					if containsWord("the "+e.desc, v) {
 						t.Errorf("%s stage %d: alias %q contains answer %q", d.name, s+1, e.desc, v)
 					}
+				}
+			}
+		}
+	}
+}
+
+// A memoryless reader cannot find the previous standout by counting how
+// often later candidates refer to each earlier one.
+func TestLinkCountsDoNotRevealEarlierAnswer(t *testing.T) {
+	g := mustNew(t, Config{})
+	for seed := uint64(0); seed < manySeeds; seed++ {
+		_, tr := traced(t, g, seed)
+		for p := 1; p < skill.Parts; p++ {
+			counts := map[int]int{}
+			for _, c := range tr.parts[p].cands {
+				counts[c.link]++
+			}
+			truth := tr.parts[p-1].truth
+			top := 0
+			for _, n := range counts {
+				top = max(top, n)
+			}
+			tied := 0
+			for _, n := range counts {
+				if n == top {
+					tied++
+				}
+			}
+			if counts[truth] == top && tied < 2 {
+				t.Fatalf("seed %d part %d: the earlier standout is the unique most-referenced candidate (%v)", seed, p+1, counts)
+			}
+		}
+	}
+}
+
+// The standout's tier under the stated rule is spread evenly, so the
+// conditional label cannot be guessed from the rule alone.
+func TestTierAnswersBalanced(t *testing.T) {
+	g := mustNew(t, Config{})
+	counts := map[int]int{}
+	total := 0
+	for seed := uint64(0); seed < 3*manySeeds; seed++ {
+		set, tr := traced(t, g, seed)
+		for p, part := range set.Parts {
+			if pt := &tr.parts[p]; pt.rule {
+				seen := map[int]bool{}
+				for _, c := range pt.cands {
+					seen[tierOf(&pt.stage.metric, c.val, pt.t1, pt.t2)] = true
+				}
+				if len(seen) < 2 {
+					t.Fatalf("seed %d part %d: every candidate falls in the same tier", seed, p+1)
+				}
+			}
+			for _, q := range part.Questions {
+				if q.ReasoningType != skill.Conditional || q.AnswerType != skill.LabelAnswer {
+					continue
+				}
+				for i, l := range tr.parts[p].stage.tiers {
+					if l.text == q.Answer {
+						counts[i]++
+						total++
+					}
+				}
+			}
+		}
+	}
+	for i := range 3 {
+		if counts[i]*5 < total {
+			t.Errorf("tier %d answers %d of %d conditional questions", i, counts[i], total)
+		}
+	}
+	t.Logf("tier answers: %v of %d", counts, total)
+}
+
+var (
+	badArticle = regexp.MustCompile(`\b[Aa] ([aeioAEIO][A-Za-z0-9-]*)`)
+	badPunct   = regexp.MustCompile(`  | ,|,\.|\.\.|,,|\( |\s\)|,;|;\.`)
+)
+
+// A smoke test of the templates' grammar: articles agree with the next
+// word, no doubled spaces or stray punctuation, sentences start with a
+// capital or a code.
+func TestGrammarSmoke(t *testing.T) {
+	g := mustNew(t, Config{})
+	for seed := uint64(0); seed < manySeeds; seed++ {
+		set, _ := traced(t, g, seed)
+		for p, part := range set.Parts {
+			texts := []string{part.Narrative}
+			for _, q := range part.Questions {
+				texts = append(texts, q.Question)
+			}
+			for _, s := range texts {
+				for _, loc := range badArticle.FindAllStringSubmatchIndex(s, -1) {
+					w := strings.ToLower(s[loc[2]:loc[3]])
+					if strings.HasSuffix(s[:loc[0]], "band ") || (loc[0] > 0 && strings.ContainsRune("-/*:", rune(s[loc[0]-1]))) {
+						continue // the tier label "band A", or the end of a code (R-9126-A)
+					}
+					if !strings.HasPrefix(w, "one") && !strings.HasPrefix(w, "eu") {
+						t.Fatalf("seed %d part %d: article before %q in %q", seed, p+1, w, s[loc[0]:loc[1]])
+					}
+				}
+				if m := badPunct.FindString(s); m != "" {
+					i := strings.Index(s, m)
+					t.Fatalf("seed %d part %d: stray punctuation %q near %q", seed, p+1, m, s[max(0, i-60):min(len(s), i+40)])
 				}
 			}
 		}

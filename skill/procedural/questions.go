@@ -45,7 +45,7 @@ func (g *gen) buildQuestions(ps *partState) error {
 
 type phrases struct {
 	kind, kinds, sig, rep, siteNoun, metric, catDim, recheck string
-	truthRef, truthNeg, group, prevRef                        string
+	truthRef, truthNeg, group, prevRef                       string
 }
 
 func (g *gen) phrases(ps *partState) phrases {
@@ -175,7 +175,7 @@ func (g *gen) question(ps *partState, k qkind) (skill.Question, []int, error) {
 		keys = tscope
 	case qkind{skill.Causal, skill.EntityAnswer}:
 		if first {
-			q.Question = "Which " + p.kind + " had a " + p.sig + " that persisted, replicated and appeared at every " + p.siteNoun + ", yet turned out to have an outside cause?"
+			q.Question = "Which " + p.kind + "'s " + p.sig + " persisted, replicated and appeared at every " + p.siteNoun + ", yet turned out to have an outside cause?"
 		} else {
 			q.Question = "Among " + p.group + ", which one's " + p.sig + " turned out to have an outside cause even though it persisted, replicated and appeared at every " + p.siteNoun + "?"
 		}
@@ -242,7 +242,7 @@ func (g *gen) question(ps *partState, k qkind) (skill.Question, []int, error) {
 		if first {
 			q.Question = "What outside factor explained the " + p.sig + " of the " + p.kind + " that otherwise persisted, replicated and appeared at every " + p.siteNoun + "?"
 		} else {
-			q.Question = "Among " + p.group + ", one " + p.kind + " had a " + p.sig + " with an outside explanation. What was that explanation?"
+			q.Question = "Among " + p.group + ", one " + p.kind + "'s " + p.sig + " had an outside explanation. What was that explanation?"
 		}
 		setLabel(&q, &st.causes[cs[ps.attrib].cause])
 		keys = []int{ps.attrib}

@@ -24,6 +24,7 @@ var firstNames = [...]string{"Anna", "Tomas", "Priya", "Kwame", "Elena", "Marcus
 var lastNames = [...]string{"Keller", "Okafor", "Lindqvist", "Moreau", "Tanaka", "Brennan", "Novak", "Haddad", "Ferreira", "Kowalski", "Andersen", "Rossi", "Mensah", "Iyer", "Petrov", "Castillo", "Nakamura", "Fischer", "Duarte", "Sato", "Volkova", "Abara", "Hughes", "Laurent", "Varga", "Quinn", "Demir", "Holm", "Ibarra", "Weiss"}
 var reportHeadings = [...]string{"Scope", "Screening results", "Follow-up observations", "Controls and handling", "Coverage", "Review notes", "Supplementary data", "Discussion", "Open items", "Observations", "Data summary", "Method notes"}
 var incidentHeadings = [...]string{"Summary", "Timeline", "Findings", "Analysis", "Scope", "Actions", "Open questions", "Notes", "Impact", "Follow-up"}
+var fillerCodes = [...]string{"DOC-", "REF-", "ADM-", "ARC-", "QA-", "OPS-"}
 var memoRoles = [...]string{"programme lead", "quality manager", "head of analysis", "review coordinator", "operations lead"}
 
 // rctx carries the values a template's slots draw on.
@@ -31,11 +32,13 @@ type rctx struct {
 	ps          *partState
 	cand        int
 	n, m        int
+	pct         int
 	d           int
 	site        int
 	cause       int
 	causeB      int
 	causePhrase bool
+	numeric     bool // a polarity-neutral numeric phrasing was chosen
 	words       bool // spell small counts
 }
 
@@ -127,14 +130,15 @@ func isNegative(k factKind) bool {
 // ---- rendering ----
 
 type block struct {
-	content int // content paragraph index, or -1 for filler
-	body    string
+	content          int // content paragraph index, or -1 for filler
+	body             string
+	fillFrom, fillTo int // filler span in the shared buffer
 }
 
 // renderPart renders the paragraphs, pads them with filler to the part's
 // target length and wraps them in the part's document format. It reports
 // whether the content alone overshot the target.
-func (g *gen) renderPart(ps *partState) (bool, error) {
+func (g *gen) renderPart(ps *partState) bool {
 	for i := range ps.cands {
 		ps.cands[i].mentions = 0
 	}
@@ -158,7 +162,7 @@ func (g *gen) renderPart(ps *partState) (bool, error) {
 			}
 		}
 		bodies[p] = string(buf)
-		contentWords += countWords(bodies[p])
+		contentWords += spacedWords(buf)
 	}
 	target := wordsFor(ps.target)
 	header := g.header(ps)
@@ -191,7 +195,10 @@ func (g *gen) renderPart(ps *partState) (bool, error) {
 		decoWords += countWords(pre[i]) + countWords(suf[i])
 	}
 	deficit := target - contentWords - hw - decoWords
+	// Filler sentences accumulate in one buffer; each block records the
+	// span it owns, so nothing is copied twice.
 	var used [3]uint64
+	fill := buf[:0]
 	if nFill > 0 {
 		rem := deficit
 		left := nFill
@@ -201,31 +208,30 @@ func (g *gen) renderPart(ps *partState) (bool, error) {
 			}
 			quota := rem / left
 			left--
-			buf = buf[:0]
+			blocks[i].fillFrom = len(fill)
 			got := 0
 			for got == 0 || quota-got >= 5 {
 				if got > 0 {
-					buf = append(buf, ' ')
+					fill = append(fill, ' ')
 				}
-				start := len(buf)
-				buf = g.fillerSentence(buf, ps, &used)
-				got += countWords(string(buf[start:]))
+				start := len(fill)
+				fill = g.fillerSentence(fill, ps, &used)
+				got += spacedWords(fill[start:])
 			}
-			blocks[i].body = string(buf)
+			blocks[i].fillTo = len(fill)
 			rem -= got
 		}
 		deficit = rem
 	}
 	// Top up (or pad a filler-free part) with sentences appended to
 	// random paragraphs.
+	var extra [][3]int // block, span in fill
 	for tries := 0; deficit >= 5 && tries < 200; tries++ {
 		i := g.intn(len(blocks))
-		buf = append(buf[:0], blocks[i].body...)
-		buf = append(buf, ' ')
-		start := len(buf)
-		buf = g.fillerSentence(buf, ps, &used)
-		deficit -= countWords(string(buf[start:]))
-		blocks[i].body = string(buf)
+		start := len(fill)
+		fill = g.fillerSentence(fill, ps, &used)
+		deficit -= spacedWords(fill[start:])
+		extra = append(extra, [3]int{i, start, len(fill)})
 	}
 	var sb strings.Builder
 	sb.Grow(len(header) + 8*target)
@@ -234,6 +240,13 @@ func (g *gen) renderPart(ps *partState) (bool, error) {
 		sb.WriteString("\n\n")
 		sb.WriteString(pre[i])
 		sb.WriteString(blocks[i].body)
+		sb.Write(fill[blocks[i].fillFrom:blocks[i].fillTo])
+		for _, e := range extra {
+			if e[0] == i {
+				sb.WriteByte(' ')
+				sb.Write(fill[e[1]:e[2]])
+			}
+		}
 		sb.WriteString(suf[i])
 	}
 	ps.narrative = sb.String()
@@ -251,7 +264,7 @@ func (g *gen) renderPart(ps *partState) (bool, error) {
 			}
 		}
 	}
-	return contentWords+hw+decoWords > target+target/20, nil
+	return contentWords+hw+decoWords > target+target/25
 }
 
 func (g *gen) renderFact(b []byte, ps *partState, f int) []byte {
@@ -268,7 +281,10 @@ func (g *gen) renderFact(b []byte, ps *partState, f int) []byte {
 		b = g.render(b, g.choose(ps, pool), &rc)
 	}
 	capitalizeAt(b, start)
-	return tidyCommas(b, start)
+	if ps.inlineLinks {
+		b = tidyCommas(b, start)
+	}
+	return b
 }
 
 // tidyCommas drops the comma an inline clause leaves before other
@@ -327,9 +343,12 @@ func (g *gen) renderCompound(b []byte, ps *partState, ft *fact) []byte {
 	if g.intn(2) == 0 {
 		ka, kb = kb, ka
 	}
-	frames := tx.sameFrames
-	if isNegative(ka) != isNegative(kb) {
-		frames = tx.mixedFrames
+	frames := tx.anyFrames
+	if g.intn(10) < 3 {
+		frames = tx.sameFrames
+		if isNegative(ka) != isNegative(kb) {
+			frames = tx.mixedFrames
+		}
 	}
 	fr := g.choose(ps, frames)
 	words := g.intn(3) == 0
@@ -345,8 +364,12 @@ func (g *gen) renderCompound(b []byte, ps *partState, ft *fact) []byte {
 				k = kb
 			}
 			rc := rctx{ps: ps, cand: int(ft.cand), words: words}
-			g.factCtx(ps, k, &rc)
-			b = g.render(b, g.choose(ps, tx.clause[k]), &rc)
+			g.factCtx(ps, k, &rc) // fills rc; clauses have their own pools
+			pool := tx.clause[k]
+			if cr, ok := numericCrit(k); ok && rc.numeric {
+				pool = tx.numericClause[cr]
+			}
+			b = g.render(b, g.choose(ps, pool), &rc)
 		}
 	}
 	return b
@@ -366,13 +389,70 @@ func (g *gen) choose(ps *partState, pool []tpl) *tpl {
 	return t
 }
 
+// neutralTpl picks a neutral-mention template not yet used in the part
+// while any remain, so no such sentence repeats verbatim.
+func (g *gen) neutralTpl(ps *partState) int {
+	n := len(tx.neutral)
+	i := g.intn(n)
+	for j := range n {
+		if ps.neutralUsed&(1<<uint((i+j)%n)) == 0 {
+			i = (i + j) % n
+			break
+		}
+	}
+	ps.neutralUsed |= 1 << uint(i)
+	if ps.neutralUsed == 1<<uint(n)-1 {
+		ps.neutralUsed = 0
+	}
+	return i
+}
+
+// numericCrit reports which check a fact kind states, for the kinds that
+// have polarity-neutral numeric phrasings.
+func numericCrit(k factKind) (criterion, bool) {
+	switch k {
+	case fkPersistPos, fkPersistNeg:
+		return crPersist, true
+	case fkReplPos, fkReplNeg:
+		return crRepl, true
+	case fkWide, fkLocal:
+		return crWide, true
+	}
+	return 0, false
+}
+
 // factCtx fills rc for a fact kind and returns the kind's sentence pool.
+// About a third of persistence, replication and spread statements use the
+// numeric phrasings shared by both polarities.
 func (g *gen) factCtx(ps *partState, k factKind, rc *rctx) []tpl {
 	st := ps.st
 	var c *cand
 	if rc.cand >= 0 {
 		c = &ps.cands[rc.cand]
 		rc.site = c.site
+	}
+	if cr, ok := numericCrit(k); ok && g.intn(3) == 0 {
+		rc.numeric = true
+		neg := isNegative(k)
+		switch cr {
+		case crPersist:
+			rc.d = c.recheck
+			rc.pct = 68 + g.intn(45)
+			if neg {
+				rc.pct = g.intn(15)
+			}
+		case crRepl:
+			rc.n, rc.m = c.nRep, c.nRep
+			if neg {
+				rc.n = 1
+			}
+		default:
+			rc.n = ps.kSites
+			if neg {
+				rc.n = 1
+			}
+		}
+		return tx.numeric[cr]
 	}
 	switch k {
 	case fkPersistPos:
@@ -390,6 +470,7 @@ func (g *gen) factCtx(ps *partState, k factKind, rc *rctx) []tpl {
 	case fkIntrinsic:
 		rc.cause = g.intn(len(st.causes))
 		rc.causeB = (rc.cause + 1 + g.intn(len(st.causes)-1)) % len(st.causes)
+		rc.causePhrase = g.intn(2) == 0
 		return tx.intrinsic
 	case fkAttrib:
 		rc.cause, rc.causePhrase, rc.d = c.cause, true, c.attribDay
@@ -410,12 +491,15 @@ func (g *gen) factCtx(ps *partState, k factKind, rc *rctx) []tpl {
 	case fkCat:
 		return tx.cat
 	case fkNeutral:
-		return tx.neutral
+		return tx.neutral[g.neutralTpl(ps):][:1]
 	case fkPrelim:
 		rc.d = ps.prelimDay
 		return tx.prelim
 	case fkRevise:
 		return tx.revise
+	case fkEarly:
+		rc.d = g.intn(21)
+		return tx.early
 	case fkRule:
 		switch {
 		case !ps.need.intervals && st.metric.lowSevere:
@@ -441,6 +525,11 @@ func (g *gen) render(b []byte, t *tpl, rc *rctx) []byte {
 	for i := range t.segs {
 		sg := &t.segs[i]
 		b = append(b, sg.lit...)
+		article := -1 // position of an indefinite article before this slot
+		if sg.slot != slNone && endsWithArticle(b) {
+			article = len(b) - 2
+		}
+		slotStart := len(b)
 		switch sg.slot {
 		case slNone:
 		case slX:
@@ -533,8 +622,8 @@ func (g *gen) render(b []byte, t *tpl, rc *rctx) []byte {
 		case slDoc:
 			b = append(b, docNames[ps.fmt]...)
 		case slCode:
-			b = append(b, "QC"[g.intn(2)], byte('A'+g.intn(26)), '-')
-			b = strconv.AppendInt(b, int64(100+g.intn(900)), 10)
+			b = append(b, fillerCodes[g.intn(len(fillerCodes))]...)
+			b = strconv.AppendInt(b, int64(100+g.intn(9900)), 10)
 		case slPerson:
 			b = append(b, g.pick(firstNames[:])...)
 			b = append(b, ' ')
@@ -553,9 +642,41 @@ func (g *gen) render(b []byte, t *tpl, rc *rctx) []byte {
 			b = appendFixed(b, v, int(sg.dec))
 		case slPick:
 			b = append(b, sg.alts[g.intn(len(sg.alts))]...)
+		case slPct:
+			b = strconv.AppendInt(b, int64(rc.pct), 10)
+		}
+		if article >= 0 && vowelSound(b[slotStart:]) {
+			b = append(b, 0)
+			copy(b[article+2:], b[article+1:])
+			b[article+1] = 'n'
 		}
 	}
 	return b
+}
+
+// endsWithArticle reports whether b ends with the word "a" or "A" and a
+// space.
+func endsWithArticle(b []byte) bool {
+	n := len(b)
+	if n < 2 || b[n-1] != ' ' || (b[n-2] != 'a' && b[n-2] != 'A') {
+		return false
+	}
+	return n == 2 || b[n-3] == ' ' || b[n-3] == '('
+}
+
+// vowelSound approximates whether a word takes "an": it starts with a
+// vowel letter, except u-words (US, unit), "one" and "eu" (euro).
+func vowelSound(w []byte) bool {
+	if len(w) == 0 {
+		return false
+	}
+	switch w[0] {
+	case 'a', 'e', 'i', 'o', 'A', 'E', 'I', 'O':
+	default:
+		return false
+	}
+	lw := strings.ToLower(string(w[:min(len(w), 3)]))
+	return !strings.HasPrefix(lw, "one") && !strings.HasPrefix(lw, "eu")
 }
 
 func (g *gen) count(b []byte, n int, words bool) []byte {
@@ -812,8 +933,9 @@ func (g *gen) decorations(ps *partState, nb int) (pre, suf []string) {
 		for i := range nb {
 			b = append(b[:0], '[')
 			day, minute := next()
-			m, d := monthDay(g.year, min(day, 364))
-			b = appendISO(b, g.year, m, d)
+			y, doy := normDay(g.year, day)
+			m, d := monthDay(y, doy)
+			b = appendISO(b, y, m, d)
 			b = append(b, ' ')
 			b = stamp(b, minute)
 			b = append(b, "] "...)
@@ -836,7 +958,7 @@ func (g *gen) decorations(ps *partState, nb int) (pre, suf []string) {
 			b = append(b, g.dom.emailDomain...)
 			b = append(b, ">\nSent: "...)
 			day, minute := next()
-			b = appendDate(b, g.year, min(day, 364), ps.dateStyle)
+			b = appendDate(b, g.year, day, ps.dateStyle)
 			b = append(b, ' ')
 			b = stamp(b, minute)
 			b = append(b, '\n')
@@ -851,7 +973,7 @@ func (g *gen) decorations(ps *partState, nb int) (pre, suf []string) {
 			b = strconv.AppendInt(b, int64(i+1), 10)
 			b = append(b, ", "...)
 			day, _ := next()
-			b = appendDate(b, g.year, min(day, 364), ps.dateStyle)
+			b = appendDate(b, g.year, day, ps.dateStyle)
 			b = append(b, ": "...)
 			pre[i] = string(b)
 		}

@@ -22,11 +22,11 @@ type candTrace struct {
 }
 
 type factTrace struct {
-	kind factKind
+	kind  factKind
 	kind2 factKind // fkNone unless the sentence is compound
-	cand int
-	text string
-	para int // block index in the narrative ("\n\n"-separated, 0 = header)
+	cand  int
+	text  string
+	para  int // block index in the narrative ("\n\n"-separated, 0 = header)
 }
 
 type partTrace struct {
@@ -41,6 +41,8 @@ type partTrace struct {
 	prelimFact, reviseFact       int
 	misledFact                   int
 	keyCands                     [][]int
+	t1, t2                       int64
+	rule                         bool
 }
 
 func (g *gen) tracePart(ps *partState) {
@@ -61,4 +63,5 @@ func (g *gen) tracePart(ps *partState) {
 	}
 	pt.prelimFact, pt.reviseFact, pt.misledFact = ps.prelimFact, ps.reviseFact, ps.misledFact
 	pt.keyCands = ps.keyCands
+	pt.t1, pt.t2, pt.rule = ps.t1, ps.t2, ps.need.rule
 }

@@ -42,7 +42,8 @@ const (
 	fkRevise
 	fkRule
 	fkBridge
-	fkProfile // value, plus the category and flag date when present
+	fkProfile          // value, plus the category and flag date when present
+	fkEarly            // a neutral early mention, of any candidate
 	fkNone    factKind = 255
 )
 
@@ -62,25 +63,25 @@ type fact struct {
 }
 
 type cand struct {
-	e         entity
-	fails     uint8
-	val       int64
-	first     int // day offsets from the part's start date
-	recheck   int // distinct per candidate: temporal questions order them
-	attribDay int
-	cause     int
-	site      int
-	nRep      int
-	cat       int
-	tag       string
-	tagVerb   int
-	tagInline bool
-	link      int
+	e          entity
+	fails      uint8
+	val        int64
+	first      int // day offsets from the part's start date
+	recheck    int // distinct per candidate: temporal questions order them
+	attribDay  int
+	cause      int
+	site       int
+	nRep       int
+	cat        int
+	tag        string
+	tagVerb    int
+	tagInline  bool
+	link       int
 	linkInline bool // the link is a relative clause at the first mention
 	profile    bool // value/category/flag date in one sentence
-	refStyle  uint8
-	extra     int
-	mentions  int
+	refStyle   uint8
+	extra      int
+	mentions   int
 }
 
 type needs struct {
@@ -92,35 +93,48 @@ type qkind struct {
 	at skill.AnswerType
 }
 
+// partState is the world model and output of one part.
 type partState struct {
-	idx  int
+	idx  int // 0-based part index
 	st   *stage
 	prev *partState
 
-	n                                            int
-	cands                                        []cand
-	truth, attrib, decoy, zed, misled, twin      int
-	group                                        []int
-	misledFact                                   int
-	fmt                                          formatID
-	dateStyle, start, kSites                     int
-	sites                                        []int
-	sigQ, repIdx, recheckIdx                     int
-	t1, t2                                       int64
-	prelimDay                                    int
-	flagDates                                    bool
-	intervals                                    [3]int
-	qk                                           []qkind
-	need                                         needs
-	facts                                        []fact
-	paras                                        [][]int
-	target                                       int // sampled length in tokens
-	effTarget                                    int // raised when the content alone is longer
-	level                                        int
-	narrative                                    string
-	questions                                    []skill.Question
-	keyCands                                     [][]int
-	prelimFact, reviseFact, ruleFact, bridgeFact int
+	// World: candidates and their roles (indices into cands). truth passes
+	// every check; attrib fails only the external-cause check; misled is
+	// favoured by the interim view. From part 2 on, group is tied to the
+	// previous truth and mirror (decoy passing every check, zed failing
+	// only the external-cause check) to another previous candidate.
+	n                                       int
+	cands                                   []cand
+	truth, attrib, decoy, zed, misled, twin int
+	group, mirror                           []int
+
+	// Timeline, sites and the tier rule.
+	start, prelimDay, dateStyle, kSites int
+	sites                               []int
+	flagDates                           bool
+	t1, t2                              int64
+	intervals                           [3]int
+
+	// Vocabulary choices fixed for the part.
+	sigQ, repIdx, recheckIdx int
+	fmt                      formatID
+
+	// Questions and the facts they need.
+	qk        []qkind
+	need      needs
+	questions []skill.Question
+	keyCands  [][]int
+
+	// Text: facts, their layout and the rendered narrative.
+	facts                                                    []fact
+	paras                                                    [][]int
+	misledFact, prelimFact, reviseFact, ruleFact, bridgeFact int
+	target, effTarget                                        int // sampled and achieved length in tokens
+	level                                                    int // density level 0..3
+	inlineLinks                                              bool
+	neutralUsed                                              uint64
+	narrative                                                string
 }
 
 type fixedNum struct {
@@ -436,19 +450,19 @@ func (g *gen) buildPart(ps *partState) error {
 		switch {
 		case level == 2:
 			ps.n = 4 + g.intn(2)
-		case level == 3 && words < levelWords[3]+150:
+		case level == 3 && words < levelWords[3]+60:
 			ps.n = 5
 		case level == 3:
 			ps.n = 5 + g.intn(2)
 		}
 		g.planWorld(ps)
 		g.planFacts(ps)
-		g.layout(ps)
-		over, err := g.renderPart(ps)
-		if err != nil {
-			return err
+		if level > 0 && attempt < 3 && estimateWords(ps) > words+words/50 {
+			level--
+			continue
 		}
-		if !over || level == 0 || attempt > 2 {
+		g.layout(ps)
+		if over := g.renderPart(ps); !over || level == 0 || attempt > 2 {
 			break
 		}
 		level--
@@ -482,6 +496,7 @@ func (g *gen) planWorld(ps *partState) {
 	st := ps.st
 	n := ps.n
 	ps.cands = make([]cand, n)
+	ps.inlineLinks, ps.neutralUsed = false, 0
 	cs := ps.cands
 	var used usedSet
 	for i := range cs {
@@ -497,24 +512,33 @@ func (g *gen) planWorld(ps *partState) {
 	perm := g.perm(n)
 	ps.truth, ps.attrib = perm[0], perm[1]
 	cs[ps.attrib].fails = bit(crIntrinsic)
-	ps.decoy, ps.zed, ps.group = -1, -1, nil
+	ps.decoy, ps.zed, ps.group, ps.mirror = -1, -1, nil, nil
 	if ps.idx == 0 {
 		for _, i := range perm[2:] {
 			cs[i].fails = g.randFails(true)
 		}
 	} else {
+		// Two clusters of the same shape: the standout's group, tied to
+		// the previous standout, and a mirror group tied to another
+		// previous candidate. Each has one candidate passing every check
+		// and one failing only the external-cause check, so without the
+		// earlier answer the clusters are indistinguishable.
 		ps.decoy, ps.zed = perm[2], perm[3]
 		cs[ps.zed].fails = bit(crIntrinsic)
 		ps.group = []int{ps.truth, ps.attrib}
-		for _, i := range perm[4:] {
-			if len(ps.group) < 3 && g.intn(2) == 0 {
-				cs[i].fails = g.randFailsNoIntrinsic()
-				ps.group = append(ps.group, i)
-			} else {
-				cs[i].fails = g.randFails(false)
-			}
+		ps.mirror = []int{ps.decoy, ps.zed}
+		rest := perm[4:]
+		if n >= 6 && g.intn(2) == 0 {
+			cs[perm[4]].fails = g.randFailsNoIntrinsic()
+			cs[perm[5]].fails = g.randFailsNoIntrinsic()
+			ps.group = append(ps.group, perm[4])
+			ps.mirror = append(ps.mirror, perm[5])
+			rest = perm[6:]
 		}
-		g.planLinks(ps)
+		for _, i := range rest {
+			cs[i].fails = g.randFails(false)
+		}
+		g.planLinks(ps, rest)
 	}
 	// The candidate the misleading preliminary conclusion favours.
 	var pool []int
@@ -528,7 +552,13 @@ func (g *gen) planWorld(ps *partState) {
 	// Timeline (day offsets): first flags 0..20, the interim view 21..28,
 	// persistence re-checks (distinct, so they can be ordered) and
 	// attributions afterwards, all within 90 days.
-	ps.start = g.intn(365 - 100)
+	// Parts follow each other: each starts 95 to 125 days after the
+	// previous one (dates roll over into the next year when needed).
+	if ps.prev == nil {
+		ps.start = g.intn(300)
+	} else {
+		ps.start = ps.prev.start + 95 + g.intn(31)
+	}
 	ps.dateStyle = g.intn(nDateStyles)
 	if ps.level == 0 {
 		ps.dateStyle = dateISO
@@ -562,6 +592,7 @@ func (g *gen) planWorld(ps *partState) {
 			c.tagInline = ps.level == 0 || g.intn(2) == 0
 		}
 		c.linkInline = ps.idx > 0 && (ps.level == 0 || g.intn(10) < 4)
+		ps.inlineLinks = ps.inlineLinks || c.linkInline
 		c.profile = ps.level == 0 || g.intn(10) < 3
 	}
 	ps.twin = -1
@@ -627,10 +658,12 @@ func (g *gen) tagCode(st *stage, prev []cand) string {
 }
 
 // planLinks ties each candidate of a later part to a candidate of the
-// previous part. The standout's group links to the previous standout; a
-// decoy that passes every local check links elsewhere, so the part cannot
-// be solved without the earlier answer.
-func (g *gen) planLinks(ps *partState) {
+// previous part: the standout's group to the previous standout, the
+// mirror group to another previous candidate (in part 3, the part-2
+// candidate that passed every check but was tied to the wrong part-1
+// candidate), and the rest to further previous candidates, so that no
+// previous candidate stands out by how often it is referred to.
+func (g *gen) planLinks(ps *partState, rest []int) {
 	prev := ps.prev
 	cs := ps.cands
 	var others []int
@@ -639,20 +672,28 @@ func (g *gen) planLinks(ps *partState) {
 			others = append(others, i)
 		}
 	}
+	x := others[0]
+	if ps.idx == 2 {
+		x = prev.decoy
+	}
 	for _, i := range ps.group {
 		cs[i].link = prev.truth
 	}
-	if ps.idx == 1 {
-		cs[ps.decoy].link = others[0]
-	} else {
-		cs[ps.decoy].link = prev.decoy
+	for _, i := range ps.mirror {
+		cs[i].link = x
 	}
-	k := 1
-	for i := range cs {
-		if cs[i].link < 0 {
-			cs[i].link = others[k%len(others)]
-			k++
+	var pool []int
+	for _, i := range others {
+		if i != x {
+			pool = append(pool, i)
 		}
+	}
+	w := pool[g.intn(len(pool))]
+	for k, i := range rest {
+		if k > 0 && g.intn(2) == 0 {
+			w = pool[g.intn(len(pool))]
+		}
+		cs[i].link = w
 	}
 	for i := range cs {
 		cs[i].refStyle = uint8(g.intn(2))
@@ -664,7 +705,7 @@ func (g *gen) planLinks(ps *partState) {
 func (g *gen) sampleValues(ps *partState) {
 	m := &ps.st.metric
 	span := m.hi - m.lo
-	gap := max(span/30, 1)
+	gap := max(span/30, 3) // room for a threshold strictly between any two values
 	for i := range ps.cands {
 		var v int64
 		for try := 0; try < 200; try++ {
@@ -687,75 +728,126 @@ func (g *gen) sampleValues(ps *partState) {
 	}
 }
 
-// planRule picks tier thresholds around the standout's value so that each
-// tier is equally likely to be the answer.
+// planRule places the two tier thresholds in gaps between the sorted
+// candidate values, at round numbers, choosing gaps so that each tier is
+// equally likely for the standout. Thresholds depend on the whole value
+// distribution, not on the standout's value.
 func (g *gen) planRule(ps *partState) {
 	m := &ps.st.metric
-	v := ps.cands[ps.truth].val
-	step := m.step
-	down := func(x int64) int64 { return x / step * step }
-	up := func(x int64) int64 { return (x/step + 1) * step }
-	frac := func(x int64, lo, hi int) int64 { return x * int64(lo+g.intn(hi-lo+1)) / 1000 }
-	start := g.intn(3)
-	for k := range 3 {
-		tier := (start + k) % 3
-		var t1, t2 int64
-		if !m.lowSevere {
-			switch tier {
-			case 2:
-				t2 = down(frac(v, 550, 900))
-				t1 = down(frac(t2, 400, 750))
-			case 1:
-				t1 = down(frac(v, 500, 900))
-				t2 = up(frac(v, 1100, 1600))
-			default:
-				t1 = up(frac(v, 1100, 1500))
-				t2 = up(frac(t1, 1300, 1800))
+	n := len(ps.cands)
+	order := g.perm(n)
+	slices.SortFunc(order, func(a, b int) int { return cmpInt64(ps.cands[a].val, ps.cands[b].val) })
+	r := slices.Index(order, ps.truth)
+	// gapBounds(i) is the open interval below sorted value i (i = n: above
+	// the largest).
+	gapBounds := func(i int) (int64, int64) {
+		lo, hi := m.lo-m.step, m.hi+m.step
+		if i > 0 {
+			lo = ps.cands[order[i-1]].val
+		}
+		if i < n {
+			hi = ps.cands[order[i]].val
+		}
+		return lo, hi
+	}
+	// Gap indices a <= b split the sorted values into three bands: below
+	// gap a, between the gaps, from gap b on. Higher-is-severe maps bands
+	// to tiers 0, 1, 2; lower-is-severe to 2, 1, 0. Splits that put every
+	// candidate in one band are excluded, since the rule alone would then
+	// give the answer.
+	type split struct{ a, b int }
+	var byBand [3][]split
+	for a := 0; a <= n; a++ {
+		for b := a; b <= n; b++ {
+			if (a == 0 && b == 0) || a == n || (a == 0 && b == n) {
+				continue
 			}
-		} else {
-			switch tier {
-			case 2:
-				t2 = up(frac(v, 1100, 1600))
-				t1 = up(frac(t2, 1400, 2200))
-			case 1:
-				t2 = down(frac(v, 500, 900))
-				t1 = up(frac(v, 1100, 1600))
-			default:
-				t1 = down(frac(v, 500, 900))
-				t2 = down(frac(t1, 300, 700))
+			band := 1
+			switch {
+			case r < a:
+				band = 0
+			case r >= b:
+				band = 2
+			}
+			byBand[band] = append(byBand[band], split{a, b})
+		}
+	}
+	var bands []int
+	for b := range byBand {
+		if len(byBand[b]) > 0 {
+			bands = append(bands, b)
+		}
+		// Prefer thresholds in different gaps; one gap holding both is
+		// kept only when nothing else fits the band.
+		var apart []split
+		for _, sp := range byBand[b] {
+			if sp.a < sp.b {
+				apart = append(apart, sp)
 			}
 		}
-		if t1 < step || t2 < step || t1 == t2 || tierOf(m, v, t1, t2) != tier ||
-			g.forbidden(t1, m.dec) || g.forbidden(t2, m.dec) {
+		if len(apart) > 0 {
+			byBand[b] = apart
+		}
+	}
+	for try := 0; try < 8 && len(bands) > 0; try++ {
+		ss := byBand[bands[g.intn(len(bands))]]
+		sp := ss[g.intn(len(ss))]
+		aLo, aHi := gapBounds(sp.a)
+		ta, okA := g.roundIn(m, aLo, aHi)
+		if !okA {
 			continue
 		}
-		ps.t1, ps.t2 = t1, t2
+		bLo, bHi := gapBounds(sp.b)
+		if sp.a == sp.b {
+			bLo = ta
+		}
+		tb, okB := g.roundIn(m, bLo, bHi)
+		if !okB {
+			continue
+		}
+		if m.lowSevere {
+			ps.t2, ps.t1 = ta, tb
+		} else {
+			ps.t1, ps.t2 = ta, tb
+		}
 		ps.intervals = [3]int{28 + g.intn(33), 10 + g.intn(12), 2 + g.intn(6)}
 		return
 	}
-	// Fallback for values too close to the range floor: tier 0 always
-	// fits, with thresholds moved off any earlier answer.
-	if !m.lowSevere {
-		ps.t1 = up(v)
-		for g.forbidden(ps.t1, m.dec) {
-			ps.t1 += step
-		}
-		ps.t2 = ps.t1 + 2*step
-		for g.forbidden(ps.t2, m.dec) {
-			ps.t2 += step
-		}
-	} else {
-		ps.t1 = down(v)
-		ps.t2 = ps.t1 - 2*step
-		for ps.t2 >= step && g.forbidden(ps.t2, m.dec) {
-			ps.t2 -= step
-		}
-		ps.t2 = max(ps.t2, step)
-		for ps.t1 <= ps.t2 || g.forbidden(ps.t1, m.dec) {
-			ps.t1 += step
-		}
+	// Unreachable with four or more distinct values; keep a valid rule.
+	ps.t1, ps.t2 = m.lo, m.hi
+	if m.lowSevere {
+		ps.t1, ps.t2 = m.hi, m.lo
 	}
 	ps.intervals = [3]int{28 + g.intn(33), 10 + g.intn(12), 2 + g.intn(6)}
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// roundIn picks the roundest number strictly inside (lo, hi) that is not
+// an earlier answer: a multiple of the metric's step if one fits, else of
+// a fifth of it, else of one unit in the last decimal.
+func (g *gen) roundIn(m *metricSpec, lo, hi int64) (int64, bool) {
+	for _, q := range []int64{m.step, max(m.step/5, 1), 1} {
+		first := lo/q*q + q
+		var cands []int64
+		for v := first; v < hi && len(cands) < 16; v += q {
+			if v > 0 && !g.forbidden(v, m.dec) {
+				cands = append(cands, v)
+			}
+		}
+		if len(cands) > 0 {
+			return cands[g.intn(len(cands))], true
+		}
+	}
+	return 0, false
 }
 
 // tierOf applies the stated rule: 2 = most severe.
@@ -776,6 +868,40 @@ func tierOf(m *metricSpec, v, t1, t2 int64) int {
 		return 1
 	}
 	return 0
+}
+
+// factWords is the mean rendered length of each fact kind, mention
+// expansions included (measured over many sets).
+var factWords = [...]int{
+	fkPersistPos: 19, fkPersistNeg: 19, fkReplPos: 15, fkReplNeg: 19, fkIntrinsic: 17, fkAttrib: 20,
+	fkWide: 14, fkLocal: 15, fkValue: 9, fkFirst: 11, fkTag: 9, fkLink: 15, fkCat: 10, fkNeutral: 12,
+	fkPrelim: 21, fkRevise: 12, fkRule: 38, fkBridge: 17, fkProfile: 12, fkEarly: 11,
+}
+
+// estimateWords predicts a part's length without rendering it, so the
+// density level can be lowered before any text is produced.
+func estimateWords(ps *partState) int {
+	w := 12
+	for _, f := range ps.facts {
+		switch {
+		case f.kind2 != fkNone:
+			w += 25
+		case f.kind == fkRule && !ps.need.intervals:
+			w += 22
+		default:
+			w += factWords[f.kind]
+		}
+	}
+	for i := range ps.cands {
+		if ps.cands[i].linkInline {
+			w += 12
+		}
+	}
+	w += 3 * len(ps.facts) / 4 // decorations, about one stamp or heading per paragraph
+	if ps.level == 0 {
+		w = w * 85 / 100
+	}
+	return w
 }
 
 // planFacts lists every statement of the part. Each candidate gets one
@@ -850,5 +976,10 @@ func (g *gen) planFacts(ps *partState) {
 	}
 	if ps.idx > 0 && (ps.level > 0 || g.intn(2) == 0) {
 		ps.bridgeFact = add(fkBridge, -1)
+	}
+	// A neutral early mention of a random candidate (the standout
+	// included), so being named early says nothing by itself.
+	if ps.level > 0 && g.intn(10) < 6 {
+		add(fkEarly, g.intn(len(ps.cands)))
 	}
 }
