@@ -1,9 +1,570 @@
 package peer
 
-// First contact: attest peers by ourselves when they connect. Placeholder
-// until the first-contact subsystem lands; it does nothing.
+// First contact: the node attests peers by itself when they connect.
+//
+// It follows the "reacting to peers" convention of go-libp2p-pubsub: it
+// subscribes to EvtPeerIdentificationCompleted on the host's event bus,
+// acts only on peers that list the attestation protocol, seeds itself with
+// the peers already connected at start-up and deduplicates its work per
+// peer ID. Nothing here runs inside a Notifiee callback.
+//
+// For a peer that the node does not admit yet and whose connection
+// direction matches Config.AttestPolicy, a worker:
+//  1. presents the attestations this node holds to the peer, so that the
+//     peer's own first contact can admit us without a challenge;
+//  2. with Config.TrustQuorum > 0 and enough directly verified issuers,
+//     gives gossip and the peer's presentation a short bounded moment and
+//     stops if the peer is now admitted through the quorum;
+//  3. otherwise runs one verifier session (reciprocal=false: the peer's own
+//     first contact verifies us, so two nodes that meet run exactly one
+//     session per direction; n.verify deduplicates overlaps) under a
+//     semaphore of Config.MaxConcurrentAttest.
+//
+// A rejected peer is not challenged again before Config.RetryRejected has
+// passed, doubling per consecutive rejection up to 24 h; the back-off
+// survives a restart through the rejected attestation in the store. A
+// session that could not run (peer busy, network failure, inconclusive)
+// is retried a few times with a short back-off. An admitted peer that stays
+// connected is attested again Config.ReattestBefore before our attestation
+// of it expires.
 
-type contactState struct{}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
 
-func (n *Node) startContact() error { return nil }
-func (n *Node) stopContact()        {}
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	lpproto "github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// Defaults of the first-contact knobs of Config.
+const (
+	DefaultRetryRejected       = time.Hour
+	MaxRetryRejected           = 24 * time.Hour
+	DefaultReattestBefore      = time.Hour
+	DefaultMaxConcurrentAttest = 4
+)
+
+// Timing of first contact (variables so tests can shorten them).
+var (
+	// contactQuorumWait is how long first contact waits for gossip or the
+	// peer's presentation to admit it through the trust quorum before it
+	// challenges the peer.
+	contactQuorumWait = 2 * time.Second
+	contactQuorumPoll = 50 * time.Millisecond
+	// contactPresentTimeout bounds presenting our attestations to a peer.
+	contactPresentTimeout = 10 * time.Second
+	// Transient failures (busy prover, network, inconclusive) are retried
+	// after contactTransientBackoff, doubling up to contactTransientMax, at
+	// most contactTransientTries times per contact.
+	contactTransientBackoff = 2 * time.Second
+	contactTransientMax     = time.Minute
+	contactTransientTries   = 6
+	// contactRescan is the longest interval between two scans of the
+	// connected peers (back-offs that ran out, re-attestation).
+	contactRescan = 30 * time.Second
+	// contactIssuerRefresh is how often the count of directly verified
+	// issuers is recomputed from the store.
+	contactIssuerRefresh = 10 * time.Second
+)
+
+// ParseAttestPolicy parses a policy name; the empty string is AttestNone.
+func ParseAttestPolicy(s string) (AttestPolicy, error) {
+	switch p := AttestPolicy(s); p {
+	case "":
+		return AttestNone, nil
+	case AttestNone, AttestAll, AttestInbound, AttestOutbound:
+		return p, nil
+	}
+	return "", fmt.Errorf("attest policy %q: want all, inbound, outbound or none", s)
+}
+
+// matches reports whether the policy attests a peer connected to us in
+// direction dir.
+func (p AttestPolicy) matches(dir network.Direction) bool {
+	switch p {
+	case AttestAll:
+		return true
+	case AttestInbound:
+		return dir == network.DirInbound
+	case AttestOutbound:
+		return dir == network.DirOutbound
+	}
+	return false
+}
+
+type contactState struct {
+	policy         AttestPolicy
+	retryRejected  time.Duration
+	reattestBefore time.Duration
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	sub    event.Subscription
+	sem    chan struct{}
+	// kick asks the maintenance loop for an early rescan.
+	kick chan struct{}
+
+	mu sync.Mutex
+	// active holds the peers a worker is handling (queued or running).
+	active map[peer.ID]bool
+	// backoff holds peers that must not be challenged before a time.
+	backoff map[peer.ID]*contactBackoff
+	// verified are the peers we accepted directly, with the expiry of our
+	// attestation; it approximates the quorum's issuer set (refreshed from
+	// the store every contactIssuerRefresh).
+	verified   map[peer.ID]time.Time
+	verifiedAt time.Time
+	nextWake   time.Time
+}
+
+type contactBackoff struct {
+	until     time.Time
+	rejected  int // consecutive rejections
+	transient int // consecutive sessions that could not run
+	reason    string
+}
+
+func (n *Node) startContact() error {
+	c := &n.contact
+	pol, err := ParseAttestPolicy(string(n.cfg.AttestPolicy))
+	if err != nil {
+		return err
+	}
+	c.policy = pol
+	c.retryRejected = n.cfg.RetryRejected
+	if c.retryRejected <= 0 {
+		c.retryRejected = DefaultRetryRejected
+	}
+	c.reattestBefore = n.cfg.ReattestBefore
+	if c.reattestBefore <= 0 {
+		c.reattestBefore = DefaultReattestBefore
+	}
+	conc := n.cfg.MaxConcurrentAttest
+	if conc <= 0 {
+		conc = DefaultMaxConcurrentAttest
+	}
+	if pol == AttestNone {
+		return nil
+	}
+	if n.cfg.Source == nil {
+		n.log.Warn("first contact is on but this node has no challenge source; it will not attest peers", "policy", pol)
+		return nil
+	}
+	c.sem = make(chan struct{}, conc)
+	c.kick = make(chan struct{}, 1)
+	c.active = map[peer.ID]bool{}
+	c.backoff = map[peer.ID]*contactBackoff{}
+	c.verified = map[peer.ID]time.Time{}
+	c.ctx, c.cancel = context.WithCancel(n.ctx)
+	// Subscribe before seeding, so a peer identified in between is seen
+	// at least once (the per-peer dedupe absorbs the second sighting).
+	sub, err := n.host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	if err != nil {
+		c.cancel()
+		return fmt.Errorf("first contact: subscribe to identification events: %w", err)
+	}
+	c.sub = sub
+	n.refreshVerified(time.Now())
+	c.wg.Add(2)
+	go n.contactEvents()
+	go n.contactMaintain()
+	for _, p := range n.host.Network().Peers() {
+		n.considerContact(p, network.DirUnknown, nil, "connected at start")
+	}
+	n.log.Info("first contact on", "policy", pol, "retry_rejected", c.retryRejected, "reattest_before", c.reattestBefore, "max_concurrent", conc, "trust_quorum", n.cfg.TrustQuorum)
+	return nil
+}
+
+func (n *Node) stopContact() {
+	c := &n.contact
+	if c.cancel == nil {
+		return
+	}
+	c.cancel()
+	if c.sub != nil {
+		c.sub.Close()
+	}
+	c.wg.Wait()
+}
+
+// contactEvents turns identification events into first contacts.
+func (n *Node) contactEvents() {
+	c := &n.contact
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case e, ok := <-c.sub.Out():
+			if !ok {
+				return
+			}
+			evt, ok := e.(event.EvtPeerIdentificationCompleted)
+			if !ok {
+				continue
+			}
+			dir := network.DirUnknown
+			if evt.Conn != nil {
+				dir = evt.Conn.Stat().Direction
+			}
+			n.considerContact(evt.Peer, dir, evt.Protocols, "identified")
+		}
+	}
+}
+
+// contactMaintain rescans the connected peers when a back-off runs out and
+// at least every contactRescan: peers whose back-off ended, admitted peers
+// due for re-attestation, peers an earlier event missed.
+func (n *Node) contactMaintain() {
+	c := &n.contact
+	defer c.wg.Done()
+	t := time.NewTimer(contactRescan)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.kick:
+		case <-t.C:
+		}
+		now := time.Now()
+		n.pruneBackoff(now)
+		if now.Sub(c.verifiedAt) >= contactIssuerRefresh {
+			n.refreshVerified(now)
+		}
+		for _, p := range n.host.Network().Peers() {
+			n.considerContact(p, network.DirUnknown, nil, "rescan")
+		}
+		wait := contactRescan
+		c.mu.Lock()
+		if !c.nextWake.IsZero() {
+			wait = min(wait, max(time.Until(c.nextWake), 10*time.Millisecond))
+			c.nextWake = time.Time{}
+		}
+		c.mu.Unlock()
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(wait)
+	}
+}
+
+// wakeAt makes the maintenance loop rescan no later than at.
+func (n *Node) wakeAt(at time.Time) {
+	c := &n.contact
+	c.mu.Lock()
+	early := c.nextWake.IsZero() || at.Before(c.nextWake)
+	if early {
+		c.nextWake = at
+	}
+	c.mu.Unlock()
+	if early {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// considerContact starts a worker for p unless it is us, does not speak
+// the protocol, is outside the attest policy, or already has a worker. It
+// never blocks on the network.
+func (n *Node) considerContact(p peer.ID, dir network.Direction, protos []lpproto.ID, why string) {
+	c := &n.contact
+	if p == n.host.ID() || c.ctx.Err() != nil {
+		return
+	}
+	if protos != nil {
+		if !slices.Contains(protos, protocol.ID) {
+			return
+		}
+	} else if ok, err := n.host.Peerstore().SupportsProtocols(p, protocol.ID); err != nil || len(ok) == 0 {
+		return
+	}
+	if !n.policyAllows(p, dir) {
+		return
+	}
+	c.mu.Lock()
+	if c.active[p] {
+		c.mu.Unlock()
+		return
+	}
+	if b := c.backoff[p]; b != nil && why == "rescan" && time.Now().Before(b.until) {
+		c.mu.Unlock()
+		return
+	}
+	c.active[p] = true
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.active, p)
+			c.mu.Unlock()
+		}()
+		n.firstContact(p, why)
+	}()
+}
+
+// policyAllows applies the attest policy to the directions of our
+// connections to p (any matching connection suffices: two nodes that dial
+// each other at once hold one connection in each direction).
+func (n *Node) policyAllows(p peer.ID, dir network.Direction) bool {
+	pol := n.contact.policy
+	if pol == AttestAll {
+		return true
+	}
+	if dir != network.DirUnknown && pol.matches(dir) {
+		return true
+	}
+	for _, conn := range n.host.Network().ConnsToPeer(p) {
+		if pol.matches(conn.Stat().Direction) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstContact is the worker of one contact with p.
+func (n *Node) firstContact(p peer.ID, why string) {
+	c := &n.contact
+	if why != "rescan" {
+		n.presentTo(p)
+	}
+	if c.ctx.Err() != nil || n.host.Network().Connectedness(p) != network.Connected {
+		return
+	}
+	need, reason := n.needsChallenge(p, time.Now())
+	if !need {
+		n.log.Debug("first contact: no challenge", "peer", p, "why", reason)
+		return
+	}
+	if n.cfg.TrustQuorum > 0 && reason != "reattest" && n.verifiedCount(p, time.Now()) >= n.cfg.TrustQuorum {
+		if n.awaitQuorum(p) {
+			n.log.Info("first contact: admitted through the trust quorum; no challenge", "peer", p)
+			return
+		}
+	}
+	select {
+	case c.sem <- struct{}{}:
+	case <-c.ctx.Done():
+		return
+	}
+	// Things may have changed while we queued: the peer may have been
+	// verified by Attest, or admitted through the quorum, meanwhile.
+	if need, reason = n.needsChallenge(p, time.Now()); !need || n.host.Network().Connectedness(p) != network.Connected {
+		<-c.sem
+		n.log.Debug("first contact: no challenge", "peer", p, "why", reason)
+		return
+	}
+	res, err := n.contactVerify(p)
+	<-c.sem
+	if retry := n.recordContact(p, res, err); retry > 0 {
+		n.wakeAt(time.Now().Add(retry))
+	}
+}
+
+// needsChallenge decides whether p must be challenged now, from our
+// back-off state, the admission decision and, for peers we admit
+// directly, the expiry of our attestation.
+func (n *Node) needsChallenge(p peer.ID, now time.Time) (bool, string) {
+	c := &n.contact
+	c.mu.Lock()
+	b := c.backoff[p]
+	if b != nil && now.Before(b.until) {
+		c.mu.Unlock()
+		return false, "backing off until " + b.until.Format(time.RFC3339) + " after " + b.reason
+	}
+	c.mu.Unlock()
+	adm := n.Admission(p)
+	switch {
+	case adm.Admitted && adm.Via == AdmittedDirect:
+		latest, err := n.store.Latest(Issued, p, now)
+		if err != nil {
+			n.log.Warn("first contact: read store", "peer", p, "err", err)
+			return false, "admitted directly"
+		}
+		if latest != nil && latest.Attestation.Accepted && latest.Attestation.ExpiresAt.Sub(now) <= c.reattestBefore {
+			return true, "reattest"
+		}
+		return false, "admitted directly"
+	case adm.Admitted:
+		return false, "admitted via " + adm.Via
+	case adm.Reason == NotAdmittedRevoked || adm.Reason == NotAdmittedBlocked:
+		// The operator withdrew trust, or the gater holds the peer off:
+		// only an explicit attestation admits it again.
+		return false, adm.Reason
+	case adm.Reason == NotAdmittedRejected && b == nil:
+		// A rejection we issued before a restart: back off from it.
+		latest, err := n.store.Latest(Issued, p, now)
+		if err == nil && latest != nil && !latest.Attestation.Accepted {
+			a := latest.Attestation
+			if until := a.IssuedAt.Add(c.retryRejected); now.Before(until) {
+				c.mu.Lock()
+				if c.backoff[p] == nil {
+					c.backoff[p] = &contactBackoff{until: until, rejected: 1, reason: string(a.Reason) + " (stored)"}
+				}
+				c.mu.Unlock()
+				n.wakeAt(until)
+				return false, "backing off after a stored rejection"
+			}
+		}
+	}
+	return true, adm.Reason
+}
+
+// awaitQuorum polls the admission of p for contactQuorumWait and reports
+// whether p became admitted through the trust quorum.
+func (n *Node) awaitQuorum(p peer.ID) bool {
+	c := &n.contact
+	deadline := time.Now().Add(contactQuorumWait)
+	for {
+		if n.Admission(p).Admitted {
+			return true
+		}
+		if !time.Now().Before(deadline) || !sleepCtx(c.ctx, contactQuorumPoll) {
+			return false
+		}
+	}
+}
+
+func (n *Node) contactVerify(p peer.ID) (*protocol.Result, error) {
+	c := &n.contact
+	timeout := n.cfg.Policy.Total + 30*time.Second
+	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+	defer cancel()
+	n.log.Info("first contact: challenging peer", "peer", p)
+	return n.verify(ctx, p, false)
+}
+
+// recordContact updates the back-off state from a session's outcome and
+// returns when to try again (0: no retry is scheduled).
+func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error) time.Duration {
+	c := &n.contact
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.backoff[p]
+	if b == nil {
+		b = &contactBackoff{}
+	}
+	switch {
+	case err != nil && (c.ctx.Err() != nil || errors.Is(err, protocol.ErrClosed) || errors.Is(err, protocol.ErrNoSource)):
+		return 0
+	case err != nil || res.Verdict.Reason == skill.ReasonInconclusive:
+		why := "inconclusive"
+		if err != nil {
+			why = err.Error()
+		}
+		b.transient++
+		if b.transient > contactTransientTries {
+			n.log.Warn("first contact: giving up on peer until it reconnects", "peer", p, "attempts", b.transient, "last_err", why)
+			delete(c.backoff, p)
+			return 0
+		}
+		d := jitter(min(contactTransientBackoff<<(b.transient-1), contactTransientMax))
+		b.until, b.reason = now.Add(d), why
+		c.backoff[p] = b
+		n.log.Info("first contact: session did not run; retrying", "peer", p, "retry_in", d, "err", why)
+		return d
+	case res.Verdict.Accepted:
+		delete(c.backoff, p)
+		if res.Attestation != nil {
+			c.verified[p] = res.Attestation.ExpiresAt
+		}
+		return 0
+	default:
+		b.transient = 0
+		b.rejected++
+		d := c.retryRejected << min(b.rejected-1, 30)
+		if d <= 0 || d > MaxRetryRejected {
+			d = MaxRetryRejected
+		}
+		b.until, b.reason = now.Add(d), string(res.Verdict.Reason)
+		c.backoff[p] = b
+		delete(c.verified, p)
+		n.log.Info("first contact: peer rejected; backing off", "peer", p, "reason", res.Verdict.Reason, "rejections", b.rejected, "retry_in", d)
+		return d
+	}
+}
+
+// pruneBackoff forgets back-offs that ran out for peers no longer
+// connected, so the map stays bounded by the peers we actually meet.
+func (n *Node) pruneBackoff(now time.Time) {
+	c := &n.contact
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, b := range c.backoff {
+		if now.After(b.until) && n.host.Network().Connectedness(p) != network.Connected {
+			if b.rejected == 0 || now.Sub(b.until) > MaxRetryRejected {
+				delete(c.backoff, p)
+			}
+		}
+	}
+}
+
+// refreshVerified recomputes the peers we accepted directly from the store.
+func (n *Node) refreshVerified(now time.Time) {
+	c := &n.contact
+	es, err := n.store.List(Issued, "")
+	if err != nil {
+		n.log.Warn("first contact: list issued attestations", "err", err)
+		return
+	}
+	latest := map[peer.ID]*protocol.Attestation{}
+	for _, e := range es {
+		a := e.Attestation
+		if l := latest[a.Subject]; l == nil || a.IssuedAt.After(l.IssuedAt) {
+			latest[a.Subject] = a
+		}
+	}
+	v := map[peer.ID]time.Time{}
+	for p, a := range latest {
+		if a.Accepted && a.Valid(now) {
+			v[p] = a.ExpiresAt
+		}
+	}
+	c.mu.Lock()
+	c.verified, c.verifiedAt = v, now
+	c.mu.Unlock()
+}
+
+// verifiedCount counts the peers other than p we accepted directly and
+// whose attestation is still valid: the most issuers a quorum for p can
+// have.
+func (n *Node) verifiedCount(p peer.ID, now time.Time) int {
+	c := &n.contact
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := 0
+	for q, exp := range c.verified {
+		if q != p && now.Before(exp) {
+			k++
+		}
+	}
+	return k
+}
+
+// presentTo sends our attestations to p, bounded in time; failures only
+// cost the peer a challenge it could have skipped.
+func (n *Node) presentTo(p peer.ID) {
+	ctx, cancel := context.WithTimeout(n.contact.ctx, contactPresentTimeout)
+	defer cancel()
+	if err := n.Present(ctx, p); err != nil && ctx.Err() == nil {
+		n.log.Debug("first contact: present attestations", "peer", p, "err", err)
+	}
+}

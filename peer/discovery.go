@@ -1,8 +1,357 @@
 package peer
 
-// Discovery: bootstrap peers, mDNS, DHT rendezvous. Placeholder.
+// Discovery brings peers to the node; first contact (contact.go) then
+// attests them. Three sources, each optional:
+//
+//   - static bootstrap peers (Config.Bootstrap): dialled at start and
+//     redialled with exponential backoff whenever the connection is lost;
+//   - mDNS on the local network (Config.MDNS), service name "acaptcha";
+//   - a Kademlia DHT (Config.DHT) under the private protocol prefix
+//     "/acaptcha", so it never joins the public IPFS DHT, with a
+//     routing-discovery rendezvous on Config.Rendezvous: the node
+//     advertises itself and periodically looks up the others.
+//
+// Every found peer is dialled on its own goroutine (deduplicated per peer,
+// bounded in number); nothing blocks the mDNS or DHT callbacks.
 
-type discoveryState struct{}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
 
-func (n *Node) startDiscovery() error { return nil }
-func (n *Node) stopDiscovery()        {}
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/discovery"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Discovery constants.
+const (
+	// MDNSServiceName is the mDNS service the nodes announce and browse.
+	MDNSServiceName = "acaptcha"
+	// DHTProtocolPrefix keeps the node's DHT private to acaptcha nodes
+	// (its protocols are /acaptcha/kad/1.0.0).
+	DHTProtocolPrefix protocol.ID = "/acaptcha"
+	// DefaultRendezvous is the DHT rendezvous namespace when
+	// Config.Rendezvous is empty.
+	DefaultRendezvous = "acaptcha"
+	// TagBootstrap tags bootstrap peers in the connection manager.
+	TagBootstrap = "acaptcha-bootstrap"
+)
+
+// Timing of discovery (variables so tests can shorten them).
+var (
+	discoveryDialTimeout    = 15 * time.Second
+	bootstrapMinBackoff     = time.Second
+	bootstrapMaxBackoff     = 2 * time.Minute
+	bootstrapCheckInterval  = 30 * time.Second
+	rendezvousFirstInterval = 5 * time.Second
+	rendezvousInterval      = time.Minute
+	advertiseMinBackoff     = 5 * time.Second
+	advertiseMaxBackoff     = 5 * time.Minute
+	maxDiscoveryDials       = 8
+	rendezvousFindLimit     = 64
+)
+
+type discoveryState struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	bootstrap []peer.AddrInfo
+	mdns      mdns.Service
+	dht       *dht.IpfsDHT
+
+	dialSem chan struct{}
+	mu      sync.Mutex
+	dialing map[peer.ID]bool
+}
+
+// ParseBootstrap parses bootstrap multiaddrs (each ending in /p2p/ID) and
+// merges the addresses of one peer.
+func ParseBootstrap(addrs []string) ([]peer.AddrInfo, error) {
+	var mas []ma.Multiaddr
+	for _, s := range addrs {
+		m, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap address %q: %w", s, err)
+		}
+		if _, err := peer.AddrInfoFromP2pAddr(m); err != nil {
+			return nil, fmt.Errorf("bootstrap address %q (want a multiaddr ending in /p2p/PEER_ID): %w", s, err)
+		}
+		mas = append(mas, m)
+	}
+	ais, err := peer.AddrInfosFromP2pAddrs(mas...)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap addresses: %w", err)
+	}
+	return ais, nil
+}
+
+func (n *Node) startDiscovery() error {
+	d := &n.discovery
+	boot, err := ParseBootstrap(n.cfg.Bootstrap)
+	if err != nil {
+		return err
+	}
+	for _, ai := range boot {
+		if ai.ID == n.host.ID() {
+			return fmt.Errorf("bootstrap address %s is this node itself", ai)
+		}
+	}
+	d.bootstrap = boot
+	d.dialSem = make(chan struct{}, maxDiscoveryDials)
+	d.dialing = map[peer.ID]bool{}
+	d.ctx, d.cancel = context.WithCancel(n.ctx)
+
+	for _, ai := range boot {
+		n.host.ConnManager().TagPeer(ai.ID, TagBootstrap, tagValue)
+		d.wg.Add(1)
+		go n.keepBootstrap(ai)
+	}
+	if n.cfg.DHT {
+		if err := n.startDHT(); err != nil {
+			return err
+		}
+	}
+	if n.cfg.MDNS {
+		s := mdns.NewMdnsService(n.host, MDNSServiceName, mdnsNotifee{n})
+		if err := s.Start(); err != nil {
+			return fmt.Errorf("start mDNS discovery: %w", err)
+		}
+		d.mdns = s
+	}
+	if len(boot) > 0 || n.cfg.MDNS || n.cfg.DHT {
+		n.log.Info("discovery started", "bootstrap", len(boot), "mdns", n.cfg.MDNS, "dht", n.cfg.DHT)
+	}
+	return nil
+}
+
+func (n *Node) stopDiscovery() {
+	d := &n.discovery
+	if d.cancel == nil {
+		return
+	}
+	d.cancel()
+	if d.mdns != nil {
+		if err := d.mdns.Close(); err != nil {
+			n.log.Debug("close mDNS", "err", err)
+		}
+	}
+	d.wg.Wait()
+	if d.dht != nil {
+		if err := d.dht.Close(); err != nil {
+			n.log.Debug("close DHT", "err", err)
+		}
+	}
+}
+
+// mdnsNotifee hands mDNS finds to the dialer without blocking the resolver.
+type mdnsNotifee struct{ n *Node }
+
+func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) { m.n.discovered(ai, "mdns") }
+
+// discovered dials a found peer in the background unless it is us, already
+// connected, already being dialled, or too many dials are under way (the
+// peer will be found again).
+func (n *Node) discovered(ai peer.AddrInfo, via string) {
+	d := &n.discovery
+	if ai.ID == "" || ai.ID == n.host.ID() || len(ai.Addrs) == 0 {
+		return
+	}
+	if n.host.Network().Connectedness(ai.ID) == network.Connected {
+		return
+	}
+	if d.ctx.Err() != nil {
+		return
+	}
+	d.mu.Lock()
+	if d.dialing[ai.ID] {
+		d.mu.Unlock()
+		return
+	}
+	select {
+	case d.dialSem <- struct{}{}:
+	default:
+		d.mu.Unlock()
+		n.log.Debug("discovery: too many dials under way; dropping", "peer", ai.ID, "via", via)
+		return
+	}
+	d.dialing[ai.ID] = true
+	d.wg.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.wg.Done()
+		defer func() {
+			d.mu.Lock()
+			delete(d.dialing, ai.ID)
+			d.mu.Unlock()
+			<-d.dialSem
+		}()
+		if err := n.dial(d.ctx, ai); err != nil {
+			n.log.Debug("discovery: dial failed", "peer", ai.ID, "via", via, "err", err)
+			return
+		}
+		n.log.Info("discovered peer", "peer", ai.ID, "via", via)
+	}()
+}
+
+func (n *Node) dial(ctx context.Context, ai peer.AddrInfo) error {
+	ctx, cancel := context.WithTimeout(ctx, discoveryDialTimeout)
+	defer cancel()
+	if err := n.host.Connect(ctx, ai); err != nil {
+		return fmt.Errorf("connect to %s: %w: %w", ai.ID, ErrNetwork, err)
+	}
+	return nil
+}
+
+// keepBootstrap keeps a bootstrap peer connected: it dials with exponential
+// backoff (with jitter) until connected, then checks the connection
+// periodically, until the node stops.
+func (n *Node) keepBootstrap(ai peer.AddrInfo) {
+	d := &n.discovery
+	defer d.wg.Done()
+	backoff := bootstrapMinBackoff
+	failures := 0
+	for d.ctx.Err() == nil {
+		wait := bootstrapCheckInterval
+		if n.host.Network().Connectedness(ai.ID) != network.Connected {
+			if err := n.dial(d.ctx, ai); err != nil {
+				if d.ctx.Err() != nil {
+					return
+				}
+				failures++
+				lvl := n.log.Debug
+				if failures == 1 || failures%10 == 0 {
+					lvl = n.log.Warn
+				}
+				lvl("bootstrap peer unreachable; retrying", "peer", ai.ID, "failures", failures, "retry_in", backoff, "err", err)
+				wait = jitter(backoff)
+				backoff = min(backoff*2, bootstrapMaxBackoff)
+			} else {
+				n.log.Info("connected to bootstrap peer", "peer", ai.ID)
+				backoff, failures = bootstrapMinBackoff, 0
+			}
+		}
+		if !sleepCtx(d.ctx, wait) {
+			return
+		}
+	}
+}
+
+func (n *Node) startDHT() error {
+	d := &n.discovery
+	kad, err := dht.New(n.host,
+		dht.ProtocolPrefix(DHTProtocolPrefix),
+		dht.Mode(dht.ModeAutoServer),
+		dht.BootstrapPeers(d.bootstrap...),
+	)
+	if err != nil {
+		return fmt.Errorf("start DHT: %w", err)
+	}
+	d.dht = kad
+	ns := n.cfg.Rendezvous
+	if ns == "" {
+		ns = DefaultRendezvous
+	}
+	rd := drouting.NewRoutingDiscovery(kad)
+	d.wg.Add(2)
+	go n.advertiseLoop(rd, ns)
+	go n.findLoop(rd, ns)
+	return nil
+}
+
+// advertiseLoop advertises the node under the rendezvous namespace and
+// re-advertises before the record's TTL runs out; failures (an empty
+// routing table at start) back off exponentially.
+func (n *Node) advertiseLoop(rd *drouting.RoutingDiscovery, ns string) {
+	d := &n.discovery
+	defer d.wg.Done()
+	backoff := advertiseMinBackoff
+	if !sleepCtx(d.ctx, jitter(time.Second)) {
+		return
+	}
+	for d.ctx.Err() == nil {
+		if err := d.dht.Bootstrap(d.ctx); err != nil && d.ctx.Err() == nil {
+			n.log.Debug("DHT bootstrap", "err", err)
+		}
+		ttl, err := rd.Advertise(d.ctx, ns)
+		wait := ttl * 7 / 8
+		if err != nil {
+			if d.ctx.Err() != nil {
+				return
+			}
+			n.log.Debug("DHT rendezvous advertise failed; retrying", "ns", ns, "retry_in", backoff, "err", err)
+			wait = jitter(backoff)
+			backoff = min(backoff*2, advertiseMaxBackoff)
+		} else {
+			n.log.Info("advertised on DHT rendezvous", "ns", ns, "ttl", ttl)
+			backoff = advertiseMinBackoff
+		}
+		if !sleepCtx(d.ctx, wait) {
+			return
+		}
+	}
+}
+
+// findLoop looks the rendezvous namespace up, often at first and then
+// every rendezvousInterval, and dials what it finds.
+func (n *Node) findLoop(rd *drouting.RoutingDiscovery, ns string) {
+	d := &n.discovery
+	defer d.wg.Done()
+	interval := rendezvousFirstInterval
+	for sleepCtx(d.ctx, jitter(interval)) {
+		interval = min(interval*2, rendezvousInterval)
+		if d.dht.RoutingTable().Size() == 0 {
+			continue
+		}
+		if err := n.findOnce(rd, ns); err != nil && d.ctx.Err() == nil {
+			n.log.Debug("DHT rendezvous lookup failed", "ns", ns, "err", err)
+		}
+	}
+}
+
+func (n *Node) findOnce(rd *drouting.RoutingDiscovery, ns string) error {
+	d := &n.discovery
+	ctx, cancel := context.WithTimeout(d.ctx, time.Minute)
+	defer cancel()
+	ch, err := rd.FindPeers(ctx, ns, discovery.Limit(rendezvousFindLimit))
+	if err != nil {
+		return fmt.Errorf("find peers on %q: %w", ns, err)
+	}
+	for ai := range ch {
+		n.discovered(ai, "dht")
+	}
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("find peers on %q: %w", ns, err)
+	}
+	return nil
+}
+
+// jitter returns d scaled by a random factor in [0.75, 1.25).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(float64(d) * (0.75 + rand.Float64()/2))
+}
+
+// sleepCtx sleeps for d or until ctx ends; it reports whether ctx is still
+// live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,12 +1,386 @@
 package peer
 
-import "github.com/acaptcha/acaptcha/protocol"
+// Attestation sharing over GossipSub: accepted attestations are published
+// on AttestationTopic; a topic validator checks every message before it is
+// delivered or forwarded; delivered records are learned with their
+// provenance. See spec/trust.md, section "Gossip".
 
-// Attestation sharing over GossipSub. Placeholder.
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
-type gossipState struct{}
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/peer"
 
-func (n *Node) startGossip() error                    { return nil }
-func (n *Node) stopGossip()                           {}
-func (n *Node) afterIssued(r *protocol.Result)        {}
-func (n *Node) afterReceived(r protocol.ProverResult) {}
+	"github.com/acaptcha/acaptcha/protocol"
+)
+
+// AttestationTopic is the GossipSub topic attestations are shared on.
+const AttestationTopic = "/acaptcha/attestations/1.0.0"
+
+const (
+	// gossipQueue bounds the attestations waiting to be published.
+	gossipQueue = 1024
+	// gossipValidateTimeout bounds one validation.
+	gossipValidateTimeout = 5 * time.Second
+	// gossipSubBuffer is the delivery buffer of our subscription.
+	gossipSubBuffer = 512
+	// gossipScoreInspect is how often GossipScore's snapshot is refreshed.
+	gossipScoreInspect = time.Second
+)
+
+type gossipState struct {
+	ps     *pubsub.PubSub
+	topic  *pubsub.Topic
+	sub    *pubsub.Subscription
+	pub    chan []byte
+	wg     sync.WaitGroup
+	scores atomic.Pointer[map[peer.ID]float64]
+}
+
+// gossipMsgID names a message by its content, so the same signed record
+// published by its issuer and by its subject is one message.
+func gossipMsgID(m *pb.Message) string {
+	h := sha256.Sum256(m.GetData())
+	return string(h[:])
+}
+
+// gossipScore penalises peers that forward invalid records: rejected
+// deliveries cost the forwarder 100 points times their count squared (the
+// count decays over an hour), so two forgeries push it to the graylist
+// threshold and its RPCs are ignored. Peers this node admits directly get a small bonus.
+// IP colocation is not scored: test swarms and LAN clusters share an IP.
+func (n *Node) gossipScore() (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresholds) {
+	const decayInterval = time.Second
+	topic := &pubsub.TopicScoreParams{
+		TopicWeight:                    1,
+		TimeInMeshWeight:               0.01,
+		TimeInMeshQuantum:              time.Second,
+		TimeInMeshCap:                  100,
+		FirstMessageDeliveriesWeight:   1,
+		FirstMessageDeliveriesDecay:    pubsub.ScoreParameterDecayWithBase(time.Hour, decayInterval, 0.01),
+		FirstMessageDeliveriesCap:      50,
+		InvalidMessageDeliveriesWeight: -100,
+		InvalidMessageDeliveriesDecay:  pubsub.ScoreParameterDecayWithBase(time.Hour, decayInterval, 0.01),
+	}
+	params := &pubsub.PeerScoreParams{
+		Topics:        map[string]*pubsub.TopicScoreParams{AttestationTopic: topic},
+		TopicScoreCap: 200,
+		AppSpecificScore: func(p peer.ID) float64 {
+			t := &n.trust
+			t.mu.RLock()
+			ok, _ := t.directLocked(p, n.trustNow())
+			t.mu.RUnlock()
+			if ok {
+				return 10
+			}
+			return 0
+		},
+		AppSpecificWeight:         1,
+		BehaviourPenaltyWeight:    -10,
+		BehaviourPenaltyThreshold: 6,
+		BehaviourPenaltyDecay:     pubsub.ScoreParameterDecayWithBase(10*time.Minute, decayInterval, 0.01),
+		DecayInterval:             decayInterval,
+		DecayToZero:               0.01,
+		RetainScore:               time.Hour,
+	}
+	thresholds := &pubsub.PeerScoreThresholds{
+		GossipThreshold:             -100,
+		PublishThreshold:            -200,
+		GraylistThreshold:           -400,
+		AcceptPXThreshold:           10,
+		OpportunisticGraftThreshold: 5,
+	}
+	return params, thresholds
+}
+
+func (n *Node) startGossip() error {
+	if !n.cfg.Gossip {
+		return nil
+	}
+	params, thresholds := n.gossipScore()
+	ps, err := pubsub.NewGossipSub(n.ctx, n.host,
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
+		pubsub.WithMessageIdFn(gossipMsgID),
+		pubsub.WithPeerScore(params, thresholds),
+		pubsub.WithPeerScoreInspect(func(m map[peer.ID]float64) { n.gossip.scores.Store(&m) }, gossipScoreInspect),
+		pubsub.WithMaxMessageSize(1<<20),
+		// Publish to every subscribed peer, not only the mesh: records
+		// are rare and a fresh mesh is empty until the next heartbeat.
+		pubsub.WithFloodPublish(true),
+	)
+	if err != nil {
+		return fmt.Errorf("start gossipsub: %w", err)
+	}
+	if err := ps.RegisterTopicValidator(AttestationTopic, n.validateGossip, pubsub.WithValidatorTimeout(gossipValidateTimeout)); err != nil {
+		return fmt.Errorf("register attestation validator: %w", err)
+	}
+	topic, err := ps.Join(AttestationTopic)
+	if err != nil {
+		return fmt.Errorf("join %s: %w", AttestationTopic, err)
+	}
+	sub, err := topic.Subscribe(pubsub.WithBufferSize(gossipSubBuffer))
+	if err != nil {
+		_ = topic.Close()
+		return fmt.Errorf("subscribe %s: %w", AttestationTopic, err)
+	}
+	g := &n.gossip
+	g.ps, g.topic, g.sub = ps, topic, sub
+	g.pub = make(chan []byte, gossipQueue)
+	g.wg.Add(2)
+	go n.gossipDeliver()
+	go n.gossipPublish()
+	return nil
+}
+
+func (n *Node) stopGossip() {
+	g := &n.gossip
+	if g.ps == nil {
+		return
+	}
+	g.sub.Cancel()
+	g.wg.Wait()
+	_ = g.topic.Close()
+}
+
+// afterIssued runs after this node stored a verdict it issued: it indexes
+// the record, shares an acceptance on gossip (and a rejection that
+// supersedes an acceptance we shared), and blocks a rejected peer when
+// configured to.
+func (n *Node) afterIssued(r *protocol.Result) {
+	if r == nil || r.Attestation == nil || len(r.Envelope) == 0 {
+		return
+	}
+	a := r.Attestation
+	prev := n.indexIssued(a)
+	if a.Accepted {
+		n.publish(r.Envelope)
+		return
+	}
+	if prev != nil && prev.accepted && prev.valid(n.trustNow()) {
+		// Tell the swarm our earlier acceptance no longer holds.
+		n.publish(r.Envelope)
+	}
+	n.block(a.Subject)
+}
+
+// afterReceived runs when a verifier sent us a valid attestation: it is
+// indexed for presentation, and an acceptance is shared on gossip (the
+// subject may publish its own attestations; the issuer does too).
+func (n *Node) afterReceived(r protocol.ProverResult) {
+	if r.Attestation == nil || len(r.Envelope) == 0 {
+		return
+	}
+	n.indexReceived(r.Attestation, r.Envelope)
+	if r.Attestation.Accepted {
+		n.publish(r.Envelope)
+	}
+}
+
+// publish queues an envelope for the gossip topic; it never blocks.
+func (n *Node) publish(env []byte) {
+	g := &n.gossip
+	if g.pub == nil || n.ctx.Err() != nil {
+		return
+	}
+	select {
+	case g.pub <- env:
+	default:
+		n.log.Warn("gossip publish queue full: attestation not shared")
+	}
+}
+
+func (n *Node) gossipPublish() {
+	g := &n.gossip
+	defer g.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case env := <-g.pub:
+			ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+			err := g.topic.Publish(ctx, env)
+			cancel()
+			if err != nil {
+				if n.ctx.Err() == nil {
+					n.log.Warn("publish attestation", "err", err)
+				}
+				continue
+			}
+			n.metrics.observePublished()
+		}
+	}
+}
+
+func (n *Node) gossipDeliver() {
+	g := &n.gossip
+	defer g.wg.Done()
+	self := n.ID()
+	for {
+		msg, err := g.sub.Next(n.ctx)
+		if err != nil {
+			return
+		}
+		if msg.ReceivedFrom == self {
+			continue
+		}
+		a, ok := msg.ValidatorData.(*protocol.Attestation)
+		if !ok {
+			continue
+		}
+		n.metrics.observeDelivered()
+		author := msg.GetFrom()
+		if res := n.learn(a, msg.GetData(), ViaGossip, msg.ReceivedFrom, author); res == learnedNew {
+			n.log.Debug("learned attestation from gossip", "issuer", a.Issuer, "subject", a.Subject, "accepted", a.Accepted, "from", msg.ReceivedFrom)
+		}
+	}
+}
+
+// Gossip validation reasons (the reason label of the gossip metrics).
+const (
+	gossipOK           = "ok"
+	gossipOwn          = "own"
+	gossipSupersedes   = "supersedes"
+	gossipOversized    = "oversized"
+	gossipMalformed    = "malformed"
+	gossipBadSignature = "bad_signature"
+	gossipIssuer       = "issuer_mismatch"
+	gossipAuthor       = "author_not_party"
+	gossipExpired      = "expired"
+	gossipNotYetValid  = "not_yet_valid"
+	gossipVersion      = "unsupported_version"
+	gossipNotAccepted  = "not_accepted"
+	gossipDuplicate    = "duplicate"
+	gossipStale        = "stale"
+	gossipCapacity     = "capacity"
+	gossipAboutUs      = "about_us"
+)
+
+// validateGossip is the topic validator. It refuses oversized data before
+// decoding anything, then verifies the record: forged, malformed,
+// oversized records and records whose signer is not their issuer are
+// rejected (GossipSub then penalises the forwarder); expired, not yet
+// valid, other-major-version, duplicate, stale and not-accepted records
+// are ignored. A record must be published by its issuer or its subject.
+func (n *Node) validateGossip(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	author := msg.GetFrom() // StrictSign: pubsub checked it signed the message
+	res, reason, a := n.checkGossip(msg.GetData(), author)
+	local := from == n.ID()
+	if !local {
+		n.metrics.observeGossip(gossipResultLabel(res), reason)
+	}
+	switch {
+	case res == pubsub.ValidationReject:
+		n.log.Debug("rejected attestation gossip", "from", from, "author", author, "reason", reason)
+	case res == pubsub.ValidationAccept:
+		msg.ValidatorData = a
+	}
+	return res
+}
+
+func gossipResultLabel(r pubsub.ValidationResult) string {
+	switch r {
+	case pubsub.ValidationAccept:
+		return "accept"
+	case pubsub.ValidationReject:
+		return "reject"
+	}
+	return "ignore"
+}
+
+// checkGossip classifies one gossiped record published by author.
+func (n *Node) checkGossip(data []byte, author peer.ID) (pubsub.ValidationResult, string, *protocol.Attestation) {
+	if len(data) > protocol.MaxEnvelopeBytes {
+		return pubsub.ValidationReject, gossipOversized, nil
+	}
+	now := n.trustNow()
+	a, _, err := protocol.VerifyAttestation(data, protocol.VerifyOptions{Now: now})
+	if err != nil {
+		res, reason := classifyVerifyErr(err)
+		return res, reason, nil
+	}
+	if author != a.Issuer && author != a.Subject {
+		return pubsub.ValidationReject, gossipAuthor, nil
+	}
+	self := n.ID()
+	if a.Issuer == self || author == self {
+		// Our own record, published by us or echoed by its subject:
+		// forward it, do not learn it.
+		return pubsub.ValidationAccept, gossipOwn, a
+	}
+	t := &n.trust
+	t.mu.RLock()
+	res, old := t.peekLearnLocked(a, self, now)
+	t.mu.RUnlock()
+	switch res {
+	case learnDuplicate:
+		return pubsub.ValidationIgnore, gossipDuplicate, nil
+	case learnStale:
+		return pubsub.ValidationIgnore, gossipStale, nil
+	case learnFull:
+		return pubsub.ValidationIgnore, gossipCapacity, nil
+	case learnAboutUs:
+		if a.Accepted {
+			// Forward it (its issuer or subject published it), do not
+			// learn it.
+			return pubsub.ValidationAccept, gossipAboutUs, a
+		}
+	}
+	if !a.Accepted {
+		// A rejection is worth sharing only as a retraction of the same
+		// issuer's earlier acceptance.
+		if old != nil && old.accepted {
+			return pubsub.ValidationAccept, gossipSupersedes, a
+		}
+		return pubsub.ValidationIgnore, gossipNotAccepted, nil
+	}
+	return pubsub.ValidationAccept, gossipOK, a
+}
+
+// classifyVerifyErr maps a VerifyAttestation error to a validation result:
+// what an honest forwarder can never have accepted is rejected; what
+// depends on time or on a newer spec is ignored.
+func classifyVerifyErr(err error) (pubsub.ValidationResult, string) {
+	switch {
+	case errors.Is(err, protocol.ErrExpired):
+		return pubsub.ValidationIgnore, gossipExpired
+	case errors.Is(err, protocol.ErrNotYetValid):
+		return pubsub.ValidationIgnore, gossipNotYetValid
+	case errors.Is(err, protocol.ErrUnsupportedVersion):
+		return pubsub.ValidationIgnore, gossipVersion
+	case errors.Is(err, protocol.ErrTooLarge):
+		return pubsub.ValidationReject, gossipOversized
+	case errors.Is(err, protocol.ErrBadSignature):
+		return pubsub.ValidationReject, gossipBadSignature
+	case errors.Is(err, protocol.ErrIssuerMismatch):
+		return pubsub.ValidationReject, gossipIssuer
+	}
+	return pubsub.ValidationReject, gossipMalformed
+}
+
+// GossipPeers returns the peers this node knows to be subscribed to the
+// attestation topic (none when gossip is off).
+func (n *Node) GossipPeers() []peer.ID {
+	if n.gossip.topic == nil {
+		return nil
+	}
+	return n.gossip.topic.ListPeers()
+}
+
+// GossipScore returns the GossipSub peer score this node gives p, as of the
+// last snapshot (refreshed every second); ok is false when gossip is off or
+// p is not scored. Negative scores come from invalid deliveries.
+func (n *Node) GossipScore(p peer.ID) (score float64, ok bool) {
+	m := n.gossip.scores.Load()
+	if m == nil {
+		return 0, false
+	}
+	score, ok = (*m)[p]
+	return score, ok
+}

@@ -1,15 +1,373 @@
 package peer
 
+// Node counters (Stats) and Prometheus metrics. The counters are always
+// kept; the Prometheus collectors exist only when Config.Metrics is set.
+// Every method is safe on a nil *metrics.
+
 import (
+	"errors"
+	"strconv"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
-// Prometheus metrics. Placeholder: a nil *metrics records nothing.
+// Outcomes counts attestations by verdict.
+type Outcomes struct {
+	Accepted uint64 `json:"accepted"`
+	Rejected uint64 `json:"rejected"`
+}
 
-type metrics struct{}
+// Stats are the node's counters since it started.
+type Stats struct {
+	// SessionsVerified counts verifier sessions this node ran to an end
+	// (a verdict or an inconclusive outcome); SessionsProved the sessions
+	// other peers ran against this node that ended with a verdict or broke
+	// off (ProveFailed).
+	SessionsVerified uint64 `json:"sessions_verified"`
+	SessionsProved   uint64 `json:"sessions_proved"`
+	// AttestationsIssued counts the records this node signed,
+	// Inconclusive the verifier sessions that yielded none;
+	// AttestationsReceived the valid records verifiers sent us.
+	AttestationsIssued   Outcomes `json:"attestations_issued"`
+	Inconclusive         uint64   `json:"inconclusive"`
+	AttestationsReceived Outcomes `json:"attestations_received"`
+	ProveFailed          uint64   `json:"prove_failed"`
+	// Gossip: records this node published; records delivered to it by
+	// others after validation; validation outcomes of everything it saw
+	// (its own publications included in neither Rejected nor Ignored).
+	GossipPublished uint64 `json:"gossip_published"`
+	GossipDelivered uint64 `json:"gossip_delivered"`
+	GossipRejected  uint64 `json:"gossip_rejected"`
+	GossipIgnored   uint64 `json:"gossip_ignored"`
+	// Learned counts new records learned from third parties, by gossip or
+	// presentation.
+	Learned             uint64 `json:"learned"`
+	LearnedGossip       uint64 `json:"learned_gossip"`
+	LearnedPresentation uint64 `json:"learned_presentation"`
+	// PresentationsSent and PresentationsReceived count completed
+	// presentation exchanges.
+	PresentationsSent     uint64 `json:"presentations_sent"`
+	PresentationsReceived uint64 `json:"presentations_received"`
+	// AdmissionsGranted and AdmissionsDenied count gated-stream decisions.
+	AdmissionsGranted uint64 `json:"admissions_granted"`
+	AdmissionsDenied  uint64 `json:"admissions_denied"`
+	// Blocked counts peers blocked at the connection gater.
+	Blocked uint64 `json:"blocked"`
+}
 
-func newMetrics(reg prometheus.Registerer) *metrics        { return nil }
-func (m *metrics) observeIssued(r *protocol.Result)        {}
-func (m *metrics) observeReceived(r protocol.ProverResult) {}
+type metrics struct {
+	sessionsVerified, sessionsProved                 atomic.Uint64
+	issuedAccepted, issuedRejected, inconclusive     atomic.Uint64
+	receivedAccepted, receivedRejected, proveFailed  atomic.Uint64
+	gossipPublished, gossipDelivered                 atomic.Uint64
+	gossipRejected, gossipIgnored                    atomic.Uint64
+	learnedGossip, learnedPresentation               atomic.Uint64
+	presentSent, presentReceived                     atomic.Uint64
+	admissionsGranted, admissionsDenied, blockedPeer atomic.Uint64
+
+	poolDepth atomic.Pointer[func() int]
+	prom      *promMetrics
+}
+
+type promMetrics struct {
+	issued, received *prometheus.CounterVec
+	roundEffective   *prometheus.HistogramVec
+	sessionSeconds   *prometheus.HistogramVec
+	admissions       *prometheus.CounterVec
+	gossip           *prometheus.CounterVec
+	published        prometheus.Counter
+	learned          *prometheus.CounterVec
+	presentations    *prometheus.CounterVec
+	blocked          prometheus.Counter
+}
+
+const metricsNamespace = "acaptcha"
+
+// newMetrics returns the node's counters, with Prometheus collectors
+// registered on reg when it is not nil. Collectors already registered by
+// another node on the same registry are shared (their series add up); the
+// pool-depth gauge is registered by the first node only.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{}
+	if reg == nil {
+		return m
+	}
+	timeBuckets := []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300}
+	p := &promMetrics{
+		issued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "attestations_issued_total",
+			Help: "Verifier sessions this node ran, by verdict (accepted, rejected, inconclusive) and reason.",
+		}, []string{"verdict", "reason"}),
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "attestations_received_total",
+			Help: "Sessions other peers ran against this node, by verdict (accepted, rejected, failed) and reason.",
+		}, []string{"verdict", "reason"}),
+		roundEffective: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Name: "round_effective_seconds",
+			Help:    "Effective (RTT-credited) answer time of the answered rounds of this node's verifier sessions.",
+			Buckets: timeBuckets,
+		}, []string{"round"}),
+		sessionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Name: "session_seconds",
+			Help:    "Duration of attestation sessions, by this node's role (verifier, prover).",
+			Buckets: timeBuckets,
+		}, []string{"role"}),
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "admission_decisions_total",
+			Help: "Gated-protocol admission decisions, by protocol, decision (granted, denied) and how (direct, quorum) or why not.",
+		}, []string{"protocol", "decision", "reason"}),
+		gossip: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "gossip_validation_total",
+			Help: "Attestation gossip validation results (accept, reject, ignore) by reason.",
+		}, []string{"result", "reason"}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "gossip_published_total",
+			Help: "Attestations this node published on the gossip topic.",
+		}),
+		learned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "attestations_learned_total",
+			Help: "Attestations learned from third parties, by way (gossip, presentation).",
+		}, []string{"via"}),
+		presentations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "presentations_total",
+			Help: "Presentation exchanges, by direction (sent, received) and result.",
+		}, []string{"direction", "result"}),
+		blocked: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "peers_blocked_total",
+			Help: "Rejected peers blocked at the connection gater.",
+		}),
+	}
+	p.issued = registerShared(reg, p.issued)
+	p.received = registerShared(reg, p.received)
+	p.roundEffective = registerShared(reg, p.roundEffective)
+	p.sessionSeconds = registerShared(reg, p.sessionSeconds)
+	p.admissions = registerShared(reg, p.admissions)
+	p.gossip = registerShared(reg, p.gossip)
+	p.published = registerShared(reg, p.published)
+	p.learned = registerShared(reg, p.learned)
+	p.presentations = registerShared(reg, p.presentations)
+	p.blocked = registerShared(reg, p.blocked)
+	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Name: "pool_depth",
+		Help: "Challenge sets ready in the generation pool, as fed by Node.SetPoolDepth (0 without a pool).",
+	}, func() float64 {
+		if f := m.poolDepth.Load(); f != nil {
+			return float64((*f)())
+		}
+		return 0
+	}))
+	m.prom = p
+	return m
+}
+
+// registerShared registers c, or returns the collector of the same type
+// already registered under the same description.
+func registerShared[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
+
+// SetPoolDepth makes the acaptcha_pool_depth gauge report f() at every
+// scrape (f must be fast and safe for concurrent use; nil clears it). A
+// challenge pool feeds it, e.g. n.SetPoolDepth(func() int { return
+// pool.Stats().Ready }).
+func (n *Node) SetPoolDepth(f func() int) {
+	if n.metrics == nil {
+		return
+	}
+	if f == nil {
+		n.metrics.poolDepth.Store(nil)
+		return
+	}
+	n.metrics.poolDepth.Store(&f)
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats {
+	m := n.metrics
+	if m == nil {
+		return Stats{}
+	}
+	s := Stats{
+		SessionsVerified:      m.sessionsVerified.Load(),
+		SessionsProved:        m.sessionsProved.Load(),
+		AttestationsIssued:    Outcomes{Accepted: m.issuedAccepted.Load(), Rejected: m.issuedRejected.Load()},
+		Inconclusive:          m.inconclusive.Load(),
+		AttestationsReceived:  Outcomes{Accepted: m.receivedAccepted.Load(), Rejected: m.receivedRejected.Load()},
+		ProveFailed:           m.proveFailed.Load(),
+		GossipPublished:       m.gossipPublished.Load(),
+		GossipDelivered:       m.gossipDelivered.Load(),
+		GossipRejected:        m.gossipRejected.Load(),
+		GossipIgnored:         m.gossipIgnored.Load(),
+		LearnedGossip:         m.learnedGossip.Load(),
+		LearnedPresentation:   m.learnedPresentation.Load(),
+		PresentationsSent:     m.presentSent.Load(),
+		PresentationsReceived: m.presentReceived.Load(),
+		AdmissionsGranted:     m.admissionsGranted.Load(),
+		AdmissionsDenied:      m.admissionsDenied.Load(),
+		Blocked:               m.blockedPeer.Load(),
+	}
+	s.Learned = s.LearnedGossip + s.LearnedPresentation
+	return s
+}
+
+func verdictLabel(accepted bool, r skill.Reason) string {
+	switch {
+	case accepted:
+		return "accepted"
+	case r == skill.ReasonInconclusive:
+		return "inconclusive"
+	}
+	return "rejected"
+}
+
+func (m *metrics) observeIssued(r *protocol.Result) {
+	if m == nil || r == nil {
+		return
+	}
+	v := r.Verdict
+	m.sessionsVerified.Add(1)
+	switch {
+	case v.Accepted:
+		m.issuedAccepted.Add(1)
+	case v.Reason == skill.ReasonInconclusive || r.Attestation == nil:
+		m.inconclusive.Add(1)
+	default:
+		m.issuedRejected.Add(1)
+	}
+	p := m.prom
+	if p == nil {
+		return
+	}
+	p.issued.WithLabelValues(verdictLabel(v.Accepted, v.Reason), string(v.Reason)).Inc()
+	p.sessionSeconds.WithLabelValues("verifier").Observe(r.Duration.Seconds())
+	for _, rr := range v.Rounds {
+		if rr.Answered {
+			p.roundEffective.WithLabelValues(strconv.Itoa(rr.Round)).Observe(rr.Effective.Seconds())
+		}
+	}
+}
+
+func (m *metrics) observeReceived(r protocol.ProverResult) {
+	if m == nil {
+		return
+	}
+	m.sessionsProved.Add(1)
+	verdict, reason := "failed", "error"
+	switch {
+	case r.Err != nil:
+		m.proveFailed.Add(1)
+	case r.Accepted:
+		m.receivedAccepted.Add(1)
+		verdict, reason = "accepted", string(r.Reason)
+	default:
+		m.receivedRejected.Add(1)
+		verdict, reason = "rejected", string(r.Reason)
+	}
+	if p := m.prom; p != nil {
+		p.received.WithLabelValues(verdict, reason).Inc()
+		p.sessionSeconds.WithLabelValues("prover").Observe(r.Duration.Seconds())
+	}
+}
+
+func (m *metrics) observeAdmission(proto string, a Admission) {
+	if m == nil {
+		return
+	}
+	decision, reason := "denied", a.Reason
+	if a.Admitted {
+		decision, reason = "granted", a.Via
+		m.admissionsGranted.Add(1)
+	} else {
+		m.admissionsDenied.Add(1)
+	}
+	if p := m.prom; p != nil {
+		p.admissions.WithLabelValues(proto, decision, reason).Inc()
+	}
+}
+
+// observeGossip counts a validation result of a message from another peer
+// ("accept", "reject" or "ignore").
+func (m *metrics) observeGossip(result, reason string) {
+	if m == nil {
+		return
+	}
+	switch result {
+	case "reject":
+		m.gossipRejected.Add(1)
+	case "ignore":
+		m.gossipIgnored.Add(1)
+	}
+	if p := m.prom; p != nil {
+		p.gossip.WithLabelValues(result, reason).Inc()
+	}
+}
+
+func (m *metrics) observePublished() {
+	if m == nil {
+		return
+	}
+	m.gossipPublished.Add(1)
+	if p := m.prom; p != nil {
+		p.published.Inc()
+	}
+}
+
+func (m *metrics) observeDelivered() {
+	if m == nil {
+		return
+	}
+	m.gossipDelivered.Add(1)
+}
+
+func (m *metrics) observeLearned(via Via) {
+	if m == nil {
+		return
+	}
+	switch via {
+	case ViaGossip:
+		m.learnedGossip.Add(1)
+	case ViaPresentation:
+		m.learnedPresentation.Add(1)
+	}
+	if p := m.prom; p != nil {
+		p.learned.WithLabelValues(string(via)).Inc()
+	}
+}
+
+func (m *metrics) observePresentation(direction, result string) {
+	if m == nil {
+		return
+	}
+	if result == "ok" {
+		if direction == "sent" {
+			m.presentSent.Add(1)
+		} else {
+			m.presentReceived.Add(1)
+		}
+	}
+	if p := m.prom; p != nil {
+		p.presentations.WithLabelValues(direction, result).Inc()
+	}
+}
+
+func (m *metrics) observeBlocked() {
+	if m == nil {
+		return
+	}
+	m.blockedPeer.Add(1)
+	if p := m.prom; p != nil {
+		p.blocked.Inc()
+	}
+}

@@ -137,9 +137,10 @@ type Node struct {
 }
 
 type call struct {
-	done chan struct{}
-	res  *protocol.Result
-	err  error
+	started time.Time
+	done    chan struct{}
+	res     *protocol.Result
+	err     error
 }
 
 // New starts a node.
@@ -192,6 +193,7 @@ func New(cfg Config) (*Node, error) {
 		libp2p.ListenAddrStrings(listen...),
 		libp2p.ConnectionManager(cm),
 	}, cfg.HostOptions...)
+	opts = append(opts, n.gaterOptions()...) // admission.go: gater for BlockRejected
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		cm.Close()
@@ -333,17 +335,33 @@ func (n *Node) Verify(ctx context.Context, p peer.ID) (*protocol.Result, error) 
 }
 
 func (n *Node) verify(ctx context.Context, p peer.ID, reciprocal bool) (*protocol.Result, error) {
+	return n.verifyAfter(ctx, p, reciprocal, time.Time{})
+}
+
+// verifyAfter runs a verifier session against p, sharing one that is
+// already in flight if it started at or after notBefore. A session that
+// started earlier may already have delivered its verdict, so a caller that
+// needs a verdict the peer has not seen yet (a reciprocal request) waits for
+// it to end and then starts its own.
+func (n *Node) verifyAfter(ctx context.Context, p peer.ID, reciprocal bool, notBefore time.Time) (*protocol.Result, error) {
 	n.mu.Lock()
-	if c, ok := n.inflight[p]; ok {
+	for {
+		c, ok := n.inflight[p]
+		if !ok {
+			break
+		}
 		n.mu.Unlock()
 		select {
 		case <-c.done:
-			return c.res, c.err
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		if !c.started.Before(notBefore) {
+			return c.res, c.err
+		}
+		n.mu.Lock()
 	}
-	c := &call{done: make(chan struct{})}
+	c := &call{started: time.Now(), done: make(chan struct{})}
 	n.inflight[p] = c
 	n.mu.Unlock()
 
@@ -378,10 +396,13 @@ func (n *Node) onReciprocal(p peer.ID) {
 	if n.cfg.Source == nil {
 		return
 	}
+	asked := time.Now()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		if _, err := n.verify(n.ctx, p, false); err != nil && n.ctx.Err() == nil {
+		// The peer asked for a verdict it has not seen yet: never answer
+		// with a session that was already running before it asked.
+		if _, err := n.verifyAfter(n.ctx, p, false, asked); err != nil && n.ctx.Err() == nil {
 			n.log.Warn("reciprocal verification failed to run", "peer", p, "err", err)
 		}
 	}()

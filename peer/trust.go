@@ -1,7 +1,620 @@
 package peer
 
-// Admission and transitive trust. Placeholder.
+// Admission and transitive trust: an in-memory index of the attestations
+// this node issued, received and learned (loaded from the store at start,
+// kept current by every write), the admission decision over it, and
+// revocation. See spec/trust.md.
 
-type trustState struct{}
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
-func (n *Node) startTrust() error { return nil }
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/conngater"
+
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// Admission is the decision whether a peer is admitted to this node's
+// gated application protocols.
+type Admission struct {
+	Admitted bool `json:"admitted"`
+	// Via is AdmittedDirect or AdmittedQuorum when admitted, "" otherwise.
+	Via string `json:"via,omitempty"`
+	// Reason is the machine reason when not admitted: one of the
+	// NotAdmitted* constants.
+	Reason string `json:"reason,omitempty"`
+	// Issuers are the directly verified issuers behind a quorum admission.
+	Issuers []peer.ID `json:"issuers,omitempty"`
+}
+
+// Ways a peer is admitted.
+const (
+	// AdmittedDirect: this node's newest attestation of the peer is an
+	// unexpired, unrevoked acceptance.
+	AdmittedDirect = "direct"
+	// AdmittedQuorum: at least Config.TrustQuorum issuers that this node
+	// admits directly hold unexpired acceptances of the peer.
+	AdmittedQuorum = "quorum"
+)
+
+// Reasons a peer is not admitted.
+const (
+	// NotAdmittedUnattested: no attestation of ours, and no quorum.
+	NotAdmittedUnattested = "unattested"
+	// NotAdmittedRejected: our newest valid attestation of the peer is a
+	// rejection (transitive trust does not override it).
+	NotAdmittedRejected = "rejected"
+	// NotAdmittedExpired: our newest attestation has expired, and no quorum.
+	NotAdmittedExpired = "expired"
+	// NotAdmittedRevoked: we revoked the peer and have no newer evidence.
+	NotAdmittedRevoked = "revoked"
+	// NotAdmittedBlocked: the peer is blocked at the connection gater after
+	// a rejection (Config.BlockRejected).
+	NotAdmittedBlocked = "blocked"
+)
+
+// Sources of indexed attestations, as shown by Peers.
+const (
+	SourceIssued       = "issued"
+	SourceReceived     = "received"
+	SourceGossip       = string(ViaGossip)
+	SourcePresentation = string(ViaPresentation)
+)
+
+// Bounds of the learned-attestation index: records from issuers this node
+// does not admit directly carry no weight, so they are capped per issuer
+// and in total; records from directly admitted issuers are capped only by
+// the hard limit.
+const (
+	MaxLearned          = 1 << 16
+	MaxLearnedPerIssuer = 4096
+	maxLearnedHard      = 2 * MaxLearned
+	learnedQueue        = 4096
+	learnedPruneEvery   = 10 * time.Minute
+)
+
+// trustRec is one indexed attestation. Envelopes are kept only for records
+// about this node (it presents them); the others are in the store.
+type trustRec struct {
+	issuer, subject     peer.ID
+	accepted            bool
+	reason              skill.Reason
+	issuedAt, expiresAt time.Time
+	source              string
+	from, author        peer.ID
+	learnedAt           time.Time
+	env                 []byte
+}
+
+func newTrustRec(a *protocol.Attestation, source string) *trustRec {
+	return &trustRec{
+		issuer: a.Issuer, subject: a.Subject, accepted: a.Accepted, reason: a.Reason,
+		issuedAt: a.IssuedAt, expiresAt: a.ExpiresAt, source: source,
+	}
+}
+
+// valid: inside the validity window (the record itself was checked when
+// it was indexed).
+func (r *trustRec) valid(now time.Time) bool {
+	return !r.issuedAt.After(now.Add(protocol.MaxClockSkew)) && now.Before(r.expiresAt)
+}
+
+func (r *trustRec) supersedes(old *trustRec) bool {
+	return old == nil || supersedesAt(r.issuedAt, r.expiresAt, r.accepted, old.issuedAt, old.expiresAt, old.accepted)
+}
+
+type trustState struct {
+	// now overrides the clock of admission decisions (tests).
+	now atomic.Pointer[func() time.Time]
+
+	mu sync.RWMutex
+	// issued: subject -> our newest attestation of it.
+	issued map[peer.ID]*trustRec
+	// learned: subject -> issuer -> newest learned attestation.
+	learned   map[peer.ID]map[peer.ID]*trustRec
+	perIssuer map[peer.ID]int
+	nLearned  int
+	// self: issuer -> newest attestation of this node (received in a
+	// session or learned), with its envelope.
+	self    map[peer.ID]*trustRec
+	revoked map[peer.ID]time.Time
+	blocked map[peer.ID]time.Time // until
+	gates   map[peer.ID]*GateDecision
+
+	gater   *conngater.BasicConnectionGater
+	persist chan Learned
+
+	presentMu sync.Mutex
+	presentIn map[peer.ID]bool
+}
+
+func (n *Node) trustNow() time.Time {
+	if f := n.trust.now.Load(); f != nil {
+		return (*f)()
+	}
+	return time.Now()
+}
+
+func (n *Node) startTrust() error {
+	t := &n.trust
+	t.issued = map[peer.ID]*trustRec{}
+	t.learned = map[peer.ID]map[peer.ID]*trustRec{}
+	t.perIssuer = map[peer.ID]int{}
+	t.self = map[peer.ID]*trustRec{}
+	t.blocked = map[peer.ID]time.Time{}
+	t.gates = map[peer.ID]*GateDecision{}
+	t.presentIn = map[peer.ID]bool{}
+	t.persist = make(chan Learned, learnedQueue)
+	if err := n.loadTrust(); err != nil {
+		return fmt.Errorf("load trust index: %w", err)
+	}
+	n.host.SetStreamHandler(PresentProtocol, n.handlePresent)
+	n.wg.Add(2)
+	go n.persistLearned()
+	go n.trustJanitor()
+	return nil
+}
+
+// loadTrust builds the index from the store.
+func (n *Node) loadTrust() error {
+	idx, err := loadTrustIndex(n.store, n.ID())
+	if err != nil {
+		return err
+	}
+	t := &n.trust
+	t.issued, t.learned, t.perIssuer, t.nLearned, t.self, t.revoked = idx.issued, idx.learned, idx.perIssuer, idx.nLearned, idx.self, idx.revoked
+	if idx.bad > 0 {
+		n.log.Warn("skipped learned attestations that no longer verify", "count", idx.bad)
+	}
+	return nil
+}
+
+type trustIndex struct {
+	issued    map[peer.ID]*trustRec
+	learned   map[peer.ID]map[peer.ID]*trustRec
+	perIssuer map[peer.ID]int
+	nLearned  int
+	self      map[peer.ID]*trustRec
+	revoked   map[peer.ID]time.Time
+	bad       int
+}
+
+// loadTrustIndex reads a store into an index. self may be empty (the CLI
+// reading a store offline): it is then inferred from the issued and
+// received records.
+func loadTrustIndex(st *Store, self peer.ID) (*trustIndex, error) {
+	idx := &trustIndex{
+		issued: map[peer.ID]*trustRec{}, learned: map[peer.ID]map[peer.ID]*trustRec{},
+		perIssuer: map[peer.ID]int{}, self: map[peer.ID]*trustRec{},
+	}
+	issued, err := st.List(Issued, "")
+	if err != nil {
+		return nil, err
+	}
+	received, err := st.List(Received, "")
+	if err != nil {
+		return nil, err
+	}
+	if self == "" {
+		switch {
+		case len(issued) > 0:
+			self = issued[0].Attestation.Issuer
+		case len(received) > 0:
+			self = received[0].Attestation.Subject
+		}
+	}
+	for _, e := range issued {
+		if self != "" && e.Attestation.Issuer != self {
+			continue
+		}
+		r := newTrustRec(e.Attestation, SourceIssued)
+		if r.supersedes(idx.issued[r.subject]) {
+			idx.issued[r.subject] = r
+		}
+	}
+	for _, e := range received {
+		if self != "" && e.Attestation.Subject != self {
+			continue
+		}
+		r := newTrustRec(e.Attestation, SourceReceived)
+		r.env = e.Envelope
+		if r.supersedes(idx.self[r.issuer]) {
+			idx.self[r.issuer] = r
+		}
+	}
+	ls, bad, err := st.ListLearned("")
+	if err != nil {
+		return nil, err
+	}
+	idx.bad = bad
+	for _, l := range ls {
+		a := l.Attestation
+		if a.Issuer == self {
+			continue
+		}
+		r := newTrustRec(a, string(l.Via))
+		r.from, r.author, r.learnedAt = l.From, l.Author, l.LearnedAt
+		if a.Subject == self {
+			r.env = l.Envelope
+			if r.supersedes(idx.self[r.issuer]) {
+				idx.self[r.issuer] = r
+			}
+			continue
+		}
+		m := idx.learned[a.Subject]
+		if m == nil {
+			m = map[peer.ID]*trustRec{}
+			idx.learned[a.Subject] = m
+		}
+		if old := m[a.Issuer]; old == nil {
+			idx.perIssuer[a.Issuer]++
+			idx.nLearned++
+		} else if !r.supersedes(old) {
+			continue
+		}
+		m[a.Issuer] = r
+	}
+	if idx.revoked, err = st.Revocations(); err != nil {
+		return nil, err
+	}
+	return idx, nil
+}
+
+// Admission decides whether p is admitted. Direct: our newest attestation
+// of p is an unexpired, unrevoked acceptance. Quorum (Config.TrustQuorum K
+// > 0): at least K distinct issuers other than p, each admitted directly by
+// this node, hold unexpired acceptances of p that we learned, each their
+// issuer's newest about p. Our own valid rejection of p is never
+// overridden by a quorum; a revocation discards every attestation of p
+// issued up to the second of the revocation.
+func (n *Node) Admission(p peer.ID) Admission {
+	t := &n.trust
+	now := n.trustNow()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.admissionLocked(p, n.ID(), now, n.cfg.TrustQuorum)
+}
+
+// directLocked evaluates our own evidence about p: admitted, or the reason
+// it is not.
+func (t *trustState) directLocked(p peer.ID, now time.Time) (bool, string) {
+	if _, ok := t.blocked[p]; ok {
+		// Until the janitor lifts the block at the gater.
+		return false, NotAdmittedBlocked
+	}
+	revokedAt, revoked := t.revoked[p]
+	r := t.issued[p]
+	switch {
+	case r != nil && (!revoked || r.issuedAt.After(revokedAt)):
+		switch {
+		case !r.valid(now):
+			return false, NotAdmittedExpired
+		case !r.accepted:
+			return false, NotAdmittedRejected
+		}
+		return true, ""
+	case revoked:
+		return false, NotAdmittedRevoked
+	}
+	return false, NotAdmittedUnattested
+}
+
+func (t *trustState) admissionLocked(p, self peer.ID, now time.Time, quorum int) Admission {
+	if p == "" || p == self {
+		return Admission{Reason: NotAdmittedUnattested}
+	}
+	ok, reason := t.directLocked(p, now)
+	if ok {
+		return Admission{Admitted: true, Via: AdmittedDirect}
+	}
+	if quorum <= 0 || reason == NotAdmittedRejected || reason == NotAdmittedBlocked {
+		return Admission{Reason: reason}
+	}
+	issuers := t.quorumIssuersLocked(p, self, now)
+	if len(issuers) >= quorum {
+		return Admission{Admitted: true, Via: AdmittedQuorum, Issuers: issuers}
+	}
+	return Admission{Reason: reason}
+}
+
+// quorumIssuersLocked returns the issuers whose learned attestations of p
+// count toward a quorum, sorted.
+func (t *trustState) quorumIssuersLocked(p, self peer.ID, now time.Time) []peer.ID {
+	revokedAt, revoked := t.revoked[p]
+	var out []peer.ID
+	for issuer, r := range t.learned[p] {
+		if t.countsLocked(r, p, self, now, revoked, revokedAt) {
+			out = append(out, issuer)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (t *trustState) countsLocked(r *trustRec, p, self peer.ID, now time.Time, revoked bool, revokedAt time.Time) bool {
+	if r.issuer == p || r.issuer == self || !r.accepted || !r.valid(now) {
+		return false
+	}
+	if revoked && !r.issuedAt.After(revokedAt) {
+		return false
+	}
+	ok, _ := t.directLocked(r.issuer, now)
+	return ok
+}
+
+// Revoke withdraws this node's admission of p: every attestation of p
+// issued up to now (ours and learned) stops counting, although the signed
+// records stay valid for others. The revocation is stored and survives a
+// restart; a fresh verification of p (or, with a quorum, attestations
+// issued after the revocation) admits it again. Revoking an issuer also
+// removes its weight from every quorum.
+func (n *Node) Revoke(p peer.ID) error {
+	if p == "" || p == n.ID() {
+		return errors.New("revoke: not a remote peer")
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	at := n.trustNow().UTC().Truncate(time.Second)
+	if err := n.store.PutRevocation(p, at); err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	n.trust.mu.Lock()
+	n.trust.revoked[p] = at
+	n.trust.mu.Unlock()
+	n.host.ConnManager().Unprotect(p, protectAttested)
+	n.host.ConnManager().UntagPeer(p, TagAttested)
+	n.log.Info("revoked admission", "peer", p, "at", at)
+	return nil
+}
+
+// indexIssued records an attestation this node issued.
+func (n *Node) indexIssued(a *protocol.Attestation) (prev *trustRec) {
+	r := newTrustRec(a, SourceIssued)
+	t := &n.trust
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prev = t.issued[a.Subject]
+	if r.supersedes(prev) {
+		t.issued[a.Subject] = r
+	}
+	return prev
+}
+
+// indexReceived records an attestation of this node from a session it
+// proved in.
+func (n *Node) indexReceived(a *protocol.Attestation, env []byte) {
+	r := newTrustRec(a, SourceReceived)
+	r.env = env
+	t := &n.trust
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r.supersedes(t.self[a.Issuer]) {
+		t.self[a.Issuer] = r
+	}
+}
+
+// learnResult says what learn did with an attestation.
+type learnResult int
+
+const (
+	learnedNew learnResult = iota
+	learnDuplicate
+	learnStale
+	learnOwn
+	learnFull
+	learnAboutUs
+)
+
+func (r learnResult) String() string {
+	return [...]string{"learned", "duplicate", "stale", "own", "capacity", "about_us"}[r]
+}
+
+// peekLearnLocked tells what learn would do with an attestation, without
+// changing anything.
+func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now time.Time) (learnResult, *trustRec) {
+	if a.Issuer == self {
+		return learnOwn, nil
+	}
+	var old *trustRec
+	if a.Subject == self {
+		// Records about us come with our sessions. From third parties we
+		// keep only those by issuers we admit directly: anyone can mint
+		// acceptances of us, and junk would crowd our presentations.
+		if ok, _ := t.directLocked(a.Issuer, now); !ok {
+			return learnAboutUs, nil
+		}
+		old = t.self[a.Issuer]
+	} else {
+		old = t.learned[a.Subject][a.Issuer]
+	}
+	r := newTrustRec(a, "")
+	if old != nil && !r.supersedes(old) {
+		if r.issuedAt.Equal(old.issuedAt) && r.accepted == old.accepted && r.expiresAt.Equal(old.expiresAt) {
+			return learnDuplicate, old
+		}
+		return learnStale, old
+	}
+	if old == nil && a.Subject != self {
+		trusted, _ := t.directLocked(a.Issuer, now)
+		limit := t.nLearned >= MaxLearned || t.perIssuer[a.Issuer] >= MaxLearnedPerIssuer
+		if t.nLearned >= maxLearnedHard || (limit && !trusted) {
+			return learnFull, old
+		}
+	}
+	return learnedNew, old
+}
+
+// learn indexes and persists a verified attestation learned from a third
+// party. env must not be modified afterwards.
+func (n *Node) learn(a *protocol.Attestation, env []byte, via Via, from, author peer.ID) learnResult {
+	t := &n.trust
+	now := n.trustNow()
+	self := n.ID()
+	t.mu.Lock()
+	res, old := t.peekLearnLocked(a, self, now)
+	if res != learnedNew {
+		t.mu.Unlock()
+		return res
+	}
+	r := newTrustRec(a, string(via))
+	r.from, r.author, r.learnedAt = from, author, now
+	if a.Subject == self {
+		r.env = env
+		t.self[a.Issuer] = r
+	} else {
+		m := t.learned[a.Subject]
+		if m == nil {
+			m = map[peer.ID]*trustRec{}
+			t.learned[a.Subject] = m
+		}
+		if old == nil {
+			t.perIssuer[a.Issuer]++
+			t.nLearned++
+		}
+		m[a.Issuer] = r
+	}
+	t.mu.Unlock()
+	n.metrics.observeLearned(via)
+	l := Learned{Attestation: a, Envelope: env, Via: via, From: from, Author: author, LearnedAt: now}
+	select {
+	case t.persist <- l:
+	case <-n.ctx.Done():
+	}
+	return res
+}
+
+// persistLearned writes learned attestations to the store in batches, off
+// the gossip and presentation paths. It drains the queue when the node
+// stops.
+func (n *Node) persistLearned() {
+	defer n.wg.Done()
+	t := &n.trust
+	write := func(first Learned) {
+		batch := []Learned{first}
+	more:
+		for len(batch) < 256 {
+			select {
+			case l := <-t.persist:
+				batch = append(batch, l)
+			default:
+				break more
+			}
+		}
+		if err := n.store.PutLearned(batch...); err != nil {
+			n.log.Error("persist learned attestations", "count", len(batch), "err", err)
+		}
+	}
+	for {
+		select {
+		case l := <-t.persist:
+			write(l)
+		case <-n.ctx.Done():
+			for {
+				select {
+				case l := <-t.persist:
+					write(l)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// trustJanitor unblocks peers whose cooldown ended and prunes expired
+// learned attestations from the index and the store.
+func (n *Node) trustJanitor() {
+	defer n.wg.Done()
+	tick := time.Minute
+	if n.cfg.BlockRejected > 0 {
+		tick = min(time.Second, n.cfg.BlockRejected/4+time.Millisecond)
+	}
+	tk := time.NewTicker(tick)
+	defer tk.Stop()
+	lastPrune := n.trustNow()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tk.C:
+		}
+		now := n.trustNow()
+		n.unblockExpired(now)
+		if now.Sub(lastPrune) >= learnedPruneEvery {
+			lastPrune = now
+			n.pruneLearned(now)
+		}
+	}
+}
+
+func (n *Node) pruneLearned(now time.Time) {
+	t := &n.trust
+	t.mu.Lock()
+	for subject, m := range t.learned {
+		for issuer, r := range m {
+			if !now.Before(r.expiresAt) {
+				delete(m, issuer)
+				t.nLearned--
+				if t.perIssuer[issuer]--; t.perIssuer[issuer] <= 0 {
+					delete(t.perIssuer, issuer)
+				}
+			}
+		}
+		if len(m) == 0 {
+			delete(t.learned, subject)
+		}
+	}
+	t.mu.Unlock()
+	if k, err := n.store.PruneLearned(now); err != nil {
+		n.log.Warn("prune learned attestations", "err", err)
+	} else if k > 0 {
+		n.log.Debug("pruned expired learned attestations", "count", k)
+	}
+}
+
+// presentableLocked returns this node's valid acceptances, the current one
+// per issuer, at most max: those by issuers this node admits directly
+// first (peers that verified us and that we verified are the likeliest to
+// be trusted by the receiver too, and cannot be Sybils we never met), then
+// the newest.
+func (t *trustState) presentableLocked(now time.Time, max int) [][]byte {
+	type cand struct {
+		r       *trustRec
+		trusted bool
+	}
+	var cs []cand
+	for _, r := range t.self {
+		if r.accepted && r.valid(now) && len(r.env) > 0 {
+			ok, _ := t.directLocked(r.issuer, now)
+			cs = append(cs, cand{r, ok})
+		}
+	}
+	slices.SortFunc(cs, func(a, b cand) int {
+		if a.trusted != b.trusted {
+			if a.trusted {
+				return -1
+			}
+			return 1
+		}
+		return b.r.issuedAt.Compare(a.r.issuedAt)
+	})
+	rs := make([]*trustRec, len(cs))
+	for i, c := range cs {
+		rs[i] = c.r
+	}
+	if len(rs) > max {
+		rs = rs[:max]
+	}
+	out := make([][]byte, len(rs))
+	for i, r := range rs {
+		out[i] = r.env
+	}
+	return out
+}

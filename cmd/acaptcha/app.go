@@ -16,6 +16,7 @@ import (
 
 	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/generate"
 	"github.com/acaptcha/acaptcha/skill/procedural"
 	"github.com/acaptcha/acaptcha/spec"
 )
@@ -58,6 +59,13 @@ type app struct {
 	maxServes  int
 	jsonOut    bool
 	logLevel   string
+	gen        genOptions
+
+	// Trust, sharing and operations (startNode; peers.go).
+	trustQuorum   int
+	gossip        bool
+	blockRejected time.Duration
+	metricsAddr   string
 
 	log *slog.Logger
 }
@@ -123,7 +131,7 @@ func (a *app) rootCmd() *cobra.Command {
 	f := root.PersistentFlags()
 	f.StringVar(&a.llmSpec, "llm", "", "LLM that answers challenges: openai:MODEL, anthropic:MODEL, ollama:MODEL or googleai:MODEL (keys from the providers' usual environment variables)")
 	f.StringVar(&a.llmBaseURL, "llm-base-url", "", "base URL of an OpenAI-compatible (or other provider's) server")
-	f.StringVar(&a.challenges, "challenges", "auto", "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR; auto picks procedural")
+	f.StringVar(&a.challenges, "challenges", "auto", "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR, llm (a pool of sets generated and validated with --llm); auto picks llm for a node with --llm, else procedural")
 	f.StringVar(&a.keyFile, "key", filepath.Join(data, "key"), "node identity key file (created on first run, mode 0600)")
 	f.StringVar(&a.storePath, "store", filepath.Join(data, "acaptcha.db"), "attestation store (bbolt)")
 	f.StringArrayVar(&a.listen, "listen", nil, "listen multiaddr (repeatable; default TCP and QUIC on port 4001)")
@@ -132,9 +140,18 @@ func (a *app) rootCmd() *cobra.Command {
 	f.DurationVar(&a.total, "total", skill.DefaultTotal, "total budget of one session (T_total)")
 	f.IntVar(&a.rounds, "rounds", skill.DefaultRounds, "chained rounds per session (1-3)")
 	f.IntVar(&a.maxServes, "max-serves", skill.DefaultMaxServes, "how often this node serves one challenge set")
+	f.IntVar(&a.gen.poolSize, "pool-size", generate.DefaultPoolSize, "generated challenge sets kept ready (--challenges llm)")
+	f.IntVar(&a.gen.poolWorkers, "pool-workers", generate.DefaultPoolWorkers, "challenge sets generated at once (--challenges llm)")
+	f.DurationVar(&a.gen.poolWait, "pool-wait", generate.DefaultPoolWait, "how long a session waits for a set when the pool is empty before ending inconclusive")
+	f.IntVar(&a.gen.tokenBudget, "pool-token-budget", 0, "tokens challenge generation may spend per hour (0: no cap)")
+	f.StringVar(&a.gen.crossCheck, "cross-check-llm", "", "a second LLM (provider:MODEL) whose solver must also reproduce every generated answer")
+	f.IntVar(&a.trustQuorum, "trust-quorum", 0, "admit a peer without a fresh challenge when at least K issuers this node verified directly attest it (0: direct verification only)")
+	f.BoolVar(&a.gossip, "gossip", true, "share accepted attestations on GossipSub and learn others'")
+	f.DurationVar(&a.blockRejected, "block-rejected", 0, "block peers this node rejects at the connection gater for this long (0: never)")
+	f.StringVar(&a.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (and the peer list at /peers), e.g. 127.0.0.1:9464")
 	f.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
 	f.StringVar(&a.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	root.AddCommand(a.nodeCmd(), a.attestCmd(), a.attestationsCmd(), a.demoCmd(), a.evalCmd())
+	root.AddCommand(a.withLLMPoolDefault(a.nodeCmd()), a.attestCmd(), a.attestationsCmd(), a.demoCmd(), a.evalCmd(), a.generateCmd(), a.challengeCmd(), a.peersCmd())
 	return root
 }
 
@@ -186,6 +203,8 @@ func (a *app) source(ledger skill.Ledger, maxServes int) (skill.Source, error) {
 		err  error
 	)
 	switch {
+	case a.challenges == "llm":
+		return a.llmPool(ledger, maxServes)
 	case a.challenges == "examples":
 		sets, err = spec.Examples()
 		name = "examples"
@@ -200,7 +219,7 @@ func (a *app) source(ledger skill.Ledger, maxServes int) (skill.Source, error) {
 		sets, err = skill.LoadDir(dir)
 		name = dir
 	default:
-		return nil, usageErr("--challenges %q: want auto, procedural, examples or corpus:DIR", a.challenges)
+		return nil, usageErr("--challenges %q: want auto, procedural, examples, corpus:DIR or llm", a.challenges)
 	}
 	if err != nil {
 		return nil, usageErr("%v", err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/acaptcha/acaptcha/peer"
@@ -15,6 +16,9 @@ func (a *app) startNode(cmd *cobra.Command, listen []string) (*peer.Node, string
 	pol, err := a.policy()
 	if err != nil {
 		return nil, "", err
+	}
+	if a.trustQuorum < 0 || a.blockRejected < 0 {
+		return nil, "", usageErr("--trust-quorum and --block-rejected must not be negative")
 	}
 	store, err := peer.OpenStore(a.storePath)
 	if err != nil {
@@ -30,7 +34,11 @@ func (a *app) startNode(cmd *cobra.Command, listen []string) (*peer.Node, string
 		store.Close()
 		return nil, "", err
 	}
-	n, err := peer.New(peer.Config{
+	var reg *prometheus.Registry
+	if a.metricsAddr != "" {
+		reg = newMetricsRegistry()
+	}
+	cfg := peer.Config{
 		KeyFile:     a.keyFile,
 		Store:       store,
 		ListenAddrs: listen,
@@ -38,10 +46,28 @@ func (a *app) startNode(cmd *cobra.Command, listen []string) (*peer.Node, string
 		Source:      src,
 		Prover:      prover,
 		Logger:      a.log,
-	})
+
+		TrustQuorum:   a.trustQuorum,
+		Gossip:        a.gossip,
+		BlockRejected: a.blockRejected,
+	}
+	if reg != nil {
+		cfg.Metrics = reg
+	}
+	n, err := peer.New(cfg)
 	if err != nil {
 		store.Close()
 		return nil, "", usageErr("%v", err)
+	}
+	if pool, ok := src.(interface{ Ready() int }); ok {
+		n.SetPoolDepth(pool.Ready)
+	}
+	if reg != nil {
+		if err := a.serveOps(ctx, a.metricsAddr, reg, n); err != nil {
+			n.Close()
+			store.Close()
+			return nil, "", usageErr("--metrics: %v", err)
+		}
 	}
 	return n, llmName, nil
 }

@@ -1,0 +1,552 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acaptcha/acaptcha/llm"
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/generate"
+	"github.com/acaptcha/acaptcha/skill/procedural"
+)
+
+// genOptions are the challenge-pool options shared by the commands
+// (persistent flags, see rootCmd).
+type genOptions struct {
+	poolSize    int
+	poolWorkers int
+	poolWait    time.Duration
+	crossCheck  string
+	tokenBudget int
+
+	// ctx ends the pool's workers; set by the node command.
+	ctx context.Context
+}
+
+// withLLMPoolDefault makes cmd (the node command) serve freshly generated
+// challenges when an LLM is configured and --challenges is left at auto,
+// and ties the pool's workers to the command's context.
+func (a *app) withLLMPoolDefault(cmd *cobra.Command) *cobra.Command {
+	prev := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		a.gen.ctx = c.Context()
+		if a.llmSpec != "" && a.challenges == "auto" {
+			a.challenges = "llm"
+		}
+		if prev != nil {
+			return prev(c, args)
+		}
+		return nil
+	}
+	return cmd
+}
+
+// newModel builds an LLM client for spec with the global base URL (for
+// the same provider as --llm) and no retry of its own: the generator
+// retries rate-limited calls itself.
+func (a *app) newModel(ctx context.Context, spec string, timeout time.Duration) (*llm.Model, error) {
+	cfg := llm.Config{Spec: spec, Timeout: timeout, Logger: a.log}
+	if s, err := llm.ParseSpec(spec); err == nil {
+		if own, err := llm.ParseSpec(a.llmSpec); err == nil && own.Provider == s.Provider {
+			cfg.BaseURL = a.llmBaseURL
+		}
+	}
+	m, err := llm.New(ctx, cfg)
+	if err != nil {
+		return nil, usageErr("LLM %s: %v", spec, err)
+	}
+	return m, nil
+}
+
+// newGenerator builds the LLM generator from the global options.
+func (a *app) newGenerator(ctx context.Context, edit func(*generate.Config)) (*generate.Generator, error) {
+	if a.llmSpec == "" {
+		return nil, usageErr("generating challenges needs an LLM: %s", noLLMHint)
+	}
+	m, err := a.newModel(ctx, a.llmSpec, 0)
+	if err != nil {
+		return nil, err
+	}
+	cfg := generate.Config{Model: m, TokenBudgetPerHour: a.gen.tokenBudget, Logger: a.log}
+	if a.gen.crossCheck != "" {
+		if cfg.CrossCheckWith, err = a.newModel(ctx, a.gen.crossCheck, 0); err != nil {
+			return nil, err
+		}
+	}
+	if p, err := a.policy(); err == nil {
+		cfg.Policy = &p
+	} else {
+		return nil, err
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	g, err := generate.New(cfg)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return g, nil
+}
+
+// llmPool is the "llm" challenge source: a pool of freshly generated,
+// validated sets kept in the node's store (ledger, when it is the store;
+// in memory otherwise) and refilled in the background.
+func (a *app) llmPool(ledger skill.Ledger, maxServes int) (skill.Source, error) {
+	ctx := a.gen.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	g, err := a.newGenerator(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	cfg := generate.PoolConfig{
+		Size: a.gen.poolSize, Workers: a.gen.poolWorkers, MaxServes: maxServes, Wait: a.gen.poolWait,
+		Name: "llm-pool:" + a.llmSpec, Logger: a.log,
+	}
+	if st, ok := ledger.(generate.PoolStore); ok {
+		cfg.Store = st
+	}
+	p, err := generate.NewPool(cfg, g)
+	if err != nil {
+		return nil, usageErr("challenge pool: %v", err)
+	}
+	context.AfterFunc(ctx, func() { p.Close() })
+	return p, nil
+}
+
+// procProducer validates procedural sets offline (structure, leakage,
+// script resistance) before they count.
+type procProducer struct {
+	g *procedural.Generator
+	v *generate.Validator
+}
+
+func (p procProducer) generate(ctx context.Context) (*skill.Set, *generate.Report, error) {
+	s, err := p.g.Next(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := p.v.Offline(ctx, s)
+	return r.Set, r, nil
+}
+
+type genFlags struct {
+	n, maxAttempts, parallel int
+	domain, out, source      string
+	questions                int
+	minTokens, maxTokens     int
+	temperature              float64
+	outputTokens             int
+	callTimeout              time.Duration
+	noCrossCheck, stream     bool
+	listDomains              bool
+}
+
+func (a *app) generateCmd() *cobra.Command {
+	var f genFlags
+	cmd := &cobra.Command{
+		Use:   "generate",
+		Short: "Generate and validate fresh challenge sets and write them as JSON files",
+		Long: `Generates challenge sets with the configured LLM (--llm) or the offline
+procedural generator (--source procedural), validates every set (structure,
+leakage, script attackers and, for LLM sets, cross-checking solvers) and
+writes the accepted ones to --out as paper-schema JSON, one file per set.
+Progress goes to stderr, the summary to stdout (--json for machine output).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.listDomains {
+				return a.listDomains(f.source)
+			}
+			return a.runGenerate(cmd.Context(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVarP(&f.n, "n", "n", 1, "number of accepted sets to write")
+	fl.StringVar(&f.domain, "domain", "", "domain of every set (default: a random domain per set; see --list-domains)")
+	fl.StringVar(&f.out, "out", ".", "directory the sets are written to")
+	fl.StringVar(&f.source, "source", "llm", "generator: llm (needs --llm) or procedural (offline)")
+	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "give up after this many attempts (default 5 x --n)")
+	fl.IntVar(&f.parallel, "parallel", 1, "attempts running at once")
+	fl.IntVar(&f.questions, "questions", generate.DefaultQuestionsPerPart, "questions per part")
+	fl.IntVar(&f.minTokens, "min-tokens", generate.DefaultMinTokens, "minimum narrative length per part, in tokens")
+	fl.IntVar(&f.maxTokens, "max-tokens", generate.DefaultMaxTokens, "maximum narrative length per part, in tokens")
+	fl.Float64Var(&f.temperature, "temperature", generate.DefaultTemperature, "base sampling temperature of the generator (jittered by up to 0.1 per request)")
+	fl.IntVar(&f.outputTokens, "output-tokens", generate.DefaultInitialMaxTokens, "output-token cap of a generation call, doubled after a truncated reply (lower it for models that accept less)")
+	fl.DurationVar(&f.callTimeout, "call-timeout", generate.DefaultCallTimeout, "deadline of each generation call")
+	fl.BoolVar(&f.noCrossCheck, "no-cross-check", false, "skip cross-validation by the LLM's solver (not recommended)")
+	fl.BoolVar(&f.stream, "stream", false, "receive the generator's reply as a stream")
+	fl.BoolVar(&f.listDomains, "list-domains", false, "list the domains of --source and exit")
+	return cmd
+}
+
+func (a *app) listDomains(source string) error {
+	type row struct {
+		Name        string `json:"name"`
+		Field       string `json:"field,omitempty"`
+		Description string `json:"description"`
+	}
+	var rows []row
+	switch source {
+	case "llm":
+		for _, d := range generate.Domains() {
+			rows = append(rows, row{d.Name, d.Field, d.Description})
+		}
+	case "procedural":
+		for _, d := range procedural.Domains() {
+			rows = append(rows, row{Name: d.Name, Description: d.Description})
+		}
+	default:
+		return usageErr("--source %q: want llm or procedural", source)
+	}
+	if a.jsonOut {
+		return writeJSON(a, rows)
+	}
+	for _, r := range rows {
+		fmt.Fprintf(a.stdout, "%-26s %s\n", r.Name, r.Description)
+	}
+	return nil
+}
+
+// genSummary is the JSON summary of a generate run.
+type genSummary struct {
+	Source    string         `json:"source"`
+	Model     string         `json:"model,omitempty"`
+	Requested int            `json:"requested"`
+	Accepted  int            `json:"accepted"`
+	Attempts  int            `json:"attempts"`
+	Elapsed   time.Duration  `json:"elapsed_ns"`
+	Files     []string       `json:"files"`
+	Stats     generate.Stats `json:"stats"`
+	PerSet    *perSetTokens  `json:"tokens_per_accepted_set,omitempty"`
+	Error     string         `json:"error,omitempty"`
+}
+
+type perSetTokens struct {
+	Input  float64 `json:"input"`
+	Output float64 `json:"output"`
+}
+
+func (a *app) runGenerate(ctx context.Context, f genFlags) error {
+	switch {
+	case f.n < 1:
+		return usageErr("--n must be at least 1")
+	case f.parallel < 1 || f.parallel > 64:
+		return usageErr("--parallel %d, want 1..64", f.parallel)
+	}
+	if f.maxAttempts == 0 {
+		f.maxAttempts = 5 * f.n
+	}
+	if f.maxAttempts < f.n {
+		return usageErr("--max-attempts %d is below --n %d", f.maxAttempts, f.n)
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return usageErr("--out: %v", err)
+	}
+	params := generate.Params{QuestionsPerPart: f.questions, MinTokens: f.minTokens, MaxTokens: f.maxTokens}
+
+	// attempt makes one attempt; it returns the accepted set (or nil), the
+	// outcome for accounting, and an error that ends the run.
+	var attempt func(ctx context.Context) (*skill.Set, *generate.Outcome, error)
+	var stats func() generate.Stats
+	sum := &genSummary{Source: f.source, Requested: f.n, Files: []string{}}
+	switch f.source {
+	case "llm":
+		var domains []string
+		if f.domain != "" {
+			if _, err := generate.LookupDomain(f.domain); err != nil {
+				return usageErr("--domain: %v", err)
+			}
+			domains = []string{f.domain}
+		}
+		g, err := a.newGenerator(ctx, func(c *generate.Config) {
+			c.Domains, c.Params, c.Temperature = domains, params, f.temperature
+			c.CallTimeout, c.SkipCrossCheck, c.Stream = f.callTimeout, f.noCrossCheck, f.stream
+			c.MaxTokens = f.outputTokens
+		})
+		if err != nil {
+			return err
+		}
+		sum.Model = a.llmSpec
+		stats = g.Stats
+		attempt = func(ctx context.Context) (*skill.Set, *generate.Outcome, error) {
+			o, err := g.Generate(ctx, "")
+			if err != nil {
+				return nil, nil, err
+			}
+			return o.Set, o, nil
+		}
+	case "procedural":
+		pcfg := procedural.Config{QuestionsPerPart: f.questions, MinTokens: f.minTokens, MaxTokens: f.maxTokens}
+		if f.domain != "" {
+			pcfg.Domains = []string{f.domain}
+		}
+		pg, err := procedural.New(pcfg)
+		if err != nil {
+			return usageErr("procedural generator: %v", err)
+		}
+		pol, err := a.policy()
+		if err != nil {
+			return err
+		}
+		v, err := generate.NewValidator(generate.ValidatorConfig{Params: params, Policy: &pol, Logger: a.log})
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		pp := procProducer{g: pg, v: v}
+		var box procStats
+		stats = box.get
+		attempt = func(ctx context.Context) (*skill.Set, *generate.Outcome, error) {
+			start := time.Now()
+			s, r, err := pp.generate(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			o := &generate.Outcome{Set: s, Reason: r.Reason, Detail: r.Detail, Drops: r.Drops, Report: r, Elapsed: time.Since(start)}
+			box.record(o)
+			return s, o, nil
+		}
+	default:
+		return usageErr("--source %q: want llm or procedural", f.source)
+	}
+
+	start := time.Now()
+	prog := newProgress(a.stderr, f.n)
+	var (
+		mu       sync.Mutex
+		attempts int
+		runErr   error
+		wg       sync.WaitGroup
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// next claims an attempt while sets and attempts remain.
+	next := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if runErr != nil || len(sum.Files) >= f.n || attempts >= f.maxAttempts || ctx.Err() != nil {
+			return false
+		}
+		attempts++
+		return true
+	}
+	for range f.parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next() {
+				s, _, err := attempt(ctx)
+				mu.Lock()
+				if err != nil {
+					if runErr == nil && ctx.Err() == nil {
+						runErr = err
+					}
+					attempts--
+					mu.Unlock()
+					cancel()
+					return
+				}
+				if s != nil && len(sum.Files) < f.n {
+					path, werr := writeSet(f.out, s)
+					if werr != nil {
+						runErr = werr
+						mu.Unlock()
+						cancel()
+						return
+					}
+					sum.Files = append(sum.Files, path)
+				}
+				prog.update(len(sum.Files), stats(), time.Since(start))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	prog.done()
+
+	sum.Accepted, sum.Attempts, sum.Elapsed, sum.Stats = len(sum.Files), attempts, time.Since(start), stats()
+	if in, out := sum.Stats.PerAccepted(); sum.Stats.Accepted > 0 && f.source == "llm" {
+		sum.PerSet = &perSetTokens{Input: in, Output: out}
+	}
+	err := runErr
+	if err == nil && sum.Accepted < f.n {
+		err = fmt.Errorf("only %d of %d sets accepted after %d attempts", sum.Accepted, f.n, attempts)
+	}
+	if err != nil {
+		sum.Error = err.Error()
+	}
+	if a.jsonOut {
+		if werr := writeJSON(a, sum); werr != nil {
+			return werr
+		}
+	} else {
+		printSummary(a.stdout, sum, f.out)
+	}
+	if err != nil {
+		return &exitError{code: exitRejected, err: err}
+	}
+	return nil
+}
+
+// writeSet writes s to dir as indented paper-schema JSON named after its
+// domain and id.
+func writeSet(dir string, s *skill.Set) (string, error) {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encode set: %w", err)
+	}
+	id := s.ID
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s.json", s.Domain, id))
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("write set: %w", err)
+	}
+	return path, nil
+}
+
+func printSummary(w io.Writer, s *genSummary, dir string) {
+	what := s.Source
+	if s.Model != "" {
+		what += " (" + s.Model + ")"
+	}
+	fmt.Fprintf(w, "generated %d of %d sets with %s in %s, %d attempts\n", s.Accepted, s.Requested, what, s.Elapsed.Round(time.Second), s.Attempts)
+	if len(s.Files) > 0 {
+		fmt.Fprintf(w, "  written to %s:\n", dir)
+		for _, f := range s.Files {
+			fmt.Fprintf(w, "    %s\n", filepath.Base(f))
+		}
+	}
+	fmt.Fprintf(w, "  rejected: %s\n", countList(reasonCounts(s.Stats.Rejected)))
+	fmt.Fprintf(w, "  questions dropped: %s\n", countList(s.Stats.Dropped))
+	if s.Source == "llm" {
+		st := s.Stats
+		fmt.Fprintf(w, "  tokens: generation %d in / %d out (%d calls), cross-check %d in / %d out (%d calls)\n",
+			st.Generation.InputTokens, st.Generation.OutputTokens, st.GenerationCalls, st.Check.InputTokens, st.Check.OutputTokens, st.CheckCalls)
+		if s.PerSet != nil {
+			fmt.Fprintf(w, "  per accepted set, rejected attempts included: %.0f in / %.0f out\n", s.PerSet.Input, s.PerSet.Output)
+		}
+	}
+}
+
+func reasonCounts(m map[generate.Reason]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		out[string(k)] = v
+	}
+	return out
+}
+
+// countList formats counts as "a 2, b 1" (largest first), or "none".
+func countList(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// progress reports a generate run on stderr: one rewritten line on a
+// terminal, one line per attempt otherwise.
+type progress struct {
+	w    io.Writer
+	tty  bool
+	want int
+	last int
+}
+
+func newProgress(w io.Writer, want int) *progress {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &progress{w: w, tty: tty, want: want}
+}
+
+func (p *progress) update(accepted int, st generate.Stats, elapsed time.Duration) {
+	const width = 20
+	filled := min(width, accepted*width/max(p.want, 1))
+	bar := strings.Repeat("#", filled) + strings.Repeat(".", width-filled)
+	line := fmt.Sprintf("[%s] %d/%d accepted, %d rejected (%s), ", bar, accepted, p.want, st.RejectedTotal(), countList(reasonCounts(st.Rejected)))
+	if t := st.Total(); t.InputTokens+t.OutputTokens > 0 {
+		line += fmt.Sprintf("tokens %d in / %d out, ", t.InputTokens, t.OutputTokens)
+	}
+	line += elapsed.Round(time.Second).String()
+	if p.tty {
+		pad := max(0, p.last-len(line))
+		fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
+		p.last = len(line)
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+func (p *progress) done() {
+	if p.tty && p.last > 0 {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// procStats accounts procedural attempts like a Generator does.
+type procStats struct {
+	mu sync.Mutex
+	s  generate.Stats
+}
+
+func (b *procStats) record(o *generate.Outcome) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.s.Rejected == nil {
+		b.s.Rejected, b.s.Dropped = map[generate.Reason]int{}, map[string]int{}
+	}
+	b.s.Attempts++
+	if o.Reason == "" {
+		b.s.Accepted++
+	} else {
+		b.s.Rejected[o.Reason]++
+	}
+	for _, d := range o.Drops {
+		b.s.Dropped[d.Key()]++
+	}
+	b.s.Busy += o.Elapsed
+}
+
+func (b *procStats) get() generate.Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.s
+	s.Rejected, s.Dropped = map[generate.Reason]int{}, map[string]int{}
+	for k, v := range b.s.Rejected {
+		s.Rejected[k] = v
+	}
+	for k, v := range b.s.Dropped {
+		s.Dropped[k] = v
+	}
+	return s
+}

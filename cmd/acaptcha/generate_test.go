@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/generate"
+)
+
+const exampleSet = "../../spec/examples/generated/aviation_maintenance.json"
+
+var askedDomain = regexp.MustCompile(`in the domain "([a-z_]+)"`)
+
+// genStub starts an OpenAI-compatible stub that answers generation
+// requests with distinct copies of the spec's example set (after the
+// replies in first, if any) and solver requests as an oracle over them.
+func genStub(t *testing.T, copies int, first ...testutil.BrainReply) *testutil.StubServer {
+	t.Helper()
+	data, err := os.ReadFile(exampleSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := generate.DecodeOutput(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sets []*skill.Set
+	replies := append([]testutil.BrainReply(nil), first...)
+	for i := range copies {
+		var c skill.Set
+		_ = json.Unmarshal(data, &c)
+		// Distinct narratives in every part: a node declines a challenge
+		// whose narrative it issued itself (reflection).
+		for p := range c.Parts {
+			c.Parts[p].Narrative += fmt.Sprintf("\n\nFiled under reference %d-%d.", 100+i, p+1)
+		}
+		b, _ := json.Marshal(&c)
+		replies = append(replies, testutil.BrainReply{Text: string(b)})
+		sets = append(sets, &c)
+	}
+	gen := testutil.Sequence(replies...)
+	oracle := testutil.NewOracle(append(sets, base)...)
+	srv := testutil.NewOpenAIServer(testutil.BrainFunc(func(r testutil.BrainRequest) testutil.BrainReply {
+		if strings.HasPrefix(r.System, "You write reading-comprehension puzzles") {
+			// Answer in the domain asked for.
+			rep := gen.Reply(r)
+			if m := askedDomain.FindStringSubmatch(r.Messages[len(r.Messages)-1].Content); m != nil {
+				rep.Text = strings.Replace(rep.Text, `"domain":"aviation_maintenance"`, `"domain":"`+m[1]+`"`, 1)
+			}
+			return rep
+		}
+		return oracle.Reply(r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code = Main(ctx, args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestGenerateAndInspect(t *testing.T) {
+	srv := genStub(t, 3, testutil.BrainReply{Text: "Sure! Here is the JSON you asked for."})
+	dir := t.TempDir()
+	llmArgs := []string{"--llm", "openai:stub", "--llm-base-url", srv.URL + "/v1"}
+	out, errOut, code := runMain(t, append([]string{"generate", "--n", "2", "--domain", "aviation_maintenance", "--out", dir, "--json"}, llmArgs...)...)
+	if code != 0 {
+		t.Fatalf("generate: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var sum struct {
+		Accepted, Attempts int
+		Files              []string
+		Stats              generate.Stats
+		PerSet             *struct{ Input, Output float64 } `json:"tokens_per_accepted_set"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if sum.Accepted != 2 || sum.Attempts != 3 || len(sum.Files) != 2 || sum.Stats.Rejected[generate.RejectMalformed] != 1 {
+		t.Errorf("summary %+v", sum)
+	}
+	if sum.PerSet == nil || sum.PerSet.Input <= 0 || sum.Stats.Check.InputTokens <= 0 {
+		t.Errorf("no token accounting: %+v", sum)
+	}
+	// Progress on stderr, one line per attempt (not a terminal).
+	if n := strings.Count(errOut, "accepted,"); n != 3 || !strings.Contains(errOut, "malformed_json 1") {
+		t.Errorf("progress:\n%s", errOut)
+	}
+	for _, f := range sum.Files {
+		out, _, code := runMain(t, "challenge", "inspect", f)
+		if code != 0 || !strings.Contains(out, "ACCEPTED") || !strings.Contains(out, "stateful-router=") || !strings.Contains(out, "[negation, entity]") {
+			t.Errorf("inspect %s: exit %d\n%s", f, code, out)
+		}
+		s, err := skill.LoadFile(f)
+		if err != nil {
+			t.Errorf("written set does not load: %v", err)
+		} else if filepath.Base(f) != s.Domain+"-"+s.ID[:12]+".json" {
+			t.Errorf("file name %s for set %s", f, s.ID)
+		}
+	}
+
+	// The text summary.
+	out, _, code = runMain(t, append([]string{"generate", "--domain", "aviation-maintenance", "--out", t.TempDir()}, llmArgs...)...)
+	if code != 0 || !strings.Contains(out, "generated 1 of 1 sets") || !strings.Contains(out, "per accepted set") {
+		t.Errorf("text summary: exit %d\n%s", code, out)
+	}
+	// A run whose attempts are all rejected fails.
+	bad := testutil.NewOpenAIServer(testutil.Text("not json"))
+	defer bad.Close()
+	out, _, code = runMain(t, "generate", "--n", "1", "--max-attempts", "2", "--out", t.TempDir(), "--llm", "openai:stub", "--llm-base-url", bad.URL+"/v1")
+	if code != exitRejected || !strings.Contains(out, "malformed_json 2") {
+		t.Errorf("all attempts rejected: exit %d\n%s", code, out)
+	}
+}
+
+func TestGenerateProcedural(t *testing.T) {
+	dir := t.TempDir()
+	out, errOut, code := runMain(t, "generate", "--source", "procedural", "--n", "2", "--out", dir, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var sum struct {
+		Accepted int
+		Files    []string
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.Accepted != 2 {
+		t.Fatalf("%v %+v", err, sum)
+	}
+	for _, f := range sum.Files {
+		if out, _, code := runMain(t, "challenge", "inspect", "--brief", f); code != 0 {
+			t.Errorf("inspect %s: exit %d\n%s", f, code, out)
+		}
+	}
+	if out, _, code := runMain(t, "generate", "--list-domains", "--source", "procedural"); code != 0 || out == "" {
+		t.Errorf("list procedural domains: exit %d", code)
+	}
+	out, _, code = runMain(t, "generate", "--list-domains")
+	if code != 0 || strings.Count(out, "\n") < 15 || !strings.Contains(out, "site_reliability") {
+		t.Errorf("list domains: exit %d\n%s", code, out)
+	}
+}
+
+func TestGenerateUsageErrors(t *testing.T) {
+	t.Setenv("ACAPTCHA_LLM", "")
+	for _, args := range [][]string{
+		{"generate", "--out", t.TempDir()}, // no LLM
+		{"generate", "--source", "magic"},
+		{"generate", "--n", "0", "--source", "procedural"},
+		{"generate", "--llm", "openai:x", "--domain", "astrology"},
+		{"generate", "--source", "procedural", "--n", "3", "--max-attempts", "2"},
+		{"challenge", "inspect", filepath.Join(t.TempDir(), "missing.json")},
+		{"challenge", "inspect", "--cross-check", exampleSet},
+	} {
+		if out, errOut, code := runMain(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d\n%s%s", args, code, exitUsage, out, errOut)
+		}
+	}
+}
+
+func TestInspectRejects(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(exampleSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leak := strings.Replace(string(data), "Serial BV-5518 came off 403 with", "Serial BV-5518 came off 403, identified earlier as EI-FXC, with", 1)
+	for name, content := range map[string]string{
+		"leak.json":      leak,
+		"malformed.json": `{"domain": "x", "parts": [`,
+		"unknown.json":   strings.Replace(string(data), `"domain"`, `"topic": "x", "domain"`, 1),
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, _, code := runMain(t, "challenge", "inspect", path)
+		if code != exitRejected || !strings.Contains(out, "REJECTED") {
+			t.Errorf("%s: exit %d\n%s", name, code, out)
+		}
+	}
+	out, _, code := runMain(t, "challenge", "inspect", "--json", filepath.Join(dir, "leak.json"))
+	var res struct {
+		Accepted bool
+		Reason   string
+	}
+	if code != exitRejected || json.Unmarshal([]byte(out), &res) != nil || res.Accepted || res.Reason != string(generate.RejectLeakage) {
+		t.Errorf("json: exit %d %+v\n%s", code, res, out)
+	}
+	// With --cross-check the LLM's solver must reproduce the answers.
+	srv := genStub(t, 0)
+	out, _, code = runMain(t, "challenge", "inspect", "--cross-check", "--brief", "--llm", "openai:stub", "--llm-base-url", srv.URL+"/v1", exampleSet)
+	if code != 0 || !strings.Contains(out, "cross-check openai:stub") {
+		t.Errorf("cross-check: exit %d\n%s", code, out)
+	}
+}
+
+// lineWriter hands the first line written to it to a channel.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	line chan string
+	sent bool
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if i := bytes.IndexByte(w.buf.Bytes(), '\n'); i >= 0 && !w.sent {
+		w.sent = true
+		w.line <- w.buf.String()[:i]
+	}
+	return len(p), nil
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Two nodes configured with an LLM and no challenge source attest each
+// other with sets their own LLM generated and validated (no corpus).
+func TestNodesAttestWithGeneratedSets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two nodes")
+	}
+	t.Setenv("ACAPTCHA_CHALLENGES", "")
+	os.Unsetenv("ACAPTCHA_CHALLENGES")
+	srv := genStub(t, 40)
+	dir := t.TempDir()
+	common := []string{"--llm", "openai:stub", "--llm-base-url", srv.URL + "/v1", "--pool-size", "1", "--pool-wait", "30s", "--log-level", "info"}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &lineWriter{line: make(chan string, 1)}
+	nodeErr := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, append([]string{"node", "--json", "--key", filepath.Join(dir, "b", "key"), "--store", filepath.Join(dir, "b", "db"),
+			"--listen", "/ip4/127.0.0.1/tcp/0"}, common...), out, nodeErr)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("node did not stop")
+		}
+	}()
+	var info struct {
+		Addrs      []string `json:"addrs"`
+		Challenges string   `json:"challenges"`
+	}
+	select {
+	case l := <-out.line:
+		if err := json.Unmarshal([]byte(l), &info); err != nil || len(info.Addrs) == 0 {
+			t.Fatalf("node output %q: %v", l, err)
+		}
+	case code := <-done:
+		t.Fatalf("node exited %d: %s", code, nodeErr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node printed nothing: %s", nodeErr.String())
+	}
+	if info.Challenges != "llm" {
+		t.Errorf("node with --llm serves %q, want llm", info.Challenges)
+	}
+	stdout, stderr, code := runMain(t, append([]string{"attest", "--json", "--challenges", "llm", "--key", filepath.Join(dir, "a", "key"),
+		"--store", filepath.Join(dir, "a", "db"), "--listen", "/ip4/127.0.0.1/tcp/0", info.Addrs[0]}, common...)...)
+	if code != 0 {
+		t.Fatalf("attest: exit %d\n%s\n%s\nnode:\n%s", code, stdout, stderr, nodeErr.String())
+	}
+	var res struct {
+		Ours struct {
+			Accepted bool
+			Domain   string
+		}
+		Theirs struct{ Accepted bool }
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || !res.Ours.Accepted || !res.Theirs.Accepted {
+		t.Fatalf("attest result %v: %s", err, stdout)
+	}
+	if !strings.Contains(nodeErr.String(), "generated challenge set") {
+		t.Errorf("the node did not generate its set:\n%s", nodeErr.String())
+	}
+}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/acaptcha/acaptcha/peer"
+)
+
+// peersReport is the output of `acaptcha peers` and of a node's /peers
+// endpoint.
+type peersReport struct {
+	Self        string          `json:"self,omitempty"`
+	TrustQuorum int             `json:"trust_quorum"`
+	Source      string          `json:"source"` // "node" (live) or "store"
+	Stats       *peer.Stats     `json:"stats,omitempty"`
+	Peers       []peer.PeerInfo `json:"peers"`
+	At          time.Time       `json:"at"`
+}
+
+// Limits of the operations endpoint and of its client.
+const (
+	opsReadHeaderTimeout = 5 * time.Second
+	opsReadTimeout       = 10 * time.Second
+	opsWriteTimeout      = 30 * time.Second
+	opsIdleTimeout       = time.Minute
+	opsClientTimeout     = 10 * time.Second
+	maxPeersResponse     = 64 << 20
+)
+
+func newMetricsRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// serveOps serves /metrics (Prometheus) and /peers (the live peer report)
+// on addr until ctx ends.
+func (a *app) serveOps(ctx context.Context, addr string, reg *prometheus.Registry, n *peer.Node) error {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Timeout: opsWriteTimeout / 2}))
+	mux.HandleFunc("GET /peers", func(w http.ResponseWriter, _ *http.Request) {
+		st := n.Stats()
+		rep := peersReport{Self: n.ID().String(), TrustQuorum: a.trustQuorum, Source: "node", Stats: &st, Peers: n.Peers(), At: time.Now().UTC()}
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(rep); err != nil {
+			a.log.Debug("write /peers", "err", err)
+		}
+	})
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: opsReadHeaderTimeout,
+		ReadTimeout:       opsReadTimeout,
+		WriteTimeout:      opsWriteTimeout,
+		IdleTimeout:       opsIdleTimeout,
+		MaxHeaderBytes:    16 << 10,
+	}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("metrics server", "err", err)
+		}
+	}()
+	context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	a.log.Info("serving metrics", "url", "http://"+l.Addr().String()+"/metrics")
+	return nil
+}
+
+func (a *app) peersCmd() *cobra.Command {
+	var nodeAddr, only string
+	cmd := &cobra.Command{
+		Use:   "peers",
+		Short: "List known peers with their admission state and the attestations behind it",
+		Long: `Lists the peers this node knows from its attestations (issued, received and
+learned from gossip or presentations), revocations and gate decisions, with
+their admission state: admitted directly or through the trust quorum, or the
+reason they are not (unattested, rejected, expired, revoked, blocked).
+
+Without --node the store is read directly, which needs the node to be
+stopped (bbolt allows one process at a time); admissions are then evaluated
+with --trust-quorum. With --node ADDR the running node started with
+--metrics ADDR is asked, and its live view (with gate decisions and blocks)
+is shown.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var rep *peersReport
+			var err error
+			if nodeAddr != "" {
+				rep, err = fetchPeers(cmd.Context(), nodeAddr)
+				if err != nil {
+					return &exitError{code: exitNetwork, err: err}
+				}
+			} else {
+				rep, err = a.storePeers()
+				if err != nil {
+					return err
+				}
+			}
+			if only != "" {
+				id, err := lpeer.Decode(only)
+				if err != nil {
+					return usageErr("--peer: %v", err)
+				}
+				var ps []peer.PeerInfo
+				for _, p := range rep.Peers {
+					if p.Peer == id {
+						ps = append(ps, p)
+					}
+				}
+				rep.Peers = ps
+			}
+			if rep.Peers == nil {
+				rep.Peers = []peer.PeerInfo{}
+			}
+			if a.jsonOut {
+				return writeJSON(a, rep)
+			}
+			printPeers(a.stdout, rep, time.Now())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&nodeAddr, "node", "", "ask a running node at its --metrics address (host:port or URL) instead of reading the store")
+	cmd.Flags().StringVar(&only, "peer", "", "show only this peer ID")
+	return cmd
+}
+
+func (a *app) storePeers() (*peersReport, error) {
+	if a.trustQuorum < 0 {
+		return nil, usageErr("--trust-quorum must not be negative")
+	}
+	now := time.Now()
+	if _, err := os.Stat(a.storePath); errors.Is(err, fs.ErrNotExist) {
+		// Do not create a store just to list it.
+		return &peersReport{TrustQuorum: a.trustQuorum, Source: "store", At: now.UTC()}, nil
+	}
+	st, err := peer.OpenStore(a.storePath)
+	if err != nil {
+		if errors.Is(err, peer.ErrStoreLocked) {
+			return nil, usageErr("%v; to list the peers of a running node, start it with --metrics ADDR and run acaptcha peers --node ADDR", err)
+		}
+		return nil, usageErr("%v", err)
+	}
+	defer st.Close()
+	ps, err := peer.PeerReport(st, a.trustQuorum, now)
+	if err != nil {
+		return nil, fmt.Errorf("read store %s: %w", a.storePath, err)
+	}
+	rep := &peersReport{TrustQuorum: a.trustQuorum, Source: "store", Peers: ps, At: now.UTC()}
+	if es, err := st.List(peer.Issued, ""); err == nil && len(es) > 0 {
+		rep.Self = es[0].Attestation.Issuer.String()
+	} else if es, err := st.List(peer.Received, ""); err == nil && len(es) > 0 {
+		rep.Self = es[0].Attestation.Subject.String()
+	}
+	return rep, nil
+}
+
+func fetchPeers(ctx context.Context, addr string) (*peersReport, error) {
+	u := addr
+	if !strings.Contains(u, "://") {
+		u = "http://" + u
+	}
+	u = strings.TrimSuffix(strings.TrimSuffix(u, "/"), "/metrics") + "/peers"
+	ctx, cancel := context.WithTimeout(ctx, opsClientTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, usageErr("--node %q: %v", addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ask node at %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("ask node at %s: HTTP %s", u, resp.Status)
+	}
+	var rep peersReport
+	dec := json.NewDecoder(io.LimitReader(resp.Body, maxPeersResponse))
+	if err := dec.Decode(&rep); err != nil {
+		return nil, fmt.Errorf("decode the peer list from %s: %w", u, err)
+	}
+	return &rep, nil
+}
+
+func admissionWords(adm peer.Admission) string {
+	if !adm.Admitted {
+		return "NOT ADMITTED (" + adm.Reason + ")"
+	}
+	if adm.Via == peer.AdmittedQuorum {
+		var is []string
+		for _, i := range adm.Issuers {
+			is = append(is, short(i.String()))
+		}
+		return fmt.Sprintf("ADMITTED via quorum of %d (%s)", len(adm.Issuers), strings.Join(is, ", "))
+	}
+	return "ADMITTED (" + adm.Via + ")"
+}
+
+func refWords(r *peer.AttestationRef) string {
+	state := "valid"
+	if !r.Valid {
+		state = "expired"
+	}
+	return fmt.Sprintf("%-8s %-13s issued %s  expires %s  %s", verdictWord(r.Accepted, ""), r.Reason,
+		r.IssuedAt.UTC().Format(time.RFC3339), r.ExpiresAt.UTC().Format(time.RFC3339), state)
+}
+
+func printPeers(w io.Writer, rep *peersReport, now time.Time) {
+	head := "peers known"
+	if rep.Self != "" {
+		head += " to " + rep.Self
+	}
+	fmt.Fprintf(w, "%s (from the %s; trust quorum %d)\n", head, rep.Source, rep.TrustQuorum)
+	if len(rep.Peers) == 0 {
+		fmt.Fprintln(w, "no peers")
+		return
+	}
+	for _, p := range rep.Peers {
+		fmt.Fprintf(w, "\n%s  %s\n", p.Peer, admissionWords(p.Admission))
+		if p.Direct != nil {
+			fmt.Fprintf(w, "  ours          %s\n", refWords(p.Direct))
+		}
+		for i := range p.Vouchers {
+			v := &p.Vouchers[i]
+			counts := ""
+			if v.Counts {
+				counts = "  counts"
+			}
+			prov := v.Source
+			if v.From != "" {
+				prov += " from " + short(v.From.String())
+			}
+			fmt.Fprintf(w, "  by %-10s %s%s  (%s)\n", short(v.Issuer.String()), refWords(v), counts, prov)
+		}
+		if p.AboutUs != nil {
+			fmt.Fprintf(w, "  about us      %s\n", refWords(p.AboutUs))
+		}
+		if p.RevokedAt != nil {
+			fmt.Fprintf(w, "  revoked at    %s\n", p.RevokedAt.UTC().Format(time.RFC3339))
+		}
+		if p.BlockedUntil != nil {
+			fmt.Fprintf(w, "  blocked until %s\n", p.BlockedUntil.UTC().Format(time.RFC3339))
+		}
+		if g := p.LastGate; g != nil {
+			what := "refused (" + g.Reason + ")"
+			if g.Admitted {
+				what = "served (" + g.Via + ")"
+			}
+			fmt.Fprintf(w, "  last gate     %s %s %s ago, %d stream(s)\n", g.Protocol, what, now.Sub(g.At).Round(time.Second), g.Streams)
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+func peersMain(t *testing.T, ctx context.Context, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(ctx, args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func testKey(t *testing.T) (crypto.PrivKey, lpeer.ID) {
+	t.Helper()
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := lpeer.IDFromPrivateKey(k)
+	return k, id
+}
+
+// sealAccepted signs an acceptance of subject by key's peer.
+func sealAccepted(t *testing.T, key crypto.PrivKey, subject lpeer.ID) (*protocol.Attestation, []byte) {
+	t.Helper()
+	issuer, _ := lpeer.IDFromPrivateKey(key)
+	now := time.Now().UTC().Truncate(time.Second)
+	a := &protocol.Attestation{
+		Issuer: issuer, Subject: subject, Accepted: true, Reason: skill.ReasonOK,
+		Nonce: make([]byte, protocol.NonceBytes), TranscriptDigest: make([]byte, protocol.DigestBytes),
+		Policy:   protocol.PolicySummary{Rounds: 3, Tau: 15 * time.Second, Total: 2 * time.Minute},
+		IssuedAt: now, ExpiresAt: now.Add(time.Hour), SpecVersion: protocol.SpecVersion,
+	}
+	_, _ = rand.Read(a.Nonce)
+	for i := 1; i <= 3; i++ {
+		a.Rounds = append(a.Rounds, protocol.RoundTiming{Round: i, Budget: 15 * time.Second, Effective: time.Second, Correct: true})
+	}
+	env, err := protocol.Seal(a, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, env
+}
+
+func TestPeersFromStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	st, err := peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	selfKey, self := testKey(t)
+	_, direct := testKey(t)
+	issuerKey, issuer := testKey(t)
+	_, subject := testKey(t)
+	_, revoked := testKey(t)
+	for _, p := range []lpeer.ID{direct, issuer, revoked} {
+		a, env := sealAccepted(t, selfKey, p)
+		if err := st.Put(peer.Issued, env, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, env := sealAccepted(t, issuerKey, subject)
+	if err := st.PutLearned(peer.Learned{Attestation: a, Envelope: env, Via: peer.ViaPresentation, From: subject, LearnedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutRevocation(revoked, time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	out, errOut, code := peersMain(t, context.Background(), "peers", "--store", path, "--trust-quorum", "1", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep peersReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.Self != self.String() || rep.Source != "store" || len(rep.Peers) != 4 {
+		t.Fatalf("report: %+v", rep)
+	}
+	byID := map[lpeer.ID]peer.PeerInfo{}
+	for _, p := range rep.Peers {
+		byID[p.Peer] = p
+	}
+	if adm := byID[direct].Admission; !adm.Admitted || adm.Via != peer.AdmittedDirect {
+		t.Fatalf("direct: %+v", adm)
+	}
+	if adm := byID[revoked].Admission; adm.Admitted || adm.Reason != peer.NotAdmittedRevoked {
+		t.Fatalf("revoked: %+v", adm)
+	}
+	s := byID[subject]
+	if !s.Admission.Admitted || s.Admission.Via != peer.AdmittedQuorum || len(s.Vouchers) != 1 || s.Vouchers[0].Source != peer.SourcePresentation || !s.Vouchers[0].Counts {
+		t.Fatalf("quorum: %+v", s)
+	}
+	// Without a quorum the subject is not admitted.
+	out, _, code = peersMain(t, context.Background(), "peers", "--store", path, "--peer", subject.String())
+	if code != exitOK || !strings.Contains(out, "NOT ADMITTED (unattested)") || !strings.Contains(out, "presentation from") || strings.Contains(out, "counts") {
+		t.Fatalf("text output (exit %d):\n%s", code, out)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestNodeServesMetricsAndPeers(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var nodeErr bytes.Buffer
+	go func() {
+		done <- Main(ctx, []string{"node", "--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"),
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--metrics", addr, "--trust-quorum", "2", "--json"}, io.Discard, &nodeErr)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("node did not stop")
+		}
+	}()
+	var body string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics never served: %v\n%s", err, nodeErr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{"acaptcha_pool_depth", "acaptcha_gossip_published_total", "go_goroutines"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("/metrics lacks %s:\n%s", want, body)
+		}
+	}
+	out, errOut, code := peersMain(t, context.Background(), "peers", "--node", addr, "--json")
+	if code != exitOK {
+		t.Fatalf("peers --node: exit %d: %s", code, errOut)
+	}
+	var rep peersReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Source != "node" || rep.TrustQuorum != 2 || rep.Self == "" || rep.Stats == nil {
+		t.Fatalf("live report: %+v", rep)
+	}
+	// The store is locked while the node runs: the error says what to do.
+	_, errOut, code = peersMain(t, context.Background(), "peers", "--store", filepath.Join(dir, "db"))
+	if code != exitUsage || !strings.Contains(errOut, "--node") {
+		t.Fatalf("locked store: exit %d: %s", code, errOut)
+	}
+}

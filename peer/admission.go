@@ -1,0 +1,368 @@
+package peer
+
+// Admission for applications: gated protocol handlers, the connection
+// gater for rejected peers, and the per-peer report behind `acaptcha peers`.
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/net/conngater"
+)
+
+// Stream error codes a gated protocol resets refused streams with. They
+// are the acaptcha counterparts of libp2p's StreamGated (0x1008), one per
+// reason, in the private block 0xAC100100-0xAC1001FF (the attestation
+// protocol uses 0xAC1000xx). GateReason decodes them on the client side.
+const (
+	// ErrCodeNotAdmitted: not admitted, for a reason not listed below.
+	ErrCodeNotAdmitted network.StreamErrorCode = 0xAC100100
+	// ErrCodeUnattested: this node has no attestation of the peer and no
+	// quorum vouches for it.
+	ErrCodeUnattested network.StreamErrorCode = 0xAC100101
+	// ErrCodeRejected: this node's newest attestation of the peer is a
+	// rejection.
+	ErrCodeRejected network.StreamErrorCode = 0xAC100102
+	// ErrCodeExpired: this node's attestation of the peer expired.
+	ErrCodeExpired network.StreamErrorCode = 0xAC100103
+	// ErrCodeRevoked: this node revoked the peer's admission.
+	ErrCodeRevoked network.StreamErrorCode = 0xAC100104
+	// ErrCodeBlocked: the peer is in a block cooldown after a rejection.
+	ErrCodeBlocked network.StreamErrorCode = 0xAC100105
+)
+
+var gateCodes = map[string]network.StreamErrorCode{
+	NotAdmittedUnattested: ErrCodeUnattested,
+	NotAdmittedRejected:   ErrCodeRejected,
+	NotAdmittedExpired:    ErrCodeExpired,
+	NotAdmittedRevoked:    ErrCodeRevoked,
+	NotAdmittedBlocked:    ErrCodeBlocked,
+}
+
+// GateCode returns the stream error code for a not-admitted reason.
+func GateCode(reason string) network.StreamErrorCode {
+	if c, ok := gateCodes[reason]; ok {
+		return c
+	}
+	return ErrCodeNotAdmitted
+}
+
+// GateReason reports whether err is a stream reset by a remote admission
+// gate and, if so, the reason (one of the NotAdmitted* constants, "gated"
+// for libp2p's generic StreamGated, or "not_admitted").
+func GateReason(err error) (string, bool) {
+	var se *network.StreamError
+	if !errors.As(err, &se) || !se.Remote {
+		return "", false
+	}
+	if se.ErrorCode == network.StreamGated {
+		return "gated", true
+	}
+	if se.ErrorCode == ErrCodeNotAdmitted {
+		return "not_admitted", true
+	}
+	for r, c := range gateCodes {
+		if c == se.ErrorCode {
+			return r, true
+		}
+	}
+	return "", false
+}
+
+// GateDecision is the last admission decision a gated protocol took for a
+// peer.
+type GateDecision struct {
+	Protocol string    `json:"protocol"`
+	Admitted bool      `json:"admitted"`
+	Via      string    `json:"via,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+	// Streams counts the gated streams this peer opened (all protocols).
+	Streams uint64 `json:"streams"`
+}
+
+// maxGateDecisions bounds the remembered decisions; the oldest go first.
+const maxGateDecisions = 4096
+
+// HandleAdmitted registers h for protocol id, served only to admitted peers
+// (see Admission). Streams from other peers are reset with the code of the
+// reason (GateCode); every decision is logged, counted in the metrics and
+// remembered for Peers.
+func (n *Node) HandleAdmitted(id libp2pprotocol.ID, h network.StreamHandler) {
+	n.host.SetStreamHandler(id, func(s network.Stream) {
+		p := s.Conn().RemotePeer()
+		adm := n.Admission(p)
+		n.noteGate(id, p, adm)
+		if !adm.Admitted {
+			_ = s.ResetWithError(GateCode(adm.Reason))
+			return
+		}
+		h(s)
+	})
+}
+
+func (n *Node) noteGate(id libp2pprotocol.ID, p peer.ID, adm Admission) {
+	n.metrics.observeAdmission(string(id), adm)
+	now := n.trustNow()
+	t := &n.trust
+	t.mu.Lock()
+	d := t.gates[p]
+	changed := d == nil || d.Admitted != adm.Admitted || d.Via != adm.Via || d.Reason != adm.Reason
+	if d == nil {
+		if len(t.gates) >= maxGateDecisions {
+			var oldest peer.ID
+			for q, g := range t.gates {
+				if oldest == "" || g.At.Before(t.gates[oldest].At) {
+					oldest = q
+				}
+			}
+			delete(t.gates, oldest)
+		}
+		d = &GateDecision{}
+		t.gates[p] = d
+	}
+	d.Protocol, d.Admitted, d.Via, d.Reason, d.At = string(id), adm.Admitted, adm.Via, adm.Reason, now
+	d.Streams++
+	t.mu.Unlock()
+	log := n.log.Debug
+	if changed {
+		log = n.log.Info
+	}
+	if adm.Admitted {
+		log("admitted peer to gated protocol", "protocol", id, "peer", p, "via", adm.Via, "issuers", len(adm.Issuers))
+	} else {
+		log("refused peer on gated protocol", "protocol", id, "peer", p, "reason", adm.Reason)
+	}
+}
+
+// gaterOptions creates the connection gater when rejected peers are to be
+// blocked; New installs it in the host.
+func (n *Node) gaterOptions() []libp2p.Option {
+	if n.cfg.BlockRejected <= 0 {
+		return nil
+	}
+	g, err := conngater.NewBasicConnectionGater(nil)
+	if err != nil {
+		n.log.Error("connection gater", "err", err)
+		return nil
+	}
+	n.trust.gater = g
+	return []libp2p.Option{libp2p.ConnectionGater(g)}
+}
+
+// blockGrace lets the verdict frame reach a rejected peer before its
+// connections are closed.
+const blockGrace = time.Second
+
+// block blocks a rejected peer at the gater for Config.BlockRejected and
+// closes its connections after blockGrace.
+func (n *Node) block(p peer.ID) {
+	t := &n.trust
+	if t.gater == nil || n.ctx.Err() != nil {
+		return
+	}
+	until := n.trustNow().Add(n.cfg.BlockRejected)
+	t.mu.Lock()
+	t.blocked[p] = until
+	t.mu.Unlock()
+	if err := t.gater.BlockPeer(p); err != nil {
+		n.log.Warn("block peer", "peer", p, "err", err)
+		return
+	}
+	n.metrics.observeBlocked()
+	n.log.Info("blocked rejected peer", "peer", p, "until", until.Format(time.RFC3339))
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		tm := time.NewTimer(blockGrace)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+		case <-n.ctx.Done():
+			return
+		}
+		if ok, _ := t.isBlocked(p, n.trustNow()); ok {
+			_ = n.host.Network().ClosePeer(p)
+		}
+	}()
+}
+
+func (t *trustState) isBlocked(p peer.ID, now time.Time) (bool, time.Time) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	until, ok := t.blocked[p]
+	return ok && now.Before(until), until
+}
+
+func (n *Node) unblockExpired(now time.Time) {
+	t := &n.trust
+	var done []peer.ID
+	t.mu.Lock()
+	for p, until := range t.blocked {
+		if !now.Before(until) {
+			done = append(done, p)
+			delete(t.blocked, p)
+		}
+	}
+	t.mu.Unlock()
+	for _, p := range done {
+		if t.gater != nil {
+			_ = t.gater.UnblockPeer(p)
+		}
+		n.log.Info("block cooldown over", "peer", p)
+	}
+}
+
+// AttestationRef describes one attestation behind a peer's admission state.
+type AttestationRef struct {
+	Issuer    peer.ID   `json:"issuer"`
+	Subject   peer.ID   `json:"subject"`
+	Accepted  bool      `json:"accepted"`
+	Reason    string    `json:"reason"`
+	IssuedAt  time.Time `json:"issued_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Valid     bool      `json:"valid"`
+	// Source is SourceIssued, SourceReceived, SourceGossip or
+	// SourcePresentation; From, Author and LearnedAt are the provenance of
+	// learned records.
+	Source    string     `json:"source"`
+	From      peer.ID    `json:"from,omitempty"`
+	Author    peer.ID    `json:"author,omitempty"`
+	LearnedAt *time.Time `json:"learned_at,omitempty"`
+	// Counts tells whether a learned record counts toward a quorum now
+	// (never when the trust quorum is 0).
+	Counts bool `json:"counts,omitempty"`
+}
+
+// PeerInfo is what this node knows about one peer.
+type PeerInfo struct {
+	Peer      peer.ID   `json:"peer"`
+	Admission Admission `json:"admission"`
+	// Direct is this node's newest attestation of the peer.
+	Direct *AttestationRef `json:"direct,omitempty"`
+	// Vouchers are the newest learned attestations of the peer, one per
+	// issuer.
+	Vouchers []AttestationRef `json:"vouchers,omitempty"`
+	// AboutUs is the peer's newest attestation of this node.
+	AboutUs      *AttestationRef `json:"about_us,omitempty"`
+	RevokedAt    *time.Time      `json:"revoked_at,omitempty"`
+	BlockedUntil *time.Time      `json:"blocked_until,omitempty"`
+	LastGate     *GateDecision   `json:"last_gate,omitempty"`
+}
+
+// Peers lists every peer this node knows from its attestations (issued,
+// received, learned, as subject or issuer), revocations, blocks and gate
+// decisions, with its admission state and the attestations behind it,
+// sorted by peer ID.
+func (n *Node) Peers() []PeerInfo {
+	t := &n.trust
+	now := n.trustNow()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.peersLocked(n.ID(), now, n.cfg.TrustQuorum)
+}
+
+// PeerReport computes the Peers view from a store, for a node that is not
+// running (the store cannot be open elsewhere). quorum is the trust quorum
+// to evaluate admissions with.
+func PeerReport(st *Store, quorum int, now time.Time) ([]PeerInfo, error) {
+	idx, err := loadTrustIndex(st, "")
+	if err != nil {
+		return nil, err
+	}
+	t := &trustState{
+		issued: idx.issued, learned: idx.learned, self: idx.self, revoked: idx.revoked,
+		blocked: map[peer.ID]time.Time{}, gates: map[peer.ID]*GateDecision{},
+	}
+	var self peer.ID
+	for _, r := range idx.issued {
+		self = r.issuer
+		break
+	}
+	if self == "" {
+		for _, r := range idx.self {
+			self = r.subject
+			break
+		}
+	}
+	return t.peersLocked(self, now, quorum), nil
+}
+
+func (r *trustRec) ref(now time.Time) *AttestationRef {
+	a := &AttestationRef{
+		Issuer: r.issuer, Subject: r.subject, Accepted: r.accepted, Reason: string(r.reason),
+		IssuedAt: r.issuedAt, ExpiresAt: r.expiresAt, Valid: r.valid(now),
+		Source: r.source, From: r.from, Author: r.author,
+	}
+	if !r.learnedAt.IsZero() {
+		at := r.learnedAt
+		a.LearnedAt = &at
+	}
+	return a
+}
+
+func (t *trustState) peersLocked(self peer.ID, now time.Time, quorum int) []PeerInfo {
+	known := map[peer.ID]bool{}
+	add := func(p peer.ID) {
+		if p != "" && p != self {
+			known[p] = true
+		}
+	}
+	for p := range t.issued {
+		add(p)
+	}
+	for p := range t.self {
+		add(p)
+	}
+	for p, m := range t.learned {
+		add(p)
+		for q := range m {
+			add(q)
+		}
+	}
+	for _, m := range []map[peer.ID]time.Time{t.revoked, t.blocked} {
+		for p := range m {
+			add(p)
+		}
+	}
+	for p := range t.gates {
+		add(p)
+	}
+	out := make([]PeerInfo, 0, len(known))
+	for _, p := range slices.Sorted(maps.Keys(known)) {
+		pi := PeerInfo{Peer: p, Admission: t.admissionLocked(p, self, now, quorum)}
+		if r := t.issued[p]; r != nil {
+			pi.Direct = r.ref(now)
+		}
+		if r := t.self[p]; r != nil {
+			pi.AboutUs = r.ref(now)
+		}
+		revokedAt, revoked := t.revoked[p]
+		if revoked {
+			at := revokedAt
+			pi.RevokedAt = &at
+		}
+		if until, ok := t.blocked[p]; ok && now.Before(until) {
+			u := until
+			pi.BlockedUntil = &u
+		}
+		for _, q := range slices.Sorted(maps.Keys(t.learned[p])) {
+			r := t.learned[p][q]
+			ref := r.ref(now)
+			ref.Counts = quorum > 0 && t.countsLocked(r, p, self, now, revoked, revokedAt)
+			pi.Vouchers = append(pi.Vouchers, *ref)
+		}
+		if g := t.gates[p]; g != nil {
+			c := *g
+			pi.LastGate = &c
+		}
+		out = append(out, pi)
+	}
+	return out
+}

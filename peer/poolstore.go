@@ -1,0 +1,196 @@
+package peer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The challenge pool's buckets (see generate.PoolStore). They are created
+// on first use, inside the pool's own transactions.
+var (
+	// bucketPoolReady holds the ready sets: key = creation time (unix
+	// nanoseconds, big-endian) + set id, so a cursor walks them oldest
+	// first; value = serve count (uint32, big-endian) + the set's JSON.
+	bucketPoolReady = []byte("pool/ready")
+	// bucketPoolIndex maps a ready set's id to its key in pool/ready.
+	bucketPoolIndex = []byte("pool/index")
+	// bucketPoolServed holds the ids of sets served out (value: the time,
+	// unix nanoseconds), so the same set is never added again.
+	bucketPoolServed = []byte("pool/served")
+)
+
+// MaxPoolSetBytes caps one stored pool set.
+const MaxPoolSetBytes = 1 << 20
+
+func poolKey(created time.Time, id string) []byte {
+	k := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(id)), uint64(created.UnixNano()))
+	return append(k, id...)
+}
+
+func poolBuckets(tx *bolt.Tx) (ready, index, served *bolt.Bucket, err error) {
+	if ready, err = tx.CreateBucketIfNotExists(bucketPoolReady); err != nil {
+		return
+	}
+	if index, err = tx.CreateBucketIfNotExists(bucketPoolIndex); err != nil {
+		return
+	}
+	served, err = tx.CreateBucketIfNotExists(bucketPoolServed)
+	return
+}
+
+// expired reports whether a pool key's set was created maxAge or longer
+// before now.
+func poolExpired(k []byte, now time.Time, maxAge time.Duration) bool {
+	if len(k) < 8 {
+		return true
+	}
+	created := time.Unix(0, int64(binary.BigEndian.Uint64(k[:8])))
+	return now.Sub(created) >= maxAge
+}
+
+// PoolAdd stores a ready challenge set for the generation pool. It
+// reports false, storing nothing, when the id is ready already or was
+// served out before.
+func (s *Store) PoolAdd(id string, created time.Time, data []byte) (bool, error) {
+	if id == "" {
+		return false, errors.New("pool store: empty set id")
+	}
+	if len(data) > MaxPoolSetBytes {
+		return false, fmt.Errorf("pool store: set of %d bytes exceeds %d", len(data), MaxPoolSetBytes)
+	}
+	added := false
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		ready, index, served, err := poolBuckets(tx)
+		if err != nil {
+			return err
+		}
+		if index.Get([]byte(id)) != nil || served.Get([]byte(id)) != nil {
+			return nil
+		}
+		k := poolKey(created, id)
+		v := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(data)), 0)
+		if err := ready.Put(k, append(v, data...)); err != nil {
+			return err
+		}
+		added = true
+		return index.Put([]byte(id), k)
+	})
+	if err != nil {
+		return false, fmt.Errorf("pool store: add %s: %w", id, err)
+	}
+	return added, nil
+}
+
+// PoolTake takes the oldest unexpired ready set in one transaction: it
+// counts a serve and, at maxServes serves, removes the set and records its
+// id as served. Two concurrent takes never get the same set beyond
+// maxServes.
+func (s *Store) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (string, []byte, bool, error) {
+	var (
+		id   string
+		data []byte
+		ok   bool
+	)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		ready, index, served, err := poolBuckets(tx)
+		if err != nil {
+			return err
+		}
+		c := ready.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if poolExpired(k, now, maxAge) || len(v) < 4 {
+				continue
+			}
+			n := binary.BigEndian.Uint32(v[:4]) + 1
+			id, data, ok = string(k[8:]), append([]byte(nil), v[4:]...), true
+			if int(n) >= maxServes {
+				key := append([]byte(nil), k...)
+				if err := ready.Delete(key); err != nil {
+					return err
+				}
+				if err := index.Delete([]byte(id)); err != nil {
+					return err
+				}
+				return served.Put([]byte(id), binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano())))
+			}
+			nv := binary.BigEndian.AppendUint32(make([]byte, 0, len(v)), n)
+			return ready.Put(append([]byte(nil), k...), append(nv, v[4:]...))
+		}
+		return nil
+	})
+	if err != nil {
+		return "", nil, false, fmt.Errorf("pool store: take: %w", err)
+	}
+	return id, data, ok, nil
+}
+
+// PoolLen counts the unexpired ready sets.
+func (s *Store) PoolLen(now time.Time, maxAge time.Duration) (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPoolReady)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if !poolExpired(k, now, maxAge) {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pool store: count: %w", err)
+	}
+	return n, nil
+}
+
+// PoolPrune removes the expired ready sets; one that was served at least
+// once is recorded as served.
+func (s *Store) PoolPrune(now time.Time, maxAge time.Duration) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		ready, index, served, err := poolBuckets(tx)
+		if err != nil {
+			return err
+		}
+		var dead [][]byte
+		var servedIDs [][]byte
+		c := ready.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if !poolExpired(k, now, maxAge) {
+				continue
+			}
+			dead = append(dead, append([]byte(nil), k...))
+			if len(v) >= 4 && binary.BigEndian.Uint32(v[:4]) > 0 && len(k) > 8 {
+				servedIDs = append(servedIDs, append([]byte(nil), k[8:]...))
+			}
+		}
+		for _, k := range dead {
+			if err := ready.Delete(k); err != nil {
+				return err
+			}
+			if len(k) > 8 {
+				if err := index.Delete(k[8:]); err != nil {
+					return err
+				}
+			}
+		}
+		for _, id := range servedIDs {
+			if err := served.Put(id, binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano()))); err != nil {
+				return err
+			}
+		}
+		n = len(dead)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pool store: prune: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,210 @@
+package peer
+
+// Presentation: a prover hands the accepted attestations it holds about
+// itself to a peer it meets, so that the peer can admit it by quorum
+// without running a session. See spec/trust.md, section "Presentation".
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-msgio"
+
+	"github.com/acaptcha/acaptcha/protocol"
+)
+
+// PresentProtocol is the protocol ID of presentations. The stream opener
+// is the presenter: it writes up to MaxPresented varint-length-prefixed
+// attestation envelopes about itself, closes its write side, and reads the
+// receiver's acknowledgement, one uvarint: how many records it learned.
+const PresentProtocol = "/acaptcha/present/1.0.0"
+
+// PresentServiceName names the presentation protocol's resource-manager
+// scope.
+const PresentServiceName = "acaptcha.present"
+
+const (
+	// MaxPresented caps the records of one presentation.
+	MaxPresented = 32
+	// PresentTimeout bounds one presentation, both sides.
+	PresentTimeout = 10 * time.Second
+	// maxPresentConcurrent bounds inbound presentations in flight.
+	maxPresentConcurrent = 16
+	presentMemory        = protocol.MaxEnvelopeBytes + 4<<10
+)
+
+// Present sends p the valid accepted attestations this node holds about
+// itself (the newest per issuer, newest first, at most MaxPresented) and
+// waits for p to acknowledge. It opens no stream when there is nothing to
+// present.
+func (n *Node) Present(ctx context.Context, p peer.ID) error {
+	if p == n.ID() {
+		return errors.New("present: cannot present to ourselves")
+	}
+	t := &n.trust
+	t.mu.RLock()
+	envs := t.presentableLocked(n.trustNow(), MaxPresented)
+	t.mu.RUnlock()
+	if len(envs) == 0 {
+		return nil
+	}
+	err := n.present(ctx, p, envs)
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	n.metrics.observePresentation("sent", result)
+	return err
+}
+
+func (n *Node) present(ctx context.Context, p peer.ID, envs [][]byte) error {
+	ctx, cancel := context.WithTimeout(ctx, PresentTimeout)
+	defer cancel()
+	s, err := n.host.NewStream(ctx, p, PresentProtocol)
+	if err != nil {
+		return fmt.Errorf("present to %s: %w: %w", p, ErrNetwork, err)
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	if err := s.Scope().SetService(PresentServiceName); err != nil {
+		_ = s.Reset()
+		return fmt.Errorf("present to %s: resource scope: %w", p, err)
+	}
+	deadline, _ := ctx.Deadline()
+	_ = s.SetDeadline(deadline)
+	w := msgio.NewVarintWriter(s)
+	for _, env := range envs {
+		if err := w.WriteMsg(env); err != nil {
+			_ = s.Reset()
+			return fmt.Errorf("present to %s: %w: %w", p, ErrNetwork, err)
+		}
+	}
+	if err := s.CloseWrite(); err != nil {
+		_ = s.Reset()
+		return fmt.Errorf("present to %s: %w: %w", p, ErrNetwork, err)
+	}
+	learned, err := binary.ReadUvarint(bufio.NewReader(io.LimitReader(s, binary.MaxVarintLen64)))
+	if err != nil {
+		_ = s.Reset()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("present to %s: no acknowledgement: %w: %w", p, ErrNetwork, err)
+	}
+	n.log.Debug("presented attestations", "peer", p, "sent", len(envs), "learned", learned)
+	return nil
+}
+
+func (t *trustState) acquirePresent(p peer.ID) bool {
+	t.presentMu.Lock()
+	defer t.presentMu.Unlock()
+	if t.presentIn[p] || len(t.presentIn) >= maxPresentConcurrent {
+		return false
+	}
+	t.presentIn[p] = true
+	return true
+}
+
+func (t *trustState) releasePresent(p peer.ID) {
+	t.presentMu.Lock()
+	delete(t.presentIn, p)
+	t.presentMu.Unlock()
+}
+
+// handlePresent receives a presentation: every record must be a valid
+// signed attestation whose subject is the presenter; accepted, unexpired
+// ones are learned. A forged, malformed or foreign record, an oversized
+// frame or too many records end the stream with a protocol error code.
+func (n *Node) handlePresent(s network.Stream) {
+	p := s.Conn().RemotePeer()
+	if n.ctx.Err() != nil {
+		_ = s.Reset()
+		return
+	}
+	if err := s.Scope().SetService(PresentServiceName); err != nil {
+		_ = s.Reset()
+		return
+	}
+	if err := s.Scope().ReserveMemory(presentMemory, network.ReservationPriorityAlways); err != nil {
+		_ = s.ResetWithError(protocol.ErrCodeBusy)
+		return
+	}
+	defer s.Scope().ReleaseMemory(presentMemory)
+	t := &n.trust
+	if !t.acquirePresent(p) {
+		_ = s.ResetWithError(protocol.ErrCodeBusy)
+		n.metrics.observePresentation("received", "busy")
+		return
+	}
+	_ = s.SetDeadline(time.Now().Add(PresentTimeout))
+	learned, code, err := n.readPresentation(s, p)
+	// Released before answering, so the presenter may start its next
+	// presentation as soon as it has our answer.
+	t.releasePresent(p)
+	if err != nil {
+		if code != 0 {
+			_ = s.ResetWithError(code)
+		} else {
+			_ = s.Reset()
+		}
+		n.metrics.observePresentation("received", "invalid")
+		n.log.Debug("presentation refused", "peer", p, "err", err)
+		return
+	}
+	if _, err := s.Write(binary.AppendUvarint(nil, uint64(learned))); err != nil {
+		_ = s.Reset()
+		return
+	}
+	_ = s.Close()
+	n.metrics.observePresentation("received", "ok")
+}
+
+func (n *Node) readPresentation(s network.Stream, p peer.ID) (int, network.StreamErrorCode, error) {
+	r := msgio.NewVarintReaderSize(s, protocol.MaxEnvelopeBytes)
+	learned := 0
+	for i := 0; ; i++ {
+		msg, err := r.ReadMsg()
+		switch {
+		case errors.Is(err, io.EOF):
+			return learned, 0, nil
+		case errors.Is(err, msgio.ErrMsgTooLarge):
+			return learned, protocol.ErrCodeOversized, fmt.Errorf("%w: %w", protocol.ErrFrameTooLarge, err)
+		case isTimeout(err):
+			return learned, protocol.ErrCodeTimeout, err
+		case err != nil:
+			return learned, 0, err
+		}
+		if i >= MaxPresented {
+			r.ReleaseMsg(msg)
+			return learned, protocol.ErrCodeProtocolViolation, fmt.Errorf("%w: more than %d records", protocol.ErrProtocolViolation, MaxPresented)
+		}
+		env := append([]byte(nil), msg...)
+		r.ReleaseMsg(msg)
+		a, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{Subject: p, Now: n.trustNow()})
+		switch {
+		case errors.Is(err, protocol.ErrExpired), errors.Is(err, protocol.ErrNotYetValid), errors.Is(err, protocol.ErrUnsupportedVersion):
+			continue
+		case err != nil:
+			return learned, protocol.ErrCodeProtocolViolation, fmt.Errorf("%w: record %d: %w", protocol.ErrProtocolViolation, i+1, err)
+		case !a.Accepted:
+			continue
+		}
+		if n.learn(a, env, ViaPresentation, p, "") == learnedNew {
+			learned++
+		}
+	}
+}
+
+// isTimeout tells whether err is a deadline or network timeout.
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}

@@ -1,0 +1,265 @@
+package peer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/acaptcha/acaptcha/protocol"
+)
+
+// Via names how a learned attestation reached this node.
+type Via string
+
+// Ways of learning an attestation from a third party.
+const (
+	// ViaGossip: delivered on the attestation GossipSub topic.
+	ViaGossip Via = "gossip"
+	// ViaPresentation: presented by its subject over the presentation
+	// protocol (present.go).
+	ViaPresentation Via = "presentation"
+)
+
+var (
+	// bucketLearned holds attestations this node neither issued nor
+	// received as the subject of a session: one entry per (subject,
+	// issuer), the newest that reached us.
+	bucketLearned = []byte("attestations/learned")
+	// bucketRevoked holds the peers whose admission this node withdrew,
+	// with the time of the revocation.
+	bucketRevoked = []byte("admission/revoked")
+)
+
+// Learned is an attestation learned from a third party, with its
+// provenance.
+type Learned struct {
+	Attestation *protocol.Attestation
+	Envelope    []byte
+	// Via says how it reached us; From is the peer that handed it to us
+	// (the forwarder on gossip, the presenter for a presentation) and
+	// Author the peer that published it on gossip (empty otherwise).
+	Via       Via
+	From      peer.ID
+	Author    peer.ID
+	LearnedAt time.Time
+}
+
+// learnedValue is the stored form of a Learned entry. The times and the
+// verdict are copied out of the envelope so that superseding and pruning
+// need no signature check; reading an entry back verifies the envelope.
+type learnedValue struct {
+	Version   int    `json:"v"`
+	Via       Via    `json:"via"`
+	From      string `json:"from,omitempty"`
+	Author    string `json:"author,omitempty"`
+	LearnedAt int64  `json:"learned_at"`
+	IssuedAt  int64  `json:"issued_at"`
+	ExpiresAt int64  `json:"expires_at"`
+	Accepted  bool   `json:"accepted"`
+	Envelope  []byte `json:"envelope"`
+}
+
+// learnedKey is uvarint(len(subject)) || subject || issuer: the entries of
+// one subject sort together and the key is unambiguous although peer IDs
+// are binary.
+func learnedKey(subject, issuer peer.ID) []byte {
+	k := binary.AppendUvarint(nil, uint64(len(subject)))
+	k = append(k, subject...)
+	return append(k, issuer...)
+}
+
+func learnedPrefix(subject peer.ID) []byte {
+	if subject == "" {
+		return nil
+	}
+	k := binary.AppendUvarint(nil, uint64(len(subject)))
+	return append(k, subject...)
+}
+
+// supersedesAt tells whether a record issued at (ia, ea) with verdict acc
+// replaces one issued at (ib, eb) with verdict bcc by the same issuer about
+// the same subject: the later issue time wins; at equal issue times a
+// rejection beats an acceptance, then the later expiry wins. Identical
+// records do not supersede each other.
+func supersedesAt(ia, ea time.Time, acc bool, ib, eb time.Time, bcc bool) bool {
+	if !ia.Equal(ib) {
+		return ia.After(ib)
+	}
+	if acc != bcc {
+		return !acc
+	}
+	return ea.After(eb)
+}
+
+// PutLearned stores learned attestations, each replacing the stored entry
+// for the same issuer and subject only when it supersedes it (see
+// Admission). All entries are written in one transaction.
+func (s *Store) PutLearned(ls ...Learned) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketLearned)
+		if err != nil {
+			return err
+		}
+		for _, l := range ls {
+			a := l.Attestation
+			if a == nil || len(l.Envelope) == 0 {
+				return fmt.Errorf("%w: learned entry without attestation or envelope", protocol.ErrMalformed)
+			}
+			k := learnedKey(a.Subject, a.Issuer)
+			if old := b.Get(k); old != nil {
+				var ov learnedValue
+				if json.Unmarshal(old, &ov) == nil &&
+					!supersedesAt(a.IssuedAt, a.ExpiresAt, a.Accepted, time.Unix(ov.IssuedAt, 0), time.Unix(ov.ExpiresAt, 0), ov.Accepted) {
+					continue
+				}
+			}
+			v := learnedValue{
+				Version: 1, Via: l.Via, LearnedAt: l.LearnedAt.Unix(),
+				IssuedAt: a.IssuedAt.Unix(), ExpiresAt: a.ExpiresAt.Unix(), Accepted: a.Accepted,
+				Envelope: l.Envelope,
+			}
+			if l.From != "" {
+				v.From = l.From.String()
+			}
+			if l.Author != "" {
+				v.Author = l.Author.String()
+			}
+			data, err := json.Marshal(v)
+			if err != nil {
+				return err
+			}
+			if err := b.Put(k, data); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store learned attestations: %w", err)
+	}
+	return nil
+}
+
+// ListLearned returns the learned attestations about subject (all when
+// empty), verifying every envelope again. Expired entries are listed;
+// entries that no longer verify (a damaged or tampered file) are skipped,
+// and their number is returned as bad.
+func (s *Store) ListLearned(subject peer.ID) (out []Learned, bad int, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLearned)
+		if b == nil {
+			return nil
+		}
+		prefix := learnedPrefix(subject)
+		c := b.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var lv learnedValue
+			if err := json.Unmarshal(v, &lv); err != nil {
+				bad++
+				continue
+			}
+			a, _, err := protocol.VerifyAttestation(lv.Envelope, protocol.VerifyOptions{AllowExpired: true})
+			if err != nil || !bytes.Equal(k, learnedKey(a.Subject, a.Issuer)) {
+				bad++
+				continue
+			}
+			l := Learned{Attestation: a, Envelope: lv.Envelope, Via: lv.Via, LearnedAt: time.Unix(lv.LearnedAt, 0).UTC()}
+			if lv.From != "" {
+				l.From, _ = peer.Decode(lv.From)
+			}
+			if lv.Author != "" {
+				l.Author, _ = peer.Decode(lv.Author)
+			}
+			out = append(out, l)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list learned attestations: %w", err)
+	}
+	return out, bad, nil
+}
+
+// PruneLearned deletes the learned entries that expired at or before now
+// and returns how many it deleted.
+func (s *Store) PruneLearned(now time.Time) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLearned)
+		if b == nil {
+			return nil
+		}
+		var dead [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			var lv learnedValue
+			if json.Unmarshal(v, &lv) != nil || lv.ExpiresAt <= now.Unix() {
+				dead = append(dead, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range dead {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(dead)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune learned attestations: %w", err)
+	}
+	return n, nil
+}
+
+// PutRevocation records that this node withdrew its admission of p at
+// time at (see Node.Revoke).
+func (s *Store) PutRevocation(p peer.ID, at time.Time) error {
+	if p == "" {
+		return fmt.Errorf("record revocation: empty peer ID")
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketRevoked)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(p), binary.BigEndian.AppendUint64(nil, uint64(at.Unix())))
+	})
+	if err != nil {
+		return fmt.Errorf("record revocation of %s: %w", p, err)
+	}
+	return nil
+}
+
+// Revocations returns the revoked peers with the time of their revocation.
+func (s *Store) Revocations() (map[peer.ID]time.Time, error) {
+	out := map[peer.ID]time.Time{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRevoked)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			id, err := peer.IDFromBytes(k)
+			if err != nil || len(v) != 8 {
+				return nil // not ours: skip rather than fail the node
+			}
+			out[id] = time.Unix(int64(binary.BigEndian.Uint64(v)), 0).UTC()
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read revocations: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,79 @@
+package peer
+
+import (
+	"crypto/rand"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// Test hooks for the external tests of trust, gossip and presentation.
+
+// SetTrustClock makes n's admission decisions use now.
+func SetTrustClock(n *Node, now func() time.Time) { n.trust.now.Store(&now) }
+
+// LearnEnvelope verifies env and learns it as if it came via from.
+func LearnEnvelope(n *Node, env []byte, via Via, from peer.ID) (string, error) {
+	a, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{Now: n.trustNow()})
+	if err != nil {
+		return "", err
+	}
+	return n.learn(a, env, via, from, "").String(), nil
+}
+
+// MakeTestAttestation builds a well-formed attestation of subject by the
+// holder of key: accepted (three correct rounds) or rejected (wrong answer
+// in round 1), issued at issued and valid for ttl.
+func MakeTestAttestation(key crypto.PrivKey, subject peer.ID, accepted bool, issued time.Time, ttl time.Duration) *protocol.Attestation {
+	issuer, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		panic(err)
+	}
+	nonce, digest := make([]byte, protocol.NonceBytes), make([]byte, protocol.DigestBytes)
+	_, _ = rand.Read(nonce)
+	_, _ = rand.Read(digest)
+	a := &protocol.Attestation{
+		Issuer: issuer, Subject: subject, Accepted: accepted, Reason: skill.ReasonOK,
+		Nonce: nonce, TranscriptDigest: digest,
+		Policy: protocol.PolicySummary{Rounds: 3, Tau: 15 * time.Second, Total: 2 * time.Minute, RTTCredit: 500 * time.Millisecond},
+		Domain: "test", SetID: "set",
+		IssuedAt: issued.UTC().Truncate(time.Second), ExpiresAt: issued.UTC().Truncate(time.Second).Add(ttl),
+		SpecVersion: protocol.SpecVersion,
+	}
+	if accepted {
+		for i := 1; i <= 3; i++ {
+			a.Rounds = append(a.Rounds, protocol.RoundTiming{Round: i, Budget: 15 * time.Second, Effective: time.Second, NarrativeTokens: 500, Correct: true})
+		}
+	} else {
+		a.Reason, a.FailedRound = skill.ReasonWrongAnswer, 1
+		a.Rounds = []protocol.RoundTiming{{Round: 1, Budget: 15 * time.Second, Effective: time.Second, NarrativeTokens: 500}}
+	}
+	return a
+}
+
+// SealTest seals a test attestation, panicking on failure.
+func SealTest(key crypto.PrivKey, subject peer.ID, accepted bool, issued time.Time, ttl time.Duration) []byte {
+	env, err := protocol.Seal(MakeTestAttestation(key, subject, accepted, issued, ttl), key)
+	if err != nil {
+		panic(err)
+	}
+	return env
+}
+
+// IssueEnvelope stores env as an attestation n issued and indexes it, as
+// a finished verifier session would (without publishing it).
+func IssueEnvelope(n *Node, env []byte) error {
+	a, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{Issuer: n.ID(), AllowExpired: true})
+	if err != nil {
+		return err
+	}
+	if err := n.store.Put(Issued, env, a); err != nil {
+		return err
+	}
+	n.indexIssued(a)
+	return nil
+}

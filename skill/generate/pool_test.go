@@ -1,0 +1,410 @@
+package generate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/generate"
+)
+
+// fakeProducer hands out distinct valid sets (marked copies of the good
+// fixture) until limit, then blocks until its context ends. gate, when
+// set, holds every call until it is closed.
+type fakeProducer struct {
+	base  *skill.Set
+	limit int
+	gate  chan struct{}
+
+	mu      sync.Mutex
+	n       int
+	running int
+	peak    int
+	started atomic.Int64
+}
+
+func newFake(t *testing.T, limit int) *fakeProducer {
+	return &fakeProducer{base: goodSet(t), limit: limit}
+}
+
+func (f *fakeProducer) Produce(ctx context.Context) (*skill.Set, error) {
+	f.started.Add(1)
+	f.mu.Lock()
+	f.running++
+	f.peak = max(f.peak, f.running)
+	n := f.n
+	if n < f.limit {
+		f.n++
+	}
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.running--
+		f.mu.Unlock()
+	}()
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if n >= f.limit {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	s := *f.base
+	s.Parts = append([]skill.Part(nil), f.base.Parts...)
+	s.Parts[2].Narrative += fmt.Sprintf("\n\nCopy %d.", n)
+	s.ID = s.ContentID()
+	return &s, nil
+}
+
+func newPool(t *testing.T, cfg generate.PoolConfig, p generate.Producer) *generate.Pool {
+	t.Helper()
+	cfg.Logger = quiet
+	if cfg.RetryBackoff == 0 {
+		cfg.RetryBackoff = time.Millisecond
+		cfg.MaxRetryBackoff = 5 * time.Millisecond
+	}
+	pool, err := generate.NewPool(cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	return pool
+}
+
+// waitReady waits until the pool holds n sets.
+func waitReady(t *testing.T, p *generate.Pool, n int) {
+	t.Helper()
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	for {
+		ch := p.Added()
+		if p.Ready() >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout.C:
+			t.Fatalf("pool holds %d sets, want %d", p.Ready(), n)
+		}
+	}
+}
+
+// stopAfter passes n calls through to inner, then closes done and blocks.
+type stopAfter struct {
+	inner *generate.Generator
+	n     int
+	done  chan struct{}
+	calls int
+}
+
+// Stats lets the pool report the generator's accounting.
+func (s *stopAfter) Stats() generate.Stats { return s.inner.Stats() }
+
+func (s *stopAfter) Produce(ctx context.Context) (*skill.Set, error) {
+	if s.calls == s.n {
+		close(s.done)
+	}
+	s.calls++
+	if s.calls > s.n {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.inner.Produce(ctx)
+}
+
+// Only the sets that pass every check enter the pool: the good one, the
+// one retried after truncation and the one retried after a 429, over
+// every wire format.
+func TestPoolAdmitsOnlyValidSets(t *testing.T) {
+	for _, w := range wires {
+		t.Run(w.name, func(t *testing.T) {
+			good := goodSet(t)
+			g1, g2, g3 := marked(t, good, 1), marked(t, good, 2), marked(t, good, 3)
+			r := func(s *skill.Set) testutil.BrainReply { return testutil.BrainReply{Text: reply(t, s)} }
+			gen := testutil.Sequence(
+				r(g1),
+				testutil.BrainReply{Text: `{"domain": "aviation_maintenance", "parts": [`},
+				testutil.BrainReply{Text: cut(reply(t, g2)), FinishReason: testutil.FinishLength}, r(g2),
+				r(leaky(t)),
+				r(cueAnswerable(t)),
+				r(disagreeing(t)),
+				testutil.BrainReply{Text: reply(t, g1), Delay: 10 * time.Second},
+				testutil.BrainReply{Status: http.StatusTooManyRequests}, r(g3),
+			)
+			g, _ := newGenerator(t, w, gen, testutil.NewOracle(good, g1, g2, g3), func(c *generate.Config) {
+				c.CallTimeout = 2 * time.Second // the slow reply takes 10 s
+			})
+			prod := &stopAfter{inner: g, n: 8, done: make(chan struct{})}
+			pool := newPool(t, generate.PoolConfig{Size: 10, Workers: 1}, prod)
+			select {
+			case <-prod.done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("the eight scenarios did not finish")
+			}
+			st := pool.Stats()
+			if st.Ready != 3 || st.Added != 3 || st.Failed != 5 {
+				t.Errorf("pool stats %+v", st)
+			}
+			gs := st.Generator
+			if gs == nil {
+				t.Fatal("no generator stats")
+			}
+			want := map[generate.Reason]int{generate.RejectMalformed: 1, generate.RejectLeakage: 1, generate.RejectScript: 1,
+				generate.RejectCrossCheck: 1, generate.RejectDeadline: 1}
+			if gs.Accepted != 3 || gs.Attempts != 8 || fmt.Sprint(gs.Rejected) != fmt.Sprint(want) {
+				t.Errorf("generator stats: accepted %d attempts %d rejected %v", gs.Accepted, gs.Attempts, gs.Rejected)
+			}
+			in, out := gs.PerAccepted()
+			if in <= 0 || out <= 0 || in*3 != float64(gs.Total().InputTokens) {
+				t.Errorf("tokens per accepted set %.0f/%.0f, total %+v", in, out, gs.Total())
+			}
+			got := map[string]bool{}
+			for range 3 {
+				s, err := pool.Next(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, m := range []*skill.Set{g1, g2, g3} {
+					if s.Parts[2].Narrative == m.Parts[2].Narrative {
+						got[fmt.Sprint(i+1)] = true
+					}
+				}
+			}
+			if len(got) != 3 {
+				t.Errorf("served sets %v, want the three good ones", got)
+			}
+		})
+	}
+}
+
+// Concurrent takes never hand out the same set.
+func TestPoolConcurrentTakes(t *testing.T) {
+	const n = 24
+	f := newFake(t, n)
+	pool := newPool(t, generate.PoolConfig{Size: n, Workers: 3, Wait: 50 * time.Millisecond}, f)
+	waitReady(t, pool, n)
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+		wg   sync.WaitGroup
+		errs atomic.Int64
+	)
+	for range 2 * n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := pool.Next(context.Background())
+			if err != nil {
+				if !errors.Is(err, skill.ErrExhausted) {
+					t.Errorf("Next: %v", err)
+				}
+				errs.Add(1)
+				return
+			}
+			mu.Lock()
+			seen[s.ID]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(seen) != n || errs.Load() != n {
+		t.Errorf("%d distinct sets served, %d exhausted; want %d and %d", len(seen), errs.Load(), n, n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("set %s served %d times", id, c)
+		}
+	}
+	if st := pool.Stats(); st.Served != n || st.Exhausted != n {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// A restart keeps the unserved sets and never serves a served one again.
+func TestPoolRestart(t *testing.T) {
+	store := generate.NewMemPoolStore()
+	f := newFake(t, 3)
+	p1 := newPool(t, generate.PoolConfig{Size: 3, Store: store}, f)
+	waitReady(t, p1, 3)
+	first, err := p1.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1.Close()
+
+	// The restarted node's producer makes nothing new.
+	p2 := newPool(t, generate.PoolConfig{Size: 3, Store: store, Wait: 20 * time.Millisecond}, newFake(t, 0))
+	if p2.Ready() != 2 {
+		t.Fatalf("restarted pool holds %d sets, want 2", p2.Ready())
+	}
+	for range 2 {
+		s, err := p2.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.ID == first.ID {
+			t.Fatal("served set served again after restart")
+		}
+	}
+	if _, err := p2.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) {
+		t.Fatalf("third Next: %v", err)
+	}
+	if ok, err := store.PoolAdd(first.ID, time.Now(), []byte("{}")); ok || err != nil {
+		t.Errorf("a served set was admitted again: %v %v", ok, err)
+	}
+}
+
+// Sets expire after MaxAge and are never served late.
+func TestPoolExpiry(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	store := generate.NewMemPoolStore()
+	pool := newPool(t, generate.PoolConfig{Size: 2, Store: store, MaxAge: time.Hour, Wait: 20 * time.Millisecond, Now: clock, PruneInterval: time.Hour}, newFake(t, 2))
+	waitReady(t, pool, 2)
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	if _, err := pool.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) {
+		t.Fatalf("Next after expiry: %v", err)
+	}
+	if pool.Ready() != 0 {
+		t.Errorf("%d expired sets counted as ready", pool.Ready())
+	}
+	if n, err := store.PoolPrune(clock(), time.Hour); n != 2 || err != nil {
+		t.Errorf("pruned %d (%v), want 2", n, err)
+	}
+}
+
+// An empty pool makes Next wait for the bound, then fail with
+// skill.ErrExhausted, however many sessions ask; the sessions do not
+// start more productions than the workers.
+func TestPoolEmptyIsBounded(t *testing.T) {
+	f := newFake(t, 100)
+	f.gate = make(chan struct{}) // productions never finish
+	const wait = 150 * time.Millisecond
+	pool := newPool(t, generate.PoolConfig{Size: 4, Workers: 2, Wait: wait}, f)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			_, err := pool.Next(context.Background())
+			took := time.Since(start)
+			if !errors.Is(err, skill.ErrExhausted) {
+				t.Errorf("Next: %v", err)
+			}
+			if took < wait || took > wait+5*time.Second {
+				t.Errorf("Next returned after %s, bound %s", took, wait)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := f.started.Load(); n > 2 {
+		t.Errorf("%d productions started by 20 waiting sessions, want at most 2 (the workers)", n)
+	}
+	// A caller's shorter deadline also ends the wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := pool.Next(ctx); !errors.Is(err, skill.ErrExhausted) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Next with a short context: %v", err)
+	}
+}
+
+// Workers only refill up to the pool size: a full pool starts no
+// production, each take starts exactly one.
+func TestPoolRefillsToSize(t *testing.T) {
+	f := newFake(t, 100)
+	pool := newPool(t, generate.PoolConfig{Size: 3, Workers: 8}, f)
+	waitReady(t, pool, 3)
+	if n := f.started.Load(); n != 3 {
+		t.Fatalf("%d productions for a pool of 3", n)
+	}
+	for i := range 2 {
+		ch := pool.Added()
+		if _, err := pool.Next(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		<-ch
+		waitReady(t, pool, 3)
+		if n := f.started.Load(); n != int64(4+i) {
+			t.Errorf("after %d takes: %d productions", i+1, n)
+		}
+	}
+	f.mu.Lock()
+	peak := f.peak
+	f.mu.Unlock()
+	if peak > 3 {
+		t.Errorf("%d productions ran at once for a pool of 3", peak)
+	}
+}
+
+// With MaxServes 2 a set is served twice, then never again.
+func TestPoolMaxServes(t *testing.T) {
+	pool := newPool(t, generate.PoolConfig{Size: 1, MaxServes: 2, Wait: 20 * time.Millisecond}, newFake(t, 1))
+	waitReady(t, pool, 1)
+	a, err := pool.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pool.Next(context.Background())
+	if err != nil || b.ID != a.ID {
+		t.Fatalf("second serve: %v, %v", b, err)
+	}
+	if _, err := pool.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) {
+		t.Fatalf("third serve: %v", err)
+	}
+}
+
+// A failing producer is retried with backoff and counted; a closed pool
+// reports exhaustion at once.
+func TestPoolFailuresAndClose(t *testing.T) {
+	var calls atomic.Int64
+	fail := producerFunc(func(ctx context.Context) (*skill.Set, error) {
+		if calls.Add(1) == 3 {
+			return goodSet(t), nil
+		}
+		return nil, &generate.RejectError{Reason: generate.RejectMalformed}
+	})
+	pool := newPool(t, generate.PoolConfig{Size: 1}, fail)
+	waitReady(t, pool, 1)
+	if st := pool.Stats(); st.Failed != 2 || st.Added != 1 || st.Generator != nil {
+		t.Errorf("stats %+v", st)
+	}
+	pool.Close()
+	start := time.Now()
+	if _, err := pool.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("Next after Close: %v", err)
+	}
+	if time.Since(start) > time.Second {
+		t.Error("Next after Close waited")
+	}
+}
+
+type producerFunc func(context.Context) (*skill.Set, error)
+
+func (f producerFunc) Produce(ctx context.Context) (*skill.Set, error) { return f(ctx) }
+
+func TestPoolConfig(t *testing.T) {
+	for _, c := range []generate.PoolConfig{{Size: -1}, {Workers: -1}, {MaxServes: -1}, {Wait: -time.Second}} {
+		if _, err := generate.NewPool(c, newFake(t, 0)); err == nil {
+			t.Errorf("NewPool(%+v) accepted", c)
+		}
+	}
+	if _, err := generate.NewPool(generate.PoolConfig{}, nil); err == nil {
+		t.Error("nil producer accepted")
+	}
+}

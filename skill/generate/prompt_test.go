@@ -1,0 +1,119 @@
+package generate_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/generate"
+)
+
+func TestDomains(t *testing.T) {
+	ds := generate.Domains()
+	if len(ds) < 15 {
+		t.Fatalf("%d domains, want at least 15", len(ds))
+	}
+	names := map[string]bool{}
+	fields := map[string]bool{}
+	for _, d := range ds {
+		if names[d.Name] {
+			t.Errorf("duplicate domain %s", d.Name)
+		}
+		names[d.Name] = true
+		fields[d.Field] = true
+		if d.Field == "" || len(d.Description) < 30 || len(d.Entities) < 3 || len(d.Patterns) < 3 {
+			t.Errorf("domain %s is incomplete: %+v", d.Name, d)
+		}
+		if d.Name != strings.ToLower(d.Name) || strings.ContainsAny(d.Name, " -") {
+			t.Errorf("domain name %q is not a machine name", d.Name)
+		}
+	}
+	// The paper's five and all five FORD fields it draws from.
+	for _, n := range []string{"biochemistry", "cybersecurity", "clinical_trials", "food_safety", "financial_markets"} {
+		if !names[n] {
+			t.Errorf("paper domain %s missing", n)
+		}
+	}
+	if len(fields) != 5 {
+		t.Errorf("domains cover %d FORD fields, want 5", len(fields))
+	}
+	if d, err := generate.LookupDomain(" Site-Reliability "); err != nil || d.Name != "site_reliability" {
+		t.Errorf("LookupDomain: %v %v", d, err)
+	}
+	if _, err := generate.LookupDomain("poetry"); err == nil {
+		t.Error("unknown domain found")
+	}
+	// Domains returns copies.
+	ds[0].Entities[0] = "changed"
+	if generate.Domains()[0].Entities[0] == "changed" {
+		t.Error("Domains exposes its table")
+	}
+}
+
+// The prompt asks for everything the paper's Appendix A asks for, with
+// the configured numbers, in our own words.
+func TestPromptDemands(t *testing.T) {
+	d, _ := generate.LookupDomain("genomics")
+	p := generate.Params{QuestionsPerPart: 4, MinTokens: 400, MaxTokens: 900, MinEntities: 5, MaxEntities: 7, MinMisleading: 2, MinNumbers: 6, MinScatter: 3, MaxAnswerChars: 18, MinSetReasoningTypes: 5}
+	v := generate.NewVariation(rand.New(rand.NewPCG(1, 2)), 0.9)
+	pr := generate.BuildPrompt(d, p, v)
+	all := pr.System + "\n" + pr.User
+	for _, want := range []string{
+		// chain and indirect reference
+		"Part 1 stands on its own", "only by description", "Never repeat an earlier part's answer",
+		"cannot be answered without knowing part 1's answers", "draws on both earlier parts",
+		// neutral candidates and implicit distinctions
+		"5 to 7 named candidate entities", "neutral or favourable", `"confirmed"`, `"ruled out"`, `"primary suspect"`,
+		"persists over time", "independent repeats", "explains it away", "widespread",
+		// misdirection, numbers, scattering, formats, aliases
+		"at least 2 paragraph(s)", "at least 6 numeric values", "distractors", "at least 3 paragraphs that are not next to each other",
+		"document format", "different names, abbreviations or descriptions",
+		// lengths and questions
+		"400 to 900 tokens", "exactly 4 questions", "at most 18 characters", "entity name", "a number", "label or classification",
+		"at least 5 different reasoning types", "does not contain its own answer", "never where it is",
+		// answers
+		"2 to 5 accepted spellings", "equals \"answer\"", "Greek", "percent sign",
+		// output
+		"no code fence", "depends_on", `"answers"`,
+		// domain section and variation
+		d.Description, d.Entities[0], d.Patterns[0], v.CaseKey, v.Formats[0], v.Words[0],
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("prompt lacks %q", want)
+		}
+	}
+	for _, r := range skill.ReasoningTypes {
+		if !strings.Contains(pr.System, "- "+string(r)+":") {
+			t.Errorf("prompt does not explain reasoning type %s", r)
+		}
+	}
+	// Not the paper's template: none of its distinctive phrases or
+	// examples.
+	for _, paper := range []string{"Generate a three-part narrative sequence", "anaphoric", "LDH-", "HK-II", "18.6", "uncompetitive",
+		"Return ONLY a JSON object", "S-Hard", "$min_", "NLU"} {
+		if strings.Contains(all, paper) {
+			t.Errorf("prompt contains the paper's %q", paper)
+		}
+	}
+}
+
+func TestVariations(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	seen := map[string]bool{}
+	for range 50 {
+		v := generate.NewVariation(r, 0.9)
+		key := fmt.Sprint(v.CaseKey, v.Formats, v.Words, v.Seed)
+		if seen[key] {
+			t.Fatal("variation repeated")
+		}
+		seen[key] = true
+		if v.Temperature < 0.8 || v.Temperature > 1.0 {
+			t.Errorf("temperature %v", v.Temperature)
+		}
+		if v.Formats[0] == v.Formats[1] || v.Formats[1] == v.Formats[2] || v.Formats[0] == v.Formats[2] || len(v.Words) != 3 {
+			t.Errorf("variation %+v", v)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package generate
+
+import (
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/acaptcha/acaptcha/llm"
+)
+
+// Stats is the cost and outcome accounting of a Generator.
+type Stats struct {
+	// Attempts counts generation attempts that ran to a verdict.
+	Attempts int `json:"attempts"`
+	// Accepted counts sets that passed validation.
+	Accepted int `json:"accepted"`
+	// Rejected counts rejected attempts by reason.
+	Rejected map[Reason]int `json:"rejected"`
+	// Dropped counts dropped questions by Drop.Key ("script:router",
+	// "cross_check_disagree", ...), over accepted and rejected sets.
+	Dropped map[string]int `json:"dropped"`
+	// GenerationCalls and CheckCalls count provider calls, retries
+	// included.
+	GenerationCalls int `json:"generation_calls"`
+	CheckCalls      int `json:"check_calls"`
+	// Generation and Check are the tokens of generation and cross-check
+	// calls, as the providers reported them.
+	Generation llm.Usage `json:"generation_tokens"`
+	Check      llm.Usage `json:"check_tokens"`
+	// Busy is the summed wall time of the attempts.
+	Busy time.Duration `json:"busy_ns"`
+}
+
+// Total returns all tokens spent.
+func (s Stats) Total() llm.Usage { return s.Generation.Add(s.Check) }
+
+// RejectedTotal returns the number of rejected attempts.
+func (s Stats) RejectedTotal() int {
+	n := 0
+	for _, v := range s.Rejected {
+		n += v
+	}
+	return n
+}
+
+// PerAccepted returns the input and output tokens spent per accepted set,
+// counting the tokens of rejected attempts too (0, 0 when none was
+// accepted).
+func (s Stats) PerAccepted() (in, out float64) {
+	if s.Accepted == 0 {
+		return 0, 0
+	}
+	t := s.Total()
+	return float64(t.InputTokens) / float64(s.Accepted), float64(t.OutputTokens) / float64(s.Accepted)
+}
+
+// RejectionRate returns the share of attempts rejected for reason r.
+func (s Stats) RejectionRate(r Reason) float64 {
+	if s.Attempts == 0 {
+		return 0
+	}
+	return float64(s.Rejected[r]) / float64(s.Attempts)
+}
+
+func (s Stats) clone() Stats {
+	s.Rejected = maps.Clone(s.Rejected)
+	s.Dropped = maps.Clone(s.Dropped)
+	if s.Rejected == nil {
+		s.Rejected = map[Reason]int{}
+	}
+	if s.Dropped == nil {
+		s.Dropped = map[string]int{}
+	}
+	return s
+}
+
+// statsBox guards a Stats.
+type statsBox struct {
+	mu sync.Mutex
+	s  Stats
+}
+
+func (b *statsBox) record(o *Outcome) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.s.Rejected == nil {
+		b.s.Rejected = map[Reason]int{}
+		b.s.Dropped = map[string]int{}
+	}
+	b.s.Attempts++
+	if o.Reason == "" {
+		b.s.Accepted++
+	} else {
+		b.s.Rejected[o.Reason]++
+	}
+	for _, d := range o.Drops {
+		b.s.Dropped[d.Key()]++
+	}
+	b.s.GenerationCalls += o.GenerationCalls
+	b.s.CheckCalls += o.CheckCalls
+	b.s.Generation = b.s.Generation.Add(o.Generation)
+	b.s.Check = b.s.Check.Add(o.Check)
+	b.s.Busy += o.Elapsed
+}
+
+// addUsage counts the calls and tokens of an attempt that ended without
+// a verdict (its context ended).
+func (b *statsBox) addUsage(o *Outcome) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.s.GenerationCalls += o.GenerationCalls
+	b.s.CheckCalls += o.CheckCalls
+	b.s.Generation = b.s.Generation.Add(o.Generation)
+	b.s.Check = b.s.Check.Add(o.Check)
+	b.s.Busy += o.Elapsed
+}
+
+func (b *statsBox) get() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.s.clone()
+}
