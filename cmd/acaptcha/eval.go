@@ -87,17 +87,7 @@ window, and writes report.json plus two plots (PNG and SVG) to --out.`,
 				HumanSamples: humanSamples, Workers: workers,
 			}
 			start := time.Now()
-			var lastDraw time.Time
-			progress := func(p eval.Progress) {
-				if a.jsonOut || (time.Since(lastDraw) < 200*time.Millisecond && p.Done < p.Total) {
-					return
-				}
-				lastDraw = time.Now()
-				fmt.Fprintf(a.stderr, "\r%s %d/%d sessions  %s", bar(p.Done, p.Total, 30), p.Done, p.Total, p.Elapsed.Round(time.Second))
-				if p.Done >= p.Total {
-					fmt.Fprintln(a.stderr)
-				}
-			}
+			progress := a.progressPrinter("sessions")
 			rep, err := eval.Run(ctx, cfg, progress)
 			if err != nil {
 				return fmt.Errorf("eval: %w", err)
@@ -142,9 +132,43 @@ window, and writes report.json plus two plots (PNG and SVG) to --out.`,
 	f.Uint64Var(&seed, "seed", 1, "seed for sets, question picks and the human model: the same seed gives the same run")
 	f.StringVar(&out, "out", "acaptcha-eval", "directory for report.json and the plots")
 	f.IntVar(&workers, "workers", 0, "sessions run in parallel (default GOMAXPROCS)")
-	f.IntVar(&humanSamples, "human-samples", 0, "human Monte Carlo samples (default 20000)")
+	f.IntVar(&humanSamples, "human-samples", 50000, "human Monte Carlo samples (50000 bounds a zero completion rate below 1e-4 at 95% confidence)")
 	f.BoolVar(&noPlots, "no-plots", false, "skip the PNG/SVG plots")
 	return cmd
+}
+
+// progressPrinter returns a progress callback: a redrawn bar on a
+// terminal, a line per tenth otherwise (logs, CI), nothing with --json.
+func (a *app) progressPrinter(unit string) func(eval.Progress) {
+	tty := false
+	if f, ok := a.stderr.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	var lastDraw time.Time
+	lastTenth := -1
+	return func(p eval.Progress) {
+		if a.jsonOut || p.Total <= 0 {
+			return
+		}
+		done := p.Done >= p.Total
+		if tty {
+			if time.Since(lastDraw) < 200*time.Millisecond && !done {
+				return
+			}
+			lastDraw = time.Now()
+			fmt.Fprintf(a.stderr, "\r%s %d/%d %s  %s", bar(p.Done, p.Total, 30), p.Done, p.Total, unit, p.Elapsed.Round(time.Second))
+			if done {
+				fmt.Fprintln(a.stderr)
+			}
+			return
+		}
+		if tenth := p.Done * 10 / p.Total; tenth != lastTenth {
+			lastTenth = tenth
+			fmt.Fprintf(a.stderr, "%d/%d %s (%d%%) %s\n", p.Done, p.Total, unit, tenth*10, p.Elapsed.Round(time.Second))
+		}
+	}
 }
 
 func bar(done, total, width int) string {
