@@ -72,14 +72,9 @@ func (a *app) attestationsCmd() *cobra.Command {
 		Short: "Show one stored attestation (KEY as printed by list)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := peer.OpenStore(a.storePath)
+			e, err := a.storedEntry(args[0])
 			if err != nil {
-				return usageErr("%v", err)
-			}
-			defer st.Close()
-			e, err := st.Get(args[0])
-			if err != nil {
-				return usageErr("%v", err)
+				return err
 			}
 			return a.printAttestation(e.Attestation, e.Envelope, string(e.Direction))
 		},
@@ -90,14 +85,9 @@ func (a *app) attestationsCmd() *cobra.Command {
 		Short: "Write one stored attestation's signed envelope to a file (binary) for others to verify",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := peer.OpenStore(a.storePath)
+			e, err := a.storedEntry(args[0])
 			if err != nil {
-				return usageErr("%v", err)
-			}
-			defer st.Close()
-			e, err := st.Get(args[0])
-			if err != nil {
-				return usageErr("%v", err)
+				return err
 			}
 			if out == "" || out == "-" {
 				_, err = a.stdout.Write(e.Envelope)
@@ -167,6 +157,20 @@ hex encoding; - reads standard input. Exit code 0 when valid, 1 when not.`,
 	verify.Flags().BoolVar(&allowExpired, "allow-expired", false, "accept an expired attestation (for audits)")
 	cmd.AddCommand(list, show, export, verify)
 	return cmd
+}
+
+// storedEntry reads one entry from the store (opened read and closed again).
+func (a *app) storedEntry(key string) (*peer.Entry, error) {
+	st, err := peer.OpenStore(a.storePath)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	defer st.Close()
+	e, err := st.Get(key)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return e, nil
 }
 
 func shortKey(k string) string {
