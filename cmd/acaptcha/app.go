@@ -131,7 +131,7 @@ func (a *app) rootCmd() *cobra.Command {
 	f := root.PersistentFlags()
 	f.StringVar(&a.llmSpec, "llm", "", "LLM that answers challenges: openai:MODEL, anthropic:MODEL, ollama:MODEL or googleai:MODEL (keys from the providers' usual environment variables)")
 	f.StringVar(&a.llmBaseURL, "llm-base-url", "", "base URL of an OpenAI-compatible (or other provider's) server")
-	f.StringVar(&a.challenges, "challenges", "auto", "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR, llm (a pool of sets generated and validated with --llm); auto picks llm for a node with --llm, else procedural")
+	f.StringVar(&a.challenges, "challenges", "auto", "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR, llm (a pool of sets generated and validated with --llm), hybrid (a pool of procedural sets reworded by --llm, ground truth kept); auto picks llm for a node with --llm, else procedural")
 	f.StringVar(&a.keyFile, "key", filepath.Join(data, "key"), "node identity key file (created on first run, mode 0600)")
 	f.StringVar(&a.storePath, "store", filepath.Join(data, "acaptcha.db"), "attestation store (bbolt)")
 	f.StringArrayVar(&a.listen, "listen", nil, "listen multiaddr (repeatable; default TCP and QUIC on port 4001)")
@@ -140,8 +140,8 @@ func (a *app) rootCmd() *cobra.Command {
 	f.DurationVar(&a.total, "total", skill.DefaultTotal, "total budget of one session (T_total)")
 	f.IntVar(&a.rounds, "rounds", skill.DefaultRounds, "chained rounds per session (1-3)")
 	f.IntVar(&a.maxServes, "max-serves", skill.DefaultMaxServes, "how often this node serves one challenge set")
-	f.IntVar(&a.gen.poolSize, "pool-size", generate.DefaultPoolSize, "generated challenge sets kept ready (--challenges llm)")
-	f.IntVar(&a.gen.poolWorkers, "pool-workers", generate.DefaultPoolWorkers, "challenge sets generated at once (--challenges llm)")
+	f.IntVar(&a.gen.poolSize, "pool-size", generate.DefaultPoolSize, "generated challenge sets kept ready (--challenges llm or hybrid)")
+	f.IntVar(&a.gen.poolWorkers, "pool-workers", generate.DefaultPoolWorkers, "challenge sets generated at once (--challenges llm or hybrid)")
 	f.DurationVar(&a.gen.poolWait, "pool-wait", generate.DefaultPoolWait, "how long a session waits for a set when the pool is empty before ending inconclusive")
 	f.IntVar(&a.gen.tokenBudget, "pool-token-budget", 0, "tokens challenge generation may spend per hour (0: no cap)")
 	f.StringVar(&a.gen.crossCheck, "cross-check-llm", "", "a second LLM (provider:MODEL) whose solver must also reproduce every generated answer")
@@ -205,6 +205,8 @@ func (a *app) source(ledger skill.Ledger, maxServes int) (skill.Source, error) {
 	switch {
 	case a.challenges == "llm":
 		return a.llmPool(ledger, maxServes)
+	case a.challenges == "hybrid":
+		return a.hybridPool(ledger, maxServes)
 	case a.challenges == "examples":
 		sets, err = spec.Examples()
 		name = "examples"
@@ -219,7 +221,7 @@ func (a *app) source(ledger skill.Ledger, maxServes int) (skill.Source, error) {
 		sets, err = skill.LoadDir(dir)
 		name = dir
 	default:
-		return nil, usageErr("--challenges %q: want auto, procedural, examples, corpus:DIR or llm", a.challenges)
+		return nil, usageErr("--challenges %q: want auto, procedural, examples, corpus:DIR, llm or hybrid", a.challenges)
 	}
 	if err != nil {
 		return nil, usageErr("%v", err)

@@ -68,24 +68,34 @@ func (a *app) newModel(ctx context.Context, spec string, timeout time.Duration) 
 	return m, nil
 }
 
-// newGenerator builds the LLM generator from the global options.
-func (a *app) newGenerator(ctx context.Context, edit func(*generate.Config)) (*generate.Generator, error) {
+// generatorConfig builds the LLM generator's configuration from the
+// global options.
+func (a *app) generatorConfig(ctx context.Context) (generate.Config, error) {
 	if a.llmSpec == "" {
-		return nil, usageErr("generating challenges needs an LLM: %s", noLLMHint)
+		return generate.Config{}, usageErr("generating challenges needs an LLM: %s", noLLMHint)
 	}
 	m, err := a.newModel(ctx, a.llmSpec, 0)
 	if err != nil {
-		return nil, err
+		return generate.Config{}, err
 	}
 	cfg := generate.Config{Model: m, TokenBudgetPerHour: a.gen.tokenBudget, Logger: a.log}
 	if a.gen.crossCheck != "" {
 		if cfg.CrossCheckWith, err = a.newModel(ctx, a.gen.crossCheck, 0); err != nil {
-			return nil, err
+			return generate.Config{}, err
 		}
 	}
 	if p, err := a.policy(); err == nil {
 		cfg.Policy = &p
 	} else {
+		return generate.Config{}, err
+	}
+	return cfg, nil
+}
+
+// newGenerator builds the LLM generator from the global options.
+func (a *app) newGenerator(ctx context.Context, edit func(*generate.Config)) (*generate.Generator, error) {
+	cfg, err := a.generatorConfig(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if edit != nil {
@@ -98,26 +108,66 @@ func (a *app) newGenerator(ctx context.Context, edit func(*generate.Config)) (*g
 	return g, nil
 }
 
+// newHybrid builds the hybrid generator (procedural skeletons reworded
+// by the LLM) from the global options.
+func (a *app) newHybrid(ctx context.Context, edit func(*generate.HybridConfig)) (*generate.Hybrid, error) {
+	cfg, err := a.generatorConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hc := generate.HybridConfig{Config: cfg}
+	if edit != nil {
+		edit(&hc)
+	}
+	h, err := generate.NewHybrid(hc)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return h, nil
+}
+
 // llmPool is the "llm" challenge source: a pool of freshly generated,
 // validated sets kept in the node's store (ledger, when it is the store;
 // in memory otherwise) and refilled in the background.
 func (a *app) llmPool(ledger skill.Ledger, maxServes int) (skill.Source, error) {
-	ctx := a.gen.ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	ctx := a.poolContext()
 	g, err := a.newGenerator(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
+	return a.newPool(ctx, "llm-pool:"+a.llmSpec, g, ledger, maxServes)
+}
+
+// hybridPool is the "hybrid" challenge source: the pool of llmPool, filled
+// with procedural sets reworded by the LLM.
+func (a *app) hybridPool(ledger skill.Ledger, maxServes int) (skill.Source, error) {
+	ctx := a.poolContext()
+	h, err := a.newHybrid(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return a.newPool(ctx, "hybrid-pool:"+a.llmSpec, h, ledger, maxServes)
+}
+
+// poolContext is the context that ends a pool's workers.
+func (a *app) poolContext() context.Context {
+	if a.gen.ctx != nil {
+		return a.gen.ctx
+	}
+	return context.Background()
+}
+
+// newPool starts a pool over prod with the global pool options, stopped
+// when ctx ends.
+func (a *app) newPool(ctx context.Context, name string, prod generate.Producer, ledger skill.Ledger, maxServes int) (skill.Source, error) {
 	cfg := generate.PoolConfig{
 		Size: a.gen.poolSize, Workers: a.gen.poolWorkers, MaxServes: maxServes, Wait: a.gen.poolWait,
-		Name: "llm-pool:" + a.llmSpec, Logger: a.log,
+		Name: name, Logger: a.log,
 	}
 	if st, ok := ledger.(generate.PoolStore); ok {
 		cfg.Store = st
 	}
-	p, err := generate.NewPool(cfg, g)
+	p, err := generate.NewPool(cfg, prod)
 	if err != nil {
 		return nil, usageErr("challenge pool: %v", err)
 	}
@@ -158,11 +208,13 @@ func (a *app) generateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "Generate and validate fresh challenge sets and write them as JSON files",
-		Long: `Generates challenge sets with the configured LLM (--llm) or the offline
-procedural generator (--source procedural), validates every set (structure,
-leakage, script attackers and, for LLM sets, cross-checking solvers) and
-writes the accepted ones to --out as paper-schema JSON, one file per set.
-Progress goes to stderr, the summary to stdout (--json for machine output).`,
+		Long: `Generates challenge sets with the configured LLM (--llm), the offline
+procedural generator (--source procedural) or both (--source hybrid: procedural
+sets reworded by the LLM, questions and answers kept, facts checked), validates
+every set (structure, leakage, script attackers and, for LLM and hybrid sets,
+cross-checking solvers) and writes the accepted ones to --out as paper-schema
+JSON, one file per set. Progress goes to stderr, the summary to stdout (--json
+for machine output).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.listDomains {
@@ -175,14 +227,14 @@ Progress goes to stderr, the summary to stdout (--json for machine output).`,
 	fl.IntVarP(&f.n, "n", "n", 1, "number of accepted sets to write")
 	fl.StringVar(&f.domain, "domain", "", "domain of every set (default: a random domain per set; see --list-domains)")
 	fl.StringVar(&f.out, "out", ".", "directory the sets are written to")
-	fl.StringVar(&f.source, "source", "llm", "generator: llm (needs --llm) or procedural (offline)")
+	fl.StringVar(&f.source, "source", "llm", "generator: llm (needs --llm), procedural (offline) or hybrid (procedural sets reworded by --llm)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "give up after this many attempts (default 5 x --n)")
 	fl.IntVar(&f.parallel, "parallel", 1, "attempts running at once")
 	fl.IntVar(&f.questions, "questions", generate.DefaultQuestionsPerPart, "questions per part")
 	fl.IntVar(&f.minTokens, "min-tokens", generate.DefaultMinTokens, "minimum narrative length per part, in tokens")
 	fl.IntVar(&f.maxTokens, "max-tokens", generate.DefaultMaxTokens, "maximum narrative length per part, in tokens")
-	fl.Float64Var(&f.temperature, "temperature", generate.DefaultTemperature, "base sampling temperature of the generator (jittered by up to 0.1 per request)")
-	fl.IntVar(&f.outputTokens, "output-tokens", generate.DefaultInitialMaxTokens, "output-token cap of a generation call, doubled after a truncated reply (lower it for models that accept less)")
+	fl.Float64Var(&f.temperature, "temperature", generate.DefaultTemperature, fmt.Sprintf("base sampling temperature of the generator (jittered by up to 0.1 per request; --source hybrid rewords at %.1f unless set)", generate.DefaultHybridTemperature))
+	fl.IntVar(&f.outputTokens, "output-tokens", generate.DefaultInitialMaxTokens, fmt.Sprintf("output-token cap of a generation call, doubled after a truncated reply (lower it for models that accept less; --source hybrid uses %d per part unless set)", generate.DefaultHybridMaxTokens))
 	fl.DurationVar(&f.callTimeout, "call-timeout", generate.DefaultCallTimeout, "deadline of each generation call")
 	fl.BoolVar(&f.noCrossCheck, "no-cross-check", false, "skip cross-validation by the LLM's solver (not recommended)")
 	fl.BoolVar(&f.stream, "stream", false, "receive the generator's reply as a stream")
@@ -202,12 +254,12 @@ func (a *app) listDomains(source string) error {
 		for _, d := range generate.Domains() {
 			rows = append(rows, row{d.Name, d.Field, d.Description})
 		}
-	case "procedural":
+	case "procedural", "hybrid":
 		for _, d := range procedural.Domains() {
 			rows = append(rows, row{Name: d.Name, Description: d.Description})
 		}
 	default:
-		return usageErr("--source %q: want llm or procedural", source)
+		return usageErr("--source %q: want llm, procedural or hybrid", source)
 	}
 	if a.jsonOut {
 		return writeJSON(a, rows)
@@ -316,8 +368,35 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 			box.record(o)
 			return s, o, nil
 		}
+	case "hybrid":
+		h, err := a.newHybrid(ctx, func(c *generate.HybridConfig) {
+			if f.domain != "" {
+				c.Domains = []string{f.domain}
+			}
+			c.Params, c.CallTimeout, c.SkipCrossCheck, c.Stream = params, f.callTimeout, f.noCrossCheck, f.stream
+			// Rewording has its own defaults; a value set by flag or
+			// environment replaces them.
+			if f.temperature != generate.DefaultTemperature {
+				c.Temperature = f.temperature
+			}
+			if f.outputTokens != generate.DefaultInitialMaxTokens {
+				c.MaxTokens = f.outputTokens
+			}
+		})
+		if err != nil {
+			return err
+		}
+		sum.Model = a.llmSpec
+		stats = h.Stats
+		attempt = func(ctx context.Context) (*skill.Set, *generate.Outcome, error) {
+			o, err := h.Generate(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			return o.Set, o, nil
+		}
 	default:
-		return usageErr("--source %q: want llm or procedural", f.source)
+		return usageErr("--source %q: want llm, procedural or hybrid", f.source)
 	}
 
 	start := time.Now()
@@ -375,7 +454,7 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 	prog.done()
 
 	sum.Accepted, sum.Attempts, sum.Elapsed, sum.Stats = len(sum.Files), attempts, time.Since(start), stats()
-	if in, out := sum.Stats.PerAccepted(); sum.Stats.Accepted > 0 && f.source == "llm" {
+	if in, out := sum.Stats.PerAccepted(); sum.Stats.Accepted > 0 && f.source != "procedural" {
 		sum.PerSet = &perSetTokens{Input: in, Output: out}
 	}
 	err := runErr
@@ -430,7 +509,7 @@ func printSummary(w io.Writer, s *genSummary, dir string) {
 	}
 	fmt.Fprintf(w, "  rejected: %s\n", countList(reasonCounts(s.Stats.Rejected)))
 	fmt.Fprintf(w, "  questions dropped: %s\n", countList(s.Stats.Dropped))
-	if s.Source == "llm" {
+	if s.Source != "procedural" {
 		st := s.Stats
 		fmt.Fprintf(w, "  tokens: generation %d in / %d out (%d calls), cross-check %d in / %d out (%d calls)\n",
 			st.Generation.InputTokens, st.Generation.OutputTokens, st.GenerationCalls, st.Check.InputTokens, st.Check.OutputTokens, st.CheckCalls)
