@@ -356,8 +356,8 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 			return usageErr("%v", err)
 		}
 		pp := procProducer{g: pg, v: v}
-		var box procStats
-		stats = box.get
+		var box generate.Recorder
+		stats = box.Stats
 		attempt = func(ctx context.Context) (*skill.Set, *generate.Outcome, error) {
 			start := time.Now()
 			s, r, err := pp.generate(ctx)
@@ -365,7 +365,7 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 				return nil, nil, err
 			}
 			o := &generate.Outcome{Set: s, Reason: r.Reason, Detail: r.Detail, Drops: r.Drops, Report: r, Elapsed: time.Since(start)}
-			box.record(o)
+			box.Record(o)
 			return s, o, nil
 		}
 	case "hybrid":
@@ -590,42 +590,4 @@ func (p *progress) done() {
 	if p.tty && p.last > 0 {
 		fmt.Fprintln(p.w)
 	}
-}
-
-// procStats accounts procedural attempts like a Generator does.
-type procStats struct {
-	mu sync.Mutex
-	s  generate.Stats
-}
-
-func (b *procStats) record(o *generate.Outcome) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.s.Rejected == nil {
-		b.s.Rejected, b.s.Dropped = map[generate.Reason]int{}, map[string]int{}
-	}
-	b.s.Attempts++
-	if o.Reason == "" {
-		b.s.Accepted++
-	} else {
-		b.s.Rejected[o.Reason]++
-	}
-	for _, d := range o.Drops {
-		b.s.Dropped[d.Key()]++
-	}
-	b.s.Busy += o.Elapsed
-}
-
-func (b *procStats) get() generate.Stats {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.s
-	s.Rejected, s.Dropped = map[generate.Reason]int{}, map[string]int{}
-	for k, v := range b.s.Rejected {
-		s.Rejected[k] = v
-	}
-	for k, v := range b.s.Dropped {
-		s.Dropped[k] = v
-	}
-	return s
 }

@@ -144,7 +144,7 @@ type Generator struct {
 	domains   []Domain
 	validator *Validator
 	log       *slog.Logger
-	stats     statsBox
+	stats     Recorder
 	budget    *tokenBudget
 
 	rmu sync.Mutex
@@ -237,7 +237,7 @@ func (g *Generator) Params() Params { return g.params }
 func (g *Generator) Validator() *Validator { return g.validator }
 
 // Stats returns the accounting so far.
-func (g *Generator) Stats() Stats { return g.stats.get() }
+func (g *Generator) Stats() Stats { return g.stats.Stats() }
 
 // Produce generates one set in a random configured domain: the set, or
 // an error wrapping ErrRejected (a *RejectError), ErrBudget (a
@@ -284,7 +284,7 @@ func (g *Generator) Generate(ctx context.Context, domain string) (*Outcome, erro
 		g.stats.addUsage(o)
 		return o, err
 	}
-	g.stats.record(o)
+	g.stats.Record(o)
 	if o.Reason == "" {
 		g.log.Info("generated challenge set", "set", o.Set.ID, "domain", d.Name, "drops", len(o.Drops),
 			"in", o.Generation.InputTokens+o.Check.InputTokens, "out", o.Generation.OutputTokens+o.Check.OutputTokens, "took", o.Elapsed.Round(time.Millisecond))

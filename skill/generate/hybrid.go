@@ -179,7 +179,7 @@ func (h *Hybrid) Generate(ctx context.Context) (*Outcome, error) {
 		g.stats.addUsage(o)
 		return o, err
 	}
-	g.stats.record(o)
+	g.stats.Record(o)
 	if o.Reason == "" {
 		g.log.Info("generated hybrid challenge set", "set", o.Set.ID, "domain", o.Domain, "drops", len(o.Drops),
 			"in", o.Generation.InputTokens+o.Check.InputTokens, "out", o.Generation.OutputTokens+o.Check.OutputTokens, "took", o.Elapsed.Round(time.Millisecond))

@@ -74,13 +74,16 @@ func (s Stats) clone() Stats {
 	return s
 }
 
-// statsBox guards a Stats.
-type statsBox struct {
+// Recorder accumulates the Stats of generation attempts; it is safe for
+// concurrent use. Generators keep one; callers that run attempts of their
+// own (the CLI's procedural source) use it to account them the same way.
+type Recorder struct {
 	mu sync.Mutex
 	s  Stats
 }
 
-func (b *statsBox) record(o *Outcome) {
+// Record counts one finished attempt.
+func (b *Recorder) Record(o *Outcome) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.s.Rejected == nil {
@@ -105,7 +108,7 @@ func (b *statsBox) record(o *Outcome) {
 
 // addUsage counts the calls and tokens of an attempt that ended without
 // a verdict (its context ended).
-func (b *statsBox) addUsage(o *Outcome) {
+func (b *Recorder) addUsage(o *Outcome) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.s.GenerationCalls += o.GenerationCalls
@@ -115,7 +118,8 @@ func (b *statsBox) addUsage(o *Outcome) {
 	b.s.Busy += o.Elapsed
 }
 
-func (b *statsBox) get() Stats {
+// Stats returns a copy of the accumulated figures.
+func (b *Recorder) Stats() Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.s.clone()
