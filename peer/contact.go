@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -230,35 +231,42 @@ func (n *Node) contactMaintain() {
 	defer c.wg.Done()
 	t := time.NewTimer(contactRescan)
 	defer t.Stop()
+	next := time.Now().Add(contactRescan)
 	for {
+		at := next
+		c.mu.Lock()
+		if !c.nextWake.IsZero() && c.nextWake.Before(at) {
+			at = c.nextWake
+		}
+		c.mu.Unlock()
+		t.Reset(max(time.Until(at), 10*time.Millisecond))
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-c.kick:
+			// An earlier deadline was set: recompute the timer (since
+			// Go 1.23, Stop and Reset discard a pending tick).
+			t.Stop()
+			continue
 		case <-t.C:
 		}
 		now := time.Now()
 		n.pruneBackoff(now)
+		c.mu.Lock()
+		c.nextWake = time.Time{}
+		for _, b := range c.backoff {
+			if b.until.After(now) && (c.nextWake.IsZero() || b.until.Before(c.nextWake)) {
+				c.nextWake = b.until
+			}
+		}
+		c.mu.Unlock()
+		next = now.Add(contactRescan)
 		if now.Sub(c.verifiedAt) >= contactIssuerRefresh {
 			n.refreshVerified(now)
 		}
 		for _, p := range n.host.Network().Peers() {
 			n.considerContact(p, network.DirUnknown, nil, "rescan")
 		}
-		wait := contactRescan
-		c.mu.Lock()
-		if !c.nextWake.IsZero() {
-			wait = min(wait, max(time.Until(c.nextWake), 10*time.Millisecond))
-			c.nextWake = time.Time{}
-		}
-		c.mu.Unlock()
-		if !t.Stop() {
-			select {
-			case <-t.C:
-			default:
-			}
-		}
-		t.Reset(wait)
 	}
 }
 
@@ -398,7 +406,7 @@ func (n *Node) needsChallenge(p peer.ID, now time.Time) (bool, string) {
 			n.log.Warn("first contact: read store", "peer", p, "err", err)
 			return false, "admitted directly"
 		}
-		if latest != nil && latest.Attestation.Accepted && latest.Attestation.ExpiresAt.Sub(now) <= c.reattestBefore {
+		if latest != nil && latest.Attestation.Accepted && !now.Before(n.reattestAt(latest.Attestation)) {
 			return true, "reattest"
 		}
 		return false, "admitted directly"
@@ -427,11 +435,15 @@ func (n *Node) needsChallenge(p peer.ID, now time.Time) (bool, string) {
 	return true, adm.Reason
 }
 
-// awaitQuorum polls the admission of p for contactQuorumWait and reports
-// whether p became admitted through the trust quorum.
+// awaitQuorum polls the admission of p for about contactQuorumWait and
+// reports whether p became admitted through the trust quorum. The wait is
+// spread over [0.5, 1.5) x contactQuorumWait: when several nodes meet a
+// newcomer at once, the first ones to give up challenge it and gossip
+// their verdicts, and the later ones can admit it through them.
 func (n *Node) awaitQuorum(p peer.ID) bool {
 	c := &n.contact
-	deadline := time.Now().Add(contactQuorumWait)
+	wait := contactQuorumWait/2 + time.Duration(rand.Int64N(int64(contactQuorumWait)+1))
+	deadline := time.Now().Add(wait)
 	for {
 		if n.Admission(p).Admitted {
 			return true
@@ -483,9 +495,11 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error) time.Du
 		return d
 	case res.Verdict.Accepted:
 		delete(c.backoff, p)
-		if res.Attestation != nil {
-			c.verified[p] = res.Attestation.ExpiresAt
+		if res.Attestation == nil {
+			return 0
 		}
+		c.verified[p] = res.Attestation.ExpiresAt
+		// Re-attestation comes with a periodic rescan.
 		return 0
 	default:
 		b.transient = 0
@@ -500,6 +514,14 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error) time.Du
 		n.log.Info("first contact: peer rejected; backing off", "peer", p, "reason", res.Verdict.Reason, "rejections", b.rejected, "retry_in", d)
 		return d
 	}
+}
+
+// reattestAt is when first contact attests a connected peer again: our
+// attestation's expiry minus ReattestBefore, but never before half its
+// lifetime (a TTL shorter than ReattestBefore must not loop).
+func (n *Node) reattestAt(a *protocol.Attestation) time.Time {
+	before := min(n.contact.reattestBefore, a.ExpiresAt.Sub(a.IssuedAt)/2)
+	return a.ExpiresAt.Add(-before)
 }
 
 // pruneBackoff forgets back-offs that ran out for peers no longer

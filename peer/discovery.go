@@ -5,7 +5,8 @@ package peer
 //
 //   - static bootstrap peers (Config.Bootstrap): dialled at start and
 //     redialled with exponential backoff whenever the connection is lost;
-//   - mDNS on the local network (Config.MDNS), service name "acaptcha";
+//   - mDNS on the local network (Config.MDNS), service name "acaptcha"
+//     (skipped when the node listens on loopback addresses only);
 //   - a Kademlia DHT (Config.DHT) under the private protocol prefix
 //     "/acaptcha", so it never joins the public IPFS DHT, with a
 //     routing-discovery rendezvous on Config.Rendezvous: the node
@@ -30,6 +31,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 )
 
 // Discovery constants.
@@ -121,15 +123,17 @@ func (n *Node) startDiscovery() error {
 			return err
 		}
 	}
-	if n.cfg.MDNS {
+	if n.cfg.MDNS && !n.listensBeyondLoopback() {
+		n.log.Info("mDNS discovery off: the node listens on loopback only, which nobody on the network can reach")
+	} else if n.cfg.MDNS {
 		s := mdns.NewMdnsService(n.host, MDNSServiceName, mdnsNotifee{n})
 		if err := s.Start(); err != nil {
 			return fmt.Errorf("start mDNS discovery: %w", err)
 		}
 		d.mdns = s
 	}
-	if len(boot) > 0 || n.cfg.MDNS || n.cfg.DHT {
-		n.log.Info("discovery started", "bootstrap", len(boot), "mdns", n.cfg.MDNS, "dht", n.cfg.DHT)
+	if len(boot) > 0 || d.mdns != nil || n.cfg.DHT {
+		n.log.Info("discovery started", "bootstrap", len(boot), "mdns", d.mdns != nil, "dht", n.cfg.DHT)
 	}
 	return nil
 }
@@ -151,6 +155,25 @@ func (n *Node) stopDiscovery() {
 			n.log.Debug("close DHT", "err", err)
 		}
 	}
+}
+
+// listensBeyondLoopback reports whether any IP listen address of the host
+// is not a loopback address (an unspecified address counts: it covers
+// every interface). Addresses without an IP (a relay circuit) do not count.
+func (n *Node) listensBeyondLoopback() bool {
+	for _, a := range n.host.Network().ListenAddresses() {
+		first, _ := ma.SplitFirst(a)
+		if first == nil {
+			continue
+		}
+		if c := first.Protocol().Code; c != ma.P_IP4 && c != ma.P_IP6 {
+			continue
+		}
+		if !manet.IsIPLoopback(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // mdnsNotifee hands mDNS finds to the dialer without blocking the resolver.

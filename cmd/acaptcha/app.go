@@ -67,6 +67,13 @@ type app struct {
 	blockRejected time.Duration
 	metricsAddr   string
 
+	// First contact and discovery (node flags; zero for other commands).
+	attestPolicy  string
+	retryRejected time.Duration
+	bootstrap     []string
+	mdns          bool
+	dht           bool
+
 	log *slog.Logger
 }
 
@@ -151,7 +158,7 @@ func (a *app) rootCmd() *cobra.Command {
 	f.StringVar(&a.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (and the peer list at /peers), e.g. 127.0.0.1:9464")
 	f.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
 	f.StringVar(&a.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	root.AddCommand(a.withLLMPoolDefault(a.nodeCmd()), a.attestCmd(), a.attestationsCmd(), a.demoCmd(), a.evalCmd(), a.generateCmd(), a.challengeCmd(), a.peersCmd())
+	root.AddCommand(a.withLLMPoolDefault(a.nodeCmd()), a.attestCmd(), a.attestationsCmd(), a.demoCmd(), a.evalCmd(), a.generateCmd(), a.challengeCmd(), a.peersCmd(), a.benchCmd())
 	return root
 }
 

@@ -20,6 +20,16 @@ func (a *app) startNode(cmd *cobra.Command, listen []string) (*peer.Node, string
 	if a.trustQuorum < 0 || a.blockRejected < 0 {
 		return nil, "", usageErr("--trust-quorum and --block-rejected must not be negative")
 	}
+	attestPolicy, err := peer.ParseAttestPolicy(a.attestPolicy)
+	if err != nil {
+		return nil, "", usageErr("--attest-policy: %v", err)
+	}
+	if a.retryRejected < 0 {
+		return nil, "", usageErr("--retry-rejected must not be negative")
+	}
+	if _, err := peer.ParseBootstrap(a.bootstrap); err != nil {
+		return nil, "", usageErr("--bootstrap: %v", err)
+	}
 	store, err := peer.OpenStore(a.storePath)
 	if err != nil {
 		return nil, "", usageErr("%v", err)
@@ -50,6 +60,12 @@ func (a *app) startNode(cmd *cobra.Command, listen []string) (*peer.Node, string
 		TrustQuorum:   a.trustQuorum,
 		Gossip:        a.gossip,
 		BlockRejected: a.blockRejected,
+
+		AttestPolicy:  attestPolicy,
+		RetryRejected: a.retryRejected,
+		Bootstrap:     a.bootstrap,
+		MDNS:          a.mdns,
+		DHT:           a.dht,
 	}
 	if reg != nil {
 		cfg.Metrics = reg
@@ -73,7 +89,7 @@ func (a *app) startNode(cmd *cobra.Command, listen []string) (*peer.Node, string
 }
 
 func (a *app) nodeCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "node",
 		Short: "Run a node: verify peers that contact it and answer their challenges with the configured LLM",
 		Args:  cobra.NoArgs,
@@ -116,4 +132,11 @@ func (a *app) nodeCmd() *cobra.Command {
 			return nil
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&a.attestPolicy, "attest-policy", string(peer.AttestAll), "which peers that connect and speak acaptcha this node attests by itself: all, inbound (they dialled us), outbound (we dialled them) or none")
+	f.DurationVar(&a.retryRejected, "retry-rejected", peer.DefaultRetryRejected, "how long a rejected peer is left alone before first contact challenges it again (doubling per rejection, up to 24h)")
+	f.StringArrayVar(&a.bootstrap, "bootstrap", nil, "peer to connect to at start and keep connected, as a multiaddr ending in /p2p/PEER_ID (repeatable)")
+	f.BoolVar(&a.mdns, "mdns", true, "discover peers on the local network with mDNS (--mdns=false turns it off)")
+	f.BoolVar(&a.dht, "dht", false, "join the private acaptcha Kademlia DHT (through the bootstrap peers) and find peers on its rendezvous")
+	return cmd
 }

@@ -26,8 +26,8 @@ type BenchOracle struct {
 	mu      sync.RWMutex
 	answers map[[32]byte]string
 
-	sessions atomic.Int64
-	unknown  atomic.Int64
+	served  atomic.Int64
+	unknown atomic.Int64
 }
 
 // NewBenchOracle returns an empty answer key.
@@ -67,9 +67,9 @@ func (o *BenchOracle) Lookup(c skill.Challenge) (string, bool) {
 	return a, ok
 }
 
-// Sessions is the number of sets served by wrapped sources: every verifier
-// session draws exactly one, so it counts the challenge sessions run.
-func (o *BenchOracle) Sessions() int64 { return o.sessions.Load() }
+// Served is the number of sets served by wrapped sources: every verifier
+// session draws one before it opens its stream.
+func (o *BenchOracle) Served() int64 { return o.served.Load() }
 
 // Unknown counts challenges a prover could not find in the key (it then
 // answers wrong); it stays 0 unless something is broken.
@@ -149,7 +149,7 @@ func (s *oracleSource) Next(ctx context.Context) (*skill.Set, error) {
 		return nil, err
 	}
 	s.o.Register(set)
-	s.o.sessions.Add(1)
+	s.o.served.Add(1)
 	return set, nil
 }
 

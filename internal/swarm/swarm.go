@@ -25,17 +25,21 @@
 //
 // The simulation runs in phases:
 //  1. anchors: the K anchors connect to each other and verify each other;
-//  2. join: every member dials every anchor; members verify the anchors at
-//     once, while the anchors' challenges wait until every member is
-//     connected (their bench sources are gated), so that every anchor's
-//     attestation is gossiped to a complete swarm: GossipSub keeps no
-//     history, and a node that subscribes late never sees what was
-//     published before;
-//  3. coverage: the anchors verify the members, publish the acceptances
-//     on the gossip topic, and each node admits every member through the
-//     quorum of the anchors it verified itself;
-//  4. mesh: each member then dials a few random members; first contact
-//     must find them admitted and run no session.
+//  2. join: the swarm assembles. Members come in two halves that differ in
+//     their attest policy: "outbound" members dial the anchors, "inbound"
+//     members are dialled by them, so every member verifies every anchor
+//     (and only the anchors: at once, as they connect). For the gossip
+//     mesh, each inbound member also dials Mesh random outbound members:
+//     on such a link neither end's policy asks for a challenge. The
+//     anchors' challenges wait until the swarm has assembled and the
+//     members have verified them (their bench sources are gated):
+//     GossipSub keeps no history, and a node that joins the topic late
+//     never sees what was published before;
+//  3. coverage: the anchors verify the members and publish the
+//     acceptances (so do the subjects); each node admits every member
+//     through the quorum of the anchors it verified itself;
+//  4. contact: each member dials LateLinks random other members, of either
+//     half; first contact must find them admitted and run no session.
 package swarm
 
 import (
@@ -61,14 +65,22 @@ import (
 	"github.com/acaptcha/acaptcha/skill/procedural"
 )
 
-// Limits of a simulation.
+// Limits and defaults of a simulation.
 const (
 	MaxNodes       = 1000
 	DefaultTimeout = 10 * time.Minute
-	DefaultMesh    = 3
+	// DefaultMesh is how many outbound members each inbound member dials.
+	DefaultMesh = 3
+	// DefaultLateLinks is how many members each member dials after
+	// coverage.
+	DefaultLateLinks = 1
 	// DefaultLatencyScale shrinks realistic delays so that a large swarm
 	// finishes in minutes (2.5 s median per round becomes 250 ms).
 	DefaultLatencyScale = 0.1
+	// DefaultStallTimeout ends a run whose coverage stopped moving.
+	DefaultStallTimeout = 30 * time.Second
+	// DefaultAnchorConcurrency is the anchors' first-contact concurrency.
+	DefaultAnchorConcurrency = 8
 )
 
 // Config configures a simulation.
@@ -80,20 +92,26 @@ type Config struct {
 	// Anchors is how many anchors a quorum run uses (default Quorum; at
 	// least Quorum).
 	Anchors int
-	// Mesh is how many random members each member dials after coverage
-	// (default DefaultMesh; negative: none).
+	// Mesh is how many outbound members each inbound member dials for the
+	// gossip mesh (default DefaultMesh; negative: none).
 	Mesh int
+	// LateLinks is how many random members each member dials after
+	// coverage (default DefaultLateLinks; negative: none).
+	LateLinks int
 	// Latency is the provers' latency model, LatencyScale its factor for
 	// realistic delays (default DefaultLatencyScale).
 	Latency      Latency
 	LatencyScale float64
 	// Policy is the verifiers' policy (default skill.DefaultPolicy()).
 	Policy skill.Policy
-	// MaxConcurrentAttest is the anchors' first-contact concurrency
-	// (members keep the node default).
-	MaxConcurrentAttest int
+	// AnchorConcurrency is the anchors' first-contact concurrency
+	// (default DefaultAnchorConcurrency; members keep the node default).
+	AnchorConcurrency int
 	// Timeout bounds the whole run (default DefaultTimeout).
 	Timeout time.Duration
+	// StallTimeout ends a run early when neither coverage nor the session
+	// count moved for this long (default DefaultStallTimeout).
+	StallTimeout time.Duration
 	// Dir holds the nodes' stores (default: a fresh directory under
 	// /dev/shm when it exists, else the system temp directory); it is
 	// removed afterwards.
@@ -114,23 +132,30 @@ type Report struct {
 	LatencyScale float64 `json:"latency_scale,omitempty"`
 	Converged    bool    `json:"converged"`
 	// AdmittedPairs counts ordered pairs (i, j), i != j, where node i
-	// admits node j at the end; full coverage is N x (N-1).
+	// admits node j at the end; full coverage is Pairs = N x (N-1).
 	AdmittedPairs int `json:"admitted_pairs"`
 	Pairs         int `json:"pairs"`
 	// ViaQuorum counts admitted pairs admitted through the quorum.
 	ViaQuorum int `json:"admitted_via_quorum"`
-	// Sessions counts challenge sessions (one verifier and one prover, one
-	// direction); PairwiseSessions is N x (N-1).
+	// Sessions counts challenge sessions run to an end (one verifier,
+	// one prover, one direction), as the nodes count them; SetsServed the
+	// challenge sets drawn (a session that could not start draws one too).
+	// PairwiseSessions is N x (N-1), MinSessions the fewest the anchor
+	// design needs for this quorum (see the package doc).
 	Sessions         int64   `json:"sessions"`
+	SetsServed       int64   `json:"sets_served"`
 	SessionsPerNode  float64 `json:"sessions_per_node"`
 	PairwiseSessions int64   `json:"pairwise_sessions"`
-	MeshSessions     int64   `json:"mesh_phase_sessions"`
+	MinSessions      int64   `json:"min_sessions"`
+	LateSessions     int64   `json:"late_link_sessions"`
 	UnknownAnswers   int64   `json:"unknown_answers"`
-	// Gossip counters summed over the nodes.
+	// Gossip counters summed over the nodes: records published, and
+	// records delivered to a node by another after validation.
 	GossipPublished int64 `json:"gossip_published"`
 	GossipDelivered int64 `json:"gossip_delivered"`
 	Connections     int   `json:"connections"`
-	// Durations in nanoseconds in JSON.
+	// Durations are in nanoseconds in JSON. TimeToCoverage runs from the
+	// first connection to full coverage.
 	StartUp        time.Duration `json:"startup_ns"`
 	TimeToCoverage time.Duration `json:"time_to_coverage_ns"`
 	Total          time.Duration `json:"total_ns"`
@@ -158,6 +183,17 @@ type Phase struct {
 // ErrConfig is wrapped by configuration errors.
 var ErrConfig = errors.New("swarm: invalid configuration")
 
+var errStalled = errors.New("swarm: coverage stalled")
+
+// MinSessions is the number of sessions the anchor design runs for n nodes
+// and quorum k (2k x n - k(k+1)), or n(n-1) pairwise.
+func MinSessions(n, k int) int64 {
+	if k <= 0 || k >= n {
+		return int64(n) * int64(n-1)
+	}
+	return 2*int64(k)*int64(n) - int64(k)*int64(k+1)
+}
+
 func (c *Config) defaults() error {
 	switch {
 	case c.N < 2 || c.N > MaxNodes:
@@ -174,14 +210,17 @@ func (c *Config) defaults() error {
 		if c.Anchors < c.Quorum {
 			return fmt.Errorf("%w: %d anchors cannot make a quorum of %d", ErrConfig, c.Anchors, c.Quorum)
 		}
-		if c.Anchors >= c.N {
-			return fmt.Errorf("%w: quorum %d needs more than %d nodes (%d anchors and at least one member)", ErrConfig, c.Quorum, c.Anchors, c.Anchors+1)
+		if c.Anchors+2 > c.N {
+			return fmt.Errorf("%w: quorum %d with %d anchors needs at least %d nodes", ErrConfig, c.Quorum, c.Anchors, c.Anchors+2)
 		}
 	} else {
 		c.Anchors = 0
 	}
 	if c.Mesh == 0 {
 		c.Mesh = DefaultMesh
+	}
+	if c.LateLinks == 0 {
+		c.LateLinks = DefaultLateLinks
 	}
 	if c.Latency == "" {
 		c.Latency = LatencyInstant
@@ -198,8 +237,14 @@ func (c *Config) defaults() error {
 	if err := c.Policy.Check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	if c.AnchorConcurrency <= 0 {
+		c.AnchorConcurrency = DefaultAnchorConcurrency
+	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.StallTimeout <= 0 {
+		c.StallTimeout = DefaultStallTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -217,8 +262,7 @@ type sim struct {
 	nodes  []*peer.Node
 	rep    *Report
 
-	coveredAt time.Time
-
+	coveredAt         time.Time
 	peakHeap, peakSys atomic.Uint64
 }
 
@@ -247,8 +291,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	s := &sim{cfg: cfg, oracle: NewBenchOracle(), gate: NewGate(), rep: &Report{
 		N: cfg.N, Quorum: cfg.Quorum, Anchors: cfg.Anchors, Latency: cfg.Latency,
 		Pairs: cfg.N * (cfg.N - 1), PairwiseSessions: int64(cfg.N) * int64(cfg.N-1),
+		MinSessions: MinSessions(cfg.N, cfg.Quorum),
 	}}
-	if cfg.Mesh > 0 && cfg.Quorum > 0 {
+	if cfg.Quorum > 0 && cfg.Mesh > 0 {
 		s.rep.Mesh = cfg.Mesh
 	}
 	if cfg.Latency == LatencyRealistic {
@@ -257,13 +302,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ru0 := readUsage()
 	start := time.Now()
 	stopSampling := s.sampleMemory()
-	defer func() {
-		for _, n := range s.nodes {
-			if n != nil {
-				n.Close()
-			}
-		}
-	}()
+	defer s.closeNodes()
 
 	err := s.startNodes(ctx, dir)
 	s.rep.StartUp = time.Since(start)
@@ -287,8 +326,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	s.rep.PeakHeap, s.rep.PeakSys = s.peakHeap.Load(), s.peakSys.Load()
 	if err != nil {
 		s.rep.Error = err.Error()
-		if ctx.Err() != nil {
-			// Ran out of time: the report says how far it got.
+		if (ctx.Err() != nil || errors.Is(err, errStalled)) && s.rep.Phases != nil {
+			// Ran out of time or stalled: the report says how far it got.
 			return s.rep, nil
 		}
 		return s.rep, err
@@ -296,23 +335,38 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return s.rep, nil
 }
 
+// closeNodes stops the nodes, a few at a time.
+func (s *sim) closeNodes() {
+	work := make(chan *peer.Node)
+	var wg sync.WaitGroup
+	for range 2 * runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range work {
+				n.Close()
+			}
+		}()
+	}
+	for _, n := range s.nodes {
+		if n != nil {
+			work <- n
+		}
+	}
+	close(work)
+	wg.Wait()
+}
+
 // sampleMemory records the peak Go heap every 200 ms until stopped.
 func (s *sim) sampleMemory() func() {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
-	sample := func() {
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		for _, x := range []struct {
-			p *atomic.Uint64
-			v uint64
-		}{{&s.peakHeap, m.HeapAlloc}, {&s.peakSys, m.Sys}} {
-			for {
-				old := x.p.Load()
-				if x.v <= old || x.p.CompareAndSwap(old, x.v) {
-					break
-				}
+	raise := func(p *atomic.Uint64, v uint64) {
+		for {
+			old := p.Load()
+			if v <= old || p.CompareAndSwap(old, v) {
+				return
 			}
 		}
 	}
@@ -321,7 +375,10 @@ func (s *sim) sampleMemory() func() {
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for {
-			sample()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			raise(&s.peakHeap, m.HeapAlloc)
+			raise(&s.peakSys, m.Sys)
 			select {
 			case <-done:
 				return
@@ -335,7 +392,27 @@ func (s *sim) sampleMemory() func() {
 	}
 }
 
-func (s *sim) isAnchor(i int) bool { return i < s.cfg.Anchors }
+// Node roles.
+type role int
+
+const (
+	rolePairwise role = iota
+	roleAnchor
+	roleOutbound // a member that verifies whom it dials: the anchors
+	roleInbound  // a member that verifies who dials it: the anchors
+)
+
+func (s *sim) role(i int) role {
+	switch {
+	case s.cfg.Quorum == 0:
+		return rolePairwise
+	case i < s.cfg.Anchors:
+		return roleAnchor
+	case (i-s.cfg.Anchors)%2 == 0:
+		return roleOutbound
+	}
+	return roleInbound
+}
 
 // startNodes starts the N nodes with a few workers.
 func (s *sim) startNodes(ctx context.Context, dir string) error {
@@ -380,9 +457,14 @@ func (s *sim) newNode(i int, dir string) (*peer.Node, error) {
 	}
 	var gate *Gate
 	conc := 0
-	if s.isAnchor(i) {
-		gate = s.gate
-		conc = cfg.MaxConcurrentAttest
+	pol := peer.AttestAll
+	switch s.role(i) {
+	case roleAnchor:
+		gate, conc = s.gate, cfg.AnchorConcurrency
+	case roleOutbound:
+		pol = peer.AttestOutbound
+	case roleInbound:
+		pol = peer.AttestInbound
 	}
 	n, err := peer.New(peer.Config{
 		Key:                 key,
@@ -392,7 +474,7 @@ func (s *sim) newNode(i int, dir string) (*peer.Node, error) {
 		Source:              s.oracle.Source(gen, gate),
 		Prover:              s.oracle.Prover(cfg.Latency, cfg.LatencyScale),
 		Logger:              cfg.Logger.With("node", i),
-		AttestPolicy:        peer.AttestAll,
+		AttestPolicy:        pol,
 		MaxConcurrentAttest: conc,
 		TrustQuorum:         cfg.Quorum,
 		Gossip:              true,
@@ -448,10 +530,26 @@ func (s *sim) connect(ctx context.Context, pairs [][2]int) error {
 // phase runs f and records its duration and sessions.
 func (s *sim) phase(name string, f func() error) error {
 	s.cfg.Progress("phase %s", name)
-	t0, n0 := time.Now(), s.oracle.Sessions()
+	t0, n0 := time.Now(), s.sessions()
 	err := f()
-	s.rep.Phases = append(s.rep.Phases, Phase{Name: name, Took: time.Since(t0), Sessions: s.oracle.Sessions() - n0})
+	s.rep.Phases = append(s.rep.Phases, Phase{Name: name, Took: time.Since(t0), Sessions: s.sessions() - n0})
 	return err
+}
+
+// sessions sums the verifier sessions the nodes ran.
+func (s *sim) sessions() int64 {
+	var k int64
+	for _, n := range s.nodes {
+		if n != nil {
+			k += int64(n.Stats().SessionsVerified)
+		}
+	}
+	return k
+}
+
+func shuffled(pairs [][2]int) [][2]int {
+	mrand.Shuffle(len(pairs), func(i, j int) { pairs[i], pairs[j] = pairs[j], pairs[i] })
+	return pairs
 }
 
 func (s *sim) runPairwise(ctx context.Context) error {
@@ -461,8 +559,7 @@ func (s *sim) runPairwise(ctx context.Context) error {
 			pairs = append(pairs, [2]int{i, j})
 		}
 	}
-	mrand.Shuffle(len(pairs), func(i, j int) { pairs[i], pairs[j] = pairs[j], pairs[i] })
-	if err := s.phase("connect", func() error { return s.connect(ctx, pairs) }); err != nil {
+	if err := s.phase("connect", func() error { return s.connect(ctx, shuffled(pairs)) }); err != nil {
 		return err
 	}
 	return s.phase("coverage", func() error {
@@ -474,7 +571,15 @@ func (s *sim) runPairwise(ctx context.Context) error {
 
 func (s *sim) runQuorum(ctx context.Context) error {
 	cfg := s.cfg
-	anchors, members := indices(0, cfg.Anchors), indices(cfg.Anchors, cfg.N)
+	anchors := indices(0, cfg.Anchors)
+	var outbound, inbound []int
+	for i := cfg.Anchors; i < cfg.N; i++ {
+		if s.role(i) == roleOutbound {
+			outbound = append(outbound, i)
+		} else {
+			inbound = append(inbound, i)
+		}
+	}
 	err := s.phase("anchors", func() error {
 		var pairs [][2]int
 		for i := range anchors {
@@ -491,18 +596,28 @@ func (s *sim) runQuorum(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The anchors hold their challenges until every member is connected
-	// to them, so that their acceptances reach the whole swarm.
 	s.gate.Shut()
 	err = s.phase("join", func() error {
 		var pairs [][2]int
-		for _, m := range members {
-			for _, a := range anchors {
+		for _, a := range anchors {
+			for _, m := range outbound {
 				pairs = append(pairs, [2]int{m, a})
 			}
+			for _, m := range inbound {
+				pairs = append(pairs, [2]int{a, m})
+			}
 		}
-		mrand.Shuffle(len(pairs), func(i, j int) { pairs[i], pairs[j] = pairs[j], pairs[i] })
-		return s.connect(ctx, pairs)
+		if err := s.connect(ctx, shuffled(append(pairs, meshLinks(inbound, outbound, cfg.Mesh)...))); err != nil {
+			return err
+		}
+		// Let the members finish verifying the anchors before the
+		// anchors start (one burst of gossip at a time), and GossipSub
+		// form its mesh over the new connections (it grafts on its
+		// heartbeats, once a second).
+		if err := s.awaitAdmitted(ctx, append(outbound, inbound...), anchors); err != nil {
+			return err
+		}
+		return sleepCtx(ctx, meshSettle)
 	})
 	s.gate.Open()
 	if err != nil {
@@ -513,112 +628,208 @@ func (s *sim) runQuorum(ctx context.Context) error {
 		s.coveredAt = at
 		return err
 	})
-	if err != nil || cfg.Mesh <= 0 || len(members) < 2 {
+	if err != nil || cfg.LateLinks <= 0 {
 		return err
 	}
-	return s.phase("mesh", func() error { return s.mesh(ctx, members) })
+	return s.phase("contact", func() error { return s.lateLinks(ctx, append(outbound, inbound...)) })
 }
 
-// mesh dials cfg.Mesh random other members from each member, then gives
-// first contact time to act; every member is admitted by now, so no
-// session should run.
-func (s *sim) mesh(ctx context.Context, members []int) error {
-	n0 := s.oracle.Sessions()
-	seen := map[[2]int]bool{}
+// meshLinks returns links from inbound to outbound members such that
+// every member of either half has at least k of them (when the other half
+// is large enough).
+func meshLinks(inbound, outbound []int, k int) [][2]int {
+	if k <= 0 || len(inbound) == 0 || len(outbound) == 0 {
+		return nil
+	}
+	linked := map[[2]int]bool{}
+	degree := map[int]int{}
+	var pairs [][2]int
+	add := func(m, o int) {
+		if !linked[[2]int{m, o}] {
+			linked[[2]int{m, o}] = true
+			degree[m]++
+			degree[o]++
+			pairs = append(pairs, [2]int{m, o})
+		}
+	}
+	for _, m := range inbound {
+		for _, o := range pick(outbound, k) {
+			add(m, o)
+		}
+	}
+	for _, o := range outbound {
+		for _, m := range pick(inbound, len(inbound)) {
+			if degree[o] >= k {
+				break
+			}
+			add(m, o)
+		}
+	}
+	return pairs
+}
+
+// pick returns up to k distinct random elements of xs.
+func pick(xs []int, k int) []int {
+	if k <= 0 {
+		return nil
+	}
+	idx := mrand.Perm(len(xs))
+	out := make([]int, 0, min(k, len(xs)))
+	for _, i := range idx[:min(k, len(xs))] {
+		out = append(out, xs[i])
+	}
+	return out
+}
+
+// lateLinks dials LateLinks random other members from each member that it
+// is not connected to yet, then gives first contact time to act: every
+// member is admitted by now, so no session should run.
+func (s *sim) lateLinks(ctx context.Context, members []int) error {
+	n0 := s.sessions()
 	var pairs [][2]int
 	for _, m := range members {
-		k := min(s.cfg.Mesh, len(members)-1)
-		for tries := 0; k > 0 && tries < 8*s.cfg.Mesh; tries++ {
-			o := members[mrand.IntN(len(members))]
-			a, b := min(m, o), max(m, o)
-			if o == m || seen[[2]int{a, b}] {
-				continue
+		for _, o := range pick(members, s.cfg.LateLinks+1) {
+			if o != m && len(s.nodes[m].Host().Network().ConnsToPeer(s.nodes[o].ID())) == 0 {
+				pairs = append(pairs, [2]int{m, o})
 			}
-			seen[[2]int{a, b}] = true
-			pairs = append(pairs, [2]int{m, o})
-			k--
 		}
 	}
 	if err := s.connect(ctx, pairs); err != nil {
 		return err
 	}
-	// First contact presents, checks admission and, with a quorum, may
-	// wait for gossip before it challenges: give it that long.
-	t := time.NewTimer(meshSettle)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		return fmt.Errorf("swarm: mesh: %w", ctx.Err())
+	if err := sleepCtx(ctx, lateSettle); err != nil {
+		return err
 	}
-	s.rep.MeshSessions = s.oracle.Sessions() - n0
+	s.rep.LateSessions = s.sessions() - n0
 	return nil
 }
 
-// meshSettle is how long the mesh phase watches for sessions.
-var meshSettle = 3 * time.Second
+// meshSettle is how long the join phase gives GossipSub to build its mesh.
+var meshSettle = 2 * time.Second
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("swarm: %w", ctx.Err())
+	}
+}
+
+// lateSettle is how long the contact phase watches for sessions: longer
+// than first contact's quorum wait.
+var lateSettle = 3 * time.Second
 
 // awaitCoverage polls until every node in idx admits every other node in
-// idx and returns when that was first seen.
+// idx and returns when that was first seen. Admission only grows during a
+// run, so each poll rechecks only the pairs still missing.
 func (s *sim) awaitCoverage(ctx context.Context, idx []int) (time.Time, error) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	last := -1
-	lastReport := time.Now()
-	for {
-		got := 0
-		for _, i := range idx {
-			for _, j := range idx {
-				if i != j && s.nodes[i].Admission(s.nodes[j].ID()).Admitted {
-					got++
-				}
+	type pair struct{ i, j int }
+	var missing []pair
+	for _, i := range idx {
+		for _, j := range idx {
+			if i != j {
+				missing = append(missing, pair{i, j})
 			}
 		}
-		want := len(idx) * (len(idx) - 1)
-		if got == want {
+	}
+	want := len(missing)
+	t := time.NewTicker(coveragePoll)
+	defer t.Stop()
+	lastReport, lastChange := time.Now(), time.Now()
+	lastSessions := int64(-1)
+	for {
+		rest := missing[:0]
+		for _, p := range missing {
+			if !s.nodes[p.i].Admission(s.nodes[p.j].ID()).Admitted {
+				rest = append(rest, p)
+			}
+		}
+		changed := len(rest) != len(missing)
+		missing = rest
+		if len(missing) == 0 {
 			return time.Now(), nil
 		}
-		if got != last && time.Since(lastReport) > 2*time.Second {
-			s.cfg.Progress("coverage %d/%d pairs, %d sessions", got, want, s.oracle.Sessions())
-			last, lastReport = got, time.Now()
+		if sess := s.sessions(); changed || sess != lastSessions {
+			lastChange, lastSessions = time.Now(), sess
+		}
+		if time.Since(lastReport) > 5*time.Second {
+			s.cfg.Progress("coverage %d/%d pairs, %d sessions", want-len(missing), want, lastSessions)
+			lastReport = time.Now()
+		}
+		if time.Since(lastChange) > s.cfg.StallTimeout {
+			return time.Time{}, fmt.Errorf("%w at %d/%d pairs: nothing changed for %s", errStalled, want-len(missing), want, s.cfg.StallTimeout)
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("swarm: coverage %d/%d pairs when the run ended: %w", got, want, ctx.Err())
+			return time.Time{}, fmt.Errorf("swarm: coverage %d/%d pairs when the run ended: %w", want-len(missing), want, ctx.Err())
 		case <-t.C:
 		}
 	}
 }
 
+// awaitAdmitted waits until every node in from admits every node in to.
+func (s *sim) awaitAdmitted(ctx context.Context, from, to []int) error {
+	t := time.NewTicker(coveragePoll)
+	defer t.Stop()
+	for {
+		done := true
+		for _, i := range from {
+			for _, j := range to {
+				if i != j && !s.nodes[i].Admission(s.nodes[j].ID()).Admitted {
+					done = false
+					break
+				}
+			}
+			if !done {
+				break
+			}
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("swarm: waiting for the members to verify the anchors: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// coveragePoll is the interval of coverage checks.
+var coveragePoll = 100 * time.Millisecond
+
 // finish fills in the end-of-run figures.
 func (s *sim) finish() {
 	r := s.rep
-	r.Sessions = s.oracle.Sessions()
+	r.SetsServed = s.oracle.Served()
+	r.Sessions = s.sessions()
 	r.SessionsPerNode = float64(r.Sessions) / float64(r.N)
 	r.UnknownAnswers = s.oracle.Unknown()
-	if len(s.nodes) == 0 || s.nodes[len(s.nodes)-1] == nil {
-		return
-	}
-	r.AdmittedPairs, r.ViaQuorum = 0, 0
-	for i, a := range s.nodes {
-		if a == nil {
-			continue
+	for _, n := range s.nodes {
+		if n == nil {
+			return
 		}
+	}
+	for i, a := range s.nodes {
 		r.Connections += len(a.Host().Network().Conns())
 		st := a.Stats()
 		r.GossipPublished += int64(st.GossipPublished)
 		r.GossipDelivered += int64(st.GossipDelivered)
 		for j, b := range s.nodes {
-			if i == j || b == nil {
+			if i == j {
 				continue
 			}
 			adm := a.Admission(b.ID())
-			if adm.Admitted {
+			switch {
+			case adm.Admitted:
 				r.AdmittedPairs++
 				if adm.Via == peer.AdmittedQuorum {
 					r.ViaQuorum++
 				}
-			} else if len(r.Missing) < maxMissing {
+			case len(r.Missing) < maxMissing:
 				r.Missing = append(r.Missing, s.describeMissing(i, j, adm))
 			}
 		}
@@ -644,7 +855,7 @@ func (s *sim) describeMissing(i, j int, adm peer.Admission) string {
 			}
 		}
 	}
-	return fmt.Sprintf("node %d does not admit node %d: %s; %d vouchers learned, %d count; connected %v",
+	return fmt.Sprintf("node %d does not admit node %d: %s; %d vouchers learned, %d count; %s",
 		i, j, adm.Reason, vouchers, counting, a.Host().Network().Connectedness(b.ID()))
 }
 

@@ -1,0 +1,129 @@
+package peer_test
+
+import (
+	"crypto/rand"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/acaptcha/acaptcha/peer"
+)
+
+type discOpts struct {
+	key       crypto.PrivKey
+	listen    string
+	bootstrap []string
+	dht       bool
+}
+
+// startDisc starts a node for discovery tests: no source, no prover, no
+// first contact, and never mDNS (tests stay off real interfaces).
+func startDisc(t *testing.T, o discOpts) *peer.Node {
+	t.Helper()
+	if o.key == nil {
+		o.key, _, _ = crypto.GenerateEd25519Key(rand.Reader)
+	}
+	if o.listen == "" {
+		o.listen = "/ip4/127.0.0.1/tcp/0"
+	}
+	n, err := peer.New(peer.Config{
+		Key: o.key, StorePath: filepath.Join(t.TempDir(), "s.db"),
+		ListenAddrs: []string{o.listen}, Bootstrap: o.bootstrap, DHT: o.dht,
+		MDNS: false, Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func p2pAddr(t *testing.T, n *peer.Node) string {
+	t.Helper()
+	as := n.Addrs()
+	if len(as) == 0 {
+		t.Fatal("node has no address")
+	}
+	return as[0].String()
+}
+
+func connected(a, b *peer.Node) bool {
+	return a.Host().Network().Connectedness(b.ID()) == network.Connected
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestDiscoveryBootstrapRetriesAndReconnects(t *testing.T) {
+	t.Cleanup(peer.SetDiscoveryTiming(200*time.Millisecond, 100*time.Millisecond, time.Second))
+	// The bootstrap peer is down when the node starts: the node retries
+	// with back-off until it comes up, and redials after a disconnect.
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	listen := "/ip4/127.0.0.1/tcp/" + itoa(freePort(t))
+	b := startDisc(t, discOpts{key: key, listen: listen})
+	addr := p2pAddr(t, b)
+	b.Close()
+
+	a := startDisc(t, discOpts{bootstrap: []string{addr}})
+	time.Sleep(500 * time.Millisecond)
+	b = startDisc(t, discOpts{key: key, listen: listen})
+	waitFor(t, 15*time.Second, "connection to the bootstrap peer", func() bool { return connected(a, b) })
+
+	if err := a.Host().Network().ClosePeer(b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "reconnection to the bootstrap peer", func() bool { return connected(a, b) })
+}
+
+func TestDiscoveryDHTRendezvous(t *testing.T) {
+	t.Cleanup(peer.SetDiscoveryTiming(200*time.Millisecond, 200*time.Millisecond, 300*time.Millisecond))
+	// A and C know only B; they find each other through the private DHT
+	// (its lookups and the rendezvous).
+	b := startDisc(t, discOpts{dht: true})
+	a := startDisc(t, discOpts{dht: true, bootstrap: []string{p2pAddr(t, b)}})
+	c := startDisc(t, discOpts{dht: true, bootstrap: []string{p2pAddr(t, b)}})
+	waitFor(t, 30*time.Second, "A and C to find each other on the rendezvous", func() bool { return connected(a, c) })
+	// The DHT speaks only the private protocol.
+	var private bool
+	for _, p := range a.Host().Mux().Protocols() {
+		switch {
+		case strings.HasPrefix(string(p), "/ipfs/kad"):
+			t.Fatalf("node speaks the public DHT protocol %s", p)
+		case strings.HasPrefix(string(p), string(peer.DHTProtocolPrefix)+"/kad/"):
+			private = true
+		}
+	}
+	if !private {
+		t.Fatalf("node does not speak %s/kad: %v", peer.DHTProtocolPrefix, a.Host().Mux().Protocols())
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestDiscoveryMDNSStaysOffOnLoopback(t *testing.T) {
+	// mDNS is requested, but a loopback-only node has nothing to announce
+	// on the network: it must start without touching real interfaces.
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	n, err := peer.New(peer.Config{
+		Key: key, StorePath: filepath.Join(t.TempDir(), "s.db"),
+		ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, MDNS: true, Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+}
