@@ -26,7 +26,8 @@ package peer
 // session that could not run (peer busy, network failure, inconclusive)
 // is retried a few times with a short back-off. An admitted peer that stays
 // connected is attested again Config.ReattestBefore before our attestation
-// of it expires.
+// of it expires (but not before half its lifetime), found by a rescan of
+// the connected peers at least every 30 s.
 
 import (
 	"context"
@@ -72,9 +73,6 @@ var (
 	// contactRescan is the longest interval between two scans of the
 	// connected peers (back-offs that ran out, re-attestation).
 	contactRescan = 30 * time.Second
-	// contactIssuerRefresh is how often the count of directly verified
-	// issuers is recomputed from the store.
-	contactIssuerRefresh = 10 * time.Second
 )
 
 // ParseAttestPolicy parses a policy name; the empty string is AttestNone.
@@ -121,11 +119,11 @@ type contactState struct {
 	// backoff holds peers that must not be challenged before a time.
 	backoff map[peer.ID]*contactBackoff
 	// verified are the peers we accepted directly, with the expiry of our
-	// attestation; it approximates the quorum's issuer set (refreshed from
-	// the store every contactIssuerRefresh).
-	verified   map[peer.ID]time.Time
-	verifiedAt time.Time
-	nextWake   time.Time
+	// attestation: the most issuers a quorum can have. It is loaded from
+	// the store at start and kept current by our sessions and by what
+	// first contact reads about each peer.
+	verified map[peer.ID]time.Time
+	nextWake time.Time
 }
 
 type contactBackoff struct {
@@ -175,7 +173,7 @@ func (n *Node) startContact() error {
 		return fmt.Errorf("first contact: subscribe to identification events: %w", err)
 	}
 	c.sub = sub
-	n.refreshVerified(time.Now())
+	n.loadVerified(time.Now())
 	c.wg.Add(2)
 	go n.contactEvents()
 	go n.contactMaintain()
@@ -261,9 +259,6 @@ func (n *Node) contactMaintain() {
 		}
 		c.mu.Unlock()
 		next = now.Add(contactRescan)
-		if now.Sub(c.verifiedAt) >= contactIssuerRefresh {
-			n.refreshVerified(now)
-		}
 		for _, p := range n.host.Network().Peers() {
 			n.considerContact(p, network.DirUnknown, nil, "rescan")
 		}
@@ -406,12 +401,24 @@ func (n *Node) needsChallenge(p peer.ID, now time.Time) (bool, string) {
 			n.log.Warn("first contact: read store", "peer", p, "err", err)
 			return false, "admitted directly"
 		}
-		if latest != nil && latest.Attestation.Accepted && !now.Before(n.reattestAt(latest.Attestation)) {
+		if latest == nil || !latest.Attestation.Accepted {
+			return false, "admitted directly"
+		}
+		c.mu.Lock()
+		c.verified[p] = latest.Attestation.ExpiresAt
+		c.mu.Unlock()
+		if !now.Before(n.reattestAt(latest.Attestation)) {
 			return true, "reattest"
 		}
 		return false, "admitted directly"
 	case adm.Admitted:
 		return false, "admitted via " + adm.Via
+	case adm.Reason != NotAdmittedUnattested:
+		c.mu.Lock()
+		delete(c.verified, p)
+		c.mu.Unlock()
+	}
+	switch {
 	case adm.Reason == NotAdmittedRevoked || adm.Reason == NotAdmittedBlocked:
 		// The operator withdrew trust, or the gater holds the peer off:
 		// only an explicit attestation admits it again.
@@ -525,11 +532,17 @@ func (n *Node) reattestAt(a *protocol.Attestation) time.Time {
 }
 
 // pruneBackoff forgets back-offs that ran out for peers no longer
-// connected, so the map stays bounded by the peers we actually meet.
+// connected, and expired verifications, so the maps stay bounded by the
+// peers we actually meet.
 func (n *Node) pruneBackoff(now time.Time) {
 	c := &n.contact
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for p, exp := range c.verified {
+		if !now.Before(exp) {
+			delete(c.verified, p)
+		}
+	}
 	for p, b := range c.backoff {
 		if now.After(b.until) && n.host.Network().Connectedness(p) != network.Connected {
 			if b.rejected == 0 || now.Sub(b.until) > MaxRetryRejected {
@@ -539,8 +552,8 @@ func (n *Node) pruneBackoff(now time.Time) {
 	}
 }
 
-// refreshVerified recomputes the peers we accepted directly from the store.
-func (n *Node) refreshVerified(now time.Time) {
+// loadVerified loads the peers we accepted directly from the store.
+func (n *Node) loadVerified(now time.Time) {
 	c := &n.contact
 	es, err := n.store.List(Issued, "")
 	if err != nil {
@@ -561,7 +574,7 @@ func (n *Node) refreshVerified(now time.Time) {
 		}
 	}
 	c.mu.Lock()
-	c.verified, c.verifiedAt = v, now
+	c.verified = v
 	c.mu.Unlock()
 }
 

@@ -105,6 +105,7 @@ func (n *Node) startGossip() error {
 		return nil
 	}
 	params, thresholds := n.gossipScore()
+	const gossipValidateQueue = 4096
 	ps, err := pubsub.NewGossipSub(n.ctx, n.host,
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithMessageIdFn(gossipMsgID),
@@ -114,6 +115,10 @@ func (n *Node) startGossip() error {
 		// Publish to every subscribed peer, not only the mesh: records
 		// are rare and a fresh mesh is empty until the next heartbeat.
 		pubsub.WithFloodPublish(true),
+		// The default validation queue (32) overflows when a swarm's
+		// attestations arrive in a burst and silently drops them; the
+		// swarm bench lost admissions that way.
+		pubsub.WithValidateQueueSize(gossipValidateQueue),
 	)
 	if err != nil {
 		return fmt.Errorf("start gossipsub: %w", err)

@@ -306,7 +306,9 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 	}
 	theirs := n.wait(ai.ID)
 	defer n.unwait(ai.ID, theirs)
-	res, err := n.verify(ctx, ai.ID, true)
+	// A session already in flight (first contact) did not ask the peer to
+	// verify us back: let it finish and run our own, reciprocal one.
+	res, err := n.verifyAfter(ctx, ai.ID, true, time.Now())
 	if err != nil {
 		return nil, err
 	}

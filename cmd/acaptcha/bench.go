@@ -157,9 +157,11 @@ func (a *app) printSwarmReport(r *swarm.Report) error {
 	} else {
 		fmt.Fprintf(tw, "time\tstart-up %s, whole run %s\n", r.StartUp.Round(time.Millisecond), r.Total.Round(time.Millisecond))
 	}
-	fmt.Fprintf(tw, "challenge sessions\t%d (%.2f per node); pairwise: %d; anchor-design minimum: %d\n", r.Sessions, r.SessionsPerNode, r.PairwiseSessions, r.MinSessions)
 	if r.Quorum > 0 {
+		fmt.Fprintf(tw, "challenge sessions\t%d (%.2f per node); pairwise: %d; anchor design: 2K x N - K(K+1) = %d\n", r.Sessions, r.SessionsPerNode, r.PairwiseSessions, r.MinSessions)
 		fmt.Fprintf(tw, "sessions on late links\t%d (peers already admitted through the quorum)\n", r.LateSessions)
+	} else {
+		fmt.Fprintf(tw, "challenge sessions\t%d (%.2f per node); pairwise: N x (N-1) = %d\n", r.Sessions, r.SessionsPerNode, r.PairwiseSessions)
 	}
 	fmt.Fprintf(tw, "gossip messages\t%d published, %d delivered\n", r.GossipPublished, r.GossipDelivered)
 	fmt.Fprintf(tw, "connections\t%d\n", r.Connections)
