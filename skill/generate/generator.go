@@ -272,12 +272,20 @@ func (g *Generator) Generate(ctx context.Context, domain string) (*Outcome, erro
 			return nil, fmt.Errorf("generate: %w", err)
 		}
 	}
+	return g.accounted(ctx, "", &Outcome{Domain: d.Name}, func(ctx context.Context, o *Outcome) error {
+		return g.attempt(ctx, d, v, o)
+	})
+}
+
+// accounted runs one attempt under the token budget: it times it, charges
+// its tokens to the budget, records it in Stats and logs the verdict. kind
+// names the generator in the log ("" or "hybrid ").
+func (g *Generator) accounted(ctx context.Context, kind string, o *Outcome, attempt func(context.Context, *Outcome) error) (*Outcome, error) {
 	if wait, ok := g.budget.allow(); !ok {
 		return nil, &BudgetError{RetryAfter: wait}
 	}
 	start := time.Now()
-	o := &Outcome{Domain: d.Name}
-	err := g.attempt(ctx, d, v, o)
+	err := attempt(ctx, o)
 	o.Elapsed = time.Since(start)
 	g.budget.spend(o.Generation.InputTokens + o.Generation.OutputTokens + o.Check.InputTokens + o.Check.OutputTokens)
 	if err != nil {
@@ -286,10 +294,10 @@ func (g *Generator) Generate(ctx context.Context, domain string) (*Outcome, erro
 	}
 	g.stats.Record(o)
 	if o.Reason == "" {
-		g.log.Info("generated challenge set", "set", o.Set.ID, "domain", d.Name, "drops", len(o.Drops),
+		g.log.Info("generated "+kind+"challenge set", "set", o.Set.ID, "domain", o.Domain, "drops", len(o.Drops),
 			"in", o.Generation.InputTokens+o.Check.InputTokens, "out", o.Generation.OutputTokens+o.Check.OutputTokens, "took", o.Elapsed.Round(time.Millisecond))
 	} else {
-		g.log.Info("rejected generated set", "domain", d.Name, "reason", o.Reason, "detail", o.Detail, "took", o.Elapsed.Round(time.Millisecond))
+		g.log.Info("rejected "+kind+"set", "domain", o.Domain, "reason", o.Reason, "detail", o.Detail, "took", o.Elapsed.Round(time.Millisecond))
 	}
 	return o, nil
 }

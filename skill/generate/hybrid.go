@@ -9,7 +9,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/procedural"
@@ -166,27 +165,7 @@ func (h *Hybrid) Produce(ctx context.Context) (*skill.Set, error) {
 // spent (*BudgetError), the skeleton source failed, or ctx ended (tokens
 // are still counted in Stats).
 func (h *Hybrid) Generate(ctx context.Context) (*Outcome, error) {
-	g := h.g
-	if wait, ok := g.budget.allow(); !ok {
-		return nil, &BudgetError{RetryAfter: wait}
-	}
-	start := time.Now()
-	o := &Outcome{}
-	err := h.attempt(ctx, o)
-	o.Elapsed = time.Since(start)
-	g.budget.spend(o.Generation.InputTokens + o.Generation.OutputTokens + o.Check.InputTokens + o.Check.OutputTokens)
-	if err != nil {
-		g.stats.addUsage(o)
-		return o, err
-	}
-	g.stats.Record(o)
-	if o.Reason == "" {
-		g.log.Info("generated hybrid challenge set", "set", o.Set.ID, "domain", o.Domain, "drops", len(o.Drops),
-			"in", o.Generation.InputTokens+o.Check.InputTokens, "out", o.Generation.OutputTokens+o.Check.OutputTokens, "took", o.Elapsed.Round(time.Millisecond))
-	} else {
-		g.log.Info("rejected hybrid set", "domain", o.Domain, "reason", o.Reason, "detail", o.Detail, "took", o.Elapsed.Round(time.Millisecond))
-	}
-	return o, nil
+	return h.g.accounted(ctx, "hybrid ", &Outcome{}, h.attempt)
 }
 
 // attempt fills o; it returns an error only when ctx ended or the
