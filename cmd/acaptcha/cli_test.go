@@ -112,22 +112,36 @@ func startNodeProc(t *testing.T, bin, dir, llmURL, corpus string) (*proc, string
 	return p, info.Addrs[0]
 }
 
+// run runs the binary and returns its standard output (logs and errors on
+// standard error are appended after a marker line unless the output is
+// JSON, so that machine-readable output stays parseable) and exit code.
 func run(t *testing.T, bin string, env []string, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
+	var out, errb bytes.Buffer
 	cmd.Stdout = &out
-	cmd.Stderr = &out
+	cmd.Stderr = &errb
 	err := cmd.Run()
+	text := out.String()
+	jsonOut := false
+	for _, a := range args {
+		jsonOut = jsonOut || a == "--json"
+	}
+	if !jsonOut && errb.Len() > 0 {
+		text += "\n-- stderr --\n" + errb.String()
+	}
+	if jsonOut && err != nil {
+		t.Logf("stderr of %v:\n%s", args, errb.String())
+	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return out.String(), 0
+		return text, 0
 	case errors.As(err, &ee):
-		return out.String(), ee.ExitCode()
+		return text, ee.ExitCode()
 	default:
 		t.Fatalf("run %v: %v", args, err)
 		return "", -1
