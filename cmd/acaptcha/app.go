@@ -67,12 +67,12 @@ type app struct {
 	blockRejected time.Duration
 	metricsAddr   string
 
-	// First contact and discovery (node flags; zero for other commands).
-	attestPolicy  string
-	retryRejected time.Duration
-	bootstrap     []string
-	mdns          bool
-	dht           bool
+	// First contact and discovery: flags of the node command only. The
+	// flag package assigns their defaults when the node command is built,
+	// whichever command runs, so startNode reads them only when the
+	// caller passes them (a one-shot attest must neither challenge other
+	// peers by itself nor announce itself by mDNS).
+	contact contactOptions
 
 	log *slog.Logger
 }

@@ -35,7 +35,7 @@ session was inconclusive); 2 usage or configuration error; 3 network error.`,
 			if len(listen) == 0 {
 				listen = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
 			}
-			n, _, err := a.startNode(cmd, listen)
+			n, _, err := a.startNode(cmd, listen, nil)
 			if err != nil {
 				return err
 			}

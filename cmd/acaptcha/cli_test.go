@@ -205,6 +205,18 @@ func TestCLINodeAndAttestProcesses(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) < 3 {
 		t.Fatalf("list: %v (%d entries)\n%s", err, len(entries), out)
 	}
+	// A one-shot attest runs exactly one session of its own per peer: it
+	// does not also challenge the peer through first contact (which would
+	// spend a second challenge set and sign a second record).
+	issued := 0
+	for _, e := range entries {
+		if e.Direction == "issued" {
+			issued++
+		}
+	}
+	if issued != 2 {
+		t.Fatalf("A issued %d attestations over two attests, want 2\n%s", issued, out)
+	}
 	file := filepath.Join(dir, "att.bin")
 	if out, code := run(t, bin, nil, "attestations", "export", "--store", filepath.Join(dir, "a", "db"), entries[0].Key, "-o", file); code != 0 {
 		t.Fatalf("export: exit %d\n%s", code, out)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -10,8 +11,22 @@ import (
 	"github.com/acaptcha/acaptcha/peer"
 )
 
-// startNode builds a node from the global options.
-func (a *app) startNode(cmd *cobra.Command, listen []string) (*peer.Node, string, error) {
+// contactOptions are the first-contact and discovery flags of the node
+// command.
+type contactOptions struct {
+	attestPolicy  string
+	retryRejected time.Duration
+	bootstrap     []string
+	mdns          bool
+	dht           bool
+}
+
+// startNode builds a node from the global options. contact enables first
+// contact and discovery; nil (a one-shot command) leaves both off.
+func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOptions) (*peer.Node, string, error) {
+	if contact == nil {
+		contact = &contactOptions{attestPolicy: string(peer.AttestNone)}
+	}
 	ctx := cmd.Context()
 	pol, err := a.policy()
 	if err != nil {
@@ -20,14 +35,14 @@ func (a *app) startNode(cmd *cobra.Command, listen []string) (*peer.Node, string
 	if a.trustQuorum < 0 || a.blockRejected < 0 {
 		return nil, "", usageErr("--trust-quorum and --block-rejected must not be negative")
 	}
-	attestPolicy, err := peer.ParseAttestPolicy(a.attestPolicy)
+	attestPolicy, err := peer.ParseAttestPolicy(contact.attestPolicy)
 	if err != nil {
 		return nil, "", usageErr("--attest-policy: %v", err)
 	}
-	if a.retryRejected < 0 {
+	if contact.retryRejected < 0 {
 		return nil, "", usageErr("--retry-rejected must not be negative")
 	}
-	if _, err := peer.ParseBootstrap(a.bootstrap); err != nil {
+	if _, err := peer.ParseBootstrap(contact.bootstrap); err != nil {
 		return nil, "", usageErr("--bootstrap: %v", err)
 	}
 	store, err := peer.OpenStore(a.storePath)
@@ -62,10 +77,10 @@ func (a *app) startNode(cmd *cobra.Command, listen []string) (*peer.Node, string
 		BlockRejected: a.blockRejected,
 
 		AttestPolicy:  attestPolicy,
-		RetryRejected: a.retryRejected,
-		Bootstrap:     a.bootstrap,
-		MDNS:          a.mdns,
-		DHT:           a.dht,
+		RetryRejected: contact.retryRejected,
+		Bootstrap:     contact.bootstrap,
+		MDNS:          contact.mdns,
+		DHT:           contact.dht,
 	}
 	if reg != nil {
 		cfg.Metrics = reg
@@ -94,7 +109,7 @@ func (a *app) nodeCmd() *cobra.Command {
 		Short: "Run a node: verify peers that contact it and answer their challenges with the configured LLM",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n, llmName, err := a.startNode(cmd, a.listen)
+			n, llmName, err := a.startNode(cmd, a.listen, &a.contact)
 			if err != nil {
 				return err
 			}
@@ -133,10 +148,10 @@ func (a *app) nodeCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&a.attestPolicy, "attest-policy", string(peer.AttestAll), "which peers that connect and speak acaptcha this node attests by itself: all, inbound (they dialled us), outbound (we dialled them) or none")
-	f.DurationVar(&a.retryRejected, "retry-rejected", peer.DefaultRetryRejected, "how long a rejected peer is left alone before first contact challenges it again (doubling per rejection, up to 24h)")
-	f.StringArrayVar(&a.bootstrap, "bootstrap", nil, "peer to connect to at start and keep connected, as a multiaddr ending in /p2p/PEER_ID (repeatable)")
-	f.BoolVar(&a.mdns, "mdns", true, "discover peers on the local network with mDNS (--mdns=false turns it off)")
-	f.BoolVar(&a.dht, "dht", false, "join the private acaptcha Kademlia DHT (through the bootstrap peers) and find peers on its rendezvous")
+	f.StringVar(&a.contact.attestPolicy, "attest-policy", string(peer.AttestAll), "which peers that connect and speak acaptcha this node attests by itself: all, inbound (they dialled us), outbound (we dialled them) or none")
+	f.DurationVar(&a.contact.retryRejected, "retry-rejected", peer.DefaultRetryRejected, "how long a rejected peer is left alone before first contact challenges it again (doubling per rejection, up to 24h)")
+	f.StringArrayVar(&a.contact.bootstrap, "bootstrap", nil, "peer to connect to at start and keep connected, as a multiaddr ending in /p2p/PEER_ID (repeatable)")
+	f.BoolVar(&a.contact.mdns, "mdns", true, "discover peers on the local network with mDNS (--mdns=false turns it off)")
+	f.BoolVar(&a.contact.dht, "dht", false, "join the private acaptcha Kademlia DHT (through the bootstrap peers) and find peers on its rendezvous")
 	return cmd
 }
