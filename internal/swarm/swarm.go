@@ -866,3 +866,23 @@ func indices(from, to int) []int {
 	}
 	return out
 }
+
+// FloorSessions is a lower bound on the sessions (one per direction) with
+// which n nodes can all admit one another when an admission by quorum k
+// counts only issuers the admitting node verified itself (spec/trust.md
+// §3.2): with m the fewest peers any node verified directly, either m = n-1
+// (pairwise) or k <= m <= n-2 and the swarm runs at least
+// max(n*m, k(n-1-m) + m(n-m)) sessions. For n well above k the least is at
+// m = k: k(2n - 2k - 1), which MinSessions' anchor design exceeds by k².
+func FloorSessions(n, k int) int64 {
+	best := int64(n) * int64(n-1)
+	if k <= 0 {
+		return best
+	}
+	for m := k; m <= n-2; m++ {
+		a := int64(n) * int64(m)
+		b := int64(k)*int64(n-1-m) + int64(m)*int64(n-m)
+		best = min(best, max(a, b))
+	}
+	return best
+}

@@ -3,6 +3,7 @@ package swarm
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"testing"
 	"time"
 
@@ -123,4 +124,86 @@ func TestOracleAnswersServedSets(t *testing.T) {
 	if _, err := o.Prover(LatencyRealistic, 100).NewSession().Answer(cctx, skill.Challenge{}); err == nil {
 		t.Fatal("a cancelled realistic answer returned")
 	}
+}
+
+func TestFloorSessions(t *testing.T) {
+	for _, c := range []struct {
+		n, k int
+		want int64
+	}{{200, 3, 1179}, {200, 2, 790}, {200, 0, 39800}, {3, 3, 6}} {
+		if got := FloorSessions(c.n, c.k); got != c.want {
+			t.Errorf("FloorSessions(%d, %d) = %d, want %d", c.n, c.k, got, c.want)
+		}
+	}
+	for n := 2; n <= 200; n++ {
+		for k := 0; k <= 5; k++ {
+			if f, m := FloorSessions(n, k), MinSessions(n, k); f > m {
+				t.Fatalf("n %d k %d: floor %d above the anchor design's %d", n, k, f, m)
+			}
+		}
+	}
+}
+
+// TestFloorSessionsExhaustive checks the floor against every directed
+// graph on 4 and 5 nodes: no graph in which every node admits every other
+// (directly, or through k issuers it verified itself) has fewer edges.
+func TestFloorSessionsExhaustive(t *testing.T) {
+	for _, n := range []int{4, 5} {
+		var edges [][2]int
+		for x := range n {
+			for y := range n {
+				if x != y {
+					edges = append(edges, [2]int{x, y})
+				}
+			}
+		}
+		least := map[int]int{}
+		for k := 1; k <= 2; k++ {
+			least[k] = len(edges)
+		}
+		for g := uint32(0); g < 1<<len(edges); g++ {
+			var out [5]uint32 // out[x]: bit y set when x verified y
+			for i, e := range edges {
+				if g&(1<<i) != 0 {
+					out[e[0]] |= 1 << e[1]
+				}
+			}
+			size := bits.OnesCount32(g)
+			for k := 1; k <= 2; k++ {
+				if size >= least[k] || !covers(out[:n], k) {
+					continue
+				}
+				least[k] = size
+			}
+		}
+		for k := 1; k <= 2; k++ {
+			if f := FloorSessions(n, k); int64(least[k]) < f {
+				t.Errorf("n %d k %d: a graph with %d sessions covers, below the floor %d", n, k, least[k], f)
+			} else {
+				t.Logf("n %d k %d: least covering graph %d sessions, floor %d", n, k, least[k], f)
+			}
+		}
+	}
+}
+
+// covers reports whether every node admits every other.
+func covers(out []uint32, k int) bool {
+	n := len(out)
+	for x := range n {
+		for y := range n {
+			if x == y || out[x]&(1<<y) != 0 {
+				continue
+			}
+			issuers := 0
+			for z := range n {
+				if z != y && out[x]&(1<<z) != 0 && out[z]&(1<<y) != 0 {
+					issuers++
+				}
+			}
+			if issuers < k {
+				return false
+			}
+		}
+	}
+	return true
 }
