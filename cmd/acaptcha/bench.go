@@ -158,7 +158,7 @@ func (a *app) printSwarmReport(r *swarm.Report) error {
 		fmt.Fprintf(tw, "time\tstart-up %s, whole run %s\n", r.StartUp.Round(time.Millisecond), r.Total.Round(time.Millisecond))
 	}
 	if r.Quorum > 0 {
-		fmt.Fprintf(tw, "challenge sessions\t%d (%.2f per node); pairwise: %d; anchor design: 2K x N - K(K+1) = %d\n", r.Sessions, r.SessionsPerNode, r.PairwiseSessions, r.MinSessions)
+		fmt.Fprintf(tw, "challenge sessions\t%d (%.2f per node); pairwise: %d; anchor design: 2K x N - K(K+1) = %d; floor of any design: %d\n", r.Sessions, r.SessionsPerNode, r.PairwiseSessions, r.MinSessions, r.FloorSessions)
 		fmt.Fprintf(tw, "sessions on late links\t%d (peers already admitted through the quorum)\n", r.LateSessions)
 	} else {
 		fmt.Fprintf(tw, "challenge sessions\t%d (%.2f per node); pairwise: N x (N-1) = %d\n", r.Sessions, r.SessionsPerNode, r.PairwiseSessions)

@@ -141,12 +141,14 @@ type Report struct {
 	// one prover, one direction), as the nodes count them; SetsServed the
 	// challenge sets drawn (a session that could not start draws one too).
 	// PairwiseSessions is N x (N-1), MinSessions the fewest the anchor
-	// design needs for this quorum (see the package doc).
+	// design needs for this quorum (see the package doc), FloorSessions
+	// the fewest any design can need (spec/trust.md §3.2).
 	Sessions         int64   `json:"sessions"`
 	SetsServed       int64   `json:"sets_served"`
 	SessionsPerNode  float64 `json:"sessions_per_node"`
 	PairwiseSessions int64   `json:"pairwise_sessions"`
 	MinSessions      int64   `json:"min_sessions"`
+	FloorSessions    int64   `json:"floor_sessions"`
 	LateSessions     int64   `json:"late_link_sessions"`
 	UnknownAnswers   int64   `json:"unknown_answers"`
 	// Gossip counters summed over the nodes: records published, and
@@ -291,7 +293,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	s := &sim{cfg: cfg, oracle: NewBenchOracle(), gate: NewGate(), rep: &Report{
 		N: cfg.N, Quorum: cfg.Quorum, Anchors: cfg.Anchors, Latency: cfg.Latency,
 		Pairs: cfg.N * (cfg.N - 1), PairwiseSessions: int64(cfg.N) * int64(cfg.N-1),
-		MinSessions: MinSessions(cfg.N, cfg.Quorum),
+		MinSessions: MinSessions(cfg.N, cfg.Quorum), FloorSessions: FloorSessions(cfg.N, cfg.Quorum),
 	}}
 	if cfg.Quorum > 0 && cfg.Mesh > 0 {
 		s.rep.Mesh = cfg.Mesh
