@@ -24,7 +24,8 @@ package peer
 // passed, doubling per consecutive rejection up to 24 h; the back-off
 // survives a restart through the rejected attestation in the store. A
 // session that could not run (peer busy, network failure, inconclusive)
-// is retried a few times with a short back-off. An admitted peer that stays
+// is retried with a back-off from 2 s doubling to a minute, as long as the
+// peer stays connected. An admitted peer that stays
 // connected is attested again Config.ReattestBefore before our attestation
 // of it expires (but not before half its lifetime), found by a rescan of
 // the connected peers at least every 30 s.
@@ -65,8 +66,9 @@ var (
 	// contactPresentTimeout bounds presenting our attestations to a peer.
 	contactPresentTimeout = 10 * time.Second
 	// Transient failures (busy prover, network, inconclusive) are retried
-	// after contactTransientBackoff, doubling up to contactTransientMax, at
-	// most contactTransientTries times per contact.
+	// after contactTransientBackoff, doubling up to contactTransientMax, for
+	// as long as the peer stays connected; past contactTransientTries in a
+	// row the node warns.
 	contactTransientBackoff = 2 * time.Second
 	contactTransientMax     = time.Minute
 	contactTransientTries   = 6
@@ -490,12 +492,12 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error) time.Du
 			why = err.Error()
 		}
 		b.transient++
-		if b.transient > contactTransientTries {
-			n.log.Warn("first contact: giving up on peer until it reconnects", "peer", p, "attempts", b.transient, "last_err", why)
-			delete(c.backoff, p)
-			return 0
+		if b.transient == contactTransientTries+1 {
+			// Keep trying while the peer stays connected, at the
+			// longest back-off; pruneBackoff forgets it once it leaves.
+			n.log.Warn("first contact: sessions with peer keep failing; retrying at the longest back-off", "peer", p, "attempts", b.transient, "back_off", contactTransientMax, "last_err", why)
 		}
-		d := jitter(min(contactTransientBackoff<<(b.transient-1), contactTransientMax))
+		d := jitter(min(contactTransientBackoff<<min(b.transient-1, 30), contactTransientMax))
 		b.until, b.reason = now.Add(d), why
 		c.backoff[p] = b
 		n.log.Info("first contact: session did not run; retrying", "peer", p, "retry_in", d, "err", why)

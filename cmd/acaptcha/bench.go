@@ -28,7 +28,7 @@ func (a *app) benchCmd() *cobra.Command {
 
 type swarmFlags struct {
 	n, anchors, mesh, lateLinks, anchorConc int
-	latency                                 string
+	latency, transport                      string
 	latencyScale                            float64
 	timeout                                 time.Duration
 }
@@ -38,7 +38,7 @@ func (a *app) benchSwarmCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "swarm",
 		Short: "Start N nodes in this process and measure how a swarm bootstraps admission",
-		Long: `Starts N acaptcha nodes in this process on loopback TCP and lets first
+		Long: `Starts N acaptcha nodes in this process on loopback and lets first
 contact, attestation gossip and the trust quorum (--trust-quorum K) bootstrap
 admission among them, until every node admits every other node. Reports the
 time to full coverage, the challenge sessions run (against N x (N-1) for
@@ -47,7 +47,13 @@ pairwise verification), the gossip messages, CPU time and peak memory.
 With a quorum, K anchors verify every node and every node verifies the
 anchors (about 2K x N sessions, the fewest a quorum of directly verified
 issuers allows); every other admission comes from the quorum. Without one
-(--trust-quorum 0) every pair verifies each other.
+(--trust-quorum 0) every pair verifies each other; --gossip=false then
+leaves attestation gossip off, which pairwise admission does not need (with
+it every node validates all N x (N-1) records).
+
+On TCP every connection holds two sockets in this process, so a large
+pairwise swarm can exceed the open-file limit (the command says so before it
+starts); --transport quic shares one UDP socket per node.
 
 The provers are bench-only oracles: the verifiers' sources register every set
 they serve in a shared answer key, and the provers answer from it, instantly
@@ -66,6 +72,7 @@ measures the protocol and the runtime, not a model; 'acaptcha node' and
 	fl.IntVar(&f.lateLinks, "late-links", swarm.DefaultLateLinks, "links each member dials after coverage, to check that first contact runs no session")
 	fl.IntVar(&f.anchorConc, "anchor-concurrency", swarm.DefaultAnchorConcurrency, "sessions an anchor runs at once")
 	fl.StringVar(&f.latency, "latency", string(swarm.LatencyInstant), "prover latency: instant, or realistic (lognormal per round, median 2.5 s, times --latency-scale)")
+	fl.StringVar(&f.transport, "transport", string(swarm.TransportTCP), "loopback transport: tcp, or quic")
 	fl.Float64Var(&f.latencyScale, "latency-scale", swarm.DefaultLatencyScale, "factor on realistic delays")
 	fl.DurationVar(&f.timeout, "timeout", swarm.DefaultTimeout, "give up after this long")
 	return cmd
@@ -75,6 +82,10 @@ func (a *app) runBenchSwarm(ctx context.Context, f swarmFlags) error {
 	lat, err := swarm.ParseLatency(f.latency)
 	if err != nil {
 		return usageErr("--latency: %v", err)
+	}
+	tr, err := swarm.ParseTransport(f.transport)
+	if err != nil {
+		return usageErr("--transport: %v", err)
 	}
 	pol, err := a.policy()
 	if err != nil {
@@ -91,7 +102,7 @@ func (a *app) runBenchSwarm(ctx context.Context, f swarmFlags) error {
 	cfg := swarm.Config{
 		N: f.n, Quorum: a.trustQuorum, Anchors: f.anchors,
 		Mesh: nonZero(f.mesh), LateLinks: nonZero(f.lateLinks), AnchorConcurrency: f.anchorConc,
-		Latency: lat, LatencyScale: f.latencyScale, Policy: pol,
+		Latency: lat, LatencyScale: f.latencyScale, Policy: pol, NoGossip: !a.gossip, Transport: tr,
 		Timeout: f.timeout, Logger: a.log,
 	}
 	if !a.jsonOut {
@@ -138,6 +149,9 @@ func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 func (a *app) printSwarmReport(r *swarm.Report) error {
 	mode := "pairwise (no trust quorum)"
+	if !r.Gossip {
+		mode += ", gossip off"
+	}
 	if r.Quorum > 0 {
 		mode = fmt.Sprintf("trust quorum %d, %d anchors, %d mesh links per member", r.Quorum, r.Anchors, r.Mesh)
 	}
@@ -145,7 +159,7 @@ func (a *app) printSwarmReport(r *swarm.Report) error {
 	if r.Latency == swarm.LatencyRealistic {
 		brains += fmt.Sprintf(" x%.2g", r.LatencyScale)
 	}
-	fmt.Fprintf(a.stdout, "\nswarm of %d nodes on loopback TCP, %s, %s bench-oracle brains\n", r.N, mode, brains)
+	fmt.Fprintf(a.stdout, "\nswarm of %d nodes on loopback %s, %s, %s bench-oracle brains\n", r.N, strings.ToUpper(string(r.Transport)), mode, brains)
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 	conv := "NO"
 	if r.Converged {
@@ -159,6 +173,7 @@ func (a *app) printSwarmReport(r *swarm.Report) error {
 	}
 	if r.Quorum > 0 {
 		fmt.Fprintf(tw, "challenge sessions\t%d (%.2f per node); pairwise: %d; anchor design: 2K x N - K(K+1) = %d; floor of any design: %d\n", r.Sessions, r.SessionsPerNode, r.PairwiseSessions, r.MinSessions, r.FloorSessions)
+		fmt.Fprintf(tw, "node pairs verified\t%d with a session in either direction (a mutual attestation counts once); pairwise: %d\n", r.PairsVerified, r.PairwiseSessions/2)
 		fmt.Fprintf(tw, "sessions on late links\t%d (peers already admitted through the quorum)\n", r.LateSessions)
 	} else {
 		fmt.Fprintf(tw, "challenge sessions\t%d (%.2f per node); pairwise: N x (N-1) = %d\n", r.Sessions, r.SessionsPerNode, r.PairwiseSessions)

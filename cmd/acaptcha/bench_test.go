@@ -21,11 +21,44 @@ func TestBenchSwarmSmall(t *testing.T) {
 		Sessions    int64 `json:"sessions"`
 		MinSessions int64 `json:"min_sessions"`
 		Pairwise    int64 `json:"pairwise_sessions"`
+		Pairs       int64 `json:"pairs_verified"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	if !rep.Converged || rep.Sessions < rep.MinSessions || rep.Sessions >= rep.Pairwise {
+		t.Fatalf("%+v", rep)
+	}
+	// Every session verified one pair, and a pair holds at most one
+	// session per direction.
+	if rep.Pairs > rep.Sessions || 2*rep.Pairs < rep.Sessions {
+		t.Fatalf("%d pairs verified for %d sessions", rep.Pairs, rep.Sessions)
+	}
+}
+
+// TestBenchSwarmPairwiseNoGossip: pairwise admission needs no gossip; with
+// it off every pair still verifies each other, once per direction, and
+// nothing is published. It runs on QUIC.
+func TestBenchSwarmPairwiseNoGossip(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"bench", "swarm", "-n", "6", "--trust-quorum", "0", "--gossip=false", "--transport", "quic", "--json"}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	var rep struct {
+		Converged bool   `json:"converged"`
+		Gossip    bool   `json:"gossip"`
+		Transport string `json:"transport"`
+		Sessions  int64  `json:"sessions"`
+		Published int64  `json:"gossip_published"`
+		Pairs     int64  `json:"pairs_verified"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !rep.Converged || rep.Gossip || rep.Transport != "quic" || rep.Sessions != 30 || rep.Published != 0 || rep.Pairs != 15 {
 		t.Fatalf("%+v", rep)
 	}
 }
@@ -37,6 +70,8 @@ func TestBenchSwarmBadFlags(t *testing.T) {
 		{"bench", "swarm", "--latency", "slow"},
 		{"bench", "swarm", "-n", "3", "--trust-quorum", "3"},
 		{"bench", "swarm", "--trust-quorum", "-1"},
+		{"bench", "swarm", "-n", "10", "--trust-quorum", "2", "--gossip=false"},
+		{"bench", "swarm", "--transport", "udp"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(context.Background(), args, &out, &errb); code != exitUsage {

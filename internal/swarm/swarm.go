@@ -1,5 +1,5 @@
 // Package swarm is the in-process swarm simulation behind `acaptcha bench
-// swarm`: it starts N acaptcha nodes on loopback TCP, lets first contact,
+// swarm`: it starts N acaptcha nodes on loopback (TCP or QUIC), lets first contact,
 // gossip and the trust quorum bootstrap admission among them, and measures
 // how long it takes until every node admits every other node, how many
 // challenge sessions that cost, the gossip traffic, CPU time and memory.
@@ -102,6 +102,14 @@ type Config struct {
 	// realistic delays (default DefaultLatencyScale).
 	Latency      Latency
 	LatencyScale float64
+	// Transport is the loopback transport the nodes listen and dial on
+	// (default TransportTCP).
+	Transport Transport
+	// NoGossip turns attestation gossip off (pairwise runs only: a quorum
+	// learns its vouchers from gossip). Pairwise verification needs no
+	// gossip, and with it every node validates every one of the N x (N-1)
+	// records, N^3 validations in all.
+	NoGossip bool
 	// Policy is the verifiers' policy (default skill.DefaultPolicy()).
 	Policy skill.Policy
 	// AnchorConcurrency is the anchors' first-contact concurrency
@@ -124,13 +132,15 @@ type Config struct {
 
 // Report is the outcome of a simulation.
 type Report struct {
-	N            int     `json:"n"`
-	Quorum       int     `json:"trust_quorum"`
-	Anchors      int     `json:"anchors,omitempty"`
-	Mesh         int     `json:"mesh_links_per_member,omitempty"`
-	Latency      Latency `json:"latency"`
-	LatencyScale float64 `json:"latency_scale,omitempty"`
-	Converged    bool    `json:"converged"`
+	N            int       `json:"n"`
+	Quorum       int       `json:"trust_quorum"`
+	Anchors      int       `json:"anchors,omitempty"`
+	Mesh         int       `json:"mesh_links_per_member,omitempty"`
+	Latency      Latency   `json:"latency"`
+	Transport    Transport `json:"transport"`
+	Gossip       bool      `json:"gossip"`
+	LatencyScale float64   `json:"latency_scale,omitempty"`
+	Converged    bool      `json:"converged"`
 	// AdmittedPairs counts ordered pairs (i, j), i != j, where node i
 	// admits node j at the end; full coverage is Pairs = N x (N-1).
 	AdmittedPairs int `json:"admitted_pairs"`
@@ -150,7 +160,11 @@ type Report struct {
 	MinSessions      int64   `json:"min_sessions"`
 	FloorSessions    int64   `json:"floor_sessions"`
 	LateSessions     int64   `json:"late_link_sessions"`
-	UnknownAnswers   int64   `json:"unknown_answers"`
+	// PairsVerified counts unordered node pairs {i, j} in which at least
+	// one node admits the other directly (its own session, accepted): a
+	// mutual attestation counts once. Pairwise it is N x (N-1) / 2.
+	PairsVerified  int   `json:"pairs_verified"`
+	UnknownAnswers int64 `json:"unknown_answers"`
 	// Gossip counters summed over the nodes: records published, and
 	// records delivered to a node by another after validation.
 	GossipPublished int64 `json:"gossip_published"`
@@ -196,6 +210,56 @@ func MinSessions(n, k int) int64 {
 	return 2*int64(k)*int64(n) - int64(k)*int64(k+1)
 }
 
+// Transport is a loopback transport of the simulation.
+type Transport string
+
+// Transports.
+const (
+	// TransportTCP is TCP with Noise or TLS and yamux: two sockets per
+	// connection in this process.
+	TransportTCP Transport = "tcp"
+	// TransportQUIC is QUIC v1: every node's connections share its UDP
+	// socket, so large pairwise swarms fit the open-file limit.
+	TransportQUIC Transport = "quic"
+)
+
+// ParseTransport parses a transport name.
+func ParseTransport(s string) (Transport, error) {
+	switch t := Transport(s); t {
+	case TransportTCP, TransportQUIC:
+		return t, nil
+	case "":
+		return TransportTCP, nil
+	}
+	return "", fmt.Errorf("transport %q: want tcp or quic", s)
+}
+
+func (t Transport) listenAddr() string {
+	if t == TransportQUIC {
+		return "/ip4/127.0.0.1/udp/0/quic-v1"
+	}
+	return "/ip4/127.0.0.1/tcp/0"
+}
+
+// fileLimit reports the open-file limit (a variable for tests).
+var fileLimit = openFileLimit
+
+// filesNeeded estimates the open files a run needs: per node a listener,
+// its store and the runtime's share (8 is generous), plus on TCP two
+// sockets per connection: N x (N-1) for pairwise, and for a quorum the
+// anchor links, the mesh and the late links.
+func (c *Config) filesNeeded() int {
+	need := 8*c.N + 64
+	if c.Transport != TransportTCP {
+		return need
+	}
+	conns := c.N * (c.N - 1) / 2
+	if c.Quorum > 0 {
+		conns = c.Anchors*c.N + max(c.Mesh, 0)*c.N + max(c.LateLinks, 0)*c.N
+	}
+	return need + 2*conns
+}
+
 func (c *Config) defaults() error {
 	switch {
 	case c.N < 2 || c.N > MaxNodes:
@@ -215,6 +279,9 @@ func (c *Config) defaults() error {
 		if c.Anchors+2 > c.N {
 			return fmt.Errorf("%w: quorum %d with %d anchors needs at least %d nodes", ErrConfig, c.Quorum, c.Anchors, c.Anchors+2)
 		}
+		if c.NoGossip {
+			return fmt.Errorf("%w: a trust quorum needs gossip (its vouchers travel on it)", ErrConfig)
+		}
 	} else {
 		c.Anchors = 0
 	}
@@ -226,6 +293,15 @@ func (c *Config) defaults() error {
 	}
 	if c.Latency == "" {
 		c.Latency = LatencyInstant
+	}
+	if c.Transport == "" {
+		c.Transport = TransportTCP
+	}
+	if _, err := ParseTransport(string(c.Transport)); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if need, limit := c.filesNeeded(), fileLimit(); limit > 0 && need > limit {
+		return fmt.Errorf("%w: %d nodes on %s need about %d open files and this process may open %d: raise the limit (ulimit -n) or use the quic transport, whose connections share one socket per node", ErrConfig, c.N, c.Transport, need, limit)
 	}
 	if _, err := ParseLatency(string(c.Latency)); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -291,7 +367,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer os.RemoveAll(d)
 	}
 	s := &sim{cfg: cfg, oracle: NewBenchOracle(), gate: NewGate(), rep: &Report{
-		N: cfg.N, Quorum: cfg.Quorum, Anchors: cfg.Anchors, Latency: cfg.Latency,
+		N: cfg.N, Quorum: cfg.Quorum, Anchors: cfg.Anchors, Latency: cfg.Latency, Transport: cfg.Transport, Gossip: !cfg.NoGossip,
 		Pairs: cfg.N * (cfg.N - 1), PairwiseSessions: int64(cfg.N) * int64(cfg.N-1),
 		MinSessions: MinSessions(cfg.N, cfg.Quorum), FloorSessions: FloorSessions(cfg.N, cfg.Quorum),
 	}}
@@ -471,7 +547,7 @@ func (s *sim) newNode(i int, dir string) (*peer.Node, error) {
 	n, err := peer.New(peer.Config{
 		Key:                 key,
 		StorePath:           filepath.Join(dir, fmt.Sprintf("node%04d.db", i)),
-		ListenAddrs:         []string{"/ip4/127.0.0.1/tcp/0"},
+		ListenAddrs:         []string{cfg.Transport.listenAddr()},
 		Policy:              cfg.Policy,
 		Source:              s.oracle.Source(gen, gate),
 		Prover:              s.oracle.Prover(cfg.Latency, cfg.LatencyScale),
@@ -479,7 +555,7 @@ func (s *sim) newNode(i int, dir string) (*peer.Node, error) {
 		AttestPolicy:        pol,
 		MaxConcurrentAttest: conc,
 		TrustQuorum:         cfg.Quorum,
-		Gossip:              true,
+		Gossip:              !cfg.NoGossip,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("swarm: start node %d: %w", i, err)
@@ -504,9 +580,7 @@ func (s *sim) connect(ctx context.Context, pairs [][2]int) error {
 		go func() {
 			defer wg.Done()
 			for pr := range work {
-				cctx, cancel := context.WithTimeout(ctx, time.Minute)
-				err := s.nodes[pr[0]].Host().Connect(cctx, addrInfo(s.nodes[pr[1]]))
-				cancel()
+				err := s.dial(ctx, pr[0], pr[1])
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("swarm: node %d dials node %d: %w", pr[0], pr[1], err))
@@ -527,6 +601,36 @@ func (s *sim) connect(ctx context.Context, pairs [][2]int) error {
 		return fmt.Errorf("swarm: connecting: %w", err)
 	}
 	return errors.Join(errs...)
+}
+
+// dialTries is how often the simulation dials one pair before it gives up:
+// on a saturated machine a security handshake can time out, and a real
+// node's discovery would dial again too. dialPause is the first pause
+// between two dials, longer than the swarm's back-off of a failed address
+// (swarm.BackoffBase, 5 s), which would refuse an earlier dial outright.
+const (
+	dialTries = 3
+	dialPause = 6 * time.Second
+)
+
+// dial connects node i to node j, retrying a failed dial after a pause.
+func (s *sim) dial(ctx context.Context, i, j int) error {
+	var err error
+	for try := range dialTries {
+		if try > 0 {
+			if serr := sleepCtx(ctx, time.Duration(try)*dialPause); serr != nil {
+				return errors.Join(err, serr)
+			}
+			s.cfg.Progress("node %d dials node %d again (attempt %d): %v", i, j, try+1, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err = s.nodes[i].Host().Connect(cctx, addrInfo(s.nodes[j]))
+		cancel()
+		if err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("after %d attempts: %w", dialTries, err)
 }
 
 // phase runs f and records its duration and sessions.
@@ -815,7 +919,9 @@ func (s *sim) finish() {
 			return
 		}
 	}
+	direct := make([][]bool, len(s.nodes))
 	for i, a := range s.nodes {
+		direct[i] = make([]bool, len(s.nodes))
 		r.Connections += len(a.Host().Network().Conns())
 		st := a.Stats()
 		r.GossipPublished += int64(st.GossipPublished)
@@ -828,11 +934,21 @@ func (s *sim) finish() {
 			switch {
 			case adm.Admitted:
 				r.AdmittedPairs++
-				if adm.Via == peer.AdmittedQuorum {
+				switch adm.Via {
+				case peer.AdmittedQuorum:
 					r.ViaQuorum++
+				case peer.AdmittedDirect:
+					direct[i][j] = true
 				}
 			case len(r.Missing) < maxMissing:
 				r.Missing = append(r.Missing, s.describeMissing(i, j, adm))
+			}
+		}
+	}
+	for i := range direct {
+		for j := i + 1; j < len(direct); j++ {
+			if direct[i][j] || direct[j][i] {
+				r.PairsVerified++
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/bits"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,10 +36,29 @@ func TestConfigErrors(t *testing.T) {
 		{N: 4, Quorum: 3},
 		{N: 10, Anchors: -1},
 		{N: 10, Latency: "slow"},
+		{N: 10, Quorum: 2, NoGossip: true},
 	} {
 		if _, err := Run(context.Background(), c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v, want ErrConfig", c, err)
 		}
+	}
+}
+
+// TestOpenFileCheck: a run that would run out of open files is refused
+// before it starts, with the way out; QUIC needs no socket per connection.
+func TestOpenFileCheck(t *testing.T) {
+	old := fileLimit
+	fileLimit = func() int { return 20000 }
+	t.Cleanup(func() { fileLimit = old })
+	_, err := Run(context.Background(), Config{N: 200})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "quic") {
+		t.Fatalf("pairwise 200 on TCP under 20000 files: %v", err)
+	}
+	pairwise := Config{N: 200, Transport: TransportTCP}
+	quic := Config{N: 200, Transport: TransportQUIC}
+	quorum := Config{N: 200, Quorum: 3, Anchors: 3, Mesh: 3, LateLinks: 1, Transport: TransportTCP}
+	if p, q, k := pairwise.filesNeeded(), quic.filesNeeded(), quorum.filesNeeded(); p < 200*199 || q >= 20000 || k >= 20000 {
+		t.Fatalf("files needed: pairwise TCP %d, pairwise QUIC %d, quorum TCP %d", p, q, k)
 	}
 }
 

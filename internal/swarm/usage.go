@@ -25,3 +25,13 @@ func readUsage() usage {
 		maxRSS: uint64(ru.Maxrss) * 1024,
 	}
 }
+
+// openFileLimit is the process's soft limit on open files (0: unknown).
+// The Go runtime raises it to the hard limit at start.
+func openFileLimit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 0
+	}
+	return int(rl.Cur)
+}

@@ -11,3 +11,6 @@ type usage struct {
 
 // readUsage is not implemented off Linux: CPU and RSS figures stay zero.
 func readUsage() usage { return usage{} }
+
+// openFileLimit is unknown off Linux: no open-file check is made.
+func openFileLimit() int { return 0 }
