@@ -407,9 +407,15 @@ func TestVerifierRejectsBadProvers(t *testing.T) {
 		{"resets at hello", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			r.s.Reset()
 		}, want{err: ErrNetwork}},
+		// Silence before the first challenge is no session: nothing was
+		// revealed, and a saturated peer must not be signed a rejection.
 		{"silent at hello", Config{HandshakeTimeout: 300 * time.Millisecond}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			drain(r)
-		}, want{reason: skill.ReasonTimeout, detail: "hello ack"}},
+		}, want{err: ErrUnresponsive}},
+		{"silent at probe", Config{ProbeTimeout: 300 * time.Millisecond}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
+			ack(r, h)
+			drain(r)
+		}, want{err: ErrUnresponsive}},
 	}
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
@@ -423,6 +429,9 @@ func TestVerifierRejectsBadProvers(t *testing.T) {
 					if c.want.err != nil {
 						if !errors.Is(err, c.want.err) {
 							t.Fatalf("err %v, want %v", err, c.want.err)
+						}
+						if res != nil {
+							t.Fatalf("a session that never ran returned a result: %+v", res.Verdict)
 						}
 						return
 					}

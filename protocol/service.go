@@ -52,6 +52,11 @@ var (
 	// ErrNetwork: no session could run because the stream could not be
 	// opened or failed before any challenge was sent.
 	ErrNetwork = errors.New("acaptcha: network failure")
+	// ErrUnresponsive (which is also ErrNetwork) reports a peer that
+	// accepted the stream but did not answer the hello or a probe in
+	// time: no challenge was revealed, so no session ran and nothing is
+	// attested.
+	ErrUnresponsive = fmt.Errorf("%w: peer unresponsive before the first challenge", ErrNetwork)
 	// ErrNoSource: this node has no challenge source and cannot verify.
 	ErrNoSource = errors.New("acaptcha: no challenge source configured")
 	// ErrClosed: the service was closed.

@@ -223,6 +223,15 @@ func (v *verifierRun) readErr(what string, err error, before bool) error {
 		}
 	}
 	if isTimeout(err) {
+		if before {
+			// No challenge was revealed and the runtime, not the
+			// prover's brain, answers hellos and probes: silence here
+			// says the peer (or this node) is overloaded or unreachable,
+			// nothing about what it is. Signing a rejection for it
+			// failed genuine agents of a saturated 200-node swarm and
+			// locked them out for the rejection back-off.
+			return errNoSession{fmt.Errorf("%w: %s: no %s within the deadline", ErrUnresponsive, v.peer, what)}
+		}
 		// No reset code: the verdict is sent and the prover gets a moment
 		// to read it (see finish).
 		return failure(skill.ReasonTimeout, 0, "no %s within the deadline", what)

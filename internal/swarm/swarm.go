@@ -962,9 +962,13 @@ const maxMissing = 10
 func (s *sim) describeMissing(i, j int, adm peer.Admission) string {
 	a, b := s.nodes[i], s.nodes[j]
 	vouchers, counting := 0, 0
+	verdict := ""
 	for _, pi := range a.Peers() {
 		if pi.Peer != b.ID() {
 			continue
+		}
+		if d := pi.Direct; d != nil {
+			verdict = fmt.Sprintf(" (own verdict %s at %s)", d.Reason, d.IssuedAt.Format(time.TimeOnly))
 		}
 		vouchers = len(pi.Vouchers)
 		for _, v := range pi.Vouchers {
@@ -973,8 +977,8 @@ func (s *sim) describeMissing(i, j int, adm peer.Admission) string {
 			}
 		}
 	}
-	return fmt.Sprintf("node %d does not admit node %d: %s; %d vouchers learned, %d count; %s",
-		i, j, adm.Reason, vouchers, counting, a.Host().Network().Connectedness(b.ID()))
+	return fmt.Sprintf("node %d does not admit node %d: %s%s; %d vouchers learned, %d count; %s",
+		i, j, adm.Reason, verdict, vouchers, counting, a.Host().Network().Connectedness(b.ID()))
 }
 
 func indices(from, to int) []int {
