@@ -8,24 +8,38 @@ import (
 	"time"
 )
 
-func TestBenchSwarmSmall(t *testing.T) {
+// benchReport holds the fields of `bench swarm --json` the tests check.
+type benchReport struct {
+	Converged   bool   `json:"converged"`
+	Gossip      bool   `json:"gossip"`
+	Transport   string `json:"transport"`
+	Sessions    int64  `json:"sessions"`
+	MinSessions int64  `json:"min_sessions"`
+	Pairwise    int64  `json:"pairwise_sessions"`
+	Published   int64  `json:"gossip_published"`
+	Pairs       int64  `json:"pairs_verified"`
+}
+
+// runBenchSwarm runs `acaptcha bench swarm ARGS --json` in process and
+// decodes its report; a non-zero exit fails the test.
+func runBenchSwarm(t *testing.T, args ...string) benchReport {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
-	code := Main(ctx, []string{"bench", "swarm", "-n", "8", "--trust-quorum", "2", "--json"}, &out, &errb)
-	if code != exitOK {
+	argv := append([]string{"bench", "swarm"}, args...)
+	if code := Main(ctx, append(argv, "--json"), &out, &errb); code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	var rep struct {
-		Converged   bool  `json:"converged"`
-		Sessions    int64 `json:"sessions"`
-		MinSessions int64 `json:"min_sessions"`
-		Pairwise    int64 `json:"pairwise_sessions"`
-		Pairs       int64 `json:"pairs_verified"`
-	}
+	var rep benchReport
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
+	return rep
+}
+
+func TestBenchSwarmSmall(t *testing.T) {
+	rep := runBenchSwarm(t, "-n", "8", "--trust-quorum", "2")
 	if !rep.Converged || rep.Sessions < rep.MinSessions || rep.Sessions >= rep.Pairwise {
 		t.Fatalf("%+v", rep)
 	}
@@ -40,24 +54,7 @@ func TestBenchSwarmSmall(t *testing.T) {
 // it off every pair still verifies each other, once per direction, and
 // nothing is published. It runs on QUIC.
 func TestBenchSwarmPairwiseNoGossip(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out, errb bytes.Buffer
-	code := Main(ctx, []string{"bench", "swarm", "-n", "6", "--trust-quorum", "0", "--gossip=false", "--transport", "quic", "--json"}, &out, &errb)
-	if code != exitOK {
-		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
-	}
-	var rep struct {
-		Converged bool   `json:"converged"`
-		Gossip    bool   `json:"gossip"`
-		Transport string `json:"transport"`
-		Sessions  int64  `json:"sessions"`
-		Published int64  `json:"gossip_published"`
-		Pairs     int64  `json:"pairs_verified"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
+	rep := runBenchSwarm(t, "-n", "6", "--trust-quorum", "0", "--gossip=false", "--transport", "quic")
 	if !rep.Converged || rep.Gossip || rep.Transport != "quic" || rep.Sessions != 30 || rep.Published != 0 || rep.Pairs != 15 {
 		t.Fatalf("%+v", rep)
 	}
