@@ -259,5 +259,18 @@ func TestRestartKeepsStoreAndLedger(t *testing.T) {
 	if ok, _ := st.TryServe("set-1", 1); ok {
 		t.Fatal("served set forgotten across restart")
 	}
+	// A set given back unseen is servable again, once.
+	if err := st.Unserve("set-1"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.TryServe("set-1", 1); !ok || err != nil {
+		t.Fatalf("returned set not servable: %v %v", ok, err)
+	}
+	if ok, _ := st.TryServe("set-1", 1); ok {
+		t.Fatal("one unserve undid two serves")
+	}
+	if err := st.Unserve("never-served"); err != nil {
+		t.Fatal(err)
+	}
 	_ = sets
 }

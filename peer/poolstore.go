@@ -7,6 +7,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/acaptcha/acaptcha/skill/generate"
 )
 
 // The challenge pool's buckets (see generate.PoolStore). They are created
@@ -89,11 +91,10 @@ func (s *Store) PoolAdd(id string, created time.Time, data []byte) (bool, error)
 // counts a serve and, at maxServes serves, removes the set and records its
 // id as served. Two concurrent takes never get the same set beyond
 // maxServes.
-func (s *Store) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (string, []byte, bool, error) {
+func (s *Store) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (generate.PoolTaken, bool, error) {
 	var (
-		id   string
-		data []byte
-		ok   bool
+		t  generate.PoolTaken
+		ok bool
 	)
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		ready, index, served, err := poolBuckets(tx)
@@ -106,16 +107,21 @@ func (s *Store) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (st
 				continue
 			}
 			n := binary.BigEndian.Uint32(v[:4]) + 1
-			id, data, ok = string(k[8:]), append([]byte(nil), v[4:]...), true
+			t = generate.PoolTaken{
+				ID:      string(k[8:]),
+				Created: time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))),
+				Data:    append([]byte(nil), v[4:]...),
+			}
+			ok = true
 			if int(n) >= maxServes {
 				key := append([]byte(nil), k...)
 				if err := ready.Delete(key); err != nil {
 					return err
 				}
-				if err := index.Delete([]byte(id)); err != nil {
+				if err := index.Delete([]byte(t.ID)); err != nil {
 					return err
 				}
-				return served.Put([]byte(id), binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano())))
+				return served.Put([]byte(t.ID), binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano())))
 			}
 			nv := binary.BigEndian.AppendUint32(make([]byte, 0, len(v)), n)
 			return ready.Put(append([]byte(nil), k...), append(nv, v[4:]...))
@@ -123,9 +129,56 @@ func (s *Store) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (st
 		return nil
 	})
 	if err != nil {
-		return "", nil, false, fmt.Errorf("pool store: take: %w", err)
+		return generate.PoolTaken{}, false, fmt.Errorf("pool store: take: %w", err)
 	}
-	return id, data, ok, nil
+	return t, ok, nil
+}
+
+// PoolReturn undoes one PoolTake of t that no peer saw, in one
+// transaction: a ready set's serve count goes down by one; a set removed at
+// maxServes serves leaves pool/served and is ready again under its
+// original key with maxServes-1 serves.
+func (s *Store) PoolReturn(t generate.PoolTaken, maxServes int) error {
+	if t.ID == "" {
+		return errors.New("pool store: return: empty set id")
+	}
+	if len(t.Data) > MaxPoolSetBytes {
+		return fmt.Errorf("pool store: return %s: set of %d bytes exceeds %d", t.ID, len(t.Data), MaxPoolSetBytes)
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		ready, index, served, err := poolBuckets(tx)
+		if err != nil {
+			return err
+		}
+		if k := index.Get([]byte(t.ID)); k != nil {
+			v := ready.Get(k)
+			if len(v) < 4 {
+				return nil
+			}
+			n := binary.BigEndian.Uint32(v[:4])
+			if n == 0 {
+				return nil
+			}
+			nv := binary.BigEndian.AppendUint32(make([]byte, 0, len(v)), n-1)
+			return ready.Put(append([]byte(nil), k...), append(nv, v[4:]...))
+		}
+		if served.Get([]byte(t.ID)) == nil {
+			return nil // neither ready nor served out: nothing to undo
+		}
+		if err := served.Delete([]byte(t.ID)); err != nil {
+			return err
+		}
+		k := poolKey(t.Created, t.ID)
+		v := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(t.Data)), uint32(max(maxServes-1, 0)))
+		if err := ready.Put(k, append(v, t.Data...)); err != nil {
+			return err
+		}
+		return index.Put([]byte(t.ID), k)
+	})
+	if err != nil {
+		return fmt.Errorf("pool store: return %s: %w", t.ID, err)
+	}
+	return nil
 }
 
 // PoolLen counts the unexpired ready sets.

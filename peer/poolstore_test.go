@@ -35,7 +35,7 @@ func TestPoolStoreTakeOldestFirstAndOnce(t *testing.T) {
 	if n, err := s.PoolLen(t0, time.Hour); n != 0 || err != nil {
 		t.Fatalf("empty store: %d, %v", n, err)
 	}
-	if _, _, ok, err := s.PoolTake(t0, time.Hour, 1); ok || err != nil {
+	if _, ok, err := s.PoolTake(t0, time.Hour, 1); ok || err != nil {
 		t.Fatalf("take from empty store: %v %v", ok, err)
 	}
 	for i, id := range []string{"b", "a", "c"} {
@@ -51,9 +51,9 @@ func TestPoolStoreTakeOldestFirstAndOnce(t *testing.T) {
 		t.Error("empty id accepted")
 	}
 	for _, want := range []string{"b", "a", "c"} {
-		id, data, ok, err := s.PoolTake(t0.Add(10*time.Minute), time.Hour, 1)
-		if !ok || err != nil || id != want || string(data) != `"`+want+`"` {
-			t.Fatalf("take: %q %q %v %v, want %q", id, data, ok, err, want)
+		tk, ok, err := s.PoolTake(t0.Add(10*time.Minute), time.Hour, 1)
+		if !ok || err != nil || tk.ID != want || string(tk.Data) != `"`+want+`"` {
+			t.Fatalf("take: %+v %v %v, want %q", tk, ok, err, want)
 		}
 	}
 	if ok, _ := s.PoolAdd("b", t0, nil); ok {
@@ -80,7 +80,8 @@ func TestPoolStoreConcurrentTakes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				id, _, ok, err := s.PoolTake(t0, time.Hour, 1)
+				tk, ok, err := s.PoolTake(t0, time.Hour, 1)
+				id := tk.ID
 				if err != nil {
 					t.Error(err)
 					return
@@ -115,26 +116,26 @@ func TestPoolStoreServesAndExpiry(t *testing.T) {
 	}
 	mustAdd("twice", t0)
 	for range 2 {
-		if id, _, ok, _ := s.PoolTake(t0, time.Hour, 2); !ok || id != "twice" {
-			t.Fatalf("take: %q %v", id, ok)
+		if tk, ok, _ := s.PoolTake(t0, time.Hour, 2); !ok || tk.ID != "twice" {
+			t.Fatalf("take: %q %v", tk.ID, ok)
 		}
 	}
-	if _, _, ok, _ := s.PoolTake(t0, time.Hour, 2); ok {
+	if _, ok, _ := s.PoolTake(t0, time.Hour, 2); ok {
 		t.Fatal("set served a third time")
 	}
 
 	mustAdd("old", t0)
 	mustAdd("half", t0)
 	mustAdd("new", t0.Add(50*time.Minute))
-	if _, _, ok, _ := s.PoolTake(t0, time.Hour, 2); !ok {
+	if _, ok, _ := s.PoolTake(t0, time.Hour, 2); !ok {
 		t.Fatal("take")
 	}
 	now := t0.Add(time.Hour)
 	if n, _ := s.PoolLen(now, time.Hour); n != 1 {
 		t.Errorf("%d unexpired sets, want 1", n)
 	}
-	if id, _, ok, _ := s.PoolTake(now, time.Hour, 2); !ok || id != "new" {
-		t.Errorf("take after expiry: %q %v, want new", id, ok)
+	if tk, ok, _ := s.PoolTake(now, time.Hour, 2); !ok || tk.ID != "new" {
+		t.Errorf("take after expiry: %q %v, want new", tk.ID, ok)
 	}
 	if n, err := s.PoolPrune(now, time.Hour); n != 2 || err != nil {
 		t.Errorf("pruned %d (%v), want 2", n, err)
@@ -301,4 +302,76 @@ func BenchmarkPoolOnStore(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestPoolStoreReturn: a set given back unseen is servable again, under its
+// original creation time (so it still expires on schedule), and only one
+// serve is undone per return.
+func TestPoolStoreReturn(t *testing.T) {
+	s := openStore(t, filepath.Join(t.TempDir(), "db"))
+	defer s.Close()
+	if ok, err := s.PoolAdd("once", t0, []byte(`"once"`)); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	tk, ok, err := s.PoolTake(t0, time.Hour, 1)
+	if !ok || err != nil || tk.ID != "once" || !tk.Created.Equal(t0) {
+		t.Fatalf("take: %+v %v %v", tk, ok, err)
+	}
+	if _, ok, _ := s.PoolTake(t0, time.Hour, 1); ok {
+		t.Fatal("a set served once was served again before its return")
+	}
+	if err := s.PoolReturn(tk, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.PoolLen(t0, time.Hour); n != 1 {
+		t.Fatalf("%d ready after the return, want 1", n)
+	}
+	again, ok, err := s.PoolTake(t0.Add(time.Minute), time.Hour, 1)
+	if !ok || err != nil || again.ID != "once" || string(again.Data) != `"once"` || !again.Created.Equal(t0) {
+		t.Fatalf("take after return: %+v %v %v", again, ok, err)
+	}
+	// Served out again: a second add is still refused.
+	if ok, _ := s.PoolAdd("once", t0, nil); ok {
+		t.Error("a served id was added again after its return was served")
+	}
+	// A returned set keeps its age: it expires an hour after t0.
+	if err := s.PoolReturn(again, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.PoolLen(t0.Add(time.Hour), time.Hour); n != 0 {
+		t.Errorf("returned set outlived its max age: %d ready", n)
+	}
+
+	// maxServes 2: one return undoes one serve only.
+	if ok, err := s.PoolAdd("twice", t0.Add(time.Minute), []byte("x")); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	now := t0.Add(2 * time.Minute)
+	if _, err := s.PoolPrune(now.Add(time.Hour-2*time.Minute), time.Hour); err != nil {
+		t.Fatal(err) // drops "once"
+	}
+	first, ok, _ := s.PoolTake(now, time.Hour, 2)
+	if !ok || first.ID != "twice" {
+		t.Fatalf("take: %+v", first)
+	}
+	if err := s.PoolReturn(first, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PoolReturn(first, 2); err != nil {
+		t.Fatal(err) // a second return of the same serve is a no-op
+	}
+	for i := range 2 {
+		if tk, ok, _ := s.PoolTake(now, time.Hour, 2); !ok || tk.ID != "twice" {
+			t.Fatalf("take %d after return: %+v %v", i, tk, ok)
+		}
+	}
+	if _, ok, _ := s.PoolTake(now, time.Hour, 2); ok {
+		t.Fatal("served a third time")
+	}
+	if err := s.PoolReturn(generate.PoolTaken{ID: "never"}, 1); err != nil {
+		t.Errorf("return of an unknown id: %v", err)
+	}
+	if n, _ := s.PoolLen(now, time.Hour); n != 0 {
+		t.Errorf("an unknown id became ready: %d", n)
+	}
 }

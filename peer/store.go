@@ -192,6 +192,28 @@ func (s *Store) Get(key string) (*Entry, error) {
 	return nil, fmt.Errorf("no attestation with key %s", key)
 }
 
+// Unserve implements skill.Ledger: it undoes one granted TryServe of id
+// (the set was given back unseen).
+func (s *Store) Unserve(id string) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketServed)
+		v := b.Get([]byte(id))
+		if len(v) != 8 {
+			return nil
+		}
+		switch n := binary.BigEndian.Uint64(v); n {
+		case 0, 1:
+			return b.Delete([]byte(id))
+		default:
+			return b.Put([]byte(id), binary.BigEndian.AppendUint64(nil, n-1))
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("unrecord served challenge: %w", err)
+	}
+	return nil
+}
+
 // TryServe implements skill.Ledger on the store, so challenge sets served
 // once are never served again after a restart.
 func (s *Store) TryServe(id string, max int) (bool, error) {

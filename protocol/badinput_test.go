@@ -330,6 +330,9 @@ func TestVerifierRejectsBadProvers(t *testing.T) {
 		reason skill.Reason
 		detail string // substring
 		err    error  // Verify error instead of a verdict
+		// shown: a challenge reached the wire, so the set stays used;
+		// otherwise it goes back to the source.
+		shown bool
 	}
 	cases := []struct {
 		name string
@@ -367,29 +370,29 @@ func TestVerifierRejectsBadProvers(t *testing.T) {
 				t.Errorf("fake prover: verdict %v %v", f, err)
 			}
 			r.s.Close()
-		}, want{reason: skill.ReasonTimeout}},
+		}, want{reason: skill.ReasonTimeout, shown: true}},
 		{"never closes after verdict", Config{Policy: fastPolicy(200*time.Millisecond, 2*time.Second)}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			ack(r, h)
 			echoProbes(t, r)
 			drain(r)
-		}, want{reason: skill.ReasonTimeout}},
+		}, want{reason: skill.ReasonTimeout, shown: true}},
 		{"disconnects mid-round", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			ack(r, h)
 			echoProbes(t, r)
 			r.s.Reset()
-		}, want{reason: skill.ReasonProtocolError, detail: "stream failed"}},
+		}, want{reason: skill.ReasonProtocolError, detail: "stream failed", shown: true}},
 		{"answer over 64 bytes", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			ack(r, h)
 			c := echoProbes(t, r)
 			r.send(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: c.GetRound(), Answer: strings.Repeat("A", 200)}}})
 			drain(r)
-		}, want{reason: skill.ReasonWrongAnswer, detail: "cap"}},
+		}, want{reason: skill.ReasonWrongAnswer, detail: "cap", shown: true}},
 		{"answer for another round", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			ack(r, h)
 			echoProbes(t, r)
 			r.send(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: 2, Answer: "x"}}})
 			drain(r)
-		}, want{reason: skill.ReasonProtocolError, detail: "round 2"}},
+		}, want{reason: skill.ReasonProtocolError, detail: "round 2", shown: true}},
 		{"declines at hello", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			r.send(declineFrame(pb.DeclineReason_DECLINE_REASON_NO_PROVER, "nope"))
 			drain(r)
@@ -399,7 +402,7 @@ func TestVerifierRejectsBadProvers(t *testing.T) {
 			echoProbes(t, r)
 			r.send(declineFrame(pb.DeclineReason_DECLINE_REASON_REFUSED, "no thanks"))
 			drain(r)
-		}, want{reason: skill.ReasonDeclined, detail: "no thanks"}},
+		}, want{reason: skill.ReasonDeclined, detail: "no thanks", shown: true}},
 		{"busy", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			r.send(declineFrame(pb.DeclineReason_DECLINE_REASON_BUSY, "later"))
 			r.s.ResetWithError(ErrCodeBusy)
@@ -421,10 +424,15 @@ func TestVerifierRejectsBadProvers(t *testing.T) {
 		t.Run(tr, func(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
+					src := &returningSource{staticSource: sourceOf("fake-prover-" + tr + "-" + t.Name())}
+					c.cfg.Source = src
 					start := time.Now()
 					res, err := verifierUnderTest(t, tr, c.cfg, c.fp)
 					if d := time.Since(start); d > 10*time.Second {
 						t.Errorf("took %s", d)
+					}
+					if got := src.returnedCount(); got != map[bool]int{true: 0, false: 1}[c.want.shown] {
+						t.Errorf("set given back %d time(s); a challenge was shown: %v", got, c.want.shown)
 					}
 					if c.want.err != nil {
 						if !errors.Is(err, c.want.err) {
@@ -464,5 +472,26 @@ func TestVerifierHugeLengthPrefix(t *testing.T) {
 	}
 	if res.Verdict.Reason != skill.ReasonProtocolError {
 		t.Fatalf("verdict %+v", res.Verdict)
+	}
+}
+
+// A stream that never opens (the peer does not speak the protocol) runs
+// no session; the set drawn for it goes back to the source, and the next
+// session gets it.
+func TestVerifierGivesBackSetWhenStreamFails(t *testing.T) {
+	a, m := newHost(t), newHost(t)
+	ledger := skill.NewMemLedger()
+	corpus, err := skill.NewCorpus("one", []*skill.Set{testSet("give-back")}, ledger, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va := newService(t, a, Config{Source: corpus})
+	connect(t, a, m, "tcp")
+	if _, err := va.Verify(testCtx(t, 10*time.Second), m.ID(), false); !errors.Is(err, ErrNetwork) {
+		t.Fatalf("err %v, want ErrNetwork", err)
+	}
+	// The one-set corpus still serves it: nothing was used up.
+	if set, err := corpus.Next(context.Background()); err != nil || set.ID != testSet("give-back").ID {
+		t.Fatalf("set not given back: %v %v", set, err)
 	}
 }

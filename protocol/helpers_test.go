@@ -121,6 +121,27 @@ func (s *staticSource) Next(ctx context.Context) (*skill.Set, error) {
 
 func (s *staticSource) Name() string { return "static" }
 
+// returningSource is a staticSource that takes sets back
+// (skill.Returner) and counts them.
+type returningSource struct {
+	*staticSource
+	mu       sync.Mutex
+	returned []string
+}
+
+func (s *returningSource) Return(set *skill.Set) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.returned = append(s.returned, set.ID)
+	return nil
+}
+
+func (s *returningSource) returnedCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.returned)
+}
+
 func sourceOf(seeds ...string) *staticSource {
 	s := &staticSource{}
 	for _, seed := range seeds {

@@ -48,6 +48,16 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 		return nil, fmt.Errorf("acaptcha: session nonce: %w", err)
 	}
 	sess, srcErr := s.newSession(ctx)
+	// A set no challenge of which reached the wire goes back to the
+	// source (skill.Returner), so a stream that never opened or a prover
+	// that was busy, declined or fell silent before round 1 does not use
+	// it up.
+	shown := false
+	defer func() {
+		if sess != nil && !shown {
+			s.giveBack(sess.Set(), p)
+		}
+	}()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("verify %s: %w", p, err)
 	}
@@ -73,7 +83,22 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 
 	run := &verifierRun{svc: s, str: str, peer: p, ctx: ctx, res: res, sess: sess, srcErr: srcErr,
 		reciprocal: reciprocal, log: s.log.With("peer", p, "role", "verifier")}
-	return run.run()
+	res, err = run.run()
+	shown = run.shown
+	return res, err
+}
+
+// giveBack returns an unseen set to a source that takes sets back.
+func (s *Service) giveBack(set *skill.Set, p peer.ID) {
+	r, ok := s.cfg.Source.(skill.Returner)
+	if !ok || set == nil {
+		return
+	}
+	if err := r.Return(set); err != nil {
+		s.log.Warn("challenge set not given back to the source; it stays used", "set", set.ID, "peer", p, "err", err)
+		return
+	}
+	s.log.Debug("challenge set given back unseen", "set", set.ID, "peer", p)
 }
 
 // newSession draws a set from the source and starts a session on it. A
@@ -104,6 +129,9 @@ type verifierRun struct {
 	srcErr     error
 	reciprocal bool
 	log        *slog.Logger
+	// shown is set before the first challenge frame is written: from then
+	// on the set counts as seen.
+	shown bool
 
 	rtt   time.Duration
 	start time.Time // when the first challenge's write returned
@@ -391,6 +419,7 @@ func (v *verifierRun) rounds() {
 		// Registered before the write: a peer that reflects at once must
 		// find it.
 		s.guard.issue(d, v.peer, v, s.now())
+		v.shown = true
 		frame := &pb.Frame{Body: &pb.Frame_Challenge{Challenge: &pb.Challenge{
 			Round: uint32(c.Round), Rounds: uint32(c.Rounds), Domain: c.Domain,
 			Narrative: c.Narrative, Question: c.Question, BudgetMs: durToMs(c.Budget),

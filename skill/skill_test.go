@@ -275,6 +275,45 @@ func TestCorpusServesOnce(t *testing.T) {
 	}
 }
 
+// A set given back unseen (Returner) is served again; the ledger undoes
+// exactly one serve.
+func TestCorpusReturn(t *testing.T) {
+	a := testSet()
+	a.ID = a.ContentID()
+	l := NewMemLedger()
+	c, err := NewCorpus("t", []*Set{a}, l, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var _ Returner = c
+	got, err := c.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Next(context.Background()); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("served twice: %v", err)
+	}
+	if err := c.Return(got); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.Next(context.Background()); err != nil || again.ID != a.ID {
+		t.Fatalf("after return: %v %v", again, err)
+	}
+	if _, err := c.Next(context.Background()); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("one return undid more than one serve: %v", err)
+	}
+	// Returning a set with no serves leaves the count at zero, not below.
+	if err := l.Unserve("unknown"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := l.TryServe("unknown", 1); !ok {
+		t.Fatal("fresh id refused")
+	}
+	if ok, _ := l.TryServe("unknown", 1); ok {
+		t.Fatal("an unserve of an unserved id went below zero")
+	}
+}
+
 func TestRunDeclineAndTimeout(t *testing.T) {
 	set := testSet()
 	s, _ := NewSession(set, DefaultPolicy(), nil)

@@ -28,6 +28,16 @@ type Source interface {
 // ErrExhausted reports that a source has no set left to serve.
 var ErrExhausted = errors.New("challenge source exhausted")
 
+// Returner is implemented by sources that can take back a set Next drew
+// but no peer saw: the stream never opened, or the prover declined, was
+// busy or fell silent before round 1. Return undoes that draw's serve, so a
+// set (for the pool, an LLM generation's worth of tokens) is not spent on a
+// session that never ran. A verifier returns a set only when no challenge
+// frame of it was written; the hello carries nothing of the set.
+type Returner interface {
+	Return(set *Set) error
+}
+
 // Ledger records how often each set was served, so that a verifier serves
 // a set at most a configured number of times across restarts. The node
 // keeps its ledger in its bbolt store; MemLedger serves tests and demos.
@@ -35,6 +45,9 @@ type Ledger interface {
 	// TryServe increments the serve count of id if it is below max and
 	// reports whether it did, atomically.
 	TryServe(id string, max int) (bool, error)
+	// Unserve undoes one TryServe of id that was granted (a set given
+	// back unseen); it does nothing for an id with no serves.
+	Unserve(id string) error
 }
 
 // MemLedger is an in-memory Ledger.
@@ -55,6 +68,16 @@ func (l *MemLedger) TryServe(id string, max int) (bool, error) {
 	}
 	l.serves[id]++
 	return true, nil
+}
+
+// Unserve implements Ledger.
+func (l *MemLedger) Unserve(id string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.serves[id] > 0 {
+		l.serves[id]--
+	}
+	return nil
 }
 
 // Corpus serves sets from a fixed collection (the paper's prototype served
@@ -164,6 +187,17 @@ func (c *Corpus) Next(ctx context.Context) (*Set, error) {
 		}
 	}
 	return nil, fmt.Errorf("corpus %s: all %d sets served %d time(s): %w", c.name, len(c.sets), c.maxServes, ErrExhausted)
+}
+
+// Return implements Returner: the set's serve is undone in the ledger.
+func (c *Corpus) Return(set *Set) error {
+	if set == nil {
+		return nil
+	}
+	if err := c.ledger.Unserve(set.ID); err != nil {
+		return fmt.Errorf("corpus %s: return %s: %w", c.name, set.ID, err)
+	}
+	return nil
 }
 
 // Answerer answers the rounds of one session. It is the prover's brain:

@@ -29,12 +29,24 @@ type PoolStore interface {
 	// now: it counts one serve and, when the set has been served maxServes
 	// times, removes it and remembers its id as served. It reports false
 	// when no such set is ready.
-	PoolTake(now time.Time, maxAge time.Duration, maxServes int) (id string, data []byte, ok bool, err error)
+	PoolTake(now time.Time, maxAge time.Duration, maxServes int) (t PoolTaken, ok bool, err error)
+	// PoolReturn undoes one PoolTake of t that no peer saw: the serve is
+	// uncounted and a set removed at maxServes is ready again under its
+	// original creation time (so MaxAge still applies).
+	PoolReturn(t PoolTaken, maxServes int) error
 	// PoolLen counts the ready sets created less than maxAge before now.
 	PoolLen(now time.Time, maxAge time.Duration) (int, error)
 	// PoolPrune removes the sets created maxAge or longer before now and
 	// returns how many it removed.
 	PoolPrune(now time.Time, maxAge time.Duration) (int, error)
+}
+
+// PoolTaken is a set taken from a PoolStore: its id, creation time and
+// encoding.
+type PoolTaken struct {
+	ID      string
+	Created time.Time
+	Data    []byte
 }
 
 // PoolConfig configures a Pool.
@@ -94,10 +106,12 @@ type PoolStats struct {
 	// that yielded no set (rejections included).
 	Added  int `json:"added"`
 	Failed int `json:"failed"`
-	// Served counts sets handed out; Expired counts sets pruned unserved
-	// or not fully served.
-	Served  int `json:"served"`
-	Expired int `json:"expired"`
+	// Served counts sets handed out; Returned those of them given back
+	// unseen (see skill.Returner); Expired counts sets pruned unserved or
+	// not fully served.
+	Served   int `json:"served"`
+	Returned int `json:"returned"`
+	Expired  int `json:"expired"`
 	// Waited counts Next calls that found the pool empty; Exhausted those
 	// of them that got no set within the wait.
 	Waited    int `json:"waited"`
@@ -128,9 +142,21 @@ type Pool struct {
 	added      chan struct{} // closed and replaced when a set is stored
 	st         PoolStats
 	closed     bool
+	// out remembers the last maxOutstanding sets taken (id and creation
+	// time), so Return can put one back; outNext is the next slot.
+	out     []PoolTaken
+	outNext int
 }
 
-var _ skill.Source = (*Pool)(nil)
+// maxOutstanding bounds how many served sets the pool remembers for
+// Return. A verifier returns a set within one handshake (seconds), far
+// fewer sessions than this run at once.
+const maxOutstanding = 1024
+
+var (
+	_ skill.Source   = (*Pool)(nil)
+	_ skill.Returner = (*Pool)(nil)
+)
 
 // NewPool starts a pool over prod. Close stops its workers.
 func NewPool(cfg PoolConfig, prod Producer) (*Pool, error) {
@@ -181,7 +207,8 @@ func NewPool(cfg PoolConfig, prod Producer) (*Pool, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	p := &Pool{cfg: cfg, prod: prod, log: cfg.Logger, wake: make(chan struct{}, 1), added: make(chan struct{})}
+	p := &Pool{cfg: cfg, prod: prod, log: cfg.Logger, wake: make(chan struct{}, 1), added: make(chan struct{}),
+		out: make([]PoolTaken, maxOutstanding)}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -300,7 +327,7 @@ func (p *Pool) Next(ctx context.Context) (*skill.Set, error) {
 // logged and skipped (it has been removed or counted already).
 func (p *Pool) take() (*skill.Set, bool, error) {
 	for {
-		id, data, ok, err := p.cfg.Store.PoolTake(p.cfg.Now(), p.cfg.MaxAge, p.cfg.MaxServes)
+		t, ok, err := p.cfg.Store.PoolTake(p.cfg.Now(), p.cfg.MaxAge, p.cfg.MaxServes)
 		if err != nil {
 			return nil, false, fmt.Errorf("%s: take from store: %w", p.cfg.Name, err)
 		}
@@ -309,14 +336,55 @@ func (p *Pool) take() (*skill.Set, bool, error) {
 			return nil, false, nil
 		}
 		p.kick()
-		set, err := skill.DecodeSet(data)
-		if err != nil || set.ID != id {
-			p.log.Error("challenge pool: stored set does not decode, skipped", "set", id, "err", err)
+		set, err := skill.DecodeSet(t.Data)
+		if err != nil || set.ID != t.ID {
+			p.log.Error("challenge pool: stored set does not decode, skipped", "set", t.ID, "err", err)
 			continue
 		}
-		p.count(func(s *PoolStats) { s.Served++ })
+		p.mu.Lock()
+		p.st.Served++
+		p.out[p.outNext] = PoolTaken{ID: t.ID, Created: t.Created}
+		p.outNext = (p.outNext + 1) % len(p.out)
+		p.mu.Unlock()
 		return set, true, nil
 	}
+}
+
+// Return implements skill.Returner: a set Next handed out that no peer saw
+// is made servable again, so the generation it cost is not lost. Only one
+// of the last maxOutstanding sets taken can be given back; an older one
+// (or one this pool did not serve) is refused with an error.
+func (p *Pool) Return(set *skill.Set) error {
+	if set == nil {
+		return nil
+	}
+	p.mu.Lock()
+	var t PoolTaken
+	for i := range p.out {
+		if p.out[i].ID == set.ID && set.ID != "" {
+			t, p.out[i] = p.out[i], PoolTaken{}
+			break
+		}
+	}
+	p.mu.Unlock()
+	if t.ID == "" {
+		return fmt.Errorf("%s: return %s: not among the last %d sets served", p.cfg.Name, set.ID, maxOutstanding)
+	}
+	data, err := json.Marshal(set)
+	if err != nil {
+		return fmt.Errorf("%s: return %s: encode: %w", p.cfg.Name, set.ID, err)
+	}
+	t.Data = data
+	if err := p.cfg.Store.PoolReturn(t, p.cfg.MaxServes); err != nil {
+		return fmt.Errorf("%s: return %s: %w", p.cfg.Name, set.ID, err)
+	}
+	p.refresh()
+	p.mu.Lock()
+	p.st.Returned++
+	close(p.added) // a waiting session may take it
+	p.added = make(chan struct{})
+	p.mu.Unlock()
+	return nil
 }
 
 func (p *Pool) count(f func(*PoolStats)) {
@@ -541,7 +609,7 @@ func (m *MemPoolStore) PoolAdd(id string, created time.Time, data []byte) (bool,
 }
 
 // PoolTake implements PoolStore.
-func (m *MemPoolStore) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (string, []byte, bool, error) {
+func (m *MemPoolStore) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (PoolTaken, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range m.ready {
@@ -550,14 +618,39 @@ func (m *MemPoolStore) PoolTake(now time.Time, maxAge time.Duration, maxServes i
 			continue
 		}
 		e.serves++
-		id, data := e.id, append([]byte(nil), e.data...)
+		t := PoolTaken{ID: e.id, Created: e.created, Data: append([]byte(nil), e.data...)}
 		if e.serves >= maxServes {
-			m.served[id] = true
+			m.served[e.id] = true
 			m.ready = append(m.ready[:i], m.ready[i+1:]...)
 		}
-		return id, data, true, nil
+		return t, true, nil
 	}
-	return "", nil, false, nil
+	return PoolTaken{}, false, nil
+}
+
+// PoolReturn implements PoolStore.
+func (m *MemPoolStore) PoolReturn(t PoolTaken, maxServes int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.ready {
+		if e := &m.ready[i]; e.id == t.ID {
+			if e.serves > 0 {
+				e.serves--
+			}
+			return nil
+		}
+	}
+	if !m.served[t.ID] {
+		return nil // neither ready nor served out: nothing to undo
+	}
+	delete(m.served, t.ID)
+	i := len(m.ready)
+	for i > 0 && m.ready[i-1].created.After(t.Created) {
+		i--
+	}
+	e := memEntry{id: t.ID, created: t.Created, serves: max(maxServes-1, 0), data: append([]byte(nil), t.Data...)}
+	m.ready = append(m.ready[:i], append([]memEntry{e}, m.ready[i:]...)...)
+	return nil
 }
 
 // PoolLen implements PoolStore.

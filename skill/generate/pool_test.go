@@ -408,3 +408,40 @@ func TestPoolConfig(t *testing.T) {
 		t.Error("nil producer accepted")
 	}
 }
+
+// A set handed out and given back unseen is served again, with the Stats
+// saying so; a set the pool never served cannot be given back.
+func TestPoolReturn(t *testing.T) {
+	pool := newPool(t, generate.PoolConfig{Size: 1, Wait: 20 * time.Millisecond}, newFake(t, 1))
+	waitReady(t, pool, 1)
+	a, err := pool.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) {
+		t.Fatalf("second serve before the return: %v", err)
+	}
+	if err := pool.Return(a); err != nil {
+		t.Fatal(err)
+	}
+	b, err := pool.Next(context.Background())
+	if err != nil || b.ID != a.ID || b.Parts[2].Narrative != a.Parts[2].Narrative {
+		t.Fatalf("serve after the return: %v, %v", b, err)
+	}
+	if st := pool.Stats(); st.Served != 2 || st.Returned != 1 {
+		t.Errorf("stats: served %d returned %d, want 2 and 1", st.Served, st.Returned)
+	}
+	// Given back once per serve: a second return of the same serve is
+	// refused (its slot was used).
+	if err := pool.Return(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Return(b); err == nil {
+		t.Error("one serve was given back twice")
+	}
+	other := *a
+	other.ID = "not-from-this-pool"
+	if err := pool.Return(&other); err == nil {
+		t.Error("a set this pool never served was taken back")
+	}
+}
