@@ -65,6 +65,10 @@ const (
 	MaxQuestionBytes  = 2 << 10
 	MaxVariants       = 8
 	MaxQuestions      = 8
+	// MaxDistractors caps the other candidates a question lists for the
+	// matching guard (spec/verification.md): forms of every candidate the
+	// question weighs that is not the answer.
+	MaxDistractors = 32
 )
 
 // Question is one question of a part, in the paper's Appendix A schema.
@@ -81,6 +85,13 @@ type Question struct {
 	// question needs. It is an acaptcha extension of the paper schema,
 	// used by tests and evaluation to tell memory questions apart.
 	DependsOn []int `json:"depends_on,omitempty"`
+	// Distractors lists, in every form the narrative uses (code, full
+	// name, descriptive phrase), the other candidates this question weighs.
+	// The verifier keeps them, like the answers, and never sends them: an
+	// answer that names any of them is wrong (spec/verification.md, the
+	// guard against an answer that lists candidates). Optional; without
+	// it only exact and numeric matching apply.
+	Distractors []string `json:"distractors,omitempty"`
 }
 
 // Variants returns the accepted answers: Answers if set, else [Answer].
@@ -105,7 +116,76 @@ type Set struct {
 	ID     string `json:"id,omitempty"`
 	Domain string `json:"domain"`
 	Parts  []Part `json:"parts"`
+	// Provenance says what produced the set. Sources set it when they
+	// serve; a set file may carry the generator's own record of it.
+	Provenance *Provenance `json:"provenance,omitempty"`
 }
+
+// SourceKind names the kind of source that produced a challenge set, as
+// attestations carry it (spec/attestation.md). The kinds are ranked by how
+// much a script written against this code can do with them.
+type SourceKind string
+
+// The source kinds, from weakest to strongest script resistance.
+const (
+	// SourceUnknown is the kind of a record or set that names none.
+	SourceUnknown SourceKind = ""
+	// SourceProcedural is the offline generator: text rendered from a
+	// public grammar, which a script written against it parses back.
+	SourceProcedural SourceKind = "procedural"
+	// SourceCorpus is a static collection of sets, whoever wrote them:
+	// anyone holding the files can pre-solve them.
+	SourceCorpus SourceKind = "corpus"
+	// SourceHybrid is a procedural skeleton reworded by an LLM per set.
+	SourceHybrid SourceKind = "hybrid"
+	// SourceLLM is a set written by an LLM per set and validated.
+	SourceLLM SourceKind = "llm"
+)
+
+// SourceKinds lists the named source kinds in rank order.
+var SourceKinds = []SourceKind{SourceProcedural, SourceCorpus, SourceHybrid, SourceLLM}
+
+// Rank orders source kinds by script resistance: unknown 0, procedural 1,
+// corpus 2, hybrid and llm 3 (both are fresh LLM-worded text).
+func (k SourceKind) Rank() int {
+	switch k {
+	case SourceProcedural:
+		return 1
+	case SourceCorpus:
+		return 2
+	case SourceHybrid, SourceLLM:
+		return 3
+	}
+	return 0
+}
+
+// Valid reports whether k is a named source kind.
+func (k SourceKind) Valid() bool { return k.Rank() > 0 }
+
+// AtLeast reports whether k is at least as script-resistant as min.
+func (k SourceKind) AtLeast(min SourceKind) bool { return k.Rank() >= min.Rank() }
+
+// ParseSourceKind parses a source kind name.
+func ParseSourceKind(s string) (SourceKind, error) {
+	k := SourceKind(strings.ToLower(strings.TrimSpace(s)))
+	if !k.Valid() {
+		return SourceUnknown, fmt.Errorf("unknown challenge source kind %q (want procedural, corpus, hybrid or llm)", s)
+	}
+	return k, nil
+}
+
+// Provenance records what produced a challenge set.
+type Provenance struct {
+	Source SourceKind `json:"source"`
+	// Model is the generating model as provider:model, where known.
+	Model string `json:"model,omitempty"`
+	// LLMQuestions reports that the questions, not only the narratives,
+	// were written or reworded by an LLM.
+	LLMQuestions bool `json:"llm_questions,omitempty"`
+}
+
+// MaxModelBytes caps Provenance.Model.
+const MaxModelBytes = 128
 
 // ContentID returns a stable identifier of the set's content: the hex
 // SHA-256 of its narratives and questions, independent of ID and of JSON
@@ -145,6 +225,14 @@ func (s *Set) Validate() error {
 	}
 	if strings.TrimSpace(s.Domain) == "" {
 		return fmt.Errorf("%w: empty domain", ErrInvalidSet)
+	}
+	if pv := s.Provenance; pv != nil {
+		if pv.Source != SourceUnknown && !pv.Source.Valid() {
+			return fmt.Errorf("%w: unknown provenance source %q", ErrInvalidSet, pv.Source)
+		}
+		if len(pv.Model) > MaxModelBytes {
+			return fmt.Errorf("%w: provenance model of %d bytes exceeds %d", ErrInvalidSet, len(pv.Model), MaxModelBytes)
+		}
 	}
 	for i := range s.Parts {
 		p := &s.Parts[i]
@@ -197,6 +285,17 @@ func (q *Question) validate(part int) error {
 	for _, v := range vs {
 		if n := len(strings.TrimSpace(v)); n == 0 || n > MaxAnswerBytes {
 			return fmt.Errorf("answer variant %q has %d bytes, want 1..%d", v, n, MaxAnswerBytes)
+		}
+	}
+	if len(q.Distractors) > MaxDistractors {
+		return fmt.Errorf("%d distractors, at most %d", len(q.Distractors), MaxDistractors)
+	}
+	for _, d := range q.Distractors {
+		if n := len(strings.TrimSpace(d)); n == 0 || n > MaxAnswerBytes {
+			return fmt.Errorf("distractor %q has %d bytes, want 1..%d", d, n, MaxAnswerBytes)
+		}
+		if MatchAny(d, vs) {
+			return fmt.Errorf("distractor %q is also an accepted answer", d)
 		}
 	}
 	for _, d := range q.DependsOn {
