@@ -294,7 +294,8 @@ func (q *Question) validate(part int) error {
 		if n := len(strings.TrimSpace(d)); n == 0 || n > MaxAnswerBytes {
 			return fmt.Errorf("distractor %q has %d bytes, want 1..%d", d, n, MaxAnswerBytes)
 		}
-		if MatchAny(d, vs) {
+		bare := Question{Question: q.Question, Answer: q.Answer, Answers: q.Answers}
+		if Judge(&bare, d, nil) {
 			return fmt.Errorf("distractor %q is also an accepted answer", d)
 		}
 	}

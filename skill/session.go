@@ -173,6 +173,16 @@ func (s *Session) Current() (Challenge, bool) {
 
 func (s *Session) question(i int) *Question { return &s.set.Parts[i].Questions[s.picks[i]] }
 
+// shown returns the narratives delivered so far, the current round's
+// included: the context Judge reads description words from.
+func (s *Session) shown() []string {
+	out := make([]string, 0, s.round+1)
+	for i := 0; i <= s.round; i++ {
+		out = append(out, s.set.Parts[i].Narrative)
+	}
+	return out
+}
+
 // Expected returns the accepted variants for the current round.
 func (s *Session) Expected() []string {
 	if s.verdict != nil {
@@ -232,7 +242,7 @@ func (s *Session) Submit(answer string, t Timing) (RoundRecord, error) {
 		// Never store an oversized answer in the transcript.
 		rec.Answer = answer[:MaxAnswerBytes]
 	}
-	rec.Correct = MatchAny(answer, q.Variants())
+	rec.Correct = Judge(q, answer, s.shown())
 	s.records = append(s.records, rec)
 	switch {
 	case max(t.SinceStart-s.Credit(t.RTT), 0) > s.policy.Total:

@@ -25,6 +25,12 @@ type Source interface {
 	Name() string
 }
 
+// Provenancer is implemented by sources that know the kind of set they
+// serve before serving one (for start-up warnings and policy checks).
+type Provenancer interface {
+	Kind() SourceKind
+}
+
 // ErrExhausted reports that a source has no set left to serve.
 var ErrExhausted = errors.New("challenge source exhausted")
 
@@ -106,7 +112,23 @@ func NewCorpus(name string, sets []*Set, ledger Ledger, maxServes int) (*Corpus,
 	if maxServes < 1 {
 		maxServes = DefaultMaxServes
 	}
-	return &Corpus{name: name, sets: sets, ledger: ledger, maxServes: maxServes}, nil
+	// Whatever wrote a set, a static collection is served as a corpus:
+	// anyone holding the files can pre-solve them. The generator's own
+	// record of its model and question wording is kept.
+	stamped := make([]*Set, len(sets))
+	for i, s := range sets {
+		if s == nil {
+			return nil, fmt.Errorf("corpus %s: set %d is nil", name, i)
+		}
+		c := *s
+		pv := Provenance{Source: SourceCorpus}
+		if s.Provenance != nil {
+			pv.Model, pv.LLMQuestions = s.Provenance.Model, s.Provenance.LLMQuestions
+		}
+		c.Provenance = &pv
+		stamped[i] = &c
+	}
+	return &Corpus{name: name, sets: stamped, ledger: ledger, maxServes: maxServes}, nil
 }
 
 // LoadDir reads every *.json file in dir as one challenge set. It fails on
@@ -164,6 +186,9 @@ func (c *Corpus) Name() string { return "corpus:" + c.name }
 
 // Len returns the number of sets in the corpus.
 func (c *Corpus) Len() int { return len(c.sets) }
+
+// Kind implements Provenancer.
+func (c *Corpus) Kind() SourceKind { return SourceCorpus }
 
 // Next implements Source: it starts at a uniformly random set and serves
 // the first one whose serve count is below the limit.

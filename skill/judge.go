@@ -1,0 +1,460 @@
+package skill
+
+import (
+	"math/big"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+)
+
+// This file is the normative answer matcher of spec/verification.md
+// ("Correctness", rules M0-M4). Every rule here is stated there, with test
+// vectors in spec/vectors/matching.json; change both together.
+
+// Judge reports whether answer is an accepted answer to q. narratives are
+// the narratives the prover has been shown in this session, up to and
+// including the part of q: they supply the words an answer may add to a
+// variant (the narrative's own description of the item, a unit).
+//
+// The rules, in order (spec/verification.md):
+//
+//	M0 an answer over MaxAnswerBytes is wrong;
+//	M1 exact: the normalised answer equals a normalised variant;
+//	M2 guard: an answer that names a distractor (outside the matched
+//	   variant) is wrong under M3 and M4;
+//	M3 numeric: when the canonical answer is a number (or a numbered label
+//	   such as "grade 3" whose label word the question uses), the answer
+//	   holds exactly one number, equal in value, and otherwise only allowed
+//	   words;
+//	M4 containment: the answer holds a variant as whole consecutive words
+//	   and otherwise only allowed words; description words from the
+//	   narratives are allowed only when the question lists distractors.
+func Judge(q *Question, answer string, narratives []string) bool {
+	ok, _ := JudgeRule(q, answer, narratives)
+	return ok
+}
+
+// The rule names JudgeRule reports (spec/verification.md).
+const (
+	RuleTooLong  = "M0"
+	RuleExact    = "M1"
+	RuleNumeric  = "M3"
+	RuleContains = "M4"
+	RuleNone     = "none"
+)
+
+// JudgeRule is Judge that also names the rule that decided: the rule that
+// accepted the answer, RuleTooLong for an oversized answer, or RuleNone.
+func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
+	if q == nil {
+		return false, RuleNone
+	}
+	if len(answer) > MaxAnswerBytes {
+		return false, RuleTooLong
+	}
+	vs := q.Variants()
+	if MatchAny(answer, vs) {
+		return true, RuleExact
+	}
+	wa := Words(answer)
+	if len(wa) == 0 {
+		return false, RuleNone
+	}
+	j := judgement{q: q, wa: wa, narratives: narratives}
+	for _, v := range vs {
+		j.variantWords = append(j.variantWords, Words(v)...)
+	}
+	for _, d := range q.Distractors {
+		dw := Words(d)
+		if len(dw) == 0 || allFunctionWords(dw) {
+			continue
+		}
+		j.distractors = append(j.distractors, dw)
+	}
+	if j.numeric() {
+		return true, RuleNumeric
+	}
+	if j.contains(vs) {
+		return true, RuleContains
+	}
+	return false, RuleNone
+}
+
+type judgement struct {
+	q            *Question
+	wa           []Word
+	narratives   []string
+	variantWords []Word
+	distractors  [][]Word
+	vocab        map[string]bool // lower-case description words, lazily
+}
+
+// numeric applies rule M3.
+func (j *judgement) numeric() bool {
+	target, ok := numericTarget(j.q)
+	if !ok {
+		return false
+	}
+	found := false
+	for _, w := range j.wa {
+		if w.Number == nil {
+			continue
+		}
+		if found || w.Number.Cmp(target) != 0 {
+			return false // a second number, or the wrong one
+		}
+		found = true
+	}
+	if !found || j.namesDistractor(-1, -1) {
+		return false
+	}
+	for _, w := range j.wa {
+		if w.Number != nil {
+			continue
+		}
+		if !j.allowed(w, true) {
+			return false
+		}
+	}
+	return true
+}
+
+// numericTarget is the number a numeric answer must state: the canonical
+// answer's value when it is one number word, or the number of a numbered
+// label ("grade 3") whose label word the question uses.
+func numericTarget(q *Question) (*big.Rat, bool) {
+	wc := Words(q.Answer)
+	switch {
+	case len(wc) == 1 && wc[0].Number != nil:
+		return wc[0].Number, true
+	case len(wc) == 2 && wc[1].Number != nil && wc[0].Number == nil && !hasDigit(wc[0].Text):
+		for _, w := range Words(q.Question) {
+			if w.Text == wc[0].Text {
+				return wc[1].Number, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// contains applies rule M4.
+func (j *judgement) contains(vs []string) bool {
+	for _, v := range vs {
+		wv := Words(v)
+		if len(wv) == 0 || allFunctionWords(wv) {
+			continue
+		}
+		for i := 0; i+len(wv) <= len(j.wa); i++ {
+			if !sameWords(j.wa[i:i+len(wv)], wv) {
+				continue
+			}
+			if j.spanOK(i, i+len(wv)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (j *judgement) spanOK(a, b int) bool {
+	if j.namesDistractor(a, b) {
+		return false
+	}
+	for k, w := range j.wa {
+		if k >= a && k < b {
+			continue
+		}
+		if !j.allowed(w, len(j.distractors) > 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// namesDistractor reports whether a distractor occurs in the answer as
+// whole consecutive words, other than entirely inside [a, b).
+func (j *judgement) namesDistractor(a, b int) bool {
+	for _, d := range j.distractors {
+		for i := 0; i+len(d) <= len(j.wa); i++ {
+			if i >= a && i+len(d) <= b {
+				continue
+			}
+			if sameWords(j.wa[i:i+len(d)], d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// allowed reports whether an answer word outside the matched variant (or
+// beside the number) may stand there: never a joining word, else a
+// function word, a word of an accepted variant, or, when descriptions are
+// allowed, a description word (a word without digits that the narratives
+// or the question spell in lower case at least once).
+func (j *judgement) allowed(w Word, descriptions bool) bool {
+	if joinWords[w.Text] {
+		return false
+	}
+	if functionWords[w.Text] {
+		return true
+	}
+	for _, v := range j.variantWords {
+		if v.Same(w) {
+			return true
+		}
+	}
+	if !descriptions || hasDigit(w.Text) {
+		return false
+	}
+	if j.vocab == nil {
+		j.vocab = map[string]bool{}
+		for _, n := range j.narratives {
+			for k := range lowerVocab(n) {
+				j.vocab[k] = true
+			}
+		}
+		for k := range lowerVocab(j.q.Question) {
+			j.vocab[k] = true
+		}
+	}
+	return j.vocab[w.Text]
+}
+
+// functionWords may surround an answer; joinWords never may (they turn an
+// answer into a list, a hedge or a negation).
+var (
+	functionWords = toWordSet("a an the of at in on by from for to with via per its their this that which is was were are be")
+	joinWords     = toWordSet("and or nor not no none neither either both versus vs plus also but than except")
+)
+
+func toWordSet(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(s) {
+		m[w] = true
+	}
+	return m
+}
+
+func allFunctionWords(ws []Word) bool {
+	for _, w := range ws {
+		if !functionWords[w.Text] {
+			return false
+		}
+	}
+	return true
+}
+
+func sameWords(a, b []Word) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !a[i].Same(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Same reports whether two words are the same word: numbers of equal value
+// (sign included), or two non-numbers with equal text.
+func (w Word) Same(o Word) bool {
+	if w.Number != nil || o.Number != nil {
+		return w.Number != nil && o.Number != nil && w.Number.Cmp(o.Number) == 0
+	}
+	return w.Text == o.Text
+}
+
+func hasDigit(s string) bool {
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// Word is one word of a normalised text (spec/verification.md, "Words").
+type Word struct {
+	// Text is the word as it stands in the normalised (trimmed, NFC,
+	// case-folded) text.
+	Text string
+	// Number is the word's value when the word is a number, else nil.
+	Number *big.Rat
+}
+
+// Words splits s into words as the verification spec defines them: s is
+// normalised (Normalize); a word is a maximal run of letters, marks and
+// digits, where one of the joiners - . , / ' ’ _ : standing between two
+// such characters belongs to the word. A word is a number when it is
+// ASCII digits with at most one decimal point, or digits grouped by commas
+// in threes ("125,000", "1,250.5"); a number directly preceded by a minus
+// sign (- or U+2212) that does not itself follow a letter or digit is
+// negative.
+func Words(s string) []Word {
+	n := Normalize(s)
+	var out []Word
+	rs := []rune(n)
+	i := 0
+	for i < len(rs) {
+		if !wordRune(rs[i]) {
+			i++
+			continue
+		}
+		start := i
+		for i < len(rs) {
+			switch {
+			case wordRune(rs[i]):
+				i++
+				continue
+			case joiner(rs[i]) && i+1 < len(rs) && wordRune(rs[i+1]) && i > start:
+				i++
+				continue
+			}
+			break
+		}
+		text := string(rs[start:i])
+		w := Word{Text: text}
+		if v, ok := parseNumber(text); ok {
+			if start > 0 && (rs[start-1] == '-' || rs[start-1] == '\u2212') && (start < 2 || !wordRune(rs[start-2])) {
+				v.Neg(v)
+			}
+			w.Number = v
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func wordRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) || unicode.IsNumber(r)
+}
+
+func joiner(r rune) bool {
+	switch r {
+	case '-', '.', ',', '/', '\'', '\u2019', '_', ':':
+		return true
+	}
+	return false
+}
+
+// parseNumber parses a number word: ASCII digits with at most one decimal
+// point, or comma-grouped thousands with an optional decimal part.
+func parseNumber(s string) (*big.Rat, bool) {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return nil, false
+	}
+	intPart, frac, hasFrac := strings.Cut(s, ".")
+	if hasFrac && (frac == "" || !allDigits(frac)) {
+		return nil, false
+	}
+	if strings.Contains(intPart, ",") {
+		groups := strings.Split(intPart, ",")
+		if len(groups[0]) < 1 || len(groups[0]) > 3 || !allDigits(groups[0]) {
+			return nil, false
+		}
+		for _, g := range groups[1:] {
+			if len(g) != 3 || !allDigits(g) {
+				return nil, false
+			}
+		}
+		intPart = strings.Join(groups, "")
+	} else if !allDigits(intPart) {
+		return nil, false
+	}
+	lit := intPart
+	if hasFrac {
+		lit += "." + frac
+	}
+	v, ok := new(big.Rat).SetString(lit)
+	return v, ok
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// lowerVocab returns the description words of a text: its words that
+// contain no digit and that the text spells, at least once, with no
+// upper-case letter (so codes and proper names never qualify). The result
+// is cached by text: sessions of one set share their narratives.
+func lowerVocab(text string) map[string]bool {
+	vocabCache.Lock()
+	if m, ok := vocabCache.m[text]; ok {
+		vocabCache.Unlock()
+		return m
+	}
+	vocabCache.Unlock()
+	m := map[string]bool{}
+	for _, raw := range rawWords(text) {
+		if hasDigit(raw) || hasUpper(raw) {
+			continue
+		}
+		m[Normalize(raw)] = true
+	}
+	vocabCache.Lock()
+	if len(vocabCache.m) >= maxVocabCache {
+		clear(vocabCache.m)
+	}
+	vocabCache.m[text] = m
+	vocabCache.Unlock()
+	return m
+}
+
+// maxVocabCache bounds the description-word cache (entries are narratives).
+const maxVocabCache = 1024
+
+var vocabCache = struct {
+	sync.Mutex
+	m map[string]map[string]bool
+}{m: map[string]map[string]bool{}}
+
+// rawWords splits text into words by the rule of Words, without
+// normalising, so the original spelling (case) can be inspected.
+func rawWords(text string) []string {
+	var out []string
+	i := 0
+	for i < len(text) {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		if !wordRune(r) {
+			i += size
+			continue
+		}
+		start := i
+		for i < len(text) {
+			r, size = utf8.DecodeRuneInString(text[i:])
+			if wordRune(r) {
+				i += size
+				continue
+			}
+			if joiner(r) && i > start && i+size < len(text) {
+				if nr, _ := utf8.DecodeRuneInString(text[i+size:]); wordRune(nr) {
+					i += size
+					continue
+				}
+			}
+			break
+		}
+		out = append(out, text[start:i])
+	}
+	return out
+}
+
+func hasUpper(s string) bool {
+	for _, r := range s {
+		if unicode.IsUpper(r) || unicode.IsTitle(r) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,113 @@
+package skill
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+const judgeNarrative = "Early discussion blamed sample swap at the biobank. The review traced the excursion " +
+	"to assay drift at the central lab; a reagent lot change was ruled out. PFK1 (phosphofructokinase 1) " +
+	"and HK2 (hexokinase 2) were screened; the deviation reached 29.4 percent."
+
+// An answer that lists the right candidate next to any other candidate is
+// wrong, whatever order, separator or form the list takes.
+func TestJudgeRefusesEveryListOfCandidates(t *testing.T) {
+	q := &Question{Question: "Which cause held up?", Answer: "assay drift", ReasoningType: Causal, AnswerType: LabelAnswer,
+		Answers:     []string{"assay drift", "assay drift at the central lab"},
+		Distractors: []string{"sample swap", "sample swap at the biobank", "reagent lot change"}}
+	forms := []string{"assay drift", "assay drift at the central lab", "the assay drift"}
+	for _, right := range forms {
+		for _, other := range q.Distractors {
+			for _, sep := range []string{" ", ", ", "; ", " / ", " or ", " and ", " vs ", " (", " - "} {
+				for _, a := range []string{right + sep + other, other + sep + right} {
+					if len(a) > MaxAnswerBytes {
+						continue
+					}
+					if Judge(q, a, []string{judgeNarrative}) {
+						t.Errorf("list %q accepted", a)
+					}
+				}
+			}
+		}
+		if !Judge(q, right, []string{judgeNarrative}) {
+			t.Errorf("right answer %q refused", right)
+		}
+	}
+}
+
+// A numeric answer states one number: every pair of numbers is wrong.
+func TestJudgeNumericOneNumberOnly(t *testing.T) {
+	q := &Question{Question: "What deviation was recorded?", Answer: "29.4", ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	for _, a := range []string{"29.4 29.5", "29.5 29.4", "29.4 or 30", "29.4-30", "29.4 to 30", "29.4/30"} {
+		if Judge(q, a, []string{judgeNarrative}) {
+			t.Errorf("%q accepted", a)
+		}
+	}
+	for _, a := range []string{"29.4", "29.40", "29.4 percent", "29.4%", "about 29.4"} {
+		want := a != "about 29.4" // "about" is neither a function nor a narrative word here
+		if got := Judge(q, a, []string{judgeNarrative}); got != want {
+			t.Errorf("%q: got %v want %v", a, got, want)
+		}
+	}
+}
+
+func TestWordsNumbers(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string // word texts; numbers as their RatString
+	}{
+		{"£125,000", []string{"125000"}},
+		{"−3.2 points", []string{"-16/5", "points"}},
+		{"x-3.2", []string{"x-3.2"}},
+		{"AChE-γ (acetylcholinesterase)", []string{"ache-γ", "acetylcholinesterase"}},
+		{"10.4.28.30", []string{"10.4.28.30"}},
+		{"last year's drop.", []string{"last", "year's", "drop"}},
+		{"1,25,000", []string{"1,25,000"}},
+	}
+	for _, c := range cases {
+		ws := Words(c.in)
+		var got []string
+		for _, w := range ws {
+			if w.Number != nil {
+				got = append(got, w.Number.RatString())
+			} else {
+				got = append(got, w.Text)
+			}
+		}
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("Words(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func FuzzJudge(f *testing.F) {
+	f.Add("assay drift at the central lab", "assay drift", "sample swap", judgeNarrative)
+	f.Add("−3.2", "-3.2", "", "")
+	f.Add("3", "grade 3", "grade 1", "which grade")
+	f.Add("\xff\xfe", "x", "y", "\x00")
+	f.Fuzz(func(t *testing.T, answer, want, distractor, narrative string) {
+		q := &Question{Question: "Which grade or item applies?", Answer: want, Distractors: []string{distractor}}
+		ok := Judge(q, answer, []string{narrative})
+		if len(answer) > MaxAnswerBytes && ok {
+			t.Fatalf("oversized answer accepted")
+		}
+		bare := &Question{Question: q.Question, Answer: want}
+		if ok && utf8.ValidString(distractor) && Normalize(answer) == Normalize(distractor) && !Judge(bare, distractor, nil) && len(Words(distractor)) > 0 && !allFunctionWords(Words(distractor)) {
+			t.Fatalf("distractor %q accepted as answer to %q", answer, want)
+		}
+		if Judge(q, want, nil) != (len(want) <= MaxAnswerBytes) {
+			t.Fatalf("canonical answer %q not accepted", want)
+		}
+	})
+}
+
+func BenchmarkJudgeContains(b *testing.B) {
+	q := &Question{Question: "Which cause held up?", Answer: "assay drift",
+		Distractors: []string{"sample swap", "sample swap at the biobank", "reagent lot change"}}
+	n := []string{strings.Repeat(judgeNarrative+" ", 20)}
+	b.ReportAllocs()
+	for b.Loop() {
+		Judge(q, "assay drift at the central lab", n)
+	}
+}
