@@ -48,6 +48,10 @@ type Config struct {
 	// Source supplies challenges when this node verifies; nil means the
 	// node only proves.
 	Source skill.Source
+	// Feedback, when set, receives every verdict this node reaches as
+	// verifier (protocol.Config.Feedback: consensus feedback that retires
+	// questions); wrap Source in skill.RetiringSource with it.
+	Feedback *skill.Consensus
 	// Prover answers challenges when this node is verified; nil means the
 	// node declines to be verified.
 	Prover         skill.Prover
@@ -205,6 +209,7 @@ func New(cfg Config) (*Node, error) {
 	svc, err := protocol.NewService(h, protocol.Config{
 		Policy:         cfg.Policy,
 		Source:         cfg.Source,
+		Feedback:       cfg.Feedback,
 		Prover:         cfg.Prover,
 		AttestationTTL: cfg.AttestationTTL,
 		Logger:         log,

@@ -103,6 +103,12 @@ type Config struct {
 	// this node answered as prover has ended, also on failures (with Err
 	// set). It runs on the stream handler's goroutine.
 	OnProved func(ProverResult)
+	// Feedback, when set, is told every verdict this node reaches as
+	// verifier (consensus feedback on the challenge pool, issue 13): a
+	// question that several provers who passed the earlier rounds answer
+	// the same wrong way is retired. Wrap Source in skill.RetiringSource
+	// with the same Consensus so retired questions stop being served.
+	Feedback *skill.Consensus
 	// OnReciprocal is called, on its own goroutine, when a verifier's hello
 	// asks this node to verify it back.
 	OnReciprocal func(peer.ID)

@@ -175,6 +175,9 @@ func (v *verifierRun) run() (*Result, error) {
 		v.rounds()
 	}
 	verdict, _ := v.sess.Verdict()
+	if fb := v.svc.cfg.Feedback; fb != nil && fb.Observe(v.sess.Set(), verdict, v.peer.String()) {
+		v.log.Info("question retired by consensus feedback", "set", verdict.SetID, "round", verdict.FailedRound)
+	}
 	return v.finish(verdict)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // contactOptions are the first-contact and discovery flags of the node
@@ -16,6 +17,7 @@ import (
 type contactOptions struct {
 	attestPolicy  string
 	retryRejected time.Duration
+	consensus     int
 	bootstrap     []string
 	mdns          bool
 	dht           bool
@@ -63,12 +65,33 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	if a.metricsAddr != "" {
 		reg = newMetricsRegistry()
 	}
+	// Consensus feedback (probabilistic-CAPTCHA seed): a question that
+	// several provers who passed their earlier rounds answer the same
+	// wrong way is retired from serving.
+	served := src
+	var feedback *skill.Consensus
+	if contact.consensus < 0 || contact.consensus == 1 {
+		store.Close()
+		return nil, "", usageErr("--consensus %d: want 0 (off) or at least 2", contact.consensus)
+	}
+	if contact.consensus > 0 {
+		feedback, err = skill.NewConsensus(skill.ConsensusConfig{Threshold: contact.consensus})
+		if err != nil {
+			store.Close()
+			return nil, "", usageErr("--consensus: %v", err)
+		}
+		served = skill.RetiringSource{Source: src, Consensus: feedback}
+		if reg != nil {
+			registerConsensusMetrics(reg, feedback)
+		}
+	}
 	cfg := peer.Config{
 		KeyFile:     a.keyFile,
 		Store:       store,
 		ListenAddrs: listen,
 		Policy:      pol,
-		Source:      src,
+		Source:      served,
+		Feedback:    feedback,
 		Prover:      prover,
 		Logger:      a.log,
 
@@ -150,6 +173,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&a.contact.attestPolicy, "attest-policy", string(peer.AttestAll), "which peers that connect and speak acaptcha this node attests by itself: all, inbound (they dialled us), outbound (we dialled them) or none")
 	f.DurationVar(&a.contact.retryRejected, "retry-rejected", peer.DefaultRetryRejected, "how long a rejected peer is left alone before first contact challenges it again (doubling per rejection, up to 24h)")
+	f.IntVar(&a.contact.consensus, "consensus", skill.DefaultConsensusThreshold, "retire a question once this many distinct provers that passed their earlier rounds give it the same non-matching answer on time (0 turns consensus feedback off)")
 	f.StringArrayVar(&a.contact.bootstrap, "bootstrap", nil, "peer to connect to at start and keep connected, as a multiaddr ending in /p2p/PEER_ID (repeatable)")
 	f.BoolVar(&a.contact.mdns, "mdns", true, "discover peers on the local network with mDNS (--mdns=false turns it off)")
 	f.BoolVar(&a.contact.dht, "dht", false, "join the private acaptcha Kademlia DHT (through the bootstrap peers) and find peers on its rendezvous")

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // peersReport is the output of `acaptcha peers` and of a node's /peers
@@ -47,6 +48,21 @@ func newMetricsRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
+}
+
+// registerConsensusMetrics exports the consensus-feedback counters.
+func registerConsensusMetrics(reg *prometheus.Registry, c *skill.Consensus) {
+	for _, m := range []struct {
+		name, help string
+		get        func(skill.ConsensusStats) uint64
+	}{
+		{"acaptcha_consensus_observed_total", "Wrong answers counted by consensus feedback (on time, after a passed round).", func(s skill.ConsensusStats) uint64 { return s.Observed }},
+		{"acaptcha_consensus_retired_total", "Questions retired from serving by consensus feedback.", func(s skill.ConsensusStats) uint64 { return s.Retired }},
+		{"acaptcha_consensus_disputed_total", "Questions that reached the consensus threshold but were kept as the last of their part.", func(s skill.ConsensusStats) uint64 { return s.Disputed }},
+	} {
+		get := m.get
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help}, func() float64 { return float64(get(c.Stats())) }))
+	}
 }
 
 // serveOps serves /metrics (Prometheus) and /peers (the live peer report)
