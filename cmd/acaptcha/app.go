@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -88,16 +89,60 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	// Under --json an error is a JSON object on stderr too (the flag may
+	// not have been parsed when cobra itself refused the arguments).
+	jsonErr := a.jsonOut || slicesContains(args, "--json") || slicesContains(args, "--json=true")
+	report := func(code int, e error) int {
+		if jsonErr {
+			_ = json.NewEncoder(stderr).Encode(struct {
+				Error    string `json:"error"`
+				ExitCode int    `json:"exit_code"`
+			}{e.Error(), code})
+		} else {
+			fmt.Fprintln(stderr, "error:", e)
+		}
+		return code
+	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil && ee.code != exitRejected {
-			fmt.Fprintln(stderr, "error:", ee.err)
+			return report(ee.code, ee.err)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "error:", err)
 	// Cobra's own errors (unknown flag, wrong arguments) are usage errors.
-	return exitUsage
+	return report(exitUsage, err)
+}
+
+func slicesContains(xs []string, x string) bool {
+	for _, s := range xs {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNumbers refuses numeric flags outside their meaningful range
+// instead of accepting them silently.
+func (a *app) checkNumbers() error {
+	switch {
+	case a.maxServes < 1:
+		return usageErr("--max-serves %d: want at least 1", a.maxServes)
+	case a.gen.poolSize < 1:
+		return usageErr("--pool-size %d: want at least 1", a.gen.poolSize)
+	case a.gen.poolWorkers < 1:
+		return usageErr("--pool-workers %d: want at least 1", a.gen.poolWorkers)
+	case a.gen.poolWait <= 0:
+		return usageErr("--pool-wait %s: want a positive duration", a.gen.poolWait)
+	case a.gen.tokenBudget < 0:
+		return usageErr("--pool-token-budget %d: want 0 (no cap) or a positive number of tokens per hour", a.gen.tokenBudget)
+	case a.trustQuorum < 0:
+		return usageErr("--trust-quorum %d: want 0 (off) or a positive quorum", a.trustQuorum)
+	case a.blockRejected < 0:
+		return usageErr("--block-rejected %s: want 0 (never) or a positive duration", a.blockRejected)
+	}
+	return nil
 }
 
 func defaultDataDir() string {
@@ -131,7 +176,7 @@ func (a *app) rootCmd() *cobra.Command {
 			if a.jsonOut {
 				a.log = slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
 			}
-			return nil
+			return a.checkNumbers()
 		},
 	}
 	data := defaultDataDir()
@@ -158,7 +203,7 @@ func (a *app) rootCmd() *cobra.Command {
 	f.StringVar(&a.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (and the peer list at /peers), e.g. 127.0.0.1:9464")
 	f.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
 	f.StringVar(&a.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	root.AddCommand(a.withLLMPoolDefault(a.nodeCmd()), a.attestCmd(), a.attestationsCmd(), a.demoCmd(), a.evalCmd(), a.generateCmd(), a.challengeCmd(), a.peersCmd(), a.benchCmd())
+	root.AddCommand(a.withLLMPoolDefault(a.nodeCmd()), a.attestCmd(), a.attestationsCmd(), a.demoCmd(), a.evalCmd(), a.generateCmd(), a.challengeCmd(), a.peersCmd(), a.benchCmd(), a.versionCmd())
 	return root
 }
 
