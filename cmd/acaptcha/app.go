@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,7 +92,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Under --json an error is a JSON object on stderr too (the flag may
 	// not have been parsed when cobra itself refused the arguments).
-	jsonErr := a.jsonOut || slicesContains(args, "--json") || slicesContains(args, "--json=true")
+	jsonErr := a.jsonOut || slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
 	report := func(code int, e error) int {
 		if jsonErr {
 			_ = json.NewEncoder(stderr).Encode(struct {
@@ -112,15 +113,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Cobra's own errors (unknown flag, wrong arguments) are usage errors.
 	return report(exitUsage, err)
-}
-
-func slicesContains(xs []string, x string) bool {
-	for _, s := range xs {
-		if s == x {
-			return true
-		}
-	}
-	return false
 }
 
 // checkNumbers refuses numeric flags outside their meaningful range
