@@ -33,7 +33,7 @@ func TestNumericFlagsRefused(t *testing.T) {
 // Under --json, errors are a JSON object with the exit code.
 func TestJSONErrors(t *testing.T) {
 	for _, args := range [][]string{
-		{"attest", "--json"},                      // cobra's own argument error
+		{"attest", "--json"},                     // cobra's own argument error
 		{"--json", "node", "--max-serves", "-1"}, // our usage error
 		{"--json", "no-such-command"},
 	} {
