@@ -81,6 +81,9 @@ type Attestation struct {
 	IssuedAt         time.Time
 	ExpiresAt        time.Time
 	SpecVersion      string
+	// Provenance says what produced the challenges the session served
+	// (skill.Set.Provenance; the zero value when the set named none).
+	Provenance skill.Provenance
 }
 
 // RoundTiming is one round's timing as the verifier measured it.
@@ -131,6 +134,9 @@ func NewAttestation(issuer, subject peer.ID, nonce []byte, s *skill.Session, v s
 		IssuedAt:    now.UTC().Truncate(time.Second),
 		ExpiresAt:   now.UTC().Truncate(time.Second).Add(ttl),
 		SpecVersion: SpecVersion,
+	}
+	if set := s.Set(); set != nil {
+		a.Provenance = RecordedProvenance(set.Provenance)
 	}
 	if !p.DeriveTau {
 		a.Policy.Tau = p.Tau

@@ -51,6 +51,9 @@ const (
 	MaxAttestationString = 256
 	// MaxAttestationDuration caps every duration an attestation carries.
 	MaxAttestationDuration = 24 * time.Hour
+	// MaxSourceBytes caps the provenance source string a verifier
+	// accepts; the provenance model is capped at skill.MaxModelBytes.
+	MaxSourceBytes = 32
 
 	maxSpecVersionBytes = 32
 )
@@ -79,6 +82,10 @@ var (
 	// ErrUnsupportedVersion: the record's spec version has a different
 	// major version than SpecVersion, or cannot be parsed.
 	ErrUnsupportedVersion = errors.New("unsupported attestation version")
+	// ErrSourceBelowMinimum: the caller asked for a minimum challenge
+	// source (VerifyOptions.MinSource) and the record's source ranks
+	// below it, or the minimum named is not a source kind.
+	ErrSourceBelowMinimum = errors.New("attestation challenge source below the required minimum")
 )
 
 func init() {
@@ -115,7 +122,11 @@ func (r *AttestationRecord) MarshalRecord() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode payload: %w", ErrMalformed, err)
+	}
+	return b, nil
 }
 
 // UnmarshalRecord implements record.Record. It replaces the whole record;
@@ -178,6 +189,9 @@ func (a *Attestation) toProto() (*pb.AttestationRecord, error) {
 		ExpiresAt:        a.ExpiresAt.Unix(),
 		SpecVersion:      a.SpecVersion,
 	}
+	if pv := a.Provenance; pv != (skill.Provenance{}) {
+		m.Provenance = &pb.ChallengeProvenance{Source: string(pv.Source), Model: pv.Model, LlmQuestions: pv.LLMQuestions}
+	}
 	if m.FailedRound, err = intToUint32("failed round", a.FailedRound); err != nil {
 		return nil, err
 	}
@@ -236,6 +250,11 @@ func attestationFromProto(m *pb.AttestationRecord) (*Attestation, error) {
 		IssuedAt:         time.Unix(m.GetIssuedAt(), 0).UTC(),
 		ExpiresAt:        time.Unix(m.GetExpiresAt(), 0).UTC(),
 		SpecVersion:      m.GetSpecVersion(),
+		Provenance: skill.Provenance{
+			Source:       skill.SourceKind(m.GetProvenance().GetSource()),
+			Model:        m.GetProvenance().GetModel(),
+			LLMQuestions: m.GetProvenance().GetLlmQuestions(),
+		},
 	}
 	if a.FailedRound, err = uint32ToInt("failed round", m.GetFailedRound()); err != nil {
 		return nil, err
@@ -350,6 +369,10 @@ func (a *Attestation) checkStructure() error {
 		return bad("issued_at %d is not a positive Unix time", a.IssuedAt.Unix())
 	case a.ExpiresAt.Unix() <= a.IssuedAt.Unix():
 		return bad("expires_at is not after issued_at")
+	case len(a.Provenance.Source) > MaxSourceBytes || !utf8.ValidString(string(a.Provenance.Source)):
+		return bad("provenance source is not UTF-8 of at most %d bytes", MaxSourceBytes)
+	case len(a.Provenance.Model) > skill.MaxModelBytes || !utf8.ValidString(a.Provenance.Model):
+		return bad("provenance model is not UTF-8 of at most %d bytes", skill.MaxModelBytes)
 	}
 	if err := a.Policy.check(); err != nil {
 		return err
@@ -475,6 +498,9 @@ func Seal(a *Attestation, key crypto.PrivKey) ([]byte, error) {
 	if err := a.checkStructure(); err != nil {
 		return nil, fmt.Errorf("seal attestation: %w", err)
 	}
+	if err := checkIssuedProvenance(a.Provenance); err != nil {
+		return nil, fmt.Errorf("seal attestation: %w", err)
+	}
 	env, err := record.Seal(&AttestationRecord{Attestation: *a}, key)
 	if err != nil {
 		return nil, fmt.Errorf("seal attestation: %w", err)
@@ -501,14 +527,20 @@ type VerifyOptions struct {
 	// AllowExpired skips the expiry check (to display or audit an old
 	// attestation). The issued-at check still applies.
 	AllowExpired bool
+	// MinSource, when set, is the weakest challenge source the caller
+	// accepts: a record whose provenance source ranks below it
+	// (skill.SourceKind.Rank; a record naming no source ranks 0) fails
+	// with ErrSourceBelowMinimum. It must be a named source kind.
+	MinSource skill.SourceKind
 }
 
 // VerifyAttestation decodes and checks a marshalled attestation envelope
 // following spec/attestation.md section 6: the size cap, the envelope
 // encoding and payload type, the signature over AttestationDomain, the
 // payload encoding, the spec version, the structural checks, that the
-// signing key is the issuer's, the expected issuer and subject, and the
-// validity window. On success it returns the
+// signing key is the issuer's, the expected issuer and subject, the
+// validity window and, with opts.MinSource, the challenge source (step
+// 13). On success it returns the
 // attestation and the envelope; on failure it returns only an error that
 // wraps exactly one of the Err* sentinels of this file.
 func VerifyAttestation(data []byte, opts VerifyOptions) (*Attestation, *record.Envelope, error) {
@@ -563,7 +595,70 @@ func VerifyAttestation(data []byte, opts VerifyOptions) (*Attestation, *record.E
 	if err := a.checkTime(now, opts.AllowExpired); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", op, err)
 	}
+	if err := CheckSource(a, opts.MinSource); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
 	return a, env, nil
+}
+
+// CheckSource applies the provenance policy of spec/attestation.md
+// section 6, step 13: nil when min is empty (no requirement) or when the
+// record's challenge source ranks at least as high as min; otherwise an
+// error wrapping ErrSourceBelowMinimum. A min that is not a named source
+// kind is refused the same way rather than read as "any".
+func CheckSource(a *Attestation, min skill.SourceKind) error {
+	if min == skill.SourceUnknown {
+		return nil
+	}
+	if !min.Valid() {
+		return fmt.Errorf("%w: minimum %q is not a source kind (want procedural, corpus, hybrid or llm)", ErrSourceBelowMinimum, min)
+	}
+	if a == nil {
+		return fmt.Errorf("%w: nil attestation", ErrSourceBelowMinimum)
+	}
+	if got := a.Provenance.Source; !got.AtLeast(min) {
+		return fmt.Errorf("%w: challenges from source %s (rank %d), at least %s (rank %d) required",
+			ErrSourceBelowMinimum, SourceName(got), got.Rank(), min, min.Rank())
+	}
+	return nil
+}
+
+// SourceName renders a provenance source for people: the kind, or
+// "unknown" for a record that names none.
+func SourceName(k skill.SourceKind) string {
+	if k == skill.SourceUnknown {
+		return "unknown"
+	}
+	return string(k)
+}
+
+// RecordedProvenance is the provenance an issuer records for a served
+// set: the set's own, or the zero value (unknown source) when the set has
+// none or names a source that is not a known kind. A model that does not
+// fit the record (invalid UTF-8, over skill.MaxModelBytes) is dropped
+// rather than truncated.
+func RecordedProvenance(pv *skill.Provenance) skill.Provenance {
+	if pv == nil || !pv.Source.Valid() {
+		return skill.Provenance{}
+	}
+	out := *pv
+	if len(out.Model) > skill.MaxModelBytes || !utf8.ValidString(out.Model) {
+		out.Model = ""
+	}
+	return out
+}
+
+// checkIssuedProvenance is the issuer's stricter rule (spec section 5):
+// a record names a listed source or none, and one that names none says
+// nothing else about its challenges.
+func checkIssuedProvenance(pv skill.Provenance) error {
+	switch {
+	case pv.Source != skill.SourceUnknown && !pv.Source.Valid():
+		return fmt.Errorf("%w: provenance source %q is not procedural, corpus, hybrid or llm", ErrMalformed, pv.Source)
+	case pv.Source == skill.SourceUnknown && (pv.Model != "" || pv.LLMQuestions):
+		return fmt.Errorf("%w: provenance names a model or LLM-worded questions but no source", ErrMalformed)
+	}
+	return nil
 }
 
 // unmarshalEnvelope and consumeTypedEnvelope guard the libp2p decoders:
@@ -604,6 +699,16 @@ type attestationJSON struct {
 	IssuedAt         string            `json:"issued_at"`
 	ExpiresAt        string            `json:"expires_at"`
 	SpecVersion      string            `json:"spec_version"`
+	Provenance       provenanceJSON    `json:"provenance"`
+}
+
+// provenanceJSON is the provenance in the JSON view: source is the
+// record's value ("" when it names none), rank its skill.SourceKind.Rank.
+type provenanceJSON struct {
+	Source       skill.SourceKind `json:"source"`
+	Rank         int              `json:"rank"`
+	Model        string           `json:"model"`
+	LLMQuestions bool             `json:"llm_questions"`
 }
 
 type roundTimingJSON struct {
@@ -653,6 +758,10 @@ func (a *Attestation) MarshalJSON() ([]byte, error) {
 		IssuedAt:    a.IssuedAt.UTC().Format(time.RFC3339),
 		ExpiresAt:   a.ExpiresAt.UTC().Format(time.RFC3339),
 		SpecVersion: a.SpecVersion,
+		Provenance: provenanceJSON{
+			Source: a.Provenance.Source, Rank: a.Provenance.Source.Rank(),
+			Model: a.Provenance.Model, LLMQuestions: a.Provenance.LLMQuestions,
+		},
 	}
 	for _, r := range a.Rounds {
 		v.Rounds = append(v.Rounds, roundTimingJSON{

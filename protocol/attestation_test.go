@@ -46,6 +46,7 @@ var attestSentinels = []struct {
 	{"expired", protocol.ErrExpired},
 	{"not_yet_valid", protocol.ErrNotYetValid},
 	{"unsupported_version", protocol.ErrUnsupportedVersion},
+	{"source_below_minimum", protocol.ErrSourceBelowMinimum},
 }
 
 func attestSentinel(code string) error {
@@ -98,6 +99,7 @@ var (
 	attestNonce       = attestSeq(0xa0, 32)
 	attestIssuedAt    = time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)
 	attestVerifyAt    = attestIssuedAt.Add(time.Hour)
+	attestProvenance  = skill.Provenance{Source: skill.SourceHybrid, Model: "openai:gpt-4o-mini", LLMQuestions: true}
 	attestTranscript  = []skill.RoundRecord{
 		{Round: 1, Narrative: "LAB NOTE 1. Three kinases were screened; only KX-7 kept its shift across replicates.", Question: "Which kinase kept its shift?", Answer: "KX-7"},
 		{Round: 2, Narrative: "MEMO 2. The kinase from the first note was re-run at 37 degrees; its Km rose to 41 uM.", Question: "What Km did the re-run give?", Answer: "41 uM"},
@@ -142,6 +144,7 @@ func attestFixture(t testing.TB) (*protocol.Attestation, crypto.PrivKey, crypto.
 		IssuedAt:    attestIssuedAt,
 		ExpiresAt:   attestIssuedAt.Add(protocol.DefaultAttestationTTL),
 		SpecVersion: protocol.SpecVersion,
+		Provenance:  attestProvenance,
 	}
 	return a, ik, sk
 }
@@ -156,6 +159,7 @@ func attestRejected(t testing.TB) (*protocol.Attestation, crypto.PrivKey) {
 	}
 	a.Policy = protocol.PolicySummary{Rounds: 3, DerivedTau: true, Alpha: 0.1, Total: 90 * time.Second, RTTCredit: 250 * time.Millisecond}
 	a.Domain, a.SetID = "cybersecurity", "set-0042"
+	a.Provenance = skill.Provenance{Source: skill.SourceProcedural}
 	return a, ik
 }
 
@@ -403,6 +407,12 @@ func TestAttestationStructuralChecks(t *testing.T) {
 		{"zero issue time", func(a *protocol.Attestation) { a.IssuedAt = time.Time{} }},
 		{"oversized domain", func(a *protocol.Attestation) { a.Domain = strings.Repeat("d", protocol.MaxAttestationString+1) }},
 		{"other subject but wrong digest", func(a *protocol.Attestation) { a.Subject = oid; a.TranscriptDigest = a.TranscriptDigest[:16] }},
+		{"oversized provenance model", func(a *protocol.Attestation) { a.Provenance.Model = strings.Repeat("m", skill.MaxModelBytes+1) }},
+		{"provenance model not UTF-8", func(a *protocol.Attestation) { a.Provenance.Model = "openai:\xff" }},
+		{"oversized provenance source", func(a *protocol.Attestation) {
+			a.Provenance.Source = skill.SourceKind(strings.Repeat("s", protocol.MaxSourceBytes+1))
+		}},
+		{"provenance source not UTF-8", func(a *protocol.Attestation) { a.Provenance.Source = "llm\xfe" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, ik, _ := attestFixture(t)
@@ -515,10 +525,108 @@ func TestAttestationJSON(t *testing.T) {
 	if pol["tau_ms"] != 15000.0 || pol["total_ms"] != 120000.0 || pol["rtt_credit_ms"] != 500.0 || pol["derived_tau"] != false {
 		t.Errorf("policy = %v", pol)
 	}
+	pv, _ := m["provenance"].(map[string]any)
+	if pv["source"] != "hybrid" || pv["rank"] != 3.0 || pv["model"] != "openai:gpt-4o-mini" || pv["llm_questions"] != true {
+		t.Errorf("provenance = %v", pv)
+	}
+	legacy := *a
+	legacy.Provenance = skill.Provenance{}
+	if b, err = json.Marshal(&legacy); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"provenance":{"source":"","rank":0,"model":"","llm_questions":false}`) {
+		t.Errorf("record without provenance renders as %s", b)
+	}
 	var nilA *protocol.Attestation
 	if b, err := json.Marshal(nilA); err != nil || string(b) != "null" {
 		t.Errorf("nil attestation marshals to %s, %v", b, err)
 	}
+}
+
+// TestAttestationProvenance covers the provenance fields: every kind
+// round-trips, a record without them (as issued before they existed)
+// decodes as unknown, issuers refuse what verifiers tolerate, and the
+// minimum-source policy follows the ranks.
+func TestAttestationProvenance(t *testing.T) {
+	base, ik, _ := attestFixture(t)
+	at := func(pv skill.Provenance) *protocol.Attestation {
+		a := *base
+		a.Provenance = pv
+		return &a
+	}
+	for _, k := range skill.SourceKinds {
+		pv := skill.Provenance{Source: k}
+		if k != skill.SourceProcedural {
+			pv.Model, pv.LLMQuestions = "ollama:qwen3", true
+		}
+		got, _, err := protocol.VerifyAttestation(attestMustSeal(t, at(pv), ik), protocol.VerifyOptions{Now: attestVerifyAt})
+		if err != nil || got.Provenance != pv {
+			t.Fatalf("%s: %+v, %v", k, got, err)
+		}
+	}
+
+	// A payload without field 15, as a record from before the field.
+	legacy := at(skill.Provenance{})
+	m := &pb.AttestationRecord{}
+	if err := proto.Unmarshal(mustPayload(t, legacy), m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Provenance != nil {
+		t.Fatalf("a record naming no source still encodes field 15: %v", m.Provenance)
+	}
+	legacyEnv := attestMustSeal(t, legacy, ik)
+	got, _, err := protocol.VerifyAttestation(legacyEnv, protocol.VerifyOptions{Now: attestVerifyAt})
+	if err != nil || got.Provenance != (skill.Provenance{}) || got.Provenance.Source.Rank() != 0 {
+		t.Fatalf("legacy record: %+v, %v", got, err)
+	}
+
+	// Issuers refuse an unlisted source and details without a source;
+	// verifiers accept such records and rank them 0.
+	for _, pv := range []skill.Provenance{{Source: "crowd"}, {Model: "openai:gpt-4o"}, {LLMQuestions: true}} {
+		if _, err := protocol.Seal(at(pv), ik); !errors.Is(err, protocol.ErrMalformed) {
+			t.Errorf("Seal(%+v) = %v, want ErrMalformed", pv, err)
+		}
+		env := attestSealUnchecked(t, at(pv), ik)
+		got, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{Now: attestVerifyAt})
+		if err != nil || got.Provenance != pv {
+			t.Errorf("verify %+v: %+v, %v", pv, got, err)
+		}
+		_, _, err = protocol.VerifyAttestation(env, protocol.VerifyOptions{Now: attestVerifyAt, MinSource: skill.SourceProcedural})
+		attestWantErr(t, err, protocol.ErrSourceBelowMinimum)
+	}
+
+	// The policy: rank(source) >= rank(min).
+	sources := append([]skill.SourceKind{skill.SourceUnknown}, skill.SourceKinds...)
+	for _, src := range sources {
+		env := attestMustSeal(t, at(skill.Provenance{Source: src}), ik)
+		for _, min := range sources {
+			_, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{Now: attestVerifyAt, MinSource: min})
+			want := min == skill.SourceUnknown || src.Rank() >= min.Rank()
+			if (err == nil) != want {
+				t.Errorf("source %q, minimum %q: err %v, want pass=%v", src, min, err, want)
+			}
+			if err != nil {
+				attestWantErr(t, err, protocol.ErrSourceBelowMinimum)
+			}
+			if got := protocol.CheckSource(at(skill.Provenance{Source: src}), min); (got == nil) != want {
+				t.Errorf("CheckSource(%q, %q) = %v", src, min, got)
+			}
+		}
+	}
+	// The acceptance case: procedural challenges do not meet llm, and
+	// the message says why.
+	_, _, err = protocol.VerifyAttestation(attestMustSeal(t, at(skill.Provenance{Source: skill.SourceProcedural}), ik),
+		protocol.VerifyOptions{Now: attestVerifyAt, MinSource: skill.SourceLLM})
+	attestWantErr(t, err, protocol.ErrSourceBelowMinimum)
+	if !strings.Contains(err.Error(), "procedural") || !strings.Contains(err.Error(), "llm") {
+		t.Errorf("message %q does not name both sources", err)
+	}
+	// A minimum that is not a source kind fails closed.
+	_, _, err = protocol.VerifyAttestation(attestMustSeal(t, base, ik), protocol.VerifyOptions{Now: attestVerifyAt, MinSource: "any"})
+	attestWantErr(t, err, protocol.ErrSourceBelowMinimum)
+	// Other failures come first: an expired weak record is expired.
+	_, _, err = protocol.VerifyAttestation(legacyEnv, protocol.VerifyOptions{Now: base.ExpiresAt, MinSource: skill.SourceLLM})
+	attestWantErr(t, err, protocol.ErrExpired)
 }
 
 // TestAttestationFromSession drives a real skill session to a verdict and
@@ -554,6 +662,7 @@ func TestAttestationFromSession(t *testing.T) {
 		return v, s
 	}
 
+	set.Provenance = &skill.Provenance{Source: skill.SourceLLM, Model: "anthropic:claude-x", LLMQuestions: true}
 	for _, tc := range []struct {
 		name    string
 		answers []string
@@ -581,8 +690,49 @@ func TestAttestationFromSession(t *testing.T) {
 			if !tc.accept && got.FailedRound != 2 {
 				t.Errorf("failed round %d, want 2", got.FailedRound)
 			}
+			// Accepted and rejected records both carry the set's provenance.
+			if got.Provenance != *set.Provenance {
+				t.Errorf("provenance %+v, want the set's %+v", got.Provenance, *set.Provenance)
+			}
 		})
 	}
+
+	t.Run("provenance as recorded", func(t *testing.T) {
+		defer func(pv *skill.Provenance) { set.Provenance = pv }(set.Provenance)
+		for _, c := range []struct {
+			name string
+			in   *skill.Provenance
+			want skill.Provenance
+		}{
+			{"none", nil, skill.Provenance{}},
+			{"procedural", &skill.Provenance{Source: skill.SourceProcedural}, skill.Provenance{Source: skill.SourceProcedural}},
+			{"corpus with LLM questions", &skill.Provenance{Source: skill.SourceCorpus, LLMQuestions: true}, skill.Provenance{Source: skill.SourceCorpus, LLMQuestions: true}},
+		} {
+			set.Provenance = c.in
+			v, s := run(t, []string{"third", "second"})
+			a := protocol.NewAttestation(iid, sid, attestNonce, s, v, now, 0)
+			if a.Provenance != c.want {
+				t.Errorf("%s: recorded %+v, want %+v", c.name, a.Provenance, c.want)
+			}
+			got, _, err := protocol.VerifyAttestation(attestMustSeal(t, a, ik), protocol.VerifyOptions{Now: now})
+			if err != nil || got.Provenance != c.want {
+				t.Errorf("%s: verified %+v (%v), want %+v", c.name, got, err, c.want)
+			}
+		}
+		// Sets that Validate refuses never reach a session; the issuer's
+		// mapping still never records what Seal would refuse.
+		for _, c := range []struct {
+			in, want skill.Provenance
+		}{
+			{skill.Provenance{Source: "bogus", Model: "m", LLMQuestions: true}, skill.Provenance{}},
+			{skill.Provenance{Source: skill.SourceHybrid, Model: strings.Repeat("m", skill.MaxModelBytes+1), LLMQuestions: true}, skill.Provenance{Source: skill.SourceHybrid, LLMQuestions: true}},
+			{skill.Provenance{Source: skill.SourceLLM, Model: "x\xff"}, skill.Provenance{Source: skill.SourceLLM}},
+		} {
+			if got := protocol.RecordedProvenance(&c.in); got != c.want {
+				t.Errorf("RecordedProvenance(%+v) = %+v, want %+v", c.in, got, c.want)
+			}
+		}
+	})
 
 	t.Run("inconclusive is never attested", func(t *testing.T) {
 		s, err := skill.NewSession(set, skill.DefaultPolicy(), nil)
@@ -615,6 +765,7 @@ type attestVectorFile struct {
 	SignatureHex    string                 `json:"signature_hex"`
 	EnvelopeHex     string                 `json:"envelope_hex"`
 	VerifyAt        string                 `json:"verify_at"`
+	VerifyMinSource string                 `json:"verify_min_source"`
 	Expected        json.RawMessage        `json:"expected"`
 	Negative        []attestVectorNegative `json:"negative"`
 }
@@ -632,6 +783,7 @@ type attestVectorNegative struct {
 	EnvelopeHex     string `json:"envelope_hex,omitempty"`
 	VerifyAt        string `json:"verify_at"`
 	ExpectedSubject string `json:"expected_subject,omitempty"`
+	MinSource       string `json:"min_source,omitempty"`
 	Error           string `json:"error"`
 }
 
@@ -669,12 +821,16 @@ func attestBuildVector(t testing.TB) []byte {
 	tampered[bytes.Index(tampered, []byte("biochemistry"))] = 'B'
 	v2 := *a
 	v2.SpecVersion = "2.0.0"
+	procedural := *a
+	procedural.Provenance = skill.Provenance{Source: skill.SourceProcedural}
+	legacy := *a
+	legacy.Provenance = skill.Provenance{}
 	stamp := func(tm time.Time) string { return tm.UTC().Format(time.RFC3339) }
 
 	f := attestVectorFile{
 		Description: "acaptcha signed attestation, spec/attestation.md. Keys are Ed25519 from the given seeds " +
-			"(RFC 8032 private-key seeds); the attestation is accepted, fixed tau 15 s, three rounds. " +
-			"Verify envelope_hex at verify_at with the subject expected; each negative case must fail with its error code.",
+			"(RFC 8032 private-key seeds); the attestation is accepted, fixed tau 15 s, three rounds, challenges from source hybrid. " +
+			"Verify envelope_hex at verify_at with the subject expected and minimum source verify_min_source; each negative case must fail with its error code.",
 		SpecVersion:     protocol.SpecVersion,
 		RecordDomain:    protocol.AttestationDomain,
 		PayloadTypeHex:  hex.EncodeToString(env.PayloadType),
@@ -688,6 +844,7 @@ func attestBuildVector(t testing.TB) []byte {
 		SignatureHex:    hex.EncodeToString(env.Signature),
 		EnvelopeHex:     hex.EncodeToString(data),
 		VerifyAt:        stamp(attestVerifyAt),
+		VerifyMinSource: string(skill.SourceLLM),
 		Expected:        expected,
 		Negative: []attestVectorNegative{
 			{Name: "tampered_payload", Description: "envelope_hex with the first byte of the domain string changed from 'b' to 'B'", EnvelopeHex: hex.EncodeToString(tampered), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
@@ -696,6 +853,8 @@ func attestBuildVector(t testing.TB) []byte {
 			{Name: "expired", Description: "envelope_hex verified at its expires_at instant", VerifyAt: stamp(a.ExpiresAt), Error: "expired"},
 			{Name: "not_yet_valid", Description: "envelope_hex verified six minutes before its issued_at", VerifyAt: stamp(a.IssuedAt.Add(-6 * time.Minute)), Error: "not_yet_valid"},
 			{Name: "unsupported_version", Description: "the record with spec_version 2.0.0, correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, &v2, ik)), VerifyAt: stamp(attestVerifyAt), Error: "unsupported_version"},
+			{Name: "procedural_below_llm", Description: "the record with provenance {source: procedural} (no model, llm_questions false), correctly signed by the issuer, verified by a party requiring source llm", EnvelopeHex: hex.EncodeToString(attestMustSeal(t, &procedural, ik)), VerifyAt: stamp(attestVerifyAt), MinSource: string(skill.SourceLLM), Error: "source_below_minimum"},
+			{Name: "no_provenance", Description: "the record without field 15, as issued before provenance existed, correctly signed by the issuer: it names no source (rank 0), so a party requiring even source procedural refuses it", EnvelopeHex: hex.EncodeToString(attestMustSeal(t, &legacy, ik)), VerifyAt: stamp(attestVerifyAt), MinSource: string(skill.SourceProcedural), Error: "source_below_minimum"},
 		},
 	}
 	for _, r := range attestTranscript {
@@ -793,13 +952,17 @@ func TestAttestationVectorDecode(t *testing.T) {
 		len(m.GetRounds()) != 3 || m.GetRounds()[1].GetEffectiveMs() != 6875 || m.GetRounds()[2].GetNarrativeTokens() != 701 ||
 		m.GetPolicy().GetTauMs() != 15000 || m.GetPolicy().GetTotalMs() != 120000 || m.GetPolicy().GetRttCreditMs() != 500 ||
 		m.GetDomain() != "biochemistry" || m.GetIssuedAt() != attestIssuedAt.Unix() || m.GetExpiresAt() != attestIssuedAt.Unix()+86400 ||
-		m.GetSpecVersion() != "1.0.0" {
+		m.GetSpecVersion() != "1.0.0" ||
+		m.GetProvenance().GetSource() != "hybrid" || m.GetProvenance().GetModel() != "openai:gpt-4o-mini" || !m.GetProvenance().GetLlmQuestions() {
 		t.Fatalf("payload fields differ from the documentation: %v", &m)
 	}
 
 	// Full verification, and the JSON view matches "expected".
 	at := parseTime(f.VerifyAt)
-	a, env, err := protocol.VerifyAttestation(unhex("envelope", f.EnvelopeHex), protocol.VerifyOptions{Subject: sid, Issuer: iid, Now: at})
+	if f.VerifyMinSource != "llm" {
+		t.Fatalf("verify_min_source %q, want llm (hybrid ranks with llm)", f.VerifyMinSource)
+	}
+	a, env, err := protocol.VerifyAttestation(unhex("envelope", f.EnvelopeHex), protocol.VerifyOptions{Subject: sid, Issuer: iid, Now: at, MinSource: skill.SourceKind(f.VerifyMinSource)})
 	if err != nil {
 		t.Fatalf("vector does not verify: %v", err)
 	}
@@ -828,13 +991,20 @@ func TestAttestationVectorDecode(t *testing.T) {
 	if len(f.Negative) == 0 {
 		t.Fatal("no negative cases")
 	}
+	codes := map[string]bool{}
+	for _, n := range f.Negative {
+		codes[n.Error] = true
+	}
+	if !codes["source_below_minimum"] {
+		t.Fatal("no negative case covers the minimum source")
+	}
 	for _, n := range f.Negative {
 		t.Run(n.Name, func(t *testing.T) {
 			data := unhex("envelope", f.EnvelopeHex)
 			if n.EnvelopeHex != "" {
 				data = unhex("envelope", n.EnvelopeHex)
 			}
-			opts := protocol.VerifyOptions{Subject: sid, Now: parseTime(n.VerifyAt)}
+			opts := protocol.VerifyOptions{Subject: sid, Now: parseTime(n.VerifyAt), MinSource: skill.SourceKind(n.MinSource)}
 			if n.ExpectedSubject != "" {
 				id, derr := peer.Decode(n.ExpectedSubject)
 				if derr != nil {
@@ -848,6 +1018,13 @@ func TestAttestationVectorDecode(t *testing.T) {
 			}
 			_, _, err := protocol.VerifyAttestation(data, opts)
 			attestWantErr(t, err, want)
+			if n.MinSource != "" {
+				// Without the minimum the record is valid: only the policy refuses it.
+				opts.MinSource = ""
+				if _, _, err := protocol.VerifyAttestation(data, opts); err != nil {
+					t.Fatalf("without min_source: %v", err)
+				}
+			}
 		})
 	}
 }

@@ -297,8 +297,19 @@ func verifierUnderTest(t *testing.T, tr string, cfg Config, fp fakeProver) (*Res
 	return res, err
 }
 
+// ack accepts the hello and pays the proof of work it asks for, as the
+// peer the hello names (the stream's listener).
 func ack(r *rawPeer, h *pb.Hello) {
-	r.send(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: h.GetNonce()}}})
+	r.t.Helper()
+	pid, err := peer.IDFromBytes(h.GetProverId())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	pow, err := SolvePow(context.Background(), h.GetNonce(), pid, int(h.GetPowDifficulty()), MaxPowDifficulty)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.send(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: h.GetNonce(), Pow: pow}}})
 }
 
 // echoProbes answers probes until the first challenge, which it returns.
@@ -333,6 +344,9 @@ func TestVerifierRejectsBadProvers(t *testing.T) {
 		// shown: a challenge reached the wire, so the set stays used;
 		// otherwise it goes back to the source.
 		shown bool
+		// unpaid: the session ended before a paid hello ack, so no set
+		// was drawn at all (spec §5a).
+		unpaid bool
 	}
 	cases := []struct {
 		name string
@@ -343,19 +357,19 @@ func TestVerifierRejectsBadProvers(t *testing.T) {
 		{"garbage", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			r.s.Write([]byte{0x03, 0xff, 0xff, 0xff})
 			drain(r)
-		}, want{reason: skill.ReasonProtocolError, detail: "undecodable"}},
+		}, want{err: ErrUnpaid, unpaid: true}},
 		{"oversized", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			r.send(&pb.Frame{Body: &pb.Frame_Decline{Decline: &pb.Decline{Detail: strings.Repeat("x", 2*MaxProverFrame)}}})
 			drain(r)
-		}, want{reason: skill.ReasonProtocolError, detail: "cap"}},
+		}, want{err: ErrUnpaid, unpaid: true}},
 		{"wrong order", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			r.send(&pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: 1}}})
 			drain(r)
-		}, want{reason: skill.ReasonProtocolError, detail: "expected hello_ack"}},
+		}, want{err: ErrUnpaid, unpaid: true}},
 		{"bad nonce echo", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			r.send(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: make([]byte, 32)}}})
 			drain(r)
-		}, want{reason: skill.ReasonProtocolError, detail: "nonce"}},
+		}, want{err: ErrUnpaid, unpaid: true}},
 		{"bad probe echo", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			ack(r, h)
 			r.recv()
@@ -396,7 +410,7 @@ func TestVerifierRejectsBadProvers(t *testing.T) {
 		{"declines at hello", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			r.send(declineFrame(pb.DeclineReason_DECLINE_REASON_NO_PROVER, "nope"))
 			drain(r)
-		}, want{reason: skill.ReasonDeclined, detail: "NO_PROVER"}},
+		}, want{err: ErrDeclined, unpaid: true}},
 		{"declines mid-round", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			ack(r, h)
 			echoProbes(t, r)
@@ -406,15 +420,15 @@ func TestVerifierRejectsBadProvers(t *testing.T) {
 		{"busy", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			r.send(declineFrame(pb.DeclineReason_DECLINE_REASON_BUSY, "later"))
 			r.s.ResetWithError(ErrCodeBusy)
-		}, want{err: ErrBusy}},
+		}, want{err: ErrBusy, unpaid: true}},
 		{"resets at hello", Config{}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			r.s.Reset()
-		}, want{err: ErrNetwork}},
+		}, want{err: ErrNetwork, unpaid: true}},
 		// Silence before the first challenge is no session: nothing was
 		// revealed, and a saturated peer must not be signed a rejection.
 		{"silent at hello", Config{HandshakeTimeout: 300 * time.Millisecond}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			drain(r)
-		}, want{err: ErrUnresponsive}},
+		}, want{err: ErrUnresponsive, unpaid: true}},
 		{"silent at probe", Config{ProbeTimeout: 300 * time.Millisecond}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
 			ack(r, h)
 			drain(r)
@@ -431,8 +445,11 @@ func TestVerifierRejectsBadProvers(t *testing.T) {
 					if d := time.Since(start); d > 10*time.Second {
 						t.Errorf("took %s", d)
 					}
-					if got := src.returnedCount(); got != map[bool]int{true: 0, false: 1}[c.want.shown] {
-						t.Errorf("set given back %d time(s); a challenge was shown: %v", got, c.want.shown)
+					if got := src.returnedCount(); got != map[bool]int{true: 0, false: 1}[c.want.shown || c.want.unpaid] {
+						t.Errorf("set given back %d time(s); a challenge was shown: %v, unpaid: %v", got, c.want.shown, c.want.unpaid)
+					}
+					if c.want.unpaid && src.i != 0 {
+						t.Errorf("%d set(s) drawn for a peer that never paid", src.i)
 					}
 					if c.want.err != nil {
 						if !errors.Is(err, c.want.err) {
@@ -467,11 +484,9 @@ func TestVerifierHugeLengthPrefix(t *testing.T) {
 		r.s.Write(binary.AppendUvarint(nil, 1<<62))
 		drain(r)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Verdict.Reason != skill.ReasonProtocolError {
-		t.Fatalf("verdict %+v", res.Verdict)
+	// Before the paid hello ack: no session, nothing signed.
+	if !errors.Is(err, ErrUnpaid) || !errors.Is(err, ErrProtocolViolation) || res != nil {
+		t.Fatalf("err %v, result %+v", err, res)
 	}
 }
 

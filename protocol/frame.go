@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -147,18 +146,6 @@ func writeFrame(w io.Writer, f *pb.Frame, max int) error {
 	}
 	_, err = w.Write(buf)
 	return err
-}
-
-// challengeDigest identifies a challenge for reflection detection:
-// SHA-256 of the narrative, a zero byte and the question.
-func challengeDigest(narrative, question string) [32]byte {
-	h := sha256.New()
-	h.Write([]byte(narrative))
-	h.Write([]byte{0})
-	h.Write([]byte(question))
-	var d [32]byte
-	h.Sum(d[:0])
-	return d
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence.

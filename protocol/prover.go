@@ -68,11 +68,12 @@ func (s *Service) handleStream(str network.Stream) {
 		res.Err = ErrBusy
 		return
 	}
-	defer s.releaseInbound(remote)
+	release := sync.OnceFunc(func() { s.releaseInbound(remote) })
+	defer release()
 	stop := context.AfterFunc(s.ctx, func() { str.Reset() })
 	defer stop()
 
-	p := &proverRun{svc: s, str: str, remote: remote, res: &res, log: log}
+	p := &proverRun{svc: s, str: str, remote: remote, res: &res, log: log, release: release}
 	p.serve()
 }
 
@@ -89,9 +90,16 @@ type proverRun struct {
 	res    *ProverResult
 	log    *slog.Logger
 	hello  *pb.Hello
+	// release frees the inbound slot (idempotent): a declined session
+	// does not hold it while the Decline lingers.
+	release func()
 
 	helloAt  time.Time // wall clock, for deadlines
+	firstBy  time.Time // round 1 must have arrived by then
 	deadline time.Time // hard end of the whole session
+	// calls is how many answerer calls this session reserved in the
+	// budgets and made.
+	reserved, calls int
 }
 
 // abort resets the stream with code and records err.
@@ -111,6 +119,9 @@ func (p *proverRun) abort(code network.StreamErrorCode, err error) {
 // never have two concurrent readers.
 func (p *proverRun) refuse(reason pb.DeclineReason, code network.StreamErrorCode, err error, frames <-chan frameResult) {
 	linger := min(p.svc.cfg.HandshakeTimeout, declineLinger)
+	if p.release != nil {
+		p.release()
+	}
 	if frames == nil {
 		declineAndReset(p.str, declineFrame(reason, err.Error()), code, linger)
 	} else {
@@ -199,17 +210,36 @@ func (p *proverRun) serve() {
 		p.res.Err = ErrNoProver
 		return
 	}
-	if err := p.write(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce()}}}); err != nil {
+	// Budgets before work (spec §6, §9a): sessions, answerer calls and
+	// tokens per verifier and window, answerer calls of all verifiers.
+	if ok, why := s.budgets.admitSession(p.remote, int(hello.GetRounds()), s.now()); !ok {
+		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %s", ErrBusy, why), nil)
+		return
+	}
+	p.reserved = int(hello.GetRounds())
+	defer func() { s.budgets.refundCalls(p.remote, p.reserved-p.calls, s.now()) }()
+	// Pay for the session: the verifier draws a set only then (§5a).
+	pctx, cancel := context.WithTimeout(s.ctx, s.cfg.HandshakeTimeout)
+	pow, err := SolvePow(pctx, hello.GetNonce(), s.h.ID(), int(hello.GetPowDifficulty()), s.cfg.MaxPowDifficulty)
+	cancel()
+	if err != nil {
+		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %w", ErrBusy, err), nil)
+		return
+	}
+	if err := p.write(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow}}}); err != nil {
 		p.abort(0, fmt.Errorf("%w: send hello ack: %w", ErrNetwork, err))
 		return
 	}
-	if hello.GetReciprocal() && s.cfg.OnReciprocal != nil {
+	// The verifier asks to be verified back: only a peer with draws left
+	// is even considered; the session that follows makes it pay.
+	if hello.GetReciprocal() && s.cfg.OnReciprocal != nil && s.budgets.canDraw(p.remote, s.now()) {
 		remote := p.remote
 		s.goTracked(func() { s.cfg.OnReciprocal(remote) })
 	}
 	total := msToDur(hello.GetTotalMs())
 	p.helloAt = time.Now()
-	p.deadline = p.helloAt.Add(s.cfg.HandshakeTimeout + MaxProbes*s.cfg.ProbeTimeout + total + 2*proverSlack)
+	p.firstBy = p.helloAt.Add(s.cfg.IdleTimeout)
+	p.deadline = p.helloAt.Add(s.cfg.IdleTimeout + total + 2*proverSlack)
 	p.exchange(s.cfg.Prover.NewSession(), total)
 }
 
@@ -236,6 +266,10 @@ func (p *proverRun) checkHello(h *pb.Hello) (pb.DeclineReason, error) {
 		return bad("rounds %d, want 1..%d", h.GetRounds(), skill.Parts)
 	case total <= 0 || total > MaxTotal:
 		return bad("total_ms %d out of range", h.GetTotalMs())
+	case total > p.svc.cfg.MaxAcceptTotal:
+		return bad("total_ms %d above this prover's cap of %d", h.GetTotalMs(), durToMs(p.svc.cfg.MaxAcceptTotal))
+	case h.GetPowDifficulty() > MaxPowDifficulty:
+		return bad("pow_difficulty %d above %d", h.GetPowDifficulty(), MaxPowDifficulty)
 	case msToDur(h.GetTauMs()) > total:
 		return bad("tau_ms %d exceeds total_ms %d", h.GetTauMs(), h.GetTotalMs())
 	case msToDur(h.GetRttCreditMs()) > total:
@@ -244,9 +278,13 @@ func (p *proverRun) checkHello(h *pb.Hello) (pb.DeclineReason, error) {
 	return 0, nil
 }
 
-// readDeadline is when the next frame must have arrived.
-func (p *proverRun) readDeadline(d time.Duration) time.Time {
+// readDeadline is when the next frame must have arrived: d from now,
+// before round 1 no later than firstBy, never after the session's end.
+func (p *proverRun) readDeadline(d time.Duration, beforeRound1 bool) time.Time {
 	t := time.Now().Add(d)
+	if beforeRound1 && t.After(p.firstBy) {
+		t = p.firstBy
+	}
 	if t.After(p.deadline) {
 		return p.deadline
 	}
@@ -286,7 +324,8 @@ func (p *proverRun) startReader() (<-chan frameResult, func()) {
 
 // exchange answers probes and challenges until the verdict.
 func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
-	_ = p.str.SetReadDeadline(p.readDeadline(total + proverSlack))
+	idle := min(p.svc.cfg.IdleTimeout, total+proverSlack)
+	_ = p.str.SetReadDeadline(p.readDeadline(idle, true))
 	frames, stop := p.startReader()
 	defer stop()
 	var (
@@ -331,6 +370,14 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			if p.reflected(c, frames) {
 				return
 			}
+			if !p.svc.budgets.chargeTokens(p.remote, skill.CountTokens(c.GetNarrative())+skill.CountTokens(c.GetQuestion()), p.svc.now()) {
+				p.refuse(pb.DeclineReason_DECLINE_REASON_REFUSED, ErrCodeDeclined,
+					fmt.Errorf("%w: round %d: token budget for this verifier spent", ErrBusy, round), frames)
+				return
+			}
+			// The answerer may think up to the round's budget: the idle
+			// wait starts once the answer is sent.
+			_ = p.str.SetReadDeadline(p.readDeadline(msToDur(c.GetBudgetMs())+msToDur(p.hello.GetRttCreditMs())+answerSlack+idle, false))
 			var gaveUp, aborted bool
 			gaveUp, aborted, pending = p.answer(ans, c, frames)
 			if aborted {
@@ -345,7 +392,7 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			p.violation("unexpected %s frame", frameKind(fr.f))
 			return
 		}
-		_ = p.str.SetReadDeadline(p.readDeadline(total + proverSlack))
+		_ = p.str.SetReadDeadline(p.readDeadline(idle, round == 0))
 	}
 }
 
@@ -411,6 +458,7 @@ func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge, frames <-chan fr
 	actx, cancel := context.WithTimeout(s.ctx, limit)
 	defer cancel()
 	out := make(chan answerResult, 1)
+	p.calls++
 	if !s.goTracked(func() {
 		defer func() {
 			if r := recover(); r != nil {

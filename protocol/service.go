@@ -73,7 +73,27 @@ var (
 	ErrBadHello = errors.New("acaptcha: hello refused")
 	// ErrAnswerer: this node's answerer failed or refused a challenge.
 	ErrAnswerer = errors.New("acaptcha: answerer failed")
+	// ErrUnpaid: the peer's hello ack did not carry the proof of work the
+	// hello asked for, or the peer broke the protocol before paying; no
+	// set was drawn and nothing was signed (spec §5a).
+	ErrUnpaid = errors.New("acaptcha: peer did not pay for the session")
+	// ErrDeclined: the prover declined the hello (no prover, version,
+	// policy); no set was drawn and nothing was signed.
+	ErrDeclined = errors.New("acaptcha: prover declined the session")
+	// ErrPeerQuota: the peer's share of set draws, or this node's global
+	// draw budget, is spent for the current window (spec §9a).
+	ErrPeerQuota = errors.New("acaptcha: set-draw budget spent")
 )
+
+// powAllowance is the extra time a verifier waits for a hello ack that
+// must carry a proof of work of d bits: 50 ms per 2^16 expected hashes
+// above 2^16.
+func powAllowance(d int) time.Duration {
+	if d <= 16 {
+		return 0
+	}
+	return time.Duration(1<<(d-16)) * 50 * time.Millisecond
+}
 
 // Config configures a Service. The zero value of every field means its
 // default; a node with neither Source nor Prover only speaks enough of the
@@ -129,6 +149,34 @@ type Config struct {
 	// SourceTimeout bounds Source.Next before the session is declared
 	// inconclusive (default 30 s).
 	SourceTimeout time.Duration
+
+	// Payment and budgets of the verifier side (spec/protocol.md §5a,
+	// §9a). PowDifficulty is the base proof-of-work difficulty in bits
+	// asked of every peer before a set is drawn for it (default
+	// DefaultPowDifficulty; NoPow for none); failures of the peer and the
+	// node's load add to it, up to MaxPowDifficulty (default
+	// DefaultMaxPowDifficulty), which is also the most this node pays as
+	// a prover. MaxDrawsPerPeer and MaxDraws bound the sets drawn per
+	// DrawWindow for one peer and in total.
+	PowDifficulty    int
+	MaxPowDifficulty int
+	DrawWindow       time.Duration
+	MaxDrawsPerPeer  int
+	MaxDraws         int
+
+	// Bounds of the prover side (spec/protocol.md §6, §9a): the longest
+	// total_ms accepted (default DefaultMaxAcceptTotal, at least
+	// Policy.Total), the longest wait for the verifier's next frame
+	// (default DefaultIdleTimeout), and per ProverWindow the sessions,
+	// answerer calls and prompt tokens one verifier can cause, and the
+	// answerer calls of all verifiers together.
+	MaxAcceptTotal         time.Duration
+	IdleTimeout            time.Duration
+	ProverWindow           time.Duration
+	MaxSessionsPerVerifier int
+	MaxCallsPerVerifier    int
+	MaxTokensPerVerifier   int
+	MaxProverCalls         int
 }
 
 func (c *Config) applyDefaults() error {
@@ -154,6 +202,10 @@ func (c *Config) applyDefaults() error {
 		{"HandshakeTimeout", &c.HandshakeTimeout, DefaultHandshakeTimeout},
 		{"ProbeTimeout", &c.ProbeTimeout, DefaultProbeTimeout},
 		{"SourceTimeout", &c.SourceTimeout, DefaultSourceTimeout},
+		{"DrawWindow", &c.DrawWindow, DefaultDrawWindow},
+		{"MaxAcceptTotal", &c.MaxAcceptTotal, max(DefaultMaxAcceptTotal, c.Policy.Total)},
+		{"IdleTimeout", &c.IdleTimeout, DefaultIdleTimeout},
+		{"ProverWindow", &c.ProverWindow, DefaultProverWindow},
 	} {
 		if *d.v < 0 {
 			return fmt.Errorf("acaptcha: config: negative %s", d.name)
@@ -170,6 +222,13 @@ func (c *Config) applyDefaults() error {
 		{"Probes", &c.Probes, DefaultProbes},
 		{"MaxInboundPerPeer", &c.MaxInboundPerPeer, DefaultMaxInboundPerPeer},
 		{"MaxInbound", &c.MaxInbound, DefaultMaxInbound},
+		{"MaxPowDifficulty", &c.MaxPowDifficulty, DefaultMaxPowDifficulty},
+		{"MaxDrawsPerPeer", &c.MaxDrawsPerPeer, DefaultMaxDrawsPerPeer},
+		{"MaxDraws", &c.MaxDraws, DefaultMaxDraws},
+		{"MaxSessionsPerVerifier", &c.MaxSessionsPerVerifier, DefaultMaxSessionsPerVerifier},
+		{"MaxCallsPerVerifier", &c.MaxCallsPerVerifier, DefaultMaxCallsPerVerifier},
+		{"MaxTokensPerVerifier", &c.MaxTokensPerVerifier, DefaultMaxTokensPerVerifier},
+		{"MaxProverCalls", &c.MaxProverCalls, DefaultMaxProverCalls},
 	} {
 		if *n.v < 0 {
 			return fmt.Errorf("acaptcha: config: negative %s", n.name)
@@ -177,6 +236,19 @@ func (c *Config) applyDefaults() error {
 		if *n.v == 0 {
 			*n.v = n.def
 		}
+	}
+	switch {
+	case c.PowDifficulty == 0:
+		c.PowDifficulty = DefaultPowDifficulty
+	case c.PowDifficulty < NoPow:
+		return fmt.Errorf("acaptcha: config: PowDifficulty %d (use NoPow for none)", c.PowDifficulty)
+	}
+	if c.MaxPowDifficulty > MaxPowDifficulty {
+		return fmt.Errorf("acaptcha: config: MaxPowDifficulty %d exceeds %d", c.MaxPowDifficulty, MaxPowDifficulty)
+	}
+	c.PowDifficulty = min(c.PowDifficulty, c.MaxPowDifficulty)
+	if c.MaxAcceptTotal > MaxTotal {
+		return fmt.Errorf("acaptcha: config: MaxAcceptTotal %s exceeds the protocol maximum %s", c.MaxAcceptTotal, MaxTotal)
 	}
 	if c.Probes > MaxProbes {
 		return fmt.Errorf("acaptcha: config: %d probes exceeds %d", c.Probes, MaxProbes)
@@ -213,7 +285,8 @@ type Service struct {
 	log  *slog.Logger
 	priv crypto.PrivKey
 
-	guard *reflectionGuard
+	guard   *reflectionGuard
+	budgets *budgets
 	// random supplies nonces (crypto/rand; tests make it deterministic).
 	random io.Reader
 
@@ -243,6 +316,7 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 		perPeer: map[peer.ID]int{},
 		random:  rand.Reader,
 	}
+	s.budgets = newBudgets(&s.cfg)
 	if cfg.Source != nil {
 		s.priv = h.Peerstore().PrivKey(h.ID())
 		if s.priv == nil {

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,17 +48,14 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 	if _, err := io.ReadFull(s.random, res.Nonce); err != nil {
 		return nil, fmt.Errorf("acaptcha: session nonce: %w", err)
 	}
-	sess, srcErr := s.newSession(ctx)
-	// A set no challenge of which reached the wire goes back to the
-	// source (skill.Returner), so a stream that never opened or a prover
-	// that was busy, declined or fell silent before round 1 does not use
-	// it up.
-	shown := false
-	defer func() {
-		if sess != nil && !shown {
-			s.giveBack(sess.Set(), p)
-		}
-	}()
+	// Cost before work (spec §5a): nothing is drawn before the peer paid
+	// in its hello ack, and a peer whose share of draws is spent is not
+	// even asked.
+	if !s.budgets.canDraw(p, s.now()) {
+		return nil, fmt.Errorf("%w: %s", ErrPeerQuota, p)
+	}
+	defer s.budgets.startOutbound()()
+	pow := s.budgets.difficulty(p, s.now())
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("verify %s: %w", p, err)
 	}
@@ -81,10 +79,24 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 	stop := context.AfterFunc(ctx, func() { str.Reset() })
 	defer stop()
 
-	run := &verifierRun{svc: s, str: str, peer: p, ctx: ctx, res: res, sess: sess, srcErr: srcErr,
+	run := &verifierRun{svc: s, str: str, peer: p, ctx: ctx, res: res, pow: pow,
 		reciprocal: reciprocal, log: s.log.With("peer", p, "role", "verifier")}
+	// A set no challenge of which reached the wire goes back to the
+	// source (skill.Returner), so a prover that was busy, declined or
+	// fell silent before round 1 does not use it up, nor its share.
+	defer func() {
+		if run.sess != nil && !run.shown {
+			s.giveBack(run.sess.Set(), p)
+			s.budgets.refundDraw(p, s.now())
+		}
+	}()
 	res, err = run.run()
-	shown = run.shown
+	switch {
+	case errors.Is(err, ErrUnpaid):
+		s.budgets.failed(p, s.now(), true)
+	case err == nil && !res.Verdict.Accepted && res.Verdict.Reason != skill.ReasonInconclusive:
+		s.budgets.failed(p, s.now(), false)
+	}
 	return res, err
 }
 
@@ -128,7 +140,11 @@ type verifierRun struct {
 	sess       *skill.Session // nil when srcErr is set
 	srcErr     error
 	reciprocal bool
-	log        *slog.Logger
+	// pow is the proof-of-work difficulty asked in the hello; paid is set
+	// once a hello ack paid it: only then is a set drawn.
+	pow  int
+	paid bool
+	log  *slog.Logger
 	// shown is set before the first challenge frame is written: from then
 	// on the set counts as seen.
 	shown bool
@@ -141,7 +157,7 @@ type verifierRun struct {
 
 	mu        sync.Mutex
 	reflected bool
-	digests   [][32]byte
+	digests   []*challengePrint
 }
 
 // errNoSession aborts a run that must report an error instead of a
@@ -158,11 +174,18 @@ func (v *verifierRun) run() (*Result, error) {
 	if err := v.handshake(); err != nil {
 		var ns errNoSession
 		switch {
-		case errors.As(err, &ns) && v.sess != nil:
+		case errors.As(err, &ns):
 			v.str.Reset()
 			return nil, ns.err
-		case errors.As(err, &ns):
-			// Inconclusive anyway (no set): finish reports that.
+		case !v.paid:
+			// Before a paid hello ack nothing is drawn or signed: the
+			// peer's misbehaviour ends the stream, not in a record.
+			sf := v.asFailure(err)
+			_ = v.str.ResetWithError(cmp.Or(sf.code, ErrCodeDeclined))
+			if sf.reason == skill.ReasonDeclined {
+				return nil, fmt.Errorf("%w: %s: %s", ErrDeclined, v.peer, sf.detail)
+			}
+			return nil, fmt.Errorf("%w: %s: %w: %s", ErrUnpaid, v.peer, ErrProtocolViolation, sf.detail)
 		default:
 			v.fail(err, false)
 		}
@@ -336,14 +359,15 @@ func (v *verifierRun) handshake() error {
 	s := v.svc
 	p := s.cfg.Policy
 	hello := &pb.Hello{
-		SpecVersion: SpecVersion,
-		VerifierId:  []byte(s.h.ID()),
-		ProverId:    []byte(v.peer),
-		Nonce:       v.res.Nonce,
-		Rounds:      uint32(p.Rounds),
-		TotalMs:     durToMs(p.Total),
-		Reciprocal:  v.reciprocal,
-		RttCreditMs: durToMs(p.RTTCredit),
+		SpecVersion:   SpecVersion,
+		VerifierId:    []byte(s.h.ID()),
+		ProverId:      []byte(v.peer),
+		Nonce:         v.res.Nonce,
+		Rounds:        uint32(p.Rounds),
+		TotalMs:       durToMs(p.Total),
+		Reciprocal:    v.reciprocal,
+		RttCreditMs:   durToMs(p.RTTCredit),
+		PowDifficulty: uint32(v.pow),
 	}
 	if !p.DeriveTau {
 		hello.TauMs = durToMs(p.Tau)
@@ -355,7 +379,7 @@ func (v *verifierRun) handshake() error {
 		return errNoSession{fmt.Errorf("%w: send hello to %s: %w", ErrNetwork, v.peer, err)}
 	}
 	var f pb.Frame
-	if err := v.read(&f, s.cfg.HandshakeTimeout); err != nil {
+	if err := v.read(&f, s.cfg.HandshakeTimeout+powAllowance(v.pow)); err != nil {
 		return v.readErr("hello ack", err, true)
 	}
 	switch b := f.GetBody().(type) {
@@ -363,12 +387,23 @@ func (v *verifierRun) handshake() error {
 		if !bytes.Equal(b.HelloAck.GetNonce(), v.res.Nonce) {
 			return failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "hello ack does not echo the nonce")
 		}
+		if !CheckPow(v.res.Nonce, v.peer, b.HelloAck.GetPow(), v.pow) {
+			_ = v.str.ResetWithError(ErrCodeDeclined)
+			return errNoSession{fmt.Errorf("%w: %s: hello ack does not carry a proof of work of %d bits", ErrUnpaid, v.peer, v.pow)}
+		}
 	case *pb.Frame_Decline:
 		return v.decline(b.Decline, true)
 	default:
 		return failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "expected hello_ack, got %s", frameKind(&f))
 	}
+	// Paid: now, and only now, a set is drawn (within the peer's share).
+	v.paid = true
+	if !s.budgets.takeDraw(v.peer, s.now()) {
+		return errNoSession{fmt.Errorf("%w: %s", ErrPeerQuota, v.peer)}
+	}
+	v.sess, v.srcErr = s.newSession(v.ctx)
 	if v.sess == nil {
+		s.budgets.refundDraw(v.peer, s.now())
 		return nil // inconclusive: no probes needed
 	}
 	v.rtt = -1
@@ -415,7 +450,7 @@ func (v *verifierRun) rounds() {
 		if !ok {
 			return
 		}
-		d := challengeDigest(c.Narrative, c.Question)
+		d := challengeDigest(c.Narrative, c.Question) // normalised, sketched (§7)
 		v.mu.Lock()
 		v.digests = append(v.digests, d)
 		v.mu.Unlock()

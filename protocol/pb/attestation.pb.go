@@ -58,7 +58,11 @@ type AttestationRecord struct {
 	IssuedAt  int64  `protobuf:"varint,12,opt,name=issued_at,json=issuedAt,proto3" json:"issued_at,omitempty"`
 	ExpiresAt int64  `protobuf:"varint,13,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// Format version, MAJOR.MINOR.PATCH; verifiers accept their own major.
-	SpecVersion   string `protobuf:"bytes,14,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
+	SpecVersion string `protobuf:"bytes,14,opt,name=spec_version,json=specVersion,proto3" json:"spec_version,omitempty"`
+	// What produced the challenges the session served. Absent in records
+	// that predate the field and in records whose issuer does not know:
+	// such records name no source (rank 0, see spec/attestation.md).
+	Provenance    *ChallengeProvenance `protobuf:"bytes,15,opt,name=provenance,proto3" json:"provenance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -191,6 +195,81 @@ func (x *AttestationRecord) GetSpecVersion() string {
 	return ""
 }
 
+func (x *AttestationRecord) GetProvenance() *ChallengeProvenance {
+	if x != nil {
+		return x.Provenance
+	}
+	return nil
+}
+
+// ChallengeProvenance says which kind of source produced the challenge set
+// a session served, so that relying parties can weigh the verdict: a script
+// written against the procedural generator passes its challenges.
+type ChallengeProvenance struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "procedural", "corpus", "hybrid" or "llm"; empty when unknown.
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// The generating model as provider:model, where known; UTF-8, at most
+	// 128 bytes.
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// True when the questions, not only the narratives, were written or
+	// reworded by an LLM.
+	LlmQuestions  bool `protobuf:"varint,3,opt,name=llm_questions,json=llmQuestions,proto3" json:"llm_questions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChallengeProvenance) Reset() {
+	*x = ChallengeProvenance{}
+	mi := &file_protocol_pb_attestation_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChallengeProvenance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChallengeProvenance) ProtoMessage() {}
+
+func (x *ChallengeProvenance) ProtoReflect() protoreflect.Message {
+	mi := &file_protocol_pb_attestation_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChallengeProvenance.ProtoReflect.Descriptor instead.
+func (*ChallengeProvenance) Descriptor() ([]byte, []int) {
+	return file_protocol_pb_attestation_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ChallengeProvenance) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ChallengeProvenance) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ChallengeProvenance) GetLlmQuestions() bool {
+	if x != nil {
+		return x.LlmQuestions
+	}
+	return false
+}
+
 // AttestationRound is one round's timing on the verifier's clock.
 type AttestationRound struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -205,7 +284,7 @@ type AttestationRound struct {
 
 func (x *AttestationRound) Reset() {
 	*x = AttestationRound{}
-	mi := &file_protocol_pb_attestation_proto_msgTypes[1]
+	mi := &file_protocol_pb_attestation_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +296,7 @@ func (x *AttestationRound) String() string {
 func (*AttestationRound) ProtoMessage() {}
 
 func (x *AttestationRound) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_attestation_proto_msgTypes[1]
+	mi := &file_protocol_pb_attestation_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +309,7 @@ func (x *AttestationRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttestationRound.ProtoReflect.Descriptor instead.
 func (*AttestationRound) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_attestation_proto_rawDescGZIP(), []int{1}
+	return file_protocol_pb_attestation_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AttestationRound) GetRound() uint32 {
@@ -285,7 +364,7 @@ type AttestationPolicy struct {
 
 func (x *AttestationPolicy) Reset() {
 	*x = AttestationPolicy{}
-	mi := &file_protocol_pb_attestation_proto_msgTypes[2]
+	mi := &file_protocol_pb_attestation_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +376,7 @@ func (x *AttestationPolicy) String() string {
 func (*AttestationPolicy) ProtoMessage() {}
 
 func (x *AttestationPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_attestation_proto_msgTypes[2]
+	mi := &file_protocol_pb_attestation_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +389,7 @@ func (x *AttestationPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttestationPolicy.ProtoReflect.Descriptor instead.
 func (*AttestationPolicy) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_attestation_proto_rawDescGZIP(), []int{2}
+	return file_protocol_pb_attestation_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AttestationPolicy) GetRounds() uint32 {
@@ -359,7 +438,7 @@ var File_protocol_pb_attestation_proto protoreflect.FileDescriptor
 
 const file_protocol_pb_attestation_proto_rawDesc = "" +
 	"\n" +
-	"\x1dprotocol/pb/attestation.proto\x12\x17acaptcha.attestation.v1\"\xf4\x03\n" +
+	"\x1dprotocol/pb/attestation.proto\x12\x17acaptcha.attestation.v1\"\xc2\x04\n" +
 	"\x11AttestationRecord\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\fR\x06issuer\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\fR\asubject\x12\x1a\n" +
@@ -376,7 +455,14 @@ const file_protocol_pb_attestation_proto_rawDesc = "" +
 	"\tissued_at\x18\f \x01(\x03R\bissuedAt\x12\x1d\n" +
 	"\n" +
 	"expires_at\x18\r \x01(\x03R\texpiresAt\x12!\n" +
-	"\fspec_version\x18\x0e \x01(\tR\vspecVersion\"\xad\x01\n" +
+	"\fspec_version\x18\x0e \x01(\tR\vspecVersion\x12L\n" +
+	"\n" +
+	"provenance\x18\x0f \x01(\v2,.acaptcha.attestation.v1.ChallengeProvenanceR\n" +
+	"provenance\"h\n" +
+	"\x13ChallengeProvenance\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12#\n" +
+	"\rllm_questions\x18\x03 \x01(\bR\fllmQuestions\"\xad\x01\n" +
 	"\x10AttestationRound\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\rR\x05round\x12\x1b\n" +
 	"\tbudget_ms\x18\x02 \x01(\x04R\bbudgetMs\x12!\n" +
@@ -404,20 +490,22 @@ func file_protocol_pb_attestation_proto_rawDescGZIP() []byte {
 	return file_protocol_pb_attestation_proto_rawDescData
 }
 
-var file_protocol_pb_attestation_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_protocol_pb_attestation_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_protocol_pb_attestation_proto_goTypes = []any{
-	(*AttestationRecord)(nil), // 0: acaptcha.attestation.v1.AttestationRecord
-	(*AttestationRound)(nil),  // 1: acaptcha.attestation.v1.AttestationRound
-	(*AttestationPolicy)(nil), // 2: acaptcha.attestation.v1.AttestationPolicy
+	(*AttestationRecord)(nil),   // 0: acaptcha.attestation.v1.AttestationRecord
+	(*ChallengeProvenance)(nil), // 1: acaptcha.attestation.v1.ChallengeProvenance
+	(*AttestationRound)(nil),    // 2: acaptcha.attestation.v1.AttestationRound
+	(*AttestationPolicy)(nil),   // 3: acaptcha.attestation.v1.AttestationPolicy
 }
 var file_protocol_pb_attestation_proto_depIdxs = []int32{
-	1, // 0: acaptcha.attestation.v1.AttestationRecord.rounds:type_name -> acaptcha.attestation.v1.AttestationRound
-	2, // 1: acaptcha.attestation.v1.AttestationRecord.policy:type_name -> acaptcha.attestation.v1.AttestationPolicy
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2, // 0: acaptcha.attestation.v1.AttestationRecord.rounds:type_name -> acaptcha.attestation.v1.AttestationRound
+	3, // 1: acaptcha.attestation.v1.AttestationRecord.policy:type_name -> acaptcha.attestation.v1.AttestationPolicy
+	1, // 2: acaptcha.attestation.v1.AttestationRecord.provenance:type_name -> acaptcha.attestation.v1.ChallengeProvenance
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_protocol_pb_attestation_proto_init() }
@@ -431,7 +519,7 @@ func file_protocol_pb_attestation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protocol_pb_attestation_proto_rawDesc), len(file_protocol_pb_attestation_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

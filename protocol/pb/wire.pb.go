@@ -297,7 +297,12 @@ type Hello struct {
 	Reciprocal bool `protobuf:"varint,8,opt,name=reciprocal,proto3" json:"reciprocal,omitempty"`
 	// rtt_credit_ms is the most round-trip time the verifier subtracts from
 	// any round (acaptcha addition to the design brief).
-	RttCreditMs   uint32 `protobuf:"varint,9,opt,name=rtt_credit_ms,json=rttCreditMs,proto3" json:"rtt_credit_ms,omitempty"`
+	RttCreditMs uint32 `protobuf:"varint,9,opt,name=rtt_credit_ms,json=rttCreditMs,proto3" json:"rtt_credit_ms,omitempty"`
+	// pow_difficulty is D, the proof-of-work the verifier asks for before it
+	// draws a challenge set: the prover's HelloAck carries a pow whose
+	// SHA-256 digest (spec/protocol.md §5a) has at least D leading zero
+	// bits. 0 (absent, as from a 1.0.0 verifier) asks for none. At most 32.
+	PowDifficulty uint32 `protobuf:"varint,10,opt,name=pow_difficulty,json=powDifficulty,proto3" json:"pow_difficulty,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -395,10 +400,20 @@ func (x *Hello) GetRttCreditMs() uint32 {
 	return 0
 }
 
+func (x *Hello) GetPowDifficulty() uint32 {
+	if x != nil {
+		return x.PowDifficulty
+	}
+	return 0
+}
+
 // HelloAck accepts a Hello.
 type HelloAck struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nonce         []byte                 `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"` // the Hello nonce, echoed
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nonce []byte                 `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"` // the Hello nonce, echoed
+	// pow is the proof-of-work nonce (1..32 bytes) paying for the session
+	// when the Hello's pow_difficulty is above 0; empty otherwise.
+	Pow           []byte `protobuf:"bytes,2,opt,name=pow,proto3" json:"pow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -436,6 +451,13 @@ func (*HelloAck) Descriptor() ([]byte, []int) {
 func (x *HelloAck) GetNonce() []byte {
 	if x != nil {
 		return x.Nonce
+	}
+	return nil
+}
+
+func (x *HelloAck) GetPow() []byte {
+	if x != nil {
+		return x.Pow
 	}
 	return nil
 }
@@ -917,7 +939,7 @@ const file_protocol_pb_wire_proto_rawDesc = "" +
 	"\x06answer\x18\x06 \x01(\v2\x18.acaptcha.wire.v1.AnswerH\x00R\x06answer\x125\n" +
 	"\adecline\x18\a \x01(\v2\x19.acaptcha.wire.v1.DeclineH\x00R\adecline\x125\n" +
 	"\averdict\x18\b \x01(\v2\x19.acaptcha.wire.v1.VerdictH\x00R\averdictB\x06\n" +
-	"\x04body\"\x8c\x02\n" +
+	"\x04body\"\xb3\x02\n" +
 	"\x05Hello\x12!\n" +
 	"\fspec_version\x18\x01 \x01(\tR\vspecVersion\x12\x1f\n" +
 	"\vverifier_id\x18\x02 \x01(\fR\n" +
@@ -930,9 +952,12 @@ const file_protocol_pb_wire_proto_rawDesc = "" +
 	"\n" +
 	"reciprocal\x18\b \x01(\bR\n" +
 	"reciprocal\x12\"\n" +
-	"\rrtt_credit_ms\x18\t \x01(\rR\vrttCreditMs\" \n" +
+	"\rrtt_credit_ms\x18\t \x01(\rR\vrttCreditMs\x12%\n" +
+	"\x0epow_difficulty\x18\n" +
+	" \x01(\rR\rpowDifficulty\"2\n" +
 	"\bHelloAck\x12\x14\n" +
-	"\x05nonce\x18\x01 \x01(\fR\x05nonce\"/\n" +
+	"\x05nonce\x18\x01 \x01(\fR\x05nonce\x12\x10\n" +
+	"\x03pow\x18\x02 \x01(\fR\x03pow\"/\n" +
 	"\x05Probe\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\rR\x03seq\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\fR\x05nonce\"2\n" +

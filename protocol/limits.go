@@ -1,0 +1,301 @@
+package protocol
+
+import (
+	"math/bits"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Budgets of the verifier and prover sides (spec/protocol.md §9a). Every
+// budget is a token bucket: capacity C, refilled continuously at C per
+// window, so a peer gets at most C units in any window plus what refills
+// within it.
+const (
+	// DefaultDrawWindow is the window of the verifier's set-draw budgets.
+	DefaultDrawWindow = time.Hour
+	// DefaultMaxDrawsPerPeer is how many challenge sets one peer can make
+	// this node draw per window (first contact, reciprocal, retries).
+	DefaultMaxDrawsPerPeer = 4
+	// DefaultMaxDraws is the node's global draw budget per window.
+	DefaultMaxDraws = 1000
+	// DefaultProverWindow is the window of the prover's budgets.
+	DefaultProverWindow = time.Hour
+	// DefaultMaxSessionsPerVerifier is how many sessions this node answers
+	// for one verifier per window.
+	DefaultMaxSessionsPerVerifier = 10
+	// DefaultMaxCallsPerVerifier is how many answerer (LLM) calls one
+	// verifier can cause per window; a session reserves one per round.
+	DefaultMaxCallsPerVerifier = 30
+	// DefaultMaxTokensPerVerifier bounds the prompt tokens (skill.
+	// CountTokens of narrative and question) one verifier can make this
+	// node read per window.
+	DefaultMaxTokensPerVerifier = 100_000
+	// DefaultMaxProverCalls is the node's global answerer-call budget per
+	// window.
+	DefaultMaxProverCalls = 1800
+	// DefaultMaxAcceptTotal is the longest T_total a prover accepts in a
+	// hello by default (raised to the node's own policy total if longer).
+	DefaultMaxAcceptTotal = 5 * time.Minute
+	// DefaultIdleTimeout bounds every wait of the prover for the
+	// verifier's next frame (hello ack to round 1, answer to next
+	// challenge or verdict).
+	DefaultIdleTimeout = 45 * time.Second
+	// failureDecay is how long one recorded failure of a peer raises its
+	// proof-of-work difficulty (failures decay linearly).
+	failureDecay = 10 * time.Minute
+	// maxFailureBits caps the difficulty a peer's failures add.
+	maxFailureBits = 6
+	// loadStep: every doubling of concurrent verifier sessions beyond it
+	// adds one bit of difficulty.
+	loadStep = 16
+	// maxTrackedPeers bounds the per-peer budget tables.
+	maxTrackedPeers = 1 << 16
+)
+
+// bucket is a token bucket.
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// refill brings b up to now for capacity c refilled over window w.
+func (b *bucket) refill(c float64, w time.Duration, now time.Time) {
+	if b.last.IsZero() {
+		b.tokens, b.last = c, now
+		return
+	}
+	if dt := now.Sub(b.last); dt > 0 {
+		b.tokens = min(c, b.tokens+c*float64(dt)/float64(w))
+		b.last = now
+	}
+}
+
+func (b *bucket) full(c float64, w time.Duration, now time.Time) bool {
+	b.refill(c, w, now)
+	return b.tokens >= c
+}
+
+// peerState is what the budgets remember of one peer.
+type peerState struct {
+	draws    bucket // verifier: sets drawn for this peer
+	failures float64
+	failedAt time.Time
+	sessions bucket // prover: sessions answered for this verifier
+	calls    bucket // prover: answerer calls
+	tokens   bucket // prover: prompt tokens
+}
+
+// budgets holds the per-peer and global budgets of a Service.
+type budgets struct {
+	cfg *Config
+
+	mu          sync.Mutex
+	peers       map[peer.ID]*peerState
+	draws       bucket // global sets drawn
+	calls       bucket // global answerer calls
+	outbound    int    // verifier sessions in flight
+	unpaid      int    // counters for tests and metrics
+	drawRefused int
+}
+
+func newBudgets(cfg *Config) *budgets {
+	return &budgets{cfg: cfg, peers: map[peer.ID]*peerState{}}
+}
+
+// stateLocked returns p's state, evicting idle peers when the table is
+// full (a forgotten peer starts with full buckets; the global budgets
+// still bound it).
+func (b *budgets) stateLocked(p peer.ID, now time.Time) *peerState {
+	if st, ok := b.peers[p]; ok {
+		return st
+	}
+	if len(b.peers) >= maxTrackedPeers {
+		for id, st := range b.peers {
+			if b.idleLocked(st, now) {
+				delete(b.peers, id)
+			}
+		}
+		for id := range b.peers {
+			if len(b.peers) < maxTrackedPeers {
+				break
+			}
+			delete(b.peers, id)
+		}
+	}
+	st := &peerState{}
+	b.peers[p] = st
+	return st
+}
+
+func (b *budgets) idleLocked(st *peerState, now time.Time) bool {
+	c := b.cfg
+	return st.draws.full(float64(c.MaxDrawsPerPeer), c.DrawWindow, now) &&
+		st.sessions.full(float64(c.MaxSessionsPerVerifier), c.ProverWindow, now) &&
+		st.calls.full(float64(c.MaxCallsPerVerifier), c.ProverWindow, now) &&
+		st.tokens.full(float64(c.MaxTokensPerVerifier), c.ProverWindow, now) &&
+		b.failuresLocked(st, now) == 0
+}
+
+func (b *budgets) failuresLocked(st *peerState, now time.Time) float64 {
+	if st.failures > 0 {
+		st.failures = max(0, st.failures-float64(now.Sub(st.failedAt))/float64(failureDecay))
+		st.failedAt = now
+	}
+	return st.failures
+}
+
+// ---- verifier side ----
+
+// startOutbound counts a verifier session in flight; it returns the
+// function that ends it.
+func (b *budgets) startOutbound() func() {
+	b.mu.Lock()
+	b.outbound++
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		b.outbound--
+		b.mu.Unlock()
+	}
+}
+
+// difficulty is the proof of work asked of p now (spec §5a):
+// base + min(failures, 6) + load bits, capped.
+func (b *budgets) difficulty(p peer.ID, now time.Time) int {
+	c := b.cfg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := max(c.PowDifficulty, 0)
+	if st, ok := b.peers[p]; ok {
+		d += min(int(b.failuresLocked(st, now)+0.5), maxFailureBits)
+	}
+	d += bits.Len(uint(max(b.outbound-1, 0) / loadStep))
+	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
+	if b.draws.tokens < float64(c.MaxDraws)/2 {
+		d++
+	}
+	return min(d, c.MaxPowDifficulty)
+}
+
+// canDraw reports whether p's share and the global budget allow a draw,
+// without spending it.
+func (b *budgets) canDraw(p peer.ID, now time.Time) bool {
+	c := b.cfg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
+	if b.draws.tokens < 1 {
+		return false
+	}
+	st, ok := b.peers[p]
+	if !ok {
+		return true
+	}
+	st.draws.refill(float64(c.MaxDrawsPerPeer), c.DrawWindow, now)
+	return st.draws.tokens >= 1
+}
+
+// takeDraw spends one draw of p's share and of the global budget.
+func (b *budgets) takeDraw(p peer.ID, now time.Time) bool {
+	c := b.cfg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.stateLocked(p, now)
+	st.draws.refill(float64(c.MaxDrawsPerPeer), c.DrawWindow, now)
+	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
+	if st.draws.tokens < 1 || b.draws.tokens < 1 {
+		b.drawRefused++
+		return false
+	}
+	st.draws.tokens--
+	b.draws.tokens--
+	return true
+}
+
+// refundDraw gives back a draw whose set was given back unseen.
+func (b *budgets) refundDraw(p peer.ID, now time.Time) {
+	c := b.cfg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.stateLocked(p, now)
+	st.draws.refill(float64(c.MaxDrawsPerPeer), c.DrawWindow, now)
+	st.draws.tokens = min(float64(c.MaxDrawsPerPeer), st.draws.tokens+1)
+	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
+	b.draws.tokens = min(float64(c.MaxDraws), b.draws.tokens+1)
+}
+
+// failed records a failure of p (unpaid, rejected, broken session): it
+// raises the difficulty asked of p.
+func (b *budgets) failed(p peer.ID, now time.Time, unpaid bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.stateLocked(p, now)
+	b.failuresLocked(st, now)
+	st.failures = min(st.failures+1, maxFailureBits)
+	st.failedAt = now
+	if unpaid {
+		b.unpaid++
+	}
+}
+
+// ---- prover side ----
+
+// admitSession reserves one session and rounds answerer calls for
+// verifier p, or reports which budget is exhausted.
+func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, why string) {
+	c := b.cfg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.stateLocked(p, now)
+	st.sessions.refill(float64(c.MaxSessionsPerVerifier), c.ProverWindow, now)
+	st.calls.refill(float64(c.MaxCallsPerVerifier), c.ProverWindow, now)
+	st.tokens.refill(float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
+	b.calls.refill(float64(c.MaxProverCalls), c.ProverWindow, now)
+	r := float64(rounds)
+	switch {
+	case st.sessions.tokens < 1:
+		return false, "session budget for this verifier spent"
+	case st.calls.tokens < r:
+		return false, "answerer-call budget for this verifier spent"
+	case st.tokens.tokens <= 0:
+		return false, "token budget for this verifier spent"
+	case b.calls.tokens < r:
+		return false, "answerer-call budget of this node spent"
+	}
+	st.sessions.tokens--
+	st.calls.tokens -= r
+	b.calls.tokens -= r
+	return true, ""
+}
+
+// refundCalls gives back reserved answerer calls that were not made.
+func (b *budgets) refundCalls(p peer.ID, n int, now time.Time) {
+	if n <= 0 {
+		return
+	}
+	c := b.cfg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.stateLocked(p, now)
+	st.calls.refill(float64(c.MaxCallsPerVerifier), c.ProverWindow, now)
+	st.calls.tokens = min(float64(c.MaxCallsPerVerifier), st.calls.tokens+float64(n))
+	b.calls.refill(float64(c.MaxProverCalls), c.ProverWindow, now)
+	b.calls.tokens = min(float64(c.MaxProverCalls), b.calls.tokens+float64(n))
+}
+
+// chargeTokens spends n prompt tokens of verifier p's budget; it reports
+// false, spending nothing, when the budget cannot cover them.
+func (b *budgets) chargeTokens(p peer.ID, n int, now time.Time) bool {
+	c := b.cfg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.stateLocked(p, now)
+	st.tokens.refill(float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
+	if st.tokens.tokens < float64(n) {
+		return false
+	}
+	st.tokens.tokens -= float64(n)
+	return true
+}
