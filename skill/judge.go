@@ -9,7 +9,7 @@ import (
 )
 
 // This file is the normative answer matcher of spec/verification.md
-// ("Correctness", rules M0-M4). Every rule here is stated there, with test
+// ("Correctness", rules M0-M5). Every rule here is stated there, with test
 // vectors in spec/vectors/matching.json; change both together.
 
 // Judge reports whether answer is an accepted answer to q. narratives are
@@ -29,7 +29,9 @@ import (
 //	   words;
 //	M4 containment: the answer holds a variant as whole consecutive words
 //	   and otherwise only allowed words; description words from the
-//	   narratives are allowed only when the question lists distractors.
+//	   narratives are allowed only when the question lists distractors;
+//	M5 clause window, for questions without distractors: the answer is the
+//	   narrative's own words around a variant, verbatim within one clause.
 func Judge(q *Question, answer string, narratives []string) bool {
 	ok, _ := JudgeRule(q, answer, narratives)
 	return ok
@@ -41,6 +43,7 @@ const (
 	RuleExact    = "M1"
 	RuleNumeric  = "M3"
 	RuleContains = "M4"
+	RuleWindow   = "M5"
 	RuleNone     = "none"
 )
 
@@ -78,6 +81,9 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	if j.contains(vs) {
 		return true, RuleContains
 	}
+	if len(j.distractors) == 0 && j.window(vs) {
+		return true, RuleWindow
+	}
 	return false, RuleNone
 }
 
@@ -89,6 +95,131 @@ type judgement struct {
 	distractors  [][]Word
 	vocab        map[string]bool // lower-case description words, lazily
 }
+
+// window applies rule M5, for questions that list no distractors: the
+// answer, less leading and trailing function words, is a run of
+// consecutive words of one shown narrative inside one clause (no clause
+// mark between them in the narrative's text), it holds a variant as in M4,
+// and every other word is allowed with description words permitted. A
+// description the narrative itself gives of the item is accepted; a run
+// across a list ("green, amber, red") or one naming a code is not.
+func (j *judgement) window(vs []string) bool {
+	a, b := 0, len(j.wa)
+	for a < b && functionWords[j.wa[a].Text] {
+		a++
+	}
+	for b > a && functionWords[j.wa[b-1].Text] {
+		b--
+	}
+	core := j.wa[a:b]
+	if len(core) < 2 {
+		return false
+	}
+	inNarrative := false
+	for _, n := range j.narratives {
+		if clauseRun(n, core) {
+			inNarrative = true
+			break
+		}
+	}
+	if !inNarrative {
+		return false
+	}
+	for _, v := range vs {
+		wv := Words(v)
+		if len(wv) == 0 || allFunctionWords(wv) {
+			continue
+		}
+		for i := 0; i+len(wv) <= len(j.wa); i++ {
+			if !sameWords(j.wa[i:i+len(wv)], wv) {
+				continue
+			}
+			ok := true
+			for k, w := range j.wa {
+				if (k < i || k >= i+len(wv)) && !j.allowed(w, true) {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// clauseRun reports whether run occurs as consecutive words of text with
+// no clause mark (, ; : ( ) [ ] | or a line break) between any two of them.
+func clauseRun(text string, run []Word) bool {
+	ws, breaks := clauseWords(text)
+	for i := 0; i+len(run) <= len(ws); i++ {
+		if !sameWords(ws[i:i+len(run)], run) {
+			continue
+		}
+		ok := true
+		for k := i + 1; k < i+len(run); k++ {
+			if breaks[k] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// clauseWords splits text into words (as Words does) and marks for each
+// word whether a clause mark stands between it and the previous word.
+func clauseWords(text string) ([]Word, []bool) {
+	clauseCache.Lock()
+	if e, ok := clauseCache.m[text]; ok {
+		clauseCache.Unlock()
+		return e.words, e.breaks
+	}
+	clauseCache.Unlock()
+	var (
+		ws     []Word
+		breaks []bool
+		brk    bool
+	)
+	raw := rawWordSpans(text)
+	prevEnd := 0
+	for _, sp := range raw {
+		brk = false
+		for _, r := range text[prevEnd:sp[0]] {
+			switch r {
+			case ',', ';', ':', '(', ')', '[', ']', '|', '\n', '\r', '—', '–':
+				brk = true
+			}
+		}
+		prevEnd = sp[1]
+		for _, w := range Words(text[sp[0]:sp[1]]) {
+			ws = append(ws, w)
+			breaks = append(breaks, brk)
+			brk = false
+		}
+	}
+	clauseCache.Lock()
+	if len(clauseCache.m) >= maxVocabCache {
+		clear(clauseCache.m)
+	}
+	clauseCache.m[text] = clauseEntry{ws, breaks}
+	clauseCache.Unlock()
+	return ws, breaks
+}
+
+type clauseEntry struct {
+	words  []Word
+	breaks []bool
+}
+
+var clauseCache = struct {
+	sync.Mutex
+	m map[string]clauseEntry
+}{m: map[string]clauseEntry{}}
 
 // numeric applies rule M3.
 func (j *judgement) numeric() bool {
@@ -423,6 +554,15 @@ var vocabCache = struct {
 // normalising, so the original spelling (case) can be inspected.
 func rawWords(text string) []string {
 	var out []string
+	for _, sp := range rawWordSpans(text) {
+		out = append(out, text[sp[0]:sp[1]])
+	}
+	return out
+}
+
+// rawWordSpans returns the byte spans of the words of text.
+func rawWordSpans(text string) [][2]int {
+	var out [][2]int
 	i := 0
 	for i < len(text) {
 		r, size := utf8.DecodeRuneInString(text[i:])
@@ -445,7 +585,7 @@ func rawWords(text string) []string {
 			}
 			break
 		}
-		out = append(out, text[start:i])
+		out = append(out, [2]int{start, i})
 	}
 	return out
 }
