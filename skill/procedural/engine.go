@@ -67,6 +67,7 @@ const (
 	slClauseA
 	slClauseB
 	slPct
+	slY
 )
 
 var slotNames = map[string]slotID{
@@ -82,7 +83,7 @@ var slotNames = map[string]slotID{
 	"tierDim": slTierDim, "tierLo": slTierLo, "tierMid": slTierMid, "tierHi": slTierHi,
 	"t1": slT1, "t2": slT2, "iLo": slILo, "iMid": slIMid, "iHi": slIHi,
 	"intervalNoun": slIntervalNoun, "doc": slDoc,
-	"A": slClauseA, "B": slClauseB, "pct": slPct,
+	"A": slClauseA, "B": slClauseB, "pct": slPct, "y": slY,
 	"code": slCode, "person": slPerson, "time": slTime, "rdate": slRDate, "rsite": slRSite,
 }
 

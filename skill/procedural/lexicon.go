@@ -133,7 +133,14 @@ type templates struct {
 	// ("1 of 4" against "4 of 4", "retained 9%" against "retained 96%")
 	// tell them apart.
 	numeric, numericClause [nCrit][]tpl
-	early                  []tpl // neutral early mentions of any candidate
+	// numericMiss[cr] and numericMissClause[cr] count what is missing
+	// instead ("lost 20%", "clean in 0 of 4", "absent at 3 of 4"), so the
+	// size of a number alone does not give the polarity away.
+	numericMiss, numericMissClause [nCrit][]tpl
+	// prelim2 states the interim view naming a second candidate {y} it
+	// weighed, in varying order and roles.
+	prelim2 []tpl
+	early   []tpl // neutral early mentions of any candidate
 }
 
 var tx, domainTable, tablesErr = buildTables()
@@ -380,6 +387,47 @@ func buildTables() (templates, []domain, error) {
 		"{x} {A}, but {B}.",
 		"{x} {A}, but it {B}.",
 		"{x} {A}; however, it {B}.",
+	)
+	t.prelim2 = b.tpls(
+		"An interim summary dated {date} favoured {x} over {y}, citing its early {rep}.",
+		"On {date}, the first-pass review set {y} aside and singled out {x} for follow-up.",
+		"Although {y} was also discussed, a preliminary note circulated on {date} read the {sig} for {x} as the decisive finding.",
+		"Initial consensus on {date} favoured {x} rather than {y}, whose {sig} looked weaker in the earliest data.",
+		"{y} and {x} were both on the table on {date}, and the interim view settled on the latter.",
+		"The interim ranking of {date} put {x} first and {y} second.",
+	)
+	t.numericMiss[crPersist] = b.tpls(
+		"At the {recheck} on {date}, {x} had lost {pct}% of its initial {sig}.",
+		"{x} had shed {pct}% of its starting {sig} by the {recheck} on {date}.",
+		"Measured again on {date}, the {sig} for {x} was down {pct}% on its first reading.",
+		"By {date}, {pct}% of the original {sig} for {x} had gone.",
+	)
+	t.numericMiss[crRepl] = b.tpls(
+		"{x} came back clean in {n} of {m} {rep}.",
+		"Of {m} {rep} run on {x}, {n} lacked the {sig}.",
+		"The {sig} for {x} was missing from {n} of the {m} {rep}.",
+		"Tallying the {rep} for {x}: {n} of {m} came back without the {sig}.",
+	)
+	t.numericMiss[crWide] = b.tpls(
+		"The {sig} for {x} was absent at {n} of the {k} {siteNouns}.",
+		"Of the {k} {siteNouns}, {n} saw no {sig} for {x}.",
+		"{x} registered no {sig} at {n} out of {k} {siteNouns}.",
+		"Site returns show {n} of {k} {siteNouns} without the {sig} for {x}.",
+	)
+	t.numericMissClause[crPersist] = b.tpls(
+		"had lost {pct}% of its initial {sig} by the {recheck} on {date}",
+		"was down {pct}% on its first reading by {date}",
+		"had shed {pct}% of its starting {sig} by {date}",
+	)
+	t.numericMissClause[crRepl] = b.tpls(
+		"came back clean in {n} of {m} {rep}",
+		"lacked the {sig} in {n} of {m} {rep}",
+		"was missing the {sig} in {n} of the {m} {rep}",
+	)
+	t.numericMissClause[crWide] = b.tpls(
+		"was absent at {n} of the {k} {siteNouns}",
+		"registered no {sig} at {n} of {k} {siteNouns}",
+		"went unrecorded at {n} of the {k} {siteNouns}",
 	)
 	t.numeric[crPersist] = b.tpls(
 		"At the {recheck} on {date}, {x} retained {pct}% of its initial {sig}.",

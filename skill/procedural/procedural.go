@@ -186,6 +186,7 @@ func (g *Generator) generate(seed uint64, tr *trace) (*skill.Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: seed %d: %w", ErrGenerate, seed, err)
 	}
+	set.Provenance = &skill.Provenance{Source: skill.SourceProcedural}
 	// The structural check the session relies on, as a last safety net.
 	if err := set.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: seed %d: %w", ErrGenerate, seed, err)

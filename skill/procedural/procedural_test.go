@@ -470,15 +470,28 @@ func containsNumber(s, num string) bool {
 }
 
 // answerForms lists the strings that would state an earlier answer: every
-// variant of entity and label answers, and decimal numeric answers.
-func answerForms(q skill.Question) []string {
+// variant of entity and label answers, and decimal numeric answers. An
+// entity's description is left out: later parts refer back to every
+// earlier candidate by description or tag, the standout's among them, by
+// design (the links), so stating one singles nothing out.
+func answerForms(q skill.Question, pt *partTrace) []string {
 	if q.AnswerType == skill.NumericAnswer {
 		if strings.Contains(q.Answer, ".") {
 			return []string{q.Answer}
 		}
 		return nil
 	}
-	return q.Variants()
+	var out []string
+	for _, v := range q.Variants() {
+		desc := false
+		for _, c := range pt.cands {
+			desc = desc || (q.AnswerType == skill.EntityAnswer && v == c.e.desc)
+		}
+		if !desc {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Later parts refer to earlier candidates only indirectly and never state
@@ -494,7 +507,7 @@ func TestIndirectReferencesOnly(t *testing.T) {
 			}
 			for e := 0; e < p; e++ {
 				for _, q := range set.Parts[e].Questions {
-					for _, f := range answerForms(q) {
+					for _, f := range answerForms(q, &tr.parts[e]) {
 						stated := containsWord(later, f)
 						if q.AnswerType == skill.NumericAnswer {
 							stated = containsNumber(later, f)
@@ -617,9 +630,12 @@ func TestAnswerVariants(t *testing.T) {
 				if vs[0] != q.Answer || len(vs) > skill.MaxVariants {
 					t.Fatalf("seed %d part %d: bad variants %v for %q", seed, p+1, vs, q.Answer)
 				}
+				if n := utf8.RuneCountInString(q.Answer); n == 0 || n > skill.MaxAnswerChars {
+					t.Fatalf("seed %d: canonical answer %q has %d characters", seed, q.Answer, n)
+				}
 				for _, v := range vs {
-					if n := utf8.RuneCountInString(v); n == 0 || n > skill.MaxAnswerChars {
-						t.Fatalf("seed %d: variant %q has %d characters", seed, v, n)
+					if n := len(v); n == 0 || n > skill.MaxAnswerBytes {
+						t.Fatalf("seed %d: variant %q has %d bytes", seed, v, n)
 					}
 				}
 				switch q.AnswerType {

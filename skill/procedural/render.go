@@ -39,6 +39,8 @@ type rctx struct {
 	causeB      int
 	causePhrase bool
 	numeric     bool // a polarity-neutral numeric phrasing was chosen
+	missing     bool // ... one counting what is missing
+	cand2       int  // the second candidate ({y}), or -1
 	words       bool // spell small counts
 }
 
@@ -139,10 +141,9 @@ type block struct {
 // target length and wraps them in the part's document format. It reports
 // whether the content alone overshot the target.
 func (g *gen) renderPart(ps *partState) bool {
-	for i := range ps.cands {
-		ps.cands[i].mentions = 0
-	}
+	g.planMentions(ps)
 	if g.tr != nil {
+		g.tr.curNums = g.tr.curNums[:0]
 		g.tr.factText = make([]string, len(ps.facts))
 		g.tr.factPara = make([]int, len(ps.facts))
 	}
@@ -276,7 +277,7 @@ func (g *gen) renderFact(b []byte, ps *partState, f int) []byte {
 	case ft.kind == fkProfile:
 		b = g.renderProfile(b, ps, int(ft.cand))
 	default:
-		rc := rctx{ps: ps, cand: int(ft.cand), words: g.intn(3) == 0}
+		rc := rctx{ps: ps, cand: int(ft.cand), words: g.intn(3) == 0, cand2: int(ft.other) - 1}
 		pool := g.factCtx(ps, ft.kind, &rc)
 		b = g.render(b, g.choose(ps, pool), &rc)
 	}
@@ -368,6 +369,9 @@ func (g *gen) renderCompound(b []byte, ps *partState, ft *fact) []byte {
 			pool := tx.clause[k]
 			if cr, ok := numericCrit(k); ok && rc.numeric {
 				pool = tx.numericClause[cr]
+				if rc.missing {
+					pool = tx.numericMissClause[cr]
+				}
 			}
 			b = g.render(b, g.choose(ps, pool), &rc)
 		}
@@ -432,7 +436,12 @@ func (g *gen) factCtx(ps *partState, k factKind, rc *rctx) []tpl {
 		rc.site = c.site
 	}
 	if cr, ok := numericCrit(k); ok && g.intn(3) == 0 {
+		// Half the numeric phrasings count what is present (retained
+		// 96%, 4 of 4, 1 of 4), half what is missing (lost 4%, clean in
+		// 0 of 4, absent at 3 of 4): the numbers of passing and failing
+		// candidates overlap, only the wording tells them apart.
 		rc.numeric = true
+		rc.missing = g.intn(2) == 0
 		neg := isNegative(k)
 		switch cr {
 		case crPersist:
@@ -441,16 +450,34 @@ func (g *gen) factCtx(ps *partState, k factKind, rc *rctx) []tpl {
 			if neg {
 				rc.pct = g.intn(15)
 			}
+			if rc.missing && rc.pct >= 100 {
+				rc.missing = false
+			}
+			if rc.missing {
+				rc.pct = 100 - rc.pct
+			}
+			g.traceNum(cr, neg, rc.pct, rc.missing)
 		case crRepl:
 			rc.n, rc.m = c.nRep, c.nRep
 			if neg {
 				rc.n = 1
 			}
+			if rc.missing {
+				rc.n = rc.m - rc.n
+			}
+			g.traceNum(cr, neg, rc.n, rc.missing)
 		default:
 			rc.n = ps.kSites
 			if neg {
 				rc.n = 1
 			}
+			if rc.missing {
+				rc.n = ps.kSites - rc.n
+			}
+			g.traceNum(cr, neg, rc.n, rc.missing)
+		}
+		if rc.missing {
+			return tx.numericMiss[cr]
 		}
 		return tx.numeric[cr]
 	}
@@ -494,6 +521,9 @@ func (g *gen) factCtx(ps *partState, k factKind, rc *rctx) []tpl {
 		return tx.neutral[g.neutralTpl(ps):][:1]
 	case fkPrelim:
 		rc.d = ps.prelimDay
+		if rc.cand2 >= 0 {
+			return tx.prelim2
+		}
 		return tx.prelim
 	case fkRevise:
 		return tx.revise
@@ -644,6 +674,8 @@ func (g *gen) render(b []byte, t *tpl, rc *rctx) []byte {
 			b = append(b, sg.alts[g.intn(len(sg.alts))]...)
 		case slPct:
 			b = strconv.AppendInt(b, int64(rc.pct), 10)
+		case slY:
+			b = g.mention(b, ps, rc.cand2)
 		}
 		if article >= 0 && vowelSound(b[slotStart:]) {
 			b = append(b, 0)
@@ -707,65 +739,138 @@ func (g *gen) value(b []byte, m *metricSpec, v int64) []byte {
 	return append(b, m.unit...)
 }
 
-// mention names a candidate: the first mention pairs code and full name
-// (with the tag when it is given inline), the second introduces the
-// descriptive alias, later ones vary between code, full name and alias.
+// planMentions fixes, per candidate, where the text pairs its full name
+// and its description with its code and where an inline tag goes. Each
+// fact names its candidate exactly once, so the facts give the number of
+// mentions; the pairings fall on one of the first three, in any order, so
+// no mention position has a fixed form.
+func (g *gen) planMentions(ps *partState) {
+	for i := range ps.cands {
+		c := &ps.cands[i]
+		c.mentions, c.shown, c.nMentions = 0, 0, 0
+	}
+	for _, f := range ps.facts {
+		if f.cand >= 0 {
+			ps.cands[f.cand].nMentions++
+		}
+		if f.other > 0 {
+			ps.cands[f.other-1].nMentions++
+		}
+	}
+	for i := range ps.cands {
+		c := &ps.cands[i]
+		early := max(1, min(c.nMentions, 3))
+		c.descAt = 1 + g.intn(early)
+		c.fullAt = 0 // never: the full name is then not used at all
+		if c.e.full != "" && (ps.level > 0 || g.intn(2) == 0) {
+			c.fullAt = 1 + g.intn(early)
+		}
+		c.tagAt = 0
+		if c.tagInline && ps.idx < 2 {
+			c.tagAt = 1 + g.intn(early)
+		}
+	}
+}
+
+// mention names a candidate. The code may appear on its own anywhere; the
+// full name and the description only once a mention has paired them with
+// the code ("CODE (FULL)", "FULL (CODE)", "the DESC CODE", "CODE (the
+// DESC)", ...), at the mention planMentions chose. A tag given inline goes
+// in parentheses at its own planned mention; a link given inline follows
+// the first mention as a relative clause.
 func (g *gen) mention(b []byte, ps *partState, ci int) []byte {
 	c := &ps.cands[ci]
 	c.mentions++
 	e := &c.e
-	switch c.mentions {
-	case 1:
-		primary, secondary := e.code, e.full
-		if ps.level == 0 {
-			secondary = ""
-		} else if e.full != "" && g.intn(2) == 0 {
-			primary, secondary = e.full, e.code
-		}
-		b = append(b, primary...)
-		var inner int
-		if secondary != "" {
-			b = append(b, " ("...)
-			b = append(b, secondary...)
-			inner++
-		}
-		if c.tagInline && ps.idx < 2 {
-			if inner == 0 {
-				b = append(b, " ("...)
-			} else {
-				b = append(b, ", "...)
-			}
-			b = append(b, ps.st.tagNoun...)
-			b = append(b, ' ')
-			b = append(b, c.tag...)
-			inner++
-		}
-		if inner > 0 {
-			b = append(b, ')')
-		}
-		if c.linkInline {
-			b = append(b, ", which "...)
-			b = append(b, ps.st.linkSg...)
-			b = append(b, ' ')
-			b = g.ref(b, ps, c.link, c.refStyle)
-			b = append(b, ',')
-		}
-		return b
-	case 2:
-		b = append(b, "the "...)
-		b = append(b, e.desc...)
-		b = append(b, ' ')
-		return append(b, e.code...)
-	}
-	r := g.intn(100)
+	k := c.mentions
+	pairFull, pairDesc := k == c.fullAt, k == c.descAt
+	var inner []byte // the parenthesised part, if any
+	var tmp [96]byte
+	inner = tmp[:0]
 	switch {
-	case r < 50 || (r < 75 && e.full == ""):
-		return append(b, e.code...)
-	case r < 75:
-		return append(b, e.full...)
+	case pairFull && pairDesc:
+		switch g.intn(3) {
+		case 0: // the DESC CODE (FULL)
+			b = appendDesc(b, e.desc)
+			b = append(b, ' ')
+			b = append(b, e.code...)
+			inner = append(inner, e.full...)
+		case 1: // CODE (FULL, the DESC)
+			b = append(b, e.code...)
+			inner = append(inner, e.full...)
+			inner = append(inner, ", "...)
+			inner = appendDesc(inner, e.desc)
+		default: // the DESC FULL (CODE)
+			b = appendDesc(b, e.desc)
+			b = append(b, ' ')
+			b = append(b, e.full...)
+			inner = append(inner, e.code...)
+		}
+		c.shown |= formFull | formDesc
+	case pairFull:
+		if g.intn(2) == 0 {
+			b = append(b, e.code...)
+			inner = append(inner, e.full...)
+		} else {
+			b = append(b, e.full...)
+			inner = append(inner, e.code...)
+		}
+		c.shown |= formFull
+	case pairDesc:
+		switch g.intn(4) {
+		case 0, 1: // the DESC CODE
+			b = appendDesc(b, e.desc)
+			b = append(b, ' ')
+			b = append(b, e.code...)
+		case 2: // CODE (the DESC)
+			b = append(b, e.code...)
+			inner = appendDesc(inner, e.desc)
+		default: // the DESC (CODE)
+			b = appendDesc(b, e.desc)
+			inner = append(inner, e.code...)
+		}
+		c.shown |= formDesc
+	default:
+		r := g.intn(100)
+		switch {
+		case r < 25 && c.shown&formFull != 0:
+			b = append(b, e.full...)
+		case r < 50 && c.shown&formDesc != 0:
+			b = appendDesc(b, e.desc)
+		default:
+			b = append(b, e.code...)
+		}
 	}
+	if k == c.tagAt {
+		if len(inner) > 0 {
+			if g.intn(2) == 0 {
+				inner = append(inner, "; "...)
+			} else {
+				inner = append(inner, ", "...)
+			}
+		}
+		inner = append(inner, ps.st.tagNoun...)
+		inner = append(inner, ' ')
+		inner = append(inner, c.tag...)
+	}
+	if len(inner) > 0 {
+		b = append(b, " ("...)
+		b = append(b, inner...)
+		b = append(b, ')')
+	}
+	if k == 1 && c.linkInline {
+		b = append(b, ", which "...)
+		b = append(b, ps.st.linkSg...)
+		b = append(b, ' ')
+		b = g.ref(b, ps, c.link, c.refStyle)
+		b = append(b, ',')
+	}
+	return b
+}
+
+func appendDesc(b []byte, desc string) []byte {
 	b = append(b, "the "...)
-	return append(b, e.desc...)
+	return append(b, desc...)
 }
 
 // ref points at a candidate of the previous part without naming it: by

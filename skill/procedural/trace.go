@@ -8,6 +8,22 @@ type trace struct {
 	// scratch for the part being rendered
 	factText []string
 	factPara []int
+	// wordings names the wording each question was drawn with (case and
+	// index), in generation order.
+	wordings []string
+	// curNums records the numbers the polarity-neutral numeric phrasings
+	// of the part being rendered showed.
+	curNums []numObs
+}
+
+// numObs is one number a numeric check phrasing showed: the check, whether
+// the candidate failed it, the number, and whether the phrasing counts
+// what is missing (lost, clean, absent) rather than what is present.
+type numObs struct {
+	crit    criterion
+	neg     bool
+	n       int
+	missing bool
 }
 
 type candTrace struct {
@@ -43,6 +59,8 @@ type partTrace struct {
 	keyCands                     [][]int
 	t1, t2                       int64
 	rule                         bool
+	nums                         []numObs
+	causalPass                   uint8
 }
 
 func (g *gen) tracePart(ps *partState) {
@@ -64,4 +82,12 @@ func (g *gen) tracePart(ps *partState) {
 	pt.prelimFact, pt.reviseFact, pt.misledFact = ps.prelimFact, ps.reviseFact, ps.misledFact
 	pt.keyCands = ps.keyCands
 	pt.t1, pt.t2, pt.rule = ps.t1, ps.t2, ps.need.rule
+	pt.nums = append([]numObs(nil), g.tr.curNums...)
+	pt.causalPass = ps.causalPass
+}
+
+func (g *gen) traceNum(cr criterion, neg bool, n int, missing bool) {
+	if g.tr != nil {
+		g.tr.curNums = append(g.tr.curNums, numObs{crit: cr, neg: neg, n: n, missing: missing})
+	}
 }

@@ -2,8 +2,10 @@ package procedural
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -60,6 +62,7 @@ var critFacts = [nCrit][2]factKind{
 type fact struct {
 	kind, kind2 factKind
 	cand        int8
+	other       int8 // 1 + a second candidate the sentence names ({y}), or 0
 }
 
 type cand struct {
@@ -82,7 +85,19 @@ type cand struct {
 	refStyle   uint8
 	extra      int
 	mentions   int
+	// The mention plan (see mention): how many times the part names the
+	// candidate, at which mention the full name and the description are
+	// paired with the code, where an inline tag goes, and which of the
+	// forms the text has paired so far.
+	nMentions, fullAt, descAt, tagAt int
+	shown                            uint8
 }
+
+// Forms of a candidate's name, as bits of cand.shown.
+const (
+	formFull uint8 = 1 << iota
+	formDesc
+)
 
 type needs struct {
 	cat, rule, intervals, twin bool
@@ -106,6 +121,7 @@ type partState struct {
 	// only the external-cause check) to another previous candidate.
 	n                                       int
 	cands                                   []cand
+	causalPass                              uint8 // checks besides the external-cause one that attrib passed
 	truth, attrib, decoy, zed, misled, twin int
 	group, mirror                           []int
 
@@ -455,7 +471,9 @@ func (g *gen) buildPart(ps *partState) error {
 		case level == 3:
 			ps.n = 5 + g.intn(2)
 		}
-		g.planWorld(ps)
+		if err := g.planWorld(ps); err != nil {
+			return err
+		}
 		g.planFacts(ps)
 		if level > 0 && attempt < 3 && estimateWords(ps) > words+words/50 {
 			level--
@@ -483,6 +501,19 @@ func (g *gen) randFails(notOnlyIntrinsic bool) uint8 {
 	}
 }
 
+// randBit returns one of the bits set in mask, uniformly.
+func (g *gen) randBit(mask uint8) uint8 {
+	var bs [8]uint8
+	n := 0
+	for i := range 8 {
+		if mask&(1<<i) != 0 {
+			bs[n] = 1 << i
+			n++
+		}
+	}
+	return bs[g.intn(n)]
+}
+
 func (g *gen) randFailsNoIntrinsic() uint8 {
 	others := [3]criterion{crPersist, crRepl, crWide}
 	f := bit(others[g.intn(3)])
@@ -492,7 +523,7 @@ func (g *gen) randFailsNoIntrinsic() uint8 {
 	return f
 }
 
-func (g *gen) planWorld(ps *partState) {
+func (g *gen) planWorld(ps *partState) error {
 	st := ps.st
 	n := ps.n
 	ps.cands = make([]cand, n)
@@ -502,20 +533,34 @@ func (g *gen) planWorld(ps *partState) {
 	for i := range cs {
 		for try := 0; ; try++ {
 			e := st.names(g, &used)
-			if try > 8 || !codeTaken(cs[:i], e.code) {
+			if !nameTaken(cs[:i], &e) {
 				cs[i].e = e
 				break
+			}
+			if try == maxNameTries {
+				return fmt.Errorf("%w: %s: no distinct name for candidate %d", errInternal, st.kind, i+1)
 			}
 		}
 		cs[i].cause, cs[i].link = -1, -1
 	}
 	perm := g.perm(n)
 	ps.truth, ps.attrib = perm[0], perm[1]
+	// The candidate with the outside cause fails that check and, in a
+	// third of parts, one more; causal questions name the checks it passed.
 	cs[ps.attrib].fails = bit(crIntrinsic)
+	if g.intn(3) == 0 {
+		cs[ps.attrib].fails |= bit([3]criterion{crPersist, crRepl, crWide}[g.intn(3)])
+	}
+	ps.causalPass = ^cs[ps.attrib].fails & (bit(crPersist) | bit(crRepl) | bit(crWide))
 	ps.decoy, ps.zed, ps.group, ps.mirror = -1, -1, nil, nil
 	if ps.idx == 0 {
 		for _, i := range perm[2:] {
 			cs[i].fails = g.randFails(true)
+			// No other candidate with an outside cause passes every
+			// check the causal questions name.
+			if f := cs[i].fails; f&bit(crIntrinsic) != 0 && f&ps.causalPass == 0 {
+				cs[i].fails |= g.randBit(ps.causalPass)
+			}
 		}
 	} else {
 		// Two clusters of the same shape: the standout's group, tied to
@@ -524,7 +569,7 @@ func (g *gen) planWorld(ps *partState) {
 		// and one failing only the external-cause check, so without the
 		// earlier answer the clusters are indistinguishable.
 		ps.decoy, ps.zed = perm[2], perm[3]
-		cs[ps.zed].fails = bit(crIntrinsic)
+		cs[ps.zed].fails = cs[ps.attrib].fails
 		ps.group = []int{ps.truth, ps.attrib}
 		ps.mirror = []int{ps.decoy, ps.zed}
 		rest := perm[4:]
@@ -631,11 +676,37 @@ func (g *gen) planWorld(ps *partState) {
 		}
 		cs[i].extra = max(e, 0)
 	}
+	return nil
 }
 
-func codeTaken(cs []cand, code string) bool {
+// maxNameTries bounds the redraws of a candidate whose name collides with
+// an earlier one's; the smallest name space (funds' full names, 96 per
+// description) makes a failure after 64 draws practically impossible.
+const maxNameTries = 64
+
+// nameTaken reports whether any form of e (code, full name, description,
+// accepted variant) equals, ignoring case, a form of an earlier candidate:
+// within a part every name must point at one candidate only.
+func nameTaken(cs []cand, e *entity) bool {
 	for i := range cs {
-		if cs[i].e.code == code {
+		o := &cs[i].e
+		for _, a := range [3]string{e.code, e.full, e.desc} {
+			if a != "" && (strings.EqualFold(a, o.code) || strings.EqualFold(a, o.full) || strings.EqualFold(a, o.desc) || containsFold(o.variants, a)) {
+				return true
+			}
+		}
+		for _, a := range e.variants {
+			if strings.EqualFold(a, o.code) || strings.EqualFold(a, o.full) || strings.EqualFold(a, o.desc) || containsFold(o.variants, a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func containsFold(ss []string, s string) bool {
+	for _, x := range ss {
+		if strings.EqualFold(x, s) {
 			return true
 		}
 	}
@@ -970,6 +1041,12 @@ func (g *gen) planFacts(ps *partState) {
 		}
 	}
 	ps.prelimFact = add(fkPrelim, ps.misled)
+	if g.intn(2) == 0 {
+		// The interim view also names a candidate it weighed and set
+		// aside (the standout as likely as any other).
+		y := (ps.misled + 1 + g.intn(len(ps.cands)-1)) % len(ps.cands)
+		ps.facts[ps.prelimFact].other = int8(y + 1)
+	}
 	ps.reviseFact = add(fkRevise, ps.misled)
 	if ps.need.rule {
 		ps.ruleFact = add(fkRule, -1)
