@@ -47,7 +47,42 @@ func DecodeOutput(text string) (*skill.Set, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: data after the JSON object", ErrMalformed)
 	}
+	for pi := range s.Parts {
+		for qi := range s.Parts[pi].Questions {
+			cleanDistractors(&s.Parts[pi].Questions[qi])
+		}
+	}
 	return &s, nil
+}
+
+// cleanDistractors tidies the distractors a model listed for q: each is
+// trimmed; empty ones, ones over skill.MaxAnswerBytes, repeats (after
+// skill.Normalize) and any that skill.Judge would accept as an answer to q
+// (a variant, or a longer form of one) are dropped; at most
+// skill.MaxDistractors are kept, in the model's order. A model's careless
+// list thus costs only its bad entries, never the set: skill.Set.Validate
+// rejects a set whose distractor is also an accepted answer.
+func cleanDistractors(q *skill.Question) {
+	if len(q.Distractors) == 0 {
+		q.Distractors = nil
+		return
+	}
+	bare := skill.Question{Question: q.Question, Answer: q.Answer, Answers: q.Answers}
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range q.Distractors {
+		d = strings.TrimSpace(d)
+		k := skill.Normalize(d)
+		if d == "" || len(d) > skill.MaxAnswerBytes || seen[k] || skill.Judge(&bare, d, nil) {
+			continue
+		}
+		seen[k] = true
+		out = append(out, d)
+		if len(out) == skill.MaxDistractors {
+			break
+		}
+	}
+	q.Distractors = out
 }
 
 // unfence removes one surrounding Markdown code fence. A fence must open

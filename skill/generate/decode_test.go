@@ -71,3 +71,30 @@ func FuzzDecodeOutput(f *testing.F) {
 		_ = s.Validate()
 	})
 }
+
+// Decoding keeps a question's distractors, trimmed, without repeats, empty
+// or oversized entries, or entries that are an accepted answer; the set
+// stays valid.
+func TestDecodeOutputDistractors(t *testing.T) {
+	s := clone(t, goodSet(t))
+	q := &s.Parts[0].Questions[0]
+	long := strings.Repeat("x", 65)
+	q.Distractors = []string{" ZZ-101 ", "zz-101", "", long, q.Answer, strings.ToUpper(q.Answers[len(q.Answers)-1]), "the other tail", "ZZ-102"}
+	many := &s.Parts[1].Questions[0]
+	for i := range 40 {
+		many.Distractors = append(many.Distractors, "candidate "+strings.Repeat("i", i+1))
+	}
+	got, err := generate.DecodeOutput(reply(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := got.Parts[0].Questions[0].Distractors; strings.Join(d, "|") != "ZZ-101|the other tail|ZZ-102" {
+		t.Errorf("distractors %q", d)
+	}
+	if n := len(got.Parts[1].Questions[0].Distractors); n != 32 {
+		t.Errorf("%d distractors kept, want the cap 32", n)
+	}
+	if err := got.Validate(); err != nil {
+		t.Errorf("decoded set invalid: %v", err)
+	}
+}

@@ -20,11 +20,21 @@
 //  2. leakage: no later part or question states an earlier answer, no
 //     explicit verdict words, no question containing its own answer;
 //  3. script resistance: every attacker of package attack answers every
-//     question, in every context of earlier rounds a session can produce;
-//     a question any of them answers is dropped;
+//     question, in every context of earlier rounds a session can produce,
+//     the generic ones and the white-box ones of the set's source
+//     (attack.WhiteBox; see ValidatorConfig.WhiteBox); a question any of
+//     them answers, as skill.Judge judges it, is dropped;
 //  4. cross-validation: fresh llm.Solver sessions (the prover's own path,
 //     without the answers) and optionally a second provider must
-//     reproduce every remaining answer; a question that fails is dropped.
+//     reproduce every remaining answer (judged by skill.Judge with the
+//     narratives shown so far); a question that fails is dropped.
+//
+// Generated sets carry their provenance: skill.SourceLLM with the model's
+// provider:model name. The Hybrid generator rewords a procedural
+// skeleton's narratives (one request per part) and its questions (one
+// request per set), checks both for fact survival, and marks its sets
+// skill.SourceHybrid, with LLMQuestions when every served question was
+// reworded.
 //
 // A part left without questions rejects the set. Every rejection and
 // every dropped question has a machine reason (Reason) and is counted in

@@ -66,6 +66,11 @@ type Config struct {
 	TokenBudgetPerHour int
 	// Attackers are the script attackers (attack.All() when nil).
 	Attackers []attack.Named
+	// WhiteBox selects the white-box attackers validation runs besides
+	// Attackers (see ValidatorConfig.WhiteBox): by default those of the
+	// generated set's source, attack.WhiteBox(skill.SourceLLM) for LLM
+	// sets and attack.WhiteBox(skill.SourceHybrid) for hybrid ones.
+	WhiteBox WhiteBoxMode
 	// Policy, when set, rejects sets the verifier could not serve.
 	Policy *skill.Policy
 	// StrictLeakage: see ValidatorConfig.
@@ -125,7 +130,12 @@ type Outcome struct {
 	// CheckCalls, Check: the same for cross-validation.
 	CheckCalls int
 	Check      llm.Usage
-	Elapsed    time.Duration
+	// QuestionsReworded counts the questions a hybrid attempt reworded;
+	// QuestionsKept, by QuestionKept* reason, those that kept the
+	// skeleton's wording (nil when none did).
+	QuestionsReworded int
+	QuestionsKept     map[string]int
+	Elapsed           time.Duration
 }
 
 // Err returns a *RejectError for a rejected attempt, nil otherwise.
@@ -213,7 +223,7 @@ func New(cfg Config) (*Generator, error) {
 		}
 	}
 	g.validator, err = NewValidator(ValidatorConfig{
-		Params: p, Policy: c.Policy, Attackers: c.Attackers, CrossCheck: checks,
+		Params: p, Policy: c.Policy, Attackers: c.Attackers, WhiteBox: c.WhiteBox, CrossCheck: checks,
 		CallTimeout: c.CheckTimeout, StrictLeakage: c.StrictLeakage, Logger: g.log,
 		Retry: llm.RetryPolicy{Attempts: 1 + max(c.RateLimitRetries, 0), Backoff: c.RateLimitBackoff},
 	})
@@ -232,6 +242,16 @@ func (g *Generator) Name() string { return "llm:" + g.cfg.Model.Name() }
 
 // Params returns the content parameters with defaults filled in.
 func (g *Generator) Params() Params { return g.params }
+
+// modelName is the generating model as provenance records it
+// (provider:model), cut to skill.MaxModelBytes.
+func (g *Generator) modelName() string {
+	n := g.cfg.Model.Name()
+	if len(n) > skill.MaxModelBytes {
+		n = strings.ToValidUTF8(n[:skill.MaxModelBytes], "")
+	}
+	return n
+}
 
 // Validator returns the generator's validator.
 func (g *Generator) Validator() *Validator { return g.validator }
@@ -322,6 +342,9 @@ func (g *Generator) attempt(ctx context.Context, d Domain, v Variation, o *Outco
 		return nil
 	}
 	set.Domain, set.ID = d.Name, ""
+	// The provenance is ours to state, whatever the reply claimed; it is
+	// set before validation, which picks the white-box attackers by it.
+	set.Provenance = &skill.Provenance{Source: skill.SourceLLM, Model: g.modelName(), LLMQuestions: true}
 	rep, err := g.validator.Validate(ctx, set)
 	o.Report, o.Drops = rep, rep.Drops
 	o.CheckCalls, o.Check = rep.Calls, rep.Usage

@@ -112,6 +112,19 @@ func scenarios() []scenario {
 			if o.CheckCalls < skill.Parts {
 				t.Errorf("%d cross-check calls", o.CheckCalls)
 			}
+			want := skill.Provenance{Source: skill.SourceLLM, Model: testutil.StubModelName, LLMQuestions: true}
+			if pv := o.Set.Provenance; pv == nil || pv.Source != want.Source || !strings.HasSuffix(pv.Model, ":"+want.Model) || !pv.LLMQuestions {
+				t.Errorf("provenance %+v, want %+v", pv, want)
+			}
+		}},
+		{name: "claimed-provenance-overridden", gen: func(t *testing.T) testutil.Brain {
+			s := goodSet(t)
+			s.Provenance = &skill.Provenance{Source: skill.SourceHybrid, Model: "someone:else"}
+			return testutil.Text(reply(t, s))
+		}, want: "", calls: 1, check: func(t *testing.T, o *generate.Outcome, _ *testutil.StubServer) {
+			if pv := o.Set.Provenance; pv == nil || pv.Source != skill.SourceLLM || pv.Model == "someone:else" {
+				t.Errorf("provenance %+v: the reply's claim was kept", pv)
+			}
 		}},
 		{name: "fenced", gen: func(t *testing.T) testutil.Brain {
 			return testutil.Text("```json\n" + reply(t, goodSet(t)) + "\n```")

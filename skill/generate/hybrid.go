@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -188,7 +189,7 @@ func (h *Hybrid) attempt(ctx context.Context, o *Outcome) error {
 	for pi := range skel.Parts {
 		v, _ := g.variation()
 		style := rewordStyles[uint(v.Seed)%uint(len(rewordStyles))]
-		text, err := g.call(ctx, buildRewordPrompt(skel, pi, inv.keepTerms(pi), style), v, o)
+		text, err := g.call(ctx, buildRewordPrompt(skel, pi, inv.keepTerms(pi), style, h.drift), v, o)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return fmt.Errorf("hybrid: %w", cerr)
@@ -207,6 +208,12 @@ func (h *Hybrid) attempt(ctx context.Context, o *Outcome) error {
 		}
 		out.Parts[pi].Narrative = narr
 	}
+	reworded, err := h.rewordQuestions(ctx, skel, inv, out, o)
+	if err != nil || o.Reason != "" {
+		return err
+	}
+	// Set before validation, which picks the white-box attackers by it.
+	out.Provenance = &skill.Provenance{Source: skill.SourceHybrid, Model: g.modelName(), LLMQuestions: o.QuestionsKept == nil}
 	rep, err := g.validator.Validate(ctx, out)
 	o.Report, o.Drops = rep, rep.Drops
 	o.CheckCalls, o.Check = rep.Calls, rep.Usage
@@ -217,8 +224,96 @@ func (h *Hybrid) attempt(ctx context.Context, o *Outcome) error {
 		o.Reason, o.Detail = rep.Reason, rep.Detail
 		return nil
 	}
+	// The served questions are LLM-worded when every one that survived
+	// validation was reworded.
+	all := true
+	for _, p := range rep.Set.Parts {
+		for _, q := range p.Questions {
+			all = all && reworded[q.Question]
+		}
+	}
+	rep.Set.Provenance.LLMQuestions = all
 	o.Set = rep.Set
 	return nil
+}
+
+// rewordQuestions asks the model to reword every question of skel in one
+// request, checks each rewording (inventory.checkQuestion) and writes the
+// ones that pass into out; a question whose rewording fails keeps its
+// skeleton wording and is counted in o.QuestionsKept by reason. Keeping
+// the original rather than failing the attempt spends no further tokens
+// and loses no ground truth: the set is then served with some questions
+// in the skeleton's wording, which its provenance says (LLMQuestions
+// false). A malformed reply keeps every original; a failed call rejects
+// the attempt like a failed narrative call. It returns the set of
+// reworded question texts, and an error only when ctx ended.
+func (h *Hybrid) rewordQuestions(ctx context.Context, skel *skill.Set, inv *inventory, out *skill.Set, o *Outcome) (map[string]bool, error) {
+	g := h.g
+	keep := make([][][]string, len(skel.Parts))
+	for pi, p := range skel.Parts {
+		for qi := range p.Questions {
+			keep[pi] = append(keep[pi], inv.questionKeep(pi, qi))
+		}
+	}
+	kept := func(why string) {
+		if o.QuestionsKept == nil {
+			o.QuestionsKept = map[string]int{}
+		}
+		o.QuestionsKept[why]++
+	}
+	v, _ := g.variation()
+	text, err := g.call(ctx, buildQuestionPrompt(skel, keep), v, o)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("hybrid: %w", cerr)
+		}
+		o.Reason, o.Detail = classify(err), fmt.Sprintf("questions: %v", err)
+		return nil, nil
+	}
+	got, err := DecodeQuestionRewording(text)
+	if err != nil {
+		g.log.Info("hybrid question rewording malformed, keeping the skeleton's wording", "err", err)
+	}
+	reworded := map[string]bool{}
+	for pi, p := range skel.Parts {
+		used := map[string]bool{}
+		var pending []int
+		for qi := range p.Questions {
+			if err != nil {
+				kept(QuestionKeptMalformed)
+				used[skill.Normalize(p.Questions[qi].Question)] = true
+				continue
+			}
+			nt, ok := got[fmt.Sprintf("%d.%d", pi+1, qi+1)]
+			if !ok {
+				kept(QuestionKeptMissing)
+				used[skill.Normalize(p.Questions[qi].Question)] = true
+				continue
+			}
+			clean, why, detail := inv.checkQuestion(pi, qi, nt)
+			if why != "" {
+				g.log.Debug("hybrid question keeps its wording", "part", pi+1, "question", qi+1, "why", why, "detail", detail)
+				kept(why)
+				used[skill.Normalize(p.Questions[qi].Question)] = true
+				continue
+			}
+			out.Parts[pi].Questions[qi].Question = clean
+			pending = append(pending, qi)
+		}
+		for _, qi := range pending {
+			q := &out.Parts[pi].Questions[qi]
+			if k := skill.Normalize(q.Question); used[k] {
+				kept(QuestionKeptDuplicate)
+				q.Question = p.Questions[qi].Question
+				continue
+			} else {
+				used[k] = true
+			}
+			reworded[q.Question] = true
+			o.QuestionsReworded++
+		}
+	}
+	return reworded, nil
 }
 
 // skeletonReject is the offline verdict on the last skeleton drawn when
@@ -257,11 +352,16 @@ func (h *Hybrid) skeleton(ctx context.Context) (*skill.Set, *skeletonReject, err
 // cloneSet copies s deeply.
 func cloneSet(s *skill.Set) *skill.Set {
 	out := &skill.Set{ID: s.ID, Domain: s.Domain, Parts: make([]skill.Part, len(s.Parts))}
+	if s.Provenance != nil {
+		pv := *s.Provenance
+		out.Provenance = &pv
+	}
 	for pi, p := range s.Parts {
 		np := skill.Part{Narrative: p.Narrative, Questions: make([]skill.Question, len(p.Questions))}
 		for qi, q := range p.Questions {
 			q.Answers = slices.Clone(q.Answers)
 			q.DependsOn = slices.Clone(q.DependsOn)
+			q.Distractors = slices.Clone(q.Distractors)
 			np.Questions[qi] = q
 		}
 		out.Parts[pi] = np
@@ -310,4 +410,64 @@ func DecodeRewording(text string) (string, error) {
 		return "", fmt.Errorf("%w: narrative of %d bytes exceeds %d", ErrMalformed, len(narr), skill.MaxNarrativeBytes)
 	}
 	return narr, nil
+}
+
+// maxRewordedQuestions caps the entries of a question-rewording reply.
+const maxRewordedQuestions = skill.Parts * skill.MaxQuestions
+
+var questionID = regexp.MustCompile(`^[1-9]\.[1-9]$`)
+
+// DecodeQuestionRewording parses a question-rewording reply: exactly one
+// JSON object {"questions": [{"id": "P.Q", "question": "..."}]} (unknown
+// keys are errors; ids unique, of the form part.question), nothing around
+// it but white space and, as DecodeOutput allows, one Markdown code fence.
+// It returns the questions by id, trimmed; their content is checked by
+// the caller. Errors wrap ErrMalformed.
+func DecodeQuestionRewording(text string) (map[string]string, error) {
+	if len(text) > MaxOutputBytes {
+		return nil, fmt.Errorf("%w: reply of %d bytes exceeds %d", ErrMalformed, len(text), MaxOutputBytes)
+	}
+	body, err := unfence(strings.TrimSpace(text))
+	if err != nil {
+		return nil, err
+	}
+	if body == "" || body[0] != '{' {
+		return nil, fmt.Errorf("%w: reply does not start with a JSON object (starts %q)", ErrMalformed, snippet(body, 40))
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(body)))
+	dec.DisallowUnknownFields()
+	var r struct {
+		Questions []struct {
+			ID       string  `json:"id"`
+			Question *string `json:"question"`
+		} `json:"questions"`
+	}
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: data after the JSON object", ErrMalformed)
+	}
+	if len(r.Questions) == 0 {
+		return nil, fmt.Errorf("%w: no questions", ErrMalformed)
+	}
+	if len(r.Questions) > maxRewordedQuestions {
+		return nil, fmt.Errorf("%w: %d questions, at most %d", ErrMalformed, len(r.Questions), maxRewordedQuestions)
+	}
+	out := make(map[string]string, len(r.Questions))
+	for _, q := range r.Questions {
+		id := strings.TrimSpace(q.ID)
+		if !questionID.MatchString(id) {
+			return nil, fmt.Errorf("%w: question id %q is not part.question", ErrMalformed, snippet(id, 20))
+		}
+		if _, dup := out[id]; dup {
+			return nil, fmt.Errorf("%w: question %s given twice", ErrMalformed, id)
+		}
+		if q.Question == nil {
+			return nil, fmt.Errorf("%w: question %s has no text", ErrMalformed, id)
+		}
+		out[id] = strings.TrimSpace(*q.Question)
+	}
+	return out, nil
 }

@@ -394,10 +394,11 @@ func isIdentifier(w string) bool {
 func scan(s string, f *facts) {
 	s = maskDates(s, f)
 	toks := tokenize(s)
+	consumed := map[int]bool{} // numerators read by ratioLead
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
 		w := t.word
-		if w == "" {
+		if w == "" || consumed[i] {
 			continue
 		}
 		var value, unit string
@@ -428,6 +429,12 @@ func scan(s string, f *facts) {
 			}
 		} else if n, ok := numberWords[strings.ToLower(w)]; ok {
 			value, small = strconv.Itoa(n), n <= 10
+		} else if strings.EqualFold(w, "both") {
+			// "both labs" is "2 of 2"; "both A and B" only joins.
+			if !joinsPair(toks, i) {
+				f.add(ratioTerm("2", "2", toks[i:i+1]))
+			}
+			continue
 		} else if strings.EqualFold(w, "one") {
 			// "one of four", "one out of five", "one in three"; not the
 			// pronoun ("the one whose").
@@ -439,6 +446,22 @@ func scan(s string, f *facts) {
 				value, small = "1", true
 			default:
 				continue
+			}
+			// "every one of the five": all of them.
+			if i > 0 && !toks[i-1].end && strings.EqualFold(toks[i-1].word, "every") {
+				if den, n, ok := ratioAfter(toks, i); ok {
+					f.add(ratioTerm(den, den, toks[i-1:i+n+1]))
+					i += n
+					continue
+				}
+			}
+			// "not one of the five", "not a single one of the five": none.
+			if notBefore(toks, i) {
+				if den, n, ok := ratioAfter(toks, i); ok {
+					f.add(ratioTerm("0", den, toks[i:i+n+1]))
+					i += n
+					continue
+				}
 			}
 		} else {
 			if isIdentifier(w) {
@@ -456,6 +479,11 @@ func scan(s string, f *facts) {
 			}
 			if num, ok := ratioBefore(toks, i, value); ok {
 				f.add(ratioTerm(num, value, toks[i:i+1]))
+				continue
+			}
+			if num, j, ok := ratioLead(toks, i, value); ok {
+				f.add(ratioTerm(num, value, toks[i:j+1]))
+				consumed[j] = true
 				continue
 			}
 		}
@@ -548,10 +576,94 @@ func ratioBefore(toks []token, i int, n string) (string, bool) {
 	switch {
 	case has("all"), has("of", "all"), has("of", "each"), has("of", "one", "every"):
 		return n, true
-	case has("of", "none"):
+	case has("of", "both") && n == "2":
+		return n, true
+	case has("of", "none"), has("of", "one", "not"), has("of", "neither"), has("of", "one", "single", "a", "not"):
 		return "0", true
 	}
 	return "", false
+}
+
+// ratioLead reads a count that opens its sentence or clause and is
+// resolved after the comma: "Of the 5 assays, none came back", "Of the
+// four labs, all saw it", "of the five sites, two reported", "Of the two
+// runs, not one held". It returns the numerator and the index of the
+// token that gave it.
+func ratioLead(toks []token, i int, n string) (string, int, bool) {
+	k := i - 1
+	if k >= 0 && !toks[k].end && isDeterminer(toks[k].word) {
+		k--
+	}
+	if k < 0 || toks[k].end || !strings.EqualFold(toks[k].word, "of") || (k > 0 && !toks[k-1].end) {
+		return "", 0, false
+	}
+	j := i
+	for j < len(toks) && j < i+6 && !toks[j].end {
+		j++
+	}
+	if j >= len(toks)-1 || !strings.HasSuffix(strings.TrimRight(toks[j].raw, "\"'”’)"), ",") {
+		return "", 0, false
+	}
+	j++
+	switch w := strings.ToLower(toks[j].word); w {
+	case "none", "neither":
+		return "0", j, true
+	case "all", "each", "every":
+		return n, j, true
+	case "both":
+		return "2", j, n == "2"
+	case "not":
+		if j+1 < len(toks) && (strings.EqualFold(toks[j+1].word, "one") || strings.EqualFold(toks[j+1].word, "a")) {
+			return "0", j + 1, true
+		}
+	default:
+		if num, ok := smallCount(w); ok {
+			return num, j, true
+		}
+	}
+	return "", 0, false
+}
+
+// notBefore reports whether the "one" at toks[i] is negated: "not one",
+// "not a single one", "no single one".
+func notBefore(toks []token, i int) bool {
+	var ws []string
+	for k := i - 1; k >= 0 && k >= i-3; k-- {
+		if toks[k].end {
+			break
+		}
+		ws = append(ws, strings.ToLower(toks[k].word))
+	}
+	switch {
+	case len(ws) >= 1 && ws[0] == "not":
+		return true
+	case len(ws) >= 3 && ws[0] == "single" && ws[1] == "a" && ws[2] == "not":
+		return true
+	case len(ws) >= 2 && ws[0] == "single" && ws[1] == "no":
+		return true
+	}
+	return false
+}
+
+func isDeterminer(w string) bool {
+	return strings.EqualFold(w, "the") || strings.EqualFold(w, "its") || strings.EqualFold(w, "their")
+}
+
+// joinsPair reports whether the "both" at toks[i] joins two things ("both
+// the lab and the field team"): an "and" follows in the same clause.
+func joinsPair(toks []token, i int) bool {
+	if toks[i].end {
+		return true // "... were both." refers back: no count of its own
+	}
+	for j := i + 1; j < len(toks) && j <= i+10; j++ {
+		if strings.EqualFold(toks[j].word, "and") {
+			return true
+		}
+		if toks[j].end {
+			break
+		}
+	}
+	return false
 }
 
 // ratioTerm is the counted fact "num of den".
@@ -844,20 +956,192 @@ func numericVariant(v string) bool {
 
 // keepTerms lists the terms of part pi a rewording must copy, in order of
 // appearance, without duplicates: what the prompt asks the model to keep.
-// Answers are among them but not marked as such.
+// Answers are among them but not marked as such. Left out, though still
+// checked: ratios and bare small counts, whose text is a fragment ("one of
+// 4") the model may reword (the system prompt's rule on counts covers
+// them), and all-capital words of heading lines ("AUDIT LOG"), which the
+// system prompt has copied with their line.
 func (inv *inventory) keepTerms(pi int) []string {
 	var out []string
 	seen := map[string]bool{}
+	heads := map[string]bool{}
+	for _, para := range inv.paras[pi] {
+		headingWords(para, heads)
+	}
 	for _, f := range inv.orig[pi] {
 		for _, k := range f.order {
 			t := f.terms[k]
-			if !seen[t.text] {
-				seen[t.text] = true
-				out = append(out, t.text)
+			switch {
+			case seen[t.text]:
+				continue
+			case t.kind == termNumber && (strings.HasPrefix(t.key, "ratio:") || !t.counted):
+				continue
+			case t.kind == termID && heads[t.text]:
+				continue
 			}
+			seen[t.text] = true
+			out = append(out, t.text)
 		}
 	}
 	return out
+}
+
+// headingWords adds to heads the all-capital words of the letters-only
+// lines of para in which every letter is a capital ("AUDIT LOG — CASE
+// FILE"): a heading, not a name.
+func headingWords(para string, heads map[string]bool) {
+	for _, line := range strings.Split(para, "\n") {
+		letters := 0
+		heading := true
+		for _, r := range line {
+			if unicode.IsLetter(r) {
+				letters++
+				if !unicode.IsUpper(r) {
+					heading = false
+					break
+				}
+			}
+		}
+		if !heading || letters < 3 {
+			continue
+		}
+		for _, w := range strings.Fields(line) {
+			w = strings.TrimFunc(w, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+			if w != "" && !strings.ContainsFunc(w, unicode.IsDigit) {
+				heads[w] = true
+			}
+		}
+	}
+}
+
+// --- reworded questions ------------------------------------------------
+
+// Why a question keeps its skeleton wording (Stats.QuestionsKept keys).
+const (
+	// QuestionKeptMalformed: the question-rewording reply did not decode.
+	QuestionKeptMalformed = "malformed"
+	// QuestionKeptMissing: the reply had no rewording for the question.
+	QuestionKeptMissing = "missing"
+	// QuestionKeptUnchanged: the rewording is the original wording.
+	QuestionKeptUnchanged = "unchanged"
+	// QuestionKeptShape: empty, more than one line, or over
+	// skill.MaxQuestionBytes.
+	QuestionKeptShape = "shape"
+	// QuestionKeptLength: the word count left the window of
+	// QuestionLengthDrift.
+	QuestionKeptLength = "length"
+	// QuestionKeptAnswer: the rewording names the question's answer or
+	// a variant, an earlier part's answer, or one of its distractors,
+	// which the original did not.
+	QuestionKeptAnswer = "states_answer"
+	// QuestionKeptFactLost: an identifier, alias, number, ratio or date
+	// of the original is missing.
+	QuestionKeptFactLost = "fact_lost"
+	// QuestionKeptFactAdded: an identifier, written number or date the
+	// original did not have.
+	QuestionKeptFactAdded = "fact_added"
+	// QuestionKeptDuplicate: the rewording repeats another question of
+	// its part.
+	QuestionKeptDuplicate = "duplicate"
+)
+
+// QuestionLengthDrift is the accepted relative change of a reworded
+// question's word count (at least questionLengthSlack words either way).
+const QuestionLengthDrift = 0.3
+
+const questionLengthSlack = 4
+
+// questionKeep lists the terms question qi of part pi refers to, which its
+// rewording must copy: identifiers, aliases of the set, numbers, ratios,
+// dates and times, in order of appearance.
+func (inv *inventory) questionKeep(pi, qi int) []string {
+	f := inv.facts(inv.set.Parts[pi].Questions[qi].Question)
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range f.order {
+		t := f.terms[k]
+		if seen[t.text] || t.kind == termAnswer || t.kind == termNumber && !t.counted && !strings.HasPrefix(t.key, "ratio:") {
+			continue
+		}
+		seen[t.text] = true
+		out = append(out, t.text)
+	}
+	return out
+}
+
+// checkQuestion checks a rewording of question qi of part pi: one line,
+// within the length window, not naming its own answer, an earlier answer
+// or a distractor the original did not name (the validator's leakage
+// rule: whole words, bare numbers of at most two digits exempt, as they
+// are checked as numbers), and with the same facts as the original: every
+// identifier, alias, number, ratio, date and time it refers to, and no
+// identifier, written number or date it did not have. It returns the
+// cleaned text, or "" with a QuestionKept* reason and a detail. What the
+// question asks (a direction, a condition) is the cross-check's to test:
+// its solvers must reproduce the skeleton's answer to the reworded
+// question.
+func (inv *inventory) checkQuestion(pi, qi int, text string) (string, string, string) {
+	q := &inv.set.Parts[pi].Questions[qi]
+	t := strings.Join(strings.Fields(text), " ")
+	switch {
+	case t == "" || strings.ContainsAny(strings.TrimSpace(text), "\n\r") || len(t) > skill.MaxQuestionBytes || !utf8.ValidString(t):
+		return "", QuestionKeptShape, fmt.Sprintf("%d bytes", len(text))
+	}
+	orig := strings.Join(strings.Fields(q.Question), " ")
+	normO, normN := skill.Normalize(orig), skill.Normalize(t)
+	if normO == normN {
+		return "", QuestionKeptUnchanged, ""
+	}
+	wo, wn := len(strings.Fields(orig)), len(strings.Fields(t))
+	if slack := max(questionLengthSlack, int(QuestionLengthDrift*float64(wo)+0.5)); wn < wo-slack || wn > wo+slack {
+		return "", QuestionKeptLength, fmt.Sprintf("%d words from %d", wn, wo)
+	}
+	named := func(v string) bool {
+		k := skill.Normalize(strings.TrimSpace(v))
+		return k != "" && !trivialNumber(v) && containsTerm(normN, k) && !containsTerm(normO, k)
+	}
+	for _, v := range q.Variants() {
+		if named(v) {
+			return "", QuestionKeptAnswer, fmt.Sprintf("names its answer %q", v)
+		}
+	}
+	for pj := 0; pj < pi; pj++ {
+		for _, a := range inv.answers[pj] {
+			if named(a.text) {
+				return "", QuestionKeptAnswer, fmt.Sprintf("names part %d's answer %q", pj+1, a.text)
+			}
+		}
+	}
+	for _, d := range q.Distractors {
+		if named(d) {
+			return "", QuestionKeptAnswer, fmt.Sprintf("names the distractor %q", d)
+		}
+	}
+	of, nf := inv.facts(orig), inv.facts(t)
+	for _, key := range of.order {
+		if ot := of.terms[key]; ot.kind != termAnswer && nf.count[key] == 0 {
+			return "", QuestionKeptFactLost, fmt.Sprintf("%s %q is missing", ot.kind, ot.text)
+		}
+	}
+	values := map[string]bool{}
+	for _, ot := range of.terms {
+		if ot.kind == termNumber {
+			values[ot.value] = true
+		}
+	}
+	for _, key := range nf.order {
+		nt := nf.terms[key]
+		switch {
+		case of.count[key] > 0:
+		case nt.kind == termID || nt.kind == termDate || nt.kind == termTime || nt.kind == termAlias:
+			return "", QuestionKeptFactAdded, fmt.Sprintf("new %s %q", nt.kind, nt.text)
+		case nt.kind == termNumber && strings.HasPrefix(key, "num:") && firstDigit(nt.text) && !values[nt.value]:
+			return "", QuestionKeptFactAdded, fmt.Sprintf("new number %q", nt.text)
+		case strings.HasPrefix(key, "ratio:"):
+			return "", QuestionKeptFactAdded, fmt.Sprintf("new count %q", nt.text)
+		}
+	}
+	return t, "", ""
 }
 
 // checkRewording compares the rewording of part pi with the skeleton's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/attack"
 	"github.com/acaptcha/acaptcha/skill/generate"
 	"github.com/acaptcha/acaptcha/skill/procedural"
 )
@@ -151,7 +153,9 @@ func codesOf(text string) map[string]bool {
 	return m
 }
 
-func newQuestionOracle(sets []*skill.Set) *questionOracle {
+// newQuestionOracle knows every question of sets in its skeleton wording
+// and in each wording that rewordings give it.
+func newQuestionOracle(sets []*skill.Set, rewordings ...func(string) string) *questionOracle {
 	o := &questionOracle{answers: map[string][]oracleAnswer{}}
 	for _, s := range sets {
 		for _, p := range s.Parts {
@@ -159,10 +163,79 @@ func newQuestionOracle(sets []*skill.Set) *questionOracle {
 			for _, q := range p.Questions {
 				k := strings.Join(strings.Fields(q.Question), " ")
 				o.answers[k] = append(o.answers[k], oracleAnswer{answer: q.Answer, codes: codes})
+				for _, rw := range rewordings {
+					if r := strings.Join(strings.Fields(rw(q.Question)), " "); r != k {
+						o.answers[r] = append(o.answers[r], oracleAnswer{answer: q.Answer, codes: codes})
+					}
+				}
 			}
 		}
 	}
 	return o
+}
+
+// questionsRequest extracts the questions of a question-rewording
+// request, by id ("2.1"), in order; ok is false for other requests.
+func questionsRequest(req testutil.BrainRequest) (ids, questions []string, ok bool) {
+	msg, found := req.LastUser()
+	if !found {
+		return nil, nil, false
+	}
+	i := strings.Index(msg, generate.RewordQuestionsStart+"\n")
+	j := strings.LastIndex(msg, "\n"+generate.RewordQuestionsEnd)
+	if i < 0 || j < i {
+		return nil, nil, false
+	}
+	line := regexp.MustCompile(`^\[(\d\.\d)\] (.*)$`)
+	for _, l := range strings.Split(msg[i+len(generate.RewordQuestionsStart)+1:j], "\n") {
+		if m := line.FindStringSubmatch(l); m != nil {
+			ids, questions = append(ids, m[1]), append(questions, m[2])
+		}
+	}
+	return ids, questions, len(ids) > 0
+}
+
+// questionSynonyms reword the procedural generator's question phrasing
+// without touching a term the question refers to.
+var questionSynonyms = strings.NewReplacer(
+	"What ", "Which ",
+	"was recorded", "was logged",
+	"Among the ", "Of the ",
+	"How many days passed", "How many days elapsed",
+	"Under the ", "Applying the ",
+	"applies to", "holds for",
+)
+
+// stubRewordQuestion rewords a question as a careful model would, keeping
+// its meaning and every term: synonyms for its phrasing, or a lead-in
+// when none applies.
+func stubRewordQuestion(q string) string {
+	r := questionSynonyms.Replace(q)
+	if r != q {
+		return r
+	}
+	first, rest, _ := strings.Cut(q, " ")
+	if len(first) > 1 && first[0] >= 'A' && first[0] <= 'Z' && strings.ToLower(first[1:]) == first[1:] {
+		first = strings.ToLower(first[:1]) + first[1:]
+	}
+	return "Going by the records, " + first + " " + rest
+}
+
+// questionsReply answers a question-rewording request with rw applied to
+// every question.
+func questionsReply(ids, questions []string, rw func(string) string) testutil.BrainReply {
+	type entry struct {
+		ID       string `json:"id"`
+		Question string `json:"question"`
+	}
+	var out struct {
+		Questions []entry `json:"questions"`
+	}
+	for k := range ids {
+		out.Questions = append(out.Questions, entry{ids[k], rw(questions[k])})
+	}
+	b, _ := json.Marshal(out)
+	return testutil.BrainReply{Text: string(b)}
 }
 
 func (o *questionOracle) Reply(req testutil.BrainRequest) testutil.BrainReply {
@@ -191,13 +264,23 @@ func (o *questionOracle) Reply(req testutil.BrainRequest) testutil.BrainReply {
 	return testutil.BrainReply{Text: best}
 }
 
-// rewording routes rewording requests to reword (part is 1-based) and
+// rewording routes narrative rewording requests to reword (part is
+// 1-based), question rewording requests to stubRewordQuestion, and
 // everything else to the question oracle.
 func rewording(sets []*skill.Set, reword func(text string, part int) testutil.BrainReply) testutil.Brain {
-	solve := newQuestionOracle(sets)
+	return rewordingQ(sets, reword, stubRewordQuestion)
+}
+
+// rewordingQ is rewording with rq rewording each question; the oracle
+// knows the questions in rq's wording too.
+func rewordingQ(sets []*skill.Set, reword func(text string, part int) testutil.BrainReply, rq func(string) string) testutil.Brain {
+	solve := newQuestionOracle(sets, rq)
 	return testutil.BrainFunc(func(req testutil.BrainRequest) testutil.BrainReply {
 		if text, part, ok := rewordRequest(req); ok {
 			return reword(text, part)
+		}
+		if ids, qs, ok := questionsRequest(req); ok {
+			return questionsReply(ids, qs, rq)
 		}
 		return solve.Reply(req)
 	})
@@ -218,6 +301,11 @@ func newHybrid(t *testing.T, b func(sets []*skill.Set) testutil.Brain, edit ...f
 			RateLimitBackoff: 5 * time.Millisecond,
 			Policy:           &pol,
 			Logger:           quiet,
+			// The stub's rewording only reorders sentences and swaps
+			// connectives, so the procedural inverter still parses it:
+			// these tests check the rewording, TestHybridWhiteBoxFilter
+			// the white-box stage.
+			WhiteBox: generate.WhiteBoxOff,
 		},
 		Skeletons: src,
 	}
@@ -242,7 +330,7 @@ func skeletonOf(t *testing.T, s *skill.Set, sets []*skill.Set) *skill.Set {
 		match := true
 		for pi := range s.Parts {
 			for _, q := range s.Parts[pi].Questions {
-				if !slices.ContainsFunc(k.Parts[pi].Questions, func(kq skill.Question) bool { return kq.Question == q.Question }) {
+				if !slices.ContainsFunc(k.Parts[pi].Questions, func(kq skill.Question) bool { return sameQuestion(kq.Question, q.Question) }) {
 					match = false
 				}
 			}
@@ -265,17 +353,26 @@ func assertGroundTruth(t *testing.T, s *skill.Set, sets []*skill.Set) {
 			t.Errorf("part %d was not reworded", pi+1)
 		}
 		for _, q := range s.Parts[pi].Questions {
-			i := slices.IndexFunc(k.Parts[pi].Questions, func(kq skill.Question) bool { return kq.Question == q.Question })
+			i := slices.IndexFunc(k.Parts[pi].Questions, func(kq skill.Question) bool { return sameQuestion(kq.Question, q.Question) })
 			kq := k.Parts[pi].Questions[i]
 			if q.Answer != kq.Answer || !slices.Equal(q.Answers, kq.Answers) || q.ReasoningType != kq.ReasoningType ||
-				q.AnswerType != kq.AnswerType || !slices.Equal(q.DependsOn, kq.DependsOn) {
+				q.AnswerType != kq.AnswerType || !slices.Equal(q.DependsOn, kq.DependsOn) || !slices.Equal(q.Distractors, kq.Distractors) {
 				t.Errorf("part %d question %q changed: %+v, skeleton %+v", pi+1, q.Question, q, kq)
+			}
+			if pv := s.Provenance; pv != nil && pv.LLMQuestions && q.Question == kq.Question {
+				t.Errorf("part %d question %q not reworded in a set whose provenance says it was", pi+1, q.Question)
 			}
 		}
 	}
 	if s.ID != s.ContentID() {
 		t.Errorf("id %s, content id %s", s.ID, s.ContentID())
 	}
+}
+
+// sameQuestion reports whether got is the skeleton question want, in its
+// own wording or the stub brain's rewording.
+func sameQuestion(want, got string) bool {
+	return want == got || stubRewordQuestion(want) == got
 }
 
 func faithfulBrain(sets []*skill.Set) testutil.Brain {
@@ -303,8 +400,15 @@ func TestHybridFaithfulRewordingAccepted(t *testing.T) {
 	h, sets, srv := newHybrid(t, faithfulBrain)
 	o := firstAccepted(t, h, 10)
 	assertGroundTruth(t, o.Set, sets)
-	if o.GenerationCalls != skill.Parts {
-		t.Errorf("%d rewording calls, want one per part", o.GenerationCalls)
+	if o.GenerationCalls != skill.Parts+1 {
+		t.Errorf("%d rewording calls, want one per part and one for the questions", o.GenerationCalls)
+	}
+	if o.QuestionsReworded == 0 || o.QuestionsKept != nil {
+		t.Errorf("questions reworded %d, kept %v", o.QuestionsReworded, o.QuestionsKept)
+	}
+	want := skill.Provenance{Source: skill.SourceHybrid, Model: "openai:" + testutil.StubModelName, LLMQuestions: true}
+	if pv := o.Set.Provenance; pv == nil || *pv != want {
+		t.Errorf("provenance %+v, want %+v", pv, want)
 	}
 	if o.Generation.InputTokens == 0 || o.Generation.OutputTokens == 0 || o.Check.InputTokens == 0 || o.CheckCalls == 0 {
 		t.Errorf("tokens not counted: generation %+v, check %+v (%d calls)", o.Generation, o.Check, o.CheckCalls)
@@ -610,7 +714,7 @@ func TestHybridProviderErrors(t *testing.T) {
 		})
 		o := firstAccepted(t, h, 10)
 		assertGroundTruth(t, o.Set, sets)
-		if st := h.Stats(); st.GenerationCalls%skill.Parts != 1 {
+		if st := h.Stats(); st.GenerationCalls%(skill.Parts+1) != 1 {
 			t.Errorf("%d calls in %d attempts: the 429 was not retried once", st.GenerationCalls, st.Attempts)
 		}
 	})
@@ -765,5 +869,159 @@ func TestHybridFigures(t *testing.T) {
 		in, out, st.Generation, st.GenerationCalls, st.Check, st.CheckCalls)
 	if rate < 0.5 {
 		t.Errorf("faithful rewording accepted in only %.0f%% of attempts", 100*rate)
+	}
+}
+
+// A question whose rewording fails its check keeps the skeleton's wording
+// and is counted; the set is then not marked as LLM-worded unless every
+// served question was reworded. A malformed question reply keeps every
+// original wording.
+func TestHybridQuestionRewordingFallback(t *testing.T) {
+	t.Run("leaks-an-answer", func(t *testing.T) {
+		var mu sync.Mutex
+		leaked := map[string]string{} // question -> its leaking rewording
+		h, sets, _ := newHybrid(t, func(sets []*skill.Set) testutil.Brain {
+			answers := map[string]string{}
+			for _, s := range sets {
+				for _, p := range s.Parts {
+					for _, q := range p.Questions {
+						if q.AnswerType == skill.EntityAnswer {
+							answers[q.Question] = q.Answer
+						}
+					}
+				}
+			}
+			return rewordingQ(sets, func(text string, _ int) testutil.BrainReply { return rewordReply(faithful(text)) },
+				func(q string) string {
+					if a, ok := answers[q]; ok {
+						r := stubRewordQuestion(q) + " Is it " + a + "?"
+						mu.Lock()
+						leaked[q] = r
+						mu.Unlock()
+						return r
+					}
+					return stubRewordQuestion(q)
+				})
+		})
+		o := firstAccepted(t, h, 10)
+		if o.QuestionsKept[generate.QuestionKeptAnswer] == 0 {
+			t.Fatalf("no question kept for naming its answer: kept %v, reworded %d", o.QuestionsKept, o.QuestionsReworded)
+		}
+		k := skeletonOf(t, o.Set, sets)
+		mu.Lock()
+		defer mu.Unlock()
+		for pi, p := range o.Set.Parts {
+			for _, q := range p.Questions {
+				for orig, r := range leaked {
+					if q.Question == r {
+						t.Errorf("part %d serves the leaking rewording %q (of %q)", pi+1, r, orig)
+					}
+				}
+			}
+		}
+		if pv := o.Set.Provenance; pv == nil || pv.Source != skill.SourceHybrid {
+			t.Errorf("provenance %+v", pv)
+		} else {
+			// LLMQuestions holds exactly when every served question differs
+			// from its skeleton wording.
+			all := true
+			for pi, p := range o.Set.Parts {
+				for _, q := range p.Questions {
+					if slices.ContainsFunc(k.Parts[pi].Questions, func(kq skill.Question) bool { return kq.Question == q.Question }) {
+						all = false
+					}
+				}
+			}
+			if pv.LLMQuestions != all {
+				t.Errorf("LLMQuestions %v, every served question reworded %v", pv.LLMQuestions, all)
+			}
+		}
+		if st := h.Stats(); st.QuestionsKept[generate.QuestionKeptAnswer] == 0 || st.QuestionsReworded == 0 {
+			t.Errorf("stats %+v", st)
+		}
+	})
+	t.Run("malformed-reply", func(t *testing.T) {
+		h, sets, _ := newHybrid(t, func(sets []*skill.Set) testutil.Brain {
+			narr := rewording(sets, func(text string, _ int) testutil.BrainReply { return rewordReply(faithful(text)) })
+			return testutil.BrainFunc(func(req testutil.BrainRequest) testutil.BrainReply {
+				if _, _, ok := questionsRequest(req); ok {
+					return testutil.BrainReply{Text: "Sure! Here are the questions reworded."}
+				}
+				return narr.Reply(req)
+			})
+		})
+		o := firstAccepted(t, h, 10)
+		assertGroundTruth(t, o.Set, sets)
+		if o.QuestionsReworded != 0 || o.QuestionsKept[generate.QuestionKeptMalformed] == 0 {
+			t.Errorf("reworded %d, kept %v", o.QuestionsReworded, o.QuestionsKept)
+		}
+		if pv := o.Set.Provenance; pv == nil || pv.Source != skill.SourceHybrid || pv.LLMQuestions {
+			t.Errorf("provenance %+v", pv)
+		}
+	})
+}
+
+func TestDecodeQuestionRewording(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want map[string]string
+	}{
+		{`{"questions": [{"id": "1.1", "question": " Which lot? "}, {"id": "2.3", "question": "How many?"}]}`, map[string]string{"1.1": "Which lot?", "2.3": "How many?"}},
+		{"```json\n{\"questions\": [{\"id\": \"1.1\", \"question\": \"A?\"}]}\n```", map[string]string{"1.1": "A?"}},
+		{`{"questions": []}`, nil},
+		{`{"questions": [{"id": "1.1", "question": "A?"}, {"id": "1.1", "question": "B?"}]}`, nil},
+		{`{"questions": [{"id": "one", "question": "A?"}]}`, nil},
+		{`{"questions": [{"id": "1.1"}]}`, nil},
+		{`{"questions": [{"id": "1.1", "question": "A?", "note": "x"}]}`, nil},
+		{`{"questions": [{"id": "1.1", "question": "A?"}]} trailing`, nil},
+		{`Here: {"questions": [{"id": "1.1", "question": "A?"}]}`, nil},
+		{``, nil},
+	} {
+		got, err := generate.DecodeQuestionRewording(c.in)
+		if (err == nil) != (c.want != nil) || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%q: %v, %v", c.in, got, err)
+		}
+		if err != nil && !errors.Is(err, generate.ErrMalformed) {
+			t.Errorf("%q: error %v does not wrap ErrMalformed", c.in, err)
+		}
+	}
+}
+
+// With the default white-box stage, validation runs the hybrid source's
+// white-box attackers (the prompt-aware one and the procedural inverter)
+// on the reworded set: the stub's shallow rewording leaves the skeleton's
+// templates and promises readable, so they drop questions, and no served
+// question is one any attacker answers.
+func TestHybridWhiteBoxFilter(t *testing.T) {
+	h, _, _ := newHybrid(t, faithfulBrain, func(c *generate.HybridConfig) { c.WhiteBox = generate.WhiteBoxAuto })
+	var dropped int
+	for range 3 {
+		o, err := h.Generate(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Report == nil {
+			continue
+		}
+		for _, q := range o.Report.Questions {
+			names := map[string]bool{}
+			for _, a := range q.Scripts {
+				names[a.Attacker] = true
+				if a.Correct && q.Dropped == "" {
+					t.Errorf("question %d.%d served though %s answered it", q.Part, q.Question, a.Attacker)
+				}
+			}
+			if len(q.Scripts) > 0 && (!names[attack.PromptAware] || !names[attack.ProceduralInverter]) {
+				t.Errorf("question %d.%d: white-box attackers not run: %v", q.Part, q.Question, names)
+			}
+		}
+		for _, d := range o.Drops {
+			if d.By == attack.ProceduralInverter || d.By == attack.PromptAware {
+				dropped++
+			}
+		}
+	}
+	if dropped == 0 {
+		t.Error("the white-box attackers answered nothing of a shallow rewording")
 	}
 }

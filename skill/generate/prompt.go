@@ -197,6 +197,7 @@ func systemPrompt(p Params) string {
 	w("- has exactly one correct answer, a short string of at most %d characters that follows deterministically from the text;\n", p.MaxAnswerChars)
 	w("- describes what is sought by its meaning, never where it is (no \"in the third paragraph\", no quoting the sentence that holds it);\n")
 	w("- does not contain its own answer or any of its variants;\n")
+	w("- says what form the answer takes where more than one would fit: a number without its unit (\"give the number of days\", \"in mg/L, number only\"), a label as the text names it (\"which tier, as the rule names it\"), an entity by its code or name;\n")
 	w("- uses a reasoning type that no other question of the same part uses.\n")
 	if p.QuestionsPerPart >= 3 {
 		w("Within each part, at least one answer is an entity name, at least one is a number, and at least one is a label or classification.\n")
@@ -211,15 +212,19 @@ func systemPrompt(p Params) string {
 	w("Every question of parts 2 and 3 whose answer needs an earlier part lists those parts in depends_on (1-based part numbers); parts 2 and 3 must each have at least one such question.\n\n")
 
 	w("## Accepted answers\n")
-	w("Give each question an \"answers\" array of 2 to 5 accepted spellings. The first entry is the canonical answer and equals \"answer\". Add only forms a careful reader would actually write:\n")
-	w("- names: the short identifier and the full name as the text uses it, e.g. [\"CYP2D6\", \"cytochrome P450 2D6\"]; for Greek letters both the symbol and the spelled-out form, e.g. [\"TNF-α\", \"TNF-alpha\"];\n")
+	w("Give each question an \"answers\" array of 2 to %d accepted spellings: the forms a capable reader who got it right is likely to write. The first entry is the canonical answer and equals \"answer\". Include:\n", skill.MaxVariants)
+	w("- entities: the code or short identifier and the full name as the text uses it, and the descriptive phrase the text itself uses for that entity, e.g. [\"CYP2D6\", \"cytochrome P450 2D6\", \"the liver enzyme\"]; for Greek letters both the symbol and the spelled-out form, e.g. [\"TNF-α\", \"TNF-alpha\"];\n")
 	w("- numbers: the bare number and the number with its unit, with and without a percent sign where relevant, e.g. [\"4.2\", \"4.2 mg/L\"] or [\"35\", \"35%%\"];\n")
 	w("- labels: the label and the longer phrase the text uses for it, e.g. [\"amber\", \"amber tier\"].\n")
-	w("Keep every entry short (the canonical answer at most %d characters) and never so loose that a wrong reading would match.\n\n", p.MaxAnswerChars)
+	w("Keep every entry short (the canonical answer at most %d characters, every entry at most %d bytes) and never so loose that a wrong reading would match: no entry may also fit another candidate.\n\n", p.MaxAnswerChars, skill.MaxAnswerBytes)
+
+	w("## Distractors\n")
+	w("Give each question a \"distractors\" array listing every other candidate the question weighs (the other entities, numbers or labels a reader must tell the answer apart from), each in every form the text uses for it: code, full name and descriptive phrase. ")
+	w("The verifier keeps this list secret and counts an answer that names any of them as wrong, so that a program listing several candidates fails. List at most %d entries; never list the answer or any of its accepted spellings.\n\n", skill.MaxDistractors)
 
 	w("## Output\n")
 	w("Reply with one JSON object and nothing else: no code fence, no commentary before or after. Use exactly this shape and these keys:\n")
-	w(`{"domain": "<domain name>", "parts": [{"narrative": "<text of the part>", "questions": [{"question": "<question>", "answer": "<canonical answer>", "answers": ["<canonical answer>", "<variant>"], "reasoning_type": "negation|comparison|temporal|multi_hop|conditional|causal", "answer_type": "entity|numeric|label", "depends_on": [1]}]}]}`)
+	w(`{"domain": "<domain name>", "parts": [{"narrative": "<text of the part>", "questions": [{"question": "<question>", "answer": "<canonical answer>", "answers": ["<canonical answer>", "<variant>"], "distractors": ["<other candidate>", "<its full name>"], "reasoning_type": "negation|comparison|temporal|multi_hop|conditional|causal", "answer_type": "entity|numeric|label", "depends_on": [1]}]}]}`)
 	w("\nThere are exactly three parts. Omit depends_on (or leave it empty) for questions that need no earlier part. Write paragraph breaks inside narratives as \\n\\n.")
 	return b.String()
 }

@@ -74,7 +74,10 @@ func TestPromptDemands(t *testing.T) {
 		"400 to 900 tokens", "exactly 4 questions", "at most 18 characters", "entity name", "a number", "label or classification",
 		"at least 5 different reasoning types", "does not contain its own answer", "never where it is",
 		// answers
-		"2 to 5 accepted spellings", "equals \"answer\"", "Greek", "percent sign",
+		"2 to 8 accepted spellings", "equals \"answer\"", "Greek", "percent sign", "descriptive phrase the text itself uses",
+		// distractors and the expected form (issue 13)
+		`"distractors"`, "every other candidate the question weighs", "code, full name and descriptive phrase", "at most 32 entries",
+		"a number without its unit", "a label as the text names it",
 		// output
 		"no code fence", "depends_on", `"answers"`,
 		// domain section and variation

@@ -27,6 +27,12 @@ type Stats struct {
 	// calls, as the providers reported them.
 	Generation llm.Usage `json:"generation_tokens"`
 	Check      llm.Usage `json:"check_tokens"`
+	// QuestionsReworded counts the questions hybrid attempts that ran to
+	// a verdict reworded; QuestionsKept, by QuestionKept* reason, those
+	// that kept the skeleton's wording because the rewording failed its
+	// check.
+	QuestionsReworded int            `json:"questions_reworded,omitempty"`
+	QuestionsKept     map[string]int `json:"questions_kept,omitempty"`
 	// Busy is the summed wall time of the attempts.
 	Busy time.Duration `json:"busy_ns"`
 }
@@ -65,6 +71,7 @@ func (s Stats) RejectionRate(r Reason) float64 {
 func (s Stats) clone() Stats {
 	s.Rejected = maps.Clone(s.Rejected)
 	s.Dropped = maps.Clone(s.Dropped)
+	s.QuestionsKept = maps.Clone(s.QuestionsKept)
 	if s.Rejected == nil {
 		s.Rejected = map[Reason]int{}
 	}
@@ -98,6 +105,13 @@ func (b *Recorder) Record(o *Outcome) {
 	}
 	for _, d := range o.Drops {
 		b.s.Dropped[d.Key()]++
+	}
+	b.s.QuestionsReworded += o.QuestionsReworded
+	for k, n := range o.QuestionsKept {
+		if b.s.QuestionsKept == nil {
+			b.s.QuestionsKept = map[string]int{}
+		}
+		b.s.QuestionsKept[k] += n
 	}
 	b.s.GenerationCalls += o.GenerationCalls
 	b.s.CheckCalls += o.CheckCalls

@@ -37,6 +37,14 @@ type ValidatorConfig struct {
 	// questions a stateful attacker is run in for one question (default
 	// 27, every combination with three questions per part).
 	MaxScriptContexts int
+	// WhiteBox says which white-box attackers (attack.WhiteBox) run on a
+	// set besides Attackers; see WhiteBoxMode. The default runs those of
+	// the set's source, except on procedural sets.
+	WhiteBox WhiteBoxMode
+	// WhiteBoxKind, when set, picks the white-box attackers as for this
+	// source kind instead of the set's Provenance (for example to inspect
+	// a file known to be a hybrid rewording).
+	WhiteBoxKind skill.SourceKind
 	// CrossCheck lists the models whose solvers must reproduce every
 	// answer. Empty skips cross-validation (offline validation).
 	CrossCheck []*llm.Model
@@ -51,6 +59,59 @@ type ValidatorConfig struct {
 	StrictLeakage bool
 	// Logger receives debug logs (slog.Default() when nil).
 	Logger *slog.Logger
+}
+
+// WhiteBoxMode selects the white-box attackers a Validator runs. They are
+// chosen by the set's source kind (ValidatorConfig.WhiteBoxKind, else the
+// set's Provenance; a set without provenance, or from a static corpus, is
+// attacked as LLM-written text) and run like the stateful attackers, in
+// every context of earlier rounds.
+type WhiteBoxMode string
+
+const (
+	// WhiteBoxAuto (the default) runs attack.WhiteBox(kind) for every
+	// kind but procedural. Procedural sets are an offline demo source:
+	// their inverter answers nearly every question, so filtering by it
+	// would leave nothing to serve; its figure is reported by the eval,
+	// not used as a filter.
+	WhiteBoxAuto WhiteBoxMode = ""
+	// WhiteBoxOff runs no white-box attacker.
+	WhiteBoxOff WhiteBoxMode = "off"
+	// WhiteBoxAlways runs attack.WhiteBox(kind) for every kind, the
+	// procedural inverter on procedural sets included (inspection and
+	// measurement).
+	WhiteBoxAlways WhiteBoxMode = "always"
+)
+
+// ParseWhiteBoxMode parses "auto" (or ""), "off" or "always".
+func ParseWhiteBoxMode(s string) (WhiteBoxMode, error) {
+	switch m := WhiteBoxMode(strings.ToLower(strings.TrimSpace(s))); m {
+	case "auto", WhiteBoxAuto:
+		return WhiteBoxAuto, nil
+	case WhiteBoxOff, WhiteBoxAlways:
+		return m, nil
+	}
+	return WhiteBoxAuto, fmt.Errorf("validator: unknown white-box mode %q (want auto, off or always)", s)
+}
+
+// whiteBoxFor returns the white-box attackers to run on s.
+func (v *Validator) whiteBoxFor(s *skill.Set) []attack.Named {
+	if v.cfg.WhiteBox == WhiteBoxOff {
+		return nil
+	}
+	kind := v.cfg.WhiteBoxKind
+	if kind == skill.SourceUnknown && s.Provenance != nil {
+		kind = s.Provenance.Source
+	}
+	switch kind {
+	case skill.SourceUnknown, skill.SourceCorpus:
+		kind = skill.SourceLLM
+	case skill.SourceProcedural:
+		if v.cfg.WhiteBox != WhiteBoxAlways {
+			return nil
+		}
+	}
+	return attack.WhiteBox(kind)
 }
 
 // Defaults of ValidatorConfig.
@@ -84,6 +145,12 @@ func NewValidator(cfg ValidatorConfig) (*Validator, error) {
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCheckTimeout
+	}
+	if _, err := ParseWhiteBoxMode(string(cfg.WhiteBox)); err != nil {
+		return nil, err
+	}
+	if cfg.WhiteBoxKind != skill.SourceUnknown && !cfg.WhiteBoxKind.Valid() {
+		return nil, fmt.Errorf("validator: unknown white-box source kind %q", cfg.WhiteBoxKind)
 	}
 	for _, m := range cfg.CrossCheck {
 		if m == nil {
@@ -216,12 +283,17 @@ func (w *work) emptyPart() int {
 // result builds the surviving set.
 func (w *work) result() *skill.Set {
 	out := &skill.Set{Domain: w.set.Domain}
+	if pv := w.set.Provenance; pv != nil {
+		c := *pv
+		out.Provenance = &c
+	}
 	for pi, p := range w.set.Parts {
 		np := skill.Part{Narrative: p.Narrative}
 		for _, qi := range w.live[pi] {
 			q := p.Questions[qi]
 			q.Answers = slices.Clone(q.Answers)
 			q.DependsOn = slices.Clone(q.DependsOn)
+			q.Distractors = slices.Clone(q.Distractors)
 			np.Questions = append(np.Questions, q)
 		}
 		out.Parts = append(out.Parts, np)
@@ -571,19 +643,28 @@ func contexts(live [][]int, pi, limit int) [][]int {
 // drops each question an attacker answers correctly in any of them.
 func (v *Validator) scripts(ctx context.Context, w *work, full bool) {
 	s := w.set
+	attackers := slices.Clone(v.cfg.Attackers)
+	stateful := slices.Clone(v.cfg.Stateful)
+	for _, a := range v.whiteBoxFor(s) {
+		if !slices.ContainsFunc(attackers, func(b attack.Named) bool { return b.Name == a.Name }) {
+			attackers = append(attackers, a)
+			stateful = append(stateful, a.Name)
+		}
+	}
 	for pi := range s.Parts {
 		if !full && w.emptyPart() >= 0 {
 			return // rejected already: spare the remaining parts
 		}
 		ctxs := contexts(w.live, pi, v.cfg.MaxScriptContexts)
+		shown := narrativesThrough(s, pi)
 		for _, qi := range slices.Clone(w.live[pi]) {
 			q := &s.Parts[pi].Questions[qi]
 			qr := w.qrep[[2]int{pi, qi}]
 			var hit *AttackerAnswer
-			for _, a := range v.cfg.Attackers {
+			for _, a := range attackers {
 				aa := AttackerAnswer{Attacker: a.Name}
 				runs := ctxs
-				if !slices.Contains(v.cfg.Stateful, a.Name) && len(runs) > 1 {
+				if !slices.Contains(stateful, a.Name) && len(runs) > 1 {
 					runs = runs[:1]
 				}
 				for ci, combo := range runs {
@@ -594,7 +675,7 @@ func (v *Validator) scripts(ctx context.Context, w *work, full bool) {
 					if ci == 0 {
 						aa.Answer = ans
 					}
-					if skill.MatchAny(ans, q.Variants()) {
+					if skill.Judge(q, ans, shown) {
 						aa.Answer, aa.Correct = ans, true
 						break
 					}
@@ -609,6 +690,17 @@ func (v *Validator) scripts(ctx context.Context, w *work, full bool) {
 			}
 		}
 	}
+}
+
+// narrativesThrough returns the narratives of parts 1..pi+1 of s: what a
+// prover has been shown when it answers a question of part pi (0-based),
+// the context skill.Judge judges its answer in.
+func narrativesThrough(s *skill.Set, pi int) []string {
+	out := make([]string, 0, pi+1)
+	for k := 0; k <= pi && k < len(s.Parts); k++ {
+		out = append(out, s.Parts[k].Narrative)
+	}
+	return out
 }
 
 // attackOnce runs one attacker session through the earlier rounds of
@@ -671,7 +763,7 @@ func (v *Validator) crossCheck(ctx context.Context, w *work) error {
 					if err != nil {
 						ca.Err = err.Error()
 					} else {
-						ca.Correct = skill.MatchAny(ans, q.Variants())
+						ca.Correct = skill.Judge(q, ans, narrativesThrough(s, pi))
 					}
 					mu.Lock()
 					results = append(results, result{pi, qi, ca})

@@ -221,6 +221,7 @@ func TestScriptStage(t *testing.T) {
 	v := validator(t, generate.ValidatorConfig{
 		Attackers: []attack.Named{{Name: "memory", Prover: stateful}, {Name: "plain", Prover: plain}},
 		Stateful:  []string{"memory"},
+		WhiteBox:  generate.WhiteBoxOff,
 	})
 	rep := v.Offline(context.Background(), s)
 	if !rep.Accepted() {
@@ -254,18 +255,60 @@ func TestScriptStage(t *testing.T) {
 	}
 }
 
-// The default battery is the whole attack registry.
+// The default battery is the whole attack registry plus the white-box
+// attackers of the set's source: a set without provenance is attacked as
+// LLM-written text, a procedural one without its inverter unless asked.
 func TestDefaultAttackers(t *testing.T) {
-	v := validator(t, generate.ValidatorConfig{})
-	rep := v.Offline(context.Background(), goodSet(t))
-	names := attack.Names()
-	for _, q := range rep.Questions {
-		var got []string
-		for _, a := range q.Scripts {
-			got = append(got, a.Attacker)
+	names := func(ns []attack.Named) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, n.Name)
 		}
-		if fmt.Sprint(got) != fmt.Sprint(names) {
-			t.Fatalf("question %d.%d ran %v, want %v", q.Part, q.Question, got, names)
+		return out
+	}
+	procedural := clone(t, goodSet(t))
+	procedural.Provenance = &skill.Provenance{Source: skill.SourceProcedural}
+	hybrid := clone(t, goodSet(t))
+	hybrid.Provenance = &skill.Provenance{Source: skill.SourceHybrid}
+	for _, c := range []struct {
+		name string
+		cfg  generate.ValidatorConfig
+		set  *skill.Set
+		want []string
+	}{
+		{"no-provenance", generate.ValidatorConfig{}, goodSet(t), append(attack.Names(), names(attack.WhiteBox(skill.SourceLLM))...)},
+		{"hybrid", generate.ValidatorConfig{}, hybrid, append(attack.Names(), names(attack.WhiteBox(skill.SourceHybrid))...)},
+		{"procedural", generate.ValidatorConfig{}, procedural, attack.Names()},
+		{"procedural-always", generate.ValidatorConfig{WhiteBox: generate.WhiteBoxAlways}, procedural, append(attack.Names(), names(attack.WhiteBox(skill.SourceProcedural))...)},
+		{"kind-override", generate.ValidatorConfig{WhiteBoxKind: skill.SourceHybrid}, goodSet(t), append(attack.Names(), names(attack.WhiteBox(skill.SourceHybrid))...)},
+		{"off", generate.ValidatorConfig{WhiteBox: generate.WhiteBoxOff}, hybrid, attack.Names()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := validator(t, c.cfg)
+			rep := v.Offline(context.Background(), c.set)
+			for _, q := range rep.Questions {
+				if q.Dropped == generate.DropAnswerInQuestion {
+					continue
+				}
+				var got []string
+				for _, a := range q.Scripts {
+					got = append(got, a.Attacker)
+				}
+				if len(got) == 0 {
+					continue // not reached: its part was rejected first
+				}
+				if fmt.Sprint(got) != fmt.Sprint(c.want) {
+					t.Fatalf("question %d.%d ran %v, want %v", q.Part, q.Question, got, c.want)
+				}
+			}
+		})
+	}
+	if _, err := generate.NewValidator(generate.ValidatorConfig{WhiteBox: "sometimes"}); err == nil {
+		t.Error("unknown white-box mode accepted")
+	}
+	for in, want := range map[string]generate.WhiteBoxMode{"": generate.WhiteBoxAuto, "auto": generate.WhiteBoxAuto, " Off ": generate.WhiteBoxOff, "always": generate.WhiteBoxAlways} {
+		if got, err := generate.ParseWhiteBoxMode(in); err != nil || got != want {
+			t.Errorf("ParseWhiteBoxMode(%q) = %q, %v", in, got, err)
 		}
 	}
 }
