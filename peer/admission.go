@@ -5,6 +5,7 @@ package peer
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/net/conngater"
+
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // Stream error codes a gated protocol resets refused streams with. They
@@ -35,6 +38,9 @@ const (
 	ErrCodeRevoked network.StreamErrorCode = 0xAC100104
 	// ErrCodeBlocked: the peer is in a block cooldown after a rejection.
 	ErrCodeBlocked network.StreamErrorCode = 0xAC100105
+	// ErrCodeSourceBelowMinimum: this node's acceptance of the peer rests
+	// on challenges weaker than its required source, and no quorum.
+	ErrCodeSourceBelowMinimum network.StreamErrorCode = 0xAC100106
 )
 
 var gateCodes = map[string]network.StreamErrorCode{
@@ -43,6 +49,7 @@ var gateCodes = map[string]network.StreamErrorCode{
 	NotAdmittedExpired:    ErrCodeExpired,
 	NotAdmittedRevoked:    ErrCodeRevoked,
 	NotAdmittedBlocked:    ErrCodeBlocked,
+	NotAdmittedSource:     ErrCodeSourceBelowMinimum,
 }
 
 // GateCode returns the stream error code for a not-admitted reason.
@@ -228,6 +235,11 @@ type AttestationRef struct {
 	IssuedAt  time.Time `json:"issued_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Valid     bool      `json:"valid"`
+	// ChallengeSource is the record's challenge provenance (empty when it
+	// names none); MeetsSource tells whether it meets this node's
+	// RequireSource.
+	ChallengeSource skill.SourceKind `json:"challenge_source"`
+	MeetsSource     bool             `json:"meets_source"`
 	// Source is SourceIssued, SourceReceived, SourceGossip or
 	// SourcePresentation; From, Author and LearnedAt are the provenance of
 	// learned records.
@@ -269,9 +281,14 @@ func (n *Node) Peers() []PeerInfo {
 }
 
 // PeerReport computes the Peers view from a store, for a node that is not
-// running (the store cannot be open elsewhere). quorum is the trust quorum
-// to evaluate admissions with.
-func PeerReport(st *Store, quorum int, now time.Time) ([]PeerInfo, error) {
+// running (the store cannot be open elsewhere). quorum and requireSource
+// are the trust quorum and the challenge-source policy (empty: the
+// default) to evaluate admissions with.
+func PeerReport(st *Store, quorum int, requireSource skill.SourceKind, now time.Time) ([]PeerInfo, error) {
+	min, err := ParseRequireSource(string(requireSource))
+	if err != nil {
+		return nil, fmt.Errorf("require source: %w", err)
+	}
 	idx, err := loadTrustIndex(st, "")
 	if err != nil {
 		return nil, err
@@ -279,6 +296,7 @@ func PeerReport(st *Store, quorum int, now time.Time) ([]PeerInfo, error) {
 	t := &trustState{
 		issued: idx.issued, learned: idx.learned, self: idx.self, revoked: idx.revoked,
 		blocked: map[peer.ID]time.Time{}, gates: map[peer.ID]*GateDecision{},
+		minSource: min,
 	}
 	var self peer.ID
 	for _, r := range idx.issued {
@@ -294,10 +312,11 @@ func PeerReport(st *Store, quorum int, now time.Time) ([]PeerInfo, error) {
 	return t.peersLocked(self, now, quorum), nil
 }
 
-func (r *trustRec) ref(now time.Time) *AttestationRef {
+func (t *trustState) refLocked(r *trustRec, now time.Time) *AttestationRef {
 	a := &AttestationRef{
 		Issuer: r.issuer, Subject: r.subject, Accepted: r.accepted, Reason: string(r.reason),
 		IssuedAt: r.issuedAt, ExpiresAt: r.expiresAt, Valid: r.valid(now),
+		ChallengeSource: r.challenges, MeetsSource: t.meets(r),
 		Source: r.source, From: r.from, Author: r.author,
 	}
 	if !r.learnedAt.IsZero() {
@@ -338,10 +357,10 @@ func (t *trustState) peersLocked(self peer.ID, now time.Time, quorum int) []Peer
 	for _, p := range slices.Sorted(maps.Keys(known)) {
 		pi := PeerInfo{Peer: p, Admission: t.admissionLocked(p, self, now, quorum)}
 		if r := t.issued[p]; r != nil {
-			pi.Direct = r.ref(now)
+			pi.Direct = t.refLocked(r, now)
 		}
 		if r := t.self[p]; r != nil {
-			pi.AboutUs = r.ref(now)
+			pi.AboutUs = t.refLocked(r, now)
 		}
 		revokedAt, revoked := t.revoked[p]
 		if revoked {
@@ -354,7 +373,7 @@ func (t *trustState) peersLocked(self peer.ID, now time.Time, quorum int) []Peer
 		}
 		for _, q := range slices.Sorted(maps.Keys(t.learned[p])) {
 			r := t.learned[p][q]
-			ref := r.ref(now)
+			ref := t.refLocked(r, now)
 			ref.Counts = quorum > 0 && t.countsLocked(r, p, self, now, revoked, revokedAt)
 			pi.Vouchers = append(pi.Vouchers, *ref)
 		}

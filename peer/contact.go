@@ -29,6 +29,23 @@ package peer
 // connected is attested again Config.ReattestBefore before our attestation
 // of it expires (but not before half its lifetime), found by a rescan of
 // the connected peers at least every 30 s.
+//
+// Abuse resistance (issue 10):
+//   - A hello asking us to verify the peer back (reciprocal) goes through
+//     the same per-peer state: onReciprocal returns at once; it is dropped
+//     while a session with the peer is in flight (its verdict reaches the
+//     peer after it asked), while the peer is backing off (failures,
+//     Config.RetryRejected) and while our valid attestation of it holds;
+//     otherwise it sets a per-peer pending flag served by the peer's one
+//     worker, under the same semaphore. Reciprocal requests work with any
+//     AttestPolicy, AttestNone included.
+//   - Silent peers get a short leash: a session holds one of the
+//     MaxConcurrentAttest slots only until the peer answers our hello;
+//     one that has not answered within contactLeash of the stream opening
+//     gives its slot up (the session runs on to its handshake timeout
+//     without one), and the peer is marked silent: its later attempts wait
+//     for the single probation slot, so silent peers never queue honest
+//     ones behind them.
 
 import (
 	"context"
@@ -37,6 +54,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/event"
@@ -75,6 +93,9 @@ var (
 	// contactRescan is the longest interval between two scans of the
 	// connected peers (back-offs that ran out, re-attestation).
 	contactRescan = 30 * time.Second
+	// contactLeash is how long a session may hold a slot, from the opening
+	// of its stream, before the peer answers the hello.
+	contactLeash = time.Second
 )
 
 // ParseAttestPolicy parses a policy name; the empty string is AttestNone.
@@ -112,6 +133,8 @@ type contactState struct {
 	wg     sync.WaitGroup
 	sub    event.Subscription
 	sem    chan struct{}
+	// probation is the one slot for peers that fell silent before.
+	probation chan struct{}
 	// kick asks the maintenance loop for an early rescan.
 	kick chan struct{}
 
@@ -126,6 +149,14 @@ type contactState struct {
 	// first contact reads about each peer.
 	verified map[peer.ID]time.Time
 	nextWake time.Time
+	// recip marks peers with a pending reciprocal request (served by the
+	// peer's active worker when it is done).
+	recip map[peer.ID]bool
+	// leashes are the sessions waiting for the peer's first answer.
+	leashes map[peer.ID]*leash
+	// ready is set once the state above exists (reciprocal requests can
+	// arrive while the node starts).
+	ready atomic.Bool
 }
 
 type contactBackoff struct {
@@ -133,6 +164,9 @@ type contactBackoff struct {
 	rejected  int // consecutive rejections
 	transient int // consecutive sessions that could not run
 	reason    string
+	// silent: the peer's last session did not hear it answer the hello
+	// within the leash (or it was unresponsive); it waits for probation.
+	silent bool
 }
 
 func (n *Node) startContact() error {
@@ -154,31 +188,41 @@ func (n *Node) startContact() error {
 	if conc <= 0 {
 		conc = DefaultMaxConcurrentAttest
 	}
-	if pol == AttestNone {
-		return nil
-	}
 	if n.cfg.Source == nil {
-		n.log.Warn("first contact is on but this node has no challenge source; it will not attest peers", "policy", pol)
+		if pol != AttestNone {
+			n.log.Warn("first contact is on but this node has no challenge source; it will not attest peers", "policy", pol)
+		}
 		return nil
 	}
+	// The per-peer state and the worker run with every policy: they also
+	// serve reciprocal requests.
 	c.sem = make(chan struct{}, conc)
+	c.probation = make(chan struct{}, 1)
 	c.kick = make(chan struct{}, 1)
 	c.active = map[peer.ID]bool{}
 	c.backoff = map[peer.ID]*contactBackoff{}
 	c.verified = map[peer.ID]time.Time{}
+	c.recip = map[peer.ID]bool{}
+	c.leashes = map[peer.ID]*leash{}
 	c.ctx, c.cancel = context.WithCancel(n.ctx)
+	n.loadVerified(time.Now())
+	c.ready.Store(true)
+	c.wg.Add(1)
+	go n.contactMaintain()
+	if pol == AttestNone {
+		return nil
+	}
 	// Subscribe before seeding, so a peer identified in between is seen
 	// at least once (the per-peer dedupe absorbs the second sighting).
 	sub, err := n.host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
 	if err != nil {
 		c.cancel()
+		c.wg.Wait()
 		return fmt.Errorf("first contact: subscribe to identification events: %w", err)
 	}
 	c.sub = sub
-	n.loadVerified(time.Now())
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go n.contactEvents()
-	go n.contactMaintain()
 	for _, p := range n.host.Network().Peers() {
 		n.considerContact(p, network.DirUnknown, nil, "connected at start")
 	}
@@ -303,26 +347,107 @@ func (n *Node) considerContact(p peer.ID, dir network.Direction, protos []lpprot
 		return
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.active[p] {
-		c.mu.Unlock()
 		return
 	}
 	if b := c.backoff[p]; b != nil && why == "rescan" && time.Now().Before(b.until) {
+		return
+	}
+	n.startWorkerLocked(p, why)
+}
+
+// startWorkerLocked starts p's one worker; c.mu is held and p has none.
+// The worker serves a reciprocal request that arrives while it runs
+// before it ends.
+func (n *Node) startWorkerLocked(p peer.ID, why string) {
+	c := &n.contact
+	c.active[p] = true
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for {
+			n.firstContact(p, why)
+			c.mu.Lock()
+			if !c.recip[p] || c.ctx.Err() != nil {
+				delete(c.recip, p)
+				delete(c.active, p)
+				c.mu.Unlock()
+				return
+			}
+			delete(c.recip, p)
+			c.mu.Unlock()
+			why = whyReciprocal
+		}
+	}()
+}
+
+// whyReciprocal is the reason of a worker run that serves a peer's
+// request to be verified back.
+const whyReciprocal = "reciprocal"
+
+// onReciprocal is protocol.Config.OnReciprocal: the peer's hello asked us
+// to verify it back. It never blocks and starts at most one worker per
+// peer; see the file comment for when the request is dropped.
+func (n *Node) onReciprocal(p peer.ID) {
+	c := &n.contact
+	if !c.ready.Load() || c.ctx.Err() != nil || p == n.host.ID() {
+		return
+	}
+	n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.reciprocalAsked })
+	n.mu.Lock()
+	_, running := n.inflight[p]
+	n.mu.Unlock()
+	if running {
+		// Its verdict is sent after the peer asked.
+		return
+	}
+	now := time.Now()
+	c.mu.Lock()
+	if b := c.backoff[p]; b != nil && now.Before(b.until) {
 		c.mu.Unlock()
 		return
 	}
-	c.active[p] = true
-	c.wg.Add(1)
+	if c.active[p] {
+		c.recip[p] = true
+		c.mu.Unlock()
+		return
+	}
 	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		defer func() {
-			c.mu.Lock()
-			delete(c.active, p)
-			c.mu.Unlock()
-		}()
-		n.firstContact(p, why)
-	}()
+	if n.holdsAttestation(p, now) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx.Err() != nil {
+		return
+	}
+	if c.active[p] {
+		c.recip[p] = true
+		return
+	}
+	n.startWorkerLocked(p, whyReciprocal)
+}
+
+// holdsAttestation reports whether our newest attestation of p, from the
+// in-memory index, still stands: an acceptance not yet due for
+// re-attestation, or a rejection inside the RetryRejected back-off.
+func (n *Node) holdsAttestation(p peer.ID, now time.Time) bool {
+	t := &n.trust
+	t.mu.RLock()
+	r := t.issued[p]
+	weak := r != nil && r.accepted && !t.meets(r) && t.servesRequiredSource()
+	t.mu.RUnlock()
+	if r == nil || !r.valid(now) || weak {
+		// weak: an acceptance on challenges below our source policy that
+		// a session of ours now would replace.
+		return false
+	}
+	if r.accepted {
+		before := min(n.contact.reattestBefore, r.expiresAt.Sub(r.issuedAt)/2)
+		return now.Before(r.expiresAt.Add(-before))
+	}
+	return now.Before(r.issuedAt.Add(n.contact.retryRejected))
 }
 
 // policyAllows applies the attest policy to the directions of our
@@ -347,7 +472,7 @@ func (n *Node) policyAllows(p peer.ID, dir network.Direction) bool {
 // firstContact is the worker of one contact with p.
 func (n *Node) firstContact(p peer.ID, why string) {
 	c := &n.contact
-	if why != "rescan" {
+	if why != "rescan" && why != whyReciprocal {
 		n.presentTo(p)
 	}
 	if c.ctx.Err() != nil || n.host.Network().Connectedness(p) != network.Connected {
@@ -358,27 +483,40 @@ func (n *Node) firstContact(p peer.ID, why string) {
 		n.log.Debug("first contact: no challenge", "peer", p, "why", reason)
 		return
 	}
-	if n.cfg.TrustQuorum > 0 && reason != "reattest" && n.verifiedCount(p, time.Now()) >= n.cfg.TrustQuorum {
+	if why != whyReciprocal && n.cfg.TrustQuorum > 0 && reason != "reattest" && n.verifiedCount(p, time.Now()) >= n.cfg.TrustQuorum {
 		if n.awaitQuorum(p) {
 			n.log.Info("first contact: admitted through the trust quorum; no challenge", "peer", p)
 			return
 		}
 	}
+	// A peer that fell silent before waits for the probation slot.
+	sem := c.sem
+	c.mu.Lock()
+	if b := c.backoff[p]; b != nil && b.silent {
+		sem = c.probation
+	}
+	c.mu.Unlock()
 	select {
-	case c.sem <- struct{}{}:
+	case sem <- struct{}{}:
 	case <-c.ctx.Done():
 		return
 	}
+	release := sync.OnceFunc(func() { <-sem })
 	// Things may have changed while we queued: the peer may have been
 	// verified by Attest, or admitted through the quorum, meanwhile.
 	if need, reason = n.needsChallenge(p, time.Now()); !need || n.host.Network().Connectedness(p) != network.Connected {
-		<-c.sem
+		release()
 		n.log.Debug("first contact: no challenge", "peer", p, "why", reason)
 		return
 	}
+	if why == whyReciprocal {
+		n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.reciprocalRun })
+	}
+	l := n.leashSession(p, release)
 	res, err := n.contactVerify(p)
-	<-c.sem
-	if retry := n.recordContact(p, res, err); retry > 0 {
+	silent := l.end()
+	release()
+	if retry := n.recordContact(p, res, err, silent); retry > 0 {
 		n.wakeAt(time.Now().Add(retry))
 	}
 }
@@ -424,6 +562,10 @@ func (n *Node) needsChallenge(p peer.ID, now time.Time) (bool, string) {
 	case adm.Reason == NotAdmittedRevoked || adm.Reason == NotAdmittedBlocked:
 		// The operator withdrew trust, or the gater holds the peer off:
 		// only an explicit attestation admits it again.
+		return false, adm.Reason
+	case adm.Reason == NotAdmittedSource && !n.trust.servesRequiredSource():
+		// We accepted the peer on challenges weaker than we require, and
+		// a new session of ours would be no stronger: do not loop.
 		return false, adm.Reason
 	case adm.Reason == NotAdmittedRejected && b == nil:
 		// A rejection we issued before a restart: back off from it.
@@ -474,7 +616,7 @@ func (n *Node) contactVerify(p peer.ID) (*protocol.Result, error) {
 
 // recordContact updates the back-off state from a session's outcome and
 // returns when to try again (0: no retry is scheduled).
-func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error) time.Duration {
+func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent bool) time.Duration {
 	c := &n.contact
 	now := time.Now()
 	c.mu.Lock()
@@ -486,12 +628,26 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error) time.Du
 	switch {
 	case err != nil && (c.ctx.Err() != nil || errors.Is(err, protocol.ErrClosed) || errors.Is(err, protocol.ErrNoSource)):
 		return 0
+	case errors.Is(err, protocol.ErrDeclined):
+		// The peer refuses to be verified at all (no prover, another
+		// major version): back off as from a rejection, with no record.
+		b.transient, b.silent = 0, false
+		b.rejected++
+		d := c.retryRejected << min(b.rejected-1, 30)
+		if d <= 0 || d > MaxRetryRejected {
+			d = MaxRetryRejected
+		}
+		b.until, b.reason = now.Add(d), "declined"
+		c.backoff[p] = b
+		n.log.Info("first contact: peer declines to be verified; backing off", "peer", p, "err", err, "retry_in", d)
+		return d
 	case err != nil || res.Verdict.Reason == skill.ReasonInconclusive:
 		why := "inconclusive"
 		if err != nil {
 			why = err.Error()
 		}
 		b.transient++
+		b.silent = silent || errors.Is(err, protocol.ErrUnresponsive)
 		if b.transient == contactTransientTries+1 {
 			// Keep trying while the peer stays connected, at the
 			// longest back-off; pruneBackoff forgets it once it leaves.
@@ -512,6 +668,7 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error) time.Du
 		return 0
 	default:
 		b.transient = 0
+		b.silent = false
 		b.rejected++
 		d := c.retryRejected << min(b.rejected-1, 30)
 		if d <= 0 || d > MaxRetryRejected {

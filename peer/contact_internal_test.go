@@ -26,7 +26,7 @@ func TestRecordContactKeepsRetrying(t *testing.T) {
 	fail := errors.New("stream reset")
 	var last time.Duration
 	for i := 1; i <= contactTransientTries+10; i++ {
-		d := n.recordContact(p, nil, fail)
+		d := n.recordContact(p, nil, fail, false)
 		want := min(contactTransientBackoff<<(i-1), contactTransientMax)
 		// jitter spreads a delay over [0.75, 1.25) of it.
 		if d < want*3/4 || d >= want*5/4 {
@@ -43,7 +43,7 @@ func TestRecordContactKeepsRetrying(t *testing.T) {
 	}
 	// A stopping node schedules nothing.
 	cancel()
-	if d := n.recordContact(p, nil, fail); d != 0 {
+	if d := n.recordContact(p, nil, fail, false); d != 0 {
 		t.Fatalf("retry scheduled after stop: %s", d)
 	}
 }

@@ -48,6 +48,7 @@ func (c *countingSource) count() int { return len(c.times()) }
 type fcOpts struct {
 	policy   peer.AttestPolicy
 	noProver bool
+	wrong    bool // the prover answers every question wrong
 	quorum   int
 	retry    time.Duration
 	reattest time.Duration
@@ -71,7 +72,12 @@ func startFC(t *testing.T, oracle *swarm.BenchOracle, o fcOpts) *fcNode {
 	}
 	src := &countingSource{Source: oracle.Source(gen, nil)}
 	var prover skill.Prover
-	if !o.noProver {
+	switch {
+	case o.wrong:
+		prover = skill.ProverFunc(func() skill.Answerer {
+			return skill.AnswerFunc(func(context.Context, skill.Challenge) (string, error) { return "no idea", nil })
+		})
+	case !o.noProver:
 		prover = oracle.Prover(swarm.LatencyInstant, 1)
 	}
 	if o.store == "" {
@@ -83,7 +89,7 @@ func startFC(t *testing.T, oracle *swarm.BenchOracle, o fcOpts) *fcNode {
 	n, err := peer.New(peer.Config{
 		Key: o.key, StorePath: o.store, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
 		Source: src, Prover: prover,
-		AttestPolicy: o.policy, TrustQuorum: o.quorum,
+		AttestPolicy: o.policy, TrustQuorum: o.quorum, RequireSource: peer.AnySource,
 		RetryRejected: o.retry, ReattestBefore: o.reattest, AttestationTTL: o.ttl,
 		Logger: quietLogger(),
 	})
@@ -223,8 +229,8 @@ func TestFirstContactBacksOffRejectedPeers(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "v.db")
 	const retry = 300 * time.Millisecond
 	v := startFC(t, oracle, fcOpts{policy: peer.AttestAll, retry: retry, key: key, store: store})
-	// A peer without a prover declines every session: a rejection.
-	q := startFC(t, oracle, fcOpts{policy: peer.AttestNone, noProver: true})
+	// A peer whose prover answers wrong: a rejection every session.
+	q := startFC(t, oracle, fcOpts{policy: peer.AttestNone, wrong: true})
 	dial(t, v, q)
 	time.Sleep(2500 * time.Millisecond)
 	at := v.src.times()

@@ -57,6 +57,21 @@ type Stats struct {
 	AdmissionsDenied  uint64 `json:"admissions_denied"`
 	// Blocked counts peers blocked at the connection gater.
 	Blocked uint64 `json:"blocked"`
+	// Abuse resistance (issue 10). ReciprocalAsked counts hellos that
+	// asked this node to verify the peer back; ReciprocalRun the
+	// reciprocal requests that started a session; the rest were
+	// coalesced or dropped (a session in flight or pending, a back-off,
+	// a valid attestation of the peer). ContactLeashed counts first-contact
+	// sessions whose peer did not answer the hello within the leash and
+	// lost its slot. PresentationsLimited counts inbound presentations
+	// refused by the per-peer or global rate; PresentedCapped the
+	// presented records not learned because the bound on records from
+	// issuers this node does not admit was reached.
+	ReciprocalAsked      uint64 `json:"reciprocal_asked"`
+	ReciprocalRun        uint64 `json:"reciprocal_run"`
+	ContactLeashed       uint64 `json:"contact_leashed"`
+	PresentationsLimited uint64 `json:"presentations_limited"`
+	PresentedCapped      uint64 `json:"presented_capped"`
 }
 
 type metrics struct {
@@ -68,6 +83,8 @@ type metrics struct {
 	learnedGossip, learnedPresentation               atomic.Uint64
 	presentSent, presentReceived                     atomic.Uint64
 	admissionsGranted, admissionsDenied, blockedPeer atomic.Uint64
+	reciprocalAsked, reciprocalRun, contactLeashed   atomic.Uint64
+	presentLimited, presentedCapped                  atomic.Uint64
 
 	poolDepth atomic.Pointer[func() int]
 	prom      *promMetrics
@@ -217,6 +234,11 @@ func (n *Node) Stats() Stats {
 		AdmissionsGranted:     m.admissionsGranted.Load(),
 		AdmissionsDenied:      m.admissionsDenied.Load(),
 		Blocked:               m.blockedPeer.Load(),
+		ReciprocalAsked:       m.reciprocalAsked.Load(),
+		ReciprocalRun:         m.reciprocalRun.Load(),
+		ContactLeashed:        m.contactLeashed.Load(),
+		PresentationsLimited:  m.presentLimited.Load(),
+		PresentedCapped:       m.presentedCapped.Load(),
 	}
 	s.Learned = s.LearnedGossip + s.LearnedPresentation
 	return s
@@ -370,4 +392,13 @@ func (m *metrics) observeBlocked() {
 	if p := m.prom; p != nil {
 		p.blocked.Inc()
 	}
+}
+
+// count adds one to an abuse counter (nil-safe: the counters exist only
+// once the node's metrics do).
+func (m *metrics) count(f func(*metrics) *atomic.Uint64) {
+	if m == nil {
+		return
+	}
+	f(m).Add(1)
 }

@@ -90,6 +90,29 @@ type Config struct {
 	// BlockRejected blocks a rejected peer at the connection gater for
 	// this long (0: never block).
 	BlockRejected time.Duration
+	// RequireSource is the weakest challenge source an attestation must
+	// name (spec/attestation.md section 3.1) to admit its subject directly
+	// or to count toward a trust quorum; weaker records are still stored
+	// and gossiped. Empty means DefaultRequireSource (hybrid: LLM-written
+	// or LLM-reworded challenges only); AnySource accepts every record.
+	RequireSource skill.SourceKind
+	// SourceKind is the kind of challenges Source serves, for the start-up
+	// warning and first contact, when Source is no skill.Provenancer.
+	SourceKind skill.SourceKind
+
+	// Connection limits (limits.go). ConnLowWater and ConnHighWater are
+	// the connection manager's watermarks (defaults 100 and 400); the
+	// resource manager's inbound-connection limit is set above the high
+	// watermark so that the manager, not the limit, decides who stays.
+	// ConnGracePeriod protects new connections from trimming (default
+	// 1 min). ConnsPerIP bounds inbound connections per IPv4 address and
+	// IPv6 /56 (default 8); LimitLoopback applies it to loopback too
+	// (libp2p exempts loopback by default; tests set it).
+	ConnLowWater    int
+	ConnHighWater   int
+	ConnGracePeriod time.Duration
+	ConnsPerIP      int
+	LimitLoopback   bool
 
 	// Discovery (discovery.go).
 	Bootstrap []string // multiaddrs with /p2p/
@@ -138,6 +161,10 @@ type Node struct {
 	gossip    gossipState
 	discovery discoveryState
 	metrics   *metrics
+	// presentLimit rate-limits inbound presentations (present.go).
+	presentLimit presentLimiter
+	// warns rate-limits per-peer warnings (lograte.go).
+	warns warnLimiter
 }
 
 type call struct {
@@ -182,10 +209,10 @@ func New(cfg Config) (*Node, error) {
 		}
 		n.store, n.ownsStore = s, true
 	}
-	cm, err := connmgr.NewConnManager(100, 400, connmgr.WithGracePeriod(time.Minute))
+	cm, rm, err := newConnLimits(&n.cfg)
 	if err != nil {
 		n.closeStore()
-		return nil, fmt.Errorf("connection manager: %w", err)
+		return nil, err
 	}
 	n.cm = cm
 	listen := cfg.ListenAddrs
@@ -196,6 +223,7 @@ func New(cfg Config) (*Node, error) {
 		libp2p.Identity(key),
 		libp2p.ListenAddrStrings(listen...),
 		libp2p.ConnectionManager(cm),
+		libp2p.ResourceManager(rm),
 	}, cfg.HostOptions...)
 	opts = append(opts, n.gaterOptions()...) // admission.go: gater for BlockRejected
 	h, err := libp2p.New(opts...)
@@ -206,7 +234,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.host = h
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	svc, err := protocol.NewService(h, protocol.Config{
+	// The service sees the host through leashHost (contact.go), which
+	// tells first contact when a peer answers our hello.
+	svc, err := protocol.NewService(leashHost{Host: h, n: n}, protocol.Config{
 		Policy:         cfg.Policy,
 		Source:         cfg.Source,
 		Feedback:       cfg.Feedback,
@@ -216,7 +246,7 @@ func New(cfg Config) (*Node, error) {
 		OnProved:       n.onProved,
 		OnReciprocal:   n.onReciprocal,
 		OnReflection: func(p peer.ID) {
-			log.Warn("peer reflected our own challenge back to us", "peer", p)
+			n.warnPeer(p, "peer reflected our own challenge back to us")
 		},
 	})
 	if err != nil {
@@ -286,6 +316,10 @@ type Mutual struct {
 	// nil with TheirsErr set when it did not arrive.
 	Theirs    *protocol.ProverResult
 	TheirsErr error
+	// TheirsStored says Theirs is the peer's verdict on us from our store:
+	// it still stands, so we did not ask for a new one (a node verifies a
+	// peer back only when it holds no standing verdict on it).
+	TheirsStored bool
 }
 
 // ErrNetwork wraps failures to reach a peer.
@@ -308,6 +342,13 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 	}
 	if err := n.host.Connect(ctx, ai); err != nil {
 		return nil, fmt.Errorf("connect to %s: %w: %w", ai.ID, ErrNetwork, err)
+	}
+	if prev := n.standingVerdictOnUs(ai.ID, time.Now()); prev != nil {
+		res, err := n.verifyAfter(ctx, ai.ID, false, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		return &Mutual{Peer: ai.ID, Ours: res, Theirs: prev, TheirsStored: true}, nil
 	}
 	theirs := n.wait(ai.ID)
 	defer n.unwait(ai.ID, theirs)
@@ -333,6 +374,29 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 		m.TheirsErr = fmt.Errorf("waiting for the peer's verdict: %w", ctx.Err())
 	}
 	return m, nil
+}
+
+// standingVerdictOnUs returns p's newest valid verdict on us from the
+// store when p would not verify us again if asked (see onReciprocal, with
+// our own ReattestBefore and RetryRejected standing in for p's): an
+// acceptance not yet due for re-attestation, or a recent rejection.
+func (n *Node) standingVerdictOnUs(p peer.ID, now time.Time) *protocol.ProverResult {
+	e, err := n.store.Latest(Received, p, now)
+	if err != nil || e == nil {
+		return nil
+	}
+	a := e.Attestation
+	if a.Accepted {
+		if !now.Before(n.reattestAt(a)) {
+			return nil
+		}
+	} else if retry := n.contact.retryRejected; retry <= 0 || !now.Before(a.IssuedAt.Add(retry)) {
+		return nil
+	}
+	return &protocol.ProverResult{
+		Verifier: p, Accepted: a.Accepted, Reason: a.Reason, FailedRound: a.FailedRound,
+		Envelope: e.Envelope, Attestation: a, Rounds: len(a.Rounds),
+	}
 }
 
 // Verify runs one verifier session against a connected peer (no reciprocal
@@ -387,7 +451,7 @@ func (n *Node) recordIssued(r *protocol.Result) {
 	v := r.Verdict
 	n.log.Info("verified peer", "peer", r.Peer, "accepted", v.Accepted, "reason", v.Reason, "failed_round", v.FailedRound, "rtt", r.RTT)
 	if r.Attestation != nil && len(r.Envelope) > 0 {
-		if err := n.store.Put(Issued, r.Envelope, r.Attestation); err != nil {
+		if err := n.store.putIssued(r.Envelope, r.Attestation); err != nil {
 			n.log.Error("store issued attestation", "peer", r.Peer, "err", err)
 		}
 	}
@@ -399,26 +463,10 @@ func (n *Node) recordIssued(r *protocol.Result) {
 	n.afterIssued(r)
 }
 
-func (n *Node) onReciprocal(p peer.ID) {
-	if n.cfg.Source == nil {
-		return
-	}
-	asked := time.Now()
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		// The peer asked for a verdict it has not seen yet: never answer
-		// with a session that was already running before it asked.
-		if _, err := n.verifyAfter(n.ctx, p, false, asked); err != nil && n.ctx.Err() == nil {
-			n.log.Warn("reciprocal verification failed to run", "peer", p, "err", err)
-		}
-	}()
-}
-
 func (n *Node) onProved(r protocol.ProverResult) {
 	switch {
 	case r.Err != nil:
-		n.log.Warn("verification of us by peer broke off", "peer", r.Verifier, "err", r.Err)
+		n.warnPeer(r.Verifier, "verification of us by peer broke off", "err", r.Err)
 		n.metrics.observeReceived(r)
 	case r.Attestation != nil:
 		n.afterReceived(r)

@@ -3,6 +3,7 @@ package peer_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -226,11 +227,16 @@ func TestRejections(t *testing.T) {
 		}
 	})
 	t.Run("no LLM declines", func(t *testing.T) {
+		// A prover that declines the hello gets no session (no set is
+		// drawn, nothing is signed): Verify reports ErrDeclined.
 		v := startNode(t, nodeOpts{sets: sets})
 		p := startNode(t, nodeOpts{sets: sets})
-		got := verifyOnce(t, v, p)
-		if got.Accepted || got.Reason != skill.ReasonDeclined {
-			t.Fatalf("%+v", got)
+		ctx := ctxT(t, time.Minute)
+		if err := v.Host().Connect(ctx, addrInfo(p)); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := v.Verify(ctx, p.ID()); !errors.Is(err, protocol.ErrDeclined) {
+			t.Fatalf("got %+v, %v; want ErrDeclined", res, err)
 		}
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -38,7 +40,89 @@ const (
 	// maxPresentConcurrent bounds inbound presentations in flight.
 	maxPresentConcurrent = 16
 	presentMemory        = protocol.MaxEnvelopeBytes + 4<<10
+
+	// Inbound presentations are rate-limited per presenter (a bucket of
+	// PresentPeerBurst, refilled one per PresentPeerEvery) and in total
+	// (PresentGlobalBurst, refilled one per PresentGlobalEvery); over the
+	// rate the stream is reset with protocol.ErrCodeBusy. An honest node
+	// presents once per first contact.
+	PresentPeerBurst   = 8
+	PresentPeerEvery   = time.Minute
+	PresentGlobalBurst = 32
+	PresentGlobalEvery = time.Second
+	// MaxPresentedUntrusted bounds the presented records kept from
+	// issuers this node does not admit directly (they carry no weight
+	// until it does): past it, such records are acknowledged but not
+	// learned. Records by directly admitted issuers are always learned.
+	MaxPresentedUntrusted = 1024
+	// presentTracked bounds the per-presenter buckets kept in memory.
+	presentTracked = 4096
 )
+
+// tokenBucket is a token bucket refilled continuously.
+type tokenBucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func (b *tokenBucket) refill(now time.Time, burst int, every time.Duration) {
+	if b.at.IsZero() {
+		b.tokens, b.at = float64(burst), now
+		return
+	}
+	if d := now.Sub(b.at); d > 0 {
+		b.tokens = min(float64(burst), b.tokens+float64(d)/float64(every))
+		b.at = now
+	}
+}
+
+// presentLimiter rate-limits inbound presentations per presenter and in
+// total.
+type presentLimiter struct {
+	mu     sync.Mutex
+	peers  map[peer.ID]*tokenBucket
+	global tokenBucket
+}
+
+// allow takes a token for p from its bucket and the global one, or
+// reports that either is empty (then it takes none).
+func (l *presentLimiter) allow(p peer.ID, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.peers == nil {
+		l.peers = map[peer.ID]*tokenBucket{}
+	}
+	b := l.peers[p]
+	if b != nil {
+		b.refill(now, PresentPeerBurst, PresentPeerEvery)
+		if b.tokens < 1 {
+			return false
+		}
+	}
+	l.global.refill(now, PresentGlobalBurst, PresentGlobalEvery)
+	if l.global.tokens < 1 {
+		return false
+	}
+	if b == nil {
+		if len(l.peers) >= presentTracked {
+			// Forget presenters whose bucket is full again.
+			for q, qb := range l.peers {
+				if qb.refill(now, PresentPeerBurst, PresentPeerEvery); qb.tokens >= PresentPeerBurst {
+					delete(l.peers, q)
+				}
+			}
+			if len(l.peers) >= presentTracked {
+				return false
+			}
+		}
+		b = &tokenBucket{}
+		b.refill(now, PresentPeerBurst, PresentPeerEvery)
+		l.peers[p] = b
+	}
+	l.global.tokens--
+	b.tokens--
+	return true
+}
 
 // Present sends p the valid accepted attestations this node holds about
 // itself (the newest per issuer, newest first, at most MaxPresented) and
@@ -139,6 +223,12 @@ func (n *Node) handlePresent(s network.Stream) {
 	}
 	defer s.Scope().ReleaseMemory(presentMemory)
 	t := &n.trust
+	if !n.presentLimit.allow(p, time.Now()) {
+		_ = s.ResetWithError(protocol.ErrCodeBusy)
+		n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.presentLimited })
+		n.metrics.observePresentation("received", "limited")
+		return
+	}
 	if !t.acquirePresent(p) {
 		_ = s.ResetWithError(protocol.ErrCodeBusy)
 		n.metrics.observePresentation("received", "busy")
@@ -170,6 +260,7 @@ func (n *Node) handlePresent(s network.Stream) {
 func (n *Node) readPresentation(s network.Stream, p peer.ID) (int, network.StreamErrorCode, error) {
 	r := msgio.NewVarintReaderSize(s, protocol.MaxEnvelopeBytes)
 	learned := 0
+	untrusted := -1 // presented records by issuers we do not admit; counted on first need
 	for i := 0; ; i++ {
 		msg, err := r.ReadMsg()
 		switch {
@@ -197,7 +288,20 @@ func (n *Node) readPresentation(s network.Stream, p peer.ID) (int, network.Strea
 		case !a.Accepted:
 			continue
 		}
-		if n.learn(a, env, ViaPresentation, p, "") == learnedNew {
+		if !n.admitsDirectly(a.Issuer) {
+			if untrusted < 0 {
+				untrusted = n.presentedUntrusted()
+			}
+			if untrusted >= MaxPresentedUntrusted {
+				n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.presentedCapped })
+				continue
+			}
+		}
+		res := n.learn(a, env, ViaPresentation, p, "")
+		if res == learnedNew && !n.admitsDirectly(a.Issuer) {
+			untrusted++
+		}
+		if res == learnedNew {
 			learned++
 		}
 	}
@@ -207,4 +311,42 @@ func (n *Node) readPresentation(s network.Stream, p peer.ID) (int, network.Strea
 func isTimeout(err error) bool {
 	var ne interface{ Timeout() bool }
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// admitsDirectly reports whether this node admits p on its own
+// attestation.
+func (n *Node) admitsDirectly(p peer.ID) bool {
+	t := &n.trust
+	now := n.trustNow()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ok, _ := t.directLocked(p, now)
+	return ok
+}
+
+// presentedUntrusted counts the indexed records learned by presentation
+// whose issuer this node does not admit directly.
+func (n *Node) presentedUntrusted() int {
+	t := &n.trust
+	now := n.trustNow()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	k := 0
+	direct := map[peer.ID]bool{}
+	for _, m := range t.learned {
+		for issuer, r := range m {
+			if r.source != SourcePresentation {
+				continue
+			}
+			ok, seen := direct[issuer]
+			if !seen {
+				ok, _ = t.directLocked(issuer, now)
+				direct[issuer] = ok
+			}
+			if !ok {
+				k++
+			}
+		}
+	}
+	return k
 }

@@ -124,6 +124,44 @@ func (s *Store) Put(d Direction, env []byte, a *protocol.Attestation) error {
 	})
 }
 
+// putIssued stores an attestation this node issued. A rejection replaces
+// the older rejections of the same subject in the same transaction: the
+// rejections of one peer coalesce into the newest (which alone drives the
+// back-off after a restart), so a peer failing again and again does not
+// grow the store. Acceptances are kept.
+func (s *Store) putIssued(env []byte, a *protocol.Attestation) error {
+	if a.Accepted {
+		return s.Put(Issued, env, a)
+	}
+	k := entryKey(a.Subject, a.IssuedAt, env)
+	prefix := append([]byte(a.Subject), 0)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIssued)
+		var dead [][]byte
+		c := b.Cursor()
+		for kk, v := c.Seek(prefix); kk != nil && bytes.HasPrefix(kk, prefix); kk, v = c.Next() {
+			if bytes.Equal(kk, k) {
+				continue
+			}
+			old, _, err := protocol.VerifyAttestation(v, protocol.VerifyOptions{AllowExpired: true})
+			if err != nil || old.Subject != a.Subject || old.Accepted || old.IssuedAt.After(a.IssuedAt) {
+				continue
+			}
+			dead = append(dead, bytes.Clone(kk))
+		}
+		for _, kk := range dead {
+			if err := b.Delete(kk); err != nil {
+				return err
+			}
+		}
+		return b.Put(k, env)
+	})
+	if err != nil {
+		return fmt.Errorf("store issued rejection: %w", err)
+	}
+	return nil
+}
+
 // List returns the stored entries of one direction ("" for both), for one
 // peer (empty for all), verifying each envelope again (expired records are
 // listed; their Attestation.Valid tells).

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,7 +58,38 @@ const (
 	// NotAdmittedBlocked: the peer is blocked at the connection gater after
 	// a rejection (Config.BlockRejected).
 	NotAdmittedBlocked = "blocked"
+	// NotAdmittedSource: our newest attestation of the peer is an
+	// unexpired acceptance on challenges from a source weaker than
+	// Config.RequireSource, and no quorum.
+	NotAdmittedSource = "source_below_minimum"
 )
+
+// Challenge-source policy (Config.RequireSource).
+const (
+	// DefaultRequireSource admits and vouches only on LLM-written or
+	// LLM-reworded challenges (hybrid and llm rank equally).
+	DefaultRequireSource = skill.SourceHybrid
+	// AnySource accepts attestations whatever their source, records that
+	// name none included.
+	AnySource skill.SourceKind = "any"
+)
+
+// ParseRequireSource parses a challenge-source policy: "any" (or "none")
+// for AnySource, otherwise a source kind (procedural, corpus, hybrid,
+// llm); empty gives DefaultRequireSource.
+func ParseRequireSource(s string) (skill.SourceKind, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "":
+		return DefaultRequireSource, nil
+	case string(AnySource), "none":
+		return AnySource, nil
+	}
+	k, err := skill.ParseSourceKind(s)
+	if err != nil {
+		return "", fmt.Errorf("%w, or any", err)
+	}
+	return k, nil
+}
 
 // Sources of indexed attestations, as shown by Peers.
 const (
@@ -86,16 +118,18 @@ type trustRec struct {
 	accepted            bool
 	reason              skill.Reason
 	issuedAt, expiresAt time.Time
-	source              string
-	from, author        peer.ID
-	learnedAt           time.Time
-	env                 []byte
+	// challenges is the record's provenance source.
+	challenges   skill.SourceKind
+	source       string
+	from, author peer.ID
+	learnedAt    time.Time
+	env          []byte
 }
 
 func newTrustRec(a *protocol.Attestation, source string) *trustRec {
 	return &trustRec{
 		issuer: a.Issuer, subject: a.Subject, accepted: a.Accepted, reason: a.Reason,
-		issuedAt: a.IssuedAt, expiresAt: a.ExpiresAt, source: source,
+		issuedAt: a.IssuedAt, expiresAt: a.ExpiresAt, challenges: a.Provenance.Source, source: source,
 	}
 }
 
@@ -127,6 +161,12 @@ type trustState struct {
 	blocked map[peer.ID]time.Time // until
 	gates   map[peer.ID]*GateDecision
 
+	// minSource is the resolved Config.RequireSource (never empty on a
+	// running node); served is the kind of challenges this node serves
+	// (unknown when it cannot tell).
+	minSource skill.SourceKind
+	served    skill.SourceKind
+
 	gater   *conngater.BasicConnectionGater
 	persist chan Learned
 
@@ -143,6 +183,12 @@ func (n *Node) trustNow() time.Time {
 
 func (n *Node) startTrust() error {
 	t := &n.trust
+	min, err := ParseRequireSource(string(n.cfg.RequireSource))
+	if err != nil {
+		return fmt.Errorf("require source: %w", err)
+	}
+	t.minSource, t.served = min, n.servedKind()
+	n.warnSource()
 	t.issued = map[peer.ID]*trustRec{}
 	t.learned = map[peer.ID]map[peer.ID]*trustRec{}
 	t.perIssuer = map[peer.ID]int{}
@@ -266,11 +312,60 @@ func loadTrustIndex(st *Store, self peer.ID) (*trustIndex, error) {
 	return idx, nil
 }
 
+// servedKind is the kind of challenges the node's source serves:
+// Config.SourceKind, or what the source says (skill.Provenancer).
+func (n *Node) servedKind() skill.SourceKind {
+	if n.cfg.Source == nil {
+		return skill.SourceUnknown
+	}
+	if n.cfg.SourceKind != skill.SourceUnknown {
+		return n.cfg.SourceKind
+	}
+	if k, ok := n.cfg.Source.(skill.Provenancer); ok {
+		return k.Kind()
+	}
+	return skill.SourceUnknown
+}
+
+// warnSource says once, at start, what the node's challenges are worth
+// when they come from a source a script can beat.
+func (n *Node) warnSource() {
+	t := &n.trust
+	var what string
+	switch t.served {
+	case skill.SourceProcedural:
+		what = "challenges come from the procedural generator: a script written against this code (it is public) parses them back and passes them"
+	case skill.SourceCorpus:
+		what = "challenges come from a static corpus: anyone holding its files can pre-solve them, and a script passes with the answers"
+	default:
+		return
+	}
+	self := "this node admits and vouches on them (require source " + string(t.minSource) + ")"
+	if !t.served.AtLeast(t.minSource) {
+		self = "this node itself neither admits nor vouches on them (require source " + string(t.minSource) + ")"
+	}
+	n.log.Warn("acaptcha: "+what+"; the attestations this node issues say so (source "+string(t.served)+"), and nodes requiring hybrid or llm challenges (the default) do not admit on them; "+self,
+		"source", t.served, "require_source", t.minSource)
+}
+
+// RequireSource returns the node's resolved challenge-source policy.
+func (n *Node) RequireSource() skill.SourceKind { return n.trust.minSource }
+
+// servesRequiredSource reports whether a fresh session of ours yields an
+// attestation that meets our own source policy.
+func (t *trustState) servesRequiredSource() bool {
+	return t.served.Valid() && t.served.AtLeast(t.minSource)
+}
+
+// meets reports whether r's challenges meet the source policy.
+func (t *trustState) meets(r *trustRec) bool { return r.challenges.AtLeast(t.minSource) }
+
 // Admission decides whether p is admitted. Direct: our newest attestation
-// of p is an unexpired, unrevoked acceptance. Quorum (Config.TrustQuorum K
+// of p is an unexpired, unrevoked acceptance on challenges that meet
+// Config.RequireSource. Quorum (Config.TrustQuorum K
 // > 0): at least K distinct issuers other than p, each admitted directly by
-// this node, hold unexpired acceptances of p that we learned, each their
-// issuer's newest about p. Our own valid rejection of p is never
+// this node, hold unexpired acceptances of p that we learned on challenges
+// that meet Config.RequireSource, each their issuer's newest about p. Our own valid rejection of p is never
 // overridden by a quorum; a revocation discards every attestation of p
 // issued up to the second of the revocation.
 func (n *Node) Admission(p peer.ID) Admission {
@@ -297,6 +392,8 @@ func (t *trustState) directLocked(p peer.ID, now time.Time) (bool, string) {
 			return false, NotAdmittedExpired
 		case !r.accepted:
 			return false, NotAdmittedRejected
+		case !t.meets(r):
+			return false, NotAdmittedSource
 		}
 		return true, ""
 	case revoked:
@@ -338,7 +435,7 @@ func (t *trustState) quorumIssuersLocked(p, self peer.ID, now time.Time) []peer.
 }
 
 func (t *trustState) countsLocked(r *trustRec, p, self peer.ID, now time.Time, revoked bool, revokedAt time.Time) bool {
-	if r.issuer == p || r.issuer == self || !r.accepted || !r.valid(now) {
+	if r.issuer == p || r.issuer == self || !r.accepted || !r.valid(now) || !t.meets(r) {
 		return false
 	}
 	if revoked && !r.issuedAt.After(revokedAt) {
@@ -583,7 +680,7 @@ func (n *Node) pruneLearned(now time.Time) {
 // per issuer, at most max: those by issuers this node admits directly
 // first (peers that verified us and that we verified are the likeliest to
 // be trusted by the receiver too, and cannot be Sybils we never met), then
-// the newest.
+// those on the strongest challenge source, then the newest.
 func (t *trustState) presentableLocked(now time.Time, max int) [][]byte {
 	type cand struct {
 		r       *trustRec
@@ -602,6 +699,11 @@ func (t *trustState) presentableLocked(now time.Time, max int) [][]byte {
 				return -1
 			}
 			return 1
+		}
+		// Receivers that require a minimum source count only records
+		// that meet it: stronger challenges first.
+		if ra, rb := a.r.challenges.Rank(), b.r.challenges.Rank(); ra != rb {
+			return rb - ra
 		}
 		return b.r.issuedAt.Compare(a.r.issuedAt)
 	})

@@ -27,8 +27,15 @@ func LearnEnvelope(n *Node, env []byte, via Via, from peer.ID) (string, error) {
 
 // MakeTestAttestation builds a well-formed attestation of subject by the
 // holder of key: accepted (three correct rounds) or rejected (wrong answer
-// in round 1), issued at issued and valid for ttl.
+// in round 1), issued at issued and valid for ttl, on challenges from a
+// hybrid source (which the default policy accepts).
 func MakeTestAttestation(key crypto.PrivKey, subject peer.ID, accepted bool, issued time.Time, ttl time.Duration) *protocol.Attestation {
+	return MakeTestAttestationFrom(key, subject, accepted, issued, ttl, skill.SourceHybrid)
+}
+
+// MakeTestAttestationFrom is MakeTestAttestation on challenges from src
+// (skill.SourceUnknown: a record that names no source).
+func MakeTestAttestationFrom(key crypto.PrivKey, subject peer.ID, accepted bool, issued time.Time, ttl time.Duration, src skill.SourceKind) *protocol.Attestation {
 	issuer, err := peer.IDFromPrivateKey(key)
 	if err != nil {
 		panic(err)
@@ -43,6 +50,7 @@ func MakeTestAttestation(key crypto.PrivKey, subject peer.ID, accepted bool, iss
 		Domain: "test", SetID: "set",
 		IssuedAt: issued.UTC().Truncate(time.Second), ExpiresAt: issued.UTC().Truncate(time.Second).Add(ttl),
 		SpecVersion: protocol.SpecVersion,
+		Provenance:  skill.Provenance{Source: src},
 	}
 	if accepted {
 		for i := 1; i <= 3; i++ {
@@ -55,13 +63,23 @@ func MakeTestAttestation(key crypto.PrivKey, subject peer.ID, accepted bool, iss
 	return a
 }
 
-// SealTest seals a test attestation, panicking on failure.
+// SealTest seals a test attestation (hybrid source), panicking on failure.
 func SealTest(key crypto.PrivKey, subject peer.ID, accepted bool, issued time.Time, ttl time.Duration) []byte {
-	env, err := protocol.Seal(MakeTestAttestation(key, subject, accepted, issued, ttl), key)
+	return SealTestFrom(key, subject, accepted, issued, ttl, skill.SourceHybrid)
+}
+
+// SealTestFrom seals a test attestation on challenges from src.
+func SealTestFrom(key crypto.PrivKey, subject peer.ID, accepted bool, issued time.Time, ttl time.Duration, src skill.SourceKind) []byte {
+	env, err := protocol.Seal(MakeTestAttestationFrom(key, subject, accepted, issued, ttl, src), key)
 	if err != nil {
 		panic(err)
 	}
 	return env
+}
+
+// NeedsChallenge exposes first contact's decision for p at now.
+func NeedsChallenge(n *Node, p peer.ID, now time.Time) (bool, string) {
+	return n.needsChallenge(p, now)
 }
 
 // IssueEnvelope stores env as an attestation n issued and indexes it, as

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -30,6 +31,11 @@ type trustOpts struct {
 	storeAt string
 	key     crypto.PrivKey
 	reg     prometheus.Registerer
+	// require is the node's RequireSource (default AnySource: these
+	// tests serve the example corpus); kind its SourceKind.
+	require skill.SourceKind
+	kind    skill.SourceKind
+	logger  *slog.Logger
 }
 
 type tnode struct {
@@ -59,10 +65,14 @@ func startTrustNode(t *testing.T, sets []*skill.Set, o trustOpts) *tnode {
 	if o.key == nil {
 		o.key, _, _ = crypto.GenerateEd25519Key(rand.Reader)
 	}
+	if o.require == "" {
+		o.require = peer.AnySource
+	}
 	n, err := peer.New(peer.Config{
 		Key: o.key, StorePath: o.storeAt, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
 		Source: src, Prover: prover,
 		TrustQuorum: o.quorum, Gossip: o.gossip, BlockRejected: o.block, Metrics: o.reg,
+		RequireSource: o.require, SourceKind: o.kind, Logger: o.logger,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -472,5 +482,49 @@ func TestBlockRejectedPeer(t *testing.T) {
 	})
 	if err := v.Host().Connect(ctx, addrInfo(p.Node)); err != nil {
 		t.Fatalf("dial after the cooldown: %v", err)
+	}
+}
+
+// TestCorpusBackedAcceptanceNotAdmittedByDefault runs real sessions on the
+// example corpus (source corpus, rank 2): the verifier signs an acceptance
+// that names its source, and under the default policy (hybrid) the
+// acceptance does not admit the prover; a verifier requiring procedural
+// admits it on the same kind of record.
+func TestCorpusBackedAcceptanceNotAdmittedByDefault(t *testing.T) {
+	sets := dependentSets(t)
+	oracle := testutil.NewOracle(sets...)
+	quiet := slog.New(slog.DiscardHandler)
+	strict := startTrustNode(t, sets, trustOpts{require: peer.DefaultRequireSource, logger: quiet})
+	lenient := startTrustNode(t, sets, trustOpts{require: skill.SourceProcedural, logger: quiet})
+	prover := startTrustNode(t, sets, trustOpts{brain: oracle, logger: quiet})
+	serveEcho(strict.Node)
+	serveEcho(lenient.Node)
+
+	mustAccept(t, strict, prover)
+	es, err := strict.Store().List(peer.Issued, prover.ID())
+	if err != nil || len(es) != 1 {
+		t.Fatalf("issued attestations: %d, %v", len(es), err)
+	}
+	if a := es[0].Attestation; !a.Accepted || a.Provenance.Source != skill.SourceCorpus {
+		t.Fatalf("issued record: accepted %v, provenance %+v", a.Accepted, a.Provenance)
+	}
+	if adm := strict.Admission(prover.ID()); adm.Admitted || adm.Reason != peer.NotAdmittedSource {
+		t.Fatalf("default policy on a corpus-backed acceptance: %+v", adm)
+	}
+	if r := callEcho(t, prover, strict); r != peer.NotAdmittedSource {
+		t.Fatalf("gate reason %q, want %q", r, peer.NotAdmittedSource)
+	}
+	// The prover received the same provenance in its copy.
+	eventually(t, 5*time.Second, "the prover to store the verdict", func() bool {
+		rs, err := prover.Store().List(peer.Received, strict.ID())
+		return err == nil && len(rs) == 1 && rs[0].Attestation.Provenance.Source == skill.SourceCorpus
+	})
+
+	mustAccept(t, lenient, prover)
+	if adm := lenient.Admission(prover.ID()); !adm.Admitted || adm.Via != peer.AdmittedDirect {
+		t.Fatalf("procedural policy on a corpus-backed acceptance: %+v", adm)
+	}
+	if r := callEcho(t, prover, lenient); r != "" {
+		t.Fatalf("refused under a procedural policy: %q", r)
 	}
 }

@@ -1,0 +1,151 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/spec"
+)
+
+// TestReciprocalRequestsDoNotPileUp (issue 10, finding 2): a peer whose
+// hellos keep asking to be verified back while its prover never answers
+// must not leave one goroutine per hello waiting for the session in
+// flight; the requests collapse into at most one session.
+func TestReciprocalRequestsDoNotPileUp(t *testing.T) {
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := skill.NewCorpus("test", sets, nil, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newBareNode(t, Config{Source: src, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// The hostile peer speaks the protocol but its prover never answers.
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	h.SetStreamHandler(protocol.ID, func(s network.Stream) {
+		_, _ = io.Copy(io.Discard, s)
+		_ = s.Reset()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	const asks = 2000
+	for range asks {
+		n.onReciprocal(h.ID())
+	}
+	time.Sleep(300 * time.Millisecond)
+	grew := runtime.NumGoroutine() - before
+	n.mu.Lock()
+	inflight := len(n.inflight)
+	n.mu.Unlock()
+	t.Logf("%d reciprocal requests: %d more goroutines, %d sessions in flight", asks, grew, inflight)
+	if grew > 50 {
+		t.Fatalf("%d reciprocal requests left %d more goroutines, want at most 50", asks, grew)
+	}
+	if inflight > 1 {
+		t.Fatalf("%d sessions in flight with one peer", inflight)
+	}
+}
+
+// TestIssuedRejectionsCoalesce: the store keeps one rejection per peer
+// (the newest) and every acceptance, so repeated failures of one peer do
+// not grow it.
+func TestIssuedRejectionsCoalesce(t *testing.T) {
+	st, err := OpenStore(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	key, _ := newKey(t)
+	_, subject := newKey(t)
+	_, other := newKey(t)
+	now := time.Now().Truncate(time.Second)
+	put := func(p peer.ID, accepted bool, at time.Time) {
+		t.Helper()
+		env := SealTest(key, p, accepted, at, time.Hour)
+		a, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{AllowExpired: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.putIssued(env, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(subject, true, now.Add(-10*time.Minute))
+	put(other, false, now.Add(-10*time.Minute))
+	for i := range 50 {
+		put(subject, false, now.Add(time.Duration(i-50)*time.Second))
+	}
+	es, err := st.List(Issued, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acc, rej int
+	for _, e := range es {
+		if e.Attestation.Accepted {
+			acc++
+		} else {
+			rej++
+			if !e.Attestation.IssuedAt.Equal(now.Add(-time.Second)) {
+				t.Fatalf("kept the rejection of %s, want the newest", e.Attestation.IssuedAt)
+			}
+		}
+	}
+	if acc != 1 || rej != 1 {
+		t.Fatalf("%d acceptances and %d rejections stored, want 1 and 1", acc, rej)
+	}
+	if es, _ := st.List(Issued, other); len(es) != 1 {
+		t.Fatalf("another peer's rejection touched: %d records", len(es))
+	}
+}
+
+// TestWarnPeerRateLimited: a peer that keeps breaking sessions off gets
+// one WARN line per message and minute, and a swarm of identities stays
+// within the global bound.
+func TestWarnPeerRateLimited(t *testing.T) {
+	var buf bytes.Buffer
+	n := &Node{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	_, p := newKey(t)
+	for range 1000 {
+		n.warnPeer(p, "verification of us by peer broke off")
+	}
+	if k := strings.Count(buf.String(), "\n"); k != 1 {
+		t.Fatalf("%d lines for one peer", k)
+	}
+	buf.Reset()
+	peers := make([]peer.ID, 1000)
+	for i := range peers {
+		_, peers[i] = newKey(t)
+	}
+	start := time.Now()
+	for _, q := range peers {
+		n.warnPeer(q, "verification of us by peer broke off")
+	}
+	// The global bucket refills one line per warnRefill.
+	want := warnBurst + 1 + int(time.Since(start)/warnRefill)
+	if k := strings.Count(buf.String(), "\n"); k > want {
+		t.Fatalf("%d lines for 1000 peers in a burst, want at most %d", k, want)
+	}
+}

@@ -1,0 +1,118 @@
+package peer
+
+// Connection limits sized on purpose (issue 10, finding 3).
+//
+// The connection manager keeps between ConnLowWater and ConnHighWater
+// connections and, above the high watermark, trims the peers with the
+// lowest tag value first: untagged (unattested) idle peers go first,
+// attested peers carry TagAttested and are protected. It can only do so
+// if the resource manager lets the connection count climb above the high
+// watermark: with libp2p's autoscaled limits (252 inbound connections on
+// a 24 GiB machine) below the default watermark of 400, idle connections
+// from an attacker took every inbound slot and the manager never trimmed.
+// The node therefore sets the system inbound-connection limit explicitly
+// to the high watermark plus a margin, and the total above that.
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+)
+
+// Defaults of the connection limits of Config.
+const (
+	DefaultConnLowWater    = 100
+	DefaultConnHighWater   = 400
+	DefaultConnGracePeriod = time.Minute
+	DefaultConnsPerIP      = 8
+)
+
+// connSilencePeriod is the connection manager's minimum interval between
+// two trims (a variable so tests can shorten it).
+var connSilencePeriod = 10 * time.Second
+
+// InboundConnLimit is the system inbound-connection limit the node sets
+// for a connection-manager high watermark: the watermark plus a quarter
+// (at least 16), so that the manager can see the excess and trim it
+// while new peers still get in.
+func InboundConnLimit(highWater int) int {
+	return highWater + max(highWater/4, 16)
+}
+
+// connWatermarks resolves the watermarks of cfg.
+func connWatermarks(cfg *Config) (low, high int, err error) {
+	low, high = cfg.ConnLowWater, cfg.ConnHighWater
+	if low <= 0 {
+		low = DefaultConnLowWater
+	}
+	if high <= 0 {
+		high = max(DefaultConnHighWater, low)
+	}
+	if high < low {
+		return 0, 0, fmt.Errorf("connection limits: high watermark %d below low watermark %d", high, low)
+	}
+	if high > math.MaxInt32/2 {
+		return 0, 0, fmt.Errorf("connection limits: high watermark %d too large", high)
+	}
+	return low, high, nil
+}
+
+// connLimitConfig returns the resource-manager limits for a high
+// watermark: libp2p's autoscaled defaults (with its service limits), with
+// the system and transient connection limits raised above the watermark.
+func connLimitConfig(high int) rcmgr.ConcreteLimitConfig {
+	scaling := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&scaling)
+	base := scaling.AutoScale()
+	part := base.ToPartialLimitConfig()
+	in := InboundConnLimit(high)
+	out := max(part.System.ConnsOutbound.Build(0), high)
+	part.System.ConnsInbound = rcmgr.LimitVal(in)
+	part.System.ConnsOutbound = rcmgr.LimitVal(out)
+	part.System.Conns = rcmgr.LimitVal(max(part.System.Conns.Build(0), in+out/2))
+	// File descriptors bound TCP connections too; the OS limit still
+	// applies on top.
+	part.System.FD = rcmgr.LimitVal(max(part.System.FD.Build(0), in+out/2+64))
+	return part.Build(base)
+}
+
+// newConnLimits builds the connection manager and the resource manager of
+// a node from its config.
+func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, network.ResourceManager, error) {
+	low, high, err := connWatermarks(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	grace := cfg.ConnGracePeriod
+	if grace <= 0 {
+		grace = DefaultConnGracePeriod
+	}
+	cm, err := connmgr.NewConnManager(low, high, connmgr.WithGracePeriod(grace), connmgr.WithSilencePeriod(min(connSilencePeriod, grace)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connection manager: %w", err)
+	}
+	perIP := cfg.ConnsPerIP
+	if perIP <= 0 {
+		perIP = DefaultConnsPerIP
+	}
+	opts := []rcmgr.Option{rcmgr.WithLimitPerSubnet(
+		[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 32, ConnCount: perIP}},
+		[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 56, ConnCount: perIP}, {PrefixLength: 48, ConnCount: 8 * perIP}},
+	)}
+	if cfg.LimitLoopback {
+		// An empty prefix list drops libp2p's unlimited loopback entry,
+		// so the per-IP limit applies to loopback as to any address.
+		opts = append(opts, rcmgr.WithNetworkPrefixLimit([]rcmgr.NetworkPrefixLimit{}, []rcmgr.NetworkPrefixLimit{}))
+	}
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(connLimitConfig(high)), opts...)
+	if err != nil {
+		cm.Close()
+		return nil, nil, fmt.Errorf("resource manager: %w", err)
+	}
+	return cm, rm, nil
+}
