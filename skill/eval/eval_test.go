@@ -200,12 +200,12 @@ func TestHumanProver(t *testing.T) {
 func TestOracleAllPass(t *testing.T) {
 	sets := corpus(t)
 	cfg := baseConfig(sets, 200)
-	cfg.Agents = map[string]skill.Prover{"oracle": oracle{sets: sets}}
+	cfg.Agents = map[string]skill.Prover{"truth": oracle{sets: sets}}
 	r, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, ok := r.Class("oracle")
+	c, ok := r.Class("truth")
 	if !ok || c.Kind != KindAgent {
 		t.Fatal("oracle class missing")
 	}
@@ -220,7 +220,7 @@ func TestOracleAllPass(t *testing.T) {
 	if r.NoAgent != "" || !r.Window.LowerKnown || !r.Window.Exists || r.Window.AgentMin <= 0 || r.Window.AgentMin >= 1 {
 		t.Errorf("window with an instant agent: %+v", r.Window)
 	}
-	curve := r.Sweep.Agents["oracle"]
+	curve := r.Sweep.Agents["truth"]
 	if len(curve) != len(r.Sweep.Tau) || curve[0] != 1 {
 		t.Errorf("oracle sweep curve %v", curve)
 	}
@@ -313,7 +313,7 @@ func TestAttackersRunOnCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Classes) != len(attack.All())+1 {
+	if len(r.Classes) != len(attack.All())+3 {
 		t.Fatalf("%d classes", len(r.Classes))
 	}
 	for _, c := range r.Classes {
@@ -347,7 +347,7 @@ func TestReportJSONRoundTrip(t *testing.T) {
 	sets := corpus(t)
 	cfg := baseConfig(sets, 60)
 	cfg.Attackers = attack.All()[:3]
-	cfg.Agents = map[string]skill.Prover{"oracle": oracle{sets: sets}}
+	cfg.Agents = map[string]skill.Prover{"truth": oracle{sets: sets}}
 	r, err := Run(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +402,7 @@ func TestWritePlots(t *testing.T) {
 	for _, agents := range []bool{false, true} {
 		cfg := baseConfig(sets, 40)
 		if agents {
-			cfg.Agents = map[string]skill.Prover{"oracle": oracle{sets: sets}}
+			cfg.Agents = map[string]skill.Prover{"truth": oracle{sets: sets}}
 		}
 		r, err := Run(context.Background(), cfg, nil)
 		if err != nil {

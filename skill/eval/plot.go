@@ -12,6 +12,7 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -106,26 +107,68 @@ func agentNames(r *Report) []string {
 	return names
 }
 
-// timingPlot is Figure 2: agent effective times (scatter), the tau line,
-// the human lower bound line and the human Monte Carlo distribution, on a
-// log time axis.
+// Column colours of the timing plot by class group.
+var groupShade = map[string]color.NRGBA{
+	GroupGeneric:   {R: 127, G: 127, B: 127, A: 160},
+	GroupWhiteBox:  {R: 0, G: 0, B: 0, A: 190},
+	GroupListing:   {R: 188, G: 189, B: 34, A: 200},
+	GroupReference: {R: 23, G: 190, B: 207, A: 200},
+}
+
+// timingPlot is Figure 2: per class, the effective times of answered
+// rounds (scatter; script attackers, reference brains and agents), the
+// human Monte Carlo distribution, the tau line and the human lower bound,
+// on a log time axis whose floor follows the fastest answer. The legend
+// sits in head room above the data.
 func timingPlot(r *Report) (*plot.Plot, error) {
-	const floor = 0.01
 	p := plot.New()
 	p.Title.Text = "Timing separation"
 	agents := agentNames(r)
 	if len(agents) == 0 {
-		p.Title.Text += " (no agent configured: human side only)"
+		p.Title.Text += " (no agent configured)"
 	}
-	p.Y.Label.Text = "time per round (s, log scale)"
+	p.Y.Label.Text = "effective time per round (log scale)"
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = secondTicks{}
 	jitter := rand.New(rand.NewPCG(1, 2))
-	names := append([]string(nil), agents...)
-	names = append(names, "human (Monte Carlo)")
-	lo, hi := math.Inf(1), 0.0
-	for i, n := range agents {
+	rows := 0
+	legend := func(label string, th ...plot.Thumbnailer) {
+		p.Legend.Add(label, th...)
+		rows++
+	}
+
+	// Columns: attackers and reference brains in report order, then the
+	// agents, then the human model.
+	var cols []Class
+	for _, c := range r.Classes {
+		if c.Kind == KindAttacker || c.Kind == KindReference {
+			cols = append(cols, c)
+		}
+	}
+	for _, n := range agents {
 		c, _ := r.Class(n)
+		cols = append(cols, c)
+	}
+	// The floor: a decade below the fastest positive time shown.
+	minPos := math.Inf(1)
+	for _, c := range cols {
+		for _, t := range c.EffectiveSample {
+			if t > 0 && t < minPos {
+				minPos = t
+			}
+		}
+	}
+	floor := 0.01
+	if !math.IsInf(minPos, 1) {
+		floor = math.Max(1e-7, math.Pow(10, math.Floor(math.Log10(minPos))))
+		floor = math.Min(floor, 0.01)
+	}
+	names := make([]string, 0, len(cols)+1)
+	lo, hi := math.Inf(1), 0.0
+	legendDone := map[string]bool{}
+	agentIdx := 0
+	for i, c := range cols {
+		names = append(names, c.Name)
 		pts := make(plotter.XYs, 0, len(c.EffectiveSample))
 		for _, t := range c.EffectiveSample {
 			y := positive(t, floor)
@@ -139,12 +182,24 @@ func timingPlot(r *Report) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.GlyphStyle.Color = agentShade[i%len(agentShade)]
-		s.GlyphStyle.Radius = vg.Points(2)
+		s.GlyphStyle.Radius = vg.Points(1.5)
+		if c.Kind == KindAgent {
+			s.GlyphStyle.Color = agentShade[agentIdx%len(agentShade)]
+			s.GlyphStyle.Radius = vg.Points(2)
+			agentIdx++
+			p.Add(s)
+			legend(fmt.Sprintf("%s (n=%d, median %s)", c.Name, c.Effective.N, fmtSecs(c.Effective.Median)), s)
+			continue
+		}
+		s.GlyphStyle.Color = groupShade[c.Group]
 		p.Add(s)
-		p.Legend.Add(fmt.Sprintf("%s (n=%d, median %s)", n, c.Effective.N, fmtSecs(c.Effective.Median)), s)
+		if !legendDone[c.Group] {
+			legendDone[c.Group] = true
+			legend(groupLegend(r, c.Group), s)
+		}
 	}
-	hx := float64(len(agents))
+	hx := float64(len(cols))
+	names = append(names, "human (Monte Carlo)")
 	if len(r.Human.Sample) > 0 {
 		vals := make(plotter.Values, len(r.Human.Sample))
 		pts := make(plotter.XYs, len(r.Human.Sample))
@@ -160,13 +215,13 @@ func timingPlot(r *Report) (*plot.Plot, error) {
 		}
 		s.GlyphStyle.Color = color.NRGBA{R: 214, G: 39, B: 40, A: 90}
 		s.GlyphStyle.Radius = vg.Points(1.5)
-		box, err := plotter.NewBoxPlot(vg.Points(30), hx, vals)
+		box, err := plotter.NewBoxPlot(vg.Points(20), hx, vals)
 		if err != nil {
 			return nil, err
 		}
 		box.BoxStyle.Color = colHuman
 		p.Add(s, box)
-		p.Legend.Add(fmt.Sprintf("human Monte Carlo (n=%d of %d, median %s)", len(vals), r.Human.Round.N, fmtSecs(r.Human.Round.Median)), s)
+		legend(fmt.Sprintf("human Monte Carlo (n=%d of %d, median %s)", len(vals), r.Human.Round.N, fmtSecs(r.Human.Round.Median)), s)
 	}
 	xmin, xmax := -0.5, hx+0.5
 	if tau := r.Policy.Tau; tau > 0 {
@@ -175,7 +230,7 @@ func timingPlot(r *Report) (*plot.Plot, error) {
 			return nil, err
 		}
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("tau = %s", fmtSecs(tau)), l)
+		legend(fmt.Sprintf("tau = %s", fmtSecs(tau)), l)
 		lo, hi = math.Min(lo, tau), math.Max(hi, tau)
 	}
 	if lb := r.Human.LowerBound; lb > 0 {
@@ -184,19 +239,92 @@ func timingPlot(r *Report) (*plot.Plot, error) {
 			return nil, err
 		}
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("human lower bound (Eq. 6, L=%d) = %s", r.Human.LowerBoundTokens, fmtSecs(lb)), l)
+		legend(fmt.Sprintf("human lower bound (Eq. 6, L=%d) = %s", r.Human.LowerBoundTokens, fmtSecs(lb)), l)
 		lo, hi = math.Min(lo, lb), math.Max(hi, lb)
 	}
 	if math.IsInf(lo, 1) {
 		lo, hi = 1, 1000
 	}
-	p.Y.Min, p.Y.Max = math.Max(floor, lo/2), math.Max(hi*2, lo*10)
+	ymin := math.Max(floor, lo/2)
+	ymax := math.Max(hi*2, lo*10)
+	// Head room for the legend: its rows take the top of the axis, above
+	// every point.
+	span := math.Log10(ymax) - math.Log10(ymin)
+	frac := math.Min(0.6, 0.03*float64(rows)+0.03)
+	ymax = math.Pow(10, math.Log10(ymin)+span/(1-frac))
+	p.Y.Min, p.Y.Max = ymin, ymax
 	p.X.Min, p.X.Max = xmin, xmax
 	p.NominalX(names...)
-	p.Legend.Top = false
+	p.X.Tick.Label.Rotation = math.Pi / 4
+	p.X.Tick.Label.XAlign = text.XRight
+	p.X.Tick.Label.YAlign = text.YCenter
+	p.X.Tick.Label.Font.Size = vg.Points(7)
+	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(6)
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
 	return p, nil
+}
+
+// secondTicks marks every decade of a log time axis with a readable
+// label ("100µs", "10ms", "100s").
+type secondTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (secondTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(lo > 0) || !(hi > lo) || math.IsInf(hi, 0) {
+		return nil
+	}
+	var ts []plot.Tick
+	k0, k1 := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	minor := k1-k0 <= 8
+	for k := k0; k <= k1 && k-k0 < 64; k++ {
+		v := math.Pow(10, k)
+		if v >= lo*(1-1e-9) && v <= hi*(1+1e-9) {
+			ts = append(ts, plot.Tick{Value: v, Label: decadeLabel(k)})
+		}
+		for m := 2.0; minor && m < 10; m++ {
+			if w := m * v; w > lo && w < hi {
+				ts = append(ts, plot.Tick{Value: w})
+			}
+		}
+	}
+	return ts
+}
+
+// decadeLabel labels 10^k seconds.
+func decadeLabel(k float64) string {
+	e := int(k)
+	switch {
+	case e >= 4:
+		return fmt.Sprintf("1e%ds", e)
+	case e >= 0:
+		return fmt.Sprintf("%.0fs", math.Pow(10, k))
+	case e >= -3:
+		return fmt.Sprintf("%.0fms", math.Pow(10, k+3))
+	case e >= -6:
+		return fmt.Sprintf("%.0fµs", math.Pow(10, k+6))
+	default:
+		return fmt.Sprintf("%.0fns", math.Pow(10, k+9))
+	}
+}
+
+// groupLegend is the legend entry of an attacker or reference group.
+func groupLegend(r *Report, group string) string {
+	n, med := 0, []float64{}
+	for _, c := range r.Classes {
+		if c.Group == group {
+			n++
+			med = append(med, c.Effective.Median)
+		}
+	}
+	sort.Float64s(med)
+	label := map[string]string{GroupGeneric: "generic script attackers", GroupWhiteBox: "white-box attackers",
+		GroupListing: "candidate-list attacker", GroupReference: "reference brains (oracle, agent-style)"}[group]
+	if label == "" {
+		label = group
+	}
+	return fmt.Sprintf("%s (%d; median of medians %s)", label, n, fmtSecs(quantile(med, 0.5)))
 }
 
 func hline(x0, x1, y float64, c color.Color, dashes []vg.Length) (*plotter.Line, error) {

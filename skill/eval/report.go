@@ -13,23 +13,33 @@ import (
 )
 
 // ReportVersion is the version of the Report JSON layout.
-const ReportVersion = 1
+const ReportVersion = 2
 
 // Report is the outcome of an evaluation run. All times are in seconds.
 type Report struct {
-	Version        int         `json:"version"`
-	Source         string      `json:"source"`
-	Sessions       int         `json:"sessions"`
-	Seed           uint64      `json:"seed"`
-	Policy         PolicyInfo  `json:"policy"`
-	Corpus         CorpusInfo  `json:"corpus"`
-	Classes        []Class     `json:"classes"`
-	Human          HumanReport `json:"human"`
-	Sweep          Sweep       `json:"sweep"`
-	Window         Window      `json:"window"`
-	NoAgent        string      `json:"no_agent,omitempty"`
-	Notes          []string    `json:"notes,omitempty"`
-	ElapsedSeconds float64     `json:"elapsed_seconds"`
+	Version    int        `json:"version"`
+	Source     string     `json:"source"`
+	SourceKind string     `json:"source_kind,omitempty"`
+	Sessions   int        `json:"sessions"`
+	Seed       uint64     `json:"seed"`
+	Policy     PolicyInfo `json:"policy"`
+	Corpus     CorpusInfo `json:"corpus"`
+	Classes    []Class    `json:"classes"`
+	// Headlines are the figures that sum a run up: the best attacker of
+	// each group, the reference brains, configured agents.
+	Headlines []Headline `json:"summary"`
+	// Validation is what the validation filter did to the sets before
+	// they were served (nil when it did not run).
+	Validation *Validation `json:"validation,omitempty"`
+	// AgentStyle judges every form of the agent-style brain on every
+	// question of the distinct sets drawn (nil without reference brains).
+	AgentStyle     *AgentStyleReport `json:"agent_style,omitempty"`
+	Human          HumanReport       `json:"human"`
+	Sweep          Sweep             `json:"sweep"`
+	Window         Window            `json:"window"`
+	NoAgent        string            `json:"no_agent,omitempty"`
+	Notes          []string          `json:"notes,omitempty"`
+	ElapsedSeconds float64           `json:"elapsed_seconds"`
 }
 
 // PolicyInfo is the verifier policy of the run.
@@ -59,6 +69,7 @@ type CorpusInfo struct {
 type Class struct {
 	Name        string `json:"name"`
 	Kind        string `json:"kind"`
+	Group       string `json:"group"`
 	Description string `json:"description,omitempty"`
 	Sessions    int    `json:"sessions"`
 	// Pass is the per-session acceptance rate.
@@ -82,8 +93,8 @@ type Class struct {
 	ByAnswerType map[string]TypeStat `json:"by_answer_type"`
 	// ByDomain is the session pass rate per domain.
 	ByDomain map[string]Rate `json:"by_domain"`
-	// EffectiveSample holds up to 2000 answered-round effective times of
-	// an agent class (for the timing plot).
+	// EffectiveSample holds answered-round effective times for the timing
+	// plot: up to 2000 of an agent class, up to 300 of any other.
 	EffectiveSample []float64 `json:"effective_sample,omitempty"`
 }
 
@@ -167,7 +178,10 @@ type Window struct {
 	Decades float64 `json:"decades"`
 }
 
-const maxTimeSample = 2000
+const (
+	maxTimeSample      = 2000
+	maxOtherTimeSample = 300
+)
 
 // NoAgentNote is the report's note when no agent is configured.
 const NoAgentNote = "no LLM agent was configured: agent completeness, the agent curve of the threshold sweep and the " +
@@ -177,10 +191,11 @@ const NoAgentNote = "no LLM agent was configured: agent completeness, the agent 
 func buildReport(cfg Config, classes []class, results [][]sessionResult, st *sourceStats) *Report {
 	p := cfg.Policy
 	r := &Report{
-		Version:  ReportVersion,
-		Source:   cfg.Source.Name(),
-		Sessions: cfg.Sessions,
-		Seed:     cfg.Seed,
+		Version:    ReportVersion,
+		Source:     cfg.Source.Name(),
+		Sessions:   cfg.Sessions,
+		Seed:       cfg.Seed,
+		SourceKind: string(cfg.SourceKind),
 		Policy: PolicyInfo{Rounds: p.Rounds, DeriveTau: p.DeriveTau, Total: p.Total.Seconds(),
 			RTTCredit: p.RTTCredit.Seconds(), MaxHumanFraction: p.MaxHumanFraction},
 		Corpus: CorpusInfo{Drawn: st.drawn, Distinct: len(st.distinct), Cycled: st.cycled, Skipped: st.skipped,
@@ -201,12 +216,19 @@ func buildReport(cfg Config, classes []class, results [][]sessionResult, st *sou
 		r.Notes = append(r.Notes, fmt.Sprintf("%d session indices skipped for invalid sets (%s)", st.skipped, st.firstErr))
 	}
 
-	agents := 0
+	agents, refs := 0, false
 	for ci, c := range classes {
-		r.Classes = append(r.Classes, classReport(c, results[ci], p.Rounds))
+		cr := classReport(c, results[ci], p.Rounds)
+		cr.Group = c.group
+		r.Classes = append(r.Classes, cr)
 		if c.kind == KindAgent {
 			agents++
 		}
+		refs = refs || c.reference == refAgentStyle
+	}
+	r.Headlines = headlines(r.Classes)
+	if refs {
+		r.AgentStyle = probeAgentStyle(st.retained, cfg.Seed)
 	}
 	r.Human = humanReport(cfg, r.Corpus.MeanTokens)
 	r.Sweep, r.Window = sweep(cfg, classes, results)
@@ -275,8 +297,12 @@ func classReport(c class, rs []sessionResult, rounds int) Class {
 	}
 	out.Effective = summarize(eff)
 	out.SessionMax = summarize(smax)
-	if c.kind == KindAgent && len(eff) > 0 {
+	switch {
+	case len(eff) == 0:
+	case c.kind == KindAgent:
 		out.EffectiveSample = eff[:min(len(eff), maxTimeSample)]
+	case c.kind != KindHuman:
+		out.EffectiveSample = eff[:min(len(eff), maxOtherTimeSample)]
 	}
 	for d, n := range domN {
 		out.ByDomain[d] = Wilson(domK[d], n)
@@ -450,18 +476,21 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	ew.printf("aCAPTCHA evaluation: source %s, %d sessions per class, seed %d\n", r.Source, r.Sessions, r.Seed)
 	ew.printf("policy: %d rounds, %s, T_total=%gs, RTT credit %gs\n", r.Policy.Rounds, tau, r.Policy.Total, r.Policy.RTTCredit)
+	if r.SourceKind != "" {
+		ew.printf("source kind: %s (picks the white-box attackers)\n", r.SourceKind)
+	}
 	ew.printf("corpus: %d sets drawn (%d distinct%s), narratives %d..%d tokens (mean %.0f)\n\n",
 		r.Corpus.Drawn, r.Corpus.Distinct, map[bool]string{true: ", cycled", false: ""}[r.Corpus.Cycled],
 		r.Corpus.MinTokens, r.Corpus.MaxTokens, r.Corpus.MeanTokens)
 
 	tw := tabwriter.NewWriter(ew, 2, 8, 2, ' ', 0)
-	hdr := "CLASS\tKIND\tSESSIONS\tPASS [95% CI]"
+	hdr := "CLASS\tGROUP\tSESSIONS\tPASS [95% CI]"
 	for i := 1; i <= r.Policy.Rounds; i++ {
 		hdr += fmt.Sprintf("\tR%d", i)
 	}
 	fmt.Fprintln(tw, hdr+"\tEFF MEDIAN\tEFF P90\tTOP FAILURES")
 	for _, c := range r.Classes {
-		line := fmt.Sprintf("%s\t%s\t%d\t%s", c.Name, c.Kind, c.Sessions, pctCI(c.Pass))
+		line := fmt.Sprintf("%s\t%s\t%d\t%s", c.Name, c.Group, c.Sessions, pctCI(c.Pass))
 		for _, rs := range c.Rounds {
 			line += "\t" + pct(rs.Rate.Value)
 		}
@@ -470,6 +499,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write report: %w", err)
+	}
+	if err := r.writeSummary(ew); err != nil {
+		return err
 	}
 
 	ew.printf("\nanswered-round accuracy by reasoning type (answered rounds in parentheses)\n")

@@ -34,8 +34,20 @@ type Config struct {
 	// AgentSessions caps the sessions run per agent (they cost real model
 	// calls); 0 means Sessions.
 	AgentSessions int
-	// Attackers are the script attackers to run (attack.All() for all).
+	// Attackers are the generic script attackers to run (attack.All() for
+	// all): they know nothing of the source.
 	Attackers []attack.Named
+	// WhiteBox are the white-box attackers for the source's kind
+	// (attack.WhiteBox): scripts written against this code and prompts.
+	WhiteBox []attack.Named
+	// Listing are the attackers that answer with a list of candidates
+	// (attack.Listing): they measure the matcher's guard.
+	Listing []attack.Named
+	// SourceKind is the kind of source the sets stand for; reported.
+	SourceKind skill.SourceKind
+	// NoReference skips the reference brains (the exact oracle and the
+	// agent-style brain), which otherwise always run.
+	NoReference bool
 	// HumanSamples is the size of the human Monte Carlo (per-round and
 	// per-session samples); 0 means DefaultHumanSamples.
 	HumanSamples int
@@ -64,9 +76,20 @@ const (
 
 // Class kinds in reports.
 const (
-	KindAttacker = "attacker"
-	KindAgent    = "agent"
-	KindHuman    = "human"
+	KindAttacker  = "attacker"
+	KindAgent     = "agent"
+	KindHuman     = "human"
+	KindReference = "reference"
+)
+
+// Class groups in reports: attackers are reported per group.
+const (
+	GroupGeneric   = "generic"
+	GroupWhiteBox  = "white-box"
+	GroupListing   = "candidate-list"
+	GroupReference = "reference"
+	GroupAgent     = "agent"
+	GroupHuman     = "human"
 )
 
 // Progress reports how far a run has got.
@@ -81,10 +104,16 @@ var ErrConfig = errors.New("invalid evaluation config")
 
 // class is one prover class of a run.
 type class struct {
-	name, kind, desc string
-	prover           skill.Prover // nil for the human model
-	limit            int          // sessions to run
+	name, kind, group, desc string
+	prover                  skill.Prover // nil for the human model and the reference brains
+	reference               int          // 0, or refOracle / refAgentStyle
+	limit                   int          // sessions to run
 }
+
+const (
+	refOracle = 1 + iota
+	refAgentStyle
+)
 
 // sessionResult is the compact record of one session.
 type sessionResult struct {
@@ -145,15 +174,36 @@ func (c *Config) normalize() ([]class, error) {
 	}
 	var classes []class
 	seen := map[string]bool{HumanClass: true}
-	for _, a := range c.Attackers {
-		if a.Name == "" || a.Prover == nil {
-			return nil, fmt.Errorf("%w: attacker %q without a name or prover", ErrConfig, a.Name)
+	if c.SourceKind != skill.SourceUnknown && !c.SourceKind.Valid() {
+		return nil, fmt.Errorf("%w: unknown source kind %q", ErrConfig, c.SourceKind)
+	}
+	for _, g := range []struct {
+		group string
+		as    []attack.Named
+	}{{GroupGeneric, c.Attackers}, {GroupWhiteBox, c.WhiteBox}, {GroupListing, c.Listing}} {
+		for _, a := range g.as {
+			if a.Name == "" || a.Prover == nil {
+				return nil, fmt.Errorf("%w: attacker %q without a name or prover", ErrConfig, a.Name)
+			}
+			if seen[a.Name] {
+				return nil, fmt.Errorf("%w: duplicate class name %q", ErrConfig, a.Name)
+			}
+			seen[a.Name] = true
+			classes = append(classes, class{name: a.Name, kind: KindAttacker, group: g.group, desc: a.Description, prover: a.Prover, limit: c.Sessions})
 		}
-		if seen[a.Name] {
-			return nil, fmt.Errorf("%w: duplicate class name %q", ErrConfig, a.Name)
+	}
+	if !c.NoReference {
+		for _, r := range []class{
+			{name: OracleClass, reference: refOracle, desc: "knows the ground truth and answers with the canonical answer at once"},
+			{name: AgentStyleClass, reference: refAgentStyle, desc: "knows the ground truth and answers in the forms agents use: the narrative's descriptive phrase, the bare number of a numbered label, an article, a unit, another number form"},
+		} {
+			if seen[r.name] {
+				return nil, fmt.Errorf("%w: duplicate class name %q", ErrConfig, r.name)
+			}
+			seen[r.name] = true
+			r.kind, r.group, r.limit = KindReference, GroupReference, c.Sessions
+			classes = append(classes, r)
 		}
-		seen[a.Name] = true
-		classes = append(classes, class{name: a.Name, kind: KindAttacker, desc: a.Description, prover: a.Prover, limit: c.Sessions})
 	}
 	names := make([]string, 0, len(c.Agents))
 	for n := range c.Agents {
@@ -168,9 +218,9 @@ func (c *Config) normalize() ([]class, error) {
 			return nil, fmt.Errorf("%w: duplicate class name %q", ErrConfig, n)
 		}
 		seen[n] = true
-		classes = append(classes, class{name: n, kind: KindAgent, desc: "configured agent", prover: c.Agents[n], limit: agentLimit})
+		classes = append(classes, class{name: n, kind: KindAgent, group: GroupAgent, desc: "configured agent", prover: c.Agents[n], limit: agentLimit})
 	}
-	classes = append(classes, class{name: HumanClass, kind: KindHuman,
+	classes = append(classes, class{name: HumanClass, kind: KindHuman, group: GroupHuman,
 		desc: "answers correctly, takes the Monte Carlo human time per round", limit: c.Sessions})
 	return classes, nil
 }
@@ -339,7 +389,10 @@ func draw(ctx context.Context, cfg Config, st *sourceStats, work chan<- drawn) e
 
 // runIndex runs every class's session for one session index.
 func runIndex(ctx context.Context, cfg Config, classes []class, results [][]sessionResult, d drawn) {
-	var truth TruthFunc
+	var (
+		truth TruthFunc
+		idx   truthIndex
+	)
 	for ci, c := range classes {
 		if d.i >= c.limit || ctx.Err() != nil {
 			continue
@@ -350,12 +403,18 @@ func runIndex(ctx context.Context, cfg Config, classes []class, results [][]sess
 			continue
 		}
 		var a skill.Answerer
-		if c.prover == nil {
+		switch {
+		case c.reference != 0:
+			if idx == nil {
+				idx = newTruthIndex(d.set)
+			}
+			a = &referenceAnswerer{idx: idx, style: c.reference == refAgentStyle, seed: cfg.Seed}
+		case c.prover == nil:
 			if truth == nil {
 				truth = TruthFromSets(d.set)
 			}
 			a = NewHumanAnswerer(cfg.Human, truth, cfg.Seed, uint64(d.i)+1)
-		} else {
+		default:
 			a = c.prover.NewSession()
 		}
 		v := skill.Run(ctx, s, a, nil)
