@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/acaptcha/acaptcha/llm"
+	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/generate"
 	"github.com/acaptcha/acaptcha/skill/procedural"
@@ -65,6 +66,7 @@ type app struct {
 
 	// Trust, sharing and operations (startNode; peers.go).
 	trustQuorum   int
+	requireSource string
 	gossip        bool
 	blockRejected time.Duration
 	metricsAddr   string
@@ -190,6 +192,7 @@ func (a *app) rootCmd() *cobra.Command {
 	f.IntVar(&a.gen.tokenBudget, "pool-token-budget", 0, "tokens challenge generation may spend per hour (0: no cap)")
 	f.StringVar(&a.gen.crossCheck, "cross-check-llm", "", "a second LLM (provider:MODEL) whose solver must also reproduce every generated answer")
 	f.IntVar(&a.trustQuorum, "trust-quorum", 0, "admit a peer without a fresh challenge when at least K issuers this node verified directly attest it (0: direct verification only)")
+	f.StringVar(&a.requireSource, "require-source", string(peer.DefaultRequireSource), "weakest challenge source an attestation must name to admit its subject or count toward the trust quorum: procedural, corpus, hybrid or llm (hybrid and llm rank equally), or any")
 	f.BoolVar(&a.gossip, "gossip", true, "share accepted attestations on GossipSub and learn others'")
 	f.DurationVar(&a.blockRejected, "block-rejected", 0, "block peers this node rejects at the connection gater for this long (0: never)")
 	f.StringVar(&a.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (and the peer list at /peers), e.g. 127.0.0.1:9464")

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 func (a *app) attestationsCmd() *cobra.Command {
@@ -54,12 +56,12 @@ func (a *app) attestationsCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tDIRECTION\tISSUER\tSUBJECT\tVERDICT\tREASON\tISSUED\tVALID")
+			fmt.Fprintln(tw, "KEY\tDIRECTION\tISSUER\tSUBJECT\tVERDICT\tREASON\tSOURCE\tISSUED\tVALID")
 			now := time.Now()
 			for _, e := range es {
 				at := e.Attestation
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", shortKey(e.Key), e.Direction, short(at.Issuer.String()), short(at.Subject.String()),
-					verdictWord(at.Accepted, at.Reason), at.Reason, at.IssuedAt.Format(time.RFC3339), at.Valid(now))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", shortKey(e.Key), e.Direction, short(at.Issuer.String()), short(at.Subject.String()),
+					verdictWord(at.Accepted, at.Reason), at.Reason, protocol.SourceName(at.Provenance.Source), at.IssuedAt.Format(time.RFC3339), at.Valid(now))
 			}
 			return tw.Flush()
 		},
@@ -102,15 +104,20 @@ func (a *app) attestationsCmd() *cobra.Command {
 	}
 	export.Flags().StringVarP(&out, "out", "o", "", "output file (default standard output)")
 
-	var subject, issuer string
+	var subject, issuer, requireSource string
 	var allowExpired bool
 	verify := &cobra.Command{
 		Use:   "verify FILE",
-		Short: "Verify an exported attestation (binary envelope, or its hex): signature, issuer key, subject, expiry",
+		Short: "Verify an exported attestation (binary envelope, or its hex): signature, issuer key, subject, expiry, challenge source",
 		Long: `Verifies a signed attestation envelope: the signature, that the signing key
 belongs to the issuer named inside, the expected subject and issuer when given,
-the validity window and the spec version. FILE may hold the raw envelope or its
-hex encoding; - reads standard input. Exit code 0 when valid, 1 when not.`,
+the validity window and the spec version, and with --require-source KIND that
+the challenges behind it came from a source ranked at least KIND (procedural 1,
+corpus 2, hybrid and llm 3; a record that names no source ranks 0): a script
+written against this code passes procedural challenges, so --require-source
+hybrid (or llm) accepts only LLM-written or LLM-reworded ones. FILE may hold
+the raw envelope or its hex encoding; - reads standard input. Exit code 0 when
+valid, 1 when not.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var data []byte
@@ -127,6 +134,11 @@ hex encoding; - reads standard input. Exit code 0 when valid, 1 when not.`,
 				data = h
 			}
 			opts := protocol.VerifyOptions{AllowExpired: allowExpired}
+			if requireSource != "" && !strings.EqualFold(requireSource, "any") {
+				if opts.MinSource, err = skill.ParseSourceKind(requireSource); err != nil {
+					return usageErr("--require-source: %v, or any", err)
+				}
+			}
 			if subject != "" {
 				if opts.Subject, err = lpeer.Decode(subject); err != nil {
 					return usageErr("--subject: %v", err)
@@ -139,9 +151,14 @@ hex encoding; - reads standard input. Exit code 0 when valid, 1 when not.`,
 			}
 			at, _, err := protocol.VerifyAttestation(data, opts)
 			if err != nil {
-				if a.jsonOut {
-					_ = writeJSON(a, map[string]any{"valid": false, "error": err.Error()})
-				} else {
+				weak := errors.Is(err, protocol.ErrSourceBelowMinimum)
+				switch {
+				case a.jsonOut:
+					_ = writeJSON(a, map[string]any{"valid": false, "error": err.Error(), "source_below_minimum": weak})
+				case weak:
+					// Signed and valid, but refused by the caller's policy.
+					fmt.Fprintf(a.stdout, "REFUSED: %v\n", err)
+				default:
 					fmt.Fprintf(a.stdout, "INVALID: %v\n", err)
 				}
 				return &exitError{code: exitRejected, err: err}
@@ -155,6 +172,7 @@ hex encoding; - reads standard input. Exit code 0 when valid, 1 when not.`,
 	verify.Flags().StringVar(&subject, "subject", "", "expected subject peer ID")
 	verify.Flags().StringVar(&issuer, "issuer", "", "expected issuer peer ID")
 	verify.Flags().BoolVar(&allowExpired, "allow-expired", false, "accept an expired attestation (for audits)")
+	verify.Flags().StringVar(&requireSource, "require-source", "", "refuse the attestation unless its challenges came from a source ranked at least this: procedural, corpus, hybrid or llm (default: any source; this flag of verify does not inherit the node's --require-source default)")
 	cmd.AddCommand(list, show, export, verify)
 	return cmd
 }
@@ -189,8 +207,8 @@ func (a *app) printAttestation(at *protocol.Attestation, env []byte, dir string)
 	if at.FailedRound > 0 {
 		fmt.Fprintf(w, " at round %d", at.FailedRound)
 	}
-	fmt.Fprintf(w, "\nissued   %s\nexpires  %s\nspec     %s\ndomain   %s (set %s)\nnonce    %x\ndigest   %x\n",
-		at.IssuedAt.Format(time.RFC3339), at.ExpiresAt.Format(time.RFC3339), at.SpecVersion, at.Domain, at.SetID, at.Nonce, at.TranscriptDigest)
+	fmt.Fprintf(w, "\nissued   %s\nexpires  %s\nspec     %s\ndomain   %s (set %s)\nsource   %s\nnonce    %x\ndigest   %x\n",
+		at.IssuedAt.Format(time.RFC3339), at.ExpiresAt.Format(time.RFC3339), at.SpecVersion, at.Domain, at.SetID, provenanceWords(at.Provenance), at.Nonce, at.TranscriptDigest)
 	p := at.Policy
 	tau := p.Tau.String()
 	if p.DerivedTau {
@@ -201,6 +219,34 @@ func (a *app) printAttestation(at *protocol.Attestation, env []byte, dir string)
 		fmt.Fprintf(w, "  round %d  effective %s / budget %s  narrative %d tokens  correct %v\n", r.Round, r.Effective, r.Budget, r.NarrativeTokens, r.Correct)
 	}
 	return nil
+}
+
+// provenanceWords describes an attestation's challenge provenance for
+// people, with what it is worth against a script.
+func provenanceWords(pv skill.Provenance) string {
+	k := pv.Source
+	out := fmt.Sprintf("%s (rank %d)", protocol.SourceName(k), k.Rank())
+	if pv.Model != "" {
+		out += ", model " + pv.Model
+	}
+	if pv.LLMQuestions {
+		out += ", questions LLM-worded"
+	} else if k.Valid() {
+		out += ", questions not LLM-worded"
+	}
+	switch k {
+	case skill.SourceProcedural:
+		out += "; a script written against this code passes procedural challenges"
+	case skill.SourceCorpus:
+		out += "; corpus sets can be pre-solved by anyone holding the files"
+	case skill.SourceUnknown:
+		out += "; the record names no source"
+	default:
+		if !k.Valid() {
+			out += "; not a source kind this version knows"
+		}
+	}
+	return out
 }
 
 func writeJSON(a *app, v any) error {

@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acaptcha/acaptcha/internal/swarm"
+	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 func (a *app) benchCmd() *cobra.Command {
@@ -28,7 +30,7 @@ func (a *app) benchCmd() *cobra.Command {
 
 type swarmFlags struct {
 	n, anchors, mesh, lateLinks, anchorConc int
-	latency, transport                      string
+	latency, transport, requireSource       string
 	latencyScale                            float64
 	timeout                                 time.Duration
 }
@@ -59,9 +61,16 @@ The provers are bench-only oracles: the verifiers' sources register every set
 they serve in a shared answer key, and the provers answer from it, instantly
 or after a sampled LLM-like delay (--latency realistic). The simulation
 measures the protocol and the runtime, not a model; 'acaptcha node' and
-'acaptcha demo' never use this oracle.`,
+'acaptcha demo' never use this oracle. The challenges are procedural, so the
+nodes admit on procedural attestations (--require-source procedural) unless
+--require-source says otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The bench serves procedural challenges: its nodes require
+			// source procedural unless --require-source is given.
+			if cmd.Flags().Changed("require-source") {
+				f.requireSource = a.requireSource
+			}
 			return a.runBenchSwarm(cmd.Context(), f)
 		},
 	}
@@ -99,10 +108,16 @@ func (a *app) runBenchSwarm(ctx context.Context, f swarmFlags) error {
 	case f.timeout <= 0:
 		return usageErr("--timeout must be positive")
 	}
+	requireSource := skill.SourceProcedural
+	if f.requireSource != "" {
+		if requireSource, err = peer.ParseRequireSource(f.requireSource); err != nil {
+			return usageErr("--require-source: %v", err)
+		}
+	}
 	cfg := swarm.Config{
 		N: f.n, Quorum: a.trustQuorum, Anchors: f.anchors,
 		Mesh: nonZero(f.mesh), LateLinks: nonZero(f.lateLinks), AnchorConcurrency: f.anchorConc,
-		Latency: lat, LatencyScale: f.latencyScale, Policy: pol, NoGossip: !a.gossip, Transport: tr,
+		Latency: lat, LatencyScale: f.latencyScale, Policy: pol, RequireSource: requireSource, NoGossip: !a.gossip, Transport: tr,
 		Timeout: f.timeout, Logger: a.log,
 	}
 	if !a.jsonOut {
@@ -159,7 +174,7 @@ func (a *app) printSwarmReport(r *swarm.Report) error {
 	if r.Latency == swarm.LatencyRealistic {
 		brains += fmt.Sprintf(" x%.2g", r.LatencyScale)
 	}
-	fmt.Fprintf(a.stdout, "\nswarm of %d nodes on loopback %s, %s, %s bench-oracle brains\n", r.N, strings.ToUpper(string(r.Transport)), mode, brains)
+	fmt.Fprintf(a.stdout, "\nswarm of %d nodes on loopback %s, %s, %s bench-oracle brains, procedural challenges, require source %s\n", r.N, strings.ToUpper(string(r.Transport)), mode, brains, r.RequireSource)
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 	conv := "NO"
 	if r.Converged {

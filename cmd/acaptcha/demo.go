@@ -94,11 +94,19 @@ func (a *app) runDemo(ctx context.Context) error {
 		if err != nil {
 			return nil, fmt.Errorf("demo key: %w", err)
 		}
-		return peer.New(peer.Config{
+		cfg := peer.Config{
 			Key: k, StorePath: filepath.Join(dir, name+".db"),
 			ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
 			Policy:      pol, Source: source, Prover: pr, Logger: a.log,
-		})
+			// The demo shows verdicts, not admission; it serves procedural
+			// challenges by default, so it says so and sets its policy
+			// explicitly rather than inherit the node default (hybrid).
+			RequireSource: skill.SourceProcedural,
+		}
+		if source != nil {
+			cfg.SourceKind = challengeKind(a.challenges)
+		}
+		return peer.New(cfg)
 	}
 	verifier, err := newNode("verifier", src, nil)
 	if err != nil {

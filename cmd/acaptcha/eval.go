@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,129 +16,437 @@ import (
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/attack"
 	"github.com/acaptcha/acaptcha/skill/eval"
+	"github.com/acaptcha/acaptcha/skill/generate"
 	"github.com/acaptcha/acaptcha/skill/procedural"
+	"github.com/acaptcha/acaptcha/spec"
 )
 
+// evalOptions are the flags of acaptcha eval.
+type evalOptions struct {
+	source        string
+	glob          string
+	kind          string
+	validate      bool
+	sessions      int
+	agentSessions int
+	seed          uint64
+	out           string
+	workers       int
+	humanSamples  int
+	noPlots       bool
+}
+
+const evalValidateHelp = `run every set through the offline validator (structure, leakage, the generic
+script attackers and the white-box attackers of --source-kind; no LLM) and
+serve only what it keeps: the questions an attacker answers are dropped, a set
+left with a part without questions is not served. Default on for corpus:DIR
+and examples (a corpus is served as acaptcha generate would have written it:
+raw model output has not been filtered yet), off for procedural, llm and
+hybrid (a node serves procedural sets as they come, and the llm and hybrid
+pools validate their sets already)`
+
 func (a *app) evalCmd() *cobra.Command {
-	var (
-		source        string
-		sessions      int
-		agentSessions int
-		seed          uint64
-		out           string
-		workers       int
-		humanSamples  int
-		noPlots       bool
-	)
+	var o evalOptions
 	cmd := &cobra.Command{
 		Use:   "eval",
-		Short: "Measure who passes: every script attacker, the human timing model and configured LLM agents",
+		Short: "Measure who passes: script attackers (generic, white-box, candidate list), reference brains, the human timing model and configured LLM agents",
 		Long: `Runs N sessions per prover class through the real session state machine
-against a challenge source: every built-in script attacker, the human timing
-model (paper §6.3 Monte Carlo) and, with --llm, the configured agent. Reports
-per-round and per-session pass rates with 95% confidence intervals,
-effective-time medians and p90, the tau threshold sweep and the feasible tau
-window, and writes report.json plus two plots (PNG and SVG) to --out.`,
+against a challenge source: the generic script attackers, the white-box
+attackers written against this code and prompts for the source's kind, the
+candidate-list attacker, two reference brains that know the ground truth (the
+exact oracle and the agent-style brain, which answers in the forms agents use:
+the narrative's descriptive phrase, the bare number of a numbered label, an
+article, a unit), the human timing model (paper §6.3 Monte Carlo) and, with
+--llm, the configured agent. Reports per-class session pass rates with 95%
+Wilson intervals, per-round rates, effective-time medians and p90, a summary
+(best generic, best white-box, candidate list, oracle, agent-style), what the
+validation filter kept, the tau threshold sweep and the feasible tau window,
+and writes report.json plus two plots (PNG and SVG) to --out.
+
+Sources: procedural, examples, corpus:DIR (every *.json of DIR, or only those
+matching --glob, e.g. --glob '*-hybrid.json'), llm and hybrid (pools that need
+--llm).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			pol, err := a.policy()
-			if err != nil {
-				return err
+			if !cmd.Flags().Changed("validate") {
+				o.validate = evalValidateDefault(o.source)
 			}
-			if sessions < 1 {
-				return usageErr("--sessions must be at least 1")
-			}
-			var src skill.Source
-			switch {
-			case source == "procedural":
-				s := seed
-				src, err = procedural.New(procedural.Config{Seed: &s})
-				if err != nil {
-					return usageErr("%v", err)
-				}
-			case source == "examples" || strings.HasPrefix(source, "corpus:"):
-				saved := a.challenges
-				a.challenges = source
-				// Evaluation reuses corpus sets across classes and sessions.
-				src, err = a.source(nil, 1<<30)
-				a.challenges = saved
-				if err != nil {
-					return err
-				}
-			case source == "llm":
-				saved := a.challenges
-				a.challenges = "llm"
-				src, err = a.source(nil, 1<<30)
-				a.challenges = saved
-				if err != nil {
-					return err
-				}
-			default:
-				return usageErr("--source %q: want procedural, examples, corpus:DIR or llm", source)
-			}
-			agents := map[string]skill.Prover{}
-			prover, llmName, err := a.prover(ctx)
-			if err != nil {
-				return err
-			}
-			if prover != nil {
-				agents["agent:"+llmName] = prover
-			}
-			cfg := eval.Config{
-				Source: src, Sessions: sessions, Policy: pol, Seed: seed,
-				Agents: agents, AgentSessions: agentSessions, Attackers: attack.AllSeeded(seed),
-				HumanSamples: humanSamples, Workers: workers,
-			}
-			start := time.Now()
-			progress := a.progressPrinter("sessions")
-			rep, err := eval.Run(ctx, cfg, progress)
-			if err != nil {
-				return fmt.Errorf("eval: %w", err)
-			}
-			if err := os.MkdirAll(out, 0o755); err != nil {
-				return fmt.Errorf("output directory: %w", err)
-			}
-			jsonPath := filepath.Join(out, "report.json")
-			f, err := os.Create(jsonPath)
-			if err != nil {
-				return fmt.Errorf("write report: %w", err)
-			}
-			if err := rep.WriteJSON(f); err != nil {
-				f.Close()
-				return fmt.Errorf("write report: %w", err)
-			}
-			if err := f.Close(); err != nil {
-				return fmt.Errorf("write report: %w", err)
-			}
-			files := []string{jsonPath}
-			if !noPlots {
-				plots, err := eval.WritePlots(rep, out)
-				if err != nil {
-					return fmt.Errorf("plots: %w", err)
-				}
-				files = append(files, plots...)
-			}
-			if a.jsonOut {
-				return rep.WriteJSON(a.stdout)
-			}
-			if err := rep.WriteText(a.stdout); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "\nwrote %s (%s)\n", strings.Join(files, ", "), time.Since(start).Round(time.Millisecond))
-			return nil
+			return a.runEval(cmd.Context(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&source, "source", "procedural", "challenge source: procedural, examples, corpus:DIR or llm")
-	f.IntVar(&sessions, "sessions", 1000, "sessions per prover class")
-	f.IntVar(&agentSessions, "agent-sessions", 20, "sessions per configured LLM agent (they cost real tokens)")
-	f.Uint64Var(&seed, "seed", 1, "seed for sets, question picks and the human model: the same seed gives the same run")
-	f.StringVar(&out, "out", "acaptcha-eval", "directory for report.json and the plots")
-	f.IntVar(&workers, "workers", 0, "sessions run in parallel (default GOMAXPROCS)")
-	f.IntVar(&humanSamples, "human-samples", 50000, "human Monte Carlo samples (50000 bounds a zero completion rate below 1e-4 at 95% confidence)")
-	f.BoolVar(&noPlots, "no-plots", false, "skip the PNG/SVG plots")
+	f.StringVar(&o.source, "source", "procedural", "challenge source: procedural, examples, corpus:DIR, llm or hybrid")
+	f.StringVar(&o.glob, "glob", "", "with --source corpus:DIR, load only the files of DIR whose name matches this pattern (e.g. '*-hybrid.json'); every match must be a challenge set")
+	f.StringVar(&o.kind, "source-kind", "", "kind of source the sets stand for (procedural, corpus, hybrid or llm): picks the white-box attackers of the eval and the validation filter; default from --source (corpus:DIR and examples are corpus)")
+	f.BoolVar(&o.validate, "validate", false, evalValidateHelp)
+	f.IntVar(&o.sessions, "sessions", 1000, "sessions per prover class")
+	f.IntVar(&o.agentSessions, "agent-sessions", 20, "sessions per configured LLM agent (they cost real tokens)")
+	f.Uint64Var(&o.seed, "seed", 1, "seed for sets, question picks, the agent-style brain and the human model: the same seed gives the same run")
+	f.StringVar(&o.out, "out", "acaptcha-eval", "directory for report.json and the plots")
+	f.IntVar(&o.workers, "workers", 0, "sessions run in parallel (default GOMAXPROCS)")
+	f.IntVar(&o.humanSamples, "human-samples", 50000, "human Monte Carlo samples (50000 bounds a zero completion rate below 1e-4 at 95% confidence)")
+	f.BoolVar(&o.noPlots, "no-plots", false, "skip the PNG/SVG plots")
 	return cmd
+}
+
+// evalValidateDefault is --validate's default for a source (see
+// evalValidateHelp).
+func evalValidateDefault(source string) bool {
+	return source == "examples" || strings.HasPrefix(source, "corpus:")
+}
+
+// evalKind is the source kind a --source stands for.
+func evalKind(source string) (skill.SourceKind, error) {
+	switch {
+	case source == "procedural":
+		return skill.SourceProcedural, nil
+	case source == "examples" || strings.HasPrefix(source, "corpus:"):
+		return skill.SourceCorpus, nil
+	case source == "llm":
+		return skill.SourceLLM, nil
+	case source == "hybrid":
+		return skill.SourceHybrid, nil
+	}
+	return skill.SourceUnknown, usageErr("--source %q: want procedural, examples, corpus:DIR, llm or hybrid", source)
+}
+
+// evalAttackers returns the attacker groups of a run: generic, white-box
+// for kind, candidate list.
+func evalAttackers(seed uint64, kind skill.SourceKind) (generic, whiteBox, listing []attack.Named) {
+	return attack.AllSeeded(seed), attack.WhiteBox(kind), nil
+}
+
+// checkOutDir makes dir and checks that a file can be written in it, so a
+// run does not spend its sessions before failing to save them.
+func checkOutDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".acaptcha-eval-probe-*")
+	if err != nil {
+		return fmt.Errorf("output directory %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	cerr := f.Close()
+	rerr := os.Remove(name)
+	if err := errors.Join(cerr, rerr); err != nil {
+		return fmt.Errorf("output directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (a *app) runEval(ctx context.Context, o evalOptions) error {
+	pol, err := a.policy()
+	if err != nil {
+		return err
+	}
+	if o.sessions < 1 {
+		return usageErr("--sessions must be at least 1")
+	}
+	kind, err := evalKind(o.source)
+	if err != nil {
+		return err
+	}
+	if o.kind != "" {
+		if kind, err = skill.ParseSourceKind(o.kind); err != nil {
+			return usageErr("--source-kind: %v", err)
+		}
+	}
+	if o.glob != "" {
+		if !strings.HasPrefix(o.source, "corpus:") {
+			return usageErr("--glob needs --source corpus:DIR")
+		}
+		if _, err := filepath.Match(o.glob, ""); err != nil {
+			return usageErr("--glob %q: %v", o.glob, err)
+		}
+	}
+	if err := checkOutDir(o.out); err != nil {
+		return err
+	}
+	var (
+		vr   *generate.Validator
+		vrec *eval.Validation
+	)
+	if o.validate {
+		vr, err = generate.NewValidator(generate.ValidatorConfig{Policy: &pol, Logger: a.log, WhiteBoxKind: kind})
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		why := "explicitly requested (--validate)"
+		if evalValidateDefault(o.source) {
+			why = "default for corpus sources: sets are served as acaptcha generate would have written them"
+		}
+		vrec = eval.NewValidation(fmt.Sprintf("offline validator: structure, leakage, generic script attackers, white-box attackers for %s sets", kind), why)
+	}
+	src, err := a.evalSource(ctx, o, pol, vr, vrec)
+	if err != nil {
+		return err
+	}
+	agents := map[string]skill.Prover{}
+	prover, llmName, err := a.prover(ctx)
+	if err != nil {
+		return err
+	}
+	if prover != nil {
+		agents["agent:"+llmName] = prover
+	}
+	generic, whiteBox, listing := evalAttackers(o.seed, kind)
+	cfg := eval.Config{
+		Source: src, Sessions: o.sessions, Policy: pol, Seed: o.seed, SourceKind: kind,
+		Agents: agents, AgentSessions: o.agentSessions,
+		Attackers: generic, WhiteBox: whiteBox, Listing: listing,
+		HumanSamples: o.humanSamples, Workers: o.workers,
+	}
+	start := time.Now()
+	rep, err := eval.Run(ctx, cfg, a.progressPrinter("sessions"))
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	if vs, ok := src.(*validatingSource); ok {
+		vrec = vs.record()
+	}
+	rep.Validation = vrec
+	files, err := writeEvalOutput(rep, o.out, !o.noPlots)
+	if err != nil {
+		return err
+	}
+	if a.jsonOut {
+		return rep.WriteJSON(a.stdout)
+	}
+	if err := rep.WriteText(a.stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "\nwrote %s (%s)\n", strings.Join(files, ", "), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func writeEvalOutput(rep *eval.Report, out string, plots bool) ([]string, error) {
+	jsonPath := filepath.Join(out, "report.json")
+	f, err := os.Create(jsonPath)
+	if err != nil {
+		return nil, fmt.Errorf("write report: %w", err)
+	}
+	if err := rep.WriteJSON(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write report: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("write report: %w", err)
+	}
+	files := []string{jsonPath}
+	if plots {
+		ps, err := eval.WritePlots(rep, out)
+		if err != nil {
+			return nil, fmt.Errorf("plots: %w", err)
+		}
+		files = append(files, ps...)
+	}
+	return files, nil
+}
+
+// evalSource builds the source of a run. A corpus is filtered up front
+// when vr is set (vrec records it); a generating source is wrapped so each
+// set it yields is filtered as it is drawn.
+func (a *app) evalSource(ctx context.Context, o evalOptions, pol skill.Policy, vr *generate.Validator, vrec *eval.Validation) (skill.Source, error) {
+	var gen skill.Source
+	switch {
+	case o.source == "procedural":
+		s := o.seed
+		g, err := procedural.New(procedural.Config{Seed: &s})
+		if err != nil {
+			return nil, usageErr("%v", err)
+		}
+		gen = g
+	case o.source == "llm" || o.source == "hybrid":
+		saved := a.challenges
+		a.challenges = o.source
+		// Evaluation reuses sets across classes and sessions.
+		g, err := a.source(nil, 1<<30)
+		a.challenges = saved
+		if err != nil {
+			return nil, err
+		}
+		gen = g
+	}
+	if gen != nil {
+		if vr == nil {
+			return gen, nil
+		}
+		return &validatingSource{inner: gen, v: vr, rec: vrec, start: time.Now()}, nil
+	}
+	sets, names, name, err := loadEvalCorpus(o.source, o.glob)
+	if err != nil {
+		return nil, err
+	}
+	if vr != nil {
+		start := time.Now()
+		sets = filterSets(ctx, vr, vrec, sets, names)
+		vrec.Seconds = time.Since(start).Seconds()
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("validation filter: %w", err)
+		}
+		if len(sets) == 0 {
+			return nil, fmt.Errorf("validation filter: no set of %s kept (%s)", name, countsText(vrec.Rejected))
+		}
+	}
+	for _, s := range sets {
+		if _, err := skill.NewSession(s, pol, nil); err != nil {
+			return nil, usageErr("challenge set %s (%s) cannot be served under this policy: %v", s.ID, s.Domain, err)
+		}
+	}
+	c, err := skill.NewCorpus(name, sets, nil, 1<<30)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return c, nil
+}
+
+// loadEvalCorpus loads the sets of an examples or corpus:DIR source, with
+// a name per set for the validation record.
+func loadEvalCorpus(source, glob string) (sets []*skill.Set, names []string, name string, err error) {
+	if source == "examples" {
+		sets, err = spec.Examples()
+		if err != nil {
+			return nil, nil, "", usageErr("%v", err)
+		}
+		for _, s := range sets {
+			names = append(names, s.ID)
+		}
+		return sets, names, "examples", nil
+	}
+	dir := strings.TrimPrefix(source, "corpus:")
+	name = dir
+	pattern := glob
+	if pattern == "" {
+		pattern = "*.json"
+	} else {
+		name += "/" + glob
+	}
+	files, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		return nil, nil, "", usageErr("--glob %q: %v", glob, err)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || fi.IsDir() {
+			continue
+		}
+		s, err := skill.LoadFile(f)
+		if err != nil {
+			return nil, nil, "", usageErr("%v", err)
+		}
+		sets = append(sets, s)
+		names = append(names, filepath.Base(f))
+	}
+	if len(sets) == 0 {
+		return nil, nil, "", usageErr("corpus directory %s holds no challenge sets matching %s", dir, pattern)
+	}
+	return sets, names, name, nil
+}
+
+// filterSets runs the offline validator on every set, in parallel, and
+// returns the kept sets in input order.
+func filterSets(ctx context.Context, vr *generate.Validator, vrec *eval.Validation, sets []*skill.Set, names []string) []*skill.Set {
+	reps := make([]*generate.Report, len(sets))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i, s := range sets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			reps[i] = vr.Offline(ctx, s)
+		}()
+	}
+	wg.Wait()
+	var kept []*skill.Set
+	for i, rep := range reps {
+		if k := recordValidation(vrec, names[i], sets[i], rep); k != nil {
+			kept = append(kept, k)
+		}
+	}
+	return kept
+}
+
+// recordValidation records one validator report and returns the kept set
+// (nil when rejected).
+func recordValidation(vrec *eval.Validation, name string, in *skill.Set, rep *generate.Report) *skill.Set {
+	var drops []string
+	for _, d := range rep.Drops {
+		drops = append(drops, d.Key())
+	}
+	if !rep.Accepted() {
+		vrec.Record(name, in, nil, string(rep.Reason), rep.Detail, drops)
+		return nil
+	}
+	kept := rep.Set
+	if kept.Provenance == nil && in.Provenance != nil {
+		pv := *in.Provenance
+		kept.Provenance = &pv
+	}
+	vrec.Record(name, in, kept, "", "", drops)
+	return kept
+}
+
+func countsText(m map[string]int) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+// maxValidationRejects bounds the sets in a row a validating source may
+// reject before it gives up.
+const maxValidationRejects = 50
+
+// validatingSource filters the sets of a generating source through the
+// offline validator as they are drawn.
+type validatingSource struct {
+	inner skill.Source
+	v     *generate.Validator
+	start time.Time
+
+	mu  sync.Mutex
+	rec *eval.Validation
+}
+
+func (s *validatingSource) Name() string { return s.inner.Name() + " (validated)" }
+
+func (s *validatingSource) Next(ctx context.Context) (*skill.Set, error) {
+	for range maxValidationRejects {
+		set, err := s.inner.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if set == nil {
+			return nil, fmt.Errorf("source %s returned no set", s.inner.Name())
+		}
+		rep := s.v.Offline(ctx, set)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("validation filter: %w", err)
+		}
+		name := set.ID
+		if name == "" {
+			name = set.ContentID()
+		}
+		s.mu.Lock()
+		kept := recordValidation(s.rec, name, set, rep)
+		s.mu.Unlock()
+		if kept != nil {
+			return kept, nil
+		}
+	}
+	return nil, fmt.Errorf("validation filter rejected %d sets of %s in a row", maxValidationRejects, s.inner.Name())
+}
+
+func (s *validatingSource) record() *eval.Validation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rec.Seconds = time.Since(s.start).Seconds()
+	return s.rec
 }
 
 // progressPrinter returns a progress callback: a redrawn bar on a

@@ -16,6 +16,7 @@ import (
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/generate"
+	"github.com/acaptcha/acaptcha/skill/procedural"
 )
 
 const exampleSet = "../../spec/examples/generated/aviation_maintenance.json"
@@ -26,6 +27,12 @@ var askedDomain = regexp.MustCompile(`in the domain "([a-z_]+)"`)
 // requests with distinct copies of the spec's example set (after the
 // replies in first, if any) and solver requests as an oracle over them.
 func genStub(t *testing.T, copies int, first ...testutil.BrainReply) *testutil.StubServer {
+	return genStubOf(t, copies, false, first...)
+}
+
+// genStubOf is genStub; varied makes every reply a different procedural
+// set instead of a copy of the example with one line changed.
+func genStubOf(t *testing.T, copies int, varied bool, first ...testutil.BrainReply) *testutil.StubServer {
 	t.Helper()
 	data, err := os.ReadFile(exampleSet)
 	if err != nil {
@@ -37,17 +44,39 @@ func genStub(t *testing.T, copies int, first ...testutil.BrainReply) *testutil.S
 	}
 	var sets []*skill.Set
 	replies := append([]testutil.BrainReply(nil), first...)
+	// Every reply a genuinely different set, as a model writes: a node
+	// declines a challenge that is a near-duplicate of one it issued
+	// itself (reflection), so copies of one example with a changed line
+	// would be refused between two nodes of the same stub.
 	for i := range copies {
-		var c skill.Set
-		_ = json.Unmarshal(data, &c)
-		// Distinct narratives in every part: a node declines a challenge
-		// whose narrative it issued itself (reflection).
-		for p := range c.Parts {
-			c.Parts[p].Narrative += fmt.Sprintf("\n\nFiled under reference %d-%d.", 100+i, p+1)
+		if !varied {
+			var c skill.Set
+			_ = json.Unmarshal(data, &c)
+			for p := range c.Parts {
+				c.Parts[p].Narrative += fmt.Sprintf("\n\nFiled under reference %d-%d.", 100+i, p+1)
+			}
+			b, _ := json.Marshal(&c)
+			replies = append(replies, testutil.BrainReply{Text: string(b)})
+			sets = append(sets, &c)
+			continue
 		}
-		b, _ := json.Marshal(&c)
+		seed := uint64(1000 + i)
+		g, err := procedural.New(procedural.Config{Seed: &seed, Domains: []string{base.Domain}})
+		if err != nil {
+			g, err = procedural.New(procedural.Config{Seed: &seed})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := g.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ID, c.Provenance = "", nil
+		c.Domain = base.Domain
+		b, _ := json.Marshal(c)
 		replies = append(replies, testutil.BrainReply{Text: string(b)})
-		sets = append(sets, &c)
+		sets = append(sets, c)
 	}
 	gen := testutil.Sequence(replies...)
 	oracle := testutil.NewOracle(append(sets, base)...)
@@ -254,7 +283,7 @@ func TestNodesAttestWithGeneratedSets(t *testing.T) {
 	}
 	t.Setenv("ACAPTCHA_CHALLENGES", "")
 	os.Unsetenv("ACAPTCHA_CHALLENGES")
-	srv := genStub(t, 40)
+	srv := genStubOf(t, 40, true)
 	dir := t.TempDir()
 	common := []string{"--llm", "openai:stub", "--llm-base-url", srv.URL + "/v1", "--pool-size", "1", "--pool-wait", "30s", "--log-level", "info"}
 

@@ -3,12 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -36,6 +38,10 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	}
 	if a.trustQuorum < 0 || a.blockRejected < 0 {
 		return nil, "", usageErr("--trust-quorum and --block-rejected must not be negative")
+	}
+	requireSource, err := peer.ParseRequireSource(a.requireSource)
+	if err != nil {
+		return nil, "", usageErr("--require-source: %v", err)
 	}
 	attestPolicy, err := peer.ParseAttestPolicy(contact.attestPolicy)
 	if err != nil {
@@ -96,6 +102,8 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		Logger:      a.log,
 
 		TrustQuorum:   a.trustQuorum,
+		RequireSource: requireSource,
+		SourceKind:    challengeKind(a.challenges),
 		Gossip:        a.gossip,
 		BlockRejected: a.blockRejected,
 
@@ -126,6 +134,22 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	return n, llmName, nil
 }
 
+// challengeKind is the kind of challenges a --challenges value serves
+// (spec/attestation.md section 3.1); auto is resolved before it is asked.
+func challengeKind(challenges string) skill.SourceKind {
+	switch {
+	case challenges == "llm":
+		return skill.SourceLLM
+	case challenges == "hybrid":
+		return skill.SourceHybrid
+	case challenges == "examples" || strings.HasPrefix(challenges, "corpus:"):
+		return skill.SourceCorpus
+	case challenges == "auto" || challenges == "procedural":
+		return skill.SourceProcedural
+	}
+	return skill.SourceUnknown
+}
+
 func (a *app) nodeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
@@ -142,7 +166,8 @@ func (a *app) nodeCmd() *cobra.Command {
 			}()
 			addrs := n.Addrs()
 			if a.jsonOut {
-				out := map[string]any{"peer_id": n.ID().String(), "llm": llmName, "challenges": a.challenges}
+				out := map[string]any{"peer_id": n.ID().String(), "llm": llmName, "challenges": a.challenges,
+					"challenge_source": challengeKind(a.challenges), "require_source": n.RequireSource()}
 				var as []string
 				for _, m := range addrs {
 					as = append(as, m.String())
@@ -160,7 +185,8 @@ func (a *app) nodeCmd() *cobra.Command {
 				} else {
 					fmt.Fprintf(a.stdout, "  %s\n", noLLMHint)
 				}
-				fmt.Fprintf(a.stdout, "  challenges: %s; store: %s\n", a.challenges, a.storePath)
+				fmt.Fprintf(a.stdout, "  challenges: %s (attestations carry source %s); store: %s\n", a.challenges, protocol.SourceName(challengeKind(a.challenges)), a.storePath)
+				fmt.Fprintf(a.stdout, "  admits and vouches on attestations whose challenges rank at least %s (--require-source)\n", n.RequireSource())
 				fmt.Fprintln(a.stdout, "  attest with: acaptcha attest <one of the addresses above>   (Ctrl-C stops)")
 			}
 			<-cmd.Context().Done()

@@ -20,18 +20,22 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
 // peersReport is the output of `acaptcha peers` and of a node's /peers
 // endpoint.
 type peersReport struct {
-	Self        string          `json:"self,omitempty"`
-	TrustQuorum int             `json:"trust_quorum"`
-	Source      string          `json:"source"` // "node" (live) or "store"
-	Stats       *peer.Stats     `json:"stats,omitempty"`
-	Peers       []peer.PeerInfo `json:"peers"`
-	At          time.Time       `json:"at"`
+	Self        string `json:"self,omitempty"`
+	TrustQuorum int    `json:"trust_quorum"`
+	// RequireSource is the challenge-source policy admissions were
+	// evaluated with (--require-source).
+	RequireSource skill.SourceKind `json:"require_source"`
+	Source        string           `json:"source"` // "node" (live) or "store"
+	Stats         *peer.Stats      `json:"stats,omitempty"`
+	Peers         []peer.PeerInfo  `json:"peers"`
+	At            time.Time        `json:"at"`
 }
 
 // Limits of the operations endpoint and of its client.
@@ -77,7 +81,7 @@ func (a *app) serveOps(ctx context.Context, addr string, reg *prometheus.Registr
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Timeout: opsWriteTimeout / 2}))
 	mux.HandleFunc("GET /peers", func(w http.ResponseWriter, _ *http.Request) {
 		st := n.Stats()
-		rep := peersReport{Self: n.ID().String(), TrustQuorum: a.trustQuorum, Source: "node", Stats: &st, Peers: n.Peers(), At: time.Now().UTC()}
+		rep := peersReport{Self: n.ID().String(), TrustQuorum: a.trustQuorum, RequireSource: n.RequireSource(), Source: "node", Stats: &st, Peers: n.Peers(), At: time.Now().UTC()}
 		w.Header().Set("Content-Type", "application/json")
 		if err := json.NewEncoder(w).Encode(rep); err != nil {
 			a.log.Debug("write /peers", "err", err)
@@ -113,11 +117,12 @@ func (a *app) peersCmd() *cobra.Command {
 		Long: `Lists the peers this node knows from its attestations (issued, received and
 learned from gossip or presentations), revocations and gate decisions, with
 their admission state: admitted directly or through the trust quorum, or the
-reason they are not (unattested, rejected, expired, revoked, blocked).
+reason they are not (unattested, rejected, expired, revoked, blocked,
+source_below_minimum: accepted only on challenges weaker than --require-source).
 
 Without --node the store is read directly, which needs the node to be
 stopped (bbolt allows one process at a time); admissions are then evaluated
-with --trust-quorum. With --node ADDR the running node started with
+with --trust-quorum and --require-source. With --node ADDR the running node started with
 --metrics ADDR is asked, and its live view (with gate decisions and blocks)
 is shown.`,
 		Args: cobra.NoArgs,
@@ -167,10 +172,14 @@ func (a *app) storePeers() (*peersReport, error) {
 	if a.trustQuorum < 0 {
 		return nil, usageErr("--trust-quorum must not be negative")
 	}
+	min, err := peer.ParseRequireSource(a.requireSource)
+	if err != nil {
+		return nil, usageErr("--require-source: %v", err)
+	}
 	now := time.Now()
 	if _, err := os.Stat(a.storePath); errors.Is(err, fs.ErrNotExist) {
 		// Do not create a store just to list it.
-		return &peersReport{TrustQuorum: a.trustQuorum, Source: "store", At: now.UTC()}, nil
+		return &peersReport{TrustQuorum: a.trustQuorum, RequireSource: min, Source: "store", At: now.UTC()}, nil
 	}
 	st, err := peer.OpenStore(a.storePath)
 	if err != nil {
@@ -180,11 +189,11 @@ func (a *app) storePeers() (*peersReport, error) {
 		return nil, usageErr("%v", err)
 	}
 	defer st.Close()
-	ps, err := peer.PeerReport(st, a.trustQuorum, now)
+	ps, err := peer.PeerReport(st, a.trustQuorum, min, now)
 	if err != nil {
 		return nil, fmt.Errorf("read store %s: %w", a.storePath, err)
 	}
-	rep := &peersReport{TrustQuorum: a.trustQuorum, Source: "store", Peers: ps, At: now.UTC()}
+	rep := &peersReport{TrustQuorum: a.trustQuorum, RequireSource: min, Source: "store", Peers: ps, At: now.UTC()}
 	if es, err := st.List(peer.Issued, ""); err == nil && len(es) > 0 {
 		rep.Self = es[0].Attestation.Issuer.String()
 	} else if es, err := st.List(peer.Received, ""); err == nil && len(es) > 0 {
@@ -240,8 +249,12 @@ func refWords(r *peer.AttestationRef) string {
 	if !r.Valid {
 		state = "expired"
 	}
-	return fmt.Sprintf("%-8s %-13s issued %s  expires %s  %s", verdictWord(r.Accepted, ""), r.Reason,
-		r.IssuedAt.UTC().Format(time.RFC3339), r.ExpiresAt.UTC().Format(time.RFC3339), state)
+	src := protocol.SourceName(r.ChallengeSource)
+	if r.Accepted && !r.MeetsSource {
+		src += " (below policy)"
+	}
+	return fmt.Sprintf("%-8s %-13s issued %s  expires %s  %s  source %s", verdictWord(r.Accepted, ""), r.Reason,
+		r.IssuedAt.UTC().Format(time.RFC3339), r.ExpiresAt.UTC().Format(time.RFC3339), state, src)
 }
 
 func printPeers(w io.Writer, rep *peersReport, now time.Time) {
@@ -249,7 +262,11 @@ func printPeers(w io.Writer, rep *peersReport, now time.Time) {
 	if rep.Self != "" {
 		head += " to " + rep.Self
 	}
-	fmt.Fprintf(w, "%s (from the %s; trust quorum %d)\n", head, rep.Source, rep.TrustQuorum)
+	req := "unknown"
+	if rep.RequireSource != "" {
+		req = string(rep.RequireSource)
+	}
+	fmt.Fprintf(w, "%s (from the %s; trust quorum %d; require source %s)\n", head, rep.Source, rep.TrustQuorum, req)
 	if len(rep.Peers) == 0 {
 		fmt.Fprintln(w, "no peers")
 		return

@@ -38,8 +38,15 @@ func testKey(t *testing.T) (crypto.PrivKey, lpeer.ID) {
 	return k, id
 }
 
-// sealAccepted signs an acceptance of subject by key's peer.
+// sealAccepted signs an acceptance of subject by key's peer on LLM-written
+// challenges.
 func sealAccepted(t *testing.T, key crypto.PrivKey, subject lpeer.ID) (*protocol.Attestation, []byte) {
+	t.Helper()
+	return sealAcceptedFrom(t, key, subject, skill.SourceLLM)
+}
+
+// sealAcceptedFrom signs an acceptance on challenges from src.
+func sealAcceptedFrom(t *testing.T, key crypto.PrivKey, subject lpeer.ID, src skill.SourceKind) (*protocol.Attestation, []byte) {
 	t.Helper()
 	issuer, _ := lpeer.IDFromPrivateKey(key)
 	now := time.Now().UTC().Truncate(time.Second)
@@ -48,6 +55,7 @@ func sealAccepted(t *testing.T, key crypto.PrivKey, subject lpeer.ID) (*protocol
 		Nonce: make([]byte, protocol.NonceBytes), TranscriptDigest: make([]byte, protocol.DigestBytes),
 		Policy:   protocol.PolicySummary{Rounds: 3, Tau: 15 * time.Second, Total: 2 * time.Minute},
 		IssuedAt: now, ExpiresAt: now.Add(time.Hour), SpecVersion: protocol.SpecVersion,
+		Provenance: skill.Provenance{Source: src},
 	}
 	_, _ = rand.Read(a.Nonce)
 	for i := 1; i <= 3; i++ {
@@ -174,7 +182,7 @@ func TestNodeServesMetricsAndPeers(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Source != "node" || rep.TrustQuorum != 2 || rep.Self == "" || rep.Stats == nil {
+	if rep.Source != "node" || rep.TrustQuorum != 2 || rep.RequireSource != skill.SourceHybrid || rep.Self == "" || rep.Stats == nil {
 		t.Fatalf("live report: %+v", rep)
 	}
 	// The store is locked while the node runs: the error says what to do.

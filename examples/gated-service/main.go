@@ -58,7 +58,14 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("challenge generator: %w", err)
 	}
 
-	service, err := newNode(dir, "service", peer.Config{Source: oracle.source(gen), AttestPolicy: peer.AttestAll})
+	// The example serves procedural challenges, which a script written
+	// against this code could pass: it says so (SourceKind: the node warns
+	// at start) and admits on them explicitly. A production service serves
+	// LLM-written challenges and keeps the default policy (hybrid).
+	service, err := newNode(dir, "service", peer.Config{
+		Source: oracle.source(gen), SourceKind: skill.SourceProcedural, AttestPolicy: peer.AttestAll,
+		RequireSource: skill.SourceProcedural,
+	})
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/procedural"
 )
 
@@ -86,9 +87,12 @@ func run(ctx context.Context) error {
 			Prover:       oracle.prover(),
 			AttestPolicy: peer.AttestAll,
 			TrustQuorum:  quorum,
-			Gossip:       true,
-			DHT:          true,
-			Logger:       logger.With("node", i+1),
+			// Procedural challenges, for an offline example: admit and
+			// vouch on them explicitly (the default requires hybrid).
+			RequireSource: skill.SourceProcedural,
+			Gossip:        true,
+			DHT:           true,
+			Logger:        logger.With("node", i+1),
 		}
 		if i > 0 {
 			cfg.Bootstrap = []string{swarm[0].Addrs()[0].String()}

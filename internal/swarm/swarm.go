@@ -112,6 +112,11 @@ type Config struct {
 	NoGossip bool
 	// Policy is the verifiers' policy (default skill.DefaultPolicy()).
 	Policy skill.Policy
+	// RequireSource is every node's challenge-source policy
+	// (peer.Config.RequireSource). The bench serves procedural
+	// challenges, so it defaults to skill.SourceProcedural rather than
+	// the node default (hybrid), under which no node would admit another.
+	RequireSource skill.SourceKind
 	// AnchorConcurrency is the anchors' first-contact concurrency
 	// (default DefaultAnchorConcurrency; members keep the node default).
 	AnchorConcurrency int
@@ -132,15 +137,17 @@ type Config struct {
 
 // Report is the outcome of a simulation.
 type Report struct {
-	N            int       `json:"n"`
-	Quorum       int       `json:"trust_quorum"`
-	Anchors      int       `json:"anchors,omitempty"`
-	Mesh         int       `json:"mesh_links_per_member,omitempty"`
-	Latency      Latency   `json:"latency"`
-	Transport    Transport `json:"transport"`
-	Gossip       bool      `json:"gossip"`
-	LatencyScale float64   `json:"latency_scale,omitempty"`
-	Converged    bool      `json:"converged"`
+	N      int `json:"n"`
+	Quorum int `json:"trust_quorum"`
+	// RequireSource is the nodes' challenge-source policy.
+	RequireSource skill.SourceKind `json:"require_source"`
+	Anchors       int              `json:"anchors,omitempty"`
+	Mesh          int              `json:"mesh_links_per_member,omitempty"`
+	Latency       Latency          `json:"latency"`
+	Transport     Transport        `json:"transport"`
+	Gossip        bool             `json:"gossip"`
+	LatencyScale  float64          `json:"latency_scale,omitempty"`
+	Converged     bool             `json:"converged"`
 	// AdmittedPairs counts ordered pairs (i, j), i != j, where node i
 	// admits node j at the end; full coverage is Pairs = N x (N-1).
 	AdmittedPairs int `json:"admitted_pairs"`
@@ -315,6 +322,12 @@ func (c *Config) defaults() error {
 	if err := c.Policy.Check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	if c.RequireSource == "" {
+		c.RequireSource = skill.SourceProcedural
+	}
+	if _, err := peer.ParseRequireSource(string(c.RequireSource)); err != nil {
+		return fmt.Errorf("%w: require source: %w", ErrConfig, err)
+	}
 	if c.AnchorConcurrency <= 0 {
 		c.AnchorConcurrency = DefaultAnchorConcurrency
 	}
@@ -367,7 +380,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer os.RemoveAll(d)
 	}
 	s := &sim{cfg: cfg, oracle: NewBenchOracle(), gate: NewGate(), rep: &Report{
-		N: cfg.N, Quorum: cfg.Quorum, Anchors: cfg.Anchors, Latency: cfg.Latency, Transport: cfg.Transport, Gossip: !cfg.NoGossip,
+		N: cfg.N, Quorum: cfg.Quorum, RequireSource: cfg.RequireSource, Anchors: cfg.Anchors, Latency: cfg.Latency, Transport: cfg.Transport, Gossip: !cfg.NoGossip,
 		Pairs: cfg.N * (cfg.N - 1), PairwiseSessions: int64(cfg.N) * int64(cfg.N-1),
 		MinSessions: MinSessions(cfg.N, cfg.Quorum), FloorSessions: FloorSessions(cfg.N, cfg.Quorum),
 	}}
@@ -555,6 +568,7 @@ func (s *sim) newNode(i int, dir string) (*peer.Node, error) {
 		AttestPolicy:        pol,
 		MaxConcurrentAttest: conc,
 		TrustQuorum:         cfg.Quorum,
+		RequireSource:       cfg.RequireSource,
 		Gossip:              !cfg.NoGossip,
 	})
 	if err != nil {

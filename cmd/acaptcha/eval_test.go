@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/attack"
+	"github.com/acaptcha/acaptcha/skill/eval"
+	"github.com/acaptcha/acaptcha/spec"
+)
+
+// runEvalCmd runs `acaptcha eval ARGS --json` in process and decodes the
+// report; a non-zero exit fails the test.
+func runEvalCmd(t *testing.T, args ...string) *eval.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	argv := append([]string{"eval", "--out", t.TempDir(), "--no-plots", "--human-samples", "2000"}, args...)
+	if code := Main(ctx, append(argv, "--json"), &out, &errb); code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	rep, err := eval.ReadReport(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// writeExampleCorpus writes the embedded example sets into a directory,
+// as a-NAME.json and b-NAME.json copies, plus a JSON file that is no set.
+func writeExampleCorpus(t *testing.T) (dir string, n int) {
+	t.Helper()
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	for _, s := range sets {
+		data, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"a-", "b-"} {
+			if err := os.WriteFile(filepath.Join(dir, p+s.Domain+".json"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.json"), []byte(`{"prompt":"not a set"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, len(sets)
+}
+
+func classGroups(rep *eval.Report) map[string]string {
+	m := map[string]string{}
+	for _, c := range rep.Classes {
+		m[c.Name] = c.Group
+	}
+	return m
+}
+
+func TestEvalCorpusGlobValidates(t *testing.T) {
+	dir, n := writeExampleCorpus(t)
+	rep := runEvalCmd(t, "--source", "corpus:"+dir, "--glob", "a-*.json", "--sessions", "40")
+	v := rep.Validation
+	if v == nil {
+		t.Fatal("the validation filter did not run on a corpus by default")
+	}
+	if v.SetsIn != n || v.SetsKept+len(v.Rejected) == 0 || v.QuestionsKept > v.QuestionsIn || len(v.Sets) != n {
+		t.Fatalf("validation %+v", v)
+	}
+	for _, s := range v.Sets {
+		if !strings.HasPrefix(s.Name, "a-") {
+			t.Errorf("validated %s, outside the glob", s.Name)
+		}
+	}
+	if v.SetsKept > 0 && v.MinKeptPerPart < 1 {
+		t.Errorf("a kept set has a part without questions: %+v", v)
+	}
+	if rep.SourceKind != string(skill.SourceCorpus) || !strings.Contains(rep.Source, "a-*.json") {
+		t.Errorf("source %q kind %q", rep.Source, rep.SourceKind)
+	}
+	g := classGroups(rep)
+	for _, wb := range attack.WhiteBox(skill.SourceCorpus) {
+		if g[wb.Name] != eval.GroupWhiteBox {
+			t.Errorf("white-box attacker %s in group %q", wb.Name, g[wb.Name])
+		}
+	}
+	if g[attack.Router] != eval.GroupGeneric || g[eval.OracleClass] != eval.GroupReference || g[eval.AgentStyleClass] != eval.GroupReference {
+		t.Errorf("groups %v", g)
+	}
+	if h, ok := rep.Headline(eval.HeadOracle); !ok || h.Pass.K != 40 {
+		t.Errorf("oracle headline %+v", h)
+	}
+	for _, l := range []string{eval.HeadBestGeneric, eval.HeadBestWhiteBox, eval.HeadListing, eval.HeadBestScript, eval.HeadAgentStyle} {
+		if _, ok := rep.Headline(l); !ok {
+			t.Errorf("summary lacks %q", l)
+		}
+	}
+
+	// --validate=false serves the files as they are.
+	rep = runEvalCmd(t, "--source", "corpus:"+dir, "--glob", "b-*.json", "--sessions", "10", "--validate=false")
+	if rep.Validation != nil {
+		t.Errorf("validation ran with --validate=false: %+v", rep.Validation)
+	}
+	// Without --glob every JSON file must be a set.
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"eval", "--source", "corpus:" + dir, "--sessions", "5", "--out", t.TempDir()}, &out, &errb); code == exitOK {
+		t.Error("a corpus directory holding a file that is no set was accepted")
+	}
+}
+
+func TestEvalProceduralJSON(t *testing.T) {
+	rep := runEvalCmd(t, "--source", "procedural", "--sessions", "20")
+	if rep.Validation != nil {
+		t.Errorf("procedural sets validated by default: %+v", rep.Validation)
+	}
+	if rep.SourceKind != string(skill.SourceProcedural) {
+		t.Errorf("source kind %q", rep.SourceKind)
+	}
+	g := classGroups(rep)
+	for _, wb := range attack.WhiteBox(skill.SourceProcedural) {
+		if g[wb.Name] != eval.GroupWhiteBox {
+			t.Errorf("white-box attacker %s in group %q", wb.Name, g[wb.Name])
+		}
+	}
+	for _, a := range attack.All() {
+		if g[a.Name] != eval.GroupGeneric {
+			t.Errorf("generic attacker %s in group %q", a.Name, g[a.Name])
+		}
+	}
+	if o, ok := rep.Class(eval.OracleClass); !ok || o.Pass.K != 20 {
+		t.Errorf("oracle %+v", o)
+	}
+	if rep.AgentStyle == nil || rep.AgentStyle.Questions == 0 {
+		t.Errorf("agent-style probe %+v", rep.AgentStyle)
+	}
+}
+
+// TestEvalOutUnwritable: an --out that cannot be written fails at once,
+// before a single session runs (a million would take minutes).
+func TestEvalOutUnwritable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"eval", "--sessions", "1000000", "--out", filepath.Join(file, "sub")}, &out, &errb)
+	if code == exitOK || !strings.Contains(errb.String(), "output directory") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("failed after %s: sessions ran first", d)
+	}
+}
+
+func TestEvalBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"eval", "--source", "nowhere"},
+		{"eval", "--source", "procedural", "--glob", "*.json"},
+		{"eval", "--source", "corpus:.", "--glob", "[", "--sessions", "1"},
+		{"eval", "--source-kind", "bogus"},
+		{"eval", "--sessions", "0"},
+	} {
+		var out, errb bytes.Buffer
+		args = append(args, "--out", t.TempDir())
+		if code := Main(context.Background(), args, &out, &errb); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d\n%s", args, code, exitUsage, errb.String())
+		}
+	}
+}
