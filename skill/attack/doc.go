@@ -15,4 +15,11 @@
 // templates; an attacker that did would be stronger, and the pass rates
 // reported here are a lower bound on what a determined script author
 // achieves.
+//
+// The white-box attackers (WhiteBox, Listing) are that stronger author:
+// whitebox-procedural inverts skill/procedural's own rendering (it reads the
+// generator's vocabulary through its public API), whitebox-prompt exploits
+// what the LLM generation and hybrid rewording prompts promise, and
+// candidate-list answers with a list of candidates to show that the matcher
+// refuses lists. They see only what the wire carries, like the others.
 package attack
