@@ -113,7 +113,7 @@ func evalKind(source string) (skill.SourceKind, error) {
 // evalAttackers returns the attacker groups of a run: generic, white-box
 // for kind, candidate list.
 func evalAttackers(seed uint64, kind skill.SourceKind) (generic, whiteBox, listing []attack.Named) {
-	return attack.AllSeeded(seed), attack.WhiteBox(kind), nil
+	return attack.AllSeeded(seed), attack.WhiteBox(kind), []attack.Named{attack.Listing()}
 }
 
 // checkOutDir makes dir and checks that a file can be written in it, so a
