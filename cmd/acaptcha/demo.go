@@ -77,6 +77,22 @@ func (a *app) runDemo(ctx context.Context) error {
 		{name: "script (" + router.Name + ")", kind: "script", prover: router.Prover, note: router.Description},
 		{name: "human-speed reader", kind: "human", prover: humanReader{model: pol.Human, guess: router.Prover}, note: "needs at least the paper's Eq. 6 lower bound per round (reads 5 tokens/s, decides in 350 ms, types 0.9 tokens/s), then answers with the script's guess"},
 	}
+	// The honest row: a script written against this code. On procedural
+	// challenges (text rendered from a public grammar) it passes often;
+	// on LLM-written or LLM-reworded challenges the validator drops what
+	// it answers.
+	kind := challengeKind(a.challenges)
+	if kind == skill.SourceUnknown {
+		kind = skill.SourceProcedural
+	}
+	if wb := attack.WhiteBox(kind); len(wb) > 0 {
+		w := wb[len(wb)-1]
+		if kind == skill.SourceProcedural {
+			w = wb[0]
+		}
+		provers = append(provers, demoProver{name: "white-box script (" + w.Name + ")", kind: "whitebox", prover: w.Prover,
+			note: "a script written by someone who read this code: " + w.Description + ". It passes a large share of procedural sessions (README, \"What a script can do\"); that is why real nodes write their challenges with their LLM (--challenges llm or hybrid)"})
+	}
 	agent, llmName, err := a.prover(ctx)
 	if err != nil {
 		return err
