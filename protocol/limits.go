@@ -16,22 +16,24 @@ const (
 	// DefaultDrawWindow is the window of the verifier's set-draw budgets.
 	DefaultDrawWindow = time.Hour
 	// DefaultMaxDrawsPerPeer is how many challenge sets one peer can make
-	// this node draw per window (first contact, reciprocal, retries).
-	DefaultMaxDrawsPerPeer = 4
+	// this node draw per window (first contact, reciprocal, retries). It
+	// leaves room for an honest peer (or a test harness) that re-attests a
+	// few times an hour; failures raise the proof of work long before.
+	DefaultMaxDrawsPerPeer = 20
 	// DefaultMaxDraws is the node's global draw budget per window.
 	DefaultMaxDraws = 1000
 	// DefaultProverWindow is the window of the prover's budgets.
 	DefaultProverWindow = time.Hour
 	// DefaultMaxSessionsPerVerifier is how many sessions this node answers
 	// for one verifier per window.
-	DefaultMaxSessionsPerVerifier = 10
+	DefaultMaxSessionsPerVerifier = 40
 	// DefaultMaxCallsPerVerifier is how many answerer (LLM) calls one
 	// verifier can cause per window; a session reserves one per round.
-	DefaultMaxCallsPerVerifier = 30
+	DefaultMaxCallsPerVerifier = 120
 	// DefaultMaxTokensPerVerifier bounds the prompt tokens (skill.
 	// CountTokens of narrative and question) one verifier can make this
 	// node read per window.
-	DefaultMaxTokensPerVerifier = 100_000
+	DefaultMaxTokensPerVerifier = 400_000
 	// DefaultMaxProverCalls is the node's global answerer-call budget per
 	// window.
 	DefaultMaxProverCalls = 1800
