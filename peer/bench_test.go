@@ -3,7 +3,9 @@ package peer_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -39,6 +41,9 @@ func BenchmarkMutualAttest(b *testing.B) {
 			Source:      oracle.Source(g, nil),
 			Prover:      oracle.Prover(swarm.LatencyInstant, 1),
 			Logger:      slog.New(slog.DiscardHandler),
+			// Attest drives every session; first contact would verify
+			// each new pair a second time in the background.
+			AttestPolicy: peer.AttestNone,
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -46,12 +51,38 @@ func BenchmarkMutualAttest(b *testing.B) {
 		b.Cleanup(func() { n.Close() })
 		return n
 	}
-	a, c := newNode("a"), newNode("c")
+	// Every iteration attests a pair of nodes that never met: a node
+	// neither re-verifies a peer whose verdict it holds nor lets one peer
+	// draw more than its share of sets per hour, so repeating one pair
+	// would measure cached verdicts and quotas, not attestations. Nodes
+	// are made with the timer stopped; pair k is (x, y) with x < y in
+	// triangular order, so n nodes serve n(n-1)/2 iterations.
+	var nodes []*peer.Node
+	ensure := func(n int) {
+		if len(nodes) >= n {
+			return
+		}
+		b.StopTimer()
+		for len(nodes) < n {
+			nodes = append(nodes, newNode(fmt.Sprintf("n%d", len(nodes))))
+		}
+		b.StartTimer()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	ensure(2)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		m, err := a.Attest(ctx, addrInfo(c))
+		y := int((1 + math.Sqrt(1+8*float64(i))) / 2)
+		for y*(y-1)/2 > i {
+			y--
+		}
+		for (y+1)*y/2 <= i {
+			y++
+		}
+		x := i - y*(y-1)/2
+		ensure(y + 1)
+		m, err := nodes[x].Attest(ctx, addrInfo(nodes[y]))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
@@ -155,5 +157,16 @@ func TestReflectionGuard(t *testing.T) {
 	}
 	if _, _, ok := g.check(d, now); !ok {
 		t.Fatal("re-issued digest lost")
+	}
+}
+
+// The ASCII fast path of NormalizeChallengeText agrees with the full
+// NFC + case-fold path.
+func TestNormalizeChallengeTextASCIIFastPath(t *testing.T) {
+	for _, s := range []string{"  Loop LOOP-0042 persisted\tacross\n3 runs.  ", "", "ABC def", "x\u00a0y"} {
+		full := strings.Join(strings.Fields(cases.Fold().String(norm.NFC.String(s))), " ")
+		if got := NormalizeChallengeText(s); got != full {
+			t.Errorf("%q: %q, want %q", s, got, full)
+		}
 	}
 }
