@@ -18,8 +18,12 @@ func benchPair(b *testing.B, transport string, probes int) (*Service, host.Host)
 	ha, hb := newHost(b), newHost(b)
 	src := sourceOf("bench-" + transport)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	va := newService(b, ha, Config{Source: src, Probes: probes, Logger: quiet})
-	newService(b, hb, Config{Prover: oracleProver(0, src.sets...), Logger: quiet})
+	// The benchmarks measure the protocol, not the per-peer quotas: one
+	// pair runs many thousand sessions, so the budgets are lifted.
+	const many = 1 << 30
+	va := newService(b, ha, Config{Source: src, Probes: probes, Logger: quiet, MaxDrawsPerPeer: many, MaxDraws: many})
+	newService(b, hb, Config{Prover: oracleProver(0, src.sets...), Logger: quiet,
+		MaxSessionsPerVerifier: many, MaxCallsPerVerifier: many, MaxTokensPerVerifier: many, MaxProverCalls: many})
 	connect(b, ha, hb, transport)
 	return va, hb
 }

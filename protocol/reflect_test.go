@@ -2,9 +2,12 @@ package protocol
 
 import (
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -167,6 +170,34 @@ func TestNormalizeChallengeTextASCIIFastPath(t *testing.T) {
 		full := strings.Join(strings.Fields(cases.Fold().String(norm.NFC.String(s))), " ")
 		if got := NormalizeChallengeText(s); got != full {
 			t.Errorf("%q: %q, want %q", s, got, full)
+		}
+	}
+}
+
+// The hand-written FNV-1a of shingleSketch equals hash/fnv's.
+func TestShingleSketchIsFNV1a(t *testing.T) {
+	words := strings.Fields("one two three four five six seven")
+	got := shingleSketch(words)
+	var want []uint64
+	for i := 0; i+ShingleWords <= len(words); i++ {
+		f := fnv.New64a()
+		f.Write([]byte(strings.Join(words[i:i+ShingleWords], " ")))
+		want = append(want, f.Sum64())
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("sketch %x, want %x", got, want)
+	}
+}
+
+// The ASCII word scanner agrees with the Unicode one.
+func TestChallengeWordsASCIIFastPath(t *testing.T) {
+	for _, s := range []string{"loop loop-0042 persisted, across 3 runs (see §2).", "", "  a  ", "x_y z.w 10.4.28.30"} {
+		general := strings.FieldsFunc(s, func(r rune) bool {
+			return !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.IsMark(r)
+		})
+		if got := challengeWords(strings.ToValidUTF8(s, "")); isASCII(s) && !slices.Equal(got, general) {
+			t.Errorf("%q: %q, want %q", s, got, general)
 		}
 	}
 }
