@@ -86,8 +86,9 @@ type metrics struct {
 	reciprocalAsked, reciprocalRun, contactLeashed   atomic.Uint64
 	presentLimited, presentedCapped                  atomic.Uint64
 
-	poolDepth atomic.Pointer[func() int]
-	prom      *promMetrics
+	poolDepth    atomic.Pointer[func() int]
+	poolFailures atomic.Pointer[func() int]
+	prom         *promMetrics
 }
 
 type promMetrics struct {
@@ -177,6 +178,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 		return 0
 	}))
+	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metricsNamespace, Name: "pool_consecutive_failures",
+		Help: "Generation attempts of the challenge pool that failed since its last stored set, as fed by Node.SetPoolFailures (0 without a pool).",
+	}, func() float64 {
+		if f := m.poolFailures.Load(); f != nil {
+			return float64((*f)())
+		}
+		return 0
+	}))
 	m.prom = p
 	return m
 }
@@ -208,6 +218,20 @@ func (n *Node) SetPoolDepth(f func() int) {
 		return
 	}
 	n.metrics.poolDepth.Store(&f)
+}
+
+// SetPoolFailures makes the acaptcha_pool_consecutive_failures gauge
+// report f() at every scrape (as SetPoolDepth; nil clears it), e.g.
+// n.SetPoolFailures(pool.ConsecutiveFailures).
+func (n *Node) SetPoolFailures(f func() int) {
+	if n.metrics == nil {
+		return
+	}
+	if f == nil {
+		n.metrics.poolFailures.Store(nil)
+		return
+	}
+	n.metrics.poolFailures.Store(&f)
 }
 
 // Stats returns the node's counters.

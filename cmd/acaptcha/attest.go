@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
 	"github.com/acaptcha/acaptcha/peer"
@@ -21,7 +23,8 @@ func (a *app) attestCmd() *cobra.Command {
 		Short: "Mutually attest with a running node and print both verdicts",
 		Long: `Connects to the node at MULTIADDR (ending in /p2p/PEER_ID), verifies it with
 chained timed rounds, and asks it to verify this node back. Both verdicts are
-printed and their signed attestations stored.
+printed and their signed attestations stored. Without --llm this side cannot
+answer challenges: the peer is verified and not asked to verify us back.
 
 Exit codes: 0 the remote peer was accepted; 1 it was not (rejected, or the
 session was inconclusive); 2 usage or configuration error; 3 network error.`,
@@ -49,7 +52,16 @@ session was inconclusive); 2 usage or configuration error; 3 network error.`,
 			}
 			ctx, cancel := contextWithTimeout(cmd, timeout)
 			defer cancel()
-			m, err := n.Attest(ctx, ai)
+			var m *peer.Mutual
+			if a.llmSpec == "" {
+				// Without an LLM our side declines every challenge, so a
+				// reciprocal verdict can never come: verify the peer only,
+				// and say why we did not ask it to verify us.
+				a.log.Warn("attest without --llm: the peer is verified but not asked to verify us back", "reason", errNoLLMReciprocal)
+				m, err = verifyOnly(ctx, n, ai)
+			} else {
+				m, err = n.Attest(ctx, ai)
+			}
 			if err != nil {
 				code := exitNetwork
 				if !errors.Is(err, peer.ErrNetwork) && !errors.Is(err, protocol.ErrNetwork) {
@@ -74,6 +86,26 @@ session was inconclusive); 2 usage or configuration error; 3 network error.`,
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "overall time limit (default twice the total budget plus 30 s)")
 	return cmd
+}
+
+// errNoLLMReciprocal is why attest without --llm does not ask the peer to
+// verify us back.
+var errNoLLMReciprocal = errors.New("not asked: this side has no LLM (--llm), cannot answer challenges and so cannot be verified; only our verdict of the peer is given")
+
+// verifyOnly connects to the peer and verifies it without asking it to
+// verify us back.
+func verifyOnly(ctx context.Context, n *peer.Node, ai lpeer.AddrInfo) (*peer.Mutual, error) {
+	if ai.ID == n.ID() {
+		return nil, errors.New("cannot attest ourselves")
+	}
+	if err := n.Host().Connect(ctx, ai); err != nil {
+		return nil, fmt.Errorf("connect to %s: %w: %w", ai.ID, peer.ErrNetwork, err)
+	}
+	res, err := n.Verify(ctx, ai.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &peer.Mutual{Peer: ai.ID, Ours: res, TheirsErr: errNoLLMReciprocal}, nil
 }
 
 func verdictWord(accepted bool, r skill.Reason) string {

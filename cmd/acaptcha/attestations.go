@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -29,9 +30,9 @@ func (a *app) attestationsCmd() *cobra.Command {
 		Short: "List the attestations in the store (issued by this node and received from verifiers)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := peer.OpenStore(a.storePath)
+			st, err := a.openExistingStore()
 			if err != nil {
-				return usageErr("%v", err)
+				return err
 			}
 			defer st.Close()
 			var p lpeer.ID
@@ -105,7 +106,7 @@ func (a *app) attestationsCmd() *cobra.Command {
 	export.Flags().StringVarP(&out, "out", "o", "", "output file (default standard output)")
 
 	var subject, issuer, requireSource string
-	var allowExpired bool
+	var allowExpired, anyVerdict bool
 	verify := &cobra.Command{
 		Use:   "verify FILE",
 		Short: "Verify an exported attestation (binary envelope, or its hex): signature, issuer key, subject, expiry, challenge source",
@@ -116,8 +117,14 @@ the challenges behind it came from a source ranked at least KIND (procedural 1,
 corpus 2, hybrid and llm 3; a record that names no source ranks 0): a script
 written against this code passes procedural challenges, so --require-source
 hybrid (or llm) accepts only LLM-written or LLM-reworded ones. FILE may hold
-the raw envelope or its hex encoding; - reads standard input. Exit code 0 when
-valid, 1 when not.`,
+the raw envelope or its hex encoding; - reads standard input.
+
+Exit codes: 0 when the record is valid and its verdict is ACCEPTED; 1 when it
+is not valid (bad signature, malformed, expired, wrong subject or issuer,
+source below --require-source, larger than the size cap), or when it is valid
+but records a verdict that is not an acceptance (rejected, declined,
+inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
+--any-verdict is given; 2 on usage errors (unreadable FILE, bad flags).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var data []byte
@@ -126,6 +133,15 @@ valid, 1 when not.`,
 				data, err = readAllCapped(os.Stdin, 4*protocol.MaxEnvelopeBytes)
 			} else {
 				data, err = readFileCapped(args[0], 4*protocol.MaxEnvelopeBytes)
+			}
+			if errors.Is(err, errInputTooLarge) {
+				// An oversized record is an invalid record, not a usage error.
+				if a.jsonOut {
+					_ = writeJSON(a, map[string]any{"valid": false, "accepted": false, "error": err.Error(), "source_below_minimum": false})
+				} else {
+					fmt.Fprintf(a.stdout, "INVALID: %v\n", err)
+				}
+				return &exitError{code: exitRejected, err: err}
 			}
 			if err != nil {
 				return usageErr("%v", err)
@@ -154,7 +170,7 @@ valid, 1 when not.`,
 				weak := errors.Is(err, protocol.ErrSourceBelowMinimum)
 				switch {
 				case a.jsonOut:
-					_ = writeJSON(a, map[string]any{"valid": false, "error": err.Error(), "source_below_minimum": weak})
+					_ = writeJSON(a, map[string]any{"valid": false, "accepted": false, "error": err.Error(), "source_below_minimum": weak})
 				case weak:
 					// Signed and valid, but refused by the caller's policy.
 					fmt.Fprintf(a.stdout, "REFUSED: %v\n", err)
@@ -164,14 +180,27 @@ valid, 1 when not.`,
 				return &exitError{code: exitRejected, err: err}
 			}
 			if !a.jsonOut {
-				fmt.Fprintln(a.stdout, "VALID signed attestation")
+				if at.Accepted {
+					fmt.Fprintln(a.stdout, "VALID signed attestation, verdict ACCEPTED")
+				} else {
+					// A valid signature on a verdict that admits nobody: a
+					// script doing `verify F && admit` must not admit.
+					fmt.Fprintf(a.stdout, "VALID signature, verdict %s (%s)\n", verdictWord(at.Accepted, at.Reason), at.Reason)
+				}
 			}
-			return a.printAttestation(at, data, "")
+			if err := a.printAttestation(at, data, ""); err != nil {
+				return err
+			}
+			if !at.Accepted && !anyVerdict {
+				return &exitError{code: exitRejected, err: fmt.Errorf("attestation of %s records verdict %s (%s), not an acceptance", at.Subject, verdictWord(at.Accepted, at.Reason), at.Reason)}
+			}
+			return nil
 		},
 	}
 	verify.Flags().StringVar(&subject, "subject", "", "expected subject peer ID")
 	verify.Flags().StringVar(&issuer, "issuer", "", "expected issuer peer ID")
 	verify.Flags().BoolVar(&allowExpired, "allow-expired", false, "accept an expired attestation (for audits)")
+	verify.Flags().BoolVar(&anyVerdict, "any-verdict", false, "exit 0 for any valid record, whatever its verdict (default: exit 1 unless the verdict is ACCEPTED)")
 	verify.Flags().StringVar(&requireSource, "require-source", "", "refuse the attestation unless its challenges came from a source ranked at least this: procedural, corpus, hybrid or llm (default: any source; this flag of verify does not inherit the node's --require-source default)")
 	cmd.AddCommand(list, show, export, verify)
 	return cmd
@@ -179,9 +208,9 @@ valid, 1 when not.`,
 
 // storedEntry reads one entry from the store (opened read and closed again).
 func (a *app) storedEntry(key string) (*peer.Entry, error) {
-	st, err := peer.OpenStore(a.storePath)
+	st, err := a.openExistingStore()
 	if err != nil {
-		return nil, usageErr("%v", err)
+		return nil, err
 	}
 	defer st.Close()
 	e, err := st.Get(key)
@@ -189,6 +218,35 @@ func (a *app) storedEntry(key string) (*peer.Entry, error) {
 		return nil, usageErr("%v", err)
 	}
 	return e, nil
+}
+
+// openExistingStore opens the store for a command that only reads it:
+// a store file that does not exist is a usage error naming the path (a
+// mistyped --store would otherwise create an empty database and report
+// "no attestations"). node and attest create the store; this does not.
+func (a *app) openExistingStore() (*peer.Store, error) {
+	if err := a.checkStoreExists(); err != nil {
+		return nil, err
+	}
+	st, err := peer.OpenStore(a.storePath)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return st, nil
+}
+
+// checkStoreExists refuses a --store path with no file behind it.
+func (a *app) checkStoreExists() error {
+	fi, err := os.Stat(a.storePath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usageErr("store %s does not exist (check --store; acaptcha node and attest create it)", a.storePath)
+	case err != nil:
+		return usageErr("store %s: %w", a.storePath, err)
+	case fi.IsDir():
+		return usageErr("store %s is a directory, not a store file (check --store)", a.storePath)
+	}
+	return nil
 }
 
 func shortKey(k string) string {
@@ -200,7 +258,7 @@ func shortKey(k string) string {
 
 func (a *app) printAttestation(at *protocol.Attestation, env []byte, dir string) error {
 	if a.jsonOut {
-		return writeJSON(a, map[string]any{"valid": true, "direction": dir, "attestation": at, "envelope_hex": hex.EncodeToString(env)})
+		return writeJSON(a, map[string]any{"valid": true, "accepted": at.Accepted, "direction": dir, "attestation": at, "envelope_hex": hex.EncodeToString(env)})
 	}
 	w := a.stdout
 	fmt.Fprintf(w, "issuer   %s\nsubject  %s\nverdict  %s (%s)", at.Issuer, at.Subject, verdictWord(at.Accepted, at.Reason), at.Reason)

@@ -220,6 +220,12 @@ for machine output).`,
 			if f.listDomains {
 				return a.listDomains(f.source)
 			}
+			// The default token budget guards a node's background pool
+			// against runaway generation; a batch the user asked for by
+			// count is capped only when the flag is given.
+			if fl := cmd.Flags().Lookup("pool-token-budget"); fl != nil && !fl.Changed && os.Getenv("ACAPTCHA_POOL_TOKEN_BUDGET") == "" {
+				a.gen.tokenBudget = 0
+			}
 			return a.runGenerate(cmd.Context(), f)
 		},
 	}

@@ -124,6 +124,9 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	if pool, ok := src.(interface{ Ready() int }); ok {
 		n.SetPoolDepth(pool.Ready)
 	}
+	if pool, ok := src.(interface{ ConsecutiveFailures() int }); ok {
+		n.SetPoolFailures(pool.ConsecutiveFailures)
+	}
 	if reg != nil {
 		if err := a.serveOps(ctx, a.metricsAddr, reg, n); err != nil {
 			n.Close()

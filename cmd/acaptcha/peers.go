@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -177,9 +175,9 @@ func (a *app) storePeers() (*peersReport, error) {
 		return nil, usageErr("--require-source: %v", err)
 	}
 	now := time.Now()
-	if _, err := os.Stat(a.storePath); errors.Is(err, fs.ErrNotExist) {
-		// Do not create a store just to list it.
-		return &peersReport{TrustQuorum: a.trustQuorum, RequireSource: min, Source: "store", At: now.UTC()}, nil
+	// Do not create a store just to list it: a mistyped --store is an error.
+	if err := a.checkStoreExists(); err != nil {
+		return nil, err
 	}
 	st, err := peer.OpenStore(a.storePath)
 	if err != nil {

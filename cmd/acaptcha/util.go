@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,9 @@ func contextWithTimeout(cmd *cobra.Command, d time.Duration) (context.Context, c
 	return context.WithTimeout(ctx, d)
 }
 
+// errInputTooLarge: an input exceeds the size cap of its reader.
+var errInputTooLarge = errors.New("input too large")
+
 func readFileCapped(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -33,7 +37,7 @@ func readAllCapped(r io.Reader, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("input exceeds %d bytes", max)
+		return nil, fmt.Errorf("%w: more than %d bytes", errInputTooLarge, max)
 	}
 	return data, nil
 }

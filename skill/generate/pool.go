@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,12 +71,19 @@ type PoolConfig struct {
 	// Name names the source ("pool" when empty).
 	Name string
 	// RetryBackoff is the pause of a worker after a failed production
-	// (DefaultRetryBackoff). After a failure of the provider (an error
-	// that is not a content rejection) it doubles for each further
-	// consecutive such failure, up to MaxRetryBackoff
-	// (DefaultMaxRetryBackoff).
+	// (DefaultRetryBackoff). It doubles with each further consecutive
+	// failure of the pool (a content rejection or a failure of the
+	// provider or the store, from any worker), up to MaxRetryBackoff
+	// (DefaultMaxRetryBackoff), and starts again from RetryBackoff after
+	// the next set is stored. A spent token budget (*BudgetError) pauses
+	// until the budget has room, without counting as a failure.
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
+	// WarnAfter is how many consecutive failures make the pool log a
+	// WARN naming their reasons and counts (DefaultWarnAfter). It logs
+	// it again each time the back-off grows and, once the back-off is at
+	// MaxRetryBackoff, at most once per hour of the pool's clock.
+	WarnAfter int
 	// PruneInterval is how often expired sets are removed
 	// (DefaultPruneInterval).
 	PruneInterval time.Duration
@@ -92,6 +102,15 @@ const (
 	DefaultRetryBackoff    = 2 * time.Second
 	DefaultMaxRetryBackoff = 5 * time.Minute
 	DefaultPruneInterval   = time.Minute
+	DefaultWarnAfter       = 3
+	// DefaultPoolTokenBudget is the default hourly token cap of a node's
+	// challenge generation (the node's --pool-token-budget). A stub
+	// generation attempt costs about 6,000 tokens and an accepted set
+	// about 16,600 (14,400 in, 2,300 out, its share of the rejected
+	// attempts included); 2,000,000 tokens an hour is about 120 accepted
+	// sets, more than one worker makes with a real model, so the cap
+	// binds only runaway generation and bounds it to 48M tokens a day.
+	DefaultPoolTokenBudget = 2_000_000
 	// MaxPoolSize caps Size.
 	MaxPoolSize = 10000
 )
@@ -116,6 +135,16 @@ type PoolStats struct {
 	// of them that got no set within the wait.
 	Waited    int `json:"waited"`
 	Exhausted int `json:"exhausted"`
+	// ConsecutiveFailures counts the failed productions since the last
+	// set was stored (0 after a success); FailureReasons counts them by
+	// reason (a Reason of a RejectError, "error" for other failures);
+	// Backoff is the pause after the latest of them (0 after a success).
+	// A spent token budget is not counted.
+	ConsecutiveFailures int            `json:"consecutive_failures"`
+	FailureReasons      map[string]int `json:"failure_reasons,omitempty"`
+	Backoff             time.Duration  `json:"backoff_ns"`
+	// LastError is the error of the latest failure ("" after a success).
+	LastError string `json:"last_error,omitempty"`
 	// Generator is the producer's accounting when it is a Generator.
 	Generator *Stats `json:"generator,omitempty"`
 }
@@ -146,7 +175,17 @@ type Pool struct {
 	// time), so Return can put one back; outNext is the next slot.
 	out     []PoolTaken
 	outNext int
+	// warnedBackoff is the back-off of the last streak WARN (0: none
+	// since the last success), warnedAt its time on the pool clock;
+	// budgetWarnedAt is the time of the last WARN about the token budget.
+	warnedBackoff  time.Duration
+	warnedAt       time.Time
+	budgetWarnedAt time.Time
 }
+
+// streakReminder is how often a streak WARN is repeated once the
+// back-off is at its cap.
+const streakReminder = time.Hour
 
 // maxOutstanding bounds how many served sets the pool remembers for
 // Return. A verifier returns a set within one handshake (seconds), far
@@ -187,6 +226,9 @@ func NewPool(cfg PoolConfig, prod Producer) (*Pool, error) {
 	if cfg.PruneInterval == 0 {
 		cfg.PruneInterval = DefaultPruneInterval
 	}
+	if cfg.WarnAfter == 0 {
+		cfg.WarnAfter = DefaultWarnAfter
+	}
 	switch {
 	case cfg.Size < 1 || cfg.Size > MaxPoolSize:
 		return nil, fmt.Errorf("pool: size %d, want 1..%d", cfg.Size, MaxPoolSize)
@@ -194,8 +236,10 @@ func NewPool(cfg PoolConfig, prod Producer) (*Pool, error) {
 		return nil, fmt.Errorf("pool: %d workers, want at least 1", cfg.Workers)
 	case cfg.MaxServes < 1:
 		return nil, fmt.Errorf("pool: max serves %d, want at least 1", cfg.MaxServes)
-	case cfg.MaxAge < 0 || cfg.Wait < 0 || cfg.RetryBackoff < 0 || cfg.PruneInterval < 0:
+	case cfg.MaxAge < 0 || cfg.Wait < 0 || cfg.RetryBackoff < 0 || cfg.MaxRetryBackoff < 0 || cfg.PruneInterval < 0:
 		return nil, errors.New("pool: negative duration")
+	case cfg.WarnAfter < 1:
+		return nil, fmt.Errorf("pool: warn after %d failures, want at least 1", cfg.WarnAfter)
 	}
 	cfg.Workers = min(cfg.Workers, cfg.Size)
 	if cfg.Store == nil {
@@ -256,6 +300,7 @@ func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()
 	s := p.st
 	s.Ready, s.Generating = p.ready, p.generating
+	s.FailureReasons = maps.Clone(s.FailureReasons)
 	p.mu.Unlock()
 	if g, ok := p.prod.(interface{ Stats() Stats }); ok {
 		gs := g.Stats()
@@ -269,6 +314,15 @@ func (p *Pool) Ready() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.ready
+}
+
+// ConsecutiveFailures returns the number of failed productions since
+// the last set was stored (the node's acaptcha_pool_consecutive_failures
+// gauge).
+func (p *Pool) ConsecutiveFailures() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.st.ConsecutiveFailures
 }
 
 // Added returns a channel closed when the next set is stored (tests and
@@ -438,7 +492,6 @@ func (p *Pool) room() bool {
 
 func (p *Pool) worker() {
 	defer p.wg.Done()
-	failures := 0
 	for {
 		if !p.claim() {
 			select {
@@ -463,31 +516,10 @@ func (p *Pool) worker() {
 			return
 		}
 		if err == nil {
-			failures = 0
+			p.succeeded()
 			continue
 		}
-		p.count(func(s *PoolStats) { s.Failed++ })
-		// A set rejected for its content is the normal cost of generation:
-		// pause briefly. Failures of the provider or the store back off
-		// exponentially.
-		wait := p.cfg.RetryBackoff
-		if !contentRejection(err) {
-			for i := 0; i < failures && wait < p.cfg.MaxRetryBackoff; i++ {
-				wait *= 2
-			}
-			wait = min(wait, p.cfg.MaxRetryBackoff)
-			failures++
-		}
-		var be *BudgetError
-		if errors.As(err, &be) {
-			wait = max(wait, be.RetryAfter)
-		}
-		if errors.Is(err, ErrRejected) {
-			p.log.Debug("challenge pool: set rejected", "err", err, "pause", wait)
-		} else {
-			p.log.Warn("challenge pool: production failed", "err", err, "pause", wait)
-		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(p.failed(err))
 		select {
 		case <-p.ctx.Done():
 			t.Stop()
@@ -495,6 +527,104 @@ func (p *Pool) worker() {
 		case <-t.C:
 		}
 	}
+}
+
+// succeeded ends a streak of failures: the back-off starts again from
+// RetryBackoff.
+func (p *Pool) succeeded() {
+	p.mu.Lock()
+	n, warned := p.st.ConsecutiveFailures, p.warnedBackoff > 0
+	p.st.ConsecutiveFailures, p.st.FailureReasons, p.st.Backoff, p.st.LastError = 0, nil, 0, ""
+	p.warnedBackoff = 0
+	p.mu.Unlock()
+	if warned {
+		p.log.Info("challenge pool: a generated set passed validation again", "after_failures", n)
+	}
+}
+
+// failed accounts a failed production, logs it and returns the pause
+// before the worker's next attempt. Consecutive failures double the
+// pause up to MaxRetryBackoff; from WarnAfter consecutive failures on, a
+// WARN names their reasons, once per back-off step (hourly at the cap).
+func (p *Pool) failed(err error) time.Duration {
+	var be *BudgetError
+	if errors.As(err, &be) {
+		wait := max(be.RetryAfter, p.cfg.RetryBackoff)
+		now := p.cfg.Now()
+		p.mu.Lock()
+		p.st.Failed++
+		loud := p.budgetWarnedAt.IsZero() || now.Sub(p.budgetWarnedAt) >= streakReminder
+		if loud {
+			p.budgetWarnedAt = now
+		}
+		p.mu.Unlock()
+		level := slog.LevelDebug
+		if loud {
+			level = slog.LevelWarn
+		}
+		p.log.Log(context.Background(), level, "challenge pool: generation token budget spent; sessions end inconclusive while the pool is empty",
+			"pause", wait, "ready", p.Ready())
+		return wait
+	}
+	key := "error"
+	var re *RejectError
+	if errors.As(err, &re) {
+		key = string(re.Reason)
+	}
+	now := p.cfg.Now()
+	p.mu.Lock()
+	p.st.Failed++
+	p.st.ConsecutiveFailures++
+	n := p.st.ConsecutiveFailures
+	if p.st.FailureReasons == nil {
+		p.st.FailureReasons = map[string]int{}
+	}
+	p.st.FailureReasons[key]++
+	p.st.LastError = err.Error()
+	wait := p.cfg.RetryBackoff
+	for i := 1; i < n && wait < p.cfg.MaxRetryBackoff; i++ {
+		wait *= 2
+	}
+	wait = min(wait, p.cfg.MaxRetryBackoff)
+	p.st.Backoff = wait
+	warn := n >= p.cfg.WarnAfter &&
+		(wait > p.warnedBackoff || now.Sub(p.warnedAt) >= streakReminder)
+	var reasons string
+	if warn {
+		p.warnedBackoff, p.warnedAt = wait, now
+		reasons = formatReasons(p.st.FailureReasons)
+	}
+	ready := p.ready
+	p.mu.Unlock()
+	switch {
+	case warn:
+		p.log.Warn("challenge pool: generated sets keep failing; sessions end inconclusive while the pool is empty",
+			"consecutive_failures", n, "reasons", reasons, "pause", wait, "ready", ready, "last_err", err)
+	case n < p.cfg.WarnAfter && !contentRejection(err):
+		// A failure of the provider or the store is news at once; a
+		// content rejection only when it repeats.
+		p.log.Warn("challenge pool: production failed", "err", err, "pause", wait)
+	default:
+		p.log.Debug("challenge pool: production failed", "err", err, "consecutive_failures", n, "pause", wait)
+	}
+	return wait
+}
+
+// formatReasons renders reason counts as "cross_check=2, leakage=1",
+// most frequent first.
+func formatReasons(m map[string]int) string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			return m[b] - m[a]
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // contentRejection reports whether err rejects a set for its content

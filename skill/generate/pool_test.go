@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -444,4 +445,217 @@ func TestPoolReturn(t *testing.T) {
 	if err := pool.Return(&other); err == nil {
 		t.Error("a set this pool never served was taken back")
 	}
+}
+
+// logCapture keeps the records logged at WARN or above.
+type logCapture struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (c *logCapture) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (c *logCapture) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	c.recs = append(c.recs, r.Clone())
+	c.mu.Unlock()
+	return nil
+}
+func (c *logCapture) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *logCapture) WithGroup(string) slog.Handler      { return c }
+
+// has reports whether a record at level l contains msg.
+func (c *logCapture) has(l slog.Level, msg string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.recs {
+		if r.Level == l && strings.Contains(r.Message, msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// streakWarns returns the attributes of the streak WARNs logged so far.
+func (c *logCapture) streakWarns() []map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []map[string]string
+	for _, r := range c.recs {
+		if r.Level != slog.LevelWarn || !strings.Contains(r.Message, "keep failing") {
+			continue
+		}
+		m := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
+		out = append(out, m)
+	}
+	return out
+}
+
+// scripted produces what the test sends on next (a nil error yields a
+// fresh valid set); it reports each call on calls before it waits.
+type scripted struct {
+	base  *skill.Set
+	calls chan struct{}
+	next  chan error
+	n     int
+}
+
+func (s *scripted) Produce(ctx context.Context) (*skill.Set, error) {
+	select {
+	case s.calls <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var err error
+	select {
+	case err = <-s.next:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.n++
+	set := *s.base
+	set.Parts = append([]skill.Part(nil), s.base.Parts...)
+	set.Parts[2].Narrative += fmt.Sprintf("\n\nScripted copy %d.", s.n)
+	set.ID = set.ContentID()
+	return &set, nil
+}
+
+// A producer whose sets never pass validation backs off exponentially up
+// to the cap, the pool says so in one WARN per back-off step (with the
+// reasons and counts, repeated hourly at the cap), PoolStats shows the
+// streak, and a stored set resets all of it.
+func TestPoolFailureBackoffAndWarn(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
+	logs := &logCapture{}
+	prod := &scripted{base: goodSet(t), calls: make(chan struct{}), next: make(chan error)}
+	const base, maxB = time.Millisecond, 8 * time.Millisecond
+	pool, err := generate.NewPool(generate.PoolConfig{Size: 1, Workers: 1, RetryBackoff: base, MaxRetryBackoff: maxB,
+		PruneInterval: time.Hour, Now: clock, Logger: slog.New(logs)}, prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	// await waits for the worker's next call (so the previous outcome is
+	// accounted) and checks the streak; step also sends the next outcome.
+	await := func(wantN int, wantBackoff time.Duration) generate.PoolStats {
+		t.Helper()
+		select {
+		case <-prod.calls:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no production after %d failures", wantN)
+		}
+		st := pool.Stats()
+		if st.ConsecutiveFailures != wantN || st.Backoff != wantBackoff {
+			t.Fatalf("after %d failures: consecutive %d backoff %s, want backoff %s", wantN, st.ConsecutiveFailures, st.Backoff, wantBackoff)
+		}
+		return st
+	}
+	step := func(wantN int, wantBackoff time.Duration, next error) generate.PoolStats {
+		t.Helper()
+		st := await(wantN, wantBackoff)
+		prod.next <- next
+		return st
+	}
+	rejectFor := func(i int) error {
+		if i%3 == 2 {
+			return &generate.RejectError{Reason: generate.RejectLeakage}
+		}
+		return &generate.RejectError{Reason: generate.RejectCrossCheck}
+	}
+	// Ten content rejections: 1, 2, 4, 8, 8, ... ms.
+	wantBackoff := func(n int) time.Duration {
+		if n == 0 {
+			return 0
+		}
+		return min(base<<(n-1), maxB)
+	}
+	for i := range 10 {
+		step(i, wantBackoff(i), rejectFor(i))
+	}
+	st := step(10, maxB, errors.New("provider down")) // the 11th failure is not a rejection
+	if st.Failed != 10 || st.FailureReasons["cross_check"] != 7 || st.FailureReasons["leakage"] != 3 || st.LastError == "" {
+		t.Errorf("stats after ten rejections: %+v", st)
+	}
+	// WARNs at failure 3 (4 ms) and 4 (8 ms, the cap), none after.
+	warns := logs.streakWarns()
+	if len(warns) != 2 {
+		t.Fatalf("%d streak WARNs after ten failures, want 2 (one per back-off step): %v", len(warns), warns)
+	}
+	if w := warns[0]; w["consecutive_failures"] != "3" || w["reasons"] != "cross_check=2, leakage=1" || w["pause"] != "4ms" {
+		t.Errorf("first WARN %v", w)
+	}
+	if w := warns[1]; w["consecutive_failures"] != "4" || w["pause"] != "8ms" {
+		t.Errorf("second WARN %v", w)
+	}
+
+	// At the cap the WARN comes back once an hour has passed (the clock
+	// moves between two productions, so the order is fixed).
+	step(11, maxB, rejectFor(11))
+	await(12, maxB)
+	if n := len(logs.streakWarns()); n != 2 {
+		t.Errorf("%d streak WARNs at the cap within the hour, want 2", n)
+	}
+	advance(time.Hour)
+	prod.next <- rejectFor(12)
+	step(13, maxB, nil) // a success
+	warns = logs.streakWarns()
+	if len(warns) != 3 {
+		t.Fatalf("%d streak WARNs after an hour at the cap, want 3", len(warns))
+	}
+	if w := warns[2]; w["consecutive_failures"] != "13" || w["reasons"] != "cross_check=8, leakage=4, error=1" {
+		t.Errorf("hourly WARN %v", w)
+	}
+
+	// The success resets the streak: the back-off starts again at base
+	// and the next streak warns again from its third failure.
+	waitReady(t, pool, 1)
+	if _, err := pool.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st = await(0, 0)
+	if !logs.has(slog.LevelInfo, "passed validation again") || pool.ConsecutiveFailures() != 0 {
+		t.Error("the end of the streak was not logged or counted")
+	}
+	prod.next <- rejectFor(0)
+	if st.FailureReasons != nil || st.LastError != "" || st.Added != 1 || st.Failed != 13 {
+		t.Errorf("stats after the success: %+v", st)
+	}
+	step(1, base, rejectFor(1))
+	step(2, 2*base, rejectFor(2))
+	step(3, 4*base, nil)
+	if warns := logs.streakWarns(); len(warns) != 4 || warns[3]["consecutive_failures"] != "3" {
+		t.Errorf("streak WARNs after a new streak of 3: %v", warns)
+	}
+}
+
+// A spent token budget pauses the worker until the budget has room; it
+// is not a failure of the set, so the streak does not grow.
+func TestPoolBudgetPause(t *testing.T) {
+	logs := &logCapture{}
+	prod := &scripted{base: goodSet(t), calls: make(chan struct{}), next: make(chan error)}
+	pool, err := generate.NewPool(generate.PoolConfig{Size: 1, RetryBackoff: time.Millisecond, Logger: slog.New(logs)}, prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	<-prod.calls
+	start := time.Now()
+	prod.next <- &generate.BudgetError{RetryAfter: 200 * time.Millisecond}
+	<-prod.calls
+	if took := time.Since(start); took < 200*time.Millisecond {
+		t.Errorf("retried %s after a spent budget, want at least its 200ms", took)
+	}
+	if st := pool.Stats(); st.ConsecutiveFailures != 0 || st.Failed != 1 {
+		t.Errorf("stats after a spent budget: %+v", st)
+	}
+	prod.next <- nil
+	waitReady(t, pool, 1)
 }
