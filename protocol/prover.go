@@ -418,6 +418,12 @@ func (p *proverRun) checkChallenge(c *pb.Challenge, round uint32, total time.Dur
 // whether it did.
 func (p *proverRun) reflected(c *pb.Challenge, frames <-chan frameResult) bool {
 	s := p.svc
+	if s.guard.len() == 0 {
+		// Nothing issued in the window, so nothing can come back: skip
+		// the fingerprint (it is most of a round's cost for a fast
+		// answerer).
+		return false
+	}
 	to, run, ok := s.guard.check(challengeDigest(c.GetNarrative(), c.GetQuestion()), s.now())
 	if !ok {
 		return false

@@ -111,3 +111,13 @@ func BenchmarkJudgeContains(b *testing.B) {
 		Judge(q, "assay drift at the central lab", n)
 	}
 }
+
+func FuzzCountFields(f *testing.F) {
+	f.Add("a b  c\td\u00a0e\u2003f\n")
+	f.Add("\xff x")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := countFields(s), len(strings.Fields(s)); got != want {
+			t.Fatalf("countFields(%q) = %d, want %d", s, got, want)
+		}
+	})
+}
