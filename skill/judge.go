@@ -78,7 +78,7 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	if j.numeric() {
 		return true, RuleNumeric
 	}
-	if j.contains(vs) {
+	if j.contains(vs, len(j.distractors) > 0) {
 		return true, RuleContains
 	}
 	if len(j.distractors) == 0 && j.window(vs) {
@@ -125,28 +125,7 @@ func (j *judgement) window(vs []string) bool {
 	if !inNarrative {
 		return false
 	}
-	for _, v := range vs {
-		wv := Words(v)
-		if len(wv) == 0 || allFunctionWords(wv) {
-			continue
-		}
-		for i := 0; i+len(wv) <= len(j.wa); i++ {
-			if !sameWords(j.wa[i:i+len(wv)], wv) {
-				continue
-			}
-			ok := true
-			for k, w := range j.wa {
-				if (k < i || k >= i+len(wv)) && !j.allowed(w, true) {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				return true
-			}
-		}
-	}
-	return false
+	return j.contains(vs, true)
 }
 
 // clauseRun reports whether run occurs as consecutive words of text with
@@ -269,8 +248,10 @@ func numericTarget(q *Question) (*big.Rat, bool) {
 	return nil, false
 }
 
-// contains applies rule M4.
-func (j *judgement) contains(vs []string) bool {
+// contains applies rule M4 (and the last step of M5): a variant occurs
+// and every other word is allowed, description words only when
+// descriptions is set.
+func (j *judgement) contains(vs []string, descriptions bool) bool {
 	for _, v := range vs {
 		wv := Words(v)
 		if len(wv) == 0 || allFunctionWords(wv) {
@@ -280,7 +261,7 @@ func (j *judgement) contains(vs []string) bool {
 			if !sameWords(j.wa[i:i+len(wv)], wv) {
 				continue
 			}
-			if j.spanOK(i, i+len(wv)) {
+			if j.spanOK(i, i+len(wv), descriptions) {
 				return true
 			}
 		}
@@ -288,7 +269,7 @@ func (j *judgement) contains(vs []string) bool {
 	return false
 }
 
-func (j *judgement) spanOK(a, b int) bool {
+func (j *judgement) spanOK(a, b int, descriptions bool) bool {
 	if j.namesDistractor(a, b) {
 		return false
 	}
@@ -296,7 +277,7 @@ func (j *judgement) spanOK(a, b int) bool {
 		if k >= a && k < b {
 			continue
 		}
-		if !j.allowed(w, len(j.distractors) > 0) {
+		if !j.allowed(w, descriptions) {
 			return false
 		}
 	}
