@@ -6,7 +6,6 @@ import "time"
 // before the peer answers the hello; it returns a restore function. Call
 // it before starting nodes and restore after they have closed.
 func SetContactLeash(d time.Duration) (restore func()) {
-	old := contactLeash
-	contactLeash = d
-	return func() { contactLeash = old }
+	old := contactLeash.Swap(int64(d))
+	return func() { contactLeash.Store(old) }
 }

@@ -93,10 +93,17 @@ var (
 	// contactRescan is the longest interval between two scans of the
 	// connected peers (back-offs that ran out, re-attestation).
 	contactRescan = 30 * time.Second
-	// contactLeash is how long a session may hold a slot, from the opening
-	// of its stream, before the peer answers the hello.
-	contactLeash = time.Second
 )
+
+// contactLeash is how long a session may hold a slot, from the opening of
+// its stream, before the peer answers the hello (1 s). It is atomic
+// because tests shorten it while timers of earlier nodes may still read
+// it; issue #11 replaces such package-level timing with node options.
+var contactLeash atomic.Int64
+
+func init() { contactLeash.Store(int64(time.Second)) }
+
+func leashDuration() time.Duration { return time.Duration(contactLeash.Load()) }
 
 // ParseAttestPolicy parses a policy name; the empty string is AttestNone.
 func ParseAttestPolicy(s string) (AttestPolicy, error) {
