@@ -119,6 +119,12 @@ func (n *Node) startDiscovery() error {
 		go n.keepBootstrap(ai)
 	}
 	if n.cfg.DHT {
+		if len(boot) == 0 {
+			// A DHT with no known peer cannot join a network: it learns
+			// members only from peers that connect to this node (inbound
+			// dials, mDNS), so say so instead of starting silently.
+			n.log.Warn("DHT discovery enabled without bootstrap peers: the DHT finds other nodes only after one connects to this node (give --bootstrap /ip4/.../p2p/ID of a known node)")
+		}
 		if err := n.startDHT(); err != nil {
 			return err
 		}

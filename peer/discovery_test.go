@@ -1,11 +1,14 @@
 package peer_test
 
 import (
+	"bytes"
 	"crypto/rand"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,4 +129,41 @@ func TestDiscoveryMDNSStaysOffOnLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Close()
+}
+
+// --dht without --bootstrap used to start silently and find nobody
+// (issue 12): the node now warns at start.
+func TestDiscoveryDHTWithoutBootstrapWarns(t *testing.T) {
+	var buf syncBuffer
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	n, err := peer.New(peer.Config{
+		Key: key, StorePath: filepath.Join(t.TempDir(), "s.db"),
+		ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, DHT: true,
+		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	if out := buf.String(); !strings.Contains(out, "without bootstrap peers") {
+		t.Fatalf("no warning about a DHT without bootstrap peers; log:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

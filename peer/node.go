@@ -23,9 +23,6 @@ import (
 	"github.com/acaptcha/acaptcha/skill"
 )
 
-// DefaultListenAddrs are TCP and QUIC on all IPv4 interfaces, port 4001.
-var DefaultListenAddrs = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
-
 // Connection-manager tags for attested peers.
 const (
 	TagAttested     = "acaptcha-attested"
@@ -209,16 +206,20 @@ func New(cfg Config) (*Node, error) {
 		}
 		n.store, n.ownsStore = s, true
 	}
+	listen := cfg.ListenAddrs
+	if len(listen) == 0 {
+		listen = DefaultListenAddrs
+	}
+	if err := checkListenPorts(listen); err != nil {
+		n.closeStore()
+		return nil, err
+	}
 	cm, rm, err := newConnLimits(&n.cfg)
 	if err != nil {
 		n.closeStore()
 		return nil, err
 	}
 	n.cm = cm
-	listen := cfg.ListenAddrs
-	if len(listen) == 0 {
-		listen = DefaultListenAddrs
-	}
 	opts := append([]libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.ListenAddrStrings(listen...),
@@ -229,6 +230,7 @@ func New(cfg Config) (*Node, error) {
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		cm.Close()
+		rm.Close() // libp2p.New closes only what it built
 		n.closeStore()
 		return nil, fmt.Errorf("start libp2p host: %w", err)
 	}

@@ -272,6 +272,8 @@ func TestWeakSourceWarnsOnceAtStart(t *testing.T) {
 		{"procedural", Config{Source: stubSource{}, SourceKind: skill.SourceProcedural}, "a script written against this code", "neither admits nor vouches"},
 		{"procedural, explicit policy", Config{Source: stubSource{}, SourceKind: skill.SourceProcedural, RequireSource: skill.SourceProcedural}, "passes them", "admits and vouches on them"},
 		{"corpus via Provenancer", Config{Source: provenancerSource{stubSource{kind: skill.SourceCorpus}}}, "pre-solve", "neither admits nor vouches"},
+		// Nodes sharing a corpus decline each other as reflectors (issue 12).
+		{"corpus warns of shared corpora", Config{Source: provenancerSource{stubSource{kind: skill.SourceCorpus}}}, "decline each other", "own corpus"},
 		{"hybrid", Config{Source: stubSource{}, SourceKind: skill.SourceHybrid}, "", ""},
 		{"llm via Provenancer", Config{Source: provenancerSource{stubSource{kind: skill.SourceLLM}}}, "", ""},
 		{"prover only", Config{SourceKind: skill.SourceProcedural}, "", ""},

@@ -336,7 +336,12 @@ func (n *Node) warnSource() {
 	case skill.SourceProcedural:
 		what = "challenges come from the procedural generator: a script written against this code (it is public) parses them back and passes them"
 	case skill.SourceCorpus:
-		what = "challenges come from a static corpus: anyone holding its files can pre-solve them, and a script passes with the answers"
+		// Nodes serving the same corpus (the embedded examples are the
+		// same in every binary) draw the same narratives: when one
+		// verifies the other, the prover recognises a narrative it issued
+		// itself and declines the session as a reflection (spec
+		// protocol.md §7), so such nodes never attest each other.
+		what = "challenges come from a static corpus: anyone holding its files can pre-solve them, and a script passes with the answers; nodes serving the same corpus (the embedded examples are the same in every binary) decline each other's sessions as reflections of their own challenges, so give each node its own corpus or an LLM (--llm)"
 	default:
 		return
 	}

@@ -287,6 +287,8 @@ type Service struct {
 
 	guard   *reflectionGuard
 	budgets *budgets
+	// issued dates the records this verifier signs (issued.go).
+	issued issueClock
 	// random supplies nonces (crypto/rand; tests make it deterministic).
 	random io.Reader
 

@@ -518,7 +518,7 @@ func (v *verifierRun) finish(verdict skill.Verdict) (*Result, error) {
 	res := v.res
 	res.Verdict = verdict
 	if v.sess != nil {
-		if a := NewAttestation(s.h.ID(), v.peer, res.Nonce, v.sess, verdict, s.now(), s.cfg.AttestationTTL); a != nil {
+		if a := NewAttestation(s.h.ID(), v.peer, res.Nonce, v.sess, verdict, s.issued.at(v.peer, s.now()), s.cfg.AttestationTTL); a != nil {
 			env, err := Seal(a, s.priv)
 			if err != nil {
 				v.log.Error("cannot seal attestation", "err", err)

@@ -1,0 +1,75 @@
+package peer
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"syscall"
+
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+)
+
+// DefaultPort is the node's default TCP and UDP (QUIC) port. It is not
+// 4001, the port of IPFS (kubo) nodes: a host running both would have the
+// two share the port (below).
+const DefaultPort = 4717
+
+// DefaultListenAddrs are TCP and QUIC on all IPv4 interfaces, port
+// DefaultPort.
+var DefaultListenAddrs = []string{
+	"/ip4/0.0.0.0/tcp/" + strconv.Itoa(DefaultPort),
+	"/ip4/0.0.0.0/udp/" + strconv.Itoa(DefaultPort) + "/quic-v1",
+}
+
+// ErrPortInUse reports a listen address whose port another process holds.
+var ErrPortInUse = errors.New("port already in use")
+
+// checkListenPorts refuses listen addresses whose fixed port another
+// socket already holds. go-libp2p binds its TCP and QUIC listeners with
+// SO_REUSEPORT (which TCP hole punching needs), so a second node on the
+// same port starts without error, shares the port with the first, and the
+// kernel hands each incoming connection to either node: dials reach the
+// wrong node at random. A plain bind (without SO_REUSEPORT) of the same
+// address fails when any socket holds it, which tells the two apart
+// before the host starts. Port 0 (any free port) is never checked.
+func checkListenPorts(listen []string) error {
+	for _, s := range listen {
+		m, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return fmt.Errorf("listen address %q: %w", s, err)
+		}
+		// Only the transport part matters: /ip4/A/tcp/P or /ip4/A/udp/P.
+		network, addr, err := manet.DialArgs(m)
+		if err != nil {
+			continue // not an IP address (e.g. a relay address): nothing to check
+		}
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil || port == "0" {
+			continue
+		}
+		switch network {
+		case "tcp", "tcp4", "tcp6":
+			l, err := net.Listen(network, addr)
+			if err != nil {
+				return portErr(s, err)
+			}
+			l.Close()
+		case "udp", "udp4", "udp6":
+			c, err := net.ListenPacket(network, addr)
+			if err != nil {
+				return portErr(s, err)
+			}
+			c.Close()
+		}
+	}
+	return nil
+}
+
+func portErr(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen on %s: %w (another acaptcha or libp2p node, e.g. IPFS on 4001, holds it; choose another --listen port)", addr, ErrPortInUse)
+	}
+	return fmt.Errorf("listen on %s: %w", addr, err)
+}

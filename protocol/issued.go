@@ -1,0 +1,59 @@
+package protocol
+
+import (
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// issueClock makes the issued_at times of the records one verifier signs
+// about one subject strictly increasing (spec/attestation.md §2,
+// "issued_at"). issued_at has one-second resolution, and admission takes
+// the newest record of an issuer about a subject, breaking ties in favour
+// of the rejection: without this, a peer rejected and then accepted within
+// the same second would stay refused everywhere the two records travel.
+// A record that would tie with (or precede) the previous one is dated one
+// second after it, as long as that stays within a minute of the local
+// clock (far inside MaxClockSkew); the per-peer draw budget keeps the
+// number of records per subject small, so the shift never accumulates.
+type issueClock struct {
+	mu   sync.Mutex
+	last map[peer.ID]time.Time
+}
+
+// maxIssueLead is how far ahead of the local clock issueClock may date a
+// record.
+const maxIssueLead = time.Minute
+
+// maxIssueEntries bounds issueClock's table; entries older than a second
+// are useless (a new record cannot tie with them) and go first.
+const maxIssueEntries = 1 << 14
+
+// at returns the issued_at time for a new record about subject at local
+// time now (truncated to the second).
+func (c *issueClock) at(subject peer.ID, now time.Time) time.Time {
+	t := now.UTC().Truncate(time.Second)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = map[peer.ID]time.Time{}
+	}
+	if prev, ok := c.last[subject]; ok && !t.After(prev) {
+		if next := prev.Add(time.Second); next.Sub(t) <= maxIssueLead {
+			t = next
+		}
+	}
+	if len(c.last) >= maxIssueEntries {
+		for id, p := range c.last {
+			if p.Before(t.Add(-time.Second)) {
+				delete(c.last, id)
+			}
+		}
+		if len(c.last) >= maxIssueEntries {
+			clear(c.last)
+		}
+	}
+	c.last[subject] = t
+	return t
+}

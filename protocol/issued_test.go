@@ -1,0 +1,80 @@
+package protocol
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+func TestIssueClockStrictlyIncreasingPerSubject(t *testing.T) {
+	var c issueClock
+	now := time.Unix(1_800_000_000, 400_000_000)
+	a, b := peer.ID("a"), peer.ID("b")
+	t1 := c.at(a, now)
+	t2 := c.at(a, now.Add(100*time.Millisecond))
+	t3 := c.at(a, now.Add(200*time.Millisecond))
+	if !t1.Equal(now.Truncate(time.Second)) || !t2.Equal(t1.Add(time.Second)) || !t3.Equal(t2.Add(time.Second)) {
+		t.Fatalf("same-second records dated %v %v %v", t1, t2, t3)
+	}
+	// Another subject is dated by the clock.
+	if tb := c.at(b, now); !tb.Equal(t1) {
+		t.Fatalf("other subject dated %v, want %v", tb, t1)
+	}
+	// Once the clock passes the last date, the clock wins again.
+	if t4 := c.at(a, now.Add(10*time.Second)); !t4.Equal(now.Add(10 * time.Second).Truncate(time.Second)) {
+		t.Fatalf("later record dated %v", t4)
+	}
+}
+
+func TestIssueClockLeadBounded(t *testing.T) {
+	var c issueClock
+	now := time.Unix(1_800_000_000, 0)
+	var last time.Time
+	for i := 0; i < 200; i++ {
+		last = c.at("a", now)
+	}
+	if lead := last.Sub(now); lead > maxIssueLead {
+		t.Fatalf("issued_at ran %v ahead of the clock (cap %v)", lead, maxIssueLead)
+	}
+}
+
+func TestIssueClockTableBounded(t *testing.T) {
+	var c issueClock
+	now := time.Unix(1_800_000_000, 0)
+	for i := 0; i < maxIssueEntries+10; i++ {
+		c.at(peer.ID(fmt.Sprint(i)), now.Add(time.Duration(i)*time.Second))
+	}
+	if n := len(c.last); n > maxIssueEntries {
+		t.Fatalf("table holds %d entries, cap %d", n, maxIssueEntries)
+	}
+}
+
+// A peer rejected and then accepted within the same second (issue 12:
+// the rejection won the tie and the peer stayed refused): the verifier
+// dates the second record after the first. The clock runs 1000 times
+// slower than real time, so both sessions fall in one clock second.
+func TestRecordsOfOneSubjectNeverTie(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	start := time.Now()
+	base := start.Truncate(time.Second)
+	slow := func() time.Time { return base.Add(time.Since(start) / 1000) }
+	va := newService(t, a, Config{Source: sourceOf("tie-1", "tie-2"), Now: slow})
+	newService(t, b, Config{Prover: constProver("definitely not it")})
+	connect(t, a, b, "tcp")
+	var dates []time.Time
+	for i := 0; i < 2; i++ {
+		res, err := va.Verify(testCtx(t, 20*time.Second), b.ID(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Attestation == nil {
+			t.Fatalf("session %d: no record (verdict %+v)", i, res.Verdict)
+		}
+		dates = append(dates, res.Attestation.IssuedAt)
+	}
+	if !dates[1].After(dates[0]) {
+		t.Fatalf("second record dated %v, first %v: they tie", dates[1], dates[0])
+	}
+}
