@@ -180,7 +180,7 @@ func (a *app) rootCmd() *cobra.Command {
 	f.StringVar(&a.challenges, "challenges", "auto", "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR, llm (a pool of sets generated and validated with --llm), hybrid (a pool of procedural sets reworded by --llm, ground truth kept); auto picks llm for a node with --llm, else procedural")
 	f.StringVar(&a.keyFile, "key", filepath.Join(data, "key"), "node identity key file (created on first run, mode 0600)")
 	f.StringVar(&a.storePath, "store", filepath.Join(data, "acaptcha.db"), "attestation store (bbolt)")
-	f.StringArrayVar(&a.listen, "listen", nil, "listen multiaddr (repeatable; default TCP and QUIC on port 4001)")
+	f.StringArrayVar(&a.listen, "listen", nil, "listen multiaddr (repeatable; default TCP and QUIC on port 4717)")
 	f.DurationVar(&a.tau, "tau", skill.DefaultTau, "per-round time budget")
 	f.BoolVar(&a.deriveTau, "derive-tau", false, "derive each round's budget from its narrative length (paper Eq. 13, alpha 0.1) instead of --tau")
 	f.DurationVar(&a.total, "total", skill.DefaultTotal, "total budget of one session (T_total)")
