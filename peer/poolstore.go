@@ -8,10 +8,10 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/acaptcha/acaptcha/skill/generate"
+	"github.com/acaptcha/acaptcha/skill/pool"
 )
 
-// The challenge pool's buckets (see generate.PoolStore). They are created
+// The challenge pool's buckets (see pool.Store). They are created
 // on first use, inside the pool's own transactions.
 var (
 	// bucketPoolReady holds the ready sets: key = creation time (unix
@@ -91,9 +91,9 @@ func (s *Store) PoolAdd(id string, created time.Time, data []byte) (bool, error)
 // counts a serve and, at maxServes serves, removes the set and records its
 // id as served. Two concurrent takes never get the same set beyond
 // maxServes.
-func (s *Store) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (generate.PoolTaken, bool, error) {
+func (s *Store) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (pool.Taken, bool, error) {
 	var (
-		t  generate.PoolTaken
+		t  pool.Taken
 		ok bool
 	)
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -107,7 +107,7 @@ func (s *Store) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (ge
 				continue
 			}
 			n := binary.BigEndian.Uint32(v[:4]) + 1
-			t = generate.PoolTaken{
+			t = pool.Taken{
 				ID:      string(k[8:]),
 				Created: time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))),
 				Data:    append([]byte(nil), v[4:]...),
@@ -129,7 +129,7 @@ func (s *Store) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (ge
 		return nil
 	})
 	if err != nil {
-		return generate.PoolTaken{}, false, fmt.Errorf("pool store: take: %w", err)
+		return pool.Taken{}, false, fmt.Errorf("pool store: take: %w", err)
 	}
 	return t, ok, nil
 }
@@ -138,7 +138,7 @@ func (s *Store) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (ge
 // transaction: a ready set's serve count goes down by one; a set removed at
 // maxServes serves leaves pool/served and is ready again under its
 // original key with maxServes-1 serves.
-func (s *Store) PoolReturn(t generate.PoolTaken, maxServes int) error {
+func (s *Store) PoolReturn(t pool.Taken, maxServes int) error {
 	if t.ID == "" {
 		return errors.New("pool store: return: empty set id")
 	}

@@ -12,11 +12,11 @@ import (
 
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
-	"github.com/acaptcha/acaptcha/skill/generate"
+	"github.com/acaptcha/acaptcha/skill/pool"
 	"github.com/acaptcha/acaptcha/spec"
 )
 
-var _ generate.PoolStore = (*peer.Store)(nil)
+var _ pool.Store = (*peer.Store)(nil)
 
 func openStore(t testing.TB, path string) *peer.Store {
 	t.Helper()
@@ -159,7 +159,7 @@ func TestPoolOnStoreSurvivesRestart(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "db")
 	s1 := openStore(t, path)
-	p1, err := generate.NewPool(generate.PoolConfig{Size: len(sets), Store: s1}, &listProducer{sets: sets})
+	p1, err := pool.New(pool.Config{Size: len(sets), Store: s1}, &listProducer{sets: sets})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestPoolOnStoreSurvivesRestart(t *testing.T) {
 	defer s2.Close()
 	// The restarted producer offers the same sets again: the served one
 	// must not come back.
-	p2, err := generate.NewPool(generate.PoolConfig{Size: len(sets), Store: s2, Wait: 20 * time.Millisecond, RetryBackoff: time.Millisecond}, &listProducer{sets: sets})
+	p2, err := pool.New(pool.Config{Size: len(sets), Store: s2, Wait: 20 * time.Millisecond, RetryBackoff: time.Millisecond}, &listProducer{sets: sets})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func BenchmarkPoolOnStore(b *testing.B) {
 	}
 	const size = 32
 	quiet := slog.New(slog.DiscardHandler)
-	wait := func(p *generate.Pool) {
+	wait := func(p *pool.Pool) {
 		for {
 			ch := p.Added()
 			if p.Ready() >= size {
@@ -274,7 +274,7 @@ func BenchmarkPoolOnStore(b *testing.B) {
 	b.Run("refill", func(b *testing.B) {
 		for range b.N {
 			s := openStore(b, filepath.Join(b.TempDir(), "db"))
-			p, err := generate.NewPool(generate.PoolConfig{Size: size, Store: s, Logger: quiet}, &cycleProducer{base: sets[0]})
+			p, err := pool.New(pool.Config{Size: size, Store: s, Logger: quiet}, &cycleProducer{base: sets[0]})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -287,7 +287,7 @@ func BenchmarkPoolOnStore(b *testing.B) {
 	b.Run("next-warm", func(b *testing.B) {
 		s := openStore(b, filepath.Join(b.TempDir(), "db"))
 		defer s.Close()
-		p, err := generate.NewPool(generate.PoolConfig{Size: size, Store: s, Logger: quiet}, &cycleProducer{base: sets[0]})
+		p, err := pool.New(pool.Config{Size: size, Store: s, Logger: quiet}, &cycleProducer{base: sets[0]})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -368,7 +368,7 @@ func TestPoolStoreReturn(t *testing.T) {
 	if _, ok, _ := s.PoolTake(now, time.Hour, 2); ok {
 		t.Fatal("served a third time")
 	}
-	if err := s.PoolReturn(generate.PoolTaken{ID: "never"}, 1); err != nil {
+	if err := s.PoolReturn(pool.Taken{ID: "never"}, 1); err != nil {
 		t.Errorf("return of an unknown id: %v", err)
 	}
 	if n, _ := s.PoolLen(now, time.Hour); n != 0 {

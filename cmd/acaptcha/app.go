@@ -19,7 +19,7 @@ import (
 	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
-	"github.com/acaptcha/acaptcha/skill/generate"
+	"github.com/acaptcha/acaptcha/skill/pool"
 	"github.com/acaptcha/acaptcha/skill/procedural"
 	"github.com/acaptcha/acaptcha/spec"
 )
@@ -186,10 +186,10 @@ func (a *app) rootCmd() *cobra.Command {
 	f.DurationVar(&a.total, "total", skill.DefaultTotal, "total budget of one session (T_total)")
 	f.IntVar(&a.rounds, "rounds", skill.DefaultRounds, "chained rounds per session (1-3)")
 	f.IntVar(&a.maxServes, "max-serves", skill.DefaultMaxServes, "how often this node serves one challenge set")
-	f.IntVar(&a.gen.poolSize, "pool-size", generate.DefaultPoolSize, "generated challenge sets kept ready (--challenges llm or hybrid)")
-	f.IntVar(&a.gen.poolWorkers, "pool-workers", generate.DefaultPoolWorkers, "challenge sets generated at once (--challenges llm or hybrid)")
-	f.DurationVar(&a.gen.poolWait, "pool-wait", generate.DefaultPoolWait, "how long a session waits for a set when the pool is empty before ending inconclusive")
-	f.IntVar(&a.gen.tokenBudget, "pool-token-budget", generate.DefaultPoolTokenBudget, "tokens challenge generation may spend per hour (0: no cap)")
+	f.IntVar(&a.gen.poolSize, "pool-size", pool.DefaultSize, "generated challenge sets kept ready (--challenges llm or hybrid)")
+	f.IntVar(&a.gen.poolWorkers, "pool-workers", pool.DefaultWorkers, "challenge sets generated at once (--challenges llm or hybrid)")
+	f.DurationVar(&a.gen.poolWait, "pool-wait", pool.DefaultWait, "how long a session waits for a set when the pool is empty before ending inconclusive")
+	f.IntVar(&a.gen.tokenBudget, "pool-token-budget", pool.DefaultTokenBudget, "tokens challenge generation may spend per hour (0: no cap)")
 	f.StringVar(&a.gen.crossCheck, "cross-check-llm", "", "a second LLM (provider:MODEL) whose solver must also reproduce every generated answer")
 	f.IntVar(&a.trustQuorum, "trust-quorum", 0, "admit a peer without a fresh challenge when at least K issuers this node verified directly attest it (0: direct verification only)")
 	f.StringVar(&a.requireSource, "require-source", string(peer.DefaultRequireSource), "weakest challenge source an attestation must name to admit its subject or count toward the trust quorum: procedural, corpus, hybrid or llm (hybrid and llm rank equally), or any")

@@ -17,6 +17,7 @@ import (
 	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/generate"
+	"github.com/acaptcha/acaptcha/skill/pool"
 	"github.com/acaptcha/acaptcha/skill/procedural"
 )
 
@@ -160,14 +161,14 @@ func (a *app) poolContext() context.Context {
 // newPool starts a pool over prod with the global pool options, stopped
 // when ctx ends.
 func (a *app) newPool(ctx context.Context, name string, prod generate.Producer, ledger skill.Ledger, maxServes int) (skill.Source, error) {
-	cfg := generate.PoolConfig{
+	cfg := pool.Config{
 		Size: a.gen.poolSize, Workers: a.gen.poolWorkers, MaxServes: maxServes, Wait: a.gen.poolWait,
 		Name: name, Logger: a.log,
 	}
-	if st, ok := ledger.(generate.PoolStore); ok {
+	if st, ok := ledger.(pool.Store); ok {
 		cfg.Store = st
 	}
-	p, err := generate.NewPool(cfg, prod)
+	p, err := pool.New(cfg, prod)
 	if err != nil {
 		return nil, usageErr("challenge pool: %v", err)
 	}

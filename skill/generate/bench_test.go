@@ -13,6 +13,7 @@ import (
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/generate"
+	"github.com/acaptcha/acaptcha/skill/pool"
 )
 
 // Benchmarks and the figures of the closing note. Run with
@@ -92,7 +93,7 @@ func BenchmarkPoolRefill(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			base := goodSet(b)
 			for range b.N {
-				p, err := generate.NewPool(generate.PoolConfig{Size: size, Workers: workers, Logger: quiet}, &instant{base: base})
+				p, err := pool.New(pool.Config{Size: size, Workers: workers, Logger: quiet}, &instant{base: base})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -104,7 +105,7 @@ func BenchmarkPoolRefill(b *testing.B) {
 	}
 }
 
-func waitFull(tb testing.TB, p *generate.Pool, n int) {
+func waitFull(tb testing.TB, p *pool.Pool, n int) {
 	tb.Helper()
 	for {
 		ch := p.Added()
@@ -121,7 +122,7 @@ func waitFull(tb testing.TB, p *generate.Pool, n int) {
 
 // BenchmarkNextWarm is the time Source.Next takes when a set is ready.
 func BenchmarkNextWarm(b *testing.B) {
-	p, err := generate.NewPool(generate.PoolConfig{Size: 16, Workers: 2, Logger: quiet}, &instant{base: goodSet(b)})
+	p, err := pool.New(pool.Config{Size: 16, Workers: 2, Logger: quiet}, &instant{base: goodSet(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func BenchmarkNextWarm(b *testing.B) {
 // validation.
 func BenchmarkNextEmpty(b *testing.B) {
 	g := stubGenerator(b, 2*b.N+2)
-	p, err := generate.NewPool(generate.PoolConfig{Size: 1, Workers: 1, Wait: time.Minute, Logger: quiet}, g)
+	p, err := pool.New(pool.Config{Size: 1, Workers: 1, Wait: time.Minute, Logger: quiet}, g)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -111,6 +111,9 @@ func (e *BudgetError) Error() string {
 // Unwrap makes errors.Is(err, ErrBudget) hold.
 func (e *BudgetError) Unwrap() error { return ErrBudget }
 
+// BudgetRetryAfter implements pool.BudgetSpent.
+func (e *BudgetError) BudgetRetryAfter() time.Duration { return e.RetryAfter }
+
 // Outcome is the record of one generation attempt.
 type Outcome struct {
 	// Set is the accepted set; nil when the attempt was rejected.
@@ -258,6 +261,13 @@ func (g *Generator) Validator() *Validator { return g.validator }
 
 // Stats returns the accounting so far.
 func (g *Generator) Stats() Stats { return g.stats.Stats() }
+
+// Accounting implements pool.Accountant: a pool's stats carry the
+// generator's.
+func (g *Generator) Accounting() any { st := g.Stats(); return &st }
+
+// Accounting implements pool.Accountant.
+func (h *Hybrid) Accounting() any { st := h.Stats(); return &st }
 
 // Produce generates one set in a random configured domain: the set, or
 // an error wrapping ErrRejected (a *RejectError), ErrBudget (a

@@ -19,6 +19,7 @@ import (
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/attack"
 	"github.com/acaptcha/acaptcha/skill/generate"
+	"github.com/acaptcha/acaptcha/skill/pool"
 	"github.com/acaptcha/acaptcha/skill/procedural"
 )
 
@@ -754,7 +755,7 @@ func TestHybridProduceBounded(t *testing.T) {
 
 func TestHybridPool(t *testing.T) {
 	h, sets, _ := newHybrid(t, faithfulBrain)
-	p, err := generate.NewPool(generate.PoolConfig{Size: 2, Wait: time.Minute, RetryBackoff: time.Millisecond, Logger: quiet}, h)
+	p, err := pool.New(pool.Config{Size: 2, Wait: time.Minute, RetryBackoff: time.Millisecond, Logger: quiet}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -766,7 +767,8 @@ func TestHybridPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertGroundTruth(t, s, sets)
-	if st := p.Stats(); st.Generator == nil || st.Generator.Accepted == 0 || st.Generator.Generation.InputTokens == 0 {
+	st := p.Stats()
+	if gs, ok := st.Generator.(*generate.Stats); !ok || gs.Accepted == 0 || gs.Generation.InputTokens == 0 {
 		t.Errorf("pool stats %+v", st)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/generate"
+	"github.com/acaptcha/acaptcha/skill/pool"
 )
 
 // fakeProducer hands out distinct valid sets (marked copies of the good
@@ -69,23 +70,23 @@ func (f *fakeProducer) Produce(ctx context.Context) (*skill.Set, error) {
 	return &s, nil
 }
 
-func newPool(t *testing.T, cfg generate.PoolConfig, p generate.Producer) *generate.Pool {
+func newPool(t *testing.T, cfg pool.Config, p generate.Producer) *pool.Pool {
 	t.Helper()
 	cfg.Logger = quiet
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = time.Millisecond
 		cfg.MaxRetryBackoff = 5 * time.Millisecond
 	}
-	pool, err := generate.NewPool(cfg, p)
+	pl, err := pool.New(cfg, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Close() })
-	return pool
+	t.Cleanup(func() { pl.Close() })
+	return pl
 }
 
 // waitReady waits until the pool holds n sets.
-func waitReady(t *testing.T, p *generate.Pool, n int) {
+func waitReady(t *testing.T, p *pool.Pool, n int) {
 	t.Helper()
 	timeout := time.NewTimer(20 * time.Second)
 	defer timeout.Stop()
@@ -110,8 +111,8 @@ type stopAfter struct {
 	calls int
 }
 
-// Stats lets the pool report the generator's accounting.
-func (s *stopAfter) Stats() generate.Stats { return s.inner.Stats() }
+// Accounting lets the pool report the generator's accounting.
+func (s *stopAfter) Accounting() any { return s.inner.Accounting() }
 
 func (s *stopAfter) Produce(ctx context.Context) (*skill.Set, error) {
 	if s.calls == s.n {
@@ -148,19 +149,19 @@ func TestPoolAdmitsOnlyValidSets(t *testing.T) {
 				c.CallTimeout = 2 * time.Second // the slow reply takes 10 s
 			})
 			prod := &stopAfter{inner: g, n: 8, done: make(chan struct{})}
-			pool := newPool(t, generate.PoolConfig{Size: 10, Workers: 1}, prod)
+			pl := newPool(t, pool.Config{Size: 10, Workers: 1}, prod)
 			select {
 			case <-prod.done:
 			case <-time.After(60 * time.Second):
 				t.Fatal("the eight scenarios did not finish")
 			}
-			st := pool.Stats()
+			st := pl.Stats()
 			if st.Ready != 3 || st.Added != 3 || st.Failed != 5 {
 				t.Errorf("pool stats %+v", st)
 			}
-			gs := st.Generator
-			if gs == nil {
-				t.Fatal("no generator stats")
+			gs, ok := st.Generator.(*generate.Stats)
+			if !ok || gs == nil {
+				t.Fatalf("no generator stats: %T", st.Generator)
 			}
 			want := map[generate.Reason]int{generate.RejectMalformed: 1, generate.RejectLeakage: 1, generate.RejectScript: 1,
 				generate.RejectCrossCheck: 1, generate.RejectDeadline: 1}
@@ -173,7 +174,7 @@ func TestPoolAdmitsOnlyValidSets(t *testing.T) {
 			}
 			got := map[string]bool{}
 			for range 3 {
-				s, err := pool.Next(context.Background())
+				s, err := pl.Next(context.Background())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -194,8 +195,8 @@ func TestPoolAdmitsOnlyValidSets(t *testing.T) {
 func TestPoolConcurrentTakes(t *testing.T) {
 	const n = 24
 	f := newFake(t, n)
-	pool := newPool(t, generate.PoolConfig{Size: n, Workers: 3, Wait: 50 * time.Millisecond}, f)
-	waitReady(t, pool, n)
+	pl := newPool(t, pool.Config{Size: n, Workers: 3, Wait: 50 * time.Millisecond}, f)
+	waitReady(t, pl, n)
 	var (
 		mu   sync.Mutex
 		seen = map[string]int{}
@@ -206,7 +207,7 @@ func TestPoolConcurrentTakes(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := pool.Next(context.Background())
+			s, err := pl.Next(context.Background())
 			if err != nil {
 				if !errors.Is(err, skill.ErrExhausted) {
 					t.Errorf("Next: %v", err)
@@ -228,16 +229,16 @@ func TestPoolConcurrentTakes(t *testing.T) {
 			t.Errorf("set %s served %d times", id, c)
 		}
 	}
-	if st := pool.Stats(); st.Served != n || st.Exhausted != n {
+	if st := pl.Stats(); st.Served != n || st.Exhausted != n {
 		t.Errorf("stats %+v", st)
 	}
 }
 
 // A restart keeps the unserved sets and never serves a served one again.
 func TestPoolRestart(t *testing.T) {
-	store := generate.NewMemPoolStore()
+	store := pool.NewMemStore()
 	f := newFake(t, 3)
-	p1 := newPool(t, generate.PoolConfig{Size: 3, Store: store}, f)
+	p1 := newPool(t, pool.Config{Size: 3, Store: store}, f)
 	waitReady(t, p1, 3)
 	first, err := p1.Next(context.Background())
 	if err != nil {
@@ -246,7 +247,7 @@ func TestPoolRestart(t *testing.T) {
 	p1.Close()
 
 	// The restarted node's producer makes nothing new.
-	p2 := newPool(t, generate.PoolConfig{Size: 3, Store: store, Wait: 20 * time.Millisecond}, newFake(t, 0))
+	p2 := newPool(t, pool.Config{Size: 3, Store: store, Wait: 20 * time.Millisecond}, newFake(t, 0))
 	if p2.Ready() != 2 {
 		t.Fatalf("restarted pool holds %d sets, want 2", p2.Ready())
 	}
@@ -272,17 +273,17 @@ func TestPoolExpiry(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	store := generate.NewMemPoolStore()
-	pool := newPool(t, generate.PoolConfig{Size: 2, Store: store, MaxAge: time.Hour, Wait: 20 * time.Millisecond, Now: clock, PruneInterval: time.Hour}, newFake(t, 2))
-	waitReady(t, pool, 2)
+	store := pool.NewMemStore()
+	pl := newPool(t, pool.Config{Size: 2, Store: store, MaxAge: time.Hour, Wait: 20 * time.Millisecond, Now: clock, PruneInterval: time.Hour}, newFake(t, 2))
+	waitReady(t, pl, 2)
 	mu.Lock()
 	now = now.Add(time.Hour)
 	mu.Unlock()
-	if _, err := pool.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) {
+	if _, err := pl.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) {
 		t.Fatalf("Next after expiry: %v", err)
 	}
-	if pool.Ready() != 0 {
-		t.Errorf("%d expired sets counted as ready", pool.Ready())
+	if pl.Ready() != 0 {
+		t.Errorf("%d expired sets counted as ready", pl.Ready())
 	}
 	if n, err := store.PoolPrune(clock(), time.Hour); n != 2 || err != nil {
 		t.Errorf("pruned %d (%v), want 2", n, err)
@@ -296,14 +297,14 @@ func TestPoolEmptyIsBounded(t *testing.T) {
 	f := newFake(t, 100)
 	f.gate = make(chan struct{}) // productions never finish
 	const wait = 150 * time.Millisecond
-	pool := newPool(t, generate.PoolConfig{Size: 4, Workers: 2, Wait: wait}, f)
+	pl := newPool(t, pool.Config{Size: 4, Workers: 2, Wait: wait}, f)
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			_, err := pool.Next(context.Background())
+			_, err := pl.Next(context.Background())
 			took := time.Since(start)
 			if !errors.Is(err, skill.ErrExhausted) {
 				t.Errorf("Next: %v", err)
@@ -320,7 +321,7 @@ func TestPoolEmptyIsBounded(t *testing.T) {
 	// A caller's shorter deadline also ends the wait.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if _, err := pool.Next(ctx); !errors.Is(err, skill.ErrExhausted) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := pl.Next(ctx); !errors.Is(err, skill.ErrExhausted) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Next with a short context: %v", err)
 	}
 }
@@ -329,18 +330,18 @@ func TestPoolEmptyIsBounded(t *testing.T) {
 // production, each take starts exactly one.
 func TestPoolRefillsToSize(t *testing.T) {
 	f := newFake(t, 100)
-	pool := newPool(t, generate.PoolConfig{Size: 3, Workers: 8}, f)
-	waitReady(t, pool, 3)
+	pl := newPool(t, pool.Config{Size: 3, Workers: 8}, f)
+	waitReady(t, pl, 3)
 	if n := f.started.Load(); n != 3 {
 		t.Fatalf("%d productions for a pool of 3", n)
 	}
 	for i := range 2 {
-		ch := pool.Added()
-		if _, err := pool.Next(context.Background()); err != nil {
+		ch := pl.Added()
+		if _, err := pl.Next(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		<-ch
-		waitReady(t, pool, 3)
+		waitReady(t, pl, 3)
 		if n := f.started.Load(); n != int64(4+i) {
 			t.Errorf("after %d takes: %d productions", i+1, n)
 		}
@@ -355,17 +356,17 @@ func TestPoolRefillsToSize(t *testing.T) {
 
 // With MaxServes 2 a set is served twice, then never again.
 func TestPoolMaxServes(t *testing.T) {
-	pool := newPool(t, generate.PoolConfig{Size: 1, MaxServes: 2, Wait: 20 * time.Millisecond}, newFake(t, 1))
-	waitReady(t, pool, 1)
-	a, err := pool.Next(context.Background())
+	pl := newPool(t, pool.Config{Size: 1, MaxServes: 2, Wait: 20 * time.Millisecond}, newFake(t, 1))
+	waitReady(t, pl, 1)
+	a, err := pl.Next(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := pool.Next(context.Background())
+	b, err := pl.Next(context.Background())
 	if err != nil || b.ID != a.ID {
 		t.Fatalf("second serve: %v, %v", b, err)
 	}
-	if _, err := pool.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) {
+	if _, err := pl.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) {
 		t.Fatalf("third serve: %v", err)
 	}
 }
@@ -380,14 +381,14 @@ func TestPoolFailuresAndClose(t *testing.T) {
 		}
 		return nil, &generate.RejectError{Reason: generate.RejectMalformed}
 	})
-	pool := newPool(t, generate.PoolConfig{Size: 1}, fail)
-	waitReady(t, pool, 1)
-	if st := pool.Stats(); st.Failed != 2 || st.Added != 1 || st.Generator != nil {
+	pl := newPool(t, pool.Config{Size: 1}, fail)
+	waitReady(t, pl, 1)
+	if st := pl.Stats(); st.Failed != 2 || st.Added != 1 || st.Generator != nil {
 		t.Errorf("stats %+v", st)
 	}
-	pool.Close()
+	pl.Close()
 	start := time.Now()
-	if _, err := pool.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) || !strings.Contains(err.Error(), "closed") {
+	if _, err := pl.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("Next after Close: %v", err)
 	}
 	if time.Since(start) > time.Second {
@@ -400,12 +401,12 @@ type producerFunc func(context.Context) (*skill.Set, error)
 func (f producerFunc) Produce(ctx context.Context) (*skill.Set, error) { return f(ctx) }
 
 func TestPoolConfig(t *testing.T) {
-	for _, c := range []generate.PoolConfig{{Size: -1}, {Workers: -1}, {MaxServes: -1}, {Wait: -time.Second}} {
-		if _, err := generate.NewPool(c, newFake(t, 0)); err == nil {
+	for _, c := range []pool.Config{{Size: -1}, {Workers: -1}, {MaxServes: -1}, {Wait: -time.Second}} {
+		if _, err := pool.New(c, newFake(t, 0)); err == nil {
 			t.Errorf("NewPool(%+v) accepted", c)
 		}
 	}
-	if _, err := generate.NewPool(generate.PoolConfig{}, nil); err == nil {
+	if _, err := pool.New(pool.Config{}, nil); err == nil {
 		t.Error("nil producer accepted")
 	}
 }
@@ -413,36 +414,36 @@ func TestPoolConfig(t *testing.T) {
 // A set handed out and given back unseen is served again, with the Stats
 // saying so; a set the pool never served cannot be given back.
 func TestPoolReturn(t *testing.T) {
-	pool := newPool(t, generate.PoolConfig{Size: 1, Wait: 20 * time.Millisecond}, newFake(t, 1))
-	waitReady(t, pool, 1)
-	a, err := pool.Next(context.Background())
+	pl := newPool(t, pool.Config{Size: 1, Wait: 20 * time.Millisecond}, newFake(t, 1))
+	waitReady(t, pl, 1)
+	a, err := pl.Next(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) {
+	if _, err := pl.Next(context.Background()); !errors.Is(err, skill.ErrExhausted) {
 		t.Fatalf("second serve before the return: %v", err)
 	}
-	if err := pool.Return(a); err != nil {
+	if err := pl.Return(a); err != nil {
 		t.Fatal(err)
 	}
-	b, err := pool.Next(context.Background())
+	b, err := pl.Next(context.Background())
 	if err != nil || b.ID != a.ID || b.Parts[2].Narrative != a.Parts[2].Narrative {
 		t.Fatalf("serve after the return: %v, %v", b, err)
 	}
-	if st := pool.Stats(); st.Served != 2 || st.Returned != 1 {
+	if st := pl.Stats(); st.Served != 2 || st.Returned != 1 {
 		t.Errorf("stats: served %d returned %d, want 2 and 1", st.Served, st.Returned)
 	}
 	// Given back once per serve: a second return of the same serve is
 	// refused (its slot was used).
-	if err := pool.Return(b); err != nil {
+	if err := pl.Return(b); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.Return(b); err == nil {
+	if err := pl.Return(b); err == nil {
 		t.Error("one serve was given back twice")
 	}
 	other := *a
 	other.ID = "not-from-this-pool"
-	if err := pool.Return(&other); err == nil {
+	if err := pl.Return(&other); err == nil {
 		t.Error("a set this pool never served was taken back")
 	}
 }
@@ -536,29 +537,29 @@ func TestPoolFailureBackoffAndWarn(t *testing.T) {
 	logs := &logCapture{}
 	prod := &scripted{base: goodSet(t), calls: make(chan struct{}), next: make(chan error)}
 	const base, maxB = time.Millisecond, 8 * time.Millisecond
-	pool, err := generate.NewPool(generate.PoolConfig{Size: 1, Workers: 1, RetryBackoff: base, MaxRetryBackoff: maxB,
+	pl, err := pool.New(pool.Config{Size: 1, Workers: 1, RetryBackoff: base, MaxRetryBackoff: maxB,
 		PruneInterval: time.Hour, Now: clock, Logger: slog.New(logs)}, prod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	defer pl.Close()
 
 	// await waits for the worker's next call (so the previous outcome is
 	// accounted) and checks the streak; step also sends the next outcome.
-	await := func(wantN int, wantBackoff time.Duration) generate.PoolStats {
+	await := func(wantN int, wantBackoff time.Duration) pool.Stats {
 		t.Helper()
 		select {
 		case <-prod.calls:
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no production after %d failures", wantN)
 		}
-		st := pool.Stats()
+		st := pl.Stats()
 		if st.ConsecutiveFailures != wantN || st.Backoff != wantBackoff {
 			t.Fatalf("after %d failures: consecutive %d backoff %s, want backoff %s", wantN, st.ConsecutiveFailures, st.Backoff, wantBackoff)
 		}
 		return st
 	}
-	step := func(wantN int, wantBackoff time.Duration, next error) generate.PoolStats {
+	step := func(wantN int, wantBackoff time.Duration, next error) pool.Stats {
 		t.Helper()
 		st := await(wantN, wantBackoff)
 		prod.next <- next
@@ -616,12 +617,12 @@ func TestPoolFailureBackoffAndWarn(t *testing.T) {
 
 	// The success resets the streak: the back-off starts again at base
 	// and the next streak warns again from its third failure.
-	waitReady(t, pool, 1)
-	if _, err := pool.Next(context.Background()); err != nil {
+	waitReady(t, pl, 1)
+	if _, err := pl.Next(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	st = await(0, 0)
-	if !logs.has(slog.LevelInfo, "passed validation again") || pool.ConsecutiveFailures() != 0 {
+	if !logs.has(slog.LevelInfo, "passed validation again") || pl.ConsecutiveFailures() != 0 {
 		t.Error("the end of the streak was not logged or counted")
 	}
 	prod.next <- rejectFor(0)
@@ -641,11 +642,11 @@ func TestPoolFailureBackoffAndWarn(t *testing.T) {
 func TestPoolBudgetPause(t *testing.T) {
 	logs := &logCapture{}
 	prod := &scripted{base: goodSet(t), calls: make(chan struct{}), next: make(chan error)}
-	pool, err := generate.NewPool(generate.PoolConfig{Size: 1, RetryBackoff: time.Millisecond, Logger: slog.New(logs)}, prod)
+	pl, err := pool.New(pool.Config{Size: 1, RetryBackoff: time.Millisecond, Logger: slog.New(logs)}, prod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	defer pl.Close()
 	<-prod.calls
 	start := time.Now()
 	prod.next <- &generate.BudgetError{RetryAfter: 200 * time.Millisecond}
@@ -653,9 +654,9 @@ func TestPoolBudgetPause(t *testing.T) {
 	if took := time.Since(start); took < 200*time.Millisecond {
 		t.Errorf("retried %s after a spent budget, want at least its 200ms", took)
 	}
-	if st := pool.Stats(); st.ConsecutiveFailures != 0 || st.Failed != 1 {
+	if st := pl.Stats(); st.ConsecutiveFailures != 0 || st.Failed != 1 {
 		t.Errorf("stats after a spent budget: %+v", st)
 	}
 	prod.next <- nil
-	waitReady(t, pool, 1)
+	waitReady(t, pl, 1)
 }

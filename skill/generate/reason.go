@@ -105,3 +105,24 @@ func (d Drop) Key() string {
 	}
 	return string(d.Reason)
 }
+
+// RejectReason implements pool.Rejection.
+func (e *RejectError) RejectReason() string { return string(e.Reason) }
+
+// ProviderFailure implements pool.Rejection: the provider failed (an LLM
+// error, a deadline, a rate limit, an empty reply) rather than the
+// content being rejected.
+func (e *RejectError) ProviderFailure() bool {
+	switch e.Reason {
+	case RejectLLMError, RejectDeadline, RejectRateLimited, RejectEmpty:
+		return true
+	}
+	return false
+}
+
+// contentRejection reports whether err rejects a set for its content
+// rather than for a failure of the provider.
+func contentRejection(err error) bool {
+	var re *RejectError
+	return errors.As(err, &re) && !re.ProviderFailure()
+}

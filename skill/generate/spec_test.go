@@ -12,6 +12,7 @@ import (
 	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/generate"
+	"github.com/acaptcha/acaptcha/skill/pool"
 )
 
 const specDir = "../../spec"
@@ -67,7 +68,7 @@ func TestGenerationSpecMatchesCode(t *testing.T) {
 	}
 	for _, want := range []string{
 		fmt.Sprintf("%d–%s tokens per part", generate.DefaultMinTokens, "1,100"),
-		fmt.Sprintf("(default %d)", generate.DefaultPoolSize),
+		fmt.Sprintf("(default %d)", pool.DefaultSize),
 		fmt.Sprintf("(default %d)", skill.DefaultMaxServes),
 		fmt.Sprintf("±%.0f %% accepted", generate.DefaultLengthSlack*100),
 		"around 0.9",
@@ -82,8 +83,8 @@ func TestGenerationSpecMatchesCode(t *testing.T) {
 		}
 	}
 	if generate.DefaultMaxTokens != 1100 || generate.DefaultTemperature != 0.9 || generate.DefaultInitialMaxTokens != 8192 ||
-		generate.DefaultMaxTokensCap != 32768 || generate.DefaultMaxScriptContexts != 27 || generate.DefaultMaxAge.Hours() != 24 ||
-		generate.DefaultPoolWait.Seconds() != 10 || generate.DefaultRateLimitRetries != 3 || generate.DefaultTruncationRetries != 2 {
+		generate.DefaultMaxTokensCap != 32768 || generate.DefaultMaxScriptContexts != 27 || pool.DefaultMaxAge.Hours() != 24 ||
+		pool.DefaultWait.Seconds() != 10 || generate.DefaultRateLimitRetries != 3 || generate.DefaultTruncationRetries != 2 {
 		t.Error("a default changed: update generation.md and this test")
 	}
 }

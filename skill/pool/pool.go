@@ -1,4 +1,9 @@
-package generate
+// Package pool keeps a store of challenge sets ready, refilled by
+// background workers from a Producer (an LLM generator, the hybrid
+// rewording, any other). It lives apart from the generators so that a
+// node (package peer) serves pooled sets without linking the LLM stack:
+// the producers enter through cmd.
+package pool
 
 import (
 	"context"
@@ -15,15 +20,41 @@ import (
 	"github.com/acaptcha/acaptcha/skill"
 )
 
-// Producer makes one validated set per call. Generator implements it;
-// so can any other generator (the procedural one, a test stub).
+// Producer makes one validated set per call. The LLM and hybrid
+// generators implement it; so can any other generator (the procedural
+// one, a test stub).
 type Producer interface {
 	Produce(ctx context.Context) (*skill.Set, error)
 }
 
-// PoolStore keeps the pool's ready sets. Implementations must make each
-// method atomic: the node's bbolt store (peer.Store) and MemPoolStore.
-type PoolStore interface {
+// Accountant is implemented by producers with accounting of their own;
+// Stats carries it as Generator.
+type Accountant interface {
+	Accounting() any
+}
+
+// Rejection is implemented by the errors of a producer that rejected
+// what it produced: RejectReason names the reason (counted in
+// Stats.FailureReasons); ProviderFailure tells a failure of the provider
+// (an LLM error, a deadline, a rate limit, an empty reply), logged at
+// once, from a rejection of the content, logged when it repeats.
+type Rejection interface {
+	error
+	RejectReason() string
+	ProviderFailure() bool
+}
+
+// BudgetSpent is implemented by the error of a producer whose token
+// budget is spent: the pool pauses BudgetRetryAfter without counting a
+// failure.
+type BudgetSpent interface {
+	error
+	BudgetRetryAfter() time.Duration
+}
+
+// Store keeps the pool's ready sets. Implementations must make each
+// method atomic: the node's bbolt store (peer.Store) and MemStore.
+type Store interface {
 	// PoolAdd stores a ready set, encoded as data, under id. It stores
 	// nothing and reports false when id is ready already or was served
 	// out before, so a set is never served again after it was used up.
@@ -32,11 +63,11 @@ type PoolStore interface {
 	// now: it counts one serve and, when the set has been served maxServes
 	// times, removes it and remembers its id as served. It reports false
 	// when no such set is ready.
-	PoolTake(now time.Time, maxAge time.Duration, maxServes int) (t PoolTaken, ok bool, err error)
+	PoolTake(now time.Time, maxAge time.Duration, maxServes int) (t Taken, ok bool, err error)
 	// PoolReturn undoes one PoolTake of t that no peer saw: the serve is
 	// uncounted and a set removed at maxServes is ready again under its
 	// original creation time (so MaxAge still applies).
-	PoolReturn(t PoolTaken, maxServes int) error
+	PoolReturn(t Taken, maxServes int) error
 	// PoolLen counts the ready sets created less than maxAge before now.
 	PoolLen(now time.Time, maxAge time.Duration) (int, error)
 	// PoolPrune removes the sets created maxAge or longer before now and
@@ -44,19 +75,19 @@ type PoolStore interface {
 	PoolPrune(now time.Time, maxAge time.Duration) (int, error)
 }
 
-// PoolTaken is a set taken from a PoolStore: its id, creation time and
+// Taken is a set taken from a Store: its id, creation time and
 // encoding.
-type PoolTaken struct {
+type Taken struct {
 	ID      string
 	Created time.Time
 	Data    []byte
 }
 
-// PoolConfig configures a Pool.
-type PoolConfig struct {
-	// Size is how many sets the workers keep ready (DefaultPoolSize).
+// Config configures a Pool.
+type Config struct {
+	// Size is how many sets the workers keep ready (DefaultSize).
 	Size int
-	// Workers is how many sets are generated at once (DefaultPoolWorkers,
+	// Workers is how many sets are generated at once (DefaultWorkers,
 	// at most Size).
 	Workers int
 	// MaxServes is how often one set is served (skill.DefaultMaxServes).
@@ -64,10 +95,10 @@ type PoolConfig struct {
 	// MaxAge is how long a ready set stays servable (DefaultMaxAge).
 	MaxAge time.Duration
 	// Wait bounds how long Next waits for a set when the pool is empty
-	// (DefaultPoolWait).
+	// (DefaultWait).
 	Wait time.Duration
-	// Store keeps the sets (a new MemPoolStore when nil).
-	Store PoolStore
+	// Store keeps the sets (a new MemStore when nil).
+	Store Store
 	// Name names the source ("pool" when empty).
 	Name string
 	// RetryBackoff is the pause of a worker after a failed production
@@ -75,7 +106,7 @@ type PoolConfig struct {
 	// failure of the pool (a content rejection or a failure of the
 	// provider or the store, from any worker), up to MaxRetryBackoff
 	// (DefaultMaxRetryBackoff), and starts again from RetryBackoff after
-	// the next set is stored. A spent token budget (*BudgetError) pauses
+	// the next set is stored. A spent token budget (a BudgetSpent error) pauses
 	// until the budget has room, without counting as a failure.
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
@@ -93,30 +124,30 @@ type PoolConfig struct {
 	Now func() time.Time
 }
 
-// Defaults of PoolConfig.
+// Defaults of Config.
 const (
-	DefaultPoolSize        = 8
-	DefaultPoolWorkers     = 1
+	DefaultSize        = 8
+	DefaultWorkers     = 1
 	DefaultMaxAge          = 24 * time.Hour
-	DefaultPoolWait        = 10 * time.Second
+	DefaultWait        = 10 * time.Second
 	DefaultRetryBackoff    = 2 * time.Second
 	DefaultMaxRetryBackoff = 5 * time.Minute
 	DefaultPruneInterval   = time.Minute
 	DefaultWarnAfter       = 3
-	// DefaultPoolTokenBudget is the default hourly token cap of a node's
+	// DefaultTokenBudget is the default hourly token cap of a node's
 	// challenge generation (the node's --pool-token-budget). A stub
 	// generation attempt costs about 6,000 tokens and an accepted set
 	// about 16,600 (14,400 in, 2,300 out, its share of the rejected
 	// attempts included); 2,000,000 tokens an hour is about 120 accepted
 	// sets, more than one worker makes with a real model, so the cap
 	// binds only runaway generation and bounds it to 48M tokens a day.
-	DefaultPoolTokenBudget = 2_000_000
-	// MaxPoolSize caps Size.
-	MaxPoolSize = 10000
+	DefaultTokenBudget = 2_000_000
+	// MaxSize caps Size.
+	MaxSize = 10000
 )
 
-// PoolStats is the pool's accounting.
-type PoolStats struct {
+// Stats is the pool's accounting.
+type Stats struct {
 	// Ready is the number of servable sets; Generating the number being
 	// produced right now.
 	Ready      int `json:"ready"`
@@ -137,7 +168,7 @@ type PoolStats struct {
 	Exhausted int `json:"exhausted"`
 	// ConsecutiveFailures counts the failed productions since the last
 	// set was stored (0 after a success); FailureReasons counts them by
-	// reason (a Reason of a RejectError, "error" for other failures);
+	// reason (the RejectReason of a Rejection, "error" for other failures);
 	// Backoff is the pause after the latest of them (0 after a success).
 	// A spent token budget is not counted.
 	ConsecutiveFailures int            `json:"consecutive_failures"`
@@ -145,8 +176,9 @@ type PoolStats struct {
 	Backoff             time.Duration  `json:"backoff_ns"`
 	// LastError is the error of the latest failure ("" after a success).
 	LastError string `json:"last_error,omitempty"`
-	// Generator is the producer's accounting when it is a Generator.
-	Generator *Stats `json:"generator,omitempty"`
+	// Generator is the producer's accounting when it has one (see
+	// Accountant); the key is "generator" for the LLM generators.
+	Generator any `json:"generator,omitempty"`
 }
 
 // Pool is a skill.Source that serves validated sets from a store kept
@@ -154,7 +186,7 @@ type PoolStats struct {
 // Next never generates, it only wakes the workers, so opening sessions
 // cannot make the node spend more than refilling Size sets costs.
 type Pool struct {
-	cfg  PoolConfig
+	cfg  Config
 	prod Producer
 	log  *slog.Logger
 
@@ -169,11 +201,11 @@ type Pool struct {
 	ready      int
 	generating int
 	added      chan struct{} // closed and replaced when a set is stored
-	st         PoolStats
+	st         Stats
 	closed     bool
 	// out remembers the last maxOutstanding sets taken (id and creation
 	// time), so Return can put one back; outNext is the next slot.
-	out     []PoolTaken
+	out     []Taken
 	outNext int
 	// warnedBackoff is the back-off of the last streak WARN (0: none
 	// since the last success), warnedAt its time on the pool clock;
@@ -197,16 +229,16 @@ var (
 	_ skill.Returner = (*Pool)(nil)
 )
 
-// NewPool starts a pool over prod. Close stops its workers.
-func NewPool(cfg PoolConfig, prod Producer) (*Pool, error) {
+// New starts a pool over prod. Close stops its workers.
+func New(cfg Config, prod Producer) (*Pool, error) {
 	if prod == nil {
 		return nil, errors.New("pool: no producer")
 	}
 	if cfg.Size == 0 {
-		cfg.Size = DefaultPoolSize
+		cfg.Size = DefaultSize
 	}
 	if cfg.Workers == 0 {
-		cfg.Workers = DefaultPoolWorkers
+		cfg.Workers = DefaultWorkers
 	}
 	if cfg.MaxServes == 0 {
 		cfg.MaxServes = skill.DefaultMaxServes
@@ -215,7 +247,7 @@ func NewPool(cfg PoolConfig, prod Producer) (*Pool, error) {
 		cfg.MaxAge = DefaultMaxAge
 	}
 	if cfg.Wait == 0 {
-		cfg.Wait = DefaultPoolWait
+		cfg.Wait = DefaultWait
 	}
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = DefaultRetryBackoff
@@ -230,8 +262,8 @@ func NewPool(cfg PoolConfig, prod Producer) (*Pool, error) {
 		cfg.WarnAfter = DefaultWarnAfter
 	}
 	switch {
-	case cfg.Size < 1 || cfg.Size > MaxPoolSize:
-		return nil, fmt.Errorf("pool: size %d, want 1..%d", cfg.Size, MaxPoolSize)
+	case cfg.Size < 1 || cfg.Size > MaxSize:
+		return nil, fmt.Errorf("pool: size %d, want 1..%d", cfg.Size, MaxSize)
 	case cfg.Workers < 1:
 		return nil, fmt.Errorf("pool: %d workers, want at least 1", cfg.Workers)
 	case cfg.MaxServes < 1:
@@ -243,7 +275,7 @@ func NewPool(cfg PoolConfig, prod Producer) (*Pool, error) {
 	}
 	cfg.Workers = min(cfg.Workers, cfg.Size)
 	if cfg.Store == nil {
-		cfg.Store = NewMemPoolStore()
+		cfg.Store = NewMemStore()
 	}
 	if cfg.Name == "" {
 		cfg.Name = "pool"
@@ -252,7 +284,7 @@ func NewPool(cfg PoolConfig, prod Producer) (*Pool, error) {
 		cfg.Now = time.Now
 	}
 	p := &Pool{cfg: cfg, prod: prod, log: cfg.Logger, wake: make(chan struct{}, 1), added: make(chan struct{}),
-		out: make([]PoolTaken, maxOutstanding)}
+		out: make([]Taken, maxOutstanding)}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -296,15 +328,14 @@ func (p *Pool) Close() error {
 }
 
 // Stats returns the pool's accounting.
-func (p *Pool) Stats() PoolStats {
+func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	s := p.st
 	s.Ready, s.Generating = p.ready, p.generating
 	s.FailureReasons = maps.Clone(s.FailureReasons)
 	p.mu.Unlock()
-	if g, ok := p.prod.(interface{ Stats() Stats }); ok {
-		gs := g.Stats()
-		s.Generator = &gs
+	if g, ok := p.prod.(Accountant); ok {
+		s.Generator = g.Accounting()
 	}
 	return s
 }
@@ -334,7 +365,7 @@ func (p *Pool) Added() <-chan struct{} {
 }
 
 // Next implements skill.Source: it takes a ready set atomically. When the
-// pool is empty it waits up to PoolConfig.Wait (or until ctx ends) for a
+// pool is empty it waits up to Config.Wait (or until ctx ends) for a
 // worker to store one, then fails with an error wrapping
 // skill.ErrExhausted, so the session ends inconclusive.
 func (p *Pool) Next(ctx context.Context) (*skill.Set, error) {
@@ -362,16 +393,16 @@ func (p *Pool) Next(ctx context.Context) (*skill.Set, error) {
 		p.kick()
 		if !waited {
 			waited = true
-			p.count(func(s *PoolStats) { s.Waited++ })
+			p.count(func(s *Stats) { s.Waited++ })
 			timer = time.NewTimer(p.cfg.Wait)
 		}
 		select {
 		case <-added:
 		case <-timer.C:
-			p.count(func(s *PoolStats) { s.Exhausted++ })
+			p.count(func(s *Stats) { s.Exhausted++ })
 			return nil, fmt.Errorf("%s: no challenge set ready within %s: %w", p.cfg.Name, p.cfg.Wait, skill.ErrExhausted)
 		case <-ctx.Done():
-			p.count(func(s *PoolStats) { s.Exhausted++ })
+			p.count(func(s *Stats) { s.Exhausted++ })
 			return nil, fmt.Errorf("%s: no challenge set ready: %w (%w)", p.cfg.Name, skill.ErrExhausted, ctx.Err())
 		}
 	}
@@ -397,7 +428,7 @@ func (p *Pool) take() (*skill.Set, bool, error) {
 		}
 		p.mu.Lock()
 		p.st.Served++
-		p.out[p.outNext] = PoolTaken{ID: t.ID, Created: t.Created}
+		p.out[p.outNext] = Taken{ID: t.ID, Created: t.Created}
 		p.outNext = (p.outNext + 1) % len(p.out)
 		p.mu.Unlock()
 		return set, true, nil
@@ -413,10 +444,10 @@ func (p *Pool) Return(set *skill.Set) error {
 		return nil
 	}
 	p.mu.Lock()
-	var t PoolTaken
+	var t Taken
 	for i := range p.out {
 		if p.out[i].ID == set.ID && set.ID != "" {
-			t, p.out[i] = p.out[i], PoolTaken{}
+			t, p.out[i] = p.out[i], Taken{}
 			break
 		}
 	}
@@ -441,7 +472,7 @@ func (p *Pool) Return(set *skill.Set) error {
 	return nil
 }
 
-func (p *Pool) count(f func(*PoolStats)) {
+func (p *Pool) count(f func(*Stats)) {
 	p.mu.Lock()
 	f(&p.st)
 	p.mu.Unlock()
@@ -547,9 +578,9 @@ func (p *Pool) succeeded() {
 // pause up to MaxRetryBackoff; from WarnAfter consecutive failures on, a
 // WARN names their reasons, once per back-off step (hourly at the cap).
 func (p *Pool) failed(err error) time.Duration {
-	var be *BudgetError
+	var be BudgetSpent
 	if errors.As(err, &be) {
-		wait := max(be.RetryAfter, p.cfg.RetryBackoff)
+		wait := max(be.BudgetRetryAfter(), p.cfg.RetryBackoff)
 		now := p.cfg.Now()
 		p.mu.Lock()
 		p.st.Failed++
@@ -567,9 +598,9 @@ func (p *Pool) failed(err error) time.Duration {
 		return wait
 	}
 	key := "error"
-	var re *RejectError
+	var re Rejection
 	if errors.As(err, &re) {
-		key = string(re.Reason)
+		key = re.RejectReason()
 	}
 	now := p.cfg.Now()
 	p.mu.Lock()
@@ -630,15 +661,8 @@ func formatReasons(m map[string]int) string {
 // contentRejection reports whether err rejects a set for its content
 // rather than for a failure of the provider.
 func contentRejection(err error) bool {
-	var re *RejectError
-	if !errors.As(err, &re) {
-		return false
-	}
-	switch re.Reason {
-	case RejectLLMError, RejectDeadline, RejectRateLimited, RejectEmpty:
-		return false
-	}
-	return true
+	var re Rejection
+	return errors.As(err, &re) && !re.ProviderFailure()
 }
 
 // store adds a produced set to the store and wakes the waiting sessions.
@@ -689,15 +713,15 @@ func (p *Pool) janitor() {
 			continue
 		}
 		if n > 0 {
-			p.count(func(s *PoolStats) { s.Expired += n })
+			p.count(func(s *Stats) { s.Expired += n })
 			p.refresh()
 			p.kick()
 		}
 	}
 }
 
-// MemPoolStore is an in-memory PoolStore.
-type MemPoolStore struct {
+// MemStore is an in-memory Store.
+type MemStore struct {
 	mu     sync.Mutex
 	ready  []memEntry
 	served map[string]bool
@@ -710,11 +734,11 @@ type memEntry struct {
 	data    []byte
 }
 
-// NewMemPoolStore returns an empty in-memory pool store.
-func NewMemPoolStore() *MemPoolStore { return &MemPoolStore{served: map[string]bool{}} }
+// NewMemStore returns an empty in-memory pool store.
+func NewMemStore() *MemStore { return &MemStore{served: map[string]bool{}} }
 
-// PoolAdd implements PoolStore.
-func (m *MemPoolStore) PoolAdd(id string, created time.Time, data []byte) (bool, error) {
+// PoolAdd implements Store.
+func (m *MemStore) PoolAdd(id string, created time.Time, data []byte) (bool, error) {
 	if id == "" {
 		return false, errors.New("pool store: empty id")
 	}
@@ -738,8 +762,8 @@ func (m *MemPoolStore) PoolAdd(id string, created time.Time, data []byte) (bool,
 	return true, nil
 }
 
-// PoolTake implements PoolStore.
-func (m *MemPoolStore) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (PoolTaken, bool, error) {
+// PoolTake implements Store.
+func (m *MemStore) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (Taken, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range m.ready {
@@ -748,18 +772,18 @@ func (m *MemPoolStore) PoolTake(now time.Time, maxAge time.Duration, maxServes i
 			continue
 		}
 		e.serves++
-		t := PoolTaken{ID: e.id, Created: e.created, Data: append([]byte(nil), e.data...)}
+		t := Taken{ID: e.id, Created: e.created, Data: append([]byte(nil), e.data...)}
 		if e.serves >= maxServes {
 			m.served[e.id] = true
 			m.ready = append(m.ready[:i], m.ready[i+1:]...)
 		}
 		return t, true, nil
 	}
-	return PoolTaken{}, false, nil
+	return Taken{}, false, nil
 }
 
-// PoolReturn implements PoolStore.
-func (m *MemPoolStore) PoolReturn(t PoolTaken, maxServes int) error {
+// PoolReturn implements Store.
+func (m *MemStore) PoolReturn(t Taken, maxServes int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range m.ready {
@@ -783,8 +807,8 @@ func (m *MemPoolStore) PoolReturn(t PoolTaken, maxServes int) error {
 	return nil
 }
 
-// PoolLen implements PoolStore.
-func (m *MemPoolStore) PoolLen(now time.Time, maxAge time.Duration) (int, error) {
+// PoolLen implements Store.
+func (m *MemStore) PoolLen(now time.Time, maxAge time.Duration) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
@@ -796,8 +820,8 @@ func (m *MemPoolStore) PoolLen(now time.Time, maxAge time.Duration) (int, error)
 	return n, nil
 }
 
-// PoolPrune implements PoolStore.
-func (m *MemPoolStore) PoolPrune(now time.Time, maxAge time.Duration) (int, error) {
+// PoolPrune implements Store.
+func (m *MemStore) PoolPrune(now time.Time, maxAge time.Duration) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	kept := m.ready[:0]
