@@ -89,7 +89,7 @@ func TestIssuedRejectionsCoalesce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.putIssued(env, a); err != nil {
+		if err := st.PutIssued(env, a); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -453,7 +453,7 @@ func (n *Node) recordIssued(r *protocol.Result) {
 	v := r.Verdict
 	n.log.Info("verified peer", "peer", r.Peer, "accepted", v.Accepted, "reason", v.Reason, "failed_round", v.FailedRound, "rtt", r.RTT)
 	if r.Attestation != nil && len(r.Envelope) > 0 {
-		if err := n.store.putIssued(r.Envelope, r.Attestation); err != nil {
+		if err := n.store.PutIssued(r.Envelope, r.Attestation); err != nil {
 			n.log.Error("store issued attestation", "peer", r.Peer, "err", err)
 		}
 	}

@@ -1,275 +1,33 @@
 package peer
 
-import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"time"
+import "github.com/acaptcha/acaptcha/peer/store"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
-
-	"github.com/acaptcha/acaptcha/protocol"
+// The node's database lives in package store; these names keep the node's
+// API in one place for embedders.
+type (
+	// Store is the node's bbolt database (store.Store).
+	Store = store.Store
+	// Entry is one stored attestation.
+	Entry = store.Entry
+	// Direction tells whether this node issued an attestation or
+	// received it.
+	Direction = store.Direction
+	// Learned is an attestation learned from a third party.
+	Learned = store.Learned
+	// Via names how a learned attestation reached this node.
+	Via = store.Via
 )
 
-// Direction tells whether this node issued an attestation or received it.
-type Direction string
-
-// Directions of stored attestations.
+// Directions of stored attestations and ways of learning one.
 const (
-	Issued   Direction = "issued"   // we verified the subject
-	Received Direction = "received" // a verifier attested us
+	Issued          = store.Issued
+	Received        = store.Received
+	ViaGossip       = store.ViaGossip
+	ViaPresentation = store.ViaPresentation
 )
-
-var (
-	bucketIssued   = []byte("attestations/issued")
-	bucketReceived = []byte("attestations/received")
-	bucketServed   = []byte("challenges/served")
-)
-
-// Store keeps attestations (issued and received) and the ledger of served
-// challenge sets in a bbolt file. Records are stored as their signed
-// envelopes and verified again when read, so a tampered file cannot make
-// the node trust a record.
-type Store struct {
-	db *bolt.DB
-}
-
-// Entry is one stored attestation.
-type Entry struct {
-	Key         string
-	Direction   Direction
-	Attestation *protocol.Attestation
-	Envelope    []byte
-}
 
 // ErrStoreLocked is returned when another process holds the store.
-var ErrStoreLocked = errors.New("store is locked by another process (is a node running with it? pass --store)")
+var ErrStoreLocked = store.ErrLocked
 
-// OpenStore opens or creates the store at path.
-func OpenStore(path string) (*Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("store directory: %w", err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if err != nil {
-		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, fmt.Errorf("open store %s: %w", path, ErrStoreLocked)
-		}
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketIssued, bucketReceived, bucketServed} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("init store %s: %w", path, err)
-	}
-	return &Store{db: db}, nil
-}
-
-// Close closes the store.
-func (s *Store) Close() error { return s.db.Close() }
-
-// key is the peer the record is about (subject for issued, issuer for
-// received), then the issue time, then a digest of the envelope: entries of
-// one peer sort together, oldest first, and re-putting the same envelope is
-// idempotent.
-func entryKey(p peer.ID, at time.Time, env []byte) []byte {
-	h := sha256.Sum256(env)
-	k := make([]byte, 0, len(p)+1+8+8)
-	k = append(k, []byte(p)...)
-	k = append(k, 0)
-	k = binary.BigEndian.AppendUint64(k, uint64(at.Unix()))
-	return append(k, h[:8]...)
-}
-
-func bucketFor(d Direction) ([]byte, error) {
-	switch d {
-	case Issued:
-		return bucketIssued, nil
-	case Received:
-		return bucketReceived, nil
-	}
-	return nil, fmt.Errorf("unknown direction %q", d)
-}
-
-// Put stores an envelope. Issued records are keyed by subject, received
-// ones by issuer.
-func (s *Store) Put(d Direction, env []byte, a *protocol.Attestation) error {
-	b, err := bucketFor(d)
-	if err != nil {
-		return err
-	}
-	p := a.Subject
-	if d == Received {
-		p = a.Issuer
-	}
-	k := entryKey(p, a.IssuedAt, env)
-	return s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(b).Put(k, env); err != nil {
-			return fmt.Errorf("store attestation: %w", err)
-		}
-		return nil
-	})
-}
-
-// putIssued stores an attestation this node issued. A rejection replaces
-// the older rejections of the same subject in the same transaction: the
-// rejections of one peer coalesce into the newest (which alone drives the
-// back-off after a restart), so a peer failing again and again does not
-// grow the store. Acceptances are kept.
-func (s *Store) putIssued(env []byte, a *protocol.Attestation) error {
-	if a.Accepted {
-		return s.Put(Issued, env, a)
-	}
-	k := entryKey(a.Subject, a.IssuedAt, env)
-	prefix := append([]byte(a.Subject), 0)
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketIssued)
-		var dead [][]byte
-		c := b.Cursor()
-		for kk, v := c.Seek(prefix); kk != nil && bytes.HasPrefix(kk, prefix); kk, v = c.Next() {
-			if bytes.Equal(kk, k) {
-				continue
-			}
-			old, _, err := protocol.VerifyAttestation(v, protocol.VerifyOptions{AllowExpired: true})
-			if err != nil || old.Subject != a.Subject || old.Accepted || old.IssuedAt.After(a.IssuedAt) {
-				continue
-			}
-			dead = append(dead, bytes.Clone(kk))
-		}
-		for _, kk := range dead {
-			if err := b.Delete(kk); err != nil {
-				return err
-			}
-		}
-		return b.Put(k, env)
-	})
-	if err != nil {
-		return fmt.Errorf("store issued rejection: %w", err)
-	}
-	return nil
-}
-
-// List returns the stored entries of one direction ("" for both), for one
-// peer (empty for all), verifying each envelope again (expired records are
-// listed; their Attestation.Valid tells).
-func (s *Store) List(d Direction, p peer.ID) ([]Entry, error) {
-	dirs := []Direction{Issued, Received}
-	if d != "" {
-		if _, err := bucketFor(d); err != nil {
-			return nil, err
-		}
-		dirs = []Direction{d}
-	}
-	var out []Entry
-	err := s.db.View(func(tx *bolt.Tx) error {
-		for _, dir := range dirs {
-			b, _ := bucketFor(dir)
-			c := tx.Bucket(b).Cursor()
-			var prefix []byte
-			if p != "" {
-				prefix = append([]byte(p), 0)
-			}
-			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-				env := append([]byte(nil), v...)
-				a, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{AllowExpired: true})
-				if err != nil {
-					return fmt.Errorf("stored attestation %x does not verify: %w", k, err)
-				}
-				out = append(out, Entry{Key: fmt.Sprintf("%x", k), Direction: dir, Attestation: a, Envelope: env})
-			}
-		}
-		return nil
-	})
-	return out, err
-}
-
-// Latest returns the newest valid (unexpired, accepted or not) attestation
-// of direction d about or from peer p.
-func (s *Store) Latest(d Direction, p peer.ID, now time.Time) (*Entry, error) {
-	es, err := s.List(d, p)
-	if err != nil {
-		return nil, err
-	}
-	var best *Entry
-	for i := range es {
-		e := &es[i]
-		if !e.Attestation.Valid(now) {
-			continue
-		}
-		if best == nil || e.Attestation.IssuedAt.After(best.Attestation.IssuedAt) {
-			best = e
-		}
-	}
-	return best, nil
-}
-
-// Get returns the entry with the given key (as printed by List).
-func (s *Store) Get(key string) (*Entry, error) {
-	es, err := s.List("", "")
-	if err != nil {
-		return nil, err
-	}
-	for i := range es {
-		if es[i].Key == key || (len(key) >= 8 && bytes.HasSuffix([]byte(es[i].Key), []byte(key))) {
-			return &es[i], nil
-		}
-	}
-	return nil, fmt.Errorf("no attestation with key %s", key)
-}
-
-// Unserve implements skill.Ledger: it undoes one granted TryServe of id
-// (the set was given back unseen).
-func (s *Store) Unserve(id string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketServed)
-		v := b.Get([]byte(id))
-		if len(v) != 8 {
-			return nil
-		}
-		switch n := binary.BigEndian.Uint64(v); n {
-		case 0, 1:
-			return b.Delete([]byte(id))
-		default:
-			return b.Put([]byte(id), binary.BigEndian.AppendUint64(nil, n-1))
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("unrecord served challenge: %w", err)
-	}
-	return nil
-}
-
-// TryServe implements skill.Ledger on the store, so challenge sets served
-// once are never served again after a restart.
-func (s *Store) TryServe(id string, max int) (bool, error) {
-	ok := false
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketServed)
-		var n uint64
-		if v := b.Get([]byte(id)); len(v) == 8 {
-			n = binary.BigEndian.Uint64(v)
-		}
-		if n >= uint64(max) {
-			return nil
-		}
-		ok = true
-		return b.Put([]byte(id), binary.BigEndian.AppendUint64(nil, n+1))
-	})
-	if err != nil {
-		return false, fmt.Errorf("record served challenge: %w", err)
-	}
-	return ok, nil
-}
+// OpenStore opens or creates the store at path (store.Open).
+func OpenStore(path string) (*Store, error) { return store.Open(path) }

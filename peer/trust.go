@@ -17,6 +17,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/conngater"
 
+	"github.com/acaptcha/acaptcha/peer/store"
+
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -140,7 +142,7 @@ func (r *trustRec) valid(now time.Time) bool {
 }
 
 func (r *trustRec) supersedes(old *trustRec) bool {
-	return old == nil || supersedesAt(r.issuedAt, r.expiresAt, r.accepted, old.issuedAt, old.expiresAt, old.accepted)
+	return old == nil || store.Supersedes(r.issuedAt, r.expiresAt, r.accepted, old.issuedAt, old.expiresAt, old.accepted)
 }
 
 type trustState struct {

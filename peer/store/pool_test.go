@@ -1,4 +1,4 @@
-package peer_test
+package store_test
 
 import (
 	"context"
@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/peer/store"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/pool"
 	"github.com/acaptcha/acaptcha/spec"
 )
 
-var _ pool.Store = (*peer.Store)(nil)
+var _ pool.Store = (*store.Store)(nil)
 
-func openStore(t testing.TB, path string) *peer.Store {
+func openStore(t testing.TB, path string) *store.Store {
 	t.Helper()
-	s, err := peer.OpenStore(path)
+	s, err := store.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package peer
+package store
 
 import (
 	"encoding/binary"

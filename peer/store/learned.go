@@ -1,4 +1,4 @@
-package peer
+package store
 
 import (
 	"bytes"
@@ -81,12 +81,12 @@ func learnedPrefix(subject peer.ID) []byte {
 	return append(k, subject...)
 }
 
-// supersedesAt tells whether a record issued at (ia, ea) with verdict acc
+// Supersedes tells whether a record issued at (ia, ea) with verdict acc
 // replaces one issued at (ib, eb) with verdict bcc by the same issuer about
 // the same subject: the later issue time wins; at equal issue times a
 // rejection beats an acceptance, then the later expiry wins. Identical
 // records do not supersede each other.
-func supersedesAt(ia, ea time.Time, acc bool, ib, eb time.Time, bcc bool) bool {
+func Supersedes(ia, ea time.Time, acc bool, ib, eb time.Time, bcc bool) bool {
 	if !ia.Equal(ib) {
 		return ia.After(ib)
 	}
@@ -117,7 +117,7 @@ func (s *Store) PutLearned(ls ...Learned) error {
 			if old := b.Get(k); old != nil {
 				var ov learnedValue
 				if json.Unmarshal(old, &ov) == nil &&
-					!supersedesAt(a.IssuedAt, a.ExpiresAt, a.Accepted, time.Unix(ov.IssuedAt, 0), time.Unix(ov.ExpiresAt, 0), ov.Accepted) {
+					!Supersedes(a.IssuedAt, a.ExpiresAt, a.Accepted, time.Unix(ov.IssuedAt, 0), time.Unix(ov.ExpiresAt, 0), ov.Accepted) {
 					continue
 				}
 			}
