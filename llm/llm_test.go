@@ -16,6 +16,7 @@ import (
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/solve"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/ollama"
 	"github.com/tmc/langchaingo/llms/openai"
@@ -95,7 +96,7 @@ func TestSolverWithMemoryPassesAllRounds(t *testing.T) {
 	forEachProvider(t, func(t *testing.T, p string) {
 		set := testSet(t)
 		m, srv := testutil.NewModelFor(t, p, testutil.NewOracle(set))
-		solver := llm.NewSolver(m, llm.SolverConfig{Memory: true})
+		solver := solve.New(m, solve.Config{Memory: true})
 
 		sess, err := skill.NewSession(set, testPolicy(), nil)
 		if err != nil {
@@ -121,7 +122,7 @@ func TestSolverWithMemoryPassesAllRounds(t *testing.T) {
 			if !strings.Contains(r.System, "untrusted") {
 				t.Errorf("request %d system prompt %q", i+1, r.System)
 			}
-			if r.MaxTokens != llm.DefaultMaxAnswerTokens {
+			if r.MaxTokens != solve.DefaultMaxAnswerTokens {
 				t.Errorf("request %d max tokens %d", i+1, r.MaxTokens)
 			}
 		}
@@ -138,7 +139,7 @@ func TestForgetfulSolverFailsDependentQuestion(t *testing.T) {
 	forEachProvider(t, func(t *testing.T, p string) {
 		set := testSet(t)
 		m, srv := testutil.NewModelFor(t, p, testutil.NewOracle(set))
-		solver := llm.NewSolver(m, llm.SolverConfig{Memory: false})
+		solver := solve.New(m, solve.Config{Memory: false})
 
 		a := solver.NewSession()
 		var got []string
@@ -423,7 +424,7 @@ func TestEmptyReply(t *testing.T) {
 		if _, err := m.Generate(context.Background(), msgs("s", "u")); !errors.Is(err, llm.ErrEmptyOutput) {
 			t.Fatalf("err %v", err)
 		}
-		solver := llm.NewSolver(m, llm.SolverConfig{})
+		solver := solve.New(m, solve.Config{})
 		if _, err := solver.NewSession().Answer(context.Background(), challenges(testSet(t))[0]); !errors.Is(err, llm.ErrEmptyOutput) {
 			t.Fatalf("solver err %v", err)
 		}
@@ -434,7 +435,7 @@ func TestSolverAnswerCapped(t *testing.T) {
 	long := strings.Repeat("Meridianus ", 20) // 220 bytes, 20 tokens: under the 32-token cap
 	forEachProvider(t, func(t *testing.T, p string) {
 		m, _ := testutil.NewModelFor(t, p, testutil.Text(long))
-		ans, err := llm.NewSolver(m, llm.SolverConfig{}).NewSession().Answer(context.Background(), challenges(testSet(t))[0])
+		ans, err := solve.New(m, solve.Config{}).NewSession().Answer(context.Background(), challenges(testSet(t))[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -448,13 +449,13 @@ func TestSolverPostProcessesAndSalvages(t *testing.T) {
 	rambling := "Answer: \"Meridian.\"\nThe narrative says " + strings.Repeat("so much more ", 20)
 	forEachProvider(t, func(t *testing.T, p string) {
 		m, _ := testutil.NewModelFor(t, p, testutil.Text(rambling))
-		ans, err := llm.NewSolver(m, llm.SolverConfig{MaxAnswerTokens: 16}).NewSession().Answer(context.Background(), challenges(testSet(t))[0])
+		ans, err := solve.New(m, solve.Config{MaxAnswerTokens: 16}).NewSession().Answer(context.Background(), challenges(testSet(t))[0])
 		if err != nil || ans != "Meridian" {
 			t.Fatalf("answer %q, err %v", ans, err)
 		}
 		// A reply cut inside its first line is an error, not an answer.
 		m, _ = testutil.NewModelFor(t, p, testutil.Text("The ship that arrived late was the Meridian"))
-		_, err = llm.NewSolver(m, llm.SolverConfig{MaxAnswerTokens: 4}).NewSession().Answer(context.Background(), challenges(testSet(t))[0])
+		_, err = solve.New(m, solve.Config{MaxAnswerTokens: 4}).NewSession().Answer(context.Background(), challenges(testSet(t))[0])
 		if !errors.Is(err, llm.ErrTruncated) {
 			t.Fatalf("err %v", err)
 		}
@@ -463,7 +464,7 @@ func TestSolverPostProcessesAndSalvages(t *testing.T) {
 
 func TestSolverRejectsBadChallenges(t *testing.T) {
 	m, srv := testutil.NewModelFor(t, "openai", testutil.Text("x"))
-	a := llm.NewSolver(m, llm.SolverConfig{}).NewSession()
+	a := solve.New(m, solve.Config{}).NewSession()
 	for _, c := range []skill.Challenge{
 		{Round: 1, Narrative: "", Question: "q?"},
 		{Round: 1, Narrative: "n", Question: " "},
@@ -476,7 +477,7 @@ func TestSolverRejectsBadChallenges(t *testing.T) {
 	if srv.Requests() != 0 {
 		t.Errorf("%d requests sent", srv.Requests())
 	}
-	if _, err := llm.NewSolver(nil, llm.SolverConfig{}).NewSession().Answer(context.Background(), challenges(testSet(t))[0]); err == nil {
+	if _, err := solve.New(nil, solve.Config{}).NewSession().Answer(context.Background(), challenges(testSet(t))[0]); err == nil {
 		t.Error("nil model accepted")
 	}
 }
@@ -484,7 +485,7 @@ func TestSolverRejectsBadChallenges(t *testing.T) {
 func TestSolverSessionsAreIndependentAndConcurrent(t *testing.T) {
 	set := testSet(t)
 	m, _ := testutil.NewModelFor(t, "anthropic", testutil.NewOracle(set))
-	solver := llm.NewSolver(m, llm.SolverConfig{Memory: true})
+	solver := solve.New(m, solve.Config{Memory: true})
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
@@ -671,7 +672,7 @@ func TestKeywordScriptProverRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := skill.Run(context.Background(), sess, llm.NewSolver(m, llm.SolverConfig{Memory: true}).NewSession(), nil)
+	v := skill.Run(context.Background(), sess, solve.New(m, solve.Config{Memory: true}).NewSession(), nil)
 	if v.Accepted || v.FailedRound != 2 || !v.Rounds[0].Correct {
 		t.Errorf("verdict %+v", v)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/solve"
 	"github.com/acaptcha/acaptcha/spec"
 )
 
@@ -86,7 +87,7 @@ func startNode(t *testing.T, o nodeOpts) *peer.Node {
 		if err != nil {
 			t.Fatal(err)
 		}
-		prover = llm.NewSolver(m, llm.SolverConfig{Memory: o.memory})
+		prover = solve.New(m, solve.Config{Memory: o.memory})
 	}
 	if o.policy.Rounds == 0 {
 		o.policy = skill.DefaultPolicy()

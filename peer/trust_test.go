@@ -20,6 +20,7 @@ import (
 	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/solve"
 )
 
 // trustOpts configures a node for the trust, gossip and admission tests.
@@ -53,7 +54,7 @@ func startTrustNode(t *testing.T, sets []*skill.Set, o trustOpts) *tnode {
 		if err != nil {
 			t.Fatal(err)
 		}
-		prover = llm.NewSolver(m, llm.SolverConfig{Memory: true})
+		prover = solve.New(m, solve.Config{Memory: true})
 	}
 	src, err := skill.NewCorpus("test", sets, nil, 1000)
 	if err != nil {

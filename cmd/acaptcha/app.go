@@ -21,6 +21,7 @@ import (
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/pool"
 	"github.com/acaptcha/acaptcha/skill/procedural"
+	"github.com/acaptcha/acaptcha/skill/solve"
 	"github.com/acaptcha/acaptcha/spec"
 )
 
@@ -300,7 +301,7 @@ func (a *app) prover(ctx context.Context) (skill.Prover, string, error) {
 	if err != nil {
 		return nil, "", usageErr("--llm %s: %v", a.llmSpec, err)
 	}
-	return llm.NewSolver(m, llm.SolverConfig{Memory: true}), a.llmSpec, nil
+	return solve.New(m, solve.Config{Memory: true}), a.llmSpec, nil
 }
 
 const noLLMHint = "no LLM configured: this node cannot answer challenges. Configure one with --llm openai:MODEL (OPENAI_API_KEY, optionally --llm-base-url or OPENAI_BASE_URL for any OpenAI-compatible server), --llm anthropic:MODEL (ANTHROPIC_API_KEY), --llm googleai:MODEL (GOOGLE_API_KEY) or --llm ollama:MODEL (OLLAMA_HOST)"

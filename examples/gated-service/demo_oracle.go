@@ -12,7 +12,7 @@ import (
 // demoOracle is a DEMO-ONLY answer key, so that this example runs offline
 // without an LLM: the verifiers' challenge sources register every set they
 // serve here, and the "agents" answer by looking the question up. A real
-// agent answers with its LLM (see llm.NewSolver and `acaptcha node --llm`);
+// agent answers with its LLM (see solve.New in skill/solve and `acaptcha node --llm`);
 // a real verifier never shares its answer key with anyone.
 type demoOracle struct {
 	mu      sync.RWMutex

@@ -24,7 +24,7 @@
 //     the generic ones and the white-box ones of the set's source
 //     (attack.WhiteBox; see ValidatorConfig.WhiteBox); a question any of
 //     them answers, as skill.Judge judges it, is dropped;
-//  4. cross-validation: fresh llm.Solver sessions (the prover's own path,
+//  4. cross-validation: fresh solve.Solver sessions (the prover's own path,
 //     without the answers) and optionally a second provider must
 //     reproduce every remaining answer (judged by skill.Judge with the
 //     narratives shown so far); a question that fails is dropped.

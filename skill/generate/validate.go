@@ -14,8 +14,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/acaptcha/acaptcha/llm"
+
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/attack"
+	"github.com/acaptcha/acaptcha/skill/solve"
 )
 
 // ValidatorConfig configures a Validator.
@@ -744,7 +746,7 @@ func (v *Validator) crossCheck(ctx context.Context, w *work) error {
 		// exactly, whatever else uses the model concurrently.
 		wm := llm.Wrap(m.LLM(), m.Provider(), llm.WithTimeout(v.cfg.CallTimeout), llm.WithRetry(v.cfg.Retry), llm.WithLogger(v.log))
 		wraps = append(wraps, wm)
-		solver := llm.NewSolver(wm, llm.SolverConfig{Memory: true})
+		solver := solve.New(wm, solve.Config{Memory: true})
 		name := m.Name()
 		for k := 0; k < sessions; k++ {
 			wg.Add(1)

@@ -1,4 +1,9 @@
-package llm
+// Package solve is the prover's brain over an LLM: the solver prompt,
+// the conversation per session (with or without memory of earlier
+// rounds) and the extraction of one short answer from the model's reply.
+// It sits next to the generators (skill/generate): package llm is
+// provider plumbing only.
+package solve
 
 import (
 	"context"
@@ -11,6 +16,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/tmc/langchaingo/llms"
 )
@@ -28,8 +34,8 @@ Rules:
 3. A question in a later round may depend on facts from the narratives of earlier rounds. Use everything you have read in this conversation.
 4. If you are unsure, give your best short guess instead of declining.`
 
-// SolverConfig configures a Solver.
-type SolverConfig struct {
+// Config configures a Solver.
+type Config struct {
 	// MaxAnswerTokens caps each answer's output tokens
 	// (DefaultMaxAnswerTokens when 0).
 	MaxAnswerTokens int
@@ -44,14 +50,14 @@ type SolverConfig struct {
 
 // Solver is the prover's brain: it answers challenges with a Model.
 type Solver struct {
-	m   *Model
-	cfg SolverConfig
+	m   *llm.Model
+	cfg Config
 }
 
 var _ skill.Prover = (*Solver)(nil)
 
-// NewSolver returns a solver answering with m.
-func NewSolver(m *Model, cfg SolverConfig) *Solver {
+// New returns a solver answering with m.
+func New(m *llm.Model, cfg Config) *Solver {
 	if cfg.MaxAnswerTokens <= 0 {
 		cfg.MaxAnswerTokens = DefaultMaxAnswerTokens
 	}
@@ -103,7 +109,7 @@ func (a *solverSession) Answer(ctx context.Context, c skill.Challenge) (string, 
 	switch {
 	case err == nil:
 		ans = ExtractAnswer(resp.Text)
-	case errors.Is(err, ErrTruncated):
+	case errors.Is(err, llm.ErrTruncated):
 		// A model that answered on its first line and then went on to
 		// explain is cut off by the small token cap: its complete lines
 		// still hold the answer.
@@ -117,7 +123,7 @@ func (a *solverSession) Answer(ctx context.Context, c skill.Challenge) (string, 
 		return "", fmt.Errorf("solver round %d: %w", c.Round, err)
 	}
 	if ans == "" {
-		return "", fmt.Errorf("solver round %d: %w: reply %q holds no answer", c.Round, ErrEmptyOutput, capBytes(resp.Text, 200))
+		return "", fmt.Errorf("solver round %d: %w: reply %q holds no answer", c.Round, llm.ErrEmptyOutput, capBytes(resp.Text, 200))
 	}
 	if a.s.cfg.Memory {
 		a.history = append(a.history, user, llms.TextParts(llms.ChatMessageTypeAI, strings.TrimSpace(resp.Text)))
