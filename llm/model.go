@@ -221,7 +221,7 @@ func (m *Model) Generate(ctx context.Context, msgs []llms.MessageContent, opts .
 		if err == nil || !errors.Is(err, ErrRateLimited) || i+1 >= attempts {
 			return resp, err
 		}
-		wait := backoff(m.retry.Backoff, i)
+		wait := Backoff(m.retry.Backoff, i)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return resp, fmt.Errorf("%w (no time left to retry before the deadline)", err)
 		}
@@ -236,7 +236,10 @@ func (m *Model) Generate(ctx context.Context, msgs []llms.MessageContent, opts .
 	}
 }
 
-func backoff(base time.Duration, i int) time.Duration {
+// Backoff is the project's one retry back-off: base doubled i times,
+// capped at MaxBackoff (0 for a non-positive base). The LLM clients and
+// the generators retry with it.
+func Backoff(base time.Duration, i int) time.Duration {
 	if base <= 0 {
 		return 0
 	}

@@ -48,16 +48,16 @@ func TestTruncatedStopReasons(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
-	if d := backoff(0, 3); d != 0 {
+	if d := Backoff(0, 3); d != 0 {
 		t.Errorf("zero base: %s", d)
 	}
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
 	for i, w := range want {
-		if d := backoff(100*time.Millisecond, i); d != w {
-			t.Errorf("backoff(100ms, %d) = %s, want %s", i, d, w)
+		if d := Backoff(100*time.Millisecond, i); d != w {
+			t.Errorf("Backoff(100ms, %d) = %s, want %s", i, d, w)
 		}
 	}
-	if d := backoff(time.Second, 40); d != MaxBackoff {
+	if d := Backoff(time.Second, 40); d != MaxBackoff {
 		t.Errorf("capped: %s", d)
 	}
 }

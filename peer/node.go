@@ -324,8 +324,9 @@ type Mutual struct {
 	TheirsStored bool
 }
 
-// ErrNetwork wraps failures to reach a peer.
-var ErrNetwork = errors.New("network error")
+// ErrNetwork wraps failures to reach a peer. It is protocol.ErrNetwork:
+// one sentinel for "the network failed" whichever layer saw it.
+var ErrNetwork = protocol.ErrNetwork
 
 // ParseAddr parses a /.../p2p/ID multiaddr.
 func ParseAddr(s string) (peer.AddrInfo, error) {

@@ -336,3 +336,25 @@ func TestRunDeclineAndTimeout(t *testing.T) {
 		t.Fatalf("slow answerer: %+v", v)
 	}
 }
+
+func TestCapBytes(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"hello", 10, "hello"},
+		{"hello", 5, "hello"},
+		{"hello", 3, "hel"},
+		{"héllo", 2, "h"},  // é is 2 bytes: never split
+		{"héllo", 3, "hé"}, // whole é fits
+		{"日本", 4, "日"},     // 3-byte runes
+		{"日本", 2, ""},      // nothing whole fits
+		{"a", 0, ""},
+		{"a", -1, ""},
+	} {
+		if got := CapBytes(tc.s, tc.n); got != tc.want {
+			t.Errorf("CapBytes(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}

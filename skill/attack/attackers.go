@@ -7,7 +7,6 @@ import (
 	"math"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -124,8 +123,8 @@ func (s *Session) Answer(ctx context.Context, c skill.Challenge) (string, error)
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	c.Narrative = clip(c.Narrative, maxNarrativeBytes)
-	c.Question = clip(c.Question, maxQuestionBytes)
+	c.Narrative = skill.CapBytes(c.Narrative, maxNarrativeBytes)
+	c.Question = skill.CapBytes(c.Question, maxQuestionBytes)
 	d := analyse(c.Narrative)
 	q := analyseQuestion(c.Question)
 	ans, key := s.p.strategy(s, d, q, &c)
@@ -133,7 +132,7 @@ func (s *Session) Answer(ctx context.Context, c skill.Challenge) (string, error)
 	if ans == "" {
 		ans = fallback
 	}
-	ans = clip(ans, skill.MaxAnswerBytes)
+	ans = skill.CapBytes(ans, skill.MaxAnswerBytes)
 	if len(s.rounds) < maxMemory {
 		m := memRound{q: q, answer: ans, entKey: key}
 		if s.p.stateful {
@@ -142,17 +141,6 @@ func (s *Session) Answer(ctx context.Context, c skill.Challenge) (string, error)
 		s.rounds = append(s.rounds, m)
 	}
 	return ans, nil
-}
-
-// clip cuts s to at most n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // --- baseline strategies ------------------------------------------------

@@ -74,8 +74,8 @@ func (s *wbSession) Answer(ctx context.Context, c skill.Challenge) (string, erro
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	c.Narrative = clip(c.Narrative, maxNarrativeBytes)
-	c.Question = clip(c.Question, maxQuestionBytes)
+	c.Narrative = skill.CapBytes(c.Narrative, maxNarrativeBytes)
+	c.Question = skill.CapBytes(c.Question, maxQuestionBytes)
 	part := c.Round - 1
 	if part < 0 || part >= wbMaxParts {
 		// Unnumbered rounds: a new narrative starts a new part.
@@ -131,6 +131,6 @@ func wbFit(s string) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "")
 	}
-	s = clip(s, skill.MaxAnswerBytes)
+	s = skill.CapBytes(s, skill.MaxAnswerBytes)
 	return strings.TrimSpace(s)
 }

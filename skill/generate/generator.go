@@ -436,7 +436,7 @@ func (g *Generator) call(ctx context.Context, p Prompt, v Variation, o *Outcome)
 			maxTok = min(2*maxTok, c.MaxTokensCap)
 			g.log.Info("generated set truncated, retrying with a larger token limit", "max_tokens", maxTok, "retry", truncations)
 		case errors.Is(err, llm.ErrRateLimited) && limited < c.RateLimitRetries:
-			wait := backoff(c.RateLimitBackoff, limited)
+			wait := llm.Backoff(c.RateLimitBackoff, limited)
 			limited++
 			g.log.Warn("generation rate limited, backing off", "wait", wait, "retry", limited)
 			t := time.NewTimer(wait)
@@ -450,14 +450,6 @@ func (g *Generator) call(ctx context.Context, p Prompt, v Variation, o *Outcome)
 			return "", err
 		}
 	}
-}
-
-func backoff(base time.Duration, i int) time.Duration {
-	d := base
-	for ; i > 0 && d < llm.MaxBackoff; i-- {
-		d *= 2
-	}
-	return min(d, llm.MaxBackoff)
 }
 
 // tokenBudget is a sliding-window token cap.

@@ -126,10 +126,10 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultSize        = 8
-	DefaultWorkers     = 1
+	DefaultSize            = 8
+	DefaultWorkers         = 1
 	DefaultMaxAge          = 24 * time.Hour
-	DefaultWait        = 10 * time.Second
+	DefaultWait            = 10 * time.Second
 	DefaultRetryBackoff    = 2 * time.Second
 	DefaultMaxRetryBackoff = 5 * time.Minute
 	DefaultPruneInterval   = time.Minute

@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/skill"
@@ -123,7 +122,7 @@ func (a *solverSession) Answer(ctx context.Context, c skill.Challenge) (string, 
 		return "", fmt.Errorf("solver round %d: %w", c.Round, err)
 	}
 	if ans == "" {
-		return "", fmt.Errorf("solver round %d: %w: reply %q holds no answer", c.Round, llm.ErrEmptyOutput, capBytes(resp.Text, 200))
+		return "", fmt.Errorf("solver round %d: %w: reply %q holds no answer", c.Round, llm.ErrEmptyOutput, skill.CapBytes(resp.Text, 200))
 	}
 	if a.s.cfg.Memory {
 		a.history = append(a.history, user, llms.TextParts(llms.ChatMessageTypeAI, strings.TrimSpace(resp.Text)))
@@ -221,17 +220,5 @@ func cleanLine(s string) string {
 			break
 		}
 	}
-	return strings.TrimSpace(capBytes(s, skill.MaxAnswerBytes))
-}
-
-// capBytes cuts s to at most n bytes without splitting a rune.
-func capBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i]
+	return strings.TrimSpace(skill.CapBytes(s, skill.MaxAnswerBytes))
 }
