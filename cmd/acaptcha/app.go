@@ -17,12 +17,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/acaptcha/acaptcha/llm"
+
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/pool"
-	"github.com/acaptcha/acaptcha/skill/procedural"
 	"github.com/acaptcha/acaptcha/skill/solve"
-	"github.com/acaptcha/acaptcha/spec"
 )
 
 // Exit codes.
@@ -78,6 +77,10 @@ type app struct {
 	// caller passes them (a one-shot attest must neither challenge other
 	// peers by itself nor announce itself by mDNS).
 	contact contactOptions
+
+	// agentProver, when set (acaptcha mcp --answer-with agent; mcp.go),
+	// replaces the LLM as the node's prover: the MCP client answers.
+	agentProver skill.Prover
 
 	log *slog.Logger
 }
@@ -200,6 +203,7 @@ func (a *app) rootCmd() *cobra.Command {
 	f.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
 	f.StringVar(&a.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.AddCommand(a.withLLMPoolDefault(a.nodeCmd()), a.attestCmd(), a.attestationsCmd(), a.demoCmd(), a.evalCmd(), a.generateCmd(), a.challengeCmd(), a.peersCmd(), a.benchCmd(), a.versionCmd())
+	root.AddCommand(a.mcpCmd())
 	return root
 }
 
@@ -242,54 +246,15 @@ func (a *app) policy() (skill.Policy, error) {
 	return p, nil
 }
 
-// source builds the challenge source. ledger records served sets (the
-// node's store); nil keeps them in memory.
+// source builds the challenge source --challenges names (sources.go).
+// ledger records served sets (the node's store); nil keeps them in
+// memory.
 func (a *app) source(ledger skill.Ledger, maxServes int) (skill.Source, error) {
-	var (
-		sets []*skill.Set
-		name string
-		err  error
-	)
-	switch {
-	case a.challenges == "llm":
-		return a.llmPool(ledger, maxServes)
-	case a.challenges == "hybrid":
-		return a.hybridPool(ledger, maxServes)
-	case a.challenges == "examples":
-		sets, err = spec.Examples()
-		name = "examples"
-	case a.challenges == "auto" || a.challenges == "procedural":
-		g, err := procedural.New(procedural.Config{})
-		if err != nil {
-			return nil, usageErr("%v", err)
-		}
-		return g, nil
-	case strings.HasPrefix(a.challenges, "corpus:"):
-		dir := strings.TrimPrefix(a.challenges, "corpus:")
-		sets, err = skill.LoadDir(dir)
-		name = dir
-	default:
-		return nil, usageErr("--challenges %q: want auto, procedural, examples, corpus:DIR, llm or hybrid", a.challenges)
-	}
+	src, arg, err := lookupChallenges(a.challenges)
 	if err != nil {
-		return nil, usageErr("%v", err)
+		return nil, usageErr("--challenges: %v", err)
 	}
-	p, err := a.policy()
-	if err != nil {
-		return nil, err
-	}
-	// Refuse at start-up a corpus the policy cannot serve, rather than
-	// failing every session later.
-	for _, s := range sets {
-		if _, err := skill.NewSession(s, p, nil); err != nil {
-			return nil, usageErr("challenge set %s (%s) cannot be served under this policy: %v", s.ID, s.Domain, err)
-		}
-	}
-	c, err := skill.NewCorpus(name, sets, ledger, maxServes)
-	if err != nil {
-		return nil, usageErr("%v", err)
-	}
-	return c, nil
+	return src.build(a, arg, ledger, maxServes)
 }
 
 // prover builds the LLM solver, or returns nil when no LLM is configured.

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +65,9 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	if err != nil {
 		store.Close()
 		return nil, "", err
+	}
+	if a.agentProver != nil { // acaptcha mcp: the MCP client answers (mcp.go)
+		prover, llmName = a.agentProver, "mcp-client"
 	}
 	var reg *prometheus.Registry
 	if a.metricsAddr != "" {
@@ -135,22 +137,6 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		}
 	}
 	return n, llmName, nil
-}
-
-// challengeKind is the kind of challenges a --challenges value serves
-// (spec/attestation.md section 3.1); auto is resolved before it is asked.
-func challengeKind(challenges string) skill.SourceKind {
-	switch {
-	case challenges == "llm":
-		return skill.SourceLLM
-	case challenges == "hybrid":
-		return skill.SourceHybrid
-	case challenges == "examples" || strings.HasPrefix(challenges, "corpus:"):
-		return skill.SourceCorpus
-	case challenges == "auto" || challenges == "procedural":
-		return skill.SourceProcedural
-	}
-	return skill.SourceUnknown
 }
 
 func (a *app) nodeCmd() *cobra.Command {

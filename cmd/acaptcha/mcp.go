@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/acaptcha/acaptcha/peer/mcpserver"
+)
+
+// Answer modes of acaptcha mcp (--answer-with).
+const (
+	answerAuto  = "auto"
+	answerAgent = "agent"
+	answerLLM   = "llm"
+)
+
+// Limits of the streamable HTTP transport's server.
+const (
+	mcpReadHeaderTimeout = 10 * time.Second
+	mcpIdleTimeout       = 5 * time.Minute
+	mcpShutdownTimeout   = 5 * time.Second
+)
+
+func (a *app) mcpCmd() *cobra.Command {
+	var (
+		httpAddr      string
+		answerWith    string
+		maxPending    int
+		attestTimeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve an acaptcha node to an MCP client (stdio, or streamable HTTP with --http)",
+		Long: `Starts a node from the global flags and serves it as a Model Context Protocol
+server on standard input and output (or over streamable HTTP with --http), so
+that an assistant or agent SDK can attest peers, verify attestations, list
+attestations and peers, and be verified itself.
+
+With --answer-with agent (the default without --llm) the MCP client is the
+node's prover: every challenge a verifier sends this node is handed to it by
+the next_challenge tool and its answer taken by answer_challenge, while the
+node keeps the clock and signs as usual. attest_peer with self_answer has
+the attested peer verify this node back through these tools. With --llm
+(and --answer-with auto or llm) the node answers with that LLM instead.
+
+Standard output carries the MCP protocol only; logs go to standard error.
+The listen address defaults to ephemeral loopback and wildcard ports (give
+--listen to be reachable at a fixed one). Use --store and --key apart from
+a running node's (its store is locked while it runs).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch answerWith {
+			case answerAuto:
+				answerWith = answerAgent
+				if a.llmSpec != "" {
+					answerWith = answerLLM
+				}
+			case answerAgent:
+			case answerLLM:
+				if a.llmSpec == "" {
+					return usageErr("--answer-with llm: %s", noLLMHint)
+				}
+			default:
+				return usageErr("--answer-with %q: want auto, agent or llm", answerWith)
+			}
+			if maxPending < 1 {
+				return usageErr("--max-pending %d: want at least 1", maxPending)
+			}
+			if attestTimeout < 0 {
+				return usageErr("--attest-timeout must not be negative")
+			}
+			var queue *mcpserver.Queue
+			if answerWith == answerAgent {
+				queue = mcpserver.NewQueue(mcpserver.QueueConfig{MaxPending: maxPending, Logger: a.log})
+				defer queue.Close()
+				a.agentProver = queue
+			}
+			listen := a.listen
+			if len(listen) == 0 {
+				listen = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
+			}
+			n, llmName, err := a.startNode(cmd, listen, nil)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				n.Close()
+				n.Store().Close()
+			}()
+			if attestTimeout == 0 {
+				pol, _ := a.policy()
+				attestTimeout = 2*pol.Total + 30*time.Second
+			}
+			srv, err := mcpserver.New(mcpserver.Config{
+				Node: n, Queue: queue, NodeAnswers: answerWith == answerLLM,
+				AttestTimeout: attestTimeout, Version: buildVersion().Version, Logger: a.log,
+			})
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			a.log.Info("acaptcha mcp node started", "peer_id", n.ID(), "addrs", n.Addrs(), "answers", answerWith, "llm", llmName, "challenges", a.challenges)
+			ctx := cmd.Context()
+			if httpAddr != "" {
+				return a.serveMCPHTTP(ctx, httpAddr, srv)
+			}
+			t := &mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{a.stdout}}
+			err = srv.Run(ctx, t)
+			switch {
+			case err == nil, ctx.Err() != nil, errors.Is(err, io.EOF):
+				// The client closed the session, or we were stopped.
+				return nil
+			default:
+				return fmt.Errorf("mcp session: %w", err)
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&httpAddr, "http", "", "serve MCP over streamable HTTP at http://ADDR/mcp instead of stdio (no authentication: bind it to loopback)")
+	f.StringVar(&answerWith, "answer-with", answerAuto, "who answers the challenges verifiers send this node: agent (the MCP client, through next_challenge and answer_challenge), llm (--llm), or auto (llm with --llm, else agent)")
+	f.IntVar(&maxPending, "max-pending", mcpserver.DefaultMaxPending, "challenges that may wait for the MCP client's answer at once (beyond it they are declined)")
+	f.DurationVar(&attestTimeout, "attest-timeout", 0, "attest_peer's default time limit (default twice the total budget plus 30 s)")
+	return cmd
+}
+
+// nopWriteCloser keeps the MCP transport from closing standard output.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// serveMCPHTTP serves the MCP server over streamable HTTP at /mcp until
+// ctx ends.
+func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Server) error {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return usageErr("--http: listen on %s: %v", addr, err)
+	}
+	if host, _, err := net.SplitHostPort(l.Addr().String()); err == nil {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			a.log.Warn("the MCP endpoint has no authentication and listens beyond loopback: whoever reaches it can attest peers and answer challenges as this node", "addr", l.Addr().String())
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &mcp.StreamableHTTPOptions{Logger: a.log}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: mcpReadHeaderTimeout, IdleTimeout: mcpIdleTimeout}
+	// Say where the endpoint is on standard error: standard output is
+	// free in this mode, but logs and notices go to standard error.
+	fmt.Fprintf(a.stderr, "acaptcha mcp: streamable HTTP at http://%s/mcp\n", l.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("mcp http server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), mcpShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+	}
+	<-errc
+	return nil
+}

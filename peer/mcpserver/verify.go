@@ -1,0 +1,124 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// maxRecordChars caps the record argument: an envelope is at most
+// protocol.MaxEnvelopeBytes, and hex or base64 (inside JSON) inflate it.
+const maxRecordChars = 4 * protocol.MaxEnvelopeBytes
+
+// VerifyInput is verify_attestation's input.
+type VerifyInput struct {
+	Record        string `json:"record" jsonschema:"the signed envelope: base64 or hex, or a JSON object holding it as record, envelope_base64 or envelope_hex"`
+	RequireSource string `json:"require_source,omitempty" jsonschema:"refuse unless the challenges came from a source ranked at least this: procedural, corpus, hybrid or llm (default any)"`
+	AnyVerdict    bool   `json:"any_verdict,omitempty" jsonschema:"ok for any valid record, whatever its verdict (default: ok only when ACCEPTED)"`
+	Subject       string `json:"subject,omitempty" jsonschema:"expected subject peer ID"`
+	Issuer        string `json:"issuer,omitempty" jsonschema:"expected issuer peer ID"`
+	AllowExpired  bool   `json:"allow_expired,omitempty" jsonschema:"accept an expired record (audits)"`
+}
+
+// VerifyOutput is verify_attestation's output; its fields mirror
+// `acaptcha attestations verify --json`.
+type VerifyOutput struct {
+	// OK is what the CLI's exit status 0 means: valid, and accepted
+	// unless any_verdict.
+	OK                 bool           `json:"ok" jsonschema:"valid, and ACCEPTED unless any_verdict (the CLI's exit status 0)"`
+	Valid              bool           `json:"valid" jsonschema:"signature, issuer key, subject, issuer, validity window, spec version and source all check"`
+	Accepted           bool           `json:"accepted"`
+	Verdict            string         `json:"verdict,omitempty" jsonschema:"ACCEPTED, REJECTED or INCONCLUSIVE (valid records only)"`
+	Reason             string         `json:"reason,omitempty"`
+	SourceBelowMinimum bool           `json:"source_below_minimum" jsonschema:"signed and valid, but its challenge source ranks below require_source"`
+	Error              string         `json:"error,omitempty" jsonschema:"why the record is not valid, or why ok is false"`
+	Attestation        map[string]any `json:"attestation,omitempty"`
+}
+
+func (s *Server) verifyAttestation(_ context.Context, _ *mcp.CallToolRequest, in VerifyInput) (*mcp.CallToolResult, *VerifyOutput, error) {
+	opts := protocol.VerifyOptions{AllowExpired: in.AllowExpired}
+	var err error
+	if rs := strings.TrimSpace(in.RequireSource); rs != "" && !strings.EqualFold(rs, "any") {
+		if opts.MinSource, err = skill.ParseSourceKind(rs); err != nil {
+			return nil, nil, fmt.Errorf("require_source: %w, or any", err)
+		}
+	}
+	if in.Subject != "" {
+		if opts.Subject, err = lpeer.Decode(in.Subject); err != nil {
+			return nil, nil, fmt.Errorf("subject %q: %w", in.Subject, err)
+		}
+	}
+	if in.Issuer != "" {
+		if opts.Issuer, err = lpeer.Decode(in.Issuer); err != nil {
+			return nil, nil, fmt.Errorf("issuer %q: %w", in.Issuer, err)
+		}
+	}
+	if len(in.Record) > maxRecordChars {
+		// An oversized record is an invalid record, as in the CLI.
+		return nil, &VerifyOutput{Error: fmt.Sprintf("record of %d characters: larger than the cap (%d)", len(in.Record), maxRecordChars)}, nil
+	}
+	data, err := decodeRecord(in.Record)
+	if err != nil {
+		return nil, nil, err
+	}
+	at, _, err := protocol.VerifyAttestation(data, opts)
+	if err != nil {
+		return nil, &VerifyOutput{Error: err.Error(), SourceBelowMinimum: errors.Is(err, protocol.ErrSourceBelowMinimum)}, nil
+	}
+	out := &VerifyOutput{
+		Valid: true, Accepted: at.Accepted, Verdict: verdictWord(at.Accepted, at.Reason), Reason: string(at.Reason),
+		Attestation: attestationMap(at),
+	}
+	out.OK = at.Accepted || in.AnyVerdict
+	if !out.OK {
+		out.Error = fmt.Sprintf("valid signature, but the record's verdict is %s (%s), not an acceptance", out.Verdict, at.Reason)
+	}
+	return nil, out, nil
+}
+
+// decodeRecord turns the record argument into envelope bytes: hex (what
+// `acaptcha attestations export | xxd -p` and the CLI's JSON give), base64
+// (standard or URL, padded or not), or a JSON object carrying either.
+func decodeRecord(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, errors.New("record is empty: give the signed envelope in base64 or hex")
+	}
+	if strings.HasPrefix(s, "{") {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(s), &obj); err != nil {
+			return nil, fmt.Errorf("record looks like JSON but does not parse: %w", err)
+		}
+		for _, k := range []string{"record", "envelope_base64", "record_base64", "envelope_hex", "envelope"} {
+			raw, ok := obj[k]
+			if !ok {
+				continue
+			}
+			var inner string
+			if err := json.Unmarshal(raw, &inner); err != nil {
+				return nil, fmt.Errorf("record JSON: field %s is not a string", k)
+			}
+			return decodeRecord(inner)
+		}
+		return nil, errors.New("record JSON holds no signed envelope (record, envelope_base64 or envelope_hex): a display view alone cannot be verified, it carries no signature")
+	}
+	if b, err := hex.DecodeString(s); err == nil {
+		return b, nil
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			return b, nil
+		}
+	}
+	return nil, errors.New("record is neither base64 nor hex")
+}
