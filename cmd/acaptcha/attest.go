@@ -26,8 +26,9 @@ chained timed rounds, and asks it to verify this node back. Both verdicts are
 printed and their signed attestations stored. Without --llm this side cannot
 answer challenges: the peer is verified and not asked to verify us back.
 
-Exit codes: 0 the remote peer was accepted; 1 it was not (rejected, or the
-session was inconclusive); 2 usage or configuration error; 3 network error.`,
+Exit codes: 0 the remote peer was accepted; 1 it was not (rejected, declined
+to be verified, e.g. a node without an LLM, or the session was
+inconclusive); 2 usage or configuration error; 3 network error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ai, err := peer.ParseAddr(args[0])
@@ -63,6 +64,12 @@ session was inconclusive); 2 usage or configuration error; 3 network error.`,
 				m, err = n.Attest(ctx, ai)
 			}
 			if err != nil {
+				if errors.Is(err, protocol.ErrDeclined) {
+					// The peer refused to be verified (it has no LLM,
+					// speaks another version, ...): an answer, not a
+					// failure of this command. Nothing was signed.
+					return a.printDeclined(ai.ID, err)
+				}
 				code := exitNetwork
 				if !errors.Is(err, peer.ErrNetwork) && !errors.Is(err, protocol.ErrNetwork) {
 					code = exitUsage
@@ -86,6 +93,23 @@ session was inconclusive); 2 usage or configuration error; 3 network error.`,
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "overall time limit (default twice the total budget plus 30 s)")
 	return cmd
+}
+
+// printDeclined reports a peer that declined to be verified at the
+// hello: DECLINED, exit 1 (not accepted), no record signed.
+func (a *app) printDeclined(p lpeer.ID, err error) error {
+	if a.jsonOut {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if e := enc.Encode(map[string]any{"peer": p.String(), "ours": map[string]any{
+			"verdict": "declined", "accepted": false, "reason": string(skill.ReasonDeclined), "detail": err.Error(), "signed": false,
+		}}); e != nil {
+			return e
+		}
+	} else {
+		fmt.Fprintf(a.stdout, "peer %s\n  our verdict of it: DECLINED (it refused to be verified; nothing signed)\n    %v\n", p, err)
+	}
+	return &exitError{code: exitRejected, err: fmt.Errorf("peer %s not accepted: it declined to be verified", p)}
 }
 
 // errNoLLMReciprocal is why attest without --llm does not ask the peer to

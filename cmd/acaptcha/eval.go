@@ -90,24 +90,19 @@ matching --glob, e.g. --glob '*-hybrid.json'), llm and hybrid (pools that need
 }
 
 // evalValidateDefault is --validate's default for a source (see
-// evalValidateHelp).
+// evalValidateHelp): on for static corpora.
 func evalValidateDefault(source string) bool {
-	return source == "examples" || strings.HasPrefix(source, "corpus:")
+	s, _, err := lookupChallenges(source)
+	return err == nil && s.static
 }
 
 // evalKind is the source kind a --source stands for.
 func evalKind(source string) (skill.SourceKind, error) {
-	switch {
-	case source == "procedural":
-		return skill.SourceProcedural, nil
-	case source == "examples" || strings.HasPrefix(source, "corpus:"):
-		return skill.SourceCorpus, nil
-	case source == "llm":
-		return skill.SourceLLM, nil
-	case source == "hybrid":
-		return skill.SourceHybrid, nil
+	s, _, err := lookupChallenges(source)
+	if err != nil {
+		return skill.SourceUnknown, usageErr("--source: %v", err)
 	}
-	return skill.SourceUnknown, usageErr("--source %q: want procedural, examples, corpus:DIR, llm or hybrid", source)
+	return s.kind, nil
 }
 
 // evalAttackers returns the attacker groups of a run: generic, white-box

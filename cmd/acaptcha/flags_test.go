@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // Numeric flags outside their range are refused with a usage error
@@ -60,5 +62,36 @@ func TestVersionCommand(t *testing.T) {
 	var v versionInfo
 	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Version == "" || !strings.HasPrefix(v.GoVersion, "go") {
 		t.Fatalf("version %+v (%v)", v, err)
+	}
+}
+
+// Every command resolves --challenges and eval's --source through one
+// registry (sources.go): each name maps to its kind, bad values fail with
+// the list of names.
+func TestChallengeSourceRegistry(t *testing.T) {
+	for v, want := range map[string]skill.SourceKind{
+		"auto": skill.SourceProcedural, "procedural": skill.SourceProcedural,
+		"examples": skill.SourceCorpus, "corpus:/x": skill.SourceCorpus,
+		"llm": skill.SourceLLM, "hybrid": skill.SourceHybrid,
+	} {
+		if got := challengeKind(v); got != want {
+			t.Errorf("challengeKind(%q) = %v, want %v", v, got, want)
+		}
+		if k, err := evalKind(v); err != nil || k != want {
+			t.Errorf("evalKind(%q) = %v, %v", v, k, err)
+		}
+	}
+	for _, bad := range []string{"corpus", "corpus:", "llm:x", "gpt", ""} {
+		_, _, err := lookupChallenges(bad)
+		if err == nil {
+			t.Errorf("lookupChallenges(%q) accepted", bad)
+			continue
+		}
+		if !strings.Contains(err.Error(), "corpus:DIR") && !strings.Contains(err.Error(), "argument") {
+			t.Errorf("lookupChallenges(%q): %v does not say what is accepted", bad, err)
+		}
+	}
+	if !evalValidateDefault("examples") || !evalValidateDefault("corpus:d") || evalValidateDefault("procedural") || evalValidateDefault("hybrid") {
+		t.Error("eval validates by default exactly the static corpora")
 	}
 }

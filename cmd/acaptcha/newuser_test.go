@@ -299,3 +299,62 @@ func TestNewUserAttestWithoutLLMFailsFast(t *testing.T) {
 		t.Errorf("attest --json: exit %d after %s, %v:\n%s", code, took, err, stdout)
 	}
 }
+
+// TestNewUserAttestNodeWithoutLLMDeclined: a node without an LLM declines
+// to be verified at the hello. attest says DECLINED and exits 1 (the peer
+// was not accepted), at once and with nothing signed, in text and JSON.
+func TestNewUserAttestNodeWithoutLLMDeclined(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &firstLine{line: make(chan string, 1)}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"node", "--json", "--challenges", "procedural",
+			"--key", filepath.Join(dir, "b", "key"), "--store", filepath.Join(dir, "b", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"}, out, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("node did not stop")
+		}
+	}()
+	var info struct {
+		Addrs []string `json:"addrs"`
+	}
+	select {
+	case l := <-out.line:
+		if err := json.Unmarshal([]byte(l), &info); err != nil || len(info.Addrs) == 0 {
+			t.Fatalf("node output %q: %v", l, err)
+		}
+	case code := <-done:
+		done <- code
+		t.Fatalf("node exited %d", code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("node printed nothing")
+	}
+	args := []string{"attest", "--timeout", "40s", "--challenges", "procedural", "--key", filepath.Join(dir, "a", "key"),
+		"--store", filepath.Join(dir, "a", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"}
+	start := time.Now()
+	stdout, stderr, code := newUserMain(context.Background(), append(args, info.Addrs[0])...)
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("attest took %s", took)
+	}
+	if code != exitRejected || !strings.Contains(stdout, "DECLINED") || !strings.Contains(stdout, "NO_PROVER") {
+		t.Errorf("attest: exit %d, want %d and DECLINED:\n%s\n%s", code, exitRejected, stdout, stderr)
+	}
+	stdout, _, code = newUserMain(context.Background(), append(append(args, "--json"), info.Addrs[0])...)
+	var m struct {
+		Ours struct {
+			Verdict string `json:"verdict"`
+			Signed  bool   `json:"signed"`
+		} `json:"ours"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &m); err != nil || code != exitRejected || m.Ours.Verdict != "declined" || m.Ours.Signed {
+		t.Errorf("attest --json: exit %d, %v:\n%s", code, err, stdout)
+	}
+}
