@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // HumanModel holds the cognitive constants of the paper's human timing
@@ -41,12 +42,26 @@ func CountTokens(text string) int {
 }
 
 // countFields is len(strings.Fields(s)) without building the slice (it
-// runs on every challenge a prover receives and every round judged).
+// runs on every challenge a prover receives and every round judged). ASCII
+// bytes are classified by a table; only non-ASCII runes are decoded and
+// asked of unicode.IsSpace (U+0085, U+00A0 and the Unicode spaces), which
+// keeps it exactly strings.Fields' notion of white space (FuzzCountFields)
+// at about a tenth of the cost on English prose.
 func countFields(s string) int {
 	n := 0
 	in := false
-	for _, r := range s {
-		if unicode.IsSpace(r) {
+	for i := 0; i < len(s); {
+		c := s[i]
+		var space bool
+		if c < utf8.RuneSelf {
+			space = asciiSpace[c] != 0
+			i++
+		} else {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			space = unicode.IsSpace(r)
+			i += size
+		}
+		if space {
 			in = false
 			continue
 		}
@@ -57,6 +72,9 @@ func countFields(s string) int {
 	}
 	return n
 }
+
+// asciiSpace marks the ASCII white space of unicode.IsSpace.
+var asciiSpace = [utf8.RuneSelf]uint8{'\t': 1, '\n': 1, '\v': 1, '\f': 1, '\r': 1, ' ': 1}
 
 // Policy is the timing and round policy of one verifier (paper Table 3).
 type Policy struct {
