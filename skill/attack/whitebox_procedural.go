@@ -66,6 +66,17 @@ type pWorld struct {
 	dec       int
 	vocab     *pVocab
 	tagKeys   map[string]bool
+	// bars are the part's stated bars for persistence (percent retained)
+	// and replication (positive runs), 0 when not stated.
+	bars [pcN]int
+	// rels are the relations "X fared as Y did" on one check.
+	rels []pRel
+}
+
+// pRel says two candidates share their outcome on one check; the first
+// is the one the sentence states it of (its re-check date is given).
+type pRel struct {
+	a, b, cr int
 }
 
 type pAlias struct {
@@ -232,6 +243,12 @@ func parseProcedural(text string, v *pVocab, prev *pWorld) *pWorld {
 			}
 		}
 	}
+	// The stated bars, wherever they sit: sentences naming no candidate.
+	for si := range sents {
+		if len(curs[si]) == 0 && !wbRuleCue(lows[si]) {
+			w.parseBar(lows[si])
+		}
+	}
 	for si, s := range sents {
 		low := lows[si]
 		// The interim view's date: the first date after its cue (a log
@@ -320,6 +337,23 @@ func parseProcedural(text string, v *pVocab, prev *pWorld) *pWorld {
 			}
 			continue
 		}
+		if len(uniq) == 2 {
+			if cr, ok := wbSameCheck(low, v); ok {
+				a, b := uniq[0], uniq[1]
+				if hs := hitss[si]; len(hs) > 0 && !hs[0].prev && hs[0].ent == b {
+					a, b = b, a
+				}
+				w.rels = append(w.rels, pRel{a, b, cr})
+				checkSents[a]++
+				checkSents[b]++
+				if cr == pcPersist {
+					if ds := wbDates(s); len(ds) > 0 {
+						w.ents[a].recheck, w.ents[a].hasRecheck = ds[len(ds)-1].day, true
+					}
+				}
+			}
+			continue
+		}
 		if len(uniq) != 1 {
 			continue
 		}
@@ -328,7 +362,7 @@ func parseProcedural(text string, v *pVocab, prev *pWorld) *pWorld {
 		found := false
 		for _, cl := range wbClauses(s) {
 			cll := strings.ToLower(cl)
-			res := wbClassifyClause(cll, v)
+			res := wbClassifyClause(cll, v, w.bars)
 			for cr := range pcN {
 				if res[cr] != 0 {
 					e.st[cr] += res[cr]
@@ -366,6 +400,25 @@ func parseProcedural(text string, v *pVocab, prev *pWorld) *pWorld {
 		}
 		if e.cat == "" {
 			e.cat = wbCatOf(s, low, v)
+		}
+	}
+	// Relations copy the stated outcome (and an outside cause) across;
+	// two rounds resolve a relation to a relation.
+	for range 2 {
+		for _, r := range w.rels {
+			ea, eb := w.ents[r.a], w.ents[r.b]
+			switch {
+			case ea.st[r.cr] == 0 && eb.st[r.cr] != 0:
+				ea.st[r.cr] = eb.st[r.cr]
+				if r.cr == pcIntrinsic && ea.cause == "" {
+					ea.cause = eb.cause
+				}
+			case eb.st[r.cr] == 0 && ea.st[r.cr] != 0:
+				eb.st[r.cr] = ea.st[r.cr]
+				if r.cr == pcIntrinsic && eb.cause == "" {
+					eb.cause = ea.cause
+				}
+			}
 		}
 	}
 	for i, e := range w.ents {
@@ -877,8 +930,68 @@ func wbWordNum(s string) int {
 	return -1
 }
 
-// wbClassifyClause returns +1/-1/0 per check for one lower-case clause.
-func wbClassifyClause(cl string, v *pVocab) [pcN]int {
+// Bars and relations, as the generator's criterion and relation
+// templates word them.
+var (
+	wbBarPersist = regexp.MustCompile(`(\d+)%`)
+	wbBarRepl    = regexp.MustCompile(`(?:at least|in|fewer than) (\d+|two|three|four|five)\b|\b(\d+|two|three|four|five) or more`)
+	wbBarCue     = regexp.MustCompile(`counts? as|treated as|fixed bar|judged against|only if|requires|agreed in advance`)
+	wbSameRe     = regexp.MustCompile(`looked just as|in exactly the state|followed the course of|gone the way of|matched .{1,40} exactly|fared exactly as|came out the same way|told the same story|showed for .{1,60} as well|identical outcomes|applied equally to|gave the same result|reached the same conclusion|ended exactly as|exactly the same|matched those for|and nowhere else|identical .{1,30}coverage|were the ones that saw`)
+)
+
+// parseBar reads a stated bar from a sentence naming no candidate.
+func (w *pWorld) parseBar(low string) {
+	if !wbBarCue.MatchString(low) {
+		return
+	}
+	if m := wbBarPersist.FindStringSubmatch(low); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil && n > 0 && n < 100 {
+			w.bars[pcPersist] = n
+		}
+		return
+	}
+	if strings.Contains(low, "replicat") || strings.Contains(low, "reproduc") || strings.Contains(low, "one-off") {
+		if m := wbBarRepl.FindStringSubmatch(low); m != nil {
+			t := m[1]
+			if t == "" {
+				t = m[2]
+			}
+			if n := wbWordNum(t); n > 0 {
+				w.bars[pcRepl] = n
+			}
+		}
+	}
+}
+
+// wbSameCheck reports which check a relation sentence ties two
+// candidates on.
+func wbSameCheck(low string, v *pVocab) (int, bool) {
+	if !wbSameRe.MatchString(low) {
+		return 0, false
+	}
+	switch {
+	case strings.Contains(low, "outside") || strings.Contains(low, "external") || strings.Contains(low, "explain"):
+		return pcIntrinsic, true
+	case strings.Contains(low, "showed up for") || strings.Contains(low, "coverage") || wbSiteClause(low, v):
+		return pcWide, true
+	case strings.Contains(low, "replicat") || wbRepClause(low, v):
+		return pcRepl, true
+	}
+	return pcPersist, true
+}
+
+func wbSiteClause(cl string, v *pVocab) bool {
+	for _, sn := range v.siteNouns {
+		if wbContainsWord(cl, sn) || wbContainsWord(cl, sn+"s") || wbContainsWord(cl, strings.TrimSuffix(sn, "y")+"ies") {
+			return true
+		}
+	}
+	return false
+}
+
+// wbClassifyClause returns +1/-1/0 per check for one lower-case clause;
+// bars are the part's stated bars (0 where none).
+func wbClassifyClause(cl string, v *pVocab, bars [pcN]int) [pcN]int {
 	var res [pcN]int
 	siteClause := false
 	for _, sn := range v.siteNouns {
@@ -896,6 +1009,9 @@ func wbClassifyClause(cl string, v *pVocab) [pcN]int {
 			pol := 1
 			if n < k {
 				pol = -1
+			}
+			if b := bars[pcRepl]; b > 0 && !siteClause {
+				pol = barPol(n, b)
 			}
 			if siteClause {
 				res[pcWide] = pol
@@ -921,6 +1037,9 @@ func wbClassifyClause(cl string, v *pVocab) [pcN]int {
 			if n < k {
 				pol = -1
 			}
+			if b := bars[pcRepl]; b > 0 && !siteClause {
+				pol = barPol(n, b)
+			}
 			if siteClause {
 				res[pcWide] = pol
 			} else {
@@ -940,11 +1059,11 @@ func wbClassifyClause(cl string, v *pVocab) [pcN]int {
 		if wbLossRe.MatchString(cl[max(0, m[0]-30):m[0]]) {
 			n = 100 - n // "had shed 31% of its starting signal", "was down 31%"
 		}
-		if n >= 50 {
-			res[pcPersist] = 1
-		} else {
-			res[pcPersist] = -1
+		bar := 50
+		if bars[pcPersist] > 0 {
+			bar = bars[pcPersist]
 		}
+		res[pcPersist] = barPol(n, bar)
 		break
 	}
 	for _, c := range wbCues {
@@ -1330,4 +1449,12 @@ func wbInverts(after, before string) bool {
 		}
 	}
 	return false
+}
+
+// barPol is +1 when n meets the bar, -1 otherwise.
+func barPol(n, bar int) int {
+	if n >= bar {
+		return 1
+	}
+	return -1
 }

@@ -38,6 +38,10 @@ var (
 	reqCause  = regexp.MustCompile(`explanation\?|what was that explanation|outside factor (?:explained|accounted)|which outside factor|what outside factor|what explained|name the factor`)
 	reqNumIns = regexp.MustCompile(`\bnumber\b|how many|how much|\bcount\b|plain number|\bvalue\b|in days`)
 	reqEntIns = regexp.MustCompile(`code or name|identifier or name|refers to it|which (?:one|of the)\b|which one's`)
+	reqOthers = regexp.MustCompile(`among the other|the other [\w' -]+ of this`)
+	// reqAttrOf: the question's subject is the outside-cause candidate
+	// (not the standout's "no outside cause").
+	reqAttrOf = regexp.MustCompile(`(?:but was|yet had|one's [\w' -]+ was|whose [\w' -]+ had|[\w-]+'s [\w' -]+ was) (?:traced to )?an outside cause|yet had an outside cause`)
 	reqLabIns = regexp.MustCompile(`\bas (?:the )?[\w' -]+ (?:records|names|lists|logs) it|\bas recorded|\bas logged|\bas the rule names|\bname the (?:factor|explanation|cause|tier|class|grade|label|category|status)\b`)
 )
 
@@ -117,6 +121,33 @@ func (w *pWorld) answer(question string, part int) string {
 			}
 		}
 		return strconv.Itoa(n)
+	case reqDiff.MatchString(q) && reqOthers.MatchString(q):
+		// X against the highest or lowest value among every other
+		// candidate of the part: X is the outside-cause candidate when
+		// the question describes one, else the standout.
+		x := w.truth
+		if reqAttrOf.MatchString(q) {
+			x = w.attribFor(q, scope)
+		}
+		if x < 0 || w.ents[x].val == nil {
+			return fallback
+		}
+		hi := reqHi.MatchString(q)
+		y := -1
+		for _, i := range w.cand {
+			if i == x || w.ents[i].val == nil {
+				continue
+			}
+			if y < 0 || (hi && w.ents[i].val.Cmp(w.ents[y].val) > 0) || (!hi && w.ents[i].val.Cmp(w.ents[y].val) < 0) {
+				y = i
+			}
+		}
+		if y < 0 {
+			return fallback
+		}
+		d := new(big.Rat).Sub(w.ents[x].val, w.ents[y].val)
+		d.Abs(d)
+		return wbRatFmt(d, w.dec)
 	case reqDiff.MatchString(q):
 		var other int
 		if strings.Contains(q, "early assessment") || strings.Contains(q, "favoured") || strings.Contains(q, "preliminary") || strings.Contains(q, "interim") || strings.Contains(q, "revised") {

@@ -156,7 +156,7 @@ func parseLLM(text string) *lWorld {
 		pos := float64(len(lPos.FindAllString(s, -1)))
 		neg := float64(len(lNeg.FindAllString(s, -1)))
 		for _, cl := range wbClauses(strings.ToLower(s)) {
-			r := wbClassifyClause(cl, &pVocab{})
+			r := wbClassifyClause(cl, &pVocab{}, [pcN]int{})
 			for _, x := range r {
 				if x > 0 {
 					pos++

@@ -246,3 +246,51 @@ func BenchmarkWhiteBoxSession(b *testing.B) {
 		})
 	}
 }
+
+// The inverter reads a part's stated bars and judges measurements against
+// them, in both the present and the missing phrasing, and reads relation
+// sentences as ties on one check.
+func TestInverterBarsAndRelations(t *testing.T) {
+	w := &pWorld{}
+	w.parseBar(strings.ToLower("For this review, a load excursion only counts as lasting if at least 65% of it remains at the re-check."))
+	w.parseBar(strings.ToLower("Fewer than 3 positive re-tests means the load excursion is treated as not replicated."))
+	if w.bars[pcPersist] != 65 || w.bars[pcRepl] != 3 {
+		t.Fatalf("bars %v, want 65%% and 3 runs", w.bars)
+	}
+	v := &pVocab{repNouns: []string{"re-tests"}, siteNouns: []string{"plant"}}
+	for _, c := range []struct {
+		clause string
+		cr     int
+		want   int
+	}{
+		{"retained 60% of its initial load excursion at the re-check on 3 may 2024", pcPersist, -1},
+		{"retained 70% of its initial load excursion at the re-check on 3 may 2024", pcPersist, 1},
+		{"had lost 30% of its initial load excursion by the re-check on 3 may 2024", pcPersist, 1},
+		{"had lost 40% of its initial load excursion by the re-check on 3 may 2024", pcPersist, -1},
+		{"came back clean in 1 of 4 re-tests", pcRepl, 1},
+		{"came back clean in 2 of 4 re-tests", pcRepl, -1},
+		{"showed the load excursion in 3 of 5 re-tests", pcRepl, 1},
+		{"showed the load excursion in 2 of 5 re-tests", pcRepl, -1},
+	} {
+		if got := wbClassifyClause(c.clause, v, w.bars)[c.cr]; got != c.want {
+			t.Errorf("%q: %d, want %d", c.clause, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		sentence string
+		cr       int
+	}{
+		{"In the re-tests, CMP-418 fared exactly as CMP-77 did.", pcRepl},
+		{"The checks for outside factors gave the same result for CMP-418 as for CMP-77.", pcIntrinsic},
+		{"CMP-418 and CMP-77 had identical plant coverage.", pcWide},
+		{"At its re-check on 3 May 2024, CMP-418 looked just as CMP-77 had at its own.", pcPersist},
+	} {
+		cr, ok := wbSameCheck(strings.ToLower(c.sentence), v)
+		if !ok || cr != c.cr {
+			t.Errorf("%q: check %d (%v), want %d", c.sentence, cr, ok, c.cr)
+		}
+	}
+	if _, ok := wbSameCheck("cmp-418 was processed with the rest of the set.", v); ok {
+		t.Error("a neutral sentence read as a relation")
+	}
+}

@@ -33,7 +33,17 @@ import (
 //     still be there;
 //   - nothing new: no identifier, written number or date the part did not
 //     have, and no answer of an earlier part where the skeleton did not
-//     name it.
+//     name it;
+//   - relations stay stated: two names (identifiers or aliases) that a
+//     skeleton sentence states together must still be stated together in
+//     the paragraph, in one sentence or in two adjacent ones (a model
+//     splits "X, logged with macOS as its platform, registered 92.6"
+//     into "X registered 92.6. Its platform was logged as macOS."). The
+//     skeleton implies some facts through a relation ("X fared in the
+//     re-tests exactly as Y did", "X was isolated from sample SP-1", "the
+//     interim view favoured X over Y"); a rewording that drops the
+//     relation or moves its ends apart loses the fact even when both
+//     names survive elsewhere.
 //
 // What this cannot see — a negation flipped, a cause moved to another
 // candidate with every word kept — is left to the validation pipeline's
@@ -881,6 +891,15 @@ type inventory struct {
 	answers [][]term // per part: its questions' answer variants
 	orig    [][]*facts
 	paras   [][]string
+	// pairs[part][paragraph] are the name pairs its sentences state.
+	pairs [][][]namePair
+}
+
+// namePair is two names one sentence states together: term keys and the
+// names as the skeleton wrote them.
+type namePair struct {
+	a, b         string
+	aText, bText string
 }
 
 // newInventory reads the skeleton's facts.
@@ -915,12 +934,62 @@ func newInventory(s *skill.Set) *inventory {
 		ps := paragraphs(p.Narrative)
 		inv.paras = append(inv.paras, ps)
 		var fs []*facts
+		var prs [][]namePair
 		for _, para := range ps {
 			fs = append(fs, inv.facts(para))
+			prs = append(prs, inv.namePairs(para))
 		}
 		inv.orig = append(inv.orig, fs)
+		inv.pairs = append(inv.pairs, prs)
 	}
 	return inv
+}
+
+// sentenceEnd ends a sentence: a full stop, question or exclamation mark
+// before white space, or a line break.
+var sentenceEnd = regexp.MustCompile(`[.!?]\s+|\n+`)
+
+// sentenceNames returns, per sentence of para, the keys of the names
+// (identifiers and the set's aliases) it holds, with their texts.
+func (inv *inventory) sentenceNames(para string) []map[string]string {
+	var out []map[string]string
+	for _, sen := range sentenceEnd.Split(para, -1) {
+		if strings.TrimSpace(sen) == "" {
+			continue
+		}
+		f := inv.facts(sen)
+		names := map[string]string{}
+		for _, k := range f.order {
+			if t := f.terms[k]; t.kind == termID || t.kind == termAlias {
+				names[k] = t.text
+			}
+		}
+		out = append(out, names)
+	}
+	return out
+}
+
+// namePairs lists the pairs of names the sentences of para state
+// together, each pair once.
+func (inv *inventory) namePairs(para string) []namePair {
+	var out []namePair
+	seen := map[[2]string]bool{}
+	for _, names := range inv.sentenceNames(para) {
+		keys := make([]string, 0, len(names))
+		for k := range names {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i := range keys {
+			for j := i + 1; j < len(keys); j++ {
+				if pk := [2]string{keys[i], keys[j]}; !seen[pk] {
+					seen[pk] = true
+					out = append(out, namePair{a: keys[i], b: keys[j], aText: names[keys[i]], bText: names[keys[j]]})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // facts reads the terms of one paragraph: its identifiers, numbers, dates
@@ -1172,6 +1241,18 @@ func (inv *inventory) checkRewording(pi int, text string, maxDrift float64) (Rea
 			}
 		}
 	}
+	// Every relation stays stated in one sentence of its paragraph.
+	for k, prs := range inv.pairs[pi] {
+		if len(prs) == 0 {
+			continue
+		}
+		sens := inv.sentenceNames(paras[k])
+		for _, pr := range prs {
+			if !statedTogether(sens, pr.a, pr.b) {
+				return RejectFactLost, fmt.Sprintf("part %d paragraph %d: the relation between %q and %q is no longer stated together", pi+1, k+1, pr.aText, pr.bText)
+			}
+		}
+	}
 	// No earlier answer where the skeleton did not name it.
 	normOrig := skill.Normalize(strings.Join(strings.Fields(orig), " "))
 	normNew := skill.Normalize(strings.Join(strings.Fields(text), " "))
@@ -1232,4 +1313,22 @@ func lostHow(n, want int) string {
 func firstDigit(s string) bool {
 	r, _ := utf8.DecodeRuneInString(strings.TrimLeft(s, "+-−"))
 	return unicode.IsDigit(r)
+}
+
+// statedTogether reports whether names a and b share a sentence, or sit
+// in two adjacent sentences.
+func statedTogether(sens []map[string]string, a, b string) bool {
+	has := func(i int, k string) bool {
+		if i < 0 || i >= len(sens) {
+			return false
+		}
+		_, ok := sens[i][k]
+		return ok
+	}
+	for i := range sens {
+		if has(i, a) && (has(i, b) || has(i-1, b) || has(i+1, b)) {
+			return true
+		}
+	}
+	return false
 }

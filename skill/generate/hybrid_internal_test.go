@@ -173,3 +173,34 @@ func TestQuestionPrompt(t *testing.T) {
 		t.Errorf("system prompt lacks the output shape")
 	}
 }
+
+// A relation between two names stays stated together: dropping it, or
+// moving its ends into sentences apart, fails the part even though both
+// names survive; splitting it into two adjacent sentences passes.
+func TestRelationsStayStated(t *testing.T) {
+	skel := &skill.Set{Domain: "biochemistry", Parts: []skill.Part{
+		{Narrative: "REVIEW\n\nKT-919 replicated in 4 of 4 re-tests. RX-390 kept its drift. In the re-tests, RX-390 fared exactly as KT-919 did. The sampling was routine. Staff rotated on Monday. The archive closed late.", Questions: []skill.Question{
+			{Question: "Which compound replicated?", Answer: "KT-919", Answers: []string{"KT-919"}, ReasoningType: skill.Negation, AnswerType: skill.EntityAnswer},
+		}},
+		{Narrative: "Part two.", Questions: []skill.Question{{Question: "Q?", Answer: "a", Answers: []string{"a"}, ReasoningType: skill.MultiHop, AnswerType: skill.LabelAnswer}}},
+		{Narrative: "Part three.", Questions: []skill.Question{{Question: "Q?", Answer: "b", Answers: []string{"b"}, ReasoningType: skill.Causal, AnswerType: skill.LabelAnswer}}},
+	}}
+	inv := newInventory(skel)
+	for _, c := range []struct {
+		text string
+		want Reason
+	}{
+		{"REVIEW\n\nKT-919 replicated in 4 of 4 re-tests. RX-390 kept its drift. The re-tests went for RX-390 just as they did for KT-919. The sampling was routine. Staff rotated on Monday. The archive closed late.", ""},
+		{"REVIEW\n\nRX-390 kept its drift. KT-919 replicated in 4 of 4 re-tests, which set the pattern. RX-390 fared exactly the same way in them. The sampling was routine. Staff rotated on Monday. The archive closed late.", ""},
+		{"REVIEW\n\nRX-390 kept its drift. The sampling was routine. Staff rotated on Monday. The archive closed late and the re-tests were filed. KT-919 replicated in 4 of 4 re-tests.", RejectFactLost},
+		{"REVIEW\n\nKT-919 replicated in 4 of 4 re-tests. The sampling was routine. Staff rotated on Monday, and the re-tests were logged. The archive closed late. RX-390 kept its drift.", RejectFactLost},
+	} {
+		got, detail := inv.checkRewording(0, c.text, 0.5)
+		if got != c.want {
+			t.Errorf("%q: reason %q (%s), want %q", c.text, got, detail, c.want)
+		}
+		if c.want == RejectFactLost && !strings.Contains(detail, "relation") {
+			t.Errorf("%q: detail %q does not name the relation", c.text, detail)
+		}
+	}
+}

@@ -557,10 +557,11 @@ func (c *counting) take() int {
 }
 
 var (
-	ratioRe   = regexp.MustCompile(`\b(\d) (out of|of) (the )?(\d)\b`)
-	isoDateRe = regexp.MustCompile(`\b(20\d\d)-(\d\d)-(\d\d)\b`)
-	percentRe = regexp.MustCompile(`(\d)%`)
-	aliasRe   = regexp.MustCompile(`\bthe ([a-z]+-[a-z]+ [a-z]+) ([A-Z][A-Za-z]*-?\d+[A-Za-z0-9-]*)\b`)
+	ratioRe      = regexp.MustCompile(`\b(\d) (out of|of) (the )?(\d)\b`)
+	isoDateRe    = regexp.MustCompile(`\b(20\d\d)-(\d\d)-(\d\d)\b`)
+	percentRe    = regexp.MustCompile(`(\d)%`)
+	functionWord = regexp.MustCompile(`\b(?:for|of|from|to|in|on|at|by|with)\b`)
+	aliasRe      = regexp.MustCompile(`\bthe ([a-z][a-z-]* [a-z]+) ([A-Z][A-Za-z]*-?\d+[A-Za-z0-9-]*)\b`)
 )
 
 var digitWords = []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
@@ -611,7 +612,15 @@ func TestHybridFactCheck(t *testing.T) {
 			return s[:m[0]] + "9" + s[m[0]:]
 		}, generate.RejectFactLost},
 		{"alias-resolved-to-code", func(s string) string {
-			return aliasRe.ReplaceAllString(s, "$2")
+			// A description resolved to the code it introduces, at
+			// every mention.
+			for _, m := range aliasRe.FindAllStringSubmatchIndex(s, -1) {
+				if desc, code := s[m[2]:m[3]], s[m[4]:m[5]]; !functionWord.MatchString(desc) {
+					s = strings.ReplaceAll(s, s[m[0]:m[1]], code)
+					return strings.NewReplacer("the "+desc, code, "The "+desc, code).Replace(s)
+				}
+			}
+			return s
 		}, generate.RejectFactLost},
 		{"date-moved", func(s string) string {
 			m := isoDateRe.FindStringSubmatchIndex(s)

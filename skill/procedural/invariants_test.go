@@ -348,3 +348,62 @@ func TestOutsideCauseVaries(t *testing.T) {
 		t.Errorf("outside-cause candidate fails a second check in %d of 300 sets", extra)
 	}
 }
+
+// Implied facts: some outcomes are stated only through a relation to a
+// candidate whose outcome is stated (checked by passFail in
+// TestUniqueTruthAndPositiveDistractors), and where a part states a bar
+// for persistence or replication, every measurement of that check falls
+// on the side of the bar its outcome says, and measurements exist only
+// there, so the bar is needed to read them.
+func TestImpliedFacts(t *testing.T) {
+	g := mustNew(t, Config{})
+	relations, barParts, parts := 0, 0, 0
+	relByCrit := map[criterion]int{}
+	for seed := uint64(0); seed < 300; seed++ {
+		_, tr := traced(t, g, seed)
+		for p := range tr.parts {
+			pt := &tr.parts[p]
+			parts++
+			for _, f := range pt.facts {
+				if f.kind == fkSame {
+					relations++
+					relByCrit[f.rel]++
+					if (pt.cands[f.cand].fails^pt.cands[f.other].fails)&bit(f.rel) != 0 {
+						t.Fatalf("seed %d part %d: relation %+v between different outcomes", seed, p+1, f)
+					}
+				}
+			}
+			if pt.thr[crPersist] > 0 || pt.thr[crRepl] > 0 {
+				barParts++
+			}
+			for _, o := range pt.nums {
+				if o.crit == crWide {
+					continue
+				}
+				bar := pt.thr[o.crit]
+				if bar == 0 {
+					t.Fatalf("seed %d part %d: a measurement of check %d without a stated bar", seed, p+1, o.crit)
+				}
+				n := o.n
+				if o.missing {
+					n = 100 - n
+					if o.crit == crRepl {
+						continue // the total differs per candidate; the counts test covers it
+					}
+				}
+				if (n >= bar) == o.neg {
+					t.Fatalf("seed %d part %d: check %d measurement %d on the wrong side of bar %d (failed %v)", seed, p+1, o.crit, n, bar, o.neg)
+				}
+			}
+		}
+	}
+	if relations < parts/2 || barParts < parts/3 {
+		t.Errorf("%d relations and %d parts with bars in %d parts", relations, barParts, parts)
+	}
+	for cr := range nCrit {
+		if relByCrit[cr] == 0 {
+			t.Errorf("no relation on check %d", cr)
+		}
+	}
+	t.Logf("%d parts: %d relations %v, %d with a stated bar", parts, relations, relByCrit, barParts)
+}

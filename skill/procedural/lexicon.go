@@ -141,6 +141,17 @@ type templates struct {
 	// weighed, in varying order and roles.
 	prelim2 []tpl
 	early   []tpl // neutral early mentions of any candidate
+	// critPersist and critRepl state a part's bar for persistence (the
+	// share {pct} of the first reading that must remain at the re-check)
+	// and for replication (the {n} runs that must show the deviation).
+	// Where a part states a bar, every statement of that check is a
+	// measurement in the same words for both outcomes: only comparing it
+	// with the bar gives the polarity.
+	critPersist, critRepl []tpl
+	// same[cr] ties a candidate's outcome on check cr to another
+	// candidate's ({y}) in words shared by both outcomes: the outcome is
+	// implied by the relation and the other candidate's own statement.
+	same [nCrit][]tpl
 }
 
 var tx, domainTable, tablesErr = buildTables()
@@ -477,6 +488,48 @@ func buildTables() (templates, []domain, error) {
 		"The kick-off meeting on {date} asked for {x} to be looked at closely.",
 		"Someone on the team suggested early on that {x} deserved attention.",
 		"{x} was added to the priority list at the start of the round.",
+	)
+	t.critPersist = b.tpls(
+		"For this review, a {sig} only counts as lasting if at least {pct}% of it remains at the {recheck}.",
+		"The protocol treats a {sig} as persistent when {pct}% or more of the first reading is still there at the {recheck}.",
+		"Persistence was judged against a fixed bar: at least {pct}% of the initial {sig} had to survive to the {recheck}.",
+		"Anything under {pct}% of the starting {sig} at the {recheck} was treated as having faded.",
+		"The team agreed in advance that a {sig} keeping less than {pct}% of its first reading by the {recheck} would count as transient.",
+	)
+	t.critRepl = b.tpls(
+		"A {sig} counts as replicated only when at least {n} of the {rep} reproduce it.",
+		"The protocol requires the {sig} to show up in {n} or more of the {rep} before it is called reproducible.",
+		"Replication was judged against a fixed bar: the {sig} had to come up in at least {n} {rep}.",
+		"Fewer than {n} positive {rep} means the {sig} is treated as not replicated.",
+		"The team agreed in advance that a {sig} seen in fewer than {n} of the {rep} would count as a one-off.",
+	)
+	t.same[crPersist] = b.tpls(
+		"At its {recheck} on {date}, {x} looked just as {y} had at its own.",
+		"The {recheck} on {date} found {x} in exactly the state {y} was in at the same stage.",
+		"Over time, the {sig} for {x} followed the course of the one for {y}; its {recheck} was on {date}.",
+		"When {x} was looked at again on {date}, its {sig} had gone the way of the one for {y}.",
+		"{x} was re-checked on {date}, and on persistence it matched {y} exactly.",
+	)
+	t.same[crRepl] = b.tpls(
+		"In the {rep}, {x} fared exactly as {y} did.",
+		"On replication, {x} came out the same way as {y}.",
+		"The {rep} told the same story for {x} as for {y}.",
+		"Whatever the {rep} showed for {y}, they showed for {x} as well.",
+		"{x} and {y} were run through the {rep} together, with identical outcomes.",
+	)
+	t.same[crIntrinsic] = b.tpls(
+		"On the question of an outside cause, {x} and {y} came out the same way.",
+		"Whatever explained, or failed to explain, the {sig} for {y} applied equally to {x}.",
+		"The checks for outside factors gave the same result for {x} as for {y}.",
+		"{x} shared its handling record with {y}, and the review of outside causes reached the same conclusion for both.",
+		"For {x}, the search for an external explanation ended exactly as it had for {y}.",
+	)
+	t.same[crWide] = b.tpls(
+		"{x} was reported by exactly the same {siteNouns} as {y}.",
+		"The {siteNoun} returns for {x} matched those for {y} one for one.",
+		"Where the {sig} showed up for {y}, it showed up for {x}, and nowhere else.",
+		"{x} and {y} had identical {siteNoun} coverage.",
+		"The {siteNouns} that saw the {sig} for {y} were the ones that saw it for {x}.",
 	)
 	t.ruleHiShort = b.tpls(
 		"Under the escalation rule for this review, a {metric} above {t2} means {tierHi}, above {t1} means {tierMid}, and anything else {tierLo}.",

@@ -10,9 +10,13 @@
 // cause, presence across sites — and, from the second part on, is tied to
 // the previous part's standout only through indirect references (a lot or
 // ticket code, a descriptive alias), so later questions need earlier
-// answers. Facts are scattered over non-adjacent paragraphs, voiced through
-// interchangeable paraphrase templates, padded with realistic filler to the
-// requested length, and wrapped in varied document formats.
+// answers. Some outcomes are only implied: by a relation to another
+// candidate whose outcome is stated, or by a measurement against a bar the
+// part states; numeric answers are differences, day counts or counts the
+// text does not spell out. Facts are scattered over non-adjacent
+// paragraphs, voiced through interchangeable paraphrase templates, padded
+// with realistic filler to the requested length, and wrapped in varied
+// document formats.
 package procedural
 
 import (

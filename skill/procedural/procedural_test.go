@@ -281,6 +281,16 @@ func passFail(t *testing.T, narr string, pt *partTrace) [][nCrit]int {
 			}
 		}
 	}
+	// Relations take the related candidate's stated outcome, which is
+	// never itself a relation.
+	for _, f := range pt.facts {
+		if f.kind == fkSame {
+			if f.other < 0 || out[f.other][f.rel] == 0 {
+				t.Fatalf("relation %+v: the other candidate's outcome is not stated", f)
+			}
+			out[f.cand][f.rel] = out[f.other][f.rel]
+		}
+	}
 	return out
 }
 
@@ -838,11 +848,23 @@ func TestAnswersMatchNarrative(t *testing.T) {
 					}
 				}
 				if q.ReasoningType == skill.MultiHop && q.AnswerType == skill.NumericAnswer {
-					if q.Answer != fixedString(truth.val, pt.stage.metric.dec) {
-						t.Fatalf("seed %d part %d: value answer %q, truth value %d", seed, p+1, q.Answer, truth.val)
+					// The standout's value against the highest or lowest
+					// of the others, both stated.
+					var lo, hi int64 = 1 << 62, -1 << 62
+					for i, c := range pt.cands {
+						if i != pt.truth {
+							lo, hi = min(lo, c.val), max(hi, c.val)
+						}
 					}
-					if !strings.Contains(part.Narrative, q.Answer) {
-						t.Fatalf("seed %d part %d: value %q not stated", seed, p+1, q.Answer)
+					m := &pt.stage.metric
+					want := []string{fixedString(absDiff(truth.val, lo), m.dec), fixedString(absDiff(truth.val, hi), m.dec)}
+					if !slices.Contains(want, q.Answer) {
+						t.Fatalf("seed %d part %d: difference answer %q, want one of %v", seed, p+1, q.Answer, want)
+					}
+					for _, v := range []int64{truth.val, lo, hi} {
+						if !strings.Contains(part.Narrative, fixedString(v, m.dec)) {
+							t.Fatalf("seed %d part %d: value %d not stated", seed, p+1, v)
+						}
 					}
 				}
 			}

@@ -243,11 +243,14 @@ func (g *gen) question(ps *partState, k qkind) (skill.Question, []int, error) {
 		keys = []int{ps.attrib}
 
 	case qkind{skill.MultiHop, skill.NumericAnswer}:
+		// Arithmetic over two facts: the standout's value against the
+		// extreme value among all the other candidates.
+		y := extreme(cs, without(all, ps.truth), highest)
 		q.Question = pick(
-			"What "+p.metric+" was recorded for "+p.truthRef+"?",
-			"Give the "+p.metric+" recorded for "+p.truthRef+".")
-		setNumber(&q, &st.metric, cs[ps.truth].val)
-		keys = []int{ps.truth}
+			"By how much does the "+p.metric+" recorded for "+p.truthRef+" differ from the "+hl+" "+p.metric+" among the other "+p.kinds+"?",
+			"Take "+p.truthRef+" and, among the other "+p.kinds+", the one with the "+hl+" "+p.metric+". What is the difference between their "+p.metric+" values?")
+		setNumber(&q, &st.metric, absDiff(cs[ps.truth].val, cs[y].val))
+		keys = []int{ps.truth, y}
 	case qkind{skill.Comparison, skill.NumericAnswer}:
 		other := ps.misled
 		if first {
@@ -260,11 +263,7 @@ func (g *gen) question(ps *partState, k qkind) (skill.Question, []int, error) {
 				"Among "+p.group+", by how much does the "+p.metric+" of the one that passed all four checks differ from that of the one whose "+p.sig+" had an outside cause?",
 				"Within "+p.group+", what is the gap in "+p.metric+" between the one that passed all four checks and the one whose "+p.sig+" was traced to an outside cause?")
 		}
-		d := cs[ps.truth].val - cs[other].val
-		if d < 0 {
-			d = -d
-		}
-		setNumber(&q, &st.metric, d)
+		setNumber(&q, &st.metric, absDiff(cs[ps.truth].val, cs[other].val))
 		keys = []int{ps.truth, other}
 	case qkind{skill.Temporal, skill.NumericAnswer}:
 		q.Question = pick(
@@ -287,11 +286,12 @@ func (g *gen) question(ps *partState, k qkind) (skill.Question, []int, error) {
 				"Of the "+p.kinds+", how many failed to "+verb+"?")
 			setCount(&q, n)
 		} else {
+			y := extreme(cs, without(all, ps.truth), highest)
 			q.Question = pick(
-				"Among "+p.group+", what "+p.metric+" belongs to the one whose "+p.sig+" neither faded, nor failed to replicate, nor stayed at one "+p.siteNoun+", nor had an outside cause?",
-				"Within "+p.group+", what "+p.metric+" was recorded for the one whose "+p.sig+" did not fade, did not fail to replicate, was not confined to one "+p.siteNoun+" and had no outside cause?")
-			setNumber(&q, &st.metric, cs[ps.truth].val)
-			keys = []int{ps.truth}
+				"Among "+p.group+", take the one whose "+p.sig+" neither faded, nor failed to replicate, nor stayed at one "+p.siteNoun+", nor had an outside cause. By how much does its "+p.metric+" differ from the "+hl+" "+p.metric+" among the other "+p.kinds+" of this "+doc+"?",
+				"Within "+p.group+", one "+p.kind+"'s "+p.sig+" did not fade, did not fail to replicate, was not confined to one "+p.siteNoun+" and had no outside cause. What is the gap between its "+p.metric+" and the "+hl+" "+p.metric+" among the other "+p.kinds+" of this "+doc+"?")
+			setNumber(&q, &st.metric, absDiff(cs[ps.truth].val, cs[y].val))
+			keys = []int{ps.truth, y}
 		}
 	case qkind{skill.Conditional, skill.NumericAnswer}:
 		q.Question = pick(
@@ -300,17 +300,18 @@ func (g *gen) question(ps *partState, k qkind) (skill.Question, []int, error) {
 		setInt(&q, ps.intervals[tierOf(&st.metric, cs[ps.truth].val, ps.t1, ps.t2)], "days")
 		keys = []int{ps.truth}
 	case qkind{skill.Causal, skill.NumericAnswer}:
+		y := extreme(cs, without(all, ps.attrib), highest)
 		if first {
 			q.Question = pick(
-				"What "+p.metric+" was recorded for the "+p.kind+" whose "+p.sig+" "+causal+" but was traced to an outside cause?",
-				"One "+p.kind+"'s "+p.sig+" "+causal+", yet had an outside cause. What "+p.metric+" was recorded for it?")
+				"By how much does the "+p.metric+" of the "+p.kind+" whose "+p.sig+" "+causal+" but was traced to an outside cause differ from the "+hl+" "+p.metric+" among the other "+p.kinds+"?",
+				"One "+p.kind+"'s "+p.sig+" "+causal+", yet had an outside cause. What is the gap between its "+p.metric+" and the "+hl+" "+p.metric+" among the other "+p.kinds+"?")
 		} else {
 			q.Question = pick(
-				"Among "+p.group+", what "+p.metric+" was recorded for the one whose "+p.sig+" had an outside cause?",
-				"Within "+p.group+", one "+p.kind+"'s "+p.sig+" was traced to an outside cause. What "+p.metric+" was recorded for it?")
+				"Among "+p.group+", take the one whose "+p.sig+" had an outside cause. By how much does its "+p.metric+" differ from the "+hl+" "+p.metric+" among the other "+p.kinds+" of this "+doc+"?",
+				"Within "+p.group+", one "+p.kind+"'s "+p.sig+" was traced to an outside cause. What is the gap between its "+p.metric+" and the "+hl+" "+p.metric+" among the other "+p.kinds+" of this "+doc+"?")
 		}
-		setNumber(&q, &st.metric, cs[ps.attrib].val)
-		keys = []int{ps.attrib}
+		setNumber(&q, &st.metric, absDiff(cs[ps.attrib].val, cs[y].val))
+		keys = []int{ps.attrib, y}
 
 	case qkind{skill.Conditional, skill.LabelAnswer}:
 		q.Question = pick(
@@ -479,6 +480,24 @@ func (g *gen) countCriterion(ps *partState, p phrases) (criterion, string) {
 	}
 	// Unreachable: some distractor always fails one of the three.
 	return crRepl, "reproduce their " + p.sig + " in " + p.rep
+}
+
+// without returns xs less x, in a new slice.
+func without(xs []int, x int) []int {
+	out := make([]int, 0, len(xs))
+	for _, v := range xs {
+		if v != x {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func absDiff(a, b int64) int64 {
+	if a < b {
+		return b - a
+	}
+	return a - b
 }
 
 func extreme(cs []cand, scope []int, highest bool) int {

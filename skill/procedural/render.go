@@ -42,6 +42,7 @@ type rctx struct {
 	missing     bool // ... one counting what is missing
 	cand2       int  // the second candidate ({y}), or -1
 	words       bool // spell small counts
+	rel         criterion
 }
 
 // ---- layout ----
@@ -277,7 +278,7 @@ func (g *gen) renderFact(b []byte, ps *partState, f int) []byte {
 	case ft.kind == fkProfile:
 		b = g.renderProfile(b, ps, int(ft.cand))
 	default:
-		rc := rctx{ps: ps, cand: int(ft.cand), words: g.intn(3) == 0, cand2: int(ft.other) - 1}
+		rc := rctx{ps: ps, cand: int(ft.cand), words: g.intn(3) == 0, cand2: int(ft.other) - 1, rel: ft.rel}
 		pool := g.factCtx(ps, ft.kind, &rc)
 		b = g.render(b, g.choose(ps, pool), &rc)
 	}
@@ -379,12 +380,12 @@ func (g *gen) renderCompound(b []byte, ps *partState, ft *fact) []byte {
 	return b
 }
 
-// choose picks a paraphrase; dense low-length parts prefer the shorter of
-// two random draws, so every phrasing stays in use.
+// choose picks a paraphrase; dense low-length parts prefer the shortest of
+// four random draws, so every phrasing stays in use.
 func (g *gen) choose(ps *partState, pool []tpl) *tpl {
 	t := &pool[g.intn(len(pool))]
 	if ps.level == 0 {
-		for range 2 {
+		for range 3 {
 			if u := &pool[g.intn(len(pool))]; u.words < t.words {
 				t = u
 			}
@@ -435,20 +436,26 @@ func (g *gen) factCtx(ps *partState, k factKind, rc *rctx) []tpl {
 		c = &ps.cands[rc.cand]
 		rc.site = c.site
 	}
-	if cr, ok := numericCrit(k); ok && g.intn(3) == 0 {
-		// Half the numeric phrasings count what is present (retained
-		// 96%, 4 of 4, 1 of 4), half what is missing (lost 4%, clean in
-		// 0 of 4, absent at 3 of 4): the numbers of passing and failing
-		// candidates overlap, only the wording tells them apart.
+	if cr, ok := numericCrit(k); ok && (ps.thr[cr] > 0 || (cr == crWide && g.intn(3) == 0)) {
+		// Persistence and replication are measurements exactly where the
+		// part states a bar: the measurement falls on either side of the
+		// bar, in ranges that move with it. Half the numeric phrasings
+		// count what is present (retained 64%, 3 of 4), half what is
+		// missing (lost 36%, clean in 1 of 4), so neither the size of a
+		// number nor the wording gives the outcome without the bar.
+		// Spread keeps its counts (k of k against 1 of k, or the missing
+		// 0 of k against k-1 of k).
 		rc.numeric = true
 		rc.missing = g.intn(2) == 0
 		neg := isNegative(k)
 		switch cr {
 		case crPersist:
 			rc.d = c.recheck
-			rc.pct = 68 + g.intn(45)
+			p := ps.thr[cr]
+			rc.pct = p + g.intn(36)
 			if neg {
-				rc.pct = g.intn(15)
+				lo := max(1, p-35)
+				rc.pct = lo + g.intn(p-lo)
 			}
 			if rc.missing && rc.pct >= 100 {
 				rc.missing = false
@@ -458,9 +465,11 @@ func (g *gen) factCtx(ps *partState, k factKind, rc *rctx) []tpl {
 			}
 			g.traceNum(cr, neg, rc.pct, rc.missing)
 		case crRepl:
-			rc.n, rc.m = c.nRep, c.nRep
+			r := ps.thr[cr]
+			rc.m = c.nRep
+			rc.n = r + g.intn(c.nRep-r+1)
 			if neg {
-				rc.n = 1
+				rc.n = 1 + g.intn(r-1)
 			}
 			if rc.missing {
 				rc.n = rc.m - rc.n
@@ -530,6 +539,16 @@ func (g *gen) factCtx(ps *partState, k factKind, rc *rctx) []tpl {
 	case fkEarly:
 		rc.d = g.intn(21)
 		return tx.early
+	case fkSame:
+		rc.d = c.recheck
+		rc.site = ps.cands[rc.cand2].site
+		return tx.same[rc.rel]
+	case fkCritPersist:
+		rc.pct = ps.thr[crPersist]
+		return tx.critPersist
+	case fkCritRepl:
+		rc.n = ps.thr[crRepl]
+		return tx.critRepl
 	case fkRule:
 		switch {
 		case !ps.need.intervals && st.metric.lowSevere:

@@ -41,6 +41,8 @@ type factTrace struct {
 	kind  factKind
 	kind2 factKind // fkNone unless the sentence is compound
 	cand  int
+	other int       // the candidate an fkSame fact relates to, or -1
+	rel   criterion // the check it relates
 	text  string
 	para  int // block index in the narrative ("\n\n"-separated, 0 = header)
 }
@@ -61,6 +63,7 @@ type partTrace struct {
 	rule                         bool
 	nums                         []numObs
 	causalPass                   uint8
+	thr                          [nCrit]int
 }
 
 func (g *gen) tracePart(ps *partState) {
@@ -77,13 +80,14 @@ func (g *gen) tracePart(ps *partState) {
 		pt.cands = append(pt.cands, ct)
 	}
 	for i, f := range ps.facts {
-		pt.facts = append(pt.facts, factTrace{kind: f.kind, kind2: f.kind2, cand: int(f.cand), text: g.tr.factText[i], para: g.tr.factPara[i]})
+		pt.facts = append(pt.facts, factTrace{kind: f.kind, kind2: f.kind2, cand: int(f.cand), other: int(f.other) - 1, rel: f.rel, text: g.tr.factText[i], para: g.tr.factPara[i]})
 	}
 	pt.prelimFact, pt.reviseFact, pt.misledFact = ps.prelimFact, ps.reviseFact, ps.misledFact
 	pt.keyCands = ps.keyCands
 	pt.t1, pt.t2, pt.rule = ps.t1, ps.t2, ps.need.rule
 	pt.nums = append([]numObs(nil), g.tr.curNums...)
 	pt.causalPass = ps.causalPass
+	pt.thr = ps.thr
 }
 
 func (g *gen) traceNum(cr criterion, neg bool, n int, missing bool) {

@@ -44,9 +44,12 @@ const (
 	fkRevise
 	fkRule
 	fkBridge
-	fkProfile          // value, plus the category and flag date when present
-	fkEarly            // a neutral early mention, of any candidate
-	fkNone    factKind = 255
+	fkProfile              // value, plus the category and flag date when present
+	fkEarly                // a neutral early mention, of any candidate
+	fkSame                 // the candidate's outcome on check rel equals that of candidate other-1
+	fkCritPersist          // the part's bar for persistence
+	fkCritRepl             // the part's bar for replication
+	fkNone        factKind = 255
 )
 
 // positive/negative fact kind for each criterion.
@@ -62,7 +65,8 @@ var critFacts = [nCrit][2]factKind{
 type fact struct {
 	kind, kind2 factKind
 	cand        int8
-	other       int8 // 1 + a second candidate the sentence names ({y}), or 0
+	other       int8      // 1 + a second candidate the sentence names ({y}), or 0
+	rel         criterion // the check an fkSame fact relates
 }
 
 type cand struct {
@@ -115,8 +119,9 @@ type partState struct {
 	prev *partState
 
 	// World: candidates and their roles (indices into cands). truth passes
-	// every check; attrib fails only the external-cause check; misled is
-	// favoured by the interim view. From part 2 on, group is tied to the
+	// every check; attrib fails the external-cause check (and, in a third
+	// of parts, one more); misled, favoured by the interim view, is any
+	// candidate failing a check. From part 2 on, group is tied to the
 	// previous truth and mirror (decoy passing every check, zed failing
 	// only the external-cause check) to another previous candidate.
 	n                                       int
@@ -124,6 +129,10 @@ type partState struct {
 	causalPass                              uint8 // checks besides the external-cause one that attrib passed
 	truth, attrib, decoy, zed, misled, twin int
 	group, mirror                           []int
+
+	// thr[cr] is the stated bar for persistence (percent retained) or
+	// replication (positive runs), 0 when the part states none.
+	thr [nCrit]int
 
 	// Timeline, sites and the tier rule.
 	start, prelimDay, dateStyle, kSites int
@@ -612,6 +621,16 @@ func (g *gen) planWorld(ps *partState) error {
 	rechecks := g.perm(50)
 	ps.prelimDay = 21 + g.intn(8)
 	ps.flagDates = ps.level >= 2 && g.intn(10) < 6
+	// Stated bars: where a part has one, its persistence or replication
+	// statements are measurements that only the bar turns into outcomes.
+	// The densest parts (level 0) have no room for the bars.
+	ps.thr = [nCrit]int{}
+	if ps.level > 0 && g.intn(2) == 0 {
+		ps.thr[crPersist] = 40 + 5*g.intn(9)
+	}
+	if ps.level > 0 && g.intn(2) == 0 {
+		ps.thr[crRepl] = 2 + g.intn(2)
+	}
 	ps.kSites = 3 + g.intn(3)
 	ps.sites = g.perm(len(st.sites))[:ps.kSites]
 	ps.sigQ = g.intn(len(st.sig))
@@ -947,6 +966,7 @@ var factWords = [...]int{
 	fkPersistPos: 19, fkPersistNeg: 19, fkReplPos: 15, fkReplNeg: 19, fkIntrinsic: 17, fkAttrib: 20,
 	fkWide: 14, fkLocal: 15, fkValue: 9, fkFirst: 11, fkTag: 9, fkLink: 15, fkCat: 10, fkNeutral: 12,
 	fkPrelim: 21, fkRevise: 12, fkRule: 38, fkBridge: 17, fkProfile: 12, fkEarly: 11,
+	fkSame: 16, fkCritPersist: 22, fkCritRepl: 19,
 }
 
 // estimateWords predicts a part's length without rendering it, so the
@@ -1040,6 +1060,13 @@ func (g *gen) planFacts(ps *partState) {
 			add(fkNeutral, i)
 		}
 	}
+	if ps.thr[crPersist] > 0 {
+		add(fkCritPersist, -1)
+	}
+	if ps.thr[crRepl] > 0 {
+		add(fkCritRepl, -1)
+	}
+	g.planRelations(ps)
 	ps.prelimFact = add(fkPrelim, ps.misled)
 	if g.intn(2) == 0 {
 		// The interim view also names a candidate it weighed and set
@@ -1059,4 +1086,89 @@ func (g *gen) planFacts(ps *partState) {
 	if ps.level > 0 && g.intn(10) < 6 {
 		add(fkEarly, g.intn(len(ps.cands)))
 	}
+}
+
+// planRelations turns some single-check statements into relations with
+// another candidate whose outcome on that check is the same and stated
+// directly ("X fared in the re-tests exactly as Y did"): the outcome is
+// then implied by two sentences, never stated. An outside cause or a
+// single site is shared along with the outcome. The misled candidate's
+// revised check stays stated, and a relation never points at another
+// relation.
+func (g *gen) planRelations(ps *partState) {
+	if ps.level == 0 {
+		return
+	}
+	n := len(ps.cands)
+	// direct[c] has bit cr when candidate c's outcome on cr is stated.
+	direct := make([]uint8, n)
+	for _, f := range ps.facts {
+		for cr := range nCrit {
+			for _, k := range [2]factKind{f.kind, f.kind2} {
+				if f.cand >= 0 && (k == critFacts[cr][0] || k == critFacts[cr][1]) {
+					direct[f.cand] |= bit(cr)
+				}
+			}
+		}
+	}
+	pinned := make([]uint8, n) // outcomes a relation points at
+	for _, fi := range g.perm(len(ps.facts)) {
+		f := &ps.facts[fi]
+		if f.kind2 != fkNone || f.cand < 0 || fi == ps.misledFact || g.intn(100) >= 30 {
+			continue
+		}
+		cr, ok := critOf(f.kind)
+		if !ok || pinned[f.cand]&bit(cr) != 0 {
+			continue
+		}
+		x := int(f.cand)
+		var ys []int
+		for y := range n {
+			if y != x && direct[y]&bit(cr) != 0 && (ps.cands[y].fails^ps.cands[x].fails)&bit(cr) == 0 {
+				// y must keep a direct statement of its own.
+				if cnt := directCount(ps, y, cr); cnt > 0 {
+					ys = append(ys, y)
+				}
+			}
+		}
+		if len(ys) == 0 {
+			continue
+		}
+		y := ys[g.intn(len(ys))]
+		*f = fact{kind: fkSame, kind2: fkNone, cand: int8(x), other: int8(y + 1), rel: cr}
+		direct[x] &^= bit(cr)
+		pinned[y] |= bit(cr)
+		if ps.cands[x].fails&bit(cr) != 0 {
+			switch cr {
+			case crIntrinsic:
+				ps.cands[x].cause = ps.cands[y].cause
+			case crWide:
+				ps.cands[x].site = ps.cands[y].site
+			}
+		}
+	}
+}
+
+// directCount counts the facts stating candidate c's outcome on cr.
+func directCount(ps *partState, c int, cr criterion) int {
+	n := 0
+	for _, f := range ps.facts {
+		if int(f.cand) != c || f.kind == fkSame {
+			continue
+		}
+		if f.kind == critFacts[cr][0] || f.kind == critFacts[cr][1] || f.kind2 == critFacts[cr][0] || f.kind2 == critFacts[cr][1] {
+			n++
+		}
+	}
+	return n
+}
+
+// critOf reports the check a single-check fact kind states.
+func critOf(k factKind) (criterion, bool) {
+	for cr := range nCrit {
+		if k == critFacts[cr][0] || k == critFacts[cr][1] {
+			return cr, true
+		}
+	}
+	return 0, false
 }
