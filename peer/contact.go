@@ -482,7 +482,11 @@ func (n *Node) firstContact(p peer.ID, why string) {
 	if why != "rescan" && why != whyReciprocal {
 		n.presentTo(p)
 	}
-	if c.ctx.Err() != nil || n.host.Network().Connectedness(p) != network.Connected {
+	if c.ctx.Err() != nil || !n.reachable(p) {
+		return
+	}
+	if err := n.awaitDirect(c.ctx, p); err != nil { // nat.go: hole punching, relay limits
+		n.log.Debug("first contact: no session over this relayed connection", "peer", p, "err", err)
 		return
 	}
 	need, reason := n.needsChallenge(p, time.Now())
@@ -511,7 +515,7 @@ func (n *Node) firstContact(p peer.ID, why string) {
 	release := sync.OnceFunc(func() { <-sem })
 	// Things may have changed while we queued: the peer may have been
 	// verified by Attest, or admitted through the quorum, meanwhile.
-	if need, reason = n.needsChallenge(p, time.Now()); !need || n.host.Network().Connectedness(p) != network.Connected {
+	if need, reason = n.needsChallenge(p, time.Now()); !need || !n.reachable(p) {
 		release()
 		n.log.Debug("first contact: no challenge", "peer", p, "why", reason)
 		return
@@ -710,7 +714,7 @@ func (n *Node) pruneBackoff(now time.Time) {
 		}
 	}
 	for p, b := range c.backoff {
-		if now.After(b.until) && n.host.Network().Connectedness(p) != network.Connected {
+		if now.After(b.until) && !n.reachable(p) {
 			if b.rejected == 0 || now.Sub(b.until) > MaxRetryRejected {
 				delete(c.backoff, p)
 			}

@@ -20,8 +20,11 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+
+	"github.com/acaptcha/acaptcha/protocol"
 )
 
 // Defaults of the connection limits of Config.
@@ -116,3 +119,74 @@ func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, network.ResourceManager,
 	}
 	return cm, rm, nil
 }
+
+// Limits are the attestation protocol's budgets of a node
+// (spec/protocol.md §5a, §9a; protocol.Config). A zero field means the
+// protocol's default. Config.LimitLoopback applies the per-prefix draw
+// budget to loopback peers too.
+type Limits struct {
+	// PowDifficulty is the base proof of work asked before a set is drawn
+	// (protocol.NoPow, the default, for none; 16 for a public node).
+	PowDifficulty int
+	// MaxDrawsPerPeer, MaxDrawsPerPrefix and MaxDraws bound the challenge
+	// sets drawn per hour for one peer, for one IPv4 /24 or IPv6 /48, and
+	// in total.
+	MaxDrawsPerPeer   int
+	MaxDrawsPerPrefix int
+	MaxDraws          int
+	// MaxSessionsPerVerifier bounds the sessions this node answers for
+	// one verifier per hour; MaxCallsPerVerifier and MaxProverCalls the
+	// answerer (LLM) calls per verifier and in total per hour.
+	MaxSessionsPerVerifier int
+	MaxCallsPerVerifier    int
+	MaxProverCalls         int
+	// MaxInboundPerPeer and MaxInbound bound concurrent prover sessions.
+	MaxInboundPerPeer int
+	MaxInbound        int
+	// MaxAcceptTotal is the longest total_ms this node accepts in a hello.
+	MaxAcceptTotal time.Duration
+}
+
+// Check reports the first invalid limit: every count and duration must
+// not be negative, and the proof of work must be NoPow or 0..32 bits.
+func (l Limits) Check() error {
+	for _, c := range []struct {
+		name string
+		v    int
+	}{
+		{"draws per peer", l.MaxDrawsPerPeer}, {"draws per prefix", l.MaxDrawsPerPrefix}, {"draws", l.MaxDraws},
+		{"sessions per verifier", l.MaxSessionsPerVerifier}, {"answerer calls per verifier", l.MaxCallsPerVerifier},
+		{"answerer calls", l.MaxProverCalls}, {"inbound sessions per peer", l.MaxInboundPerPeer}, {"inbound sessions", l.MaxInbound},
+	} {
+		if c.v < 0 {
+			return fmt.Errorf("limits: %s %d must not be negative", c.name, c.v)
+		}
+	}
+	if l.PowDifficulty < protocol.NoPow || l.PowDifficulty > protocol.MaxPowDifficulty {
+		return fmt.Errorf("limits: proof-of-work difficulty %d: want %d (none) or 0..%d bits", l.PowDifficulty, protocol.NoPow, protocol.MaxPowDifficulty)
+	}
+	if l.MaxAcceptTotal < 0 || l.MaxAcceptTotal > protocol.MaxTotal {
+		return fmt.Errorf("limits: accepted total %s: want 0 (default) up to %s", l.MaxAcceptTotal, protocol.MaxTotal)
+	}
+	return nil
+}
+
+// protocolLimits copies the node's protocol budgets into c.
+func (cfg *Config) protocolLimits(c protocol.Config) protocol.Config {
+	l := cfg.Limits
+	c.PowDifficulty = l.PowDifficulty
+	c.MaxDrawsPerPeer, c.MaxDrawsPerPrefix, c.MaxDraws = l.MaxDrawsPerPeer, l.MaxDrawsPerPrefix, l.MaxDraws
+	c.MaxSessionsPerVerifier, c.MaxCallsPerVerifier, c.MaxProverCalls = l.MaxSessionsPerVerifier, l.MaxCallsPerVerifier, l.MaxProverCalls
+	c.MaxInboundPerPeer, c.MaxInbound = l.MaxInboundPerPeer, l.MaxInbound
+	c.MaxAcceptTotal = l.MaxAcceptTotal
+	c.LimitLoopback = cfg.LimitLoopback
+	return c
+}
+
+// PeerUsage reports what p has cost this node's verifier: paid sessions,
+// sets drawn and draws refused (protocol.Service.PeerUsage).
+func (n *Node) PeerUsage(p peer.ID) protocol.PeerUsage { return n.svc.PeerUsage(p) }
+
+// ProtocolConfig returns the attestation service's configuration with its
+// defaults filled in (the budgets in force).
+func (n *Node) ProtocolConfig() protocol.Config { return n.svc.Config() }

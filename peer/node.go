@@ -110,6 +110,9 @@ type Config struct {
 	ConnGracePeriod time.Duration
 	ConnsPerIP      int
 	LimitLoopback   bool
+	// Limits are the attestation protocol's budgets (limits.go; zero
+	// fields: the protocol defaults).
+	Limits Limits
 
 	// Discovery (discovery.go).
 	Bootstrap []string // multiaddrs with /p2p/
@@ -117,6 +120,16 @@ type Config struct {
 	DHT       bool
 	// Rendezvous is the DHT rendezvous string (default "acaptcha").
 	Rendezvous string
+
+	// NAT traversal (nat.go). NAT turns on hole punching, AutoNAT v2 (and
+	// the AutoNAT v1 service) and UPnP/NAT-PMP port mapping (default off
+	// for the library; on for the CLI node). Relays are static circuit-v2
+	// relays (multiaddrs with /p2p/) the node reserves a slot with when it
+	// finds itself unreachable. RelayService makes a publicly reachable
+	// node a relay for others (RelayServiceResources).
+	NAT          bool
+	Relays       []string
+	RelayService bool
 
 	// Metrics, when set, receives the node's Prometheus collectors
 	// (metrics.go).
@@ -214,6 +227,11 @@ func New(cfg Config) (*Node, error) {
 		n.closeStore()
 		return nil, err
 	}
+	natOpts, err := natOptions(&n.cfg, key) // nat.go
+	if err != nil {
+		n.closeStore()
+		return nil, err
+	}
 	cm, rm, err := newConnLimits(&n.cfg)
 	if err != nil {
 		n.closeStore()
@@ -227,6 +245,7 @@ func New(cfg Config) (*Node, error) {
 		libp2p.ResourceManager(rm),
 	}, cfg.HostOptions...)
 	opts = append(opts, n.gaterOptions()...) // admission.go: gater for BlockRejected
+	opts = append(opts, natOpts...)
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		cm.Close()
@@ -238,7 +257,7 @@ func New(cfg Config) (*Node, error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	// The service sees the host through leashHost (contact.go), which
 	// tells first contact when a peer answers our hello.
-	svc, err := protocol.NewService(leashHost{Host: h, n: n}, protocol.Config{
+	svc, err := protocol.NewService(leashHost{Host: h, n: n}, n.cfg.protocolLimits(protocol.Config{
 		Policy:         cfg.Policy,
 		Source:         cfg.Source,
 		Feedback:       cfg.Feedback,
@@ -250,7 +269,7 @@ func New(cfg Config) (*Node, error) {
 		OnReflection: func(p peer.ID) {
 			n.warnPeer(p, "peer reflected our own challenge back to us")
 		},
-	})
+	}))
 	if err != nil {
 		h.Close()
 		cm.Close()
@@ -345,6 +364,9 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 	}
 	if err := n.host.Connect(ctx, ai); err != nil {
 		return nil, fmt.Errorf("connect to %s: %w: %w", ai.ID, ErrNetwork, err)
+	}
+	if err := n.awaitDirect(ctx, ai.ID); err != nil { // nat.go: hole punching, relay limits
+		return nil, err
 	}
 	if prev := n.standingVerdictOnUs(ai.ID, time.Now()); prev != nil {
 		res, err := n.verifyAfter(ctx, ai.ID, false, time.Now())

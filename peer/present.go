@@ -151,7 +151,7 @@ func (n *Node) Present(ctx context.Context, p peer.ID) error {
 func (n *Node) present(ctx context.Context, p peer.ID, envs [][]byte) error {
 	ctx, cancel := context.WithTimeout(ctx, PresentTimeout)
 	defer cancel()
-	s, err := n.host.NewStream(ctx, p, PresentProtocol)
+	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, PresentServiceName), p, PresentProtocol) // over a relay too (nat.go)
 	if err != nil {
 		return fmt.Errorf("present to %s: %w: %w", p, ErrNetwork, err)
 	}

@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
@@ -209,4 +212,106 @@ func hostileSession(t *testing.T, m, p host.Host, i int) (refused bool) {
 		}
 	}
 	return false
+}
+
+// Per-IP-prefix draw budget (spec §9a): addresses group by /24 (IPv4,
+// IPv4-mapped included) and /48 (IPv6); loopback is exempt unless asked.
+func TestDrawPrefix(t *testing.T) {
+	for _, c := range []struct {
+		ip, want      string
+		limitLoopback bool
+	}{
+		{"203.0.113.77", "203.0.113.0/24", false},
+		{"::ffff:203.0.113.77", "203.0.113.0/24", false},
+		{"2001:db8:1234:5678::1", "2001:db8:1234::/48", false},
+		{"fe80::1%eth0", "fe80::/48", false},
+		{"127.0.0.1", "", false},
+		{"::1", "", false},
+		{"127.0.0.1", "127.0.0.0/24", true},
+		{"::1", "::/48", true},
+	} {
+		got, ok := DrawPrefix(netip.MustParseAddr(c.ip), c.limitLoopback)
+		if (c.want == "") == ok || (ok && got.String() != c.want) {
+			t.Errorf("DrawPrefix(%s, %v) = %v %v, want %q", c.ip, c.limitLoopback, got, ok, c.want)
+		}
+	}
+	if _, ok := DrawPrefix(netip.Addr{}, true); ok {
+		t.Error("DrawPrefix of the zero address")
+	}
+}
+
+// The peers of one prefix share MaxDrawsPerPrefix; another prefix keeps
+// its own share; a refund gives the prefix's draw back.
+func TestBudgetsPrefixShare(t *testing.T) {
+	cfg := Config{MaxDrawsPerPrefix: 3}
+	if err := cfg.applyDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudgets(&cfg)
+	net1, net2 := netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:1::/48")
+	where := map[peer.ID]netip.Prefix{}
+	b.prefixOf = func(p peer.ID) (netip.Prefix, bool) { pfx, ok := where[p]; return pfx, ok }
+	now := time.Unix(1_700_000_000, 0)
+	id := func(i int) peer.ID { return peer.ID(fmt.Sprintf("sybil-%d", i)) }
+	for i := range 5 {
+		where[id(i)] = net1
+	}
+	for i := range 3 {
+		if !b.canDraw(id(i), now) || !b.takeDraw(id(i), now) {
+			t.Fatalf("draw %d of the prefix refused", i)
+		}
+	}
+	if b.canDraw(id(3), now) || b.takeDraw(id(3), now) {
+		t.Fatal("a fourth peer of the same /24 drew past the prefix share")
+	}
+	if u := (&Service{budgets: b}).PeerUsage(id(3)); u.Paid != 1 || u.Drawn != 0 || u.Refused != 1 || u.Returned != 0 {
+		t.Fatalf("usage of the refused peer: %+v", u)
+	}
+	where[id(9)] = net2
+	if !b.takeDraw(id(9), now) {
+		t.Fatal("a peer of another prefix was refused")
+	}
+	// An unconnected peer (no prefix) is bounded by its own and the
+	// global share only.
+	if !b.takeDraw(id(10), now) {
+		t.Fatal("a peer without a prefix was refused")
+	}
+	b.refundDraw(id(0), now)
+	if !b.takeDraw(id(4), now) {
+		t.Fatal("a refunded draw did not go back to the prefix")
+	}
+	// The bucket refills over the window.
+	if !b.takeDraw(id(3), now.Add(cfg.DrawWindow/2)) {
+		t.Fatal("the prefix share did not refill")
+	}
+}
+
+// Live: three provers on 127.0.0.1 with loopback limited share one /24
+// budget of two draws; loopback is exempt by default.
+func TestPrefixDrawBudgetLoopback(t *testing.T) {
+	for _, limit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("limit_loopback=%v", limit), func(t *testing.T) {
+			a := newHost(t)
+			src := sourceOf("prefix-1", "prefix-2", "prefix-3")
+			va := newService(t, a, Config{Source: src, MaxDrawsPerPrefix: 2, LimitLoopback: limit})
+			refused := 0
+			for i := range 3 {
+				b := newHost(t)
+				newService(t, b, Config{Prover: oracleProver(0, src.sets...)})
+				connect(t, a, b, "tcp")
+				res, err := va.Verify(testCtx(t, 10*time.Second), b.ID(), false)
+				switch {
+				case errors.Is(err, ErrPeerQuota):
+					refused++
+				case err != nil:
+					t.Fatalf("prover %d: %v", i, err)
+				case !res.Verdict.Accepted:
+					t.Fatalf("prover %d: %+v", i, res.Verdict)
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[limit]; refused != want {
+				t.Fatalf("%d of 3 loopback provers refused, want %d", refused, want)
+			}
+		})
+	}
 }

@@ -402,8 +402,50 @@ func (a *Attestation) checkStructure() error {
 				return bad("accepted verdict with round %d incorrect or over budget", r.Round)
 			}
 		}
-	} else if a.FailedRound < 1 || a.FailedRound > a.Policy.Rounds {
-		return bad("rejected verdict with failed round %d outside 1..%d", a.FailedRound, a.Policy.Rounds)
+	} else if !acceptedFailedRound(a.FailedRound, len(a.Rounds), a.Policy.Rounds) {
+		return bad("rejected verdict with failed round %d and %d round entries (want the last entry's number, or 0 with none)", a.FailedRound, len(a.Rounds))
+	}
+	return nil
+}
+
+// acceptedFailedRound is the verifier's rule for the failed round of a
+// rejection (spec/attestation.md §3.2): 0 or 1 when no round was delivered
+// (0 is what issuers write; 1 is the 1.0.0 form), otherwise 1..rounds
+// (issuers write the number of the last entry; 1.0.0 said only 1..rounds).
+func acceptedFailedRound(failed, entries, rounds int) bool {
+	if entries == 0 {
+		return failed == 0 || failed == 1
+	}
+	return failed >= 1 && failed <= rounds
+}
+
+// IssuedFailedRound is the failed_round an issuer writes, in the Verdict
+// frame and in the record (spec/protocol.md §3, attestation.md §3.2): 0
+// for an acceptance, otherwise the number of the last delivered round,
+// which is the number of round entries, and 1 when no challenge was
+// delivered. The 1 keeps such records valid under the 1.0.0 rule
+// (rejected: failed_round in 1..rounds), which every deployed verifier
+// applies; verifiers accept 0 there too.
+func IssuedFailedRound(accepted bool, entries int) int {
+	if accepted {
+		return 0
+	}
+	return max(entries, 1)
+}
+
+// CutAnswer is the answer as the transcript digest takes it (spec
+// attestation.md §4): the longest prefix of at most skill.MaxAnswerBytes
+// bytes that ends on a UTF-8 character boundary. A received answer is
+// valid UTF-8 (proto3 strings are), so the cut never splits a character.
+// Both sides apply it: the prover to what it sends, the verifier to what
+// it received.
+func CutAnswer(s string) string { return skill.CapBytes(s, skill.MaxAnswerBytes) }
+
+// checkIssuedRounds is the issuer's stricter rule for the failed round
+// (spec/attestation.md §5): exactly IssuedFailedRound.
+func checkIssuedRounds(a *Attestation) error {
+	if want := IssuedFailedRound(a.Accepted, len(a.Rounds)); a.FailedRound != want {
+		return fmt.Errorf("%w: failed round %d with %d round entries, an issuer writes %d", ErrMalformed, a.FailedRound, len(a.Rounds), want)
 	}
 	return nil
 }
@@ -499,6 +541,9 @@ func Seal(a *Attestation, key crypto.PrivKey) ([]byte, error) {
 		return nil, fmt.Errorf("seal attestation: %w", err)
 	}
 	if err := checkIssuedProvenance(a.Provenance); err != nil {
+		return nil, fmt.Errorf("seal attestation: %w", err)
+	}
+	if err := checkIssuedRounds(a); err != nil {
 		return nil, fmt.Errorf("seal attestation: %w", err)
 	}
 	env, err := record.Seal(&AttestationRecord{Attestation: *a}, key)

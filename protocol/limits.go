@@ -2,10 +2,12 @@ package protocol
 
 import (
 	"math/bits"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	manet "github.com/multiformats/go-multiaddr/net"
 )
 
 // Budgets of the verifier and prover sides (spec/protocol.md §9a). Every
@@ -20,8 +22,17 @@ const (
 	// leaves room for an honest peer (or a test harness) that re-attests a
 	// few times an hour; failures raise the proof of work long before.
 	DefaultMaxDrawsPerPeer = 20
+	// DefaultMaxDrawsPerPrefix is how many challenge sets the peers of one
+	// IP prefix (an IPv4 /24, an IPv6 /48) can make this node draw per
+	// window together: a sybil with many peer IDs behind one network gets
+	// a few peers' worth of draws, not one share per ID.
+	DefaultMaxDrawsPerPrefix = 100
 	// DefaultMaxDraws is the node's global draw budget per window.
 	DefaultMaxDraws = 1000
+	// PrefixBitsIPv4 and PrefixBitsIPv6 are the prefix lengths the
+	// per-prefix draw budget groups remote addresses by.
+	PrefixBitsIPv4 = 24
+	PrefixBitsIPv6 = 48
 	// DefaultProverWindow is the window of the prover's budgets.
 	DefaultProverWindow = time.Hour
 	// DefaultMaxSessionsPerVerifier is how many sessions this node answers
@@ -52,8 +63,10 @@ const (
 	// loadStep: every doubling of concurrent verifier sessions beyond it
 	// adds one bit of difficulty.
 	loadStep = 16
-	// maxTrackedPeers bounds the per-peer budget tables.
-	maxTrackedPeers = 1 << 16
+	// maxTrackedPeers bounds the per-peer budget tables, and
+	// maxTrackedPrefixes the per-prefix one.
+	maxTrackedPeers    = 1 << 16
+	maxTrackedPrefixes = 1 << 14
 )
 
 // bucket is a token bucket.
@@ -87,23 +100,128 @@ type peerState struct {
 	sessions bucket // prover: sessions answered for this verifier
 	calls    bucket // prover: answerer calls
 	tokens   bucket // prover: prompt tokens
+	usage    PeerUsage
+}
+
+// PeerUsage is what one peer has cost this node's verifier so far (while
+// the peer is in the budget table): hello acks that paid, the sets drawn
+// for it, how many of those went back unseen (their draws refunded), and
+// draws refused by its share, its prefix's share or the global budget
+// after it paid.
+type PeerUsage struct {
+	Paid     int `json:"paid"`
+	Drawn    int `json:"drawn"`
+	Returned int `json:"returned"`
+	Refused  int `json:"refused"`
+}
+
+// PeerUsage reports what p has cost this node's verifier (zero for a peer
+// it never verified or has forgotten).
+func (s *Service) PeerUsage(p peer.ID) PeerUsage {
+	b := s.budgets
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st, ok := b.peers[p]; ok {
+		return st.usage
+	}
+	return PeerUsage{}
+}
+
+// DrawPrefix is the prefix whose draw budget a remote address falls in:
+// the /24 of an IPv4 address (IPv4-mapped IPv6 included), the /48 of an
+// IPv6 address. ok is false for an address without an IP, and for
+// loopback unless limitLoopback is set (loopback is exempt by default, as
+// libp2p's resource manager exempts it).
+func DrawPrefix(ip netip.Addr, limitLoopback bool) (netip.Prefix, bool) {
+	ip = ip.Unmap()
+	if !ip.IsValid() || (ip.IsLoopback() && !limitLoopback) {
+		return netip.Prefix{}, false
+	}
+	bits := PrefixBitsIPv6
+	if ip.Is4() {
+		bits = PrefixBitsIPv4
+	}
+	pfx, err := ip.WithZone("").Prefix(bits)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	return pfx, true
+}
+
+// drawPrefix is the prefix of p's current connection (the first one with
+// an IP address); ok is false when p is not connected or is exempt.
+func (s *Service) drawPrefix(p peer.ID) (netip.Prefix, bool) {
+	for _, c := range s.h.Network().ConnsToPeer(p) {
+		nip, err := manet.ToIP(c.RemoteMultiaddr())
+		if err != nil {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(nip)
+		if !ok {
+			continue
+		}
+		return DrawPrefix(ip, s.cfg.LimitLoopback)
+	}
+	return netip.Prefix{}, false
 }
 
 // budgets holds the per-peer and global budgets of a Service.
 type budgets struct {
 	cfg *Config
 
+	// prefixOf maps a peer to the IP prefix of its connection (ok false:
+	// no prefix budget applies). It is called without mu held.
+	prefixOf func(peer.ID) (netip.Prefix, bool)
+
 	mu          sync.Mutex
 	peers       map[peer.ID]*peerState
-	draws       bucket // global sets drawn
-	calls       bucket // global answerer calls
-	outbound    int    // verifier sessions in flight
-	unpaid      int    // counters for tests and metrics
+	prefixes    map[netip.Prefix]*bucket // verifier: sets drawn per prefix
+	draws       bucket                   // global sets drawn
+	calls       bucket                   // global answerer calls
+	outbound    int                      // verifier sessions in flight
+	unpaid      int                      // counters for tests and metrics
 	drawRefused int
 }
 
 func newBudgets(cfg *Config) *budgets {
-	return &budgets{cfg: cfg, peers: map[peer.ID]*peerState{}}
+	return &budgets{cfg: cfg, peers: map[peer.ID]*peerState{}, prefixes: map[netip.Prefix]*bucket{}}
+}
+
+// prefix returns the prefix of p, if any prefix budget applies.
+func (b *budgets) prefix(p peer.ID) (netip.Prefix, bool) {
+	if b.prefixOf == nil {
+		return netip.Prefix{}, false
+	}
+	return b.prefixOf(p)
+}
+
+// prefixLocked returns the draw bucket of pfx, refilled to now. When the
+// table is full, prefixes whose bucket is full again are forgotten first,
+// then any (a forgotten prefix starts full; the global budget still
+// bounds it).
+func (b *budgets) prefixLocked(pfx netip.Prefix, now time.Time) *bucket {
+	c := b.cfg
+	if pb, ok := b.prefixes[pfx]; ok {
+		pb.refill(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
+		return pb
+	}
+	if len(b.prefixes) >= maxTrackedPrefixes {
+		for k, pb := range b.prefixes {
+			if pb.full(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now) {
+				delete(b.prefixes, k)
+			}
+		}
+		for k := range b.prefixes {
+			if len(b.prefixes) < maxTrackedPrefixes {
+				break
+			}
+			delete(b.prefixes, k)
+		}
+	}
+	pb := &bucket{}
+	pb.refill(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
+	b.prefixes[pfx] = pb
+	return pb
 }
 
 // stateLocked returns p's state, evicting idle peers when the table is
@@ -181,15 +299,24 @@ func (b *budgets) difficulty(p peer.ID, now time.Time) int {
 	return min(d, c.MaxPowDifficulty)
 }
 
-// canDraw reports whether p's share and the global budget allow a draw,
-// without spending it.
+// canDraw reports whether p's share, the share of its IP prefix and the
+// global budget allow a draw, without spending it.
 func (b *budgets) canDraw(p peer.ID, now time.Time) bool {
 	c := b.cfg
+	pfx, hasPfx := b.prefix(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
 	if b.draws.tokens < 1 {
 		return false
+	}
+	if hasPfx {
+		if pb, ok := b.prefixes[pfx]; ok {
+			pb.refill(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
+			if pb.tokens < 1 {
+				return false
+			}
+		}
 	}
 	st, ok := b.peers[p]
 	if !ok {
@@ -199,26 +326,41 @@ func (b *budgets) canDraw(p peer.ID, now time.Time) bool {
 	return st.draws.tokens >= 1
 }
 
-// takeDraw spends one draw of p's share and of the global budget.
+// takeDraw spends one draw of p's share, of its prefix's share and of the
+// global budget. It is called once per paid hello ack (spec §5a), so it
+// also counts p's paid sessions.
 func (b *budgets) takeDraw(p peer.ID, now time.Time) bool {
 	c := b.cfg
+	pfx, hasPfx := b.prefix(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
+	st.usage.Paid++
 	st.draws.refill(float64(c.MaxDrawsPerPeer), c.DrawWindow, now)
 	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
-	if st.draws.tokens < 1 || b.draws.tokens < 1 {
+	var pb *bucket
+	if hasPfx {
+		pb = b.prefixLocked(pfx, now)
+	}
+	if st.draws.tokens < 1 || b.draws.tokens < 1 || (pb != nil && pb.tokens < 1) {
 		b.drawRefused++
+		st.usage.Refused++
 		return false
 	}
 	st.draws.tokens--
 	b.draws.tokens--
+	if pb != nil {
+		pb.tokens--
+	}
+	st.usage.Drawn++
 	return true
 }
 
-// refundDraw gives back a draw whose set was given back unseen.
+// refundDraw gives back a draw whose set was given back unseen (to p's
+// share, its prefix's share and the global budget).
 func (b *budgets) refundDraw(p peer.ID, now time.Time) {
 	c := b.cfg
+	pfx, hasPfx := b.prefix(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
@@ -226,6 +368,13 @@ func (b *budgets) refundDraw(p peer.ID, now time.Time) {
 	st.draws.tokens = min(float64(c.MaxDrawsPerPeer), st.draws.tokens+1)
 	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
 	b.draws.tokens = min(float64(c.MaxDraws), b.draws.tokens+1)
+	if hasPfx {
+		if pb, ok := b.prefixes[pfx]; ok {
+			pb.refill(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
+			pb.tokens = min(float64(c.MaxDrawsPerPrefix), pb.tokens+1)
+		}
+	}
+	st.usage.Returned++
 }
 
 // failed records a failure of p (unpaid, rejected, broken session): it

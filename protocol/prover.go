@@ -428,12 +428,16 @@ func (p *proverRun) reflected(c *pb.Challenge, frames <-chan frameResult) bool {
 	if !ok {
 		return false
 	}
-	p.log.Warn("reflected challenge refused", "issued_to", to, "round", c.GetRound())
-	p.refuse(pb.DeclineReason_DECLINE_REASON_REFLECTION, ErrCodeReflection,
-		fmt.Errorf("%w: round %d is a challenge this node issued", ErrReflection, c.GetRound()), frames)
+	p.log.Warn("reflected challenge refused", "issued_to", to, "round", c.GetRound(), "issuing_session_running", run != nil)
+	// The issuing session (if still running) is marked first: it then
+	// gives its subject reflectionGrace to decline the challenge as its
+	// own, while this side's Decline lingers (§7). A session that already
+	// ended keeps the verdict it signed.
 	if run != nil {
 		run.markReflected()
 	}
+	p.refuse(pb.DeclineReason_DECLINE_REASON_REFLECTION, ErrCodeReflection,
+		fmt.Errorf("%w: round %d is a challenge this node issued", ErrReflection, c.GetRound()), frames)
 	if s.cfg.OnReflection != nil {
 		s.cfg.OnReflection(p.remote)
 	}
@@ -508,7 +512,7 @@ func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge, frames <-chan fr
 		}
 		return true, false, nil
 	}
-	a := truncate(strings.ToValidUTF8(r.answer, "\uFFFD"), skill.MaxAnswerBytes)
+	a := CutAnswer(strings.ToValidUTF8(r.answer, "\uFFFD"))
 	if err := p.write(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: c.GetRound(), Answer: a}}}); err != nil {
 		p.abort(0, fmt.Errorf("%w: send answer: %w", ErrNetwork, err))
 		return true, true, nil
@@ -517,13 +521,18 @@ func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge, frames <-chan fr
 	return false, false, nil
 }
 
-// verdict records the verifier's verdict and checks its attestation.
+// verdict records the verifier's verdict and checks its attestation
+// (spec/protocol.md §6 step 8): the frame is consistent in itself (a known
+// reason, accepted exactly for ok, failed_round at most 3 and 0 when
+// accepted), and its envelope, when present, verifies with this node as
+// subject and says what the frame says.
 func (p *proverRun) verdict(v *pb.Verdict) {
 	s := p.svc
 	res := p.res
 	res.Detail = truncate(v.GetDetail(), maxDetailBytes)
 	reason := skill.Reason(v.GetReason())
-	if !reason.Valid() || v.GetAccepted() != (reason == skill.ReasonOK) || v.GetFailedRound() > uint32(skill.Parts) {
+	if !reason.Valid() || v.GetAccepted() != (reason == skill.ReasonOK) || v.GetFailedRound() > uint32(skill.Parts) ||
+		(v.GetAccepted() && v.GetFailedRound() != 0) {
 		res.Err = fmt.Errorf("%w: inconsistent verdict (accepted=%v reason=%q failed_round=%d)", ErrProtocolViolation, v.GetAccepted(), truncate(v.GetReason(), 64), v.GetFailedRound())
 		return
 	}

@@ -156,13 +156,18 @@ type Config struct {
 	// DefaultPowDifficulty; NoPow for none); failures of the peer and the
 	// node's load add to it, up to MaxPowDifficulty (default
 	// DefaultMaxPowDifficulty), which is also the most this node pays as
-	// a prover. MaxDrawsPerPeer and MaxDraws bound the sets drawn per
-	// DrawWindow for one peer and in total.
-	PowDifficulty    int
-	MaxPowDifficulty int
-	DrawWindow       time.Duration
-	MaxDrawsPerPeer  int
-	MaxDraws         int
+	// a prover. MaxDrawsPerPeer, MaxDrawsPerPrefix and MaxDraws bound the
+	// sets drawn per DrawWindow for one peer, for the peers of one IP
+	// prefix (IPv4 /24, IPv6 /48; default DefaultMaxDrawsPerPrefix) and
+	// in total. Loopback peers are exempt from the prefix budget unless
+	// LimitLoopback is set (tests and benches on loopback set it).
+	PowDifficulty     int
+	MaxPowDifficulty  int
+	DrawWindow        time.Duration
+	MaxDrawsPerPeer   int
+	MaxDrawsPerPrefix int
+	MaxDraws          int
+	LimitLoopback     bool
 
 	// Bounds of the prover side (spec/protocol.md §6, §9a): the longest
 	// total_ms accepted (default DefaultMaxAcceptTotal, at least
@@ -224,6 +229,7 @@ func (c *Config) applyDefaults() error {
 		{"MaxInbound", &c.MaxInbound, DefaultMaxInbound},
 		{"MaxPowDifficulty", &c.MaxPowDifficulty, DefaultMaxPowDifficulty},
 		{"MaxDrawsPerPeer", &c.MaxDrawsPerPeer, DefaultMaxDrawsPerPeer},
+		{"MaxDrawsPerPrefix", &c.MaxDrawsPerPrefix, DefaultMaxDrawsPerPrefix},
 		{"MaxDraws", &c.MaxDraws, DefaultMaxDraws},
 		{"MaxSessionsPerVerifier", &c.MaxSessionsPerVerifier, DefaultMaxSessionsPerVerifier},
 		{"MaxCallsPerVerifier", &c.MaxCallsPerVerifier, DefaultMaxCallsPerVerifier},
@@ -319,6 +325,7 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 		random:  rand.Reader,
 	}
 	s.budgets = newBudgets(&s.cfg)
+	s.budgets.prefixOf = s.drawPrefix
 	if cfg.Source != nil {
 		s.priv = h.Peerstore().PrivKey(h.ID())
 		if s.priv == nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,7 +61,7 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 		return nil, fmt.Errorf("verify %s: %w", p, err)
 	}
 
-	str, err := s.h.NewStream(ctx, p, ID)
+	str, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, ServiceName), p, ID) // a relayed connection will do (spec/protocol.md, relayed connections)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("verify %s: %w", p, ctx.Err())
@@ -155,10 +156,22 @@ type verifierRun struct {
 	// (0: close gracefully).
 	code network.StreamErrorCode
 
+	// answers are the prover's answers as received, by round (index 0 is
+	// round 1), for the transcript digest (cut by CutAnswer).
+	answers []string
+
 	mu        sync.Mutex
 	reflected bool
-	digests   []*challengePrint
+	// readBy is the deadline of the current read; reflectedBy ends any
+	// read once the session was found reflected (spec §7: the subject
+	// gets reflectionGrace to decline the challenge as its own).
+	readBy, reflectedBy time.Time
+	digests             []*challengePrint
 }
+
+// reflectionGrace is how long a session found reflected (§7) still waits
+// for the subject's own Decline{REFLECTION} before it ends protocol_error.
+const reflectionGrace = time.Second
 
 // errNoSession aborts a run that must report an error instead of a
 // verdict.
@@ -256,7 +269,13 @@ func (v *verifierRun) readErr(what string, err error, before bool) error {
 		return failure(skill.ReasonInconclusive, 0, "verifier cancelled: %v", v.ctx.Err())
 	}
 	if v.isReflected() {
-		return failure(skill.ReasonProtocolError, ErrCodeReflection, "reflected challenge: the peer relayed this node's challenge back to it")
+		if code, ok := resetCode(err); ok && code == ErrCodeReflection {
+			// The subject refused the challenge as one it issued (its
+			// Decline may have been lost to the reset): the two nodes
+			// drew the same challenge, §7.
+			return failure(skill.ReasonDeclined, 0, "prover reset the stream while waiting for %s (code %#x): the challenge is one it issued", what, uint32(code))
+		}
+		return errReflected()
 	}
 	var fe *frameError
 	if errors.As(err, &fe) && fe.code != 0 {
@@ -301,28 +320,33 @@ func (v *verifierRun) write(f *pb.Frame) error {
 	return writeFrame(v.str, f, MaxVerifierFrame)
 }
 
-// read reads the next frame with a deadline, unless the session has been
-// marked reflected.
+// errReflected is the failure of a session whose challenge came back to
+// this node (§7).
+func errReflected() *sessionFailure {
+	return failure(skill.ReasonProtocolError, ErrCodeReflection, "reflected challenge: the peer relayed this node's challenge back to it")
+}
+
+// read reads the next frame with a deadline d from now, cut to the
+// reflection grace once the session has been marked reflected.
 func (v *verifierRun) read(f *pb.Frame, d time.Duration) error {
-	if !v.setReadDeadline(time.Now().Add(d)) {
-		return fmt.Errorf("%w: reflected", ErrProtocolViolation)
-	}
+	v.setReadDeadline(time.Now().Add(d))
 	return readFrame(v.r, f)
 }
 
-func (v *verifierRun) setReadDeadline(t time.Time) bool {
+func (v *verifierRun) setReadDeadline(t time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.reflected {
-		return false
+	v.readBy = t
+	if v.reflected && t.After(v.reflectedBy) {
+		t = v.reflectedBy
 	}
 	_ = v.str.SetReadDeadline(t)
-	return true
 }
 
 // markReflected is called by the prover side when a challenge this
-// session issued came back: it wakes the pending read so that the session
-// ends rejected.
+// session issued came back: the pending read ends within reflectionGrace,
+// so that the session ends rejected, declined if the subject refuses the
+// challenge as its own in that time and protocol_error otherwise (§7).
 func (v *verifierRun) markReflected() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -330,7 +354,10 @@ func (v *verifierRun) markReflected() {
 		return
 	}
 	v.reflected = true
-	_ = v.str.SetReadDeadline(time.Unix(1, 0))
+	v.reflectedBy = time.Now().Add(reflectionGrace)
+	if !v.readBy.IsZero() && v.readBy.After(v.reflectedBy) {
+		_ = v.str.SetReadDeadline(v.reflectedBy)
+	}
 }
 
 func (v *verifierRun) isReflected() bool {
@@ -476,8 +503,18 @@ func (v *verifierRun) rounds() {
 		totalBound := deadline < c.Budget+v.sess.Credit(v.rtt)
 		err := v.read(&f, deadline+answerGrace)
 		t1 := s.now()
+		// A round that ends without an answer keeps how long the verifier
+		// waited (attestation.md §3: effective_ms of an unanswered round).
+		waited := skill.Timing{Elapsed: t1.Sub(t0), RTT: v.rtt, SinceStart: t1.Sub(v.start)}
 		if err == nil && v.isReflected() {
-			err = fmt.Errorf("%w: reflected", ErrProtocolViolation)
+			// Only the subject's own Decline{REFLECTION} turns a reflected
+			// session into declined (§7); any other frame is too late.
+			if d := f.GetDecline(); d != nil && d.GetReason() == pb.DeclineReason_DECLINE_REASON_REFLECTION {
+				v.failTimed(v.decline(d, false), waited)
+			} else {
+				v.failTimed(errReflected(), waited)
+			}
+			return
 		}
 		if err != nil {
 			ferr := v.readErr(fmt.Sprintf("answer to round %d", c.Round), err, false)
@@ -487,35 +524,63 @@ func (v *verifierRun) rounds() {
 				sf.detail = fmt.Sprintf("no answer to round %d before T_total %s ran out", c.Round, v.sess.Policy().Total)
 			}
 			// Record how long we waited, so the transcript shows it.
-			v.failTimed(ferr, skill.Timing{Elapsed: t1.Sub(t0), RTT: v.rtt, SinceStart: t1.Sub(v.start)})
+			v.failTimed(ferr, waited)
 			return
 		}
 		switch b := f.GetBody().(type) {
 		case *pb.Frame_Answer:
 			if b.Answer.GetRound() != uint32(c.Round) {
-				v.fail(failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "answer for round %d in round %d", b.Answer.GetRound(), c.Round), true)
+				v.failTimed(failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "answer for round %d in round %d", b.Answer.GetRound(), c.Round), waited)
 				return
 			}
-			rec, err := v.sess.Submit(b.Answer.GetAnswer(), skill.Timing{Elapsed: t1.Sub(t0), RTT: v.rtt, SinceStart: t1.Sub(v.start)})
+			v.answers = append(v.answers, b.Answer.GetAnswer())
+			rec, err := v.sess.Submit(b.Answer.GetAnswer(), waited)
 			if err != nil {
 				return
 			}
 			v.log.Debug("round judged", "round", rec.Round, "correct", rec.Correct,
 				"elapsed", rec.Elapsed, "effective", rec.Effective, "budget", rec.Budget)
 		case *pb.Frame_Decline:
-			v.fail(v.decline(b.Decline, false), true)
+			v.failTimed(v.decline(b.Decline, false), waited)
 			return
 		default:
-			v.fail(failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "expected answer, got %s", frameKind(&f)), true)
+			v.failTimed(failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "expected answer, got %s", frameKind(&f)), waited)
 			return
 		}
 	}
+}
+
+// issuedVerdict is the verdict as this node sends and signs it (spec
+// protocol.md §3, attestation.md §3): failed_round is the number of the
+// last delivered round of a rejection and 0 when no challenge was
+// delivered; each answer is cut by CutAnswer for the transcript digest;
+// the set is named by its content ID (skill.Set.ContentID), and not at
+// all (no domain, no set_id) when no challenge of it reached the wire, as
+// it then goes back to the source unseen.
+func (v *verifierRun) issuedVerdict(verdict skill.Verdict) skill.Verdict {
+	verdict.FailedRound = IssuedFailedRound(verdict.Accepted, len(verdict.Rounds))
+	verdict.Rounds = slices.Clone(verdict.Rounds)
+	for i := range verdict.Rounds {
+		r := &verdict.Rounds[i]
+		if r.Answered && r.Round >= 1 && r.Round <= len(v.answers) {
+			r.Answer = CutAnswer(v.answers[r.Round-1])
+		} else {
+			r.Answer = CutAnswer(r.Answer)
+		}
+	}
+	verdict.SetID, verdict.Domain = "", ""
+	if v.sess != nil && v.shown {
+		set := v.sess.Set()
+		verdict.SetID, verdict.Domain = set.ContentID(), set.Domain
+	}
+	return verdict
 }
 
 // finish signs the verdict, sends it and closes the stream.
 func (v *verifierRun) finish(verdict skill.Verdict) (*Result, error) {
 	s := v.svc
 	res := v.res
+	verdict = v.issuedVerdict(verdict)
 	res.Verdict = verdict
 	if v.sess != nil {
 		if a := NewAttestation(s.h.ID(), v.peer, res.Nonce, v.sess, verdict, s.issued.at(v.peer, s.now()), s.cfg.AttestationTTL); a != nil {

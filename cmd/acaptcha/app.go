@@ -55,6 +55,7 @@ type app struct {
 	keyFile    string
 	storePath  string
 	listen     []string
+	nat        natOptions
 	tau        time.Duration
 	deriveTau  bool
 	total      time.Duration
@@ -185,6 +186,9 @@ func (a *app) rootCmd() *cobra.Command {
 	f.StringVar(&a.keyFile, "key", filepath.Join(data, "key"), "node identity key file (created on first run, mode 0600)")
 	f.StringVar(&a.storePath, "store", filepath.Join(data, "acaptcha.db"), "attestation store (bbolt)")
 	f.StringArrayVar(&a.listen, "listen", nil, "listen multiaddr (repeatable; default TCP and QUIC on port 4717)")
+	f.BoolVar(&a.nat.enable, "nat", true, "NAT traversal: hole punching, AutoNAT v2 and UPnP/NAT-PMP port mapping")
+	f.StringArrayVar(&a.nat.relays, "relay", nil, "static circuit-v2 relay multiaddr ending in /p2p/PEER_ID, used when the node is unreachable (repeatable)")
+	f.BoolVar(&a.nat.relayService, "relay-service", false, "act as a circuit-v2 relay for other nodes once AutoNAT finds this node publicly reachable")
 	f.DurationVar(&a.tau, "tau", skill.DefaultTau, "per-round time budget")
 	f.BoolVar(&a.deriveTau, "derive-tau", false, "derive each round's budget from its narrative length (paper Eq. 13, alpha 0.1) instead of --tau")
 	f.DurationVar(&a.total, "total", skill.DefaultTotal, "total budget of one session (T_total)")

@@ -22,6 +22,63 @@ type contactOptions struct {
 	bootstrap     []string
 	mdns          bool
 	dht           bool
+	limits        limitOptions
+}
+
+// limitOptions are the abuse limits of the node command (issue 10;
+// spec/protocol.md §5a, §9a).
+type limitOptions struct {
+	connLow, connHigh, connsPerIP int
+	limitLoopback                 bool
+	powDifficulty                 int
+	drawsPerPeer, drawsPerPrefix  int
+	draws                         int
+	sessionsPerVerifier           int
+	callsPerVerifier              int
+	maxAcceptTotal                time.Duration
+}
+
+// check validates the limits, naming the flag at fault.
+func (l *limitOptions) check() error {
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{
+		{"--conn-low", l.connLow}, {"--conn-high", l.connHigh}, {"--conns-per-ip", l.connsPerIP},
+		{"--max-draws-per-peer", l.drawsPerPeer}, {"--max-draws-per-prefix", l.drawsPerPrefix}, {"--max-draws", l.draws},
+		{"--max-sessions-per-verifier", l.sessionsPerVerifier}, {"--max-calls-per-verifier", l.callsPerVerifier},
+	} {
+		if c.v < 0 {
+			return usageErr("%s %d: must not be negative (0: the default)", c.flag, c.v)
+		}
+	}
+	switch {
+	case l.connLow > 0 && l.connHigh > 0 && l.connHigh < l.connLow:
+		return usageErr("--conn-high %d is below --conn-low %d", l.connHigh, l.connLow)
+	case l.connHigh > 1<<20:
+		return usageErr("--conn-high %d: at most %d", l.connHigh, 1<<20)
+	case l.powDifficulty < 0 || l.powDifficulty > protocol.DefaultMaxPowDifficulty:
+		return usageErr("--pow-difficulty %d: want 0 (none) to %d bits (%d is recommended for a public node)", l.powDifficulty, protocol.DefaultMaxPowDifficulty, protocol.PublicPowDifficulty)
+	case l.maxAcceptTotal < 0 || l.maxAcceptTotal > protocol.MaxTotal:
+		return usageErr("--max-accept-total %s: want 0 (default) up to %s", l.maxAcceptTotal, protocol.MaxTotal)
+	case l.drawsPerPeer > 0 && l.draws > 0 && l.drawsPerPeer > l.draws:
+		return usageErr("--max-draws-per-peer %d exceeds --max-draws %d", l.drawsPerPeer, l.draws)
+	}
+	return nil
+}
+
+// apply copies the limits into a node config.
+func (l *limitOptions) apply(cfg *peer.Config) {
+	cfg.ConnLowWater, cfg.ConnHighWater, cfg.ConnsPerIP, cfg.LimitLoopback = l.connLow, l.connHigh, l.connsPerIP, l.limitLoopback
+	cfg.Limits = peer.Limits{
+		PowDifficulty:   l.powDifficulty,
+		MaxDrawsPerPeer: l.drawsPerPeer, MaxDrawsPerPrefix: l.drawsPerPrefix, MaxDraws: l.draws,
+		MaxSessionsPerVerifier: l.sessionsPerVerifier, MaxCallsPerVerifier: l.callsPerVerifier,
+	}
+	if l.maxAcceptTotal > 0 {
+		// A node accepts at least its own policy's total.
+		cfg.Limits.MaxAcceptTotal = max(l.maxAcceptTotal, cfg.Policy.Total)
+	}
 }
 
 // startNode builds a node from the global options. contact enables first
@@ -51,6 +108,12 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	}
 	if _, err := peer.ParseBootstrap(contact.bootstrap); err != nil {
 		return nil, "", usageErr("--bootstrap: %v", err)
+	}
+	if err := contact.limits.check(); err != nil {
+		return nil, "", err
+	}
+	if err := a.nat.check(); err != nil {
+		return nil, "", err
 	}
 	store, err := peer.OpenStore(a.storePath)
 	if err != nil {
@@ -115,6 +178,8 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		MDNS:          contact.mdns,
 		DHT:           contact.dht,
 	}
+	contact.limits.apply(&cfg)
+	a.nat.apply(&cfg) // nat.go: --nat, --relay, --relay-service
 	if reg != nil {
 		cfg.Metrics = reg
 	}
@@ -192,5 +257,17 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.StringArrayVar(&a.contact.bootstrap, "bootstrap", nil, "peer to connect to at start and keep connected, as a multiaddr ending in /p2p/PEER_ID (repeatable)")
 	f.BoolVar(&a.contact.mdns, "mdns", true, "discover peers on the local network with mDNS (--mdns=false turns it off)")
 	f.BoolVar(&a.contact.dht, "dht", false, "join the private acaptcha Kademlia DHT (through the bootstrap peers) and find peers on its rendezvous")
+	l := &a.contact.limits
+	f.IntVar(&l.connLow, "conn-low", peer.DefaultConnLowWater, "connection manager low watermark: trimming stops at this many connections")
+	f.IntVar(&l.connHigh, "conn-high", peer.DefaultConnHighWater, "connection manager high watermark: above it unattested idle peers are trimmed first (the inbound connection limit is set above it)")
+	f.IntVar(&l.connsPerIP, "conns-per-ip", peer.DefaultConnsPerIP, "inbound connections per IPv4 address or IPv6 /56")
+	f.BoolVar(&l.limitLoopback, "limit-loopback", false, "apply the per-IP and per-prefix limits to loopback peers too (exempt by default)")
+	f.IntVar(&l.powDifficulty, "pow-difficulty", 0, fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn (0: none; %d for a public node; failures and load add to it)", protocol.PublicPowDifficulty))
+	f.IntVar(&l.drawsPerPeer, "max-draws-per-peer", protocol.DefaultMaxDrawsPerPeer, "challenge sets one peer can make this node draw per hour")
+	f.IntVar(&l.drawsPerPrefix, "max-draws-per-prefix", protocol.DefaultMaxDrawsPerPrefix, "challenge sets the peers of one IPv4 /24 or IPv6 /48 can make this node draw per hour")
+	f.IntVar(&l.draws, "max-draws", protocol.DefaultMaxDraws, "challenge sets this node draws per hour for all peers")
+	f.IntVar(&l.sessionsPerVerifier, "max-sessions-per-verifier", protocol.DefaultMaxSessionsPerVerifier, "sessions this node answers for one verifier per hour")
+	f.IntVar(&l.callsPerVerifier, "max-calls-per-verifier", protocol.DefaultMaxCallsPerVerifier, "LLM calls one verifier can make this node's prover spend per hour")
+	f.DurationVar(&l.maxAcceptTotal, "max-accept-total", protocol.DefaultMaxAcceptTotal, "longest total_ms this node accepts in a verifier's hello (raised to its own --total if longer)")
 	return cmd
 }

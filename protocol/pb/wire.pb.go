@@ -9,7 +9,7 @@
 // versions:
 // 	protoc-gen-go v1.36.11
 // 	protoc        v3.21.12
-// source: protocol/pb/wire.proto
+// source: spec/proto/wire.proto
 
 package pb
 
@@ -77,11 +77,11 @@ func (x DeclineReason) String() string {
 }
 
 func (DeclineReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_protocol_pb_wire_proto_enumTypes[0].Descriptor()
+	return file_spec_proto_wire_proto_enumTypes[0].Descriptor()
 }
 
 func (DeclineReason) Type() protoreflect.EnumType {
-	return &file_protocol_pb_wire_proto_enumTypes[0]
+	return &file_spec_proto_wire_proto_enumTypes[0]
 }
 
 func (x DeclineReason) Number() protoreflect.EnumNumber {
@@ -90,7 +90,7 @@ func (x DeclineReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeclineReason.Descriptor instead.
 func (DeclineReason) EnumDescriptor() ([]byte, []int) {
-	return file_protocol_pb_wire_proto_rawDescGZIP(), []int{0}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{0}
 }
 
 // Frame is the only top-level message: exactly one body is set.
@@ -113,7 +113,7 @@ type Frame struct {
 
 func (x *Frame) Reset() {
 	*x = Frame{}
-	mi := &file_protocol_pb_wire_proto_msgTypes[0]
+	mi := &file_spec_proto_wire_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -125,7 +125,7 @@ func (x *Frame) String() string {
 func (*Frame) ProtoMessage() {}
 
 func (x *Frame) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_wire_proto_msgTypes[0]
+	mi := &file_spec_proto_wire_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -138,7 +138,7 @@ func (x *Frame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Frame.ProtoReflect.Descriptor instead.
 func (*Frame) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_wire_proto_rawDescGZIP(), []int{0}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Frame) GetBody() isFrame_Body {
@@ -309,7 +309,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_protocol_pb_wire_proto_msgTypes[1]
+	mi := &file_spec_proto_wire_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +321,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_wire_proto_msgTypes[1]
+	mi := &file_spec_proto_wire_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +334,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_wire_proto_rawDescGZIP(), []int{1}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Hello) GetSpecVersion() string {
@@ -420,7 +420,7 @@ type HelloAck struct {
 
 func (x *HelloAck) Reset() {
 	*x = HelloAck{}
-	mi := &file_protocol_pb_wire_proto_msgTypes[2]
+	mi := &file_spec_proto_wire_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -432,7 +432,7 @@ func (x *HelloAck) String() string {
 func (*HelloAck) ProtoMessage() {}
 
 func (x *HelloAck) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_wire_proto_msgTypes[2]
+	mi := &file_spec_proto_wire_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -445,7 +445,7 @@ func (x *HelloAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloAck.ProtoReflect.Descriptor instead.
 func (*HelloAck) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_wire_proto_rawDescGZIP(), []int{2}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *HelloAck) GetNonce() []byte {
@@ -473,7 +473,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_protocol_pb_wire_proto_msgTypes[3]
+	mi := &file_spec_proto_wire_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +485,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_wire_proto_msgTypes[3]
+	mi := &file_spec_proto_wire_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +498,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_wire_proto_rawDescGZIP(), []int{3}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Probe) GetSeq() uint32 {
@@ -526,7 +526,7 @@ type ProbeAck struct {
 
 func (x *ProbeAck) Reset() {
 	*x = ProbeAck{}
-	mi := &file_protocol_pb_wire_proto_msgTypes[4]
+	mi := &file_spec_proto_wire_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +538,7 @@ func (x *ProbeAck) String() string {
 func (*ProbeAck) ProtoMessage() {}
 
 func (x *ProbeAck) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_wire_proto_msgTypes[4]
+	mi := &file_spec_proto_wire_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +551,7 @@ func (x *ProbeAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeAck.ProtoReflect.Descriptor instead.
 func (*ProbeAck) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_wire_proto_rawDescGZIP(), []int{4}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProbeAck) GetSeq() uint32 {
@@ -583,7 +583,7 @@ type Challenge struct {
 
 func (x *Challenge) Reset() {
 	*x = Challenge{}
-	mi := &file_protocol_pb_wire_proto_msgTypes[5]
+	mi := &file_spec_proto_wire_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +595,7 @@ func (x *Challenge) String() string {
 func (*Challenge) ProtoMessage() {}
 
 func (x *Challenge) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_wire_proto_msgTypes[5]
+	mi := &file_spec_proto_wire_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +608,7 @@ func (x *Challenge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Challenge.ProtoReflect.Descriptor instead.
 func (*Challenge) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_wire_proto_rawDescGZIP(), []int{5}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Challenge) GetRound() uint32 {
@@ -664,7 +664,7 @@ type Answer struct {
 
 func (x *Answer) Reset() {
 	*x = Answer{}
-	mi := &file_protocol_pb_wire_proto_msgTypes[6]
+	mi := &file_spec_proto_wire_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +676,7 @@ func (x *Answer) String() string {
 func (*Answer) ProtoMessage() {}
 
 func (x *Answer) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_wire_proto_msgTypes[6]
+	mi := &file_spec_proto_wire_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +689,7 @@ func (x *Answer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Answer.ProtoReflect.Descriptor instead.
 func (*Answer) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_wire_proto_rawDescGZIP(), []int{6}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Answer) GetRound() uint32 {
@@ -717,7 +717,7 @@ type Decline struct {
 
 func (x *Decline) Reset() {
 	*x = Decline{}
-	mi := &file_protocol_pb_wire_proto_msgTypes[7]
+	mi := &file_spec_proto_wire_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +729,7 @@ func (x *Decline) String() string {
 func (*Decline) ProtoMessage() {}
 
 func (x *Decline) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_wire_proto_msgTypes[7]
+	mi := &file_spec_proto_wire_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +742,7 @@ func (x *Decline) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decline.ProtoReflect.Descriptor instead.
 func (*Decline) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_wire_proto_rawDescGZIP(), []int{7}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Decline) GetReason() DeclineReason {
@@ -761,19 +761,21 @@ func (x *Decline) GetDetail() string {
 
 // RoundResult is one round as the verifier measured it.
 type RoundResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Round         uint32                 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
-	BudgetMs      uint32                 `protobuf:"varint,2,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
-	EffectiveMs   uint32                 `protobuf:"varint,3,opt,name=effective_ms,json=effectiveMs,proto3" json:"effective_ms,omitempty"` // elapsed minus the RTT credit
-	Correct       bool                   `protobuf:"varint,4,opt,name=correct,proto3" json:"correct,omitempty"`
-	ElapsedMs     uint32                 `protobuf:"varint,5,opt,name=elapsed_ms,json=elapsedMs,proto3" json:"elapsed_ms,omitempty"` // raw, verifier clock (acaptcha addition)
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Round    uint32                 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	BudgetMs uint32                 `protobuf:"varint,2,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
+	// elapsed minus the RTT credit; for a round without an answer, the time
+	// the verifier waited for it minus the credit (spec/attestation.md §3).
+	EffectiveMs   uint32 `protobuf:"varint,3,opt,name=effective_ms,json=effectiveMs,proto3" json:"effective_ms,omitempty"`
+	Correct       bool   `protobuf:"varint,4,opt,name=correct,proto3" json:"correct,omitempty"`
+	ElapsedMs     uint32 `protobuf:"varint,5,opt,name=elapsed_ms,json=elapsedMs,proto3" json:"elapsed_ms,omitempty"` // raw, verifier clock (acaptcha addition)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoundResult) Reset() {
 	*x = RoundResult{}
-	mi := &file_protocol_pb_wire_proto_msgTypes[8]
+	mi := &file_spec_proto_wire_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +787,7 @@ func (x *RoundResult) String() string {
 func (*RoundResult) ProtoMessage() {}
 
 func (x *RoundResult) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_wire_proto_msgTypes[8]
+	mi := &file_spec_proto_wire_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +800,7 @@ func (x *RoundResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundResult.ProtoReflect.Descriptor instead.
 func (*RoundResult) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_wire_proto_rawDescGZIP(), []int{8}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RoundResult) GetRound() uint32 {
@@ -842,8 +844,10 @@ type Verdict struct {
 	Accepted bool                   `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
 	// reason is one of ok, wrong_answer, timeout, total_timeout,
 	// protocol_error, declined, inconclusive.
-	Reason      string         `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	FailedRound uint32         `protobuf:"varint,3,opt,name=failed_round,json=failedRound,proto3" json:"failed_round,omitempty"` // 0 when none
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The number of the last delivered round when rejected; 0 when
+	// accepted or when no challenge was delivered (spec/protocol.md §3).
+	FailedRound uint32         `protobuf:"varint,3,opt,name=failed_round,json=failedRound,proto3" json:"failed_round,omitempty"`
 	Detail      string         `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
 	Rounds      []*RoundResult `protobuf:"bytes,5,rep,name=rounds,proto3" json:"rounds,omitempty"`
 	// attestation is the sealed libp2p record envelope (issuer = verifier,
@@ -855,7 +859,7 @@ type Verdict struct {
 
 func (x *Verdict) Reset() {
 	*x = Verdict{}
-	mi := &file_protocol_pb_wire_proto_msgTypes[9]
+	mi := &file_spec_proto_wire_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +871,7 @@ func (x *Verdict) String() string {
 func (*Verdict) ProtoMessage() {}
 
 func (x *Verdict) ProtoReflect() protoreflect.Message {
-	mi := &file_protocol_pb_wire_proto_msgTypes[9]
+	mi := &file_spec_proto_wire_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +884,7 @@ func (x *Verdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
 func (*Verdict) Descriptor() ([]byte, []int) {
-	return file_protocol_pb_wire_proto_rawDescGZIP(), []int{9}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Verdict) GetAccepted() bool {
@@ -925,11 +929,11 @@ func (x *Verdict) GetAttestation() []byte {
 	return nil
 }
 
-var File_protocol_pb_wire_proto protoreflect.FileDescriptor
+var File_spec_proto_wire_proto protoreflect.FileDescriptor
 
-const file_protocol_pb_wire_proto_rawDesc = "" +
+const file_spec_proto_wire_proto_rawDesc = "" +
 	"\n" +
-	"\x16protocol/pb/wire.proto\x12\x10acaptcha.wire.v1\"\xc6\x03\n" +
+	"\x15spec/proto/wire.proto\x12\x10acaptcha.wire.v1\"\xc6\x03\n" +
 	"\x05Frame\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.acaptcha.wire.v1.HelloH\x00R\x05hello\x129\n" +
 	"\thello_ack\x18\x02 \x01(\v2\x1a.acaptcha.wire.v1.HelloAckH\x00R\bhelloAck\x12/\n" +
@@ -1002,20 +1006,20 @@ const file_protocol_pb_wire_proto_rawDesc = "" +
 	"\x19DECLINE_REASON_REFLECTION\x10\aB*Z(github.com/acaptcha/acaptcha/protocol/pbb\x06proto3"
 
 var (
-	file_protocol_pb_wire_proto_rawDescOnce sync.Once
-	file_protocol_pb_wire_proto_rawDescData []byte
+	file_spec_proto_wire_proto_rawDescOnce sync.Once
+	file_spec_proto_wire_proto_rawDescData []byte
 )
 
-func file_protocol_pb_wire_proto_rawDescGZIP() []byte {
-	file_protocol_pb_wire_proto_rawDescOnce.Do(func() {
-		file_protocol_pb_wire_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_protocol_pb_wire_proto_rawDesc), len(file_protocol_pb_wire_proto_rawDesc)))
+func file_spec_proto_wire_proto_rawDescGZIP() []byte {
+	file_spec_proto_wire_proto_rawDescOnce.Do(func() {
+		file_spec_proto_wire_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_spec_proto_wire_proto_rawDesc), len(file_spec_proto_wire_proto_rawDesc)))
 	})
-	return file_protocol_pb_wire_proto_rawDescData
+	return file_spec_proto_wire_proto_rawDescData
 }
 
-var file_protocol_pb_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_protocol_pb_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
-var file_protocol_pb_wire_proto_goTypes = []any{
+var file_spec_proto_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_spec_proto_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_spec_proto_wire_proto_goTypes = []any{
 	(DeclineReason)(0),  // 0: acaptcha.wire.v1.DeclineReason
 	(*Frame)(nil),       // 1: acaptcha.wire.v1.Frame
 	(*Hello)(nil),       // 2: acaptcha.wire.v1.Hello
@@ -1028,7 +1032,7 @@ var file_protocol_pb_wire_proto_goTypes = []any{
 	(*RoundResult)(nil), // 9: acaptcha.wire.v1.RoundResult
 	(*Verdict)(nil),     // 10: acaptcha.wire.v1.Verdict
 }
-var file_protocol_pb_wire_proto_depIdxs = []int32{
+var file_spec_proto_wire_proto_depIdxs = []int32{
 	2,  // 0: acaptcha.wire.v1.Frame.hello:type_name -> acaptcha.wire.v1.Hello
 	3,  // 1: acaptcha.wire.v1.Frame.hello_ack:type_name -> acaptcha.wire.v1.HelloAck
 	4,  // 2: acaptcha.wire.v1.Frame.probe:type_name -> acaptcha.wire.v1.Probe
@@ -1046,12 +1050,12 @@ var file_protocol_pb_wire_proto_depIdxs = []int32{
 	0,  // [0:10] is the sub-list for field type_name
 }
 
-func init() { file_protocol_pb_wire_proto_init() }
-func file_protocol_pb_wire_proto_init() {
-	if File_protocol_pb_wire_proto != nil {
+func init() { file_spec_proto_wire_proto_init() }
+func file_spec_proto_wire_proto_init() {
+	if File_spec_proto_wire_proto != nil {
 		return
 	}
-	file_protocol_pb_wire_proto_msgTypes[0].OneofWrappers = []any{
+	file_spec_proto_wire_proto_msgTypes[0].OneofWrappers = []any{
 		(*Frame_Hello)(nil),
 		(*Frame_HelloAck)(nil),
 		(*Frame_Probe)(nil),
@@ -1065,18 +1069,18 @@ func file_protocol_pb_wire_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protocol_pb_wire_proto_rawDesc), len(file_protocol_pb_wire_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_spec_proto_wire_proto_rawDesc), len(file_spec_proto_wire_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_protocol_pb_wire_proto_goTypes,
-		DependencyIndexes: file_protocol_pb_wire_proto_depIdxs,
-		EnumInfos:         file_protocol_pb_wire_proto_enumTypes,
-		MessageInfos:      file_protocol_pb_wire_proto_msgTypes,
+		GoTypes:           file_spec_proto_wire_proto_goTypes,
+		DependencyIndexes: file_spec_proto_wire_proto_depIdxs,
+		EnumInfos:         file_spec_proto_wire_proto_enumTypes,
+		MessageInfos:      file_spec_proto_wire_proto_msgTypes,
 	}.Build()
-	File_protocol_pb_wire_proto = out.File
-	file_protocol_pb_wire_proto_goTypes = nil
-	file_protocol_pb_wire_proto_depIdxs = nil
+	File_spec_proto_wire_proto = out.File
+	file_spec_proto_wire_proto_goTypes = nil
+	file_spec_proto_wire_proto_depIdxs = nil
 }

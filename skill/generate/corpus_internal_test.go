@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
+
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -141,7 +143,7 @@ func TestMeasureCorpusOfflineValidation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measurement")
 	}
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("measurement over one goroutine: run without -race (the README's test command does)")
 	}
 	root := corpusDir(t, "")

@@ -857,9 +857,12 @@ func TestGenerationSpecDocumentsHybrid(t *testing.T) {
 // TestHybridFigures measures the acceptance rate and the tokens per
 // accepted set of faithful rewording on the stub (go test -run
 // TestHybridFigures -v prints them).
-func TestHybridFigures(t *testing.T) {
+func TestMeasureHybridFigures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measurement")
+	}
+	if testutil.RaceEnabled {
+		t.Skip("measurement over one goroutine: run without -race (the README's test command does)")
 	}
 	const attempts = 30
 	h, sets, _ := newHybrid(t, faithfulBrain)

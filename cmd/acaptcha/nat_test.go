@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/acaptcha/acaptcha/peer"
+)
+
+// The CLI node turns NAT traversal on by default; relays and the relay
+// service are opt-in, and the flags reach the node's config.
+func TestNATFlagDefaults(t *testing.T) {
+	a := &app{}
+	root := a.rootCmd()
+	for name, want := range map[string]string{"nat": "true", "relay-service": "false", "relay": "[]"} {
+		f := root.PersistentFlags().Lookup(name)
+		if f == nil || f.DefValue != want {
+			t.Fatalf("--%s: %+v, want default %s", name, f, want)
+		}
+	}
+	if err := root.PersistentFlags().Parse([]string{"--relay", "/ip4/192.0.2.1/tcp/4717/p2p/12D3KooWDmk3Lap6BGxB3XELbLnqzrzG9gXSMhWsPmFj9JtQqy1g", "--relay-service"}); err != nil {
+		t.Fatal(err)
+	}
+	var cfg peer.Config
+	a.nat.apply(&cfg)
+	if !cfg.NAT || !cfg.RelayService || len(cfg.Relays) != 1 {
+		t.Fatalf("config from the NAT flags: NAT %v, relay service %v, relays %v", cfg.NAT, cfg.RelayService, cfg.Relays)
+	}
+	if err := a.nat.check(); err != nil {
+		t.Fatalf("valid relay refused: %v", err)
+	}
+}
+
+// A relay address without a peer ID is a usage error naming the flag.
+func TestNATRelayFlagRefused(t *testing.T) {
+	for _, relay := range []string{"/ip4/192.0.2.1/tcp/4717", "not-an-addr"} {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), []string{"node", "--relay", relay}, &out, &errb)
+		if code != exitUsage || !strings.Contains(errb.String(), "--relay") {
+			t.Errorf("--relay %s: exit %d, stderr %q", relay, code, errb.String())
+		}
+	}
+}
