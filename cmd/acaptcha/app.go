@@ -178,36 +178,35 @@ func (a *app) rootCmd() *cobra.Command {
 			return a.checkNumbers()
 		},
 	}
-	data := defaultDataDir()
+	// Only --json and --log-level are global; every other flag is given
+	// to the commands that read it (flagGroups below), so a command's help
+	// lists what it uses and nothing else.
 	f := root.PersistentFlags()
-	f.StringVar(&a.llmSpec, "llm", "", "LLM that answers challenges: openai:MODEL, anthropic:MODEL, ollama:MODEL or googleai:MODEL (keys from the providers' usual environment variables)")
-	f.StringVar(&a.llmBaseURL, "llm-base-url", "", "base URL of an OpenAI-compatible (or other provider's) server")
-	f.StringVar(&a.challenges, "challenges", "auto", "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR, llm (a pool of sets generated and validated with --llm), hybrid (a pool of procedural sets reworded by --llm, ground truth kept); auto picks llm for a node with --llm, else procedural")
-	f.StringVar(&a.keyFile, "key", filepath.Join(data, "key"), "node identity key file (created on first run, mode 0600)")
-	f.StringVar(&a.storePath, "store", filepath.Join(data, "acaptcha.db"), "attestation store (bbolt)")
-	f.StringArrayVar(&a.listen, "listen", nil, "listen multiaddr (repeatable; default TCP and QUIC on port 4717)")
-	f.BoolVar(&a.nat.enable, "nat", true, "NAT traversal: hole punching, AutoNAT v2 and UPnP/NAT-PMP port mapping")
-	f.StringArrayVar(&a.nat.relays, "relay", nil, "static circuit-v2 relay multiaddr ending in /p2p/PEER_ID, used when the node is unreachable (repeatable)")
-	f.BoolVar(&a.nat.relayService, "relay-service", false, "act as a circuit-v2 relay for other nodes once AutoNAT finds this node publicly reachable")
-	f.DurationVar(&a.tau, "tau", skill.DefaultTau, "per-round time budget")
-	f.BoolVar(&a.deriveTau, "derive-tau", false, "derive each round's budget from its narrative length (paper Eq. 13, alpha 0.1) instead of --tau")
-	f.DurationVar(&a.total, "total", skill.DefaultTotal, "total budget of one session (T_total)")
-	f.IntVar(&a.rounds, "rounds", skill.DefaultRounds, "chained rounds per session (1-3)")
-	f.IntVar(&a.maxServes, "max-serves", skill.DefaultMaxServes, "how often this node serves one challenge set")
-	f.IntVar(&a.gen.poolSize, "pool-size", pool.DefaultSize, "generated challenge sets kept ready (--challenges llm or hybrid)")
-	f.IntVar(&a.gen.poolWorkers, "pool-workers", pool.DefaultWorkers, "challenge sets generated at once (--challenges llm or hybrid)")
-	f.DurationVar(&a.gen.poolWait, "pool-wait", pool.DefaultWait, "how long a session waits for a set when the pool is empty before ending inconclusive")
-	f.IntVar(&a.gen.tokenBudget, "pool-token-budget", pool.DefaultTokenBudget, "tokens challenge generation may spend per hour (0: no cap)")
-	f.StringVar(&a.gen.crossCheck, "cross-check-llm", "", "a second LLM (provider:MODEL) whose solver must also reproduce every generated answer")
-	f.IntVar(&a.trustQuorum, "trust-quorum", 0, "admit a peer without a fresh challenge when at least K issuers this node verified directly attest it (0: direct verification only)")
-	f.StringVar(&a.requireSource, "require-source", string(peer.DefaultRequireSource), "weakest challenge source an attestation must name to admit its subject or count toward the trust quorum: procedural, corpus, hybrid or llm (hybrid and llm rank equally), or any")
-	f.BoolVar(&a.gossip, "gossip", true, "share accepted attestations on GossipSub and learn others'")
-	f.DurationVar(&a.blockRejected, "block-rejected", 0, "block peers this node rejects at the connection gater for this long (0: never)")
-	f.StringVar(&a.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (and the peer list at /peers), e.g. 127.0.0.1:9464")
 	f.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
 	f.StringVar(&a.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	root.AddCommand(a.withLLMPoolDefault(a.nodeCmd()), a.attestCmd(), a.attestationsCmd(), a.demoCmd(), a.evalCmd(), a.generateCmd(), a.challengeCmd(), a.peersCmd(), a.benchCmd(), a.versionCmd())
-	root.AddCommand(a.mcpCmd())
+
+	all := []flagGroup{groupIdentity, groupLLM, groupChallenges, groupPool, groupNet}
+	node := a.withLLMPoolDefault(a.nodeCmd())
+	a.addFlags(node.Flags(), all...)
+	attest := a.attestCmd()
+	a.addFlags(attest.Flags(), all...)
+	mcp := a.mcpCmd()
+	a.addFlags(mcp.Flags(), all...)
+	attestations := a.attestationsCmd()
+	a.addFlags(attestations.PersistentFlags(), groupStore)
+	demo := a.demoCmd()
+	a.addFlags(demo.Flags(), groupLLM, groupChallenges, groupPool)
+	eval := a.evalCmd()
+	a.addFlags(eval.Flags(), groupLLM, groupPolicy, groupPool)
+	generate := a.generateCmd()
+	a.addFlags(generate.Flags(), groupLLM, groupChallenges, groupPool)
+	challenge := a.challengeCmd()
+	a.addFlags(challenge.PersistentFlags(), groupLLM, groupPolicy, groupPool)
+	peers := a.peersCmd()
+	a.addFlags(peers.Flags(), groupStore, groupTrust)
+	bench := a.benchCmd()
+	a.addFlags(bench.PersistentFlags(), groupPolicy, groupTrust, groupGossip)
+	root.AddCommand(node, attest, attestations, demo, eval, generate, challenge, peers, bench, a.versionCmd(), mcp)
 	return root
 }
 
@@ -274,3 +273,65 @@ func (a *app) prover(ctx context.Context) (skill.Prover, string, error) {
 }
 
 const noLLMHint = "no LLM configured: this node cannot answer challenges. Configure one with --llm openai:MODEL (OPENAI_API_KEY, optionally --llm-base-url or OPENAI_BASE_URL for any OpenAI-compatible server), --llm anthropic:MODEL (ANTHROPIC_API_KEY), --llm googleai:MODEL (GOOGLE_API_KEY) or --llm ollama:MODEL (OLLAMA_HOST)"
+
+// flagGroup is a set of flags that several commands read.
+type flagGroup int
+
+const (
+	groupStore      flagGroup = iota // --store
+	groupIdentity                    // --key, --store
+	groupLLM                         // --llm, --llm-base-url
+	groupPolicy                      // --tau, --derive-tau, --total, --rounds
+	groupChallenges                  // groupPolicy, --challenges, --max-serves
+	groupPool                        // the challenge pool's flags
+	groupTrust                       // --trust-quorum, --require-source
+	groupGossip                      // --gossip
+	groupNet                         // --listen, NAT, trust, gossip, gater, metrics
+)
+
+// addFlags defines the flags of groups on fs, bound to a's fields (a flag
+// defined on several commands binds the same field; only the command that
+// runs parses it).
+func (a *app) addFlags(f *pflag.FlagSet, groups ...flagGroup) {
+	data := defaultDataDir()
+	for _, g := range groups {
+		switch g {
+		case groupStore:
+			f.StringVar(&a.storePath, "store", filepath.Join(data, "acaptcha.db"), "attestation store (bbolt)")
+		case groupIdentity:
+			f.StringVar(&a.keyFile, "key", filepath.Join(data, "key"), "node identity key file (created on first run, mode 0600)")
+			a.addFlags(f, groupStore)
+		case groupLLM:
+			f.StringVar(&a.llmSpec, "llm", "", "LLM that answers challenges: openai:MODEL, anthropic:MODEL, ollama:MODEL or googleai:MODEL (keys from the providers' usual environment variables)")
+			f.StringVar(&a.llmBaseURL, "llm-base-url", "", "base URL of an OpenAI-compatible (or other provider's) server")
+		case groupPolicy:
+			f.DurationVar(&a.tau, "tau", skill.DefaultTau, "per-round time budget")
+			f.BoolVar(&a.deriveTau, "derive-tau", false, "derive each round's budget from its narrative length (paper Eq. 13, alpha 0.1) instead of --tau")
+			f.DurationVar(&a.total, "total", skill.DefaultTotal, "total budget of one session (T_total)")
+			f.IntVar(&a.rounds, "rounds", skill.DefaultRounds, "chained rounds per session (1-3)")
+		case groupChallenges:
+			f.StringVar(&a.challenges, "challenges", "auto", "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR, llm (a pool of sets generated and validated with --llm), hybrid (a pool of procedural sets reworded by --llm, ground truth kept); auto picks llm for a node with --llm, else procedural")
+			f.IntVar(&a.maxServes, "max-serves", skill.DefaultMaxServes, "how often this node serves one challenge set")
+			a.addFlags(f, groupPolicy)
+		case groupPool:
+			f.IntVar(&a.gen.poolSize, "pool-size", pool.DefaultSize, "generated challenge sets kept ready (--challenges llm or hybrid)")
+			f.IntVar(&a.gen.poolWorkers, "pool-workers", pool.DefaultWorkers, "challenge sets generated at once (--challenges llm or hybrid)")
+			f.DurationVar(&a.gen.poolWait, "pool-wait", pool.DefaultWait, "how long a session waits for a set when the pool is empty before ending inconclusive")
+			f.IntVar(&a.gen.tokenBudget, "pool-token-budget", pool.DefaultTokenBudget, "tokens challenge generation may spend per hour (0: no cap)")
+			f.StringVar(&a.gen.crossCheck, "cross-check-llm", "", "a second LLM (provider:MODEL) whose solver must also reproduce every generated answer")
+		case groupTrust:
+			f.IntVar(&a.trustQuorum, "trust-quorum", 0, "admit a peer without a fresh challenge when at least K issuers this node verified directly attest it (0: direct verification only)")
+			f.StringVar(&a.requireSource, "require-source", string(peer.DefaultRequireSource), "weakest challenge source an attestation must name to admit its subject or count toward the trust quorum: procedural, corpus, hybrid or llm (hybrid and llm rank equally), or any")
+		case groupGossip:
+			f.BoolVar(&a.gossip, "gossip", true, "share accepted attestations on GossipSub and learn others'")
+		case groupNet:
+			f.StringArrayVar(&a.listen, "listen", nil, "listen multiaddr (repeatable; default TCP and QUIC on port 4717)")
+			f.BoolVar(&a.nat.enable, "nat", true, "NAT traversal: hole punching, AutoNAT v2 and UPnP/NAT-PMP port mapping")
+			f.StringArrayVar(&a.nat.relays, "relay", nil, "static circuit-v2 relay multiaddr ending in /p2p/PEER_ID, used when the node is unreachable (repeatable)")
+			f.BoolVar(&a.nat.relayService, "relay-service", false, "act as a circuit-v2 relay for other nodes once AutoNAT finds this node publicly reachable")
+			f.DurationVar(&a.blockRejected, "block-rejected", 0, "block peers this node rejects at the connection gater for this long (0: never)")
+			f.StringVar(&a.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (and the peer list at /peers), e.g. 127.0.0.1:9464")
+			a.addFlags(f, groupTrust, groupGossip)
+		}
+	}
+}

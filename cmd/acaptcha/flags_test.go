@@ -95,3 +95,36 @@ func TestChallengeSourceRegistry(t *testing.T) {
 		t.Error("eval validates by default exactly the static corpora")
 	}
 }
+
+// A command's help lists the flags it reads and not the node's (issue
+// 12: every global node flag showed on every subcommand's help).
+func TestHelpListsOnlyTheCommandsFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    []string
+		notWant []string
+	}{
+		{[]string{"version", "--help"}, []string{"--json"}, []string{"--listen", "--llm", "--store", "--pool-size"}},
+		{[]string{"attestations", "list", "--help"}, []string{"--store", "--json"}, []string{"--listen", "--llm", "--tau", "--pool-size"}},
+		{[]string{"peers", "--help"}, []string{"--store", "--require-source"}, []string{"--listen", "--llm", "--pool-size"}},
+		{[]string{"eval", "--help"}, []string{"--tau", "--llm"}, []string{"--listen", "--store", "--key"}},
+		{[]string{"node", "--help"}, []string{"--listen", "--llm", "--store", "--key", "--challenges", "--pool-size", "--nat", "--trust-quorum"}, nil},
+		{[]string{"attest", "--help"}, []string{"--listen", "--llm", "--store", "--key"}, nil},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), tc.args, &out, &errb); code != exitOK {
+			t.Errorf("%v: exit %d: %s", tc.args, code, errb.String())
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%v help lacks %s", tc.args, w)
+			}
+		}
+		for _, w := range tc.notWant {
+			if strings.Contains(out.String(), w+" ") {
+				t.Errorf("%v help lists %s, which the command does not read", tc.args, w)
+			}
+		}
+	}
+}

@@ -14,13 +14,17 @@ import (
 func TestNATFlagDefaults(t *testing.T) {
 	a := &app{}
 	root := a.rootCmd()
+	node, _, err := root.Find([]string{"node"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, want := range map[string]string{"nat": "true", "relay-service": "false", "relay": "[]"} {
-		f := root.PersistentFlags().Lookup(name)
+		f := node.Flags().Lookup(name)
 		if f == nil || f.DefValue != want {
 			t.Fatalf("--%s: %+v, want default %s", name, f, want)
 		}
 	}
-	if err := root.PersistentFlags().Parse([]string{"--relay", "/ip4/192.0.2.1/tcp/4717/p2p/12D3KooWDmk3Lap6BGxB3XELbLnqzrzG9gXSMhWsPmFj9JtQqy1g", "--relay-service"}); err != nil {
+	if err := node.Flags().Parse([]string{"--relay", "/ip4/192.0.2.1/tcp/4717/p2p/12D3KooWDmk3Lap6BGxB3XELbLnqzrzG9gXSMhWsPmFj9JtQqy1g", "--relay-service"}); err != nil {
 		t.Fatal(err)
 	}
 	var cfg peer.Config
