@@ -230,8 +230,9 @@ func FuzzVerifierStream(f *testing.F) {
 			verr error
 		)
 		feed(t, input, func(s stream) {
-			v := &verifierRun{svc: n.svc, str: s, peer: n.remote, ctx: context.Background(), sess: sess, log: n.svc.log,
-				res: &Result{Peer: n.remote, Started: time.Now(), Nonce: make([]byte, NonceBytes)}}
+			r := &Result{Peer: n.remote, Started: time.Now(), Nonce: make([]byte, NonceBytes)}
+			vs := &VerifierSession{svc: n.svc, peer: n.remote, sess: sess, res: r, rtt: -1}
+			v := &verifierRun{svc: n.svc, vs: vs, str: s, peer: n.remote, ctx: context.Background(), log: n.svc.log, res: r}
 			res, verr = v.run()
 		})
 		if verr != nil {

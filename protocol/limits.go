@@ -302,8 +302,14 @@ func (b *budgets) difficulty(p peer.ID, now time.Time) int {
 // canDraw reports whether p's share, the share of its IP prefix and the
 // global budget allow a draw, without spending it.
 func (b *budgets) canDraw(p peer.ID, now time.Time) bool {
-	c := b.cfg
 	pfx, hasPfx := b.prefix(p)
+	return b.canDrawIn(p, pfx, hasPfx, now)
+}
+
+// canDrawIn is canDraw with the prefix given (hasPfx false: none), for a
+// door that saw the peer's address itself (Verifier.Begin).
+func (b *budgets) canDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now time.Time) bool {
+	c := b.cfg
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
@@ -330,8 +336,13 @@ func (b *budgets) canDraw(p peer.ID, now time.Time) bool {
 // global budget. It is called once per paid hello ack (spec §5a), so it
 // also counts p's paid sessions.
 func (b *budgets) takeDraw(p peer.ID, now time.Time) bool {
-	c := b.cfg
 	pfx, hasPfx := b.prefix(p)
+	return b.takeDrawIn(p, pfx, hasPfx, now)
+}
+
+// takeDrawIn is takeDraw with the prefix given.
+func (b *budgets) takeDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now time.Time) bool {
+	c := b.cfg
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
@@ -359,8 +370,13 @@ func (b *budgets) takeDraw(p peer.ID, now time.Time) bool {
 // refundDraw gives back a draw whose set was given back unseen (to p's
 // share, its prefix's share and the global budget).
 func (b *budgets) refundDraw(p peer.ID, now time.Time) {
-	c := b.cfg
 	pfx, hasPfx := b.prefix(p)
+	b.refundDrawIn(p, pfx, hasPfx, now)
+}
+
+// refundDrawIn is refundDraw with the prefix given.
+func (b *budgets) refundDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now time.Time) {
+	c := b.cfg
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)

@@ -187,7 +187,7 @@ type reflectionGuard struct {
 type issued struct {
 	to      peer.ID
 	expires time.Time
-	run     *verifierRun // nil once the session has ended
+	run     *VerifierSession // nil once the session has ended
 	seq     uint64
 	print   *challengePrint
 }
@@ -202,7 +202,7 @@ func newReflectionGuard(window time.Duration) *reflectionGuard {
 }
 
 // issue records a challenge about to be sent to peer p by run.
-func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *verifierRun, now time.Time) {
+func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSession, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.expireLocked(now)
@@ -241,7 +241,7 @@ func (g *reflectionGuard) unindexLocked(e *issued) {
 
 // release detaches a finished session from its challenges; they stay
 // remembered until they expire.
-func (g *reflectionGuard) release(run *verifierRun) {
+func (g *reflectionGuard) release(run *VerifierSession) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, cp := range run.digests {
@@ -254,7 +254,7 @@ func (g *reflectionGuard) release(run *verifierRun) {
 // check reports whether cp matches a challenge this node issued within
 // the window, and if so to whom and which session (nil if finished)
 // issued it.
-func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, run *verifierRun, ok bool) {
+func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, run *VerifierSession, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.expireLocked(now)

@@ -122,7 +122,7 @@ func TestReflectionAfterSession(t *testing.T) {
 func TestReflectionGuard(t *testing.T) {
 	now := time.Unix(1000, 0)
 	g := newReflectionGuard(time.Minute)
-	run := &verifierRun{}
+	run := &VerifierSession{}
 	d := challengeDigest("n", "q")
 	g.issue(d, "p1", run, now)
 	if to, r, ok := g.check(d, now.Add(30*time.Second)); !ok || to != "p1" || r != run {

@@ -81,14 +81,16 @@ func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
 // vectorRun is a verifier run on a session of the vector's set (first
 // question of every part), without a stream: the verdict paths are the
-// verifier's own (readErr, decline, failTimed, issuedVerdict).
+// verifier's own (readErr, decline, failTimed; issuedVerdict of the core
+// session).
 func vectorRun(t *testing.T, set *skill.Set, p skill.Policy) *verifierRun {
 	t.Helper()
 	sess, err := skill.NewSession(set, p, zeroReader{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &verifierRun{ctx: context.Background(), sess: sess, res: &Result{}}
+	res := &Result{}
+	return &verifierRun{ctx: context.Background(), res: res, vs: &VerifierSession{sess: sess, res: res, paid: true, rtt: -1}}
 }
 
 // TestSpecReasonVectors replays spec/vectors/reasons.json through the
@@ -115,38 +117,38 @@ func TestSpecReasonVectors(t *testing.T) {
 			vr.rtt = rtt
 			var since time.Duration
 			for _, a := range c.Answers {
-				vr.shown = true
-				vr.answers = append(vr.answers, a.Answer)
+				vr.vs.shown = true
+				vr.vs.answers = append(vr.vs.answers, a.Answer)
 				since = ms(a.SinceStartMs)
-				if _, err := vr.sess.Submit(a.Answer, skill.Timing{Elapsed: ms(a.ElapsedMs), RTT: rtt, SinceStart: since}); err != nil {
+				if _, err := vr.vs.sess.Submit(a.Answer, skill.Timing{Elapsed: ms(a.ElapsedMs), RTT: rtt, SinceStart: since}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if e := c.End; e != nil && !vr.sess.Done() {
+			if e := c.End; e != nil && !vr.vs.sess.Done() {
 				switch e.BeforeRound1 {
 				case "decline":
 					vr.fail(vr.decline(&pb.Decline{Reason: pb.DeclineReason_DECLINE_REASON_REFUSED}, true), false)
 				case "bad_probe_ack":
 					vr.fail(failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "probe ack does not match"), false)
 				case "":
-					vr.shown = true
+					vr.vs.shown = true
 					waited := skill.Timing{Elapsed: ms(e.WaitedMs), RTT: rtt, SinceStart: since + ms(e.WaitedMs)}
 					vr.failTimed(endFailure(t, vr, e.Event), waited)
 				default:
 					t.Fatalf("unknown before_round_1 %q", e.BeforeRound1)
 				}
 			}
-			verdict, ok := vr.sess.Verdict()
+			verdict, ok := vr.vs.sess.Verdict()
 			if !ok {
 				t.Fatal("no verdict")
 			}
-			iv := vr.issuedVerdict(verdict)
+			iv := vr.vs.issuedVerdict(verdict)
 			if iv.Accepted != c.Want.Accepted || iv.Reason != c.Want.Reason || iv.FailedRound != c.Want.FailedRound {
 				t.Fatalf("verdict %v %s failed_round %d, want %v %s %d (%s)", iv.Accepted, iv.Reason, iv.FailedRound,
 					c.Want.Accepted, c.Want.Reason, c.Want.FailedRound, iv.Detail)
 			}
 			reasonsSeen[iv.Reason] = true
-			a := NewAttestation(issuer, subject, make([]byte, NonceBytes), vr.sess, iv, now, time.Hour)
+			a := NewAttestation(issuer, subject, make([]byte, NonceBytes), vr.vs.sess, iv, now, time.Hour)
 			env, err := Seal(a, ik)
 			if err != nil {
 				t.Fatalf("the issuer refuses its own record: %v", err)
@@ -275,17 +277,17 @@ func TestSpecAnswerCutVectors(t *testing.T) {
 			t.Errorf("%s: cut %x (%d bytes), want %s (%d)", c.Name, got, len(got), c.CutHex, c.CutBytes)
 		}
 	}
-	vr := &verifierRun{}
+	vr := &verifierRun{vs: &VerifierSession{}}
 	var verdict skill.Verdict
 	for _, r := range v.Transcript.Rounds {
 		raw := r.Answer
 		if len(raw) > skill.MaxAnswerBytes {
 			raw = raw[:skill.MaxAnswerBytes] // what skill.Session records
 		}
-		vr.answers = append(vr.answers, r.Answer)
+		vr.vs.answers = append(vr.vs.answers, r.Answer)
 		verdict.Rounds = append(verdict.Rounds, skill.RoundRecord{Round: r.Round, Narrative: r.Narrative, Question: r.Question, Answer: raw, Answered: true})
 	}
-	iv := vr.issuedVerdict(verdict)
+	iv := vr.vs.issuedVerdict(verdict)
 	if d := skill.TranscriptDigest(iv.Rounds); hex.EncodeToString(d[:]) != v.Transcript.DigestHex {
 		t.Fatalf("transcript digest %x, want %s", d, v.Transcript.DigestHex)
 	}
@@ -316,10 +318,10 @@ func TestSpecSetIDVector(t *testing.T) {
 	p := skill.DefaultPolicy()
 	p.Tau, p.Total = 2*time.Second, 5*time.Second
 	vr := vectorRun(t, set, p)
-	vr.shown = true
-	vr.sess.Fail(skill.ReasonTimeout, "", true)
-	verdict, _ := vr.sess.Verdict()
-	if got := vr.issuedVerdict(verdict).SetID; got != v.SetIDWithOwnID {
+	vr.vs.shown = true
+	vr.vs.sess.Fail(skill.ReasonTimeout, "", true)
+	verdict, _ := vr.vs.sess.Verdict()
+	if got := vr.vs.issuedVerdict(verdict).SetID; got != v.SetIDWithOwnID {
 		t.Fatalf("issued set_id %q, want %q", got, v.SetIDWithOwnID)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -45,60 +44,52 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 	stopSvc := context.AfterFunc(s.ctx, cancel)
 	defer stopSvc()
 
-	res := &Result{Peer: p, Started: s.now(), Nonce: make([]byte, NonceBytes)}
-	if _, err := io.ReadFull(s.random, res.Nonce); err != nil {
-		return nil, fmt.Errorf("acaptcha: session nonce: %w", err)
+	// Cost before work (spec §5a): the core draws nothing before the peer
+	// paid in its hello ack, and a peer whose share of draws is spent is
+	// not even asked.
+	vs, err := s.Core().Begin(p, BeginOptions{Reciprocal: reciprocal})
+	if err != nil {
+		return nil, err
 	}
-	// Cost before work (spec §5a): nothing is drawn before the peer paid
-	// in its hello ack, and a peer whose share of draws is spent is not
-	// even asked.
-	if !s.budgets.canDraw(p, s.now()) {
-		return nil, fmt.Errorf("%w: %s", ErrPeerQuota, p)
-	}
-	defer s.budgets.startOutbound()()
-	pow := s.budgets.difficulty(p, s.now())
 	if err := ctx.Err(); err != nil {
+		vs.Abort(err)
 		return nil, fmt.Errorf("verify %s: %w", p, err)
 	}
 
+	run := &verifierRun{svc: s, vs: vs, peer: p, ctx: ctx, res: vs.res,
+		reciprocal: reciprocal, log: s.log.With("peer", p, "role", "verifier")}
 	str, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, ServiceName), p, ID) // a relayed connection will do (spec/protocol.md, relayed connections)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("verify %s: %w", p, ctx.Err())
+			err = fmt.Errorf("verify %s: %w", p, ctx.Err())
+		} else {
+			err = fmt.Errorf("%w: open stream to %s: %w", ErrNetwork, p, err)
 		}
-		return nil, fmt.Errorf("%w: open stream to %s: %w", ErrNetwork, p, err)
+		vs.Abort(err)
+		return nil, err
 	}
 	if err := str.Scope().SetService(ServiceName); err != nil {
 		str.ResetWithError(network.StreamResourceLimitExceeded)
-		return nil, fmt.Errorf("%w: attach stream to %s: %w", ErrNetwork, ServiceName, err)
+		err = fmt.Errorf("%w: attach stream to %s: %w", ErrNetwork, ServiceName, err)
+		vs.Abort(err)
+		return nil, err
 	}
 	if err := str.Scope().ReserveMemory(streamMemory, network.ReservationPriorityAlways); err != nil {
 		str.ResetWithError(network.StreamResourceLimitExceeded)
-		return nil, fmt.Errorf("%w: reserve stream memory: %w", ErrNetwork, err)
+		err = fmt.Errorf("%w: reserve stream memory: %w", ErrNetwork, err)
+		vs.Abort(err)
+		return nil, err
 	}
 	defer str.Scope().ReleaseMemory(streamMemory)
 	stop := context.AfterFunc(ctx, func() { str.Reset() })
 	defer stop()
 
-	run := &verifierRun{svc: s, str: str, peer: p, ctx: ctx, res: res, pow: pow,
-		reciprocal: reciprocal, log: s.log.With("peer", p, "role", "verifier")}
-	// A set no challenge of which reached the wire goes back to the
-	// source (skill.Returner), so a prover that was busy, declined or
-	// fell silent before round 1 does not use it up, nor its share.
-	defer func() {
-		if run.sess != nil && !run.shown {
-			s.giveBack(run.sess.Set(), p)
-			s.budgets.refundDraw(p, s.now())
-		}
-	}()
-	res, err = run.run()
-	switch {
-	case errors.Is(err, ErrUnpaid):
-		s.budgets.failed(p, s.now(), true)
-	case err == nil && !res.Verdict.Accepted && res.Verdict.Reason != skill.ReasonInconclusive:
-		s.budgets.failed(p, s.now(), false)
-	}
-	return res, err
+	run.str = str
+	// The run ends the core session: Finish for a verdict, Abort when no
+	// session ran (a set no challenge of which reached the wire then goes
+	// back to the source, and its draw to the peer's share; an unpaid
+	// hello counts as a failure of the peer).
+	return run.run()
 }
 
 // giveBack returns an unseen set to a source that takes sets back.
@@ -131,24 +122,21 @@ func (s *Service) newSession(ctx context.Context) (*skill.Session, error) {
 }
 
 // verifierRun is one verifier session on one stream.
+//
+// It is the libp2p adapter over the transport-free core (core.go): it
+// writes and reads the frames, measures time on the service's clock and
+// maps stream failures to verdict reasons; the core session vs draws,
+// judges, signs and gives back.
 type verifierRun struct {
 	svc        *Service
+	vs         *VerifierSession
 	str        stream
 	r          pbio.Reader
 	peer       peer.ID
 	ctx        context.Context
 	res        *Result
-	sess       *skill.Session // nil when srcErr is set
-	srcErr     error
 	reciprocal bool
-	// pow is the proof-of-work difficulty asked in the hello; paid is set
-	// once a hello ack paid it: only then is a set drawn.
-	pow  int
-	paid bool
-	log  *slog.Logger
-	// shown is set before the first challenge frame is written: from then
-	// on the set counts as seen.
-	shown bool
+	log        *slog.Logger
 
 	rtt   time.Duration
 	start time.Time // when the first challenge's write returned
@@ -156,17 +144,12 @@ type verifierRun struct {
 	// (0: close gracefully).
 	code network.StreamErrorCode
 
-	// answers are the prover's answers as received, by round (index 0 is
-	// round 1), for the transcript digest (cut by CutAnswer).
-	answers []string
-
 	mu        sync.Mutex
 	reflected bool
 	// readBy is the deadline of the current read; reflectedBy ends any
 	// read once the session was found reflected (spec §7: the subject
 	// gets reflectionGrace to decline the challenge as its own).
 	readBy, reflectedBy time.Time
-	digests             []*challengePrint
 }
 
 // reflectionGrace is how long a session found reflected (§7) still waits
@@ -180,41 +163,41 @@ type errNoSession struct{ err error }
 func (e errNoSession) Error() string { return e.err.Error() }
 
 func (v *verifierRun) run() (*Result, error) {
-	s := v.svc
 	v.r = newFrameReader(v.str, MaxProverFrame)
-	defer s.guard.release(v)
+	// The prover side marks the core session when its challenge comes
+	// back (§7); the read in progress then ends within the grace.
+	v.vs.OnReflected(v.markReflected)
 
 	if err := v.handshake(); err != nil {
 		var ns errNoSession
 		switch {
 		case errors.As(err, &ns):
 			v.str.Reset()
+			v.vs.Abort(ns.err)
 			return nil, ns.err
-		case !v.paid:
+		case !v.vs.paid:
 			// Before a paid hello ack nothing is drawn or signed: the
 			// peer's misbehaviour ends the stream, not in a record.
 			sf := v.asFailure(err)
 			_ = v.str.ResetWithError(cmp.Or(sf.code, ErrCodeDeclined))
 			if sf.reason == skill.ReasonDeclined {
-				return nil, fmt.Errorf("%w: %s: %s", ErrDeclined, v.peer, sf.detail)
+				err = fmt.Errorf("%w: %s: %s", ErrDeclined, v.peer, sf.detail)
+			} else {
+				err = fmt.Errorf("%w: %s: %w: %s", ErrUnpaid, v.peer, ErrProtocolViolation, sf.detail)
 			}
-			return nil, fmt.Errorf("%w: %s: %w: %s", ErrUnpaid, v.peer, ErrProtocolViolation, sf.detail)
+			v.vs.Abort(err)
+			return nil, err
 		default:
 			v.fail(err, false)
 		}
 	}
-	if v.sess == nil {
-		// The source failed: tell the prover, attest nothing.
-		return v.finish(skill.Verdict{Reason: skill.ReasonInconclusive, Detail: truncate(v.srcErr.Error(), MaxDeclineDetail)})
-	}
-	if !v.sess.Done() {
+	if !v.vs.Done() {
 		v.rounds()
 	}
-	verdict, _ := v.sess.Verdict()
-	if fb := v.svc.cfg.Feedback; fb != nil && fb.Observe(v.sess.Set(), verdict, v.peer.String()) {
-		v.log.Info("question retired by consensus feedback", "set", verdict.SetID, "round", verdict.FailedRound)
-	}
-	return v.finish(verdict)
+	// The core gives the verdict (inconclusive when the source failed:
+	// the prover is told, nothing is attested), tells consensus feedback
+	// and signs.
+	return v.finish(v.vs.Finish())
 }
 
 // sessionFailure is a reason to end the session, with the code to reset
@@ -235,9 +218,7 @@ func failure(r skill.Reason, code network.StreamErrorCode, format string, args .
 // counted as a protocol error).
 func (v *verifierRun) fail(err error, delivered bool) {
 	sf := v.asFailure(err)
-	if v.sess != nil {
-		v.sess.Fail(sf.reason, truncate(sf.detail, MaxDeclineDetail), delivered)
-	}
+	v.vs.Fail(sf.reason, sf.detail, delivered)
 }
 
 // asFailure classifies err and remembers its reset code.
@@ -256,9 +237,7 @@ func (v *verifierRun) asFailure(err error) *sessionFailure {
 // the time the verifier waited.
 func (v *verifierRun) failTimed(err error, t skill.Timing) {
 	sf := v.asFailure(err)
-	if v.sess != nil {
-		v.sess.FailRound(sf.reason, truncate(sf.detail, MaxDeclineDetail), t)
-	}
+	v.vs.FailRound(sf.reason, sf.detail, t)
 }
 
 // readErr turns a failed read into the session's failure. before says
@@ -343,8 +322,8 @@ func (v *verifierRun) setReadDeadline(t time.Time) {
 	_ = v.str.SetReadDeadline(t)
 }
 
-// markReflected is called by the prover side when a challenge this
-// session issued came back: the pending read ends within reflectionGrace,
+// markReflected is called (through the core session's OnReflected) when a
+// challenge this session issued came back: the pending read ends within reflectionGrace,
 // so that the session ends rejected, declined if the subject refuses the
 // challenge as its own in that time and protocol_error otherwise (§7).
 func (v *verifierRun) markReflected() {
@@ -389,12 +368,12 @@ func (v *verifierRun) handshake() error {
 		SpecVersion:   SpecVersion,
 		VerifierId:    []byte(s.h.ID()),
 		ProverId:      []byte(v.peer),
-		Nonce:         v.res.Nonce,
+		Nonce:         v.vs.Nonce(),
 		Rounds:        uint32(p.Rounds),
 		TotalMs:       durToMs(p.Total),
 		Reciprocal:    v.reciprocal,
 		RttCreditMs:   durToMs(p.RTTCredit),
-		PowDifficulty: uint32(v.pow),
+		PowDifficulty: uint32(v.vs.PowDifficulty()),
 	}
 	if !p.DeriveTau {
 		hello.TauMs = durToMs(p.Tau)
@@ -406,31 +385,28 @@ func (v *verifierRun) handshake() error {
 		return errNoSession{fmt.Errorf("%w: send hello to %s: %w", ErrNetwork, v.peer, err)}
 	}
 	var f pb.Frame
-	if err := v.read(&f, s.cfg.HandshakeTimeout+powAllowance(v.pow)); err != nil {
+	if err := v.read(&f, s.cfg.HandshakeTimeout+powAllowance(v.vs.PowDifficulty())); err != nil {
 		return v.readErr("hello ack", err, true)
 	}
 	switch b := f.GetBody().(type) {
 	case *pb.Frame_HelloAck:
-		if !bytes.Equal(b.HelloAck.GetNonce(), v.res.Nonce) {
+		if !bytes.Equal(b.HelloAck.GetNonce(), v.vs.Nonce()) {
 			return failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "hello ack does not echo the nonce")
 		}
-		if !CheckPow(v.res.Nonce, v.peer, b.HelloAck.GetPow(), v.pow) {
-			_ = v.str.ResetWithError(ErrCodeDeclined)
-			return errNoSession{fmt.Errorf("%w: %s: hello ack does not carry a proof of work of %d bits", ErrUnpaid, v.peer, v.pow)}
+		// The core checks the payment and only then draws (within the
+		// shares); a source failure leaves the session Done, inconclusive.
+		if err := v.vs.Pay(v.ctx, b.HelloAck.GetPow()); err != nil {
+			if errors.Is(err, ErrUnpaid) {
+				_ = v.str.ResetWithError(ErrCodeDeclined)
+			}
+			return errNoSession{err}
 		}
 	case *pb.Frame_Decline:
 		return v.decline(b.Decline, true)
 	default:
 		return failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "expected hello_ack, got %s", frameKind(&f))
 	}
-	// Paid: now, and only now, a set is drawn (within the peer's share).
-	v.paid = true
-	if !s.budgets.takeDraw(v.peer, s.now()) {
-		return errNoSession{fmt.Errorf("%w: %s", ErrPeerQuota, v.peer)}
-	}
-	v.sess, v.srcErr = s.newSession(v.ctx)
-	if v.sess == nil {
-		s.budgets.refundDraw(v.peer, s.now())
+	if v.vs.Done() {
 		return nil // inconclusive: no probes needed
 	}
 	v.rtt = -1
@@ -462,8 +438,7 @@ func (v *verifierRun) handshake() error {
 		}
 	}
 	v.rtt = max(v.rtt, 0)
-	v.res.RTT = v.rtt
-	v.res.Credit = v.sess.Credit(v.rtt)
+	v.vs.SetRTT(v.rtt)
 	return nil
 }
 
@@ -473,18 +448,13 @@ func (v *verifierRun) rounds() {
 	s := v.svc
 	var f pb.Frame
 	for {
-		c, ok := v.sess.Current()
+		// Next registers the challenge with the reflection guard before
+		// the write (a peer that reflects at once must find it) and marks
+		// the set seen.
+		c, ok := v.vs.Next()
 		if !ok {
 			return
 		}
-		d := challengeDigest(c.Narrative, c.Question) // normalised, sketched (§7)
-		v.mu.Lock()
-		v.digests = append(v.digests, d)
-		v.mu.Unlock()
-		// Registered before the write: a peer that reflects at once must
-		// find it.
-		s.guard.issue(d, v.peer, v, s.now())
-		v.shown = true
 		frame := &pb.Frame{Body: &pb.Frame_Challenge{Challenge: &pb.Challenge{
 			Round: uint32(c.Round), Rounds: uint32(c.Rounds), Domain: c.Domain,
 			Narrative: c.Narrative, Question: c.Question, BudgetMs: durToMs(c.Budget),
@@ -499,8 +469,8 @@ func (v *verifierRun) rounds() {
 			v.start = t0
 		}
 		since := t0.Sub(v.start)
-		deadline := v.sess.AnswerDeadline(v.rtt, since)
-		totalBound := deadline < c.Budget+v.sess.Credit(v.rtt)
+		deadline := v.vs.AnswerDeadline(since)
+		totalBound := deadline < c.Budget+v.vs.Credit()
 		err := v.read(&f, deadline+answerGrace)
 		t1 := s.now()
 		// A round that ends without an answer keeps how long the verifier
@@ -521,7 +491,7 @@ func (v *verifierRun) rounds() {
 			var sf *sessionFailure
 			if errors.As(ferr, &sf) && sf.reason == skill.ReasonTimeout && totalBound {
 				sf.reason = skill.ReasonTotalTimeout
-				sf.detail = fmt.Sprintf("no answer to round %d before T_total %s ran out", c.Round, v.sess.Policy().Total)
+				sf.detail = fmt.Sprintf("no answer to round %d before T_total %s ran out", c.Round, v.vs.Policy().Total)
 			}
 			// Record how long we waited, so the transcript shows it.
 			v.failTimed(ferr, waited)
@@ -533,8 +503,7 @@ func (v *verifierRun) rounds() {
 				v.failTimed(failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "answer for round %d in round %d", b.Answer.GetRound(), c.Round), waited)
 				return
 			}
-			v.answers = append(v.answers, b.Answer.GetAnswer())
-			rec, err := v.sess.Submit(b.Answer.GetAnswer(), waited)
+			rec, err := v.vs.Submit(b.Answer.GetAnswer(), waited)
 			if err != nil {
 				return
 			}
@@ -550,58 +519,17 @@ func (v *verifierRun) rounds() {
 	}
 }
 
-// issuedVerdict is the verdict as this node sends and signs it (spec
-// protocol.md §3, attestation.md §3): failed_round is the number of the
-// last delivered round of a rejection and 0 when no challenge was
-// delivered; each answer is cut by CutAnswer for the transcript digest;
-// the set is named by its content ID (skill.Set.ContentID), and not at
-// all (no domain, no set_id) when no challenge of it reached the wire, as
-// it then goes back to the source unseen.
-func (v *verifierRun) issuedVerdict(verdict skill.Verdict) skill.Verdict {
-	verdict.FailedRound = IssuedFailedRound(verdict.Accepted, len(verdict.Rounds))
-	verdict.Rounds = slices.Clone(verdict.Rounds)
-	for i := range verdict.Rounds {
-		r := &verdict.Rounds[i]
-		if r.Answered && r.Round >= 1 && r.Round <= len(v.answers) {
-			r.Answer = CutAnswer(v.answers[r.Round-1])
-		} else {
-			r.Answer = CutAnswer(r.Answer)
-		}
-	}
-	verdict.SetID, verdict.Domain = "", ""
-	if v.sess != nil && v.shown {
-		set := v.sess.Set()
-		verdict.SetID, verdict.Domain = set.ContentID(), set.Domain
-	}
-	return verdict
-}
-
-// finish signs the verdict, sends it and closes the stream.
-func (v *verifierRun) finish(verdict skill.Verdict) (*Result, error) {
+// finish sends the verdict of the finished core session and closes the
+// stream.
+func (v *verifierRun) finish(res *Result) (*Result, error) {
 	s := v.svc
-	res := v.res
-	verdict = v.issuedVerdict(verdict)
-	res.Verdict = verdict
-	if v.sess != nil {
-		if a := NewAttestation(s.h.ID(), v.peer, res.Nonce, v.sess, verdict, s.issued.at(v.peer, s.now()), s.cfg.AttestationTTL); a != nil {
-			env, err := Seal(a, s.priv)
-			if err != nil {
-				v.log.Error("cannot seal attestation", "err", err)
-			} else {
-				res.Attestation, res.Envelope = a, env
-			}
-		}
-	}
-	res.Duration = s.now().Sub(res.Started)
-	v.log.Info("verification finished", "accepted", verdict.Accepted, "reason", verdict.Reason,
-		"failed_round", verdict.FailedRound, "detail", verdict.Detail, "rtt", res.RTT, "duration", res.Duration)
-
+	verdict := res.Verdict
 	if verdict.Reason == skill.ReasonInconclusive && v.ctx.Err() != nil {
 		v.str.Reset() // cancelled: nothing more to say
 		return res, nil
 	}
 	detail := verdict.Detail
-	if v.sess == nil {
+	if v.vs.sess == nil {
 		detail = "the verifier could not provide a challenge" // keep source errors local
 	}
 	vf := &pb.Verdict{

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/peer/httpgw"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -205,6 +206,7 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 }
 
 func (a *app) nodeCmd() *cobra.Command {
+	var httpAddr string
 	cmd := &cobra.Command{
 		Use:   "node",
 		Short: "Run a node: verify peers that contact it and answer their challenges with the configured LLM",
@@ -218,6 +220,11 @@ func (a *app) nodeCmd() *cobra.Command {
 				n.Close()
 				n.Store().Close()
 			}()
+			httpURL, stopHTTP, err := a.startHTTPDoor(n, httpAddr) // http.go
+			if err != nil {
+				return err
+			}
+			defer stopHTTP() // runs before the node closes
 			addrs := n.Addrs()
 			if a.jsonOut {
 				out := map[string]any{"peer_id": n.ID().String(), "llm": llmName, "challenges": a.challenges,
@@ -227,6 +234,9 @@ func (a *app) nodeCmd() *cobra.Command {
 					as = append(as, m.String())
 				}
 				out["addrs"] = as
+				if httpURL != "" {
+					out["http"] = httpURL
+				}
 				b, _ := json.Marshal(out)
 				fmt.Fprintln(a.stdout, string(b))
 			} else {
@@ -242,6 +252,9 @@ func (a *app) nodeCmd() *cobra.Command {
 				fmt.Fprintf(a.stdout, "  challenges: %s (attestations carry source %s); store: %s\n", a.challenges, protocol.SourceName(challengeKind(a.challenges)), a.storePath)
 				fmt.Fprintf(a.stdout, "  admits and vouches on attestations whose challenges rank at least %s (--require-source)\n", n.RequireSource())
 				fmt.Fprintln(a.stdout, "  attest with: acaptcha attest <one of the addresses above>   (Ctrl-C stops)")
+				if httpURL != "" {
+					fmt.Fprintf(a.stdout, "  HTTP door for agents without libp2p: %s (manifest %s%s)\n", httpURL, httpURL, httpgw.ManifestPath)
+				}
 			}
 			<-cmd.Context().Done()
 			if !a.jsonOut {
@@ -256,6 +269,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&a.contact.consensus, "consensus", skill.DefaultConsensusThreshold, "retire a question once this many distinct provers that passed their earlier rounds give it the same non-matching answer on time (0 turns consensus feedback off)")
 	f.StringArrayVar(&a.contact.bootstrap, "bootstrap", nil, "peer to connect to at start and keep connected, as a multiaddr ending in /p2p/PEER_ID (repeatable)")
 	f.BoolVar(&a.contact.mdns, "mdns", true, "discover peers on the local network with mDNS (--mdns=false turns it off)")
+	f.StringVar(&httpAddr, "http", "", "also serve the HTTP door on HOST:PORT (e.g. 127.0.0.1:8080): verifier as a service for agents without libp2p, spec/http.md")
 	f.BoolVar(&a.contact.dht, "dht", false, "join the private acaptcha Kademlia DHT (through the bootstrap peers) and find peers on its rendezvous")
 	l := &a.contact.limits
 	f.IntVar(&l.connLow, "conn-low", peer.DefaultConnLowWater, "connection manager low watermark: trimming stops at this many connections")

@@ -1,0 +1,524 @@
+package httpgw
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// route is one route of the gateway; TestOpenAPIMatchesRoutes checks the
+// table against openapi.json.
+type route struct {
+	method, path string
+	handle       func(g *Gateway, w http.ResponseWriter, r *http.Request)
+}
+
+var routeTable = []route{
+	{http.MethodPost, "/v1/sessions", (*Gateway).createSession},
+	{http.MethodGet, "/v1/sessions/{id}", (*Gateway).getSession},
+	{http.MethodPost, "/v1/sessions/{id}/start", (*Gateway).startSession},
+	{http.MethodPost, "/v1/sessions/{id}/probe", (*Gateway).probeSession},
+	{http.MethodPost, "/v1/sessions/{id}/answer", (*Gateway).answerSession},
+	{http.MethodPost, "/v1/attestations/verify", (*Gateway).verifyAttestation},
+	{http.MethodGet, "/openapi.json", (*Gateway).serveOpenAPI},
+	{http.MethodGet, "/.well-known/acaptcha.json", (*Gateway).serveManifest},
+}
+
+func (g *Gateway) routes() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range routeTable {
+		h := rt.handle
+		mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { h(g, w, r) })
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// A known path with another method is 405 (with Allow), not 404.
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			c := r.Clone(r.Context())
+			c.Method = m
+			if _, pat := mux.Handler(c); pat != "/" && pat != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			g.writeError(w, errorf(errMethod, "%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+			return
+		}
+		g.writeError(w, errorf(errNotFound, "%s %s: see /openapi.json", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// ---- helpers ----
+
+func (g *Gateway) writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		g.log.Error("encode response", "err", err)
+		status, b = http.StatusInternalServerError, []byte(`{"code":"internal","message":"cannot encode the response"}`)
+	}
+	b = append(b, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	if _, err := w.Write(b); err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	return nil
+}
+
+// writeTimed writes a response and flushes it to the connection, and
+// returns the gateway's clock right after: the moment a probe or a
+// challenge counts as delivered.
+func (g *Gateway) writeTimed(w http.ResponseWriter, status int, v any) (time.Time, error) {
+	err := g.writeJSON(w, status, v)
+	if err == nil {
+		if ferr := http.NewResponseController(w).Flush(); ferr != nil {
+			err = fmt.Errorf("flush response: %w", ferr)
+		}
+	}
+	return g.now(), err
+}
+
+func (g *Gateway) writeError(w http.ResponseWriter, err error) {
+	g.writeErrorView(w, err, nil)
+}
+
+func (g *Gateway) writeErrorView(w http.ResponseWriter, err error, v *Session) {
+	row := classify(err)
+	if row.Code == CodeInternal {
+		g.log.Error("http gateway error", "err", err)
+	}
+	_ = g.writeJSON(w, row.Status, ErrorBody{Code: row.Code, Message: err.Error(), Session: v})
+}
+
+// decode reads a JSON object of at most max bytes into v.
+func decode(w http.ResponseWriter, r *http.Request, max int64, v any) error {
+	body := http.MaxBytesReader(w, r.Body, max)
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errorf(errBodyTooLarge, "body over %d bytes", max)
+		}
+		return errorf(errBadRequest, "body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errorf(errBodyTooLarge, "body over %d bytes", max)
+		}
+		return errorf(errBadRequest, "body: trailing data after the JSON object")
+	}
+	return nil
+}
+
+// sessionFor looks up the {id} session.
+func (g *Gateway) sessionFor(r *http.Request) (*session, error) {
+	id := r.PathValue("id")
+	if id == "" || len(id) > 64 {
+		return nil, errorf(errUnknownSession, "bad session id")
+	}
+	return g.lookup(id)
+}
+
+// checkState refuses a route in the wrong state. Called with s.mu held.
+func checkState(s *session, want string) error {
+	switch s.state {
+	case want:
+		return nil
+	case StateExpired:
+		return errorf(errExpiredSession, "session %s ended without a verdict: %v", s.id, s.endErr)
+	default:
+		return errorf(errWrongState, "session %s is %s, not %s", s.id, s.state, want)
+	}
+}
+
+// ---- sessions ----
+
+type createRequest struct {
+	PeerID string `json:"peer_id"`
+}
+
+func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if err := decode(w, r, MaxBodyBytes, &req); err != nil {
+		g.writeError(w, err)
+		return
+	}
+	p, err := peer.Decode(req.PeerID)
+	if err != nil {
+		g.writeError(w, errorf(errBadPeerID, "peer_id %q: %v", req.PeerID, err))
+		return
+	}
+	if p == g.cfg.Core.Self() {
+		g.writeError(w, errorf(errBadPeerID, "peer_id is this node's own"))
+		return
+	}
+	ip := remoteIP(r.RemoteAddr)
+	prefix := g.prefixOf(ip)
+	if err := g.reserve(prefix); err != nil {
+		g.writeError(w, err)
+		return
+	}
+	cs, err := g.cfg.Core.Begin(p, BeginOptions{Addr: ip, MinPowDifficulty: g.cfg.PowDifficulty})
+	if err != nil {
+		g.unreserve(prefix)
+		g.writeError(w, fmt.Errorf("begin session for %s: %w", p, err))
+		return
+	}
+	id, err := g.newSessionID()
+	if err != nil {
+		cs.Abort(err)
+		g.unreserve(prefix)
+		g.writeError(w, err)
+		return
+	}
+	s := &session{id: id, peer: p, prefix: prefix, created: g.now(), core: cs, state: StateAwaitingStart, rtt: -1}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := g.insert(s); err != nil {
+		cs.Abort(err)
+		g.unreserve(prefix)
+		g.writeError(w, err)
+		return
+	}
+	cs.OnReflected(func() { go g.reflected(s) })
+	g.arm(s, g.cfg.StartTTL+powAllowance(cs.PowDifficulty()), func() {
+		if s.state == StateAwaitingStart {
+			g.abort(s, errNotStarted)
+		}
+	})
+	g.log.Debug("session created", "peer", p, "session", id, "prefix", prefix, "pow", cs.PowDifficulty())
+	_ = g.writeJSON(w, http.StatusCreated, g.view(s))
+}
+
+// powAllowance is the extra start time for a proof of work of d bits, as
+// on libp2p: 50 ms per 2^16 expected hashes above 2^16.
+func powAllowance(d int) time.Duration {
+	if d <= 16 {
+		return 0
+	}
+	return time.Duration(1<<(d-16)) * 50 * time.Millisecond
+}
+
+func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request) {
+	s, err := g.sessionFor(r)
+	if err != nil {
+		g.writeError(w, err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = g.writeJSON(w, http.StatusOK, g.view(s))
+}
+
+type startRequest struct {
+	PublicKey []byte `json:"public_key"`
+	Signature []byte `json:"signature"`
+	Pow       []byte `json:"pow"`
+}
+
+func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
+	s, err := g.sessionFor(r)
+	if err != nil {
+		g.writeError(w, err)
+		return
+	}
+	var req startRequest
+	if err := decode(w, r, MaxBodyBytes, &req); err != nil {
+		g.writeError(w, err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := checkState(s, StateAwaitingStart); err != nil {
+		g.writeError(w, err)
+		return
+	}
+	// Proof of key possession first: until it holds, the peer ID is only
+	// a claim, so nothing is charged to it.
+	if err := g.checkKey(s, req); err != nil {
+		g.abort(s, err)
+		g.writeError(w, err)
+		return
+	}
+	if err := g.admitPeer(s.peer); err != nil {
+		g.abort(s, err)
+		g.writeError(w, err)
+		return
+	}
+	s.started = true
+	// Cost before work: the core checks the proof of work, then draws.
+	if err := s.core.Pay(r.Context(), req.Pow); err != nil {
+		g.abort(s, err)
+		g.writeError(w, fmt.Errorf("session %s: %w", s.id, err))
+		return
+	}
+	if s.core.Done() { // no set could be drawn: inconclusive
+		g.finish(s)
+		_ = g.writeJSON(w, http.StatusOK, g.view(s))
+		return
+	}
+	g.sendProbe(w, s, 1)
+}
+
+// checkKey checks the proof of key possession. Called with s.mu held.
+func (g *Gateway) checkKey(s *session, req startRequest) error {
+	if len(req.PublicKey) == 0 || len(req.PublicKey) > 2048 {
+		return errorf(errBadKey, "public_key: want a libp2p protobuf public key (base64), got %d bytes", len(req.PublicKey))
+	}
+	pub, err := crypto.UnmarshalPublicKey(req.PublicKey)
+	if err != nil {
+		return errorf(errBadKey, "public_key: %v", err)
+	}
+	id, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		return errorf(errBadKey, "public_key: %v", err)
+	}
+	if id != s.peer {
+		return errorf(errBadKey, "public_key is %s's, the session is %s's", id, s.peer)
+	}
+	if len(req.Signature) == 0 || len(req.Signature) > 1024 {
+		return errorf(errBadSignature, "signature of %d bytes", len(req.Signature))
+	}
+	ok, err := pub.Verify(StartMessage(s.id, s.core.Nonce(), g.cfg.Core.Self(), s.peer), req.Signature)
+	if err != nil || !ok {
+		return errorf(errBadSignature, "signature over the start message does not verify with public_key")
+	}
+	return nil
+}
+
+// sendProbe delivers probe seq. Called with s.mu held.
+func (g *Gateway) sendProbe(w http.ResponseWriter, s *session, seq int) {
+	nonce, err := g.randomBytes(probeNonceBytes)
+	if err != nil {
+		s.core.Fail(skill.ReasonInconclusive, "probe nonce: "+err.Error(), false)
+		g.finish(s)
+		g.writeError(w, err)
+		return
+	}
+	s.state, s.probeSeq, s.probeNonce = StateProbing, seq, nonce
+	status := http.StatusOK
+	t0, err := g.writeTimed(w, status, g.view(s))
+	s.probeSent = t0
+	if err != nil {
+		g.abort(s, fmt.Errorf("%w: probe %d not delivered: %w", protocol.ErrNetwork, seq, err))
+		return
+	}
+	g.arm(s, g.cfg.ProbeTimeout, func() {
+		if s.state == StateProbing {
+			g.abort(s, errUnresponsive)
+		}
+	})
+}
+
+type probeRequest struct {
+	Seq   int    `json:"seq"`
+	Nonce []byte `json:"nonce"`
+}
+
+func (g *Gateway) probeSession(w http.ResponseWriter, r *http.Request) {
+	s, err := g.sessionFor(r)
+	if err != nil {
+		g.writeError(w, err)
+		return
+	}
+	var req probeRequest
+	derr := decode(w, r, MaxBodyBytes, &req)
+	t1 := g.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := checkState(s, StateProbing); err != nil {
+		g.writeError(w, err)
+		return
+	}
+	if derr != nil {
+		g.writeError(w, derr)
+		return
+	}
+	if req.Seq != s.probeSeq || !bytes.Equal(req.Nonce, s.probeNonce) {
+		// After payment a broken exchange is a signed protocol_error,
+		// as on libp2p (nothing was delivered yet).
+		err := errorf(errBadProbe, "probe ack %d does not match probe %d", req.Seq, s.probeSeq)
+		s.core.Fail(skill.ReasonProtocolError, err.Error(), false)
+		g.finish(s)
+		g.writeErrorView(w, err, g.view(s))
+		return
+	}
+	if rtt := max(t1.Sub(s.probeSent), 0); s.rtt < 0 || rtt < s.rtt {
+		s.rtt = rtt
+	}
+	if s.probeSeq < g.cfg.Probes {
+		g.sendProbe(w, s, s.probeSeq+1)
+		return
+	}
+	s.core.SetRTT(s.rtt)
+	g.deliver(w, s)
+}
+
+// deliver sends the current round's challenge, or the verdict when the
+// session is over. Called with s.mu held.
+func (g *Gateway) deliver(w http.ResponseWriter, s *session) {
+	c, ok := s.core.Next()
+	if !ok {
+		g.finish(s)
+		_ = g.writeJSON(w, http.StatusOK, g.view(s))
+		return
+	}
+	s.state, s.ch = StateAnswering, c
+	t0, err := g.writeTimed(w, http.StatusOK, g.view(s))
+	s.sent = t0
+	if c.Round == 1 {
+		s.start = t0
+	}
+	if err != nil {
+		// A partly written challenge counts as delivered (peek and
+		// abort is a signed rejection, as on libp2p).
+		s.core.FailRound(skill.ReasonProtocolError, "challenge not delivered: "+err.Error(), s.waited(g.now()))
+		g.finish(s)
+		return
+	}
+	deadline := s.core.AnswerDeadline(t0.Sub(s.start))
+	s.totalCut = deadline < c.Budget+s.core.Credit()
+	g.arm(s, deadline+AnswerGrace, func() { g.timeout(s) })
+}
+
+type answerRequest struct {
+	Round  int     `json:"round"`
+	Answer *string `json:"answer"`
+}
+
+func (g *Gateway) answerSession(w http.ResponseWriter, r *http.Request) {
+	s, err := g.sessionFor(r)
+	if err != nil {
+		g.writeError(w, err)
+		return
+	}
+	var req answerRequest
+	derr := decode(w, r, MaxBodyBytes, &req)
+	t1 := g.now() // the answer has arrived
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == StateDone {
+		// Timed out (or ended) before this answer came: the verdict.
+		_ = g.writeJSON(w, http.StatusOK, g.view(s))
+		return
+	}
+	if err := checkState(s, StateAnswering); err != nil {
+		g.writeError(w, err)
+		return
+	}
+	if derr != nil {
+		g.writeError(w, derr)
+		return
+	}
+	if req.Answer == nil {
+		g.writeError(w, errorf(errBadRequest, "answer missing"))
+		return
+	}
+	t := s.waited(t1)
+	if req.Round != s.ch.Round {
+		err := errorf(errWrongRound, "answer for round %d in round %d", req.Round, s.ch.Round)
+		s.core.FailRound(skill.ReasonProtocolError, err.Error(), t)
+		g.finish(s)
+		g.writeErrorView(w, err, g.view(s))
+		return
+	}
+	s.disarm()
+	rec, err := s.core.Submit(*req.Answer, t)
+	if err != nil {
+		g.finish(s)
+		g.writeError(w, fmt.Errorf("submit round %d: %w", s.ch.Round, err))
+		return
+	}
+	g.log.Debug("round judged", "peer", s.peer, "round", rec.Round, "correct", rec.Correct,
+		"elapsed", rec.Elapsed, "effective", rec.Effective, "budget", rec.Budget)
+	g.deliver(w, s)
+}
+
+// ---- attestations ----
+
+type verifyRequest struct {
+	Attestation   []byte `json:"attestation"`
+	RequireSource string `json:"require_source,omitempty"`
+	AnyVerdict    bool   `json:"any_verdict,omitempty"`
+	Subject       string `json:"subject,omitempty"`
+	Issuer        string `json:"issuer,omitempty"`
+	AllowExpired  bool   `json:"allow_expired,omitempty"`
+}
+
+// verifyResponse mirrors `acaptcha attestations verify --json` and the MCP
+// door's verify_attestation.
+type verifyResponse struct {
+	OK                 bool            `json:"ok"`
+	Valid              bool            `json:"valid"`
+	Accepted           bool            `json:"accepted"`
+	Verdict            string          `json:"verdict,omitempty"`
+	Reason             string          `json:"reason,omitempty"`
+	SourceBelowMinimum bool            `json:"source_below_minimum"`
+	Error              string          `json:"error,omitempty"`
+	Record             json.RawMessage `json:"record,omitempty"`
+}
+
+func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
+	var req verifyRequest
+	if err := decode(w, r, MaxVerifyBodyBytes, &req); err != nil {
+		g.writeError(w, err)
+		return
+	}
+	opts := protocol.VerifyOptions{AllowExpired: req.AllowExpired}
+	var err error
+	if rs := strings.TrimSpace(req.RequireSource); rs != "" && !strings.EqualFold(rs, "any") {
+		if opts.MinSource, err = skill.ParseSourceKind(rs); err != nil {
+			g.writeError(w, errorf(errBadRequest, "require_source: %v, or any", err))
+			return
+		}
+	}
+	if req.Subject != "" {
+		if opts.Subject, err = peer.Decode(req.Subject); err != nil {
+			g.writeError(w, errorf(errBadPeerID, "subject %q: %v", req.Subject, err))
+			return
+		}
+	}
+	if req.Issuer != "" {
+		if opts.Issuer, err = peer.Decode(req.Issuer); err != nil {
+			g.writeError(w, errorf(errBadPeerID, "issuer %q: %v", req.Issuer, err))
+			return
+		}
+	}
+	if len(req.Attestation) == 0 {
+		g.writeError(w, errorf(errBadRequest, "attestation missing: give the signed envelope in standard base64"))
+		return
+	}
+	a, _, err := protocol.VerifyAttestation(req.Attestation, opts)
+	if err != nil {
+		_ = g.writeJSON(w, http.StatusOK, verifyResponse{Error: err.Error(), SourceBelowMinimum: errors.Is(err, protocol.ErrSourceBelowMinimum)})
+		return
+	}
+	out := verifyResponse{Valid: true, Accepted: a.Accepted, Verdict: VerdictWord(a.Accepted, a.Reason), Reason: string(a.Reason)}
+	if b, err := json.Marshal(a); err == nil {
+		out.Record = b
+	}
+	out.OK = a.Accepted || req.AnyVerdict
+	if !out.OK {
+		out.Error = fmt.Sprintf("valid signature, but the record's verdict is %s (%s), not an acceptance", out.Verdict, a.Reason)
+	}
+	_ = g.writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,389 @@
+package httpgw
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+	)
+}
+
+// fakeDoor serves a gateway over the fake core on a loopback test server.
+func fakeDoor(t *testing.T, edit func(*Config)) (*Gateway, *fakeCore, string) {
+	t.Helper()
+	_, sets := newAnswerKey(t)
+	core := newFakeCore(t, sets[0], skill.DefaultPolicy())
+	cfg := Config{Core: core}
+	if edit != nil {
+		edit(&cfg)
+	}
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		g.Close()
+	})
+	return g, core, srv.URL
+}
+
+// TestOpenAPIMatchesRoutes: every route is documented, every documented
+// path is served, and the error codes listed are the table's.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+		Comp    struct {
+			Schemas struct {
+				Error struct {
+					Properties struct {
+						Code struct {
+							Enum []string `json:"enum"`
+						} `json:"code"`
+					} `json:"properties"`
+				} `json:"Error"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(OpenAPI, &doc); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.1") {
+		t.Errorf("openapi %q, want 3.1", doc.OpenAPI)
+	}
+	served := map[string]bool{}
+	for _, rt := range routeTable {
+		key := rt.method + " " + rt.path
+		served[key] = true
+		if _, ok := doc.Paths[rt.path][strings.ToLower(rt.method)]; !ok {
+			t.Errorf("route %s is not in openapi.json", key)
+		}
+	}
+	for path, ops := range doc.Paths {
+		for m := range ops {
+			if key := strings.ToUpper(m) + " " + path; !served[key] {
+				t.Errorf("openapi.json documents %s, which is not served", key)
+			}
+		}
+	}
+	var codes []string
+	for _, r := range errorTable {
+		if !slices.Contains(codes, r.Code) {
+			codes = append(codes, r.Code)
+		}
+	}
+	enum := doc.Comp.Schemas.Error.Properties.Code.Enum
+	slices.Sort(codes)
+	slices.Sort(enum)
+	if !slices.Equal(codes, enum) {
+		t.Errorf("error codes in openapi.json %v, in the table %v", enum, codes)
+	}
+}
+
+// TestErrorTableDocumented: spec/http.md lists every code with its status.
+func TestErrorTableDocumented(t *testing.T) {
+	data, err := os.ReadFile("../../spec/http.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	statuses := map[string]int{}
+	for _, r := range errorTable {
+		if s, ok := statuses[r.Code]; ok && s != r.Status {
+			t.Errorf("code %s has two statuses %d and %d", r.Code, s, r.Status)
+		}
+		statuses[r.Code] = r.Status
+		row := "| `" + r.Code + "` | " + strconv.Itoa(r.Status) + " |"
+		if !strings.Contains(text, row) {
+			t.Errorf("spec/http.md has no row starting %q", row)
+		}
+	}
+	for _, tc := range []struct {
+		err  error
+		code string
+	}{
+		{errorf(protocol.ErrUnpaid, "x"), CodeUnpaid},
+		{errorf(protocol.ErrPeerQuota, "x"), CodeQuota},
+		{errorf(errWrongRound, "x"), CodeWrongRound},
+		{errors.New("other"), CodeInternal},
+	} {
+		if got := classify(tc.err).Code; got != tc.code {
+			t.Errorf("classify(%v) = %s, want %s", tc.err, got, tc.code)
+		}
+	}
+}
+
+func TestHandlerErrors(t *testing.T) {
+	_, core, base := fakeDoor(t, func(c *Config) { c.MaxSessionsPerPrefix = 3 })
+	a := newAgent(t, base)
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"unknown session", "GET", "/v1/sessions/nope", "", 404, CodeUnknownSession},
+		{"bad json", "POST", "/v1/sessions", "{", 400, CodeBadRequest},
+		{"trailing data", "POST", "/v1/sessions", `{"peer_id":"x"} {}`, 400, CodeBadRequest},
+		{"oversized", "POST", "/v1/sessions", `{"peer_id":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, 413, CodeBodyTooLarge},
+		{"bad peer id", "POST", "/v1/sessions", `{"peer_id":"not-a-peer"}`, 400, CodeBadPeerID},
+		{"wrong method", "GET", "/v1/sessions", "", 405, CodeMethod},
+		{"no route", "GET", "/v2/nothing", "", 404, CodeNotFound},
+		{"verify without record", "POST", "/v1/attestations/verify", `{}`, 400, CodeBadRequest},
+		{"verify bad source", "POST", "/v1/attestations/verify", `{"attestation":"AAAA","require_source":"gold"}`, 400, CodeBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, eb := a.decode(resp, nil)
+			if st != tc.status || eb.Code != tc.code {
+				t.Errorf("%s %s: %d %q (%s), want %d %q", tc.method, tc.path, st, eb.Code, eb.Message, tc.status, tc.code)
+			}
+		})
+	}
+
+	// Proof of key possession and payment.
+	v := a.create()
+	other := newAgent(t, base)
+	req := a.startReq(v)
+	bad := req
+	bad.PublicKey = other.startReq(other.create()).PublicKey
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", bad, nil); st != 400 || eb.Code != CodeBadKey {
+		t.Errorf("start with another key: %d %+v", st, eb)
+	}
+	var after Session
+	if st, _ := a.get("/v1/sessions/"+v.SessionID, &after); st != 200 || after.State != StateExpired || after.Error == nil {
+		t.Errorf("session after a bad key: %d %+v, want expired", st, after)
+	}
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", req, nil); st != 410 || eb.Code != CodeExpiredSession {
+		t.Errorf("start of an aborted session: %d %+v", st, eb)
+	}
+	v = a.create()
+	req = a.startReq(v)
+	req.Signature[0] ^= 1
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", req, nil); st != 401 || eb.Code != CodeBadSignature {
+		t.Errorf("start with a bad signature: %d %+v", st, eb)
+	}
+	// (the prefix allows 3 open sessions: two aborted ones no longer count)
+	v = a.create()
+	req = a.startReq(v)
+	req.Pow = []byte{0xff}
+	if protocol.CheckPow(v.Nonce, a.id, req.Pow, *v.PowDifficulty) {
+		t.Skip("the junk pow happens to pay")
+	}
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", req, nil); st != 402 || eb.Code != CodeUnpaid {
+		t.Errorf("start without paying: %d %+v", st, eb)
+	}
+	core.mu.Lock()
+	aborted := slices.Clone(core.aborted)
+	core.mu.Unlock()
+	if len(aborted) != 3 || !errors.Is(aborted[2], protocol.ErrUnpaid) || errors.Is(aborted[0], protocol.ErrUnpaid) || errors.Is(aborted[1], protocol.ErrUnpaid) {
+		t.Errorf("core aborts %v: want a bad key, a bad signature (neither charged to the unproven peer ID) and an unpaid session", aborted)
+	}
+
+	// Limits per prefix: the other agent's session is still open.
+	for range 2 {
+		a.create()
+	}
+	if st, eb := a.post("/v1/sessions", createRequest{PeerID: a.id.String()}, nil); st != 429 || eb.Code != CodeTooManySessions {
+		t.Errorf("4th open session from one prefix: %d %+v", st, eb)
+	}
+}
+
+func TestQuotaAndWrongState(t *testing.T) {
+	_, core, base := fakeDoor(t, nil)
+	a := newAgent(t, base)
+	core.mu.Lock()
+	core.quota = true
+	core.mu.Unlock()
+	if st, eb := a.post("/v1/sessions", createRequest{PeerID: a.id.String()}, nil); st != 429 || eb.Code != CodeQuota {
+		t.Errorf("create over the core's draw budget: %d %+v", st, eb)
+	}
+	core.mu.Lock()
+	core.quota = false
+	core.mu.Unlock()
+
+	v := a.create()
+	var cur Session
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur); st != 200 || cur.State != StateProbing || cur.Probe.Seq != 1 {
+		t.Fatalf("start: %d %+v %+v", st, eb, cur)
+	}
+	ans := "x"
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/answer", answerRequest{Round: 1, Answer: &ans}, nil); st != 409 || eb.Code != CodeWrongState {
+		t.Errorf("answer while probing: %d %+v", st, eb)
+	}
+	// A probe ack that does not echo the probe is a signed protocol_error.
+	st, eb := a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: 1, Nonce: []byte("12345678")}, nil)
+	if st != 409 || eb.Code != CodeBadProbe || eb.Session == nil || eb.Session.Result == nil || eb.Session.Result.Reason != string(skill.ReasonProtocolError) {
+		t.Errorf("bad probe ack: %d %+v", st, eb)
+	}
+}
+
+func TestWrongRoundAndTimeout(t *testing.T) {
+	key, _ := newAnswerKey(t)
+	_, _, base := fakeDoor(t, nil)
+	a := newAgent(t, base)
+
+	// An answer naming another round ends the session protocol_error.
+	v := a.create()
+	var cur Session
+	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
+	for cur.State == StateProbing {
+		next := Session{}
+		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: cur.Probe.Seq, Nonce: cur.Probe.Nonce}, &next)
+		cur = next
+	}
+	if cur.State != StateAnswering || cur.Challenge.Round != 1 {
+		t.Fatalf("after the probes: %+v", cur)
+	}
+	ans := key.answer(cur.Challenge)
+	st, eb := a.post("/v1/sessions/"+v.SessionID+"/answer", answerRequest{Round: 2, Answer: &ans}, nil)
+	if st != 409 || eb.Code != CodeWrongRound || eb.Session == nil || eb.Session.Result.Reason != string(skill.ReasonProtocolError) || eb.Session.Result.FailedRound != 1 {
+		t.Errorf("answer for round 2 in round 1: %d %+v", st, eb)
+	}
+
+	// Correct answers pass (the fake core judges with skill.Session).
+	done := a.run(key.answer)
+	if !done.Result.Accepted || len(done.Result.Rounds) != 3 {
+		t.Errorf("answer key: %+v", done.Result)
+	}
+	// A wrong answer is wrong_answer.
+	done = a.run(func(*Challenge) string { return "unknown" })
+	if done.Result.Reason != string(skill.ReasonWrongAnswer) || done.Result.FailedRound != 1 {
+		t.Errorf("script: %+v", done.Result)
+	}
+}
+
+func TestTimeoutOnTheServerClock(t *testing.T) {
+	key, sets := newAnswerKey(t)
+	// 1-round sessions with a short budget (the fake core does not check
+	// the human bound's floor for us: MaxHumanFraction allows it).
+	p := skill.DefaultPolicy()
+	p.Rounds, p.Tau, p.Total, p.RTTCredit = 1, 300*time.Millisecond, 10*time.Second, 10*time.Millisecond
+	core := newFakeCore(t, sets[0], p)
+	g, err := New(Config{Core: core})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer func() { srv.Close(); g.Close() }()
+	a := newAgent(t, srv.URL)
+
+	// The agent never answers: the gateway's timer ends the round.
+	v := a.create()
+	var cur Session
+	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
+	for cur.State == StateProbing {
+		next := Session{}
+		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: cur.Probe.Seq, Nonce: cur.Probe.Nonce}, &next)
+		cur = next
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if a.get("/v1/sessions/"+v.SessionID, &cur); cur.State == StateDone {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if cur.State != StateDone || cur.Result.Reason != string(skill.ReasonTimeout) || cur.Result.Rounds[0].Answered {
+		t.Fatalf("silent agent: %+v", cur)
+	}
+	if el := cur.Result.Rounds[0].ElapsedMs; el < 300 {
+		t.Errorf("elapsed %d ms recorded for the unanswered round, want at least the budget", el)
+	}
+	// A late answer gets the verdict.
+	ans := key.answer(&Challenge{})
+	var late Session
+	if st, _ := a.post("/v1/sessions/"+v.SessionID+"/answer", answerRequest{Round: 1, Answer: &ans}, &late); st != 200 || late.State != StateDone || late.Result.Reason != string(skill.ReasonTimeout) {
+		t.Errorf("late answer: %d %+v", st, late)
+	}
+	// A slow agent that answers correctly after the budget but before the
+	// grace ends is judged late (timeout), not missing.
+	done := a.run(func(c *Challenge) string {
+		time.Sleep(time.Duration(c.BudgetMs)*time.Millisecond + 150*time.Millisecond)
+		return key.answer(c)
+	})
+	if done.Result.Reason != string(skill.ReasonTimeout) || !done.Result.Rounds[0].Answered || !done.Result.Rounds[0].Correct {
+		t.Errorf("slow agent: %+v", done.Result)
+	}
+}
+
+func TestStartTTLAndClose(t *testing.T) {
+	g, core, base := fakeDoor(t, func(c *Config) { c.StartTTL = 200 * time.Millisecond; c.PowDifficulty = 1 })
+	a := newAgent(t, base)
+	v := a.create()
+	time.Sleep(400 * time.Millisecond)
+	var cur Session
+	if a.get("/v1/sessions/"+v.SessionID, &cur); cur.State != StateExpired {
+		t.Errorf("unstarted session after its TTL: %+v", cur)
+	}
+	// Close ends the sessions in flight: unstarted ones are aborted.
+	v2 := a.create()
+	_ = v2
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	core.mu.Lock()
+	n := len(core.aborted)
+	core.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d core sessions aborted, want 2 (expired, closed)", n)
+	}
+	if st, eb := a.post("/v1/sessions", createRequest{PeerID: a.id.String()}, nil); st != 503 || eb.Code != CodeUnavailable {
+		t.Errorf("create after close: %d %+v", st, eb)
+	}
+}
+
+func TestManifest(t *testing.T) {
+	_, core, base := fakeDoor(t, nil)
+	a := newAgent(t, base)
+	var m Manifest
+	if st, _ := a.get(ManifestPath, &m); st != 200 {
+		t.Fatal(st)
+	}
+	if m.Node.PeerID != core.self.String() || m.Policy.Rounds != 3 || m.Pow.MinDifficulty != DefaultPowDifficulty || m.APIVersion != APIVersion {
+		t.Errorf("manifest %+v", m)
+	}
+	for step, ep := range m.Endpoints {
+		method, path, _ := strings.Cut(ep, " ")
+		found := false
+		for _, rt := range routeTable {
+			found = found || (rt.method == method && rt.path == path)
+		}
+		if !found {
+			t.Errorf("manifest endpoint %s = %q is not a route", step, ep)
+		}
+	}
+	resp, err := http.Get(base + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("openapi: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}

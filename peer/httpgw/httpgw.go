@@ -1,0 +1,299 @@
+// Package httpgw is the HTTP front door of an acaptcha node: verifier as a
+// service for agents without libp2p (spec/http.md). An agent proves that
+// it holds a libp2p key (it signs the session's start message), pays the
+// session's proof of work, answers an RTT probe, then answers each round's
+// challenge with one HTTP exchange; the node times every round on its own
+// clock, from the flushed write of the challenge to the arrival of the
+// answer, and returns the verdict with the attestation it signed about
+// the agent's peer ID. The attestation can be verified over HTTP too.
+//
+// The gateway never re-implements verification: it drives the node's
+// transport-free verifier (Core), the one the libp2p protocol runs over,
+// so payment, budgets, reflection detection and signing are shared.
+package httpgw
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// APIVersion is the version of the HTTP door's wire (spec/http.md); its
+// routes live under /v1.
+const APIVersion = "1.0.0"
+
+// Defaults of Config.
+const (
+	// DefaultMaxSessions bounds the sessions open at once.
+	DefaultMaxSessions = 256
+	// DefaultMaxSessionsPerPrefix bounds the open sessions of one IP
+	// prefix (IPv4 /24, IPv6 /48 by default, as the core's draw budget).
+	DefaultMaxSessionsPerPrefix = 8
+	// DefaultMaxSessionsPerPeer bounds the started sessions of one
+	// (authenticated) peer.
+	DefaultMaxSessionsPerPeer = 2
+	// DefaultStartTTL is how long a created session waits for its start
+	// (the proof of work's allowance is added above 16 bits).
+	DefaultStartTTL = 30 * time.Second
+	// DefaultProbeTimeout bounds one probe round trip.
+	DefaultProbeTimeout = 5 * time.Second
+	// DefaultKeepDone is how long an ended session stays readable.
+	DefaultKeepDone = 2 * time.Minute
+	// DefaultPowDifficulty is the least proof of work the door asks
+	// (anonymous clients mint peer IDs for free).
+	DefaultPowDifficulty = protocol.PublicPowDifficulty
+	// DefaultV4PrefixBits and DefaultV6PrefixBits define an IP prefix.
+	DefaultV4PrefixBits = 24
+	DefaultV6PrefixBits = 48
+)
+
+// Limits of the wire (spec/http.md §5).
+const (
+	// MaxBodyBytes caps every request body but verify's.
+	MaxBodyBytes = 4 << 10
+	// MaxVerifyBodyBytes caps the body of /v1/attestations/verify (a
+	// base64 envelope of at most protocol.MaxEnvelopeBytes).
+	MaxVerifyBodyBytes = 16 << 10
+	// AnswerGrace is added to the answer deadline before the gateway
+	// times a round out, as on libp2p: a just-late answer is judged late
+	// rather than missing.
+	AnswerGrace = 250 * time.Millisecond
+	// Server timeouts.
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 15 * time.Second
+	idleTimeout       = 60 * time.Second
+	maxHeaderBytes    = 8 << 10
+)
+
+// Config configures a Gateway.
+type Config struct {
+	// Core is the verifier the sessions run on (the node's).
+	Core Core
+	// OnIssued is told every finished session's result (the node stores
+	// the signed record as one it issued, indexes it and gossips it).
+	OnIssued func(*protocol.Result)
+	// RequireSource is the node's admission minimum, named in the
+	// manifest; verify's default when the request names none is "any".
+	RequireSource skill.SourceKind
+	// Addrs are the node's libp2p addresses, named in the manifest.
+	Addrs func() []ma.Multiaddr
+	// Probes is the number of RTT probes (default protocol.DefaultProbes).
+	Probes int
+	// PowDifficulty is the least proof of work asked (default
+	// DefaultPowDifficulty; protocol.NoPow for none beyond the core's).
+	PowDifficulty int
+	// Limits (defaults above).
+	MaxSessions          int
+	MaxSessionsPerPrefix int
+	MaxSessionsPerPeer   int
+	StartTTL             time.Duration
+	ProbeTimeout         time.Duration
+	KeepDone             time.Duration
+	V4PrefixBits         int
+	V6PrefixBits         int
+	// Now is the clock rounds are timed on (default time.Now).
+	Now func() time.Time
+	// Logger receives the gateway's logs (default slog.Default()).
+	Logger *slog.Logger
+	// random supplies session IDs and probe nonces (tests).
+	random io.Reader
+}
+
+func (c *Config) applyDefaults() error {
+	if c.Core == nil {
+		return errors.New("httpgw: no verifier core")
+	}
+	for _, n := range []struct {
+		v   *int
+		def int
+	}{
+		{&c.Probes, protocol.DefaultProbes},
+		{&c.MaxSessions, DefaultMaxSessions},
+		{&c.MaxSessionsPerPrefix, DefaultMaxSessionsPerPrefix},
+		{&c.MaxSessionsPerPeer, DefaultMaxSessionsPerPeer},
+		{&c.V4PrefixBits, DefaultV4PrefixBits},
+		{&c.V6PrefixBits, DefaultV6PrefixBits},
+		{&c.PowDifficulty, DefaultPowDifficulty},
+	} {
+		if *n.v == 0 {
+			*n.v = n.def
+		}
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&c.StartTTL, DefaultStartTTL},
+		{&c.ProbeTimeout, DefaultProbeTimeout},
+		{&c.KeepDone, DefaultKeepDone},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < 0 {
+			return errors.New("httpgw: negative duration in config")
+		}
+	}
+	switch {
+	case c.Probes < 1 || c.Probes > protocol.MaxProbes:
+		return fmt.Errorf("httpgw: %d probes, want 1..%d", c.Probes, protocol.MaxProbes)
+	case c.MaxSessions < 1 || c.MaxSessionsPerPrefix < 1 || c.MaxSessionsPerPeer < 1:
+		return errors.New("httpgw: session limits must be positive")
+	case c.V4PrefixBits < 1 || c.V4PrefixBits > 32 || c.V6PrefixBits < 1 || c.V6PrefixBits > 128:
+		return errors.New("httpgw: prefix bits out of range")
+	case c.PowDifficulty > protocol.MaxPowDifficulty:
+		return fmt.Errorf("httpgw: proof of work of %d bits exceeds %d", c.PowDifficulty, protocol.MaxPowDifficulty)
+	}
+	if c.PowDifficulty < 0 {
+		c.PowDifficulty = 0
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.random == nil {
+		c.random = rand.Reader
+	}
+	return nil
+}
+
+// Gateway is the HTTP door of one node.
+type Gateway struct {
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	handler http.Handler
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[string]*session
+	open     int            // sessions not yet ended
+	byPrefix map[string]int // open sessions per prefix
+	byPeer   map[peer.ID]int
+	srv      *http.Server
+	served   chan struct{} // closed when Serve returns
+}
+
+// New builds a gateway; serve its Handler, or call Serve.
+func New(cfg Config) (*Gateway, error) {
+	if err := cfg.applyDefaults(); err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		cfg: cfg, now: cfg.Now,
+		log:      cfg.Logger.With("door", "http", "self", cfg.Core.Self()),
+		sessions: map[string]*session{},
+		byPrefix: map[string]int{},
+		byPeer:   map[peer.ID]int{},
+	}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.handler = g.routes()
+	return g, nil
+}
+
+// Handler returns the gateway's routes (spec/http.md §3).
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Listen listens on addr (host:port) and serves the gateway in the
+// background until Close; it returns the bound address.
+func (g *Gateway) Listen(addr string) (net.Addr, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("httpgw: listen on %s: %w", addr, err)
+	}
+	if err := g.Serve(l); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l.Addr(), nil
+}
+
+// Serve serves the gateway on l in the background until Close. It takes
+// ownership of l.
+func (g *Gateway) Serve(l net.Listener) error {
+	srv := &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return g.ctx },
+	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return errUnavailable
+	}
+	if g.srv != nil {
+		g.mu.Unlock()
+		return errors.New("httpgw: already serving")
+	}
+	g.srv, g.served = srv, make(chan struct{})
+	g.mu.Unlock()
+	go func() {
+		defer close(g.served)
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.log.Error("http gateway stopped", "err", err)
+		}
+	}()
+	g.log.Info("http gateway listening", "addr", l.Addr().String())
+	return nil
+}
+
+// Close stops the server (requests in flight get up to 5 s), ends every
+// open session (a delivered round ends inconclusive, unsigned, as when the
+// libp2p service closes mid-session; an unstarted session is aborted) and
+// waits for the server to stop.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	srv, served := g.srv, g.served
+	all := make([]*session, 0, len(g.sessions))
+	for _, s := range g.sessions {
+		all = append(all, s)
+	}
+	g.mu.Unlock()
+	var err error
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = srv.Shutdown(ctx)
+		cancel()
+		if err != nil {
+			_ = srv.Close()
+		}
+		<-served
+	}
+	g.cancel()
+	for _, s := range all {
+		g.closeSession(s)
+	}
+	if err != nil {
+		return fmt.Errorf("httpgw: shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package httpgw
+
+import (
+	"crypto/rand"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// TestRealNode runs the door over a real node's verifier core: the record
+// the agent gets is signed by the node, verifies, names the agent's peer
+// ID, and is stored as one the node issued; the node's libp2p draw budget
+// is the one HTTP sessions spend.
+func TestRealNode(t *testing.T) {
+	key, sets := newAnswerKey(t)
+	src, err := skill.NewCorpus("examples", sets, nil, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := peer.New(peer.Config{Key: nk, StorePath: filepath.Join(t.TempDir(), "db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		Policy: skill.DefaultPolicy(), Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	g, err := ForNode(n.Door(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer func() { srv.Close(); g.Close() }()
+
+	a := newAgent(t, srv.URL)
+	done := a.run(key.answer)
+	r := done.Result
+	if !r.Accepted || len(r.Attestation) == 0 || len(r.Rounds) != 3 {
+		t.Fatalf("agent: %+v", r)
+	}
+	att, _, err := protocol.VerifyAttestation(r.Attestation, protocol.VerifyOptions{Subject: a.id, Issuer: n.ID()})
+	if err != nil || !att.Accepted || att.Provenance.Source != skill.SourceCorpus {
+		t.Fatalf("record: %v %+v", err, att)
+	}
+	e, err := n.Store().Latest(peer.Issued, a.id, time.Now())
+	if err != nil || e == nil || !e.Attestation.Accepted {
+		t.Fatalf("the node did not store the record it issued: %v %+v", err, e)
+	}
+	// Verify over HTTP: ok for an acceptance; a script's rejection is
+	// valid but not ok unless any_verdict.
+	var vr verifyResponse
+	if st, eb := a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, RequireSource: "corpus"}, &vr); st != 200 || !vr.OK || !vr.Valid || vr.Verdict != "ACCEPTED" {
+		t.Errorf("verify: %d %+v %+v", st, eb, vr)
+	}
+	if a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, RequireSource: "hybrid"}, &vr); vr.OK || !vr.SourceBelowMinimum {
+		t.Errorf("verify requiring hybrid: %+v", vr)
+	}
+	s := newAgent(t, srv.URL)
+	r = s.run(func(*Challenge) string { return "unknown" }).Result
+	if r.Reason != string(skill.ReasonWrongAnswer) || len(r.Attestation) == 0 {
+		t.Fatalf("script: %+v", r)
+	}
+	if a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation}, &vr); vr.OK || !vr.Valid || vr.Verdict != "REJECTED" {
+		t.Errorf("verify a rejection: %+v", vr)
+	}
+	if a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, AnyVerdict: true}, &vr); !vr.OK {
+		t.Errorf("verify a rejection with any_verdict: %+v", vr)
+	}
+	bad := append([]byte(nil), r.Attestation...)
+	bad[len(bad)-1] ^= 1
+	if a.post("/v1/attestations/verify", verifyRequest{Attestation: bad, AnyVerdict: true}, &vr); vr.OK || vr.Valid || vr.Error == "" {
+		t.Errorf("verify a tampered record: %+v", vr)
+	}
+	// The rejection raised the script's proof of work on the node (the
+	// libp2p door asks the same peer for the same).
+	v := s.create()
+	if *v.PowDifficulty <= DefaultPowDifficulty {
+		t.Errorf("difficulty %d after a rejection, want above the door's %d", *v.PowDifficulty, DefaultPowDifficulty)
+	}
+}
+
+// TestReflectedEndsSession: when the core reports the session's challenge
+// reflected, the door ends the round protocol_error.
+func TestReflectedEndsSession(t *testing.T) {
+	_, core, base := fakeDoor(t, nil)
+	a := newAgent(t, base)
+	v := a.create()
+	var cur Session
+	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
+	for cur.State == StateProbing {
+		next := Session{}
+		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: cur.Probe.Seq, Nonce: cur.Probe.Nonce}, &next)
+		cur = next
+	}
+	core.mu.Lock()
+	f := core.reflect
+	core.mu.Unlock()
+	if f == nil || cur.State != StateAnswering {
+		t.Fatalf("no reflection hook registered (state %s)", cur.State)
+	}
+	f()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && cur.State != StateDone {
+		time.Sleep(20 * time.Millisecond)
+		a.get("/v1/sessions/"+v.SessionID, &cur)
+	}
+	if cur.State != StateDone || cur.Result.Reason != string(skill.ReasonProtocolError) {
+		t.Fatalf("reflected session: %+v", cur)
+	}
+}

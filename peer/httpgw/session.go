@@ -1,0 +1,336 @@
+package httpgw
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// StartTag is the domain-separation tag of the start message.
+const StartTag = "acaptcha/http/start/v1"
+
+// StartMessage is the message an agent signs with its libp2p key to start
+// a session (spec/http.md §4.2): the 22 ASCII bytes of StartTag, one 0x00
+// byte, then the session ID (its ASCII form), the session nonce, the
+// verifier's binary peer ID and the agent's binary peer ID, each as a
+// big-endian uint32 length followed by the bytes. It binds the key to this
+// session of this verifier: a signature cannot be replayed elsewhere.
+func StartMessage(sessionID string, nonce []byte, verifier, subject peer.ID) []byte {
+	out := make([]byte, 0, len(StartTag)+1+16+len(sessionID)+len(nonce)+len(verifier)+len(subject))
+	out = append(append(out, StartTag...), 0)
+	for _, f := range [][]byte{[]byte(sessionID), nonce, []byte(verifier), []byte(subject)} {
+		out = binary.BigEndian.AppendUint32(out, uint32(len(f)))
+		out = append(out, f...)
+	}
+	return out
+}
+
+// Session states (spec/http.md §4).
+const (
+	StateAwaitingStart = "awaiting_start"
+	StateProbing       = "probing"
+	StateAnswering     = "answering"
+	StateDone          = "done"
+	StateExpired       = "expired"
+)
+
+// probeNonceBytes is the size of a probe nonce, as on libp2p.
+const probeNonceBytes = 8
+
+// session is one HTTP session over a core session. Every field below mu
+// is guarded by it, and so is every call into core.
+type session struct {
+	id      string
+	peer    peer.ID
+	prefix  string
+	created time.Time
+
+	mu      sync.Mutex
+	core    CoreSession
+	state   string
+	started bool // counted in Gateway.byPeer
+	expires time.Time
+	timer   *time.Timer
+	gen     uint64 // generation of the armed timer
+
+	probeSeq   int
+	probeNonce []byte
+	probeSent  time.Time
+	rtt        time.Duration // minimum probe RTT; -1 until measured
+
+	ch       skill.Challenge // the challenge out (answering)
+	sent     time.Time       // when its response was flushed
+	start    time.Time       // when round 1's was
+	totalCut bool            // T_total, not the round's budget, set the deadline
+
+	result *protocol.Result // done
+	endErr error            // expired: why
+}
+
+// arm (re)sets the session's one timer: after d, fn runs with s.mu held,
+// unless the session was re-armed or disarmed in between. Called with
+// s.mu held.
+func (g *Gateway) arm(s *session, d time.Duration, fn func()) {
+	s.gen++
+	gen := s.gen
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.expires = g.now().Add(d)
+	s.timer = time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.gen == gen {
+			fn()
+		}
+	})
+}
+
+// disarm stops the timer. Called with s.mu held.
+func (s *session) disarm() {
+	s.gen++
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+}
+
+func (g *Gateway) randomBytes(n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(g.cfg.random, b); err != nil {
+		return nil, fmt.Errorf("httpgw: random: %w", err)
+	}
+	return b, nil
+}
+
+func (g *Gateway) newSessionID() (string, error) {
+	b, err := g.randomBytes(16)
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// remoteIP is a request's remote IP address (invalid when it does not
+// parse).
+func remoteIP(remote string) netip.Addr {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.Unmap().WithZone("")
+}
+
+// prefixOf is the IP prefix an address counts its open sessions in (""
+// for an invalid address: such requests share one count).
+func (g *Gateway) prefixOf(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	bits := g.cfg.V6PrefixBits
+	if a.Is4() {
+		bits = g.cfg.V4PrefixBits
+	}
+	p, err := a.Prefix(bits)
+	if err != nil {
+		return ""
+	}
+	return p.String()
+}
+
+// reserve counts a new session against the total and per-prefix limits.
+func (g *Gateway) reserve(prefix string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.closed:
+		return errUnavailable
+	case g.open >= g.cfg.MaxSessions:
+		return errorf(errTooManySessions, "%d sessions open on this node", g.open)
+	case g.byPrefix[prefix] >= g.cfg.MaxSessionsPerPrefix:
+		return errorf(errTooManySessions, "%d sessions open from %s", g.byPrefix[prefix], prefix)
+	}
+	g.open++
+	g.byPrefix[prefix]++
+	return nil
+}
+
+func (g *Gateway) unreserve(prefix string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open--
+	if g.byPrefix[prefix]--; g.byPrefix[prefix] <= 0 {
+		delete(g.byPrefix, prefix)
+	}
+}
+
+// admitPeer counts a started session against the per-peer limit.
+func (g *Gateway) admitPeer(p peer.ID) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byPeer[p] >= g.cfg.MaxSessionsPerPeer {
+		return errorf(errTooManySessions, "%d sessions running for %s", g.byPeer[p], p)
+	}
+	g.byPeer[p]++
+	return nil
+}
+
+// insert publishes a new session, forgetting ended ones if the table is
+// full of them.
+func (g *Gateway) insert(s *session) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return errUnavailable
+	}
+	if len(g.sessions) >= 4*g.cfg.MaxSessions {
+		for id, o := range g.sessions {
+			if o.ended() {
+				delete(g.sessions, id)
+			}
+		}
+	}
+	g.sessions[s.id] = s
+	return nil
+}
+
+// ended reports whether the session has ended; it takes s.mu.
+func (s *session) ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == StateDone || s.state == StateExpired
+}
+
+// lookup finds a session by ID.
+func (g *Gateway) lookup(id string) (*session, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.sessions[id]
+	if s == nil {
+		return nil, errorf(errUnknownSession, "no session %q", id)
+	}
+	return s, nil
+}
+
+// release uncounts an ended session and forgets it after KeepDone. Called
+// with s.mu held, once per session.
+func (g *Gateway) release(s *session) {
+	g.mu.Lock()
+	g.open--
+	if g.byPrefix[s.prefix]--; g.byPrefix[s.prefix] <= 0 {
+		delete(g.byPrefix, s.prefix)
+	}
+	if s.started {
+		if g.byPeer[s.peer]--; g.byPeer[s.peer] <= 0 {
+			delete(g.byPeer, s.peer)
+		}
+	}
+	g.mu.Unlock()
+	g.arm(s, g.cfg.KeepDone, func() {
+		g.mu.Lock()
+		if g.sessions[s.id] == s {
+			delete(g.sessions, s.id)
+		}
+		g.mu.Unlock()
+	})
+}
+
+// finish ends a session with its verdict: the core signs, the node is
+// told. Called with s.mu held.
+func (g *Gateway) finish(s *session) {
+	if s.state == StateDone || s.state == StateExpired {
+		return
+	}
+	s.disarm()
+	res := s.core.Finish()
+	s.result, s.state = res, StateDone
+	g.release(s)
+	if res == nil {
+		return
+	}
+	// The core logged the verdict; the node stores and shares the record.
+	if g.cfg.OnIssued != nil {
+		g.cfg.OnIssued(res)
+	}
+}
+
+// abort ends a session that never ran. Called with s.mu held.
+func (g *Gateway) abort(s *session, err error) {
+	if s.state == StateDone || s.state == StateExpired {
+		return
+	}
+	s.disarm()
+	s.core.Abort(err)
+	s.state, s.endErr = StateExpired, err
+	g.release(s)
+	g.log.Debug("session aborted", "peer", s.peer, "session", s.id, "err", err)
+}
+
+// waited is the timing of the current round at t1.
+func (s *session) waited(t1 time.Time) skill.Timing {
+	return skill.Timing{Elapsed: t1.Sub(s.sent), RTT: s.rtt, SinceStart: t1.Sub(s.start)}
+}
+
+// timeout ends the current round unanswered: timeout, or total_timeout
+// when T_total set the deadline. Called by the timer with s.mu held.
+func (g *Gateway) timeout(s *session) {
+	if s.state != StateAnswering {
+		return
+	}
+	reason, detail := skill.ReasonTimeout, fmt.Sprintf("no answer to round %d within the deadline", s.ch.Round)
+	if s.totalCut {
+		reason, detail = skill.ReasonTotalTimeout, fmt.Sprintf("no answer to round %d before T_total %s ran out", s.ch.Round, g.cfg.Core.Policy().Total)
+	}
+	s.core.FailRound(reason, detail, s.waited(g.now()))
+	g.finish(s)
+}
+
+// reflected ends a session whose challenge came back to this node as a
+// reflection (spec/protocol.md §7): protocol_error.
+func (g *Gateway) reflected(s *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != StateAnswering {
+		return
+	}
+	s.core.FailRound(skill.ReasonProtocolError, "reflected challenge: the peer relayed this node's challenge back to it", s.waited(g.now()))
+	g.finish(s)
+}
+
+// closeSession ends a session when the gateway closes: a delivered round
+// ends inconclusive (nothing signed, as when the libp2p service closes
+// mid-session); a session that never ran is aborted.
+func (g *Gateway) closeSession(s *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case StateAwaitingStart, StateProbing:
+		g.abort(s, fmt.Errorf("%w: the gateway closed", errUnavailable))
+	case StateAnswering:
+		s.core.FailRound(skill.ReasonInconclusive, "verifier closed", s.waited(g.now()))
+		g.finish(s)
+	}
+	s.disarm()
+}
+
+// errUnresponsive is why a session whose probe went unanswered ends
+// without a verdict: hellos and probes are answered by the runtime, not by
+// the agent's brain, so silence there says nothing about what it is.
+var errUnresponsive = fmt.Errorf("%w: probe not acknowledged in time", protocol.ErrUnresponsive)
+
+// errNotStarted is why a session not started within its TTL ends.
+var errNotStarted = errors.New("session not started in time")
