@@ -54,7 +54,7 @@ func gossipMsg(data []byte, author peer.ID) *pubsub.Message {
 // sealRaw signs a with key without Seal's checks (to forge records).
 func sealRaw(t *testing.T, a *protocol.Attestation, key crypto.PrivKey) []byte {
 	t.Helper()
-	env, err := record.Seal(&protocol.AttestationRecord{Attestation: *a}, key)
+	env, err := record.Seal(a, key)
 	if err != nil {
 		t.Fatal(err)
 	}

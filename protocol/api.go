@@ -19,10 +19,6 @@ const ID = "/acaptcha/attest/1.0.0"
 // ServiceName names the protocol's resource-manager scope.
 const ServiceName = "acaptcha.attest"
 
-// SpecVersion is the version of the wire and record format this package
-// implements, carried in every hello and attestation.
-const SpecVersion = "1.0.0"
-
 // Result is the verifier's outcome of one session against a peer.
 type Result struct {
 	Peer    peer.ID
@@ -61,53 +57,6 @@ type ProverResult struct {
 	Duration time.Duration
 }
 
-// Attestation is the verdict a verifier (Issuer) signs about a prover
-// (Subject). It travels as a libp2p record.Record inside a signed
-// record.Envelope; see spec/attestation.md for the encoding.
-type Attestation struct {
-	Issuer      peer.ID
-	Subject     peer.ID
-	Accepted    bool
-	Reason      skill.Reason
-	FailedRound int
-	// Nonce is the session nonce from the verifier's hello (32 bytes).
-	Nonce []byte
-	// TranscriptDigest is skill.TranscriptDigest over the delivered rounds.
-	TranscriptDigest []byte
-	Rounds           []RoundTiming
-	Policy           PolicySummary
-	Domain           string
-	SetID            string
-	IssuedAt         time.Time
-	ExpiresAt        time.Time
-	SpecVersion      string
-	// Provenance says what produced the challenges the session served
-	// (skill.Set.Provenance; the zero value when the set named none).
-	Provenance skill.Provenance
-}
-
-// RoundTiming is one round's timing as the verifier measured it.
-type RoundTiming struct {
-	Round           int
-	Budget          time.Duration
-	Effective       time.Duration
-	NarrativeTokens int
-	Correct         bool
-}
-
-// PolicySummary is the policy a session ran under.
-type PolicySummary struct {
-	Rounds     int
-	Tau        time.Duration // fixed tau; zero when derived
-	DerivedTau bool
-	Alpha      float64
-	Total      time.Duration
-	RTTCredit  time.Duration
-}
-
-// DefaultAttestationTTL is how long an attestation is valid by default.
-const DefaultAttestationTTL = 24 * time.Hour
-
 // NewAttestation builds the attestation for a finished verifier session.
 // It returns nil for inconclusive verdicts, which are never signed: the
 // peer was neither accepted nor rejected.
@@ -129,11 +78,11 @@ func NewAttestation(issuer, subject peer.ID, nonce []byte, s *skill.Session, v s
 			Rounds: p.Rounds, DerivedTau: p.DeriveTau, Alpha: p.Alpha,
 			Total: p.Total, RTTCredit: p.RTTCredit,
 		},
-		Domain:      v.Domain,
-		SetID:       v.SetID,
-		IssuedAt:    now.UTC().Truncate(time.Second),
-		ExpiresAt:   now.UTC().Truncate(time.Second).Add(ttl),
-		SpecVersion: SpecVersion,
+		ChallengeDomain: v.Domain,
+		SetID:           v.SetID,
+		IssuedAt:        now.UTC().Truncate(time.Second),
+		ExpiresAt:       now.UTC().Truncate(time.Second).Add(ttl),
+		SpecVersion:     SpecVersion,
 	}
 	if set := s.Set(); set != nil {
 		a.Provenance = RecordedProvenance(set.Provenance)

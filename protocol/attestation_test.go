@@ -139,12 +139,12 @@ func attestFixture(t testing.TB) (*protocol.Attestation, crypto.PrivKey, crypto.
 		Policy: protocol.PolicySummary{
 			Rounds: 3, Tau: 15 * time.Second, Total: 120 * time.Second, RTTCredit: 500 * time.Millisecond,
 		},
-		Domain:      "biochemistry",
-		SetID:       "9b1c5e0d2a7f4b6c8e3d1a0f5c7b9e2d",
-		IssuedAt:    attestIssuedAt,
-		ExpiresAt:   attestIssuedAt.Add(protocol.DefaultAttestationTTL),
-		SpecVersion: protocol.SpecVersion,
-		Provenance:  attestProvenance,
+		ChallengeDomain: "biochemistry",
+		SetID:           "9b1c5e0d2a7f4b6c8e3d1a0f5c7b9e2d",
+		IssuedAt:        attestIssuedAt,
+		ExpiresAt:       attestIssuedAt.Add(protocol.DefaultAttestationTTL),
+		SpecVersion:     protocol.SpecVersion,
+		Provenance:      attestProvenance,
 	}
 	return a, ik, sk
 }
@@ -158,7 +158,7 @@ func attestRejected(t testing.TB) (*protocol.Attestation, crypto.PrivKey) {
 		{Round: 2, Budget: 16_750 * time.Millisecond, Effective: 16_751 * time.Millisecond, NarrativeTokens: 660, Correct: true},
 	}
 	a.Policy = protocol.PolicySummary{Rounds: 3, DerivedTau: true, Alpha: 0.1, Total: 90 * time.Second, RTTCredit: 250 * time.Millisecond}
-	a.Domain, a.SetID = "cybersecurity", "set-0042"
+	a.ChallengeDomain, a.SetID = "cybersecurity", "set-0042"
 	a.Provenance = skill.Provenance{Source: skill.SourceProcedural}
 	return a, ik
 }
@@ -197,7 +197,7 @@ func attestSealRaw(t testing.TB, rec record.Record, key crypto.PrivKey) []byte {
 // attestSealUnchecked signs a without Seal's refusals.
 func attestSealUnchecked(t testing.TB, a *protocol.Attestation, key crypto.PrivKey) []byte {
 	t.Helper()
-	return attestSealRaw(t, &protocol.AttestationRecord{Attestation: *a}, key)
+	return attestSealRaw(t, a, key)
 }
 
 func attestMustSeal(t testing.TB, a *protocol.Attestation, key crypto.PrivKey) []byte {
@@ -260,7 +260,7 @@ func TestAttestationSealVerifyRoundTrip(t *testing.T) {
 				t.Fatalf("ConsumeEnvelope: %v", err)
 			}
 			ar, ok := rec.(*protocol.AttestationRecord)
-			if !ok || !reflect.DeepEqual(&ar.Attestation, tc.a) {
+			if !ok || !reflect.DeepEqual(ar, tc.a) {
 				t.Fatalf("ConsumeEnvelope returned %T %+v", rec, rec)
 			}
 			if !got.Valid(attestVerifyAt) {
@@ -365,7 +365,7 @@ func TestAttestationVerifyErrors(t *testing.T) {
 
 func mustPayload(t testing.TB, a *protocol.Attestation) []byte {
 	t.Helper()
-	b, err := (&protocol.AttestationRecord{Attestation: *a}).MarshalRecord()
+	b, err := a.MarshalRecord()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,9 @@ func TestAttestationStructuralChecks(t *testing.T) {
 		{"four rounds", func(a *protocol.Attestation) { a.Policy.Rounds = 4 }},
 		{"expiry before issue", func(a *protocol.Attestation) { a.ExpiresAt = a.IssuedAt }},
 		{"zero issue time", func(a *protocol.Attestation) { a.IssuedAt = time.Time{} }},
-		{"oversized domain", func(a *protocol.Attestation) { a.Domain = strings.Repeat("d", protocol.MaxAttestationString+1) }},
+		{"oversized domain", func(a *protocol.Attestation) {
+			a.ChallengeDomain = strings.Repeat("d", protocol.MaxAttestationString+1)
+		}},
 		{"other subject but wrong digest", func(a *protocol.Attestation) { a.Subject = oid; a.TranscriptDigest = a.TranscriptDigest[:16] }},
 		{"oversized provenance model", func(a *protocol.Attestation) { a.Provenance.Model = strings.Repeat("m", skill.MaxModelBytes+1) }},
 		{"provenance model not UTF-8", func(a *protocol.Attestation) { a.Provenance.Model = "openai:\xff" }},
@@ -423,7 +425,7 @@ func TestAttestationStructuralChecks(t *testing.T) {
 			if a.Valid(attestVerifyAt) {
 				t.Fatal("Valid() accepted an inconsistent attestation")
 			}
-			b, err := (&protocol.AttestationRecord{Attestation: *a}).MarshalRecord()
+			b, err := a.MarshalRecord()
 			if err != nil {
 				// Not even encodable: nothing to verify.
 				attestWantErr(t, err, protocol.ErrMalformed)

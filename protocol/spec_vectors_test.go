@@ -166,8 +166,8 @@ func TestSpecReasonVectors(t *testing.T) {
 					t.Errorf("round %d: %+v, want %+v", i+1, r, w)
 				}
 			}
-			if len(c.Want.Rounds) == 0 && (got.SetID != "" || got.Domain != "") {
-				t.Errorf("a set given back unseen is named: domain %q set_id %q", got.Domain, got.SetID)
+			if len(c.Want.Rounds) == 0 && (got.SetID != "" || got.ChallengeDomain != "") {
+				t.Errorf("a set given back unseen is named: domain %q set_id %q", got.ChallengeDomain, got.SetID)
 			}
 			if len(c.Want.Rounds) > 0 && got.SetID != v.Set.ContentID() {
 				t.Errorf("set_id %q, want the content ID %q", got.SetID, v.Set.ContentID())

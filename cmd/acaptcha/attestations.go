@@ -266,7 +266,7 @@ func (a *app) printAttestation(at *protocol.Attestation, env []byte, dir string)
 		fmt.Fprintf(w, " at round %d", at.FailedRound)
 	}
 	fmt.Fprintf(w, "\nissued   %s\nexpires  %s\nspec     %s\ndomain   %s (set %s)\nsource   %s\nnonce    %x\ndigest   %x\n",
-		at.IssuedAt.Format(time.RFC3339), at.ExpiresAt.Format(time.RFC3339), at.SpecVersion, at.Domain, at.SetID, provenanceWords(at.Provenance), at.Nonce, at.TranscriptDigest)
+		at.IssuedAt.Format(time.RFC3339), at.ExpiresAt.Format(time.RFC3339), at.SpecVersion, at.ChallengeDomain, at.SetID, provenanceWords(at.Provenance), at.Nonce, at.TranscriptDigest)
 	p := at.Policy
 	tau := p.Tau.String()
 	if p.DerivedTau {

@@ -1,4 +1,11 @@
-package protocol
+// Package attestation is the signed acaptcha attestation record: the
+// verdict a verifier (the issuer) signs about a prover (the subject) after
+// one session, its protobuf encoding (spec/proto/attestation.proto), its
+// structural, time and provenance checks, sealing into a libp2p signed
+// envelope and verification (spec/attestation.md). Record implements
+// libp2p's record.Record itself, like go-libp2p's circuit v2 voucher, so
+// record.ConsumeEnvelope returns it for Codec.
+package attestation
 
 import (
 	"bytes"
@@ -21,6 +28,11 @@ import (
 	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
 )
+
+// SpecVersion is the version of the wire and record format (spec
+// document versions are listed in spec/protocol.md §12; records and hellos
+// carry this one).
+const SpecVersion = "1.0.0"
 
 // AttestationDomain is the libp2p signature domain of attestation records.
 // The envelope signature covers it, so a signature made for another record
@@ -89,36 +101,73 @@ var (
 )
 
 func init() {
-	record.RegisterType(&AttestationRecord{})
+	record.RegisterType(&Record{})
 }
 
-// AttestationRecord is the libp2p record.Record form of an Attestation.
-//
-// Attestation cannot implement record.Record itself: its Domain field (the
-// challenge domain) would clash with the interface's Domain method. The
-// wrapper embeds the attestation, so rec.Issuer, rec.Subject and the other
-// fields read through; the challenge domain is rec.Attestation.Domain.
-// Seal and VerifyAttestation use it internally; it is exported for callers
-// of record.ConsumeEnvelope, which returns it for AttestationCodec.
-type AttestationRecord struct {
-	Attestation
+// Record is the verdict a verifier (Issuer) signs about a prover
+// (Subject). It is a libp2p record.Record and travels inside a signed
+// record.Envelope; see spec/attestation.md for the encoding.
+type Record struct {
+	Issuer      peer.ID
+	Subject     peer.ID
+	Accepted    bool
+	Reason      skill.Reason
+	FailedRound int
+	// Nonce is the session nonce from the verifier's hello (32 bytes).
+	Nonce []byte
+	// TranscriptDigest is skill.TranscriptDigest over the delivered rounds.
+	TranscriptDigest []byte
+	Rounds           []RoundTiming
+	Policy           PolicySummary
+	// ChallengeDomain is the challenge set's domain (field 10, "domain";
+	// not the record's signature domain, which Domain returns).
+	ChallengeDomain string
+	SetID            string
+	IssuedAt         time.Time
+	ExpiresAt        time.Time
+	SpecVersion      string
+	// Provenance says what produced the challenges the session served
+	// (skill.Set.Provenance; the zero value when the set named none).
+	Provenance skill.Provenance
 }
 
-var _ record.Record = (*AttestationRecord)(nil)
+// RoundTiming is one round's timing as the verifier measured it.
+type RoundTiming struct {
+	Round           int
+	Budget          time.Duration
+	Effective       time.Duration
+	NarrativeTokens int
+	Correct         bool
+}
+
+// PolicySummary is the policy a session ran under.
+type PolicySummary struct {
+	Rounds     int
+	Tau        time.Duration // fixed tau; zero when derived
+	DerivedTau bool
+	Alpha      float64
+	Total      time.Duration
+	RTTCredit  time.Duration
+}
+
+// DefaultAttestationTTL is how long an attestation is valid by default.
+const DefaultAttestationTTL = 24 * time.Hour
+
+var _ record.Record = (*Record)(nil)
 
 // Domain implements record.Record: it returns AttestationDomain.
-func (r *AttestationRecord) Domain() string { return AttestationDomain }
+func (r *Record) Domain() string { return AttestationDomain }
 
 // Codec implements record.Record: the varint of AttestationCodec.
-func (r *AttestationRecord) Codec() []byte { return bytes.Clone(attestationCodecBytes) }
+func (r *Record) Codec() []byte { return bytes.Clone(attestationCodecBytes) }
 
 // MarshalRecord implements record.Record. Durations are truncated to whole
 // milliseconds and times to whole seconds. It refuses values that cannot
 // be encoded (negative or oversized durations, out-of-range counters) with
 // an error wrapping ErrMalformed; it does not run the structural checks
 // (Seal does).
-func (r *AttestationRecord) MarshalRecord() ([]byte, error) {
-	m, err := r.Attestation.toProto()
+func (r *Record) MarshalRecord() ([]byte, error) {
+	m, err := r.toProto()
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +182,7 @@ func (r *AttestationRecord) MarshalRecord() ([]byte, error) {
 // decoding failures wrap ErrMalformed. It checks encodings only (peer IDs
 // are multihashes, numbers fit); VerifyAttestation applies the structural
 // and time checks.
-func (r *AttestationRecord) UnmarshalRecord(data []byte) error {
+func (r *Record) UnmarshalRecord(data []byte) error {
 	var m pb.AttestationRecord
 	if err := proto.Unmarshal(data, &m); err != nil {
 		return fmt.Errorf("%w: payload: %w", ErrMalformed, err)
@@ -142,7 +191,7 @@ func (r *AttestationRecord) UnmarshalRecord(data []byte) error {
 	if err != nil {
 		return err
 	}
-	r.Attestation = *a
+	*r = *a
 	return nil
 }
 
@@ -174,7 +223,7 @@ func uint32ToInt(name string, v uint32) (int, error) {
 	return int(v), nil
 }
 
-func (a *Attestation) toProto() (*pb.AttestationRecord, error) {
+func (a *Record) toProto() (*pb.AttestationRecord, error) {
 	var err error
 	m := &pb.AttestationRecord{
 		Issuer:           []byte(a.Issuer),
@@ -183,7 +232,7 @@ func (a *Attestation) toProto() (*pb.AttestationRecord, error) {
 		Reason:           string(a.Reason),
 		Nonce:            bytes.Clone(a.Nonce),
 		TranscriptDigest: bytes.Clone(a.TranscriptDigest),
-		Domain:           a.Domain,
+		Domain:           a.ChallengeDomain,
 		SetId:            a.SetID,
 		IssuedAt:         a.IssuedAt.Unix(),
 		ExpiresAt:        a.ExpiresAt.Unix(),
@@ -229,7 +278,7 @@ func (a *Attestation) toProto() (*pb.AttestationRecord, error) {
 	return m, nil
 }
 
-func attestationFromProto(m *pb.AttestationRecord) (*Attestation, error) {
+func attestationFromProto(m *pb.AttestationRecord) (*Record, error) {
 	issuer, err := peer.IDFromBytes(m.GetIssuer())
 	if err != nil {
 		return nil, fmt.Errorf("%w: issuer peer ID: %w", ErrMalformed, err)
@@ -238,14 +287,14 @@ func attestationFromProto(m *pb.AttestationRecord) (*Attestation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: subject peer ID: %w", ErrMalformed, err)
 	}
-	a := &Attestation{
+	a := &Record{
 		Issuer:           issuer,
 		Subject:          subject,
 		Accepted:         m.GetAccepted(),
 		Reason:           skill.Reason(m.GetReason()),
 		Nonce:            bytes.Clone(m.GetNonce()),
 		TranscriptDigest: bytes.Clone(m.GetTranscriptDigest()),
-		Domain:           m.GetDomain(),
+		ChallengeDomain:  m.GetDomain(),
 		SetID:            m.GetSetId(),
 		IssuedAt:         time.Unix(m.GetIssuedAt(), 0).UTC(),
 		ExpiresAt:        time.Unix(m.GetExpiresAt(), 0).UTC(),
@@ -295,9 +344,9 @@ func attestationFromProto(m *pb.AttestationRecord) (*Attestation, error) {
 	return a, nil
 }
 
-// checkVersion reports whether v is MAJOR.MINOR.PATCH (optionally followed
+// CheckVersion reports whether v is MAJOR.MINOR.PATCH (optionally followed
 // by a "-" or "+" suffix) with the same major version as SpecVersion.
-func checkVersion(v string) error {
+func CheckVersion(v string) error {
 	if len(v) > maxSpecVersionBytes {
 		return fmt.Errorf("%w: spec version of %d bytes", ErrUnsupportedVersion, len(v))
 	}
@@ -338,7 +387,7 @@ func specMajor(v string) (uint64, bool) {
 
 // checkStructure applies the time-independent checks of the verification
 // procedure (spec/attestation.md, step 5). Errors wrap ErrMalformed.
-func (a *Attestation) checkStructure() error {
+func (a *Record) checkStructure() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
 	}
@@ -361,7 +410,7 @@ func (a *Attestation) checkStructure() error {
 		return bad("inconclusive verdicts are never attested")
 	case a.Accepted != (a.Reason == skill.ReasonOK):
 		return bad("accepted=%t with reason %q", a.Accepted, a.Reason)
-	case len(a.Domain) > MaxAttestationString || !utf8.ValidString(a.Domain):
+	case len(a.ChallengeDomain) > MaxAttestationString || !utf8.ValidString(a.ChallengeDomain):
 		return bad("domain is not UTF-8 of at most %d bytes", MaxAttestationString)
 	case len(a.SetID) > MaxAttestationString || !utf8.ValidString(a.SetID):
 		return bad("set_id is not UTF-8 of at most %d bytes", MaxAttestationString)
@@ -443,7 +492,7 @@ func CutAnswer(s string) string { return skill.CapBytes(s, skill.MaxAnswerBytes)
 
 // checkIssuedRounds is the issuer's stricter rule for the failed round
 // (spec/attestation.md §5): exactly IssuedFailedRound.
-func checkIssuedRounds(a *Attestation) error {
+func checkIssuedRounds(a *Record) error {
 	if want := IssuedFailedRound(a.Accepted, len(a.Rounds)); a.FailedRound != want {
 		return fmt.Errorf("%w: failed round %d with %d round entries, an issuer writes %d", ErrMalformed, a.FailedRound, len(a.Rounds), want)
 	}
@@ -480,7 +529,7 @@ func (p PolicySummary) check() error {
 }
 
 // checkTime applies the validity-window checks at now.
-func (a *Attestation) checkTime(now time.Time, allowExpired bool) error {
+func (a *Record) checkTime(now time.Time, allowExpired bool) error {
 	if a.IssuedAt.After(now.Add(MaxClockSkew)) {
 		return fmt.Errorf("%w: issued at %s, now %s", ErrNotYetValid, a.IssuedAt.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
@@ -494,14 +543,14 @@ func (a *Attestation) checkTime(now time.Time, allowExpired bool) error {
 // the spec version, the structural checks and the validity window at now
 // (time.Now when zero). It says nothing about who signed the attestation;
 // use VerifyAttestation on the sealed bytes for that.
-func (a *Attestation) Check(now time.Time) error {
+func (a *Record) Check(now time.Time) error {
 	if a == nil {
 		return fmt.Errorf("%w: nil attestation", ErrMalformed)
 	}
 	if now.IsZero() {
 		now = time.Now()
 	}
-	if err := checkVersion(a.SpecVersion); err != nil {
+	if err := CheckVersion(a.SpecVersion); err != nil {
 		return err
 	}
 	if err := a.checkStructure(); err != nil {
@@ -513,14 +562,14 @@ func (a *Attestation) Check(now time.Time) error {
 // Valid reports whether Check(now) passes: the attestation is well formed
 // and now lies in its validity window. Like Check it does not verify a
 // signature.
-func (a *Attestation) Valid(now time.Time) bool { return a.Check(now) == nil }
+func (a *Record) Valid(now time.Time) bool { return a.Check(now) == nil }
 
 // Seal signs a with key and returns the marshalled libp2p envelope. It
 // refuses to seal (with the error VerifyAttestation would give) an
 // attestation whose issuer is not key's peer ID, whose spec version is not
 // ours, or that fails the structural checks; the validity window is not
 // checked, so expired attestations can be sealed for tests.
-func Seal(a *Attestation, key crypto.PrivKey) ([]byte, error) {
+func Seal(a *Record, key crypto.PrivKey) ([]byte, error) {
 	if a == nil {
 		return nil, fmt.Errorf("seal attestation: %w: nil attestation", ErrMalformed)
 	}
@@ -534,7 +583,7 @@ func Seal(a *Attestation, key crypto.PrivKey) ([]byte, error) {
 	if signer != a.Issuer {
 		return nil, fmt.Errorf("seal attestation: %w: key belongs to %s, issuer is %s", ErrIssuerMismatch, signer, a.Issuer)
 	}
-	if err := checkVersion(a.SpecVersion); err != nil {
+	if err := CheckVersion(a.SpecVersion); err != nil {
 		return nil, fmt.Errorf("seal attestation: %w", err)
 	}
 	if err := a.checkStructure(); err != nil {
@@ -546,7 +595,7 @@ func Seal(a *Attestation, key crypto.PrivKey) ([]byte, error) {
 	if err := checkIssuedRounds(a); err != nil {
 		return nil, fmt.Errorf("seal attestation: %w", err)
 	}
-	env, err := record.Seal(&AttestationRecord{Attestation: *a}, key)
+	env, err := record.Seal(a, key)
 	if err != nil {
 		return nil, fmt.Errorf("seal attestation: %w", err)
 	}
@@ -588,7 +637,7 @@ type VerifyOptions struct {
 // 13). On success it returns the
 // attestation and the envelope; on failure it returns only an error that
 // wraps exactly one of the Err* sentinels of this file.
-func VerifyAttestation(data []byte, opts VerifyOptions) (*Attestation, *record.Envelope, error) {
+func Verify(data []byte, opts VerifyOptions) (*Record, *record.Envelope, error) {
 	const op = "verify attestation"
 	if len(data) > MaxEnvelopeBytes {
 		return nil, nil, fmt.Errorf("%s: %w: %d bytes exceeds %d", op, ErrTooLarge, len(data), MaxEnvelopeBytes)
@@ -605,7 +654,7 @@ func VerifyAttestation(data []byte, opts VerifyOptions) (*Attestation, *record.E
 	if !bytes.Equal(raw.PayloadType, attestationCodecBytes) {
 		return nil, nil, fmt.Errorf("%s: %w: payload type %x is not an attestation (%x)", op, ErrMalformed, raw.PayloadType, attestationCodecBytes)
 	}
-	var rec AttestationRecord
+	var rec Record
 	env, err := consumeTypedEnvelope(data, &rec)
 	if err != nil {
 		if errors.Is(err, ErrMalformed) {
@@ -613,8 +662,8 @@ func VerifyAttestation(data []byte, opts VerifyOptions) (*Attestation, *record.E
 		}
 		return nil, nil, fmt.Errorf("%s: %w: %w", op, ErrBadSignature, err)
 	}
-	a := &rec.Attestation
-	if err := checkVersion(a.SpecVersion); err != nil {
+	a := &rec
+	if err := CheckVersion(a.SpecVersion); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if err := a.checkStructure(); err != nil {
@@ -651,7 +700,7 @@ func VerifyAttestation(data []byte, opts VerifyOptions) (*Attestation, *record.E
 // record's challenge source ranks at least as high as min; otherwise an
 // error wrapping ErrSourceBelowMinimum. A min that is not a named source
 // kind is refused the same way rather than read as "any".
-func CheckSource(a *Attestation, min skill.SourceKind) error {
+func CheckSource(a *Record, min skill.SourceKind) error {
 	if min == skill.SourceUnknown {
 		return nil
 	}
@@ -717,7 +766,7 @@ func unmarshalEnvelope(data []byte) (env *record.Envelope, err error) {
 	return record.UnmarshalEnvelope(data)
 }
 
-func consumeTypedEnvelope(data []byte, rec *AttestationRecord) (env *record.Envelope, err error) {
+func consumeTypedEnvelope(data []byte, rec *Record) (env *record.Envelope, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			env, err = nil, fmt.Errorf("%w: panic opening envelope: %v", ErrMalformed, r)
@@ -777,7 +826,7 @@ type policyJSON struct {
 // strings, nonce and digest in hex, durations as whole milliseconds
 // (*_ms fields) and times in RFC 3339. It is a display format; the signed
 // form is the envelope.
-func (a *Attestation) MarshalJSON() ([]byte, error) {
+func (a *Record) MarshalJSON() ([]byte, error) {
 	if a == nil {
 		return []byte("null"), nil
 	}
@@ -798,7 +847,7 @@ func (a *Attestation) MarshalJSON() ([]byte, error) {
 			TotalMs:     a.Policy.Total.Milliseconds(),
 			RTTCreditMs: a.Policy.RTTCredit.Milliseconds(),
 		},
-		Domain:      a.Domain,
+		Domain:      a.ChallengeDomain,
 		SetID:       a.SetID,
 		IssuedAt:    a.IssuedAt.UTC().Format(time.RFC3339),
 		ExpiresAt:   a.ExpiresAt.UTC().Format(time.RFC3339),
