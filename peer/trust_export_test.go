@@ -46,7 +46,7 @@ func MakeTestAttestationFrom(key crypto.PrivKey, subject peer.ID, accepted bool,
 	a := &protocol.Attestation{
 		Issuer: issuer, Subject: subject, Accepted: accepted, Reason: skill.ReasonOK,
 		Nonce: nonce, TranscriptDigest: digest,
-		Policy: protocol.PolicySummary{Rounds: 3, Tau: 15 * time.Second, Total: 2 * time.Minute, RTTCredit: 500 * time.Millisecond},
+		Policy:          protocol.PolicySummary{Rounds: 3, Tau: 15 * time.Second, Total: 2 * time.Minute, RTTCredit: 500 * time.Millisecond},
 		ChallengeDomain: "test", SetID: "set",
 		IssuedAt: issued.UTC().Truncate(time.Second), ExpiresAt: issued.UTC().Truncate(time.Second).Add(ttl),
 		SpecVersion: protocol.SpecVersion,

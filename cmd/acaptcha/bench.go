@@ -25,6 +25,7 @@ func (a *app) benchCmd() *cobra.Command {
 		},
 	}
 	cmd.AddCommand(a.benchSwarmCmd())
+	cmd.AddCommand(a.benchAbuseCmd(), a.benchProversCmd())
 	return cmd
 }
 

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acaptcha/acaptcha/internal/abuse"
+)
+
+type abuseFlags struct {
+	duration, honestEvery, pace time.Duration
+	attacks                     []string
+	scale                       float64
+	check, nodeLog              bool
+	connLow, connHigh           int
+}
+
+func (a *app) benchAbuseCmd() *cobra.Command {
+	var f abuseFlags
+	cmd := &cobra.Command{
+		Use:   "abuse",
+		Short: "Attack one node on loopback with the nine abuses of issue 10 while honest peers attest with it",
+		Long: `Starts one acaptcha node in this process on loopback (procedural
+challenges, the protocol's default budgets, first contact on every peer,
+gossip and presentations on) and runs, for --duration, a mix of attacks from
+hostile libp2p clients:
+
+  1 reciprocal-flood      one identity loops hellos asking to be verified back
+  2 goroutine-flood       the same with a prover that never answers
+  3 idle-connections      many identities connect and idle
+  4 slot-pinning          hellos with total_ms = 1 h that hold the stream
+  5 set-drain             identities that pay, peek at round 1 and reset
+  6 perturbed-relay       relays the node's challenge back with one leading space
+  7 hostile-verifiers     made-up three-round sessions against the node's answerer
+  8 silent-first-contact  identities that never answer the node's hello
+  9 sybil-presentation    presentations of acceptances by throw-away issuers
+
+Once every attacker identity is up (the ramp-up), the node verifies honest
+provers and honest verifiers verify the node until the end, one session
+every --honest-every each (a fresh honest identity every 10
+sessions, as honest agents re-attest rarely). The provers answer from a
+bench-only answer key that stands in for the LLM; the node's answerer counts
+its calls.
+
+The report gives the honest session latency, the process's peak RSS and
+goroutines (attackers and honest peers run in the same process, so these
+bound the node's own), the growth of the node's store file, and per attack
+the attacker's attempts, the sessions it paid for, the sets drawn for it, the
+records signed about it and the answerer calls it caused against its budget.
+The node's connection manager runs with watermarks --conn-low/--conn-high
+(64/160: about 170 attacker identities pass the high watermark and stay
+below the inbound limit of 200) and a 2 s grace period so that it trims
+idle connections within the run. All peers dial from 127.0.0.1, which is
+exempt from the per-IP connection limit: the attacker is one with as many
+addresses as identities.
+
+--check exits 1 when an acceptance bound fails: honest p99 below 1 s, peak
+RSS below 512 MB, goroutines below 5,000, no attacker set spent beyond the
+attacker's paid sessions, no answerer call beyond budget, every honest
+session accepted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runBenchAbuse(cmd.Context(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.DurationVar(&f.duration, "duration", abuse.DefaultDuration, "how long the attack runs")
+	fl.DurationVar(&f.honestEvery, "honest-every", abuse.DefaultHonestEvery, "pause between two sessions of each honest flow")
+	fl.DurationVar(&f.pace, "pace", abuse.DefaultPace, "pause between two iterations of an attacker's loop")
+	fl.StringSliceVar(&f.attacks, "attacks", nil, "attacks to run, comma-separated (default all: "+strings.Join(abuse.Attacks, ",")+")")
+	fl.Float64Var(&f.scale, "scale", 1, "multiplies the attacker identities of every attack")
+	fl.BoolVar(&f.check, "check", false, "exit 1 when an acceptance bound fails")
+	fl.BoolVar(&f.nodeLog, "node-log", false, "print the node's warnings on stderr")
+	fl.IntVar(&f.connLow, "conn-low", abuse.DefaultConnLow, "the node's connection-manager low watermark")
+	fl.IntVar(&f.connHigh, "conn-high", abuse.DefaultConnHigh, "the node's connection-manager high watermark (its inbound limit is set above it)")
+	return cmd
+}
+
+func (a *app) runBenchAbuse(ctx context.Context, f abuseFlags) error {
+	switch {
+	case f.duration <= 0 || f.duration > 24*time.Hour:
+		return usageErr("--duration %s: want a positive duration up to 24h", f.duration)
+	case f.honestEvery < 0 || f.pace < 0:
+		return usageErr("--honest-every and --pace must not be negative")
+	case f.scale <= 0 || f.scale > 16:
+		return usageErr("--scale %g: want more than 0, at most 16", f.scale)
+	case f.connLow < 1 || f.connHigh < f.connLow || f.connHigh > 100_000:
+		return usageErr("--conn-low %d / --conn-high %d: want 1 <= low <= high <= 100000", f.connLow, f.connHigh)
+	}
+	for _, name := range f.attacks {
+		if !contains(abuse.Attacks, name) {
+			return usageErr("--attacks: unknown attack %q (known: %s)", name, strings.Join(abuse.Attacks, ", "))
+		}
+	}
+	cfg := abuse.Config{Duration: f.duration, HonestEvery: f.honestEvery, Pace: f.pace, Attacks: f.attacks, Scale: f.scale, ConnLow: f.connLow, ConnHigh: f.connHigh}
+	if f.nodeLog {
+		cfg.NodeLog = a.stderr
+	}
+	if !a.jsonOut {
+		start := time.Now()
+		cfg.Progress = func(format string, args ...any) {
+			fmt.Fprintf(a.stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+		}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	rep, err := abuse.Run(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("bench abuse: %w", err)
+	}
+	if a.jsonOut {
+		if err := writeJSON(a, rep); err != nil {
+			return err
+		}
+	} else if err := printAbuseReport(a.stdout, rep); err != nil {
+		return err
+	}
+	if f.check && len(rep.Failed) > 0 {
+		return &exitError{code: exitRejected, err: fmt.Errorf("acceptance bounds failed: %s", strings.Join(rep.Failed, "; "))}
+	}
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+func printAbuseReport(w io.Writer, r *abuse.Report) error {
+	fmt.Fprintf(w, "\nabuse bench: %d attacks for %s against one node on loopback (procedural challenges, default budgets; connection watermarks %d/%d, inbound limit %d)\n",
+		len(r.Attacks), r.Duration, r.ConnLow, r.ConnHigh, r.InboundLimit)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, l := range []struct {
+		name string
+		v    abuse.Latency
+	}{{fmt.Sprintf("honest sessions (after a %s ramp-up)", r.RampUp.Round(time.Millisecond)), r.Honest}, {"  node verifies prover", r.HonestProver}, {"  verifier verifies node", r.HonestVerifier}} {
+		fmt.Fprintf(tw, "%s\t%d accepted, %d failed; p50 %s, p99 %s, max %s\n", l.name, l.v.Count, l.v.Failures, ms(l.v.P50), ms(l.v.P99), ms(l.v.Max))
+	}
+	fmt.Fprintf(tw, "honest connections\t%d attempts refused (a new honest identity retries up to 10 times)\n", r.HonestConnectRetries)
+	fmt.Fprintf(tw, "process peak RSS\t%s (sampled; getrusage max %s) - node, attackers and honest peers together\n", mib(r.PeakRSS), mib(r.MaxRSS))
+	fmt.Fprintf(tw, "process peak goroutines\t%d (%d after everything closed)\n", r.PeakGoroutines, r.GoroutinesLeft)
+	fmt.Fprintf(tw, "node store file\t%d -> %d bytes (+%d)\n", r.StoreBefore, r.StoreAfter, r.StoreAfter-r.StoreBefore)
+	fmt.Fprintf(tw, "node sets drawn\t%d; verifier sessions %d\n", r.SetsServed, r.SessionsLogged)
+	fmt.Fprintf(tw, "node answerer calls\t%d of a budget of %d over the run\n", r.AnswererCalls, r.AnswererBudget)
+	fmt.Fprintf(tw, "node log\t%d records (%d warnings), %d bytes\n", r.LogRecords, r.LogWarnings, r.LogBytes)
+	st := r.Stats
+	fmt.Fprintf(tw, "node stats\treciprocal asked %d / run %d; first contact leashed %d; presentations limited %d, learned %d, capped %d; peers at end %d\n",
+		st.ReciprocalAsked, st.ReciprocalRun, st.ContactLeashed, st.PresentationsLimited, st.LearnedPresentation, st.PresentedCapped, r.NodeConnections)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "#\tattack\tids\tattempts\tpaid\tsets drawn\treturned\tsigned\tLLM calls\tbudget\t")
+	for _, x := range r.Attack {
+		budget := "-"
+		if x.CallBudget >= 0 {
+			budget = fmt.Sprint(x.CallBudget)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", x.Finding, x.Name, x.Identities, x.Sessions, x.Paid, x.Drawn, x.Returned, x.Signatures, x.Calls, budget)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, x := range r.Attack {
+		fmt.Fprintf(w, "  %d %s: %s\n", x.Finding, x.Name, x.Detail)
+	}
+	if len(r.Failed) == 0 {
+		fmt.Fprintln(w, "\nacceptance bounds: all hold")
+	} else {
+		fmt.Fprintf(w, "\nacceptance bounds FAILED:\n  %s\n", strings.Join(r.Failed, "\n  "))
+	}
+	return nil
+}

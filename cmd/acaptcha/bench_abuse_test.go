@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// TestBenchAbuseCheck runs `bench abuse --check` for a few seconds: the
+// acceptance bounds of issue 10 hold under the full mix, and the report
+// shows every attack at work.
+func TestBenchAbuseCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	args := []string{"bench", "abuse", "--duration", "8s", "--check", "--json"}
+	if raceEnabled {
+		// Without --check: the speed-dependent bounds are only logged.
+		args = []string{"bench", "abuse", "--duration", "20s", "--pace", "50ms", "--scale", "0.5", "--json"}
+	}
+	code := Main(ctx, args, &out, &errb)
+	var rep struct {
+		Honest struct {
+			Count    int   `json:"count"`
+			Failures int   `json:"failures"`
+			P99      int64 `json:"p99_ns"`
+		} `json:"honest"`
+		PeakRSS        uint64   `json:"peak_rss_bytes"`
+		PeakGoroutines int      `json:"peak_goroutines"`
+		Failed         []string `json:"failed"`
+		Attack         []struct {
+			Name       string `json:"name"`
+			Sessions   int64  `json:"sessions"`
+			Paid       int    `json:"paid_sessions"`
+			Drawn      int    `json:"sets_drawn"`
+			Returned   int    `json:"sets_returned"`
+			Calls      int64  `json:"answerer_calls"`
+			CallBudget int64  `json:"answerer_call_budget"`
+		} `json:"per_attack"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("exit %d: %v\n%s\n%s", code, err, out.String(), errb.String())
+	}
+	if code != exitOK {
+		t.Fatalf("exit %d: bounds failed: %v\n%s", code, rep.Failed, errb.String())
+	}
+	if rep.Honest.Count == 0 || rep.Honest.Failures != 0 {
+		t.Fatalf("honest sessions: %+v", rep.Honest)
+	}
+	if raceEnabled {
+		t.Logf("race detector on: honest p99 %s, rss %d MiB, goroutines %d (not asserted)", time.Duration(rep.Honest.P99), rep.PeakRSS>>20, rep.PeakGoroutines)
+	} else if time.Duration(rep.Honest.P99) >= time.Second || rep.PeakRSS >= 512<<20 || rep.PeakGoroutines >= 5000 {
+		t.Fatalf("honest p99 %s, rss %d, goroutines %d", time.Duration(rep.Honest.P99), rep.PeakRSS, rep.PeakGoroutines)
+	}
+	if len(rep.Attack) != 9 {
+		t.Fatalf("%d attacks reported", len(rep.Attack))
+	}
+	for _, a := range rep.Attack {
+		if a.Sessions == 0 || a.Drawn-a.Returned > a.Paid || (a.CallBudget >= 0 && a.Calls > a.CallBudget) {
+			t.Errorf("%+v", a)
+		}
+	}
+}
+
+// TestBenchProversInline runs performance P3 with a small in-process
+// fleet: every prover is served, nothing leaks.
+func TestBenchProversInline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"bench", "provers", "-n", "30", "--baseline", "3", "--sets", "4", "--fleet", "inline", "--json"}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	var rep struct {
+		N        int  `json:"provers"`
+		Accepted int  `json:"accepted"`
+		Inline   bool `json:"fleet_in_process"`
+		Leaked   int  `json:"goroutines_leaked"`
+		Conc     struct {
+			Rounds int `json:"rounds"`
+		} `json:"concurrent_round"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.N != 30 || rep.Accepted != 30 || !rep.Inline || rep.Conc.Rounds != 90 || rep.Leaked > 10 {
+		t.Fatalf("%+v", rep)
+	}
+}
+
+// The limit flags of the node command refuse bad values, naming the flag.
+func TestNodeLimitFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"node", "--conn-low", "-1"},
+		{"node", "--conn-high", "10", "--conn-low", "20"},
+		{"node", "--conns-per-ip", "-3"},
+		{"node", "--pow-difficulty", "40"},
+		{"node", "--max-draws-per-peer", "-1"},
+		{"node", "--max-draws-per-prefix", "-1"},
+		{"node", "--max-draws", "5", "--max-draws-per-peer", "6"},
+		{"node", "--max-sessions-per-verifier", "-2"},
+		{"node", "--max-calls-per-verifier", "-2"},
+		{"node", "--max-accept-total", "2h"},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), args, &out, &errb); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, exitUsage, errb.String())
+		}
+		if !strings.Contains(errb.String(), args[1]) && !strings.Contains(errb.String(), args[len(args)-2]) {
+			t.Errorf("%v: error does not name the flag: %q", args, errb.String())
+		}
+	}
+	for _, args := range [][]string{
+		{"bench", "abuse", "--duration", "0s"},
+		{"bench", "abuse", "--attacks", "nonsense"},
+		{"bench", "abuse", "--scale", "0"},
+		{"bench", "provers", "-n", "0"},
+		{"bench", "provers", "--fleet", "cloud"},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), args, &out, &errb); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, exitUsage, errb.String())
+		}
+	}
+}
+
+// The limit flags reach the node's attestation service.
+func TestNodeLimitsApplied(t *testing.T) {
+	l := limitOptions{connLow: 5, connHigh: 9, connsPerIP: 2, limitLoopback: true, powDifficulty: 16,
+		drawsPerPeer: 3, drawsPerPrefix: 7, draws: 11, sessionsPerVerifier: 4, callsPerVerifier: 12, maxAcceptTotal: time.Minute}
+	if err := l.check(); err != nil {
+		t.Fatal(err)
+	}
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	cfg := peer.Config{Key: key, StorePath: filepath.Join(t.TempDir(), "n.db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}}
+	cfg.Policy = skill.DefaultPolicy()
+	l.apply(&cfg)
+	n, err := peer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	pc := n.ProtocolConfig()
+	if pc.PowDifficulty != 16 || pc.MaxDrawsPerPeer != 3 || pc.MaxDrawsPerPrefix != 7 || pc.MaxDraws != 11 ||
+		pc.MaxSessionsPerVerifier != 4 || pc.MaxCallsPerVerifier != 12 || !pc.LimitLoopback {
+		t.Fatalf("protocol config: %+v", pc)
+	}
+	// The accepted total is at least the node's own policy total.
+	if want := max(time.Minute, cfg.Policy.Total); pc.MaxAcceptTotal != want {
+		t.Fatalf("max accept total %s, want %s", pc.MaxAcceptTotal, want)
+	}
+	if cfg.ConnLowWater != 5 || cfg.ConnHighWater != 9 || cfg.ConnsPerIP != 2 || !cfg.LimitLoopback {
+		t.Fatalf("connection limits: %+v", cfg)
+	}
+}
