@@ -68,7 +68,8 @@ func NewAttestation(issuer, subject peer.ID, nonce []byte, s *skill.Session, v s
 		ttl = DefaultAttestationTTL
 	}
 	p := s.Policy()
-	d := skill.TranscriptDigest(v.Rounds)
+	kind := s.Kind().Name
+	d := skill.TranscriptDigestKind(kind, v.Rounds)
 	a := &Attestation{
 		Issuer: issuer, Subject: subject,
 		Accepted: v.Accepted, Reason: v.Reason, FailedRound: v.FailedRound,
@@ -83,6 +84,7 @@ func NewAttestation(issuer, subject peer.ID, nonce []byte, s *skill.Session, v s
 		IssuedAt:        now.UTC().Truncate(time.Second),
 		ExpiresAt:       now.UTC().Truncate(time.Second).Add(ttl),
 		SpecVersion:     SpecVersion,
+		Kind:            skill.WireKind(kind), // omitted for narratives
 	}
 	if set := s.Set(); set != nil {
 		a.Provenance = RecordedProvenance(set.Provenance)

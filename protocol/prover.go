@@ -81,6 +81,10 @@ func declineFrame(r pb.DeclineReason, detail string) *pb.Frame {
 	return &pb.Frame{Body: &pb.Frame_Decline{Decline: &pb.Decline{Reason: r, Detail: truncate(detail, MaxDeclineDetail)}}}
 }
 
+// ErrUnsupportedKind: this node's prover declined a challenge of a kind it
+// does not answer (Decline UNSUPPORTED_KIND, spec/protocol.md §6 step 7).
+var ErrUnsupportedKind = errors.New("acaptcha: challenge kind not answered here")
+
 // proverRun is one prover session on one stream.
 type proverRun struct {
 	svc    *Service
@@ -100,6 +104,9 @@ type proverRun struct {
 	// calls is how many answerer calls this session reserved in the
 	// budgets and made.
 	reserved, calls int
+	// kind is the canonical kind of round 1's challenge; every later
+	// round must carry the same.
+	kind string
 }
 
 // abort resets the stream with code and records err.
@@ -370,6 +377,20 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			if p.reflected(c, frames) {
 				return
 			}
+			if !skill.Answers(ans, c.GetKind()) {
+				// Like an answerer's refusal: a Decline, then the verdict.
+				err := fmt.Errorf("%w: round %d: kind %q", ErrUnsupportedKind, round, skill.CanonicalKind(c.GetKind()))
+				p.log.Info("challenge of an unsupported kind declined", "round", round, "kind", c.GetKind())
+				if werr := p.write(declineFrame(pb.DeclineReason_DECLINE_REASON_UNSUPPORTED_KIND, err.Error())); werr != nil {
+					p.abort(0, fmt.Errorf("%w: (decline not sent: %w)", err, werr))
+					return
+				}
+				if p.res.Err == nil {
+					p.res.Err = err
+				}
+				expectVerdict = true
+				break
+			}
 			if !p.svc.budgets.chargeTokens(p.remote, skill.CountTokens(c.GetNarrative())+skill.CountTokens(c.GetQuestion()), p.svc.now()) {
 				p.refuse(pb.DeclineReason_DECLINE_REASON_REFUSED, ErrCodeDeclined,
 					fmt.Errorf("%w: round %d: token budget for this verifier spent", ErrBusy, round), frames)
@@ -410,7 +431,12 @@ func (p *proverRun) checkChallenge(c *pb.Challenge, round uint32, total time.Dur
 		return fmt.Errorf("question of %d bytes", len(c.GetQuestion()))
 	case len(c.GetDomain()) > maxDomainBytes:
 		return fmt.Errorf("domain of %d bytes", len(c.GetDomain()))
+	case c.GetKind() != "" && !skill.ValidKindName(c.GetKind()):
+		return fmt.Errorf("malformed kind of %d bytes", len(c.GetKind()))
+	case round > 1 && skill.CanonicalKind(c.GetKind()) != p.kind:
+		return fmt.Errorf("round %d kind %q differs from round 1's %q", round, c.GetKind(), p.kind)
 	}
+	p.kind = skill.CanonicalKind(c.GetKind())
 	return nil
 }
 
@@ -462,6 +488,7 @@ func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge, frames <-chan fr
 	ch := skill.Challenge{
 		Round: int(c.GetRound()), Rounds: int(c.GetRounds()), Domain: c.GetDomain(),
 		Narrative: c.GetNarrative(), Question: c.GetQuestion(), Budget: msToDur(c.GetBudgetMs()),
+		Kind: skill.CanonicalKind(c.GetKind()),
 	}
 	// Answering later than the verifier can accept is pointless.
 	limit := ch.Budget + msToDur(p.hello.GetRttCreditMs()) + answerSlack

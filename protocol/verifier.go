@@ -458,6 +458,7 @@ func (v *verifierRun) rounds() {
 		frame := &pb.Frame{Body: &pb.Frame_Challenge{Challenge: &pb.Challenge{
 			Round: uint32(c.Round), Rounds: uint32(c.Rounds), Domain: c.Domain,
 			Narrative: c.Narrative, Question: c.Question, BudgetMs: durToMs(c.Budget),
+			Kind: skill.WireKind(c.Kind), // absent for narratives (1.0.0 bytes)
 		}}}
 		if err := v.write(frame); err != nil {
 			// A partly written challenge counts as delivered.

@@ -109,11 +109,17 @@ type Part struct {
 }
 
 // Set is a three-part narrative set in one domain (paper §5.3). It encodes
-// to and decodes from the Appendix A output schema.
+// to and decodes from the Appendix A output schema. A set of another
+// registered kind (Kind) has the same shape: each part's Narrative is
+// that kind's text for the round.
 type Set struct {
 	// ID identifies the set. When empty it is derived from the content
 	// (see ContentID); sources fill it in before serving.
-	ID     string `json:"id,omitempty"`
+	ID string `json:"id,omitempty"`
+	// Kind names the set's challenge kind (LookupKind); empty means
+	// NarrativeKind, and narrative sets leave it empty (WireKind) so that
+	// their files and IDs are those of 1.0.0.
+	Kind   string `json:"kind,omitempty"`
 	Domain string `json:"domain"`
 	Parts  []Part `json:"parts"`
 	// Provenance says what produced the set. Sources set it when they
@@ -187,9 +193,20 @@ type Provenance struct {
 // MaxModelBytes caps Provenance.Model.
 const MaxModelBytes = 128
 
+// KindName is the set's kind, NarrativeKind when it names none.
+func (s *Set) KindName() string { return CanonicalKind(s.Kind) }
+
+// kindMarker opens the hashed input of a set of a kind other than
+// narrative: a length no field can have, so no narrative set's input
+// starts with it (spec/attestation.md §3.3).
+var kindMarker = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
 // ContentID returns a stable identifier of the set's content: the hex
 // SHA-256 of its narratives and questions, independent of ID and of JSON
-// formatting.
+// formatting (spec/attestation.md §3.3). A set of a kind other than
+// narrative prefixes the input with kindMarker and its kind name, so a
+// narrative set's ID is what it always was and sets of different kinds
+// never share an ID.
 func (s *Set) ContentID() string {
 	h := sha256.New()
 	writeField := func(v string) {
@@ -200,6 +217,10 @@ func (s *Set) ContentID() string {
 		}
 		h.Write(n[:])
 		h.Write([]byte(v))
+	}
+	if k := WireKind(s.Kind); k != "" {
+		h.Write(kindMarker[:])
+		writeField(k)
 	}
 	writeField(s.Domain)
 	for _, p := range s.Parts {
@@ -215,11 +236,37 @@ func (s *Set) ContentID() string {
 // ErrInvalidSet is wrapped by every structural validation failure.
 var ErrInvalidSet = errors.New("invalid challenge set")
 
-// Validate checks the structure a session relies on: three parts, each with
-// a non-empty narrative and at least one well-formed question whose
-// canonical answer is among its variants and fits the answer limits. It is
-// the minimum for serving; generators apply stricter checks on top.
+// Validate checks the structure a session relies on: a registered kind,
+// three parts, each with a non-empty narrative and at least one
+// well-formed question whose canonical answer is among its variants and
+// fits the answer limits; then the kind's own rules (Kind.Validate: for
+// narratives, the paper schema's reasoning and answer types and answer
+// length). It is the minimum for serving; generators apply stricter checks
+// on top.
 func (s *Set) Validate() error {
+	if s.Kind != "" && !ValidKindName(s.Kind) {
+		return fmt.Errorf("%w: malformed kind %q", ErrInvalidSet, CapBytes(s.Kind, 64))
+	}
+	k, err := lookupKind(s.Kind)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSet, err)
+	}
+	if err := s.validateShape(); err != nil {
+		return err
+	}
+	if k.Validate != nil {
+		if err := k.Validate(s); err != nil {
+			if !errors.Is(err, ErrInvalidSet) {
+				err = fmt.Errorf("%w: kind %s: %w", ErrInvalidSet, k.Name, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// validateShape is the part of Validate every kind shares.
+func (s *Set) validateShape() error {
 	if len(s.Parts) != Parts {
 		return fmt.Errorf("%w: %d parts, want %d", ErrInvalidSet, len(s.Parts), Parts)
 	}
@@ -264,21 +311,12 @@ func (q *Question) validate(part int) error {
 	if strings.TrimSpace(q.Answer) == "" {
 		return errors.New("empty answer")
 	}
-	if !q.ReasoningType.Valid() {
-		return fmt.Errorf("unknown reasoning_type %q", q.ReasoningType)
-	}
-	if q.AnswerType != "" && !q.AnswerType.Valid() {
-		return fmt.Errorf("unknown answer_type %q", q.AnswerType)
-	}
 	vs := q.Variants()
 	if len(vs) > MaxVariants {
 		return fmt.Errorf("%d answer variants, at most %d", len(vs), MaxVariants)
 	}
 	if !MatchAny(q.Answer, vs) {
 		return fmt.Errorf("canonical answer %q is not among its variants", q.Answer)
-	}
-	if n := utf8.RuneCountInString(strings.TrimSpace(q.Answer)); n > MaxAnswerChars {
-		return fmt.Errorf("canonical answer %q has %d characters, at most %d", q.Answer, n, MaxAnswerChars)
 	}
 	// Variants may spell a short answer out in full ("lactate dehydrogenase
 	// gamma" for "LDH-γ"); they only have to fit the wire cap on answers.
@@ -304,6 +342,20 @@ func (q *Question) validate(part int) error {
 		if d < 1 || d >= part {
 			return fmt.Errorf("depends_on %d is not an earlier part", d)
 		}
+	}
+	return nil
+}
+
+// validateNarrative is the narrative kind's rule for one question.
+func (q *Question) validateNarrative() error {
+	if !q.ReasoningType.Valid() {
+		return fmt.Errorf("unknown reasoning_type %q", q.ReasoningType)
+	}
+	if q.AnswerType != "" && !q.AnswerType.Valid() {
+		return fmt.Errorf("unknown answer_type %q", q.AnswerType)
+	}
+	if n := utf8.RuneCountInString(strings.TrimSpace(q.Answer)); n > MaxAnswerChars {
+		return fmt.Errorf("canonical answer %q has %d characters, at most %d", q.Answer, n, MaxAnswerChars)
 	}
 	return nil
 }

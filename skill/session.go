@@ -49,6 +49,9 @@ type Challenge struct {
 	Narrative string
 	Question  string
 	Budget    time.Duration
+	// Kind is the challenge's kind (LookupKind); "" is NarrativeKind.
+	// Sessions fill in the canonical name; the wire carries WireKind.
+	Kind string
 }
 
 // RoundRecord is the verifier's record of one delivered round.
@@ -78,6 +81,9 @@ type Verdict struct {
 	Rounds      []RoundRecord
 	SetID       string
 	Domain      string
+	// Kind is the canonical kind of the set served (NarrativeKind for a
+	// set that names none); "" when no set was served.
+	Kind string
 }
 
 // Timing is what the transport measured for one answer, all on the
@@ -99,6 +105,7 @@ type Timing struct {
 // with early exit on the first failure. It is not safe for concurrent use.
 type Session struct {
 	set     *Set
+	kind    Kind
 	policy  Policy
 	picks   []int
 	budgets []time.Duration
@@ -109,8 +116,10 @@ type Session struct {
 
 // NewSession picks one question per part uniformly at random from rng
 // (crypto/rand when nil), as in Eq. 11-12, and computes each round's budget
-// from the policy. It fails when the set is invalid or the policy would
-// give a round a budget too close to the human lower bound.
+// from the policy and the human timing model of the set's kind
+// (Policy.BudgetFor). It fails when the set is invalid (its kind
+// unregistered included) or the policy would give a round a budget too
+// close to the human lower bound.
 func NewSession(set *Set, p Policy, rng io.Reader) (*Session, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
@@ -121,18 +130,21 @@ func NewSession(set *Set, p Policy, rng io.Reader) (*Session, error) {
 	if err := set.Validate(); err != nil {
 		return nil, err
 	}
+	k, err := lookupKind(set.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidSet, err)
+	}
 	if rng == nil {
 		rng = rand.Reader
 	}
-	s := &Session{set: set, policy: p}
+	s := &Session{set: set, kind: k, policy: p}
 	for i := 0; i < p.Rounds; i++ {
 		part := &set.Parts[i]
 		n, err := rand.Int(rng, big.NewInt(int64(len(part.Questions))))
 		if err != nil {
 			return nil, fmt.Errorf("pick question for part %d: %w", i+1, err)
 		}
-		tokens := CountTokens(part.Narrative)
-		b, err := p.Budget(tokens)
+		b, err := p.BudgetFor(k, part, &part.Questions[n.Int64()])
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", i+1, err)
 		}
@@ -147,6 +159,9 @@ func (s *Session) Policy() Policy { return s.policy }
 
 // Set returns the set the session serves.
 func (s *Session) Set() *Set { return s.set }
+
+// Kind returns the kind of the set the session serves.
+func (s *Session) Kind() Kind { return s.kind }
 
 // Budgets returns the per-round budgets.
 func (s *Session) Budgets() []time.Duration { return append([]time.Duration(nil), s.budgets...) }
@@ -168,6 +183,7 @@ func (s *Session) Current() (Challenge, bool) {
 		Narrative: s.set.Parts[s.round].Narrative,
 		Question:  q.Question,
 		Budget:    s.budgets[s.round],
+		Kind:      s.kind.Name,
 	}, true
 }
 
@@ -242,7 +258,11 @@ func (s *Session) Submit(answer string, t Timing) (RoundRecord, error) {
 		// Never store an oversized answer in the transcript.
 		rec.Answer = answer[:MaxAnswerBytes]
 	}
-	rec.Correct = Judge(q, answer, s.shown())
+	judge := s.kind.Judge
+	if judge == nil {
+		judge = Judge
+	}
+	rec.Correct = judge(q, answer, s.shown())
 	s.records = append(s.records, rec)
 	switch {
 	case max(t.SinceStart-s.Credit(t.RTT), 0) > s.policy.Total:
@@ -299,7 +319,7 @@ func (s *Session) recordUnanswered(t Timing) {
 }
 
 func (s *Session) finish(r Reason, detail string) {
-	v := &Verdict{Accepted: r == ReasonOK, Reason: r, Detail: detail, Rounds: s.records, SetID: s.set.ID, Domain: s.set.Domain}
+	v := &Verdict{Accepted: r == ReasonOK, Reason: r, Detail: detail, Rounds: s.records, SetID: s.set.ID, Domain: s.set.Domain, Kind: s.kind.Name}
 	if r != ReasonOK && len(s.records) > 0 {
 		v.FailedRound = s.records[len(s.records)-1].Round
 	} else if r != ReasonOK {
@@ -317,16 +337,29 @@ func (s *Session) Verdict() (Verdict, bool) {
 	return *s.verdict, true
 }
 
-// TranscriptDigest is the SHA-256 commitment to a session's transcript that
-// attestations carry: the domain-separation tag "acaptcha/transcript/v1",
-// then for each delivered round its number as a big-endian uint32 followed
-// by the narrative, the question and the prover's answer, each as a
-// big-endian uint32 length and the UTF-8 bytes.
-func TranscriptDigest(rounds []RoundRecord) [32]byte {
+// TranscriptDigest is the SHA-256 commitment to a narrative session's
+// transcript that attestations carry: the domain-separation tag
+// "acaptcha/transcript/v1", then for each delivered round its number as a
+// big-endian uint32 followed by the narrative, the question and the
+// prover's answer, each as a big-endian uint32 length and the UTF-8 bytes.
+func TranscriptDigest(rounds []RoundRecord) [32]byte { return TranscriptDigestKind("", rounds) }
+
+// TranscriptDigestKind is the transcript digest of a session of the given
+// kind (spec/attestation.md §4). For NarrativeKind (or "") it is
+// TranscriptDigest; for any other kind the tag is followed by the marker
+// uint32 0xffffffff (no round number has it) and the kind name as a
+// big-endian uint32 length and its bytes, then the rounds as for
+// narratives.
+func TranscriptDigestKind(kind string, rounds []RoundRecord) [32]byte {
 	h := sha256.New()
 	h.Write([]byte("acaptcha/transcript/v1"))
 	var b [4]byte
 	put := func(v uint32) { binary.BigEndian.PutUint32(b[:], v); h.Write(b[:]) }
+	if k := WireKind(kind); k != "" {
+		put(0xffffffff)
+		put(uint32(len(k)))
+		h.Write([]byte(k))
+	}
 	for _, r := range rounds {
 		put(uint32(r.Round))
 		for _, f := range []string{r.Narrative, r.Question, r.Answer} {

@@ -157,14 +157,32 @@ func (p Policy) Check() error {
 // token count, or an error when that budget is not far enough below the
 // modelled human lower bound (Eq. 13 with MaxHumanFraction as the bound).
 func (p Policy) Budget(narrativeTokens int) (time.Duration, error) {
-	lb := p.Human.LowerBound(narrativeTokens)
+	return p.budget(p.Human.LowerBound(narrativeTokens), func() string { return fmt.Sprintf("a %d-token narrative", narrativeTokens) })
+}
+
+// BudgetFor is Budget for a round of any kind: the lower bound is the
+// kind's human timing model (Kind.LowerBound) for the round showing part
+// and asking q. For the narrative kind it equals Budget of the
+// narrative's token count.
+func (p Policy) BudgetFor(k Kind, part *Part, q *Question) (time.Duration, error) {
+	if k.LowerBound == nil {
+		return 0, fmt.Errorf("%w: kind %q has no human timing model", ErrPolicy, k.Name)
+	}
+	return p.budget(k.LowerBound(p, part, q), func() string {
+		return fmt.Sprintf("a %s round of %d tokens", k.Name, CountTokens(part.Narrative))
+	})
+}
+
+// budget derives or checks tau against the human lower bound lb (Eq. 13
+// with MaxHumanFraction as the bound); what names the round for errors.
+func (p Policy) budget(lb time.Duration, what func() string) (time.Duration, error) {
 	tau := p.Tau
 	if p.DeriveTau {
 		tau = time.Duration(p.Alpha * float64(lb)).Round(time.Millisecond)
 	}
 	if limit := time.Duration(p.MaxHumanFraction * float64(lb)); tau > limit {
-		return 0, fmt.Errorf("%w: tau %s for a %d-token narrative exceeds %.0f%% of the human lower bound %s; use a longer narrative or a smaller tau",
-			ErrPolicy, tau, narrativeTokens, 100*p.MaxHumanFraction, lb.Round(time.Second))
+		return 0, fmt.Errorf("%w: tau %s for %s exceeds %.0f%% of the human lower bound %s; use a longer narrative or a smaller tau",
+			ErrPolicy, tau, what(), 100*p.MaxHumanFraction, lb.Round(time.Second))
 	}
 	return tau, nil
 }

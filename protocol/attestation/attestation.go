@@ -122,14 +122,22 @@ type Record struct {
 	// ChallengeDomain is the challenge set's domain (field 10, "domain";
 	// not the record's signature domain, which Domain returns).
 	ChallengeDomain string
-	SetID            string
-	IssuedAt         time.Time
-	ExpiresAt        time.Time
-	SpecVersion      string
+	SetID           string
+	IssuedAt        time.Time
+	ExpiresAt       time.Time
+	SpecVersion     string
 	// Provenance says what produced the challenges the session served
 	// (skill.Set.Provenance; the zero value when the set named none).
 	Provenance skill.Provenance
+	// Kind is the challenge kind of the set the session drew (field 16,
+	// spec/attestation.md §3.4): "" for narrative sets, which issuers never
+	// spell out (skill.WireKind); KindName reads it.
+	Kind string
 }
+
+// KindName is the record's challenge kind, skill.NarrativeKind when the
+// record names none.
+func (r *Record) KindName() string { return skill.CanonicalKind(r.Kind) }
 
 // RoundTiming is one round's timing as the verifier measured it.
 type RoundTiming struct {
@@ -237,6 +245,7 @@ func (a *Record) toProto() (*pb.AttestationRecord, error) {
 		IssuedAt:         a.IssuedAt.Unix(),
 		ExpiresAt:        a.ExpiresAt.Unix(),
 		SpecVersion:      a.SpecVersion,
+		Kind:             a.Kind,
 	}
 	if pv := a.Provenance; pv != (skill.Provenance{}) {
 		m.Provenance = &pb.ChallengeProvenance{Source: string(pv.Source), Model: pv.Model, LlmQuestions: pv.LLMQuestions}
@@ -299,6 +308,7 @@ func attestationFromProto(m *pb.AttestationRecord) (*Record, error) {
 		IssuedAt:         time.Unix(m.GetIssuedAt(), 0).UTC(),
 		ExpiresAt:        time.Unix(m.GetExpiresAt(), 0).UTC(),
 		SpecVersion:      m.GetSpecVersion(),
+		Kind:             m.GetKind(),
 		Provenance: skill.Provenance{
 			Source:       skill.SourceKind(m.GetProvenance().GetSource()),
 			Model:        m.GetProvenance().GetModel(),
@@ -422,6 +432,8 @@ func (a *Record) checkStructure() error {
 		return bad("provenance source is not UTF-8 of at most %d bytes", MaxSourceBytes)
 	case len(a.Provenance.Model) > skill.MaxModelBytes || !utf8.ValidString(a.Provenance.Model):
 		return bad("provenance model is not UTF-8 of at most %d bytes", skill.MaxModelBytes)
+	case a.Kind != "" && !skill.ValidKindName(a.Kind):
+		return bad("kind is not 1..%d bytes of a-z, 0-9, '-' or '_' starting with a letter", skill.MaxKindBytes)
 	}
 	if err := a.Policy.check(); err != nil {
 		return err
@@ -594,6 +606,9 @@ func Seal(a *Record, key crypto.PrivKey) ([]byte, error) {
 	}
 	if err := checkIssuedRounds(a); err != nil {
 		return nil, fmt.Errorf("seal attestation: %w", err)
+	}
+	if a.Kind == skill.NarrativeKind {
+		return nil, fmt.Errorf("seal attestation: %w: an issuer omits the kind of a narrative set (spec/attestation.md §3.4)", ErrMalformed)
 	}
 	env, err := record.Seal(a, key)
 	if err != nil {
@@ -794,6 +809,9 @@ type attestationJSON struct {
 	ExpiresAt        string            `json:"expires_at"`
 	SpecVersion      string            `json:"spec_version"`
 	Provenance       provenanceJSON    `json:"provenance"`
+	// Kind is the record's kind, omitted for narrative records (so the
+	// view of a 1.0.0 record is unchanged).
+	Kind string `json:"kind,omitempty"`
 }
 
 // provenanceJSON is the provenance in the JSON view: source is the
@@ -856,6 +874,7 @@ func (a *Record) MarshalJSON() ([]byte, error) {
 			Source: a.Provenance.Source, Rank: a.Provenance.Source.Rank(),
 			Model: a.Provenance.Model, LLMQuestions: a.Provenance.LLMQuestions,
 		},
+		Kind: skill.WireKind(a.Kind),
 	}
 	for _, r := range a.Rounds {
 		v.Rounds = append(v.Rounds, roundTimingJSON{

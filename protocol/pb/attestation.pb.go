@@ -66,7 +66,12 @@ type AttestationRecord struct {
 	// What produced the challenges the session served. Absent in records
 	// that predate the field and in records whose issuer does not know:
 	// such records name no source (rank 0, see spec/attestation.md).
-	Provenance    *ChallengeProvenance `protobuf:"bytes,15,opt,name=provenance,proto3" json:"provenance,omitempty"`
+	Provenance *ChallengeProvenance `protobuf:"bytes,15,opt,name=provenance,proto3" json:"provenance,omitempty"`
+	// The challenge kind of the set the session drew (spec/attestation.md
+	// §3.4): 1..32 bytes of a-z, 0-9, '-' and '_', starting with a letter.
+	// Absent (empty) means "narrative": issuers omit it for narrative sets,
+	// so those records keep their 1.0.0 bytes.
+	Kind          string `protobuf:"bytes,16,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -204,6 +209,13 @@ func (x *AttestationRecord) GetProvenance() *ChallengeProvenance {
 		return x.Provenance
 	}
 	return nil
+}
+
+func (x *AttestationRecord) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 // ChallengeProvenance says which kind of source produced the challenge set
@@ -442,7 +454,7 @@ var File_spec_proto_attestation_proto protoreflect.FileDescriptor
 
 const file_spec_proto_attestation_proto_rawDesc = "" +
 	"\n" +
-	"\x1cspec/proto/attestation.proto\x12\x17acaptcha.attestation.v1\"\xc2\x04\n" +
+	"\x1cspec/proto/attestation.proto\x12\x17acaptcha.attestation.v1\"\xd6\x04\n" +
 	"\x11AttestationRecord\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\fR\x06issuer\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\fR\asubject\x12\x1a\n" +
@@ -462,7 +474,8 @@ const file_spec_proto_attestation_proto_rawDesc = "" +
 	"\fspec_version\x18\x0e \x01(\tR\vspecVersion\x12L\n" +
 	"\n" +
 	"provenance\x18\x0f \x01(\v2,.acaptcha.attestation.v1.ChallengeProvenanceR\n" +
-	"provenance\"h\n" +
+	"provenance\x12\x12\n" +
+	"\x04kind\x18\x10 \x01(\tR\x04kind\"h\n" +
 	"\x13ChallengeProvenance\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12#\n" +

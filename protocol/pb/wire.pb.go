@@ -40,6 +40,7 @@ const (
 	DeclineReason_DECLINE_REASON_PROVER_ERROR        DeclineReason = 5 // the answerer failed
 	DeclineReason_DECLINE_REASON_REFUSED             DeclineReason = 6 // the answerer refused the challenge
 	DeclineReason_DECLINE_REASON_REFLECTION          DeclineReason = 7 // the challenge is one this node issued
+	DeclineReason_DECLINE_REASON_UNSUPPORTED_KIND    DeclineReason = 8 // the challenge's kind is not one this prover answers
 )
 
 // Enum value maps for DeclineReason.
@@ -53,6 +54,7 @@ var (
 		5: "DECLINE_REASON_PROVER_ERROR",
 		6: "DECLINE_REASON_REFUSED",
 		7: "DECLINE_REASON_REFLECTION",
+		8: "DECLINE_REASON_UNSUPPORTED_KIND",
 	}
 	DeclineReason_value = map[string]int32{
 		"DECLINE_REASON_UNSPECIFIED":         0,
@@ -63,6 +65,7 @@ var (
 		"DECLINE_REASON_PROVER_ERROR":        5,
 		"DECLINE_REASON_REFUSED":             6,
 		"DECLINE_REASON_REFLECTION":          7,
+		"DECLINE_REASON_UNSUPPORTED_KIND":    8,
 	}
 )
 
@@ -570,13 +573,19 @@ func (x *ProbeAck) GetNonce() []byte {
 
 // Challenge is one round.
 type Challenge struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Round         uint32                 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`   // 1-based
-	Rounds        uint32                 `protobuf:"varint,2,opt,name=rounds,proto3" json:"rounds,omitempty"` // as in the Hello
-	Domain        string                 `protobuf:"bytes,3,opt,name=domain,proto3" json:"domain,omitempty"`
-	Narrative     string                 `protobuf:"bytes,4,opt,name=narrative,proto3" json:"narrative,omitempty"`
-	Question      string                 `protobuf:"bytes,5,opt,name=question,proto3" json:"question,omitempty"`
-	BudgetMs      uint32                 `protobuf:"varint,6,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"` // this round's tau
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Round     uint32                 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`   // 1-based
+	Rounds    uint32                 `protobuf:"varint,2,opt,name=rounds,proto3" json:"rounds,omitempty"` // as in the Hello
+	Domain    string                 `protobuf:"bytes,3,opt,name=domain,proto3" json:"domain,omitempty"`
+	Narrative string                 `protobuf:"bytes,4,opt,name=narrative,proto3" json:"narrative,omitempty"`
+	Question  string                 `protobuf:"bytes,5,opt,name=question,proto3" json:"question,omitempty"`
+	BudgetMs  uint32                 `protobuf:"varint,6,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"` // this round's tau
+	// kind names the challenge kind (spec/generation.md, "Kinds"): 1..32
+	// bytes of a-z, 0-9, '-' and '_', starting with a letter. Empty (absent,
+	// as from a 1.0.0 verifier) means "narrative", which verifiers never
+	// spell out, so narrative challenges keep their 1.0.0 bytes. Every
+	// challenge of a session has the same kind.
+	Kind          string `protobuf:"bytes,7,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,6 +660,13 @@ func (x *Challenge) GetBudgetMs() uint32 {
 		return x.BudgetMs
 	}
 	return 0
+}
+
+func (x *Challenge) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 // Answer answers the Challenge of the same round.
@@ -967,14 +983,15 @@ const file_spec_proto_wire_proto_rawDesc = "" +
 	"\x05nonce\x18\x02 \x01(\fR\x05nonce\"2\n" +
 	"\bProbeAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\rR\x03seq\x12\x14\n" +
-	"\x05nonce\x18\x02 \x01(\fR\x05nonce\"\xa8\x01\n" +
+	"\x05nonce\x18\x02 \x01(\fR\x05nonce\"\xbc\x01\n" +
 	"\tChallenge\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\rR\x05round\x12\x16\n" +
 	"\x06rounds\x18\x02 \x01(\rR\x06rounds\x12\x16\n" +
 	"\x06domain\x18\x03 \x01(\tR\x06domain\x12\x1c\n" +
 	"\tnarrative\x18\x04 \x01(\tR\tnarrative\x12\x1a\n" +
 	"\bquestion\x18\x05 \x01(\tR\bquestion\x12\x1b\n" +
-	"\tbudget_ms\x18\x06 \x01(\rR\bbudgetMs\"6\n" +
+	"\tbudget_ms\x18\x06 \x01(\rR\bbudgetMs\x12\x12\n" +
+	"\x04kind\x18\a \x01(\tR\x04kind\"6\n" +
 	"\x06Answer\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\rR\x05round\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\"Z\n" +
@@ -994,7 +1011,7 @@ const file_spec_proto_wire_proto_rawDesc = "" +
 	"\ffailed_round\x18\x03 \x01(\rR\vfailedRound\x12\x16\n" +
 	"\x06detail\x18\x04 \x01(\tR\x06detail\x125\n" +
 	"\x06rounds\x18\x05 \x03(\v2\x1d.acaptcha.wire.v1.RoundResultR\x06rounds\x12 \n" +
-	"\vattestation\x18\x06 \x01(\fR\vattestation*\x88\x02\n" +
+	"\vattestation\x18\x06 \x01(\fR\vattestation*\xad\x02\n" +
 	"\rDeclineReason\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18DECLINE_REASON_NO_PROVER\x10\x01\x12\x17\n" +
@@ -1003,7 +1020,8 @@ const file_spec_proto_wire_proto_rawDesc = "" +
 	"\"DECLINE_REASON_UNSUPPORTED_VERSION\x10\x04\x12\x1f\n" +
 	"\x1bDECLINE_REASON_PROVER_ERROR\x10\x05\x12\x1a\n" +
 	"\x16DECLINE_REASON_REFUSED\x10\x06\x12\x1d\n" +
-	"\x19DECLINE_REASON_REFLECTION\x10\aB*Z(github.com/acaptcha/acaptcha/protocol/pbb\x06proto3"
+	"\x19DECLINE_REASON_REFLECTION\x10\a\x12#\n" +
+	"\x1fDECLINE_REASON_UNSUPPORTED_KIND\x10\bB*Z(github.com/acaptcha/acaptcha/protocol/pbb\x06proto3"
 
 var (
 	file_spec_proto_wire_proto_rawDescOnce sync.Once
