@@ -151,9 +151,8 @@ func TestReciprocalSilentProverNoGoroutineFlood(t *testing.T) {
 // session holds its slot only until the peer answers (the leash), and
 // silent peers retry on one probation slot.
 func TestFirstContactSilentPeersDoNotStarveHonest(t *testing.T) {
-	t.Cleanup(peer.SetContactLeash(200 * time.Millisecond))
 	oracle := swarm.NewBenchOracle()
-	v := startFC(t, oracle, fcOpts{policy: peer.AttestAll})
+	v := startFC(t, oracle, fcOpts{policy: peer.AttestAll, tune: func(c peer.Config) peer.Config { return peer.WithContactLeash(c, 200*time.Millisecond) }})
 	const silent = 24
 	for range silent {
 		h, _ := rawHost(t)

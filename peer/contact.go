@@ -76,10 +76,6 @@ const (
 
 // Timing of first contact (variables so tests can shorten them).
 var (
-	// contactQuorumWait is how long first contact waits for gossip or the
-	// peer's presentation to admit it through the trust quorum before it
-	// challenges the peer.
-	contactQuorumWait = 2 * time.Second
 	contactQuorumPoll = 50 * time.Millisecond
 	// contactPresentTimeout bounds presenting our attestations to a peer.
 	contactPresentTimeout = 10 * time.Second
@@ -90,20 +86,7 @@ var (
 	contactTransientBackoff = 2 * time.Second
 	contactTransientMax     = time.Minute
 	contactTransientTries   = 6
-	// contactRescan is the longest interval between two scans of the
-	// connected peers (back-offs that ran out, re-attestation).
-	contactRescan = 30 * time.Second
 )
-
-// contactLeash is how long a session may hold a slot, from the opening of
-// its stream, before the peer answers the hello (1 s). It is atomic
-// because tests shorten it while timers of earlier nodes may still read
-// it; issue #11 replaces such package-level timing with node options.
-var contactLeash atomic.Int64
-
-func init() { contactLeash.Store(int64(time.Second)) }
-
-func leashDuration() time.Duration { return time.Duration(contactLeash.Load()) }
 
 // ParseAttestPolicy parses a policy name; the empty string is AttestNone.
 func ParseAttestPolicy(s string) (AttestPolicy, error) {
@@ -280,9 +263,9 @@ func (n *Node) contactEvents() {
 func (n *Node) contactMaintain() {
 	c := &n.contact
 	defer c.wg.Done()
-	t := time.NewTimer(contactRescan)
+	t := time.NewTimer(n.t.contactRescan)
 	defer t.Stop()
-	next := time.Now().Add(contactRescan)
+	next := time.Now().Add(n.t.contactRescan)
 	for {
 		at := next
 		c.mu.Lock()
@@ -311,7 +294,7 @@ func (n *Node) contactMaintain() {
 			}
 		}
 		c.mu.Unlock()
-		next = now.Add(contactRescan)
+		next = now.Add(n.t.contactRescan)
 		for _, p := range n.host.Network().Peers() {
 			n.considerContact(p, network.DirUnknown, nil, "rescan")
 		}
@@ -604,7 +587,7 @@ func (n *Node) needsChallenge(p peer.ID, now time.Time) (bool, string) {
 // their verdicts, and the later ones can admit it through them.
 func (n *Node) awaitQuorum(p peer.ID) bool {
 	c := &n.contact
-	wait := contactQuorumWait/2 + time.Duration(rand.Int64N(int64(contactQuorumWait)+1))
+	wait := n.t.contactQuorumWait/2 + time.Duration(rand.Int64N(int64(n.t.contactQuorumWait)+1))
 	deadline := time.Now().Add(wait)
 	for {
 		if n.Admission(p).Admitted {

@@ -2,24 +2,37 @@ package peer
 
 import "time"
 
-// Test hooks for the external tests of first contact and discovery. They
-// change package timing: call them before starting nodes and restore
-// after the nodes have closed (register the restore with t.Cleanup first).
+// Test hooks for the external tests of first contact and discovery: each
+// returns cfg with the node's own timing changed (Config.timing), so a
+// test shortens the intervals of the nodes it starts and nothing else.
 
-// SetContactTiming shortens the first-contact rescan interval and quorum
-// wait; it returns a function that restores the previous values.
-func SetContactTiming(rescan, quorumWait time.Duration) (restore func()) {
-	r, q := contactRescan, contactQuorumWait
-	contactRescan, contactQuorumWait = rescan, quorumWait
-	return func() { contactRescan, contactQuorumWait = r, q }
+func timingOf(cfg *Config) *timing {
+	if cfg.timing == nil {
+		t := defaultTiming()
+		cfg.timing = &t
+	}
+	return cfg.timing
 }
 
-// SetDiscoveryTiming shortens the bootstrap reconnect check and back-off
-// and the first DHT rendezvous lookup; it returns a restore function.
-func SetDiscoveryTiming(check, backoff, firstFind time.Duration) (restore func()) {
-	c, b, f, a := bootstrapCheckInterval, bootstrapMinBackoff, rendezvousFirstInterval, advertiseMinBackoff
-	bootstrapCheckInterval, bootstrapMinBackoff, rendezvousFirstInterval, advertiseMinBackoff = check, backoff, firstFind, backoff
-	return func() {
-		bootstrapCheckInterval, bootstrapMinBackoff, rendezvousFirstInterval, advertiseMinBackoff = c, b, f, a
-	}
+// WithContactTiming shortens the first-contact rescan interval and quorum
+// wait of the node cfg starts.
+func WithContactTiming(cfg Config, rescan, quorumWait time.Duration) Config {
+	t := timingOf(&cfg)
+	t.contactRescan, t.contactQuorumWait = rescan, quorumWait
+	return cfg
+}
+
+// WithDiscoveryTiming shortens the bootstrap reconnect check and back-off
+// and the first DHT rendezvous lookup of the node cfg starts.
+func WithDiscoveryTiming(cfg Config, check, backoff, firstFind time.Duration) Config {
+	t := timingOf(&cfg)
+	t.bootstrapCheckInterval, t.bootstrapMinBackoff, t.rendezvousFirstInterval, t.advertiseMinBackoff = check, backoff, firstFind, backoff
+	return cfg
+}
+
+// WithContactLeash sets how long a first-contact session of the node cfg
+// starts may hold a slot before the peer answers the hello.
+func WithContactLeash(cfg Config, d time.Duration) Config {
+	timingOf(&cfg).contactLeash = d
+	return cfg
 }

@@ -55,6 +55,8 @@ type fcOpts struct {
 	ttl      time.Duration
 	store    string
 	key      crypto.PrivKey
+	// tune adjusts the node's config (e.g. peer.WithContactTiming).
+	tune func(peer.Config) peer.Config
 }
 
 type fcNode struct {
@@ -86,13 +88,17 @@ func startFC(t *testing.T, oracle *swarm.BenchOracle, o fcOpts) *fcNode {
 	if o.key == nil {
 		o.key, _, _ = crypto.GenerateEd25519Key(rand.Reader)
 	}
-	n, err := peer.New(peer.Config{
+	cfg := peer.Config{
 		Key: o.key, StorePath: o.store, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
 		Source: src, Prover: prover,
 		AttestPolicy: o.policy, TrustQuorum: o.quorum, RequireSource: peer.AnySource,
 		RetryRejected: o.retry, ReattestBefore: o.reattest, AttestationTTL: o.ttl,
 		Logger: quietLogger(),
-	})
+	}
+	if o.tune != nil {
+		cfg = o.tune(cfg)
+	}
+	n, err := peer.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,14 +229,14 @@ func TestFirstContactRespectsAttestPolicy(t *testing.T) {
 }
 
 func TestFirstContactBacksOffRejectedPeers(t *testing.T) {
-	t.Cleanup(peer.SetContactTiming(50*time.Millisecond, 2*time.Second))
+	fast := func(c peer.Config) peer.Config { return peer.WithContactTiming(c, 50*time.Millisecond, 2*time.Second) }
 	oracle := swarm.NewBenchOracle()
 	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
 	store := filepath.Join(t.TempDir(), "v.db")
 	const retry = 300 * time.Millisecond
-	v := startFC(t, oracle, fcOpts{policy: peer.AttestAll, retry: retry, key: key, store: store})
+	v := startFC(t, oracle, fcOpts{tune: fast, policy: peer.AttestAll, retry: retry, key: key, store: store})
 	// A peer whose prover answers wrong: a rejection every session.
-	q := startFC(t, oracle, fcOpts{policy: peer.AttestNone, wrong: true})
+	q := startFC(t, oracle, fcOpts{tune: fast, policy: peer.AttestNone, wrong: true})
 	dial(t, v, q)
 	time.Sleep(2500 * time.Millisecond)
 	at := v.src.times()
@@ -250,7 +256,7 @@ func TestFirstContactBacksOffRejectedPeers(t *testing.T) {
 
 	// The back-off survives a restart: the store holds the rejection.
 	v.Close()
-	v2 := startFC(t, oracle, fcOpts{policy: peer.AttestAll, retry: time.Hour, key: key, store: store})
+	v2 := startFC(t, oracle, fcOpts{tune: fast, policy: peer.AttestAll, retry: time.Hour, key: key, store: store})
 	dial(t, v2, q)
 	time.Sleep(time.Second)
 	if n := v2.src.count(); n != 0 {
@@ -259,12 +265,12 @@ func TestFirstContactBacksOffRejectedPeers(t *testing.T) {
 }
 
 func TestFirstContactReattestsBeforeExpiry(t *testing.T) {
-	t.Cleanup(peer.SetContactTiming(100*time.Millisecond, 2*time.Second))
+	fast := func(c peer.Config) peer.Config { return peer.WithContactTiming(c, 100*time.Millisecond, 2*time.Second) }
 	oracle := swarm.NewBenchOracle()
 	// TTL 4 s, re-attest 3 s before expiry, capped at half the lifetime:
 	// the second session comes about 2 s after the first.
-	v := startFC(t, oracle, fcOpts{policy: peer.AttestAll, ttl: 4 * time.Second, reattest: 3 * time.Second})
-	p := startFC(t, oracle, fcOpts{policy: peer.AttestNone})
+	v := startFC(t, oracle, fcOpts{tune: fast, policy: peer.AttestAll, ttl: 4 * time.Second, reattest: 3 * time.Second})
+	p := startFC(t, oracle, fcOpts{tune: fast, policy: peer.AttestNone})
 	dial(t, v, p)
 	waitFor(t, 10*time.Second, "first attestation", func() bool { return v.src.count() >= 1 })
 	waitFor(t, 10*time.Second, "re-attestation", func() bool { return v.src.count() >= 2 })

@@ -50,16 +50,12 @@ const (
 
 // Timing of discovery (variables so tests can shorten them).
 var (
-	discoveryDialTimeout    = 15 * time.Second
-	bootstrapMinBackoff     = time.Second
-	bootstrapMaxBackoff     = 2 * time.Minute
-	bootstrapCheckInterval  = 30 * time.Second
-	rendezvousFirstInterval = 5 * time.Second
-	rendezvousInterval      = time.Minute
-	advertiseMinBackoff     = 5 * time.Second
-	advertiseMaxBackoff     = 5 * time.Minute
-	maxDiscoveryDials       = 8
-	rendezvousFindLimit     = 64
+	discoveryDialTimeout = 15 * time.Second
+	bootstrapMaxBackoff  = 2 * time.Minute
+	rendezvousInterval   = time.Minute
+	advertiseMaxBackoff  = 5 * time.Minute
+	maxDiscoveryDials    = 8
+	rendezvousFindLimit  = 64
 )
 
 type discoveryState struct {
@@ -247,10 +243,10 @@ func (n *Node) dial(ctx context.Context, ai peer.AddrInfo) error {
 func (n *Node) keepBootstrap(ai peer.AddrInfo) {
 	d := &n.discovery
 	defer d.wg.Done()
-	backoff := bootstrapMinBackoff
+	backoff := n.t.bootstrapMinBackoff
 	failures := 0
 	for d.ctx.Err() == nil {
-		wait := bootstrapCheckInterval
+		wait := n.t.bootstrapCheckInterval
 		if n.host.Network().Connectedness(ai.ID) != network.Connected {
 			if err := n.dial(d.ctx, ai); err != nil {
 				if d.ctx.Err() != nil {
@@ -266,7 +262,7 @@ func (n *Node) keepBootstrap(ai peer.AddrInfo) {
 				backoff = min(backoff*2, bootstrapMaxBackoff)
 			} else {
 				n.log.Info("connected to bootstrap peer", "peer", ai.ID)
-				backoff, failures = bootstrapMinBackoff, 0
+				backoff, failures = n.t.bootstrapMinBackoff, 0
 			}
 		}
 		if !sleepCtx(d.ctx, wait) {
@@ -303,7 +299,7 @@ func (n *Node) startDHT() error {
 func (n *Node) advertiseLoop(rd *drouting.RoutingDiscovery, ns string) {
 	d := &n.discovery
 	defer d.wg.Done()
-	backoff := advertiseMinBackoff
+	backoff := n.t.advertiseMinBackoff
 	if !sleepCtx(d.ctx, jitter(time.Second)) {
 		return
 	}
@@ -322,7 +318,7 @@ func (n *Node) advertiseLoop(rd *drouting.RoutingDiscovery, ns string) {
 			backoff = min(backoff*2, advertiseMaxBackoff)
 		} else {
 			n.log.Info("advertised on DHT rendezvous", "ns", ns, "ttl", ttl)
-			backoff = advertiseMinBackoff
+			backoff = n.t.advertiseMinBackoff
 		}
 		if !sleepCtx(d.ctx, wait) {
 			return
@@ -335,7 +331,7 @@ func (n *Node) advertiseLoop(rd *drouting.RoutingDiscovery, ns string) {
 func (n *Node) findLoop(rd *drouting.RoutingDiscovery, ns string) {
 	d := &n.discovery
 	defer d.wg.Done()
-	interval := rendezvousFirstInterval
+	interval := n.t.rendezvousFirstInterval
 	for sleepCtx(d.ctx, jitter(interval)) {
 		interval = min(interval*2, rendezvousInterval)
 		if d.dht.RoutingTable().Size() == 0 {

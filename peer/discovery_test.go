@@ -23,6 +23,8 @@ type discOpts struct {
 	listen    string
 	bootstrap []string
 	dht       bool
+	// tune adjusts the node's config (e.g. peer.WithDiscoveryTiming).
+	tune func(peer.Config) peer.Config
 }
 
 // startDisc starts a node for discovery tests: no source, no prover, no
@@ -35,11 +37,15 @@ func startDisc(t *testing.T, o discOpts) *peer.Node {
 	if o.listen == "" {
 		o.listen = "/ip4/127.0.0.1/tcp/0"
 	}
-	n, err := peer.New(peer.Config{
+	cfg := peer.Config{
 		Key: o.key, StorePath: filepath.Join(t.TempDir(), "s.db"),
 		ListenAddrs: []string{o.listen}, Bootstrap: o.bootstrap, DHT: o.dht,
 		MDNS: false, Logger: quietLogger(),
-	})
+	}
+	if o.tune != nil {
+		cfg = o.tune(cfg)
+	}
+	n, err := peer.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,18 +78,20 @@ func freePort(t *testing.T) int {
 }
 
 func TestDiscoveryBootstrapRetriesAndReconnects(t *testing.T) {
-	t.Cleanup(peer.SetDiscoveryTiming(200*time.Millisecond, 100*time.Millisecond, time.Second))
+	fast := func(c peer.Config) peer.Config {
+		return peer.WithDiscoveryTiming(c, 200*time.Millisecond, 100*time.Millisecond, time.Second)
+	}
 	// The bootstrap peer is down when the node starts: the node retries
 	// with back-off until it comes up, and redials after a disconnect.
 	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
 	listen := "/ip4/127.0.0.1/tcp/" + itoa(freePort(t))
-	b := startDisc(t, discOpts{key: key, listen: listen})
+	b := startDisc(t, discOpts{tune: fast, key: key, listen: listen})
 	addr := p2pAddr(t, b)
 	b.Close()
 
-	a := startDisc(t, discOpts{bootstrap: []string{addr}})
+	a := startDisc(t, discOpts{tune: fast, bootstrap: []string{addr}})
 	time.Sleep(500 * time.Millisecond)
-	b = startDisc(t, discOpts{key: key, listen: listen})
+	b = startDisc(t, discOpts{tune: fast, key: key, listen: listen})
 	waitFor(t, 15*time.Second, "connection to the bootstrap peer", func() bool { return connected(a, b) })
 
 	if err := a.Host().Network().ClosePeer(b.ID()); err != nil {
@@ -93,12 +101,14 @@ func TestDiscoveryBootstrapRetriesAndReconnects(t *testing.T) {
 }
 
 func TestDiscoveryDHTRendezvous(t *testing.T) {
-	t.Cleanup(peer.SetDiscoveryTiming(200*time.Millisecond, 200*time.Millisecond, 300*time.Millisecond))
+	fast := func(c peer.Config) peer.Config {
+		return peer.WithDiscoveryTiming(c, 200*time.Millisecond, 200*time.Millisecond, 300*time.Millisecond)
+	}
 	// A and C know only B; they find each other through the private DHT
 	// (its lookups and the rendezvous).
-	b := startDisc(t, discOpts{dht: true})
-	a := startDisc(t, discOpts{dht: true, bootstrap: []string{p2pAddr(t, b)}})
-	c := startDisc(t, discOpts{dht: true, bootstrap: []string{p2pAddr(t, b)}})
+	b := startDisc(t, discOpts{tune: fast, dht: true})
+	a := startDisc(t, discOpts{tune: fast, dht: true, bootstrap: []string{p2pAddr(t, b)}})
+	c := startDisc(t, discOpts{tune: fast, dht: true, bootstrap: []string{p2pAddr(t, b)}})
 	waitFor(t, 30*time.Second, "A and C to find each other on the rendezvous", func() bool { return connected(a, c) })
 	// The DHT speaks only the private protocol.
 	var private bool

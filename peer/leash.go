@@ -60,7 +60,7 @@ func (l *leash) opened() {
 	if l.done || l.heard || l.timer != nil {
 		return
 	}
-	l.timer = time.AfterFunc(leashDuration(), l.expire)
+	l.timer = time.AfterFunc(l.n.t.contactLeash, l.expire)
 }
 
 func (l *leash) expire() {
@@ -73,7 +73,7 @@ func (l *leash) expire() {
 	l.mu.Unlock()
 	l.release()
 	l.n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.contactLeashed })
-	l.n.log.Debug("first contact: peer silent past the leash; slot given up", "peer", l.p, "leash", leashDuration())
+	l.n.log.Debug("first contact: peer silent past the leash; slot given up", "peer", l.p, "leash", l.n.t.contactLeash)
 }
 
 func (l *leash) answered() {

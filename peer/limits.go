@@ -36,8 +36,8 @@ const (
 )
 
 // connSilencePeriod is the connection manager's minimum interval between
-// two trims (a variable so tests can shorten it).
-var connSilencePeriod = 10 * time.Second
+// two trims.
+const connSilencePeriod = 10 * time.Second
 
 // InboundConnLimit is the system inbound-connection limit the node sets
 // for a connection-manager high watermark: the watermark plus a quarter

@@ -60,6 +60,9 @@ type Config struct {
 	Logger        *slog.Logger
 	// HostOptions are appended to the libp2p options (tests use them).
 	HostOptions []libp2p.Option
+	// timing overrides the node's internal intervals (timing.go; tests
+	// set it through export_test.go); nil for the defaults.
+	timing *timing
 
 	// First contact (contact.go).
 	// AttestPolicy says which newly identified peers that speak the
@@ -150,6 +153,7 @@ const (
 // Node is a running acaptcha node.
 type Node struct {
 	cfg       Config
+	t         timing // resolved Config.timing
 	log       *slog.Logger
 	host      host.Host
 	cm        *connmgr.BasicConnMgr
@@ -207,7 +211,10 @@ func New(cfg Config) (*Node, error) {
 		}
 		key = k
 	}
-	n := &Node{cfg: cfg, log: log, inflight: map[peer.ID]*call{}, waiters: map[peer.ID][]chan protocol.ProverResult{}}
+	n := &Node{cfg: cfg, log: log, t: defaultTiming(), inflight: map[peer.ID]*call{}, waiters: map[peer.ID][]chan protocol.ProverResult{}}
+	if cfg.timing != nil {
+		n.t = *cfg.timing
+	}
 	n.store = cfg.Store
 	if n.store == nil {
 		if cfg.StorePath == "" {
