@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -48,22 +47,4 @@ func (d Door) RequireSource() skill.SourceKind { return d.n.RequireSource() }
 // rejected peer is blocked when the node is configured to. A peer that is
 // not connected over libp2p is not tagged in the connection manager (the
 // tag would only take a slot of the manager's table).
-func (d Door) Issued(r *protocol.Result) {
-	n := d.n
-	if r == nil {
-		return
-	}
-	v := r.Verdict
-	n.log.Info("verified peer", "peer", r.Peer, "door", "http", "accepted", v.Accepted, "reason", v.Reason, "failed_round", v.FailedRound, "rtt", r.RTT)
-	if r.Attestation != nil && len(r.Envelope) > 0 {
-		if err := n.store.PutIssued(r.Envelope, r.Attestation); err != nil {
-			n.log.Error("store issued attestation", "peer", r.Peer, "err", err)
-		}
-	}
-	if v.Accepted && n.host.Network().Connectedness(r.Peer) == network.Connected {
-		n.host.ConnManager().TagPeer(r.Peer, TagAttested, tagValue)
-		n.host.ConnManager().Protect(r.Peer, protectAttested)
-	}
-	n.metrics.observeIssued(r)
-	n.afterIssued(r)
-}
+func (d Door) Issued(r *protocol.Result) { d.n.recordIssued(r, "http") }

@@ -154,6 +154,7 @@ const (
 type Node struct {
 	cfg       Config
 	t         timing // resolved Config.timing
+	events    fanout // events.go
 	log       *slog.Logger
 	host      host.Host
 	cm        *connmgr.BasicConnMgr
@@ -262,6 +263,14 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.host = h
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.metrics = newMetrics(cfg.Metrics) // before the service can report a session
+	if err := n.startEvents(); err != nil {
+		n.stopEvents()
+		h.Close()
+		cm.Close()
+		n.closeStore()
+		return nil, fmt.Errorf("attestation events: %w", err)
+	}
 	// The service sees the host through leashHost (contact.go), which
 	// tells first contact when a peer answers our hello.
 	svc, err := protocol.NewService(leashHost{Host: h, n: n}, n.cfg.protocolLimits(protocol.Config{
@@ -284,7 +293,6 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start attestation service: %w", err)
 	}
 	n.svc = svc
-	n.metrics = newMetrics(cfg.Metrics)
 	// Subsystems start in dependency order: trust state and gossip before
 	// first contact (which consults them), discovery last (it brings peers).
 	for _, start := range []func() error{n.startTrust, n.startGossip, n.startContact, n.startDiscovery} {
@@ -329,6 +337,7 @@ func (n *Node) Close() error {
 	n.svc.Close()
 	n.stopGossip()
 	n.wg.Wait()
+	n.stopEvents()
 	err := n.host.Close()
 	n.cm.Close()
 	n.closeStore()
@@ -470,7 +479,7 @@ func (n *Node) verifyAfter(ctx context.Context, p peer.ID, reciprocal bool, notB
 
 	c.res, c.err = n.svc.Verify(ctx, p, reciprocal)
 	if c.err == nil {
-		n.recordIssued(c.res)
+		n.recordIssued(c.res, "libp2p")
 	}
 	n.mu.Lock()
 	delete(n.inflight, p)
@@ -479,47 +488,8 @@ func (n *Node) verifyAfter(ctx context.Context, p peer.ID, reciprocal bool, notB
 	return c.res, c.err
 }
 
-func (n *Node) recordIssued(r *protocol.Result) {
-	v := r.Verdict
-	n.log.Info("verified peer", "peer", r.Peer, "accepted", v.Accepted, "reason", v.Reason, "failed_round", v.FailedRound, "rtt", r.RTT)
-	if r.Attestation != nil && len(r.Envelope) > 0 {
-		if err := n.store.PutIssued(r.Envelope, r.Attestation); err != nil {
-			n.log.Error("store issued attestation", "peer", r.Peer, "err", err)
-		}
-	}
-	if v.Accepted {
-		n.host.ConnManager().TagPeer(r.Peer, TagAttested, tagValue)
-		n.host.ConnManager().Protect(r.Peer, protectAttested)
-	}
-	n.metrics.observeIssued(r)
-	n.afterIssued(r)
-}
-
-func (n *Node) onProved(r protocol.ProverResult) {
-	switch {
-	case r.Err != nil:
-		n.warnPeer(r.Verifier, "verification of us by peer broke off", "err", r.Err)
-		n.metrics.observeReceived(r)
-	case r.Attestation != nil:
-		n.afterReceived(r)
-		if err := n.store.Put(Received, r.Envelope, r.Attestation); err != nil {
-			n.log.Error("store received attestation", "peer", r.Verifier, "err", err)
-		}
-		n.log.Info("peer verified us", "peer", r.Verifier, "accepted", r.Accepted, "reason", r.Reason)
-		n.metrics.observeReceived(r)
-	default:
-		n.log.Info("peer verified us without a valid attestation", "peer", r.Verifier, "accepted", r.Accepted, "reason", r.Reason, "attestation_err", r.AttestationErr)
-	}
-	n.mu.Lock()
-	ws := n.waiters[r.Verifier]
-	n.mu.Unlock()
-	for _, w := range ws {
-		select {
-		case w <- r:
-		default:
-		}
-	}
-}
+// onProved is the prover side's report of a finished session.
+func (n *Node) onProved(r protocol.ProverResult) { n.recordReceived(r) }
 
 func (n *Node) wait(p peer.ID) chan protocol.ProverResult {
 	ch := make(chan protocol.ProverResult, 1)

@@ -281,3 +281,36 @@ func TestRestartKeepsStoreAndLedger(t *testing.T) {
 	}
 	_ = sets
 }
+
+// Records reach embedders through the host's event bus (events.go): one
+// EvtAttestationIssued per verdict this node signs, after the node stored
+// it.
+func TestAttestationEventsOnBus(t *testing.T) {
+	sets := dependentSets(t)
+	oracle := testutil.NewOracle(sets...)
+	a := startNode(t, nodeOpts{brain: oracle, memory: true, sets: sets[:len(sets)/2]})
+	b := startNode(t, nodeOpts{brain: oracle, memory: true, sets: sets[len(sets)/2:]})
+	sub, err := a.Host().EventBus().Subscribe(new(peer.EvtAttestationIssued))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := a.Attest(ctx, addrInfo(b)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-sub.Out():
+		e := ev.(peer.EvtAttestationIssued)
+		if e.Result == nil || e.Result.Peer != b.ID() || e.Door != "libp2p" {
+			t.Fatalf("event %+v", e)
+		}
+		stored, err := a.Store().List(peer.Issued, b.ID())
+		if err != nil || len(stored) == 0 {
+			t.Fatalf("event before the record was stored: %v %d", err, len(stored))
+		}
+	case <-ctx.Done():
+		t.Fatal("no EvtAttestationIssued on the bus")
+	}
+}

@@ -1,0 +1,147 @@
+package peer
+
+import (
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/acaptcha/acaptcha/protocol"
+)
+
+// Attestation events. A record this node issued (a verifier session over
+// libp2p or a front door) or received (a prover session) is stored first,
+// then handed to every subsystem that subscribed to it, in subscription
+// order and synchronously, so that admission reflects the record by the
+// time Verify or Attest returns: the trust index and gossip, the
+// connection manager's tags, the metrics. The same events are emitted on
+// the host's event bus for embedders (subscribe with
+// Host().EventBus().Subscribe(new(EvtAttestationIssued))); the bus
+// delivers them asynchronously.
+
+// EvtAttestationIssued is emitted after this node stored a verdict it
+// issued.
+type EvtAttestationIssued struct {
+	Result *protocol.Result
+	// Door names the front door the session ran through: "libp2p" or
+	// "http".
+	Door string
+}
+
+// EvtAttestationReceived is emitted after a verifier's session of this
+// node ended (with a stored record, or with the error in Result.Err).
+type EvtAttestationReceived struct {
+	Result protocol.ProverResult
+}
+
+// fanout holds the subscribers of the attestation events.
+type fanout struct {
+	issued     []func(EvtAttestationIssued)
+	received   []func(EvtAttestationReceived)
+	emIssued   event.Emitter
+	emReceived event.Emitter
+}
+
+// startEvents subscribes the node's subsystems, in the order they must
+// see a record, and opens the bus emitters. New calls it as soon as the
+// host exists, before the protocol service can report a session.
+func (n *Node) startEvents() error {
+	f := &n.events
+	f.issued = []func(EvtAttestationIssued){
+		func(e EvtAttestationIssued) { n.afterIssued(e.Result) }, // trust index, gossip, blocking (gossip.go)
+		n.tagIssued,
+		func(e EvtAttestationIssued) { n.metrics.observeIssued(e.Result) },
+	}
+	f.received = []func(EvtAttestationReceived){
+		func(e EvtAttestationReceived) { n.afterReceived(e.Result) }, // index for presentation, gossip
+		func(e EvtAttestationReceived) {
+			// A verdict without a valid record is not counted as one.
+			if r := e.Result; r.Err != nil || r.Attestation != nil {
+				n.metrics.observeReceived(r)
+			}
+		},
+		n.wakeWaiters,
+	}
+	var err error
+	if f.emIssued, err = n.host.EventBus().Emitter(new(EvtAttestationIssued)); err != nil {
+		return err
+	}
+	f.emReceived, err = n.host.EventBus().Emitter(new(EvtAttestationReceived))
+	return err
+}
+
+func (n *Node) stopEvents() {
+	for _, em := range []event.Emitter{n.events.emIssued, n.events.emReceived} {
+		if em != nil {
+			_ = em.Close()
+		}
+	}
+}
+
+// recordIssued stores a verdict this node issued and fans it out.
+func (n *Node) recordIssued(r *protocol.Result, door string) {
+	if r == nil {
+		return
+	}
+	v := r.Verdict
+	n.log.Info("verified peer", "peer", r.Peer, "door", door, "accepted", v.Accepted, "reason", v.Reason, "failed_round", v.FailedRound, "rtt", r.RTT)
+	if r.Attestation != nil && len(r.Envelope) > 0 {
+		if err := n.store.PutIssued(r.Envelope, r.Attestation); err != nil {
+			n.log.Error("store issued attestation", "peer", r.Peer, "err", err)
+		}
+	}
+	e := EvtAttestationIssued{Result: r, Door: door}
+	for _, h := range n.events.issued {
+		h(e)
+	}
+	if em := n.events.emIssued; em != nil {
+		_ = em.Emit(e)
+	}
+}
+
+// recordReceived stores a verdict about this node and fans it out.
+func (n *Node) recordReceived(r protocol.ProverResult) {
+	switch {
+	case r.Err != nil:
+		n.warnPeer(r.Verifier, "verification of us by peer broke off", "err", r.Err)
+	case r.Attestation != nil:
+		if err := n.store.Put(Received, r.Envelope, r.Attestation); err != nil {
+			n.log.Error("store received attestation", "peer", r.Verifier, "err", err)
+		}
+		n.log.Info("peer verified us", "peer", r.Verifier, "accepted", r.Accepted, "reason", r.Reason)
+	default:
+		n.log.Info("peer verified us without a valid attestation", "peer", r.Verifier, "accepted", r.Accepted, "reason", r.Reason, "attestation_err", r.AttestationErr)
+	}
+	e := EvtAttestationReceived{Result: r}
+	for _, h := range n.events.received {
+		h(e)
+	}
+	if em := n.events.emReceived; em != nil {
+		_ = em.Emit(e)
+	}
+}
+
+// tagIssued protects an accepted peer in the connection manager while it
+// is connected over libp2p (a peer verified through another door has no
+// connection to protect; the tag would only take a slot of the manager's
+// table).
+func (n *Node) tagIssued(e EvtAttestationIssued) {
+	r := e.Result
+	if !r.Verdict.Accepted || n.host.Network().Connectedness(r.Peer) != network.Connected {
+		return
+	}
+	n.host.ConnManager().TagPeer(r.Peer, TagAttested, tagValue)
+	n.host.ConnManager().Protect(r.Peer, protectAttested)
+}
+
+// wakeWaiters hands a prover result to the Attest calls waiting for it.
+func (n *Node) wakeWaiters(e EvtAttestationReceived) {
+	r := e.Result
+	n.mu.Lock()
+	ws := n.waiters[r.Verifier]
+	n.mu.Unlock()
+	for _, w := range ws {
+		select {
+		case w <- r:
+		default:
+		}
+	}
+}
