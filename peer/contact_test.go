@@ -15,6 +15,7 @@ import (
 	lpswarm "github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/acaptcha/acaptcha/internal/swarm"
+	"github.com/acaptcha/acaptcha/internal/testutil/testnode"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/procedural"
@@ -82,28 +83,16 @@ func startFC(t *testing.T, oracle *swarm.BenchOracle, o fcOpts) *fcNode {
 	case !o.noProver:
 		prover = oracle.Prover(swarm.LatencyInstant, 1)
 	}
-	if o.store == "" {
-		o.store = filepath.Join(t.TempDir(), "store.db")
-	}
-	if o.key == nil {
-		o.key, _, _ = crypto.GenerateEd25519Key(rand.Reader)
-	}
 	cfg := peer.Config{
-		Key: o.key, StorePath: o.store, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		Key: o.key, StorePath: o.store,
 		Source: src, Prover: prover,
 		AttestPolicy: o.policy, TrustQuorum: o.quorum, RequireSource: peer.AnySource,
 		RetryRejected: o.retry, ReattestBefore: o.reattest, AttestationTTL: o.ttl,
-		Logger: quietLogger(),
 	}
 	if o.tune != nil {
 		cfg = o.tune(cfg)
 	}
-	n, err := peer.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return &fcNode{Node: n, src: src}
+	return &fcNode{Node: testnode.New(t, testnode.Options{Config: cfg}), src: src}
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -15,6 +15,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 
+	"github.com/acaptcha/acaptcha/internal/testutil/testnode"
+
 	"github.com/acaptcha/acaptcha/peer"
 )
 
@@ -31,26 +33,14 @@ type discOpts struct {
 // first contact, and never mDNS (tests stay off real interfaces).
 func startDisc(t *testing.T, o discOpts) *peer.Node {
 	t.Helper()
-	if o.key == nil {
-		o.key, _, _ = crypto.GenerateEd25519Key(rand.Reader)
-	}
-	if o.listen == "" {
-		o.listen = "/ip4/127.0.0.1/tcp/0"
-	}
-	cfg := peer.Config{
-		Key: o.key, StorePath: filepath.Join(t.TempDir(), "s.db"),
-		ListenAddrs: []string{o.listen}, Bootstrap: o.bootstrap, DHT: o.dht,
-		MDNS: false, Logger: quietLogger(),
+	cfg := peer.Config{Key: o.key, Bootstrap: o.bootstrap, DHT: o.dht, MDNS: false}
+	if o.listen != "" {
+		cfg.ListenAddrs = []string{o.listen}
 	}
 	if o.tune != nil {
 		cfg = o.tune(cfg)
 	}
-	n, err := peer.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
+	return testnode.New(t, testnode.Options{Config: cfg})
 }
 
 func p2pAddr(t *testing.T, n *peer.Node) string {

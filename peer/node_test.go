@@ -2,7 +2,6 @@ package peer_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -13,11 +12,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
-	"github.com/acaptcha/acaptcha/llm"
+
+	"github.com/acaptcha/acaptcha/internal/testutil/testnode"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
-	"github.com/acaptcha/acaptcha/skill/solve"
 	"github.com/acaptcha/acaptcha/spec"
 )
 
@@ -78,44 +77,16 @@ type nodeOpts struct {
 
 func startNode(t *testing.T, o nodeOpts) *peer.Node {
 	t.Helper()
-	ctx := context.Background()
-	var prover skill.Prover
-	if o.brain != nil {
-		srv := testutil.NewOpenAIServer(o.brain)
-		t.Cleanup(srv.Close)
-		m, err := llm.New(ctx, llm.Config{Spec: "openai:stub-model", BaseURL: srv.URL + "/v1", APIKey: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		prover = solve.New(m, solve.Config{Memory: o.memory})
+	if len(o.sets) == 0 {
+		t.Fatal("startNode: no challenge sets")
 	}
-	if o.policy.Rounds == 0 {
-		o.policy = skill.DefaultPolicy()
-	}
-	src, err := skill.NewCorpus("test", o.sets, nil, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.listen == nil {
-		o.listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	}
-	if o.storeAt == "" {
-		o.storeAt = filepath.Join(t.TempDir(), "store.db")
-	}
-	if o.key == nil {
-		o.key, _, _ = crypto.GenerateEd25519Key(rand.Reader)
-	}
-	n, err := peer.New(peer.Config{Key: o.key, StorePath: o.storeAt, ListenAddrs: o.listen, Policy: o.policy, Source: src, Prover: prover})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
+	return testnode.New(t, testnode.Options{
+		Config: peer.Config{Key: o.key, StorePath: o.storeAt, ListenAddrs: o.listen, Policy: o.policy},
+		Sets:   o.sets, Brain: o.brain, Memory: o.memory,
+	})
 }
 
-func addrInfo(n *peer.Node) lpeer.AddrInfo {
-	return lpeer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}
-}
+func addrInfo(n *peer.Node) lpeer.AddrInfo { return testnode.AddrInfo(n) }
 
 func TestMutualAttestationOracle(t *testing.T) {
 	for _, tc := range []struct{ name, addr string }{

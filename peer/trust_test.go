@@ -17,10 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
-	"github.com/acaptcha/acaptcha/llm"
+	"github.com/acaptcha/acaptcha/internal/testutil/testnode"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
-	"github.com/acaptcha/acaptcha/skill/solve"
 )
 
 // trustOpts configures a node for the trust, gossip and admission tests.
@@ -46,39 +45,20 @@ type tnode struct {
 
 func startTrustNode(t *testing.T, sets []*skill.Set, o trustOpts) *tnode {
 	t.Helper()
-	var prover skill.Prover
-	if o.brain != nil {
-		srv := testutil.NewOpenAIServer(o.brain)
-		t.Cleanup(srv.Close)
-		m, err := llm.New(context.Background(), llm.Config{Spec: "openai:stub-model", BaseURL: srv.URL + "/v1", APIKey: "test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		prover = solve.New(m, solve.Config{Memory: true})
-	}
-	src, err := skill.NewCorpus("test", sets, nil, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.storeAt == "" {
-		o.storeAt = filepath.Join(t.TempDir(), "store.db")
-	}
 	if o.key == nil {
 		o.key, _, _ = crypto.GenerateEd25519Key(rand.Reader)
 	}
 	if o.require == "" {
 		o.require = peer.AnySource
 	}
-	n, err := peer.New(peer.Config{
-		Key: o.key, StorePath: o.storeAt, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Source: src, Prover: prover,
-		TrustQuorum: o.quorum, Gossip: o.gossip, BlockRejected: o.block, Metrics: o.reg,
-		RequireSource: o.require, SourceKind: o.kind, Logger: o.logger,
+	n := testnode.New(t, testnode.Options{
+		Config: peer.Config{
+			Key: o.key, StorePath: o.storeAt,
+			TrustQuorum: o.quorum, Gossip: o.gossip, BlockRejected: o.block, Metrics: o.reg,
+			RequireSource: o.require, SourceKind: o.kind, Logger: o.logger,
+		},
+		Sets: sets, Brain: o.brain, Memory: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
 	return &tnode{Node: n, key: o.key}
 }
 

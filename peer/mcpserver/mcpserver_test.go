@@ -2,22 +2,20 @@ package mcpserver_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/internal/testutil/testnode"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/peer/mcpserver"
 	"github.com/acaptcha/acaptcha/skill"
@@ -74,23 +72,10 @@ func testLogger(t *testing.T) *slog.Logger {
 
 func startNode(t *testing.T, sets []*skill.Set, prover skill.Prover) *peer.Node {
 	t.Helper()
-	src, err := skill.NewCorpus("test", sets, nil, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := peer.New(peer.Config{
-		Key: key, StorePath: filepath.Join(t.TempDir(), "store.db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Policy: skill.DefaultPolicy(), Source: src, Prover: prover, Logger: testLogger(t),
+	return testnode.New(t, testnode.Options{
+		Config: peer.Config{Prover: prover, Logger: testLogger(t)},
+		Sets:   sets,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
 }
 
 // connect serves srv to an SDK client over an in-memory transport.
