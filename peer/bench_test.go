@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,14 +75,8 @@ func BenchmarkMutualAttest(b *testing.B) {
 	ensure(2)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		y := int((1 + math.Sqrt(1+8*float64(i))) / 2)
-		for y*(y-1)/2 > i {
-			y--
-		}
-		for (y+1)*y/2 <= i {
-			y++
-		}
-		x := i - y*(y-1)/2
+		pr := triangularPair(i)
+		x, y := pr[0], pr[1]
 		ensure(y + 1)
 		m, err := nodes[x].Attest(ctx, addrInfo(nodes[y]))
 		if err != nil {
@@ -91,4 +87,190 @@ func BenchmarkMutualAttest(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attestations/s")
+}
+
+// BenchmarkMutualAttestConcurrent measures mutual attestations per second
+// with several pairs of nodes attesting at once, as a busy node sees
+// them: both directions of three rounds, probes, signing, verifying and
+// storing all four records, over connections that are already up.
+//
+// The harness's own cost is taken out of the timed part: node keys,
+// stores and connections are made, and every challenge set generated and
+// its answers indexed, with the timer stopped; provers answer instantly
+// from that index. Each pair attests once (a node re-verifies no peer
+// whose fresh verdict it holds), so b.N pairs of ceil((1+sqrt(1+8N))/2)
+// nodes are connected beforehand; the per-peer and per-hour budgets are
+// lifted through Config.Limits, as in the protocol benchmarks. Run it
+// with a fixed count, e.g.
+//
+//	go test -run x -bench MutualAttestConcurrent -benchtime 2000x ./peer/
+func BenchmarkMutualAttestConcurrent(b *testing.B) {
+	for _, workers := range []int{8} {
+		b.Run(fmt.Sprintf("pairs=%d", workers), func(b *testing.B) { benchMutualConcurrent(b, workers) })
+	}
+}
+
+func benchMutualConcurrent(b *testing.B, workers int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// Nodes: the smallest n with n(n-1)/2 >= b.N.
+	n := 2
+	for n*(n-1)/2 < b.N {
+		n++
+	}
+	// Sets: two per attestation (one per direction), generated now.
+	g, err := procedural.New(procedural.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := &presetSource{}
+	answers := map[[2]string]string{} // narrative, question -> answer
+	for range 2 * b.N {
+		set, err := g.Next(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		src.sets = append(src.sets, set)
+		for _, p := range set.Parts {
+			for _, q := range p.Questions {
+				answers[[2]string{p.Narrative, q.Question}] = q.Answer
+			}
+		}
+	}
+	var unknown atomic.Int64
+	prover := skill.ProverFunc(func() skill.Answerer {
+		return skill.AnswerFunc(func(_ context.Context, c skill.Challenge) (string, error) {
+			a, ok := answers[[2]string{c.Narrative, c.Question}]
+			if !ok {
+				unknown.Add(1)
+				return "unknown", nil
+			}
+			return a, nil
+		})
+	})
+	const many = 1 << 30
+	nodes := make([]*peer.Node, n)
+	for i := range nodes {
+		k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes[i], err = peer.New(peer.Config{
+			Key: k, StorePath: filepath.Join(b.TempDir(), fmt.Sprintf("n%d.db", i)),
+			ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+			Policy:      skill.DefaultPolicy(),
+			Source:      src,
+			Prover:      prover,
+			Logger:      slog.New(slog.DiscardHandler),
+			// Attest drives every session.
+			AttestPolicy: peer.AttestNone,
+			Limits: peer.Limits{
+				MaxDrawsPerPeer: many, MaxDrawsPerPrefix: many, MaxDraws: many,
+				MaxSessionsPerVerifier: many, MaxCallsPerVerifier: many, MaxProverCalls: many,
+			},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { nodes[i].Close() })
+	}
+	pairs := make([][2]int, b.N)
+	for i := range pairs {
+		pairs[i] = triangularPair(i)
+	}
+	// Connect every pair beforehand (at most workers dials at once).
+	var wg sync.WaitGroup
+	dial := make(chan [2]int)
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for pr := range dial {
+				if err := nodes[pr[0]].Host().Connect(ctx, addrInfo(nodes[pr[1]])); err != nil {
+					errs <- fmt.Errorf("connect %v: %w", pr, err)
+					return
+				}
+			}
+		})
+	}
+	for _, pr := range pairs {
+		dial <- pr
+	}
+	close(dial)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // identify and connection events settle
+
+	var next atomic.Int64
+	fail := make(chan error, workers)
+	var latency atomic.Int64 // summed over all attestations
+	b.ResetTimer()
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= b.N {
+					return
+				}
+				x, y := pairs[i][0], pairs[i][1]
+				t0 := time.Now()
+				m, err := nodes[x].Attest(ctx, addrInfo(nodes[y]))
+				latency.Add(int64(time.Since(t0)))
+				switch {
+				case err != nil:
+					fail <- fmt.Errorf("attestation %d (%d, %d): %w", i, x, y, err)
+					return
+				case !m.Ours.Verdict.Accepted || m.Theirs == nil || !m.Theirs.Accepted:
+					fail <- fmt.Errorf("attestation %d (%d, %d) not a mutual accept: %+v %+v %v", i, x, y, m.Ours.Verdict, m.Theirs, m.TheirsErr)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+
+	close(fail)
+	if err := <-fail; err != nil {
+		b.Fatal(err)
+	}
+	if u := unknown.Load(); u != 0 {
+		b.Fatalf("%d challenges not in the answer key", u)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attestations/s")
+	b.ReportMetric(float64(latency.Load())/float64(b.N)/1e6, "ms/attest")
+}
+
+// triangularPair is the i-th pair (x, y), x < y, in the order (0,1),
+// (0,2), (1,2), (0,3), ...
+func triangularPair(i int) [2]int {
+	y := int((1 + math.Sqrt(1+8*float64(i))) / 2)
+	for y*(y-1)/2 > i {
+		y--
+	}
+	for (y+1)*y/2 <= i {
+		y++
+	}
+	return [2]int{i - y*(y-1)/2, y}
+}
+
+// presetSource serves sets generated before the benchmark's timer
+// started, each once, to every node that draws from it.
+type presetSource struct {
+	sets []*skill.Set
+	next atomic.Int64
+}
+
+func (s *presetSource) Name() string { return "bench-preset" }
+
+func (s *presetSource) Kind() skill.SourceKind { return skill.SourceProcedural }
+
+func (s *presetSource) Next(context.Context) (*skill.Set, error) {
+	i := s.next.Add(1) - 1
+	if i >= int64(len(s.sets)) {
+		return nil, fmt.Errorf("bench source: %w after %d sets", skill.ErrExhausted, len(s.sets))
+	}
+	return s.sets[i], nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-msgio/pbio"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/acaptcha/acaptcha/protocol/pb"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // Frame caps. A frame is an unsigned-varint length followed by that many
@@ -140,21 +142,30 @@ func appendFrame(buf []byte, f *pb.Frame, max int) ([]byte, error) {
 // writeFrame writes f with a single Write, so that the time a write
 // returns is the time the whole frame was handed to the transport.
 func writeFrame(w io.Writer, f *pb.Frame, max int) error {
-	buf, err := appendFrame(make([]byte, 0, 64), f, max)
+	bp := frameBufs.Get().(*[]byte)
+	buf, err := appendFrame((*bp)[:0], f, max)
 	if err != nil {
+		frameBufs.Put(bp)
 		return err
 	}
-	_, err = w.Write(buf)
-	return err
+	if _, err := w.Write(buf); err != nil {
+		// A transport that failed mid-write may still hold the bytes:
+		// the buffer is not reused.
+		return err
+	}
+	// io.Writer: Write does not retain buf once it returned.
+	*bp = buf[:0]
+	frameBufs.Put(bp)
+	return nil
 }
 
-// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
-}
+// frameBufs recycles the encoding buffers of writeFrame (a session writes
+// a handful of frames, the challenges and the verdict a few KiB each).
+var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence
+// (skill.CapBytes, the project's one string cap).
+func truncate(s string, n int) string { return skill.CapBytes(s, n) }
 
 // frameKind names a frame's body for logs and errors.
 func frameKind(f *pb.Frame) string {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/text/cases"
@@ -98,7 +99,42 @@ type challengePrint struct {
 // smallest FNV-1a-64 hashes of the word shingles of the narrative's words
 // followed by the question's (one shingle of all words when there are
 // fewer than ShingleWords).
+//
+// It runs before every challenge a node sends and on every challenge its
+// prover receives while it has issued any, so text made of ASCII and of
+// simpleRunes (all of the generators' output) takes a path that
+// normalises, hashes and shingles in one reused buffer;
+// challengeDigestGeneral is the definition, and
+// TestChallengeDigestFastPath and FuzzChallengeDigestFastPath hold the two
+// equal.
 func challengeDigest(narrative, question string) *challengePrint {
+	sc := digestScratchPool.Get().(*digestScratch)
+	defer sc.put()
+	// text = norm(narrative) 0x00 norm(question): exactly the bytes the
+	// SHA-256 covers. The zero byte is no word byte, so the words of text
+	// are the narrative's followed by the question's.
+	t, w, ok := appendNormalizedSimple(sc.text[:0], sc.words[:0], narrative)
+	if ok {
+		t = append(t, 0)
+		t, w, ok = appendNormalizedSimple(t, w, question)
+	}
+	sc.text = t
+	if !ok {
+		sc.words = w
+		return challengeDigestGeneral(narrative, question)
+	}
+	cp := &challengePrint{digest: sha256.Sum256(t)}
+	sc.words = w
+	if len(w) == 0 {
+		return cp
+	}
+	sc.hashes = shingleHashes(sc.hashes[:0], t, w)
+	cp.sketch = bottomK(sc.hashes)
+	return cp
+}
+
+// challengeDigestGeneral is challengeDigest for any text.
+func challengeDigestGeneral(narrative, question string) *challengePrint {
 	n, q := NormalizeChallengeText(narrative), NormalizeChallengeText(question)
 	cp := &challengePrint{}
 	h := sha256.New()
@@ -111,35 +147,310 @@ func challengeDigest(narrative, question string) *challengePrint {
 	return cp
 }
 
+// appendNormalizedSimple appends NormalizeChallengeText(s) to b when s
+// consists of ASCII and simpleRunes only, and reports whether it did: each
+// rune is replaced by its full case folding, white space runs collapse
+// to one space, none leading or trailing. Such text is NFC already (every
+// simple rune is a stable starter that composes with nothing before it,
+// and no ASCII byte composes with what precedes it). It appends to w the
+// words of what it appended (challengeWords: maximal runs of letters,
+// digits and marks).
+func appendNormalizedSimple(b []byte, w []wordSpan, s string) ([]byte, []wordSpan, bool) {
+	first := len(b)
+	b = slices.Grow(b, len(s))
+	pending := false // a space is owed before the next non-space
+	start := -1      // of the word being appended
+	for i := 0; i < len(s); {
+		var class uint8
+		var fold string
+		if c := s[i]; c < utf8.RuneSelf {
+			i++
+			class = asciiClass[c]
+			if class != classSpace {
+				if pending {
+					b = append(b, ' ')
+					pending = false
+				}
+				if class == classWord {
+					if start < 0 {
+						start = len(b)
+					}
+				} else if start >= 0 {
+					w = append(w, wordSpan{int32(start), int32(len(b))})
+					start = -1
+				}
+				b = append(b, asciiLower[c])
+				continue
+			}
+		} else {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			i += size
+			sr, ok := simpleRunes()[r]
+			if !ok {
+				return b, w, false
+			}
+			class, fold = sr.class, sr.fold
+		}
+		switch {
+		case class == classSpace:
+			pending = len(b) > first
+			if start >= 0 {
+				w = append(w, wordSpan{int32(start), int32(len(b))})
+				start = -1
+			}
+			continue
+		case pending:
+			b = append(b, ' ')
+			pending = false
+		}
+		if class == classWord {
+			if start < 0 {
+				start = len(b)
+			}
+		} else if start >= 0 {
+			w = append(w, wordSpan{int32(start), int32(len(b))})
+			start = -1
+		}
+		b = append(b, fold...)
+	}
+	if start >= 0 {
+		w = append(w, wordSpan{int32(start), int32(len(b))})
+	}
+	return b, w, true
+}
+
+// Classes of normalised text: white space, word runes (letters, digits,
+// marks) and the rest.
+const (
+	classOther uint8 = iota
+	classSpace
+	classWord
+)
+
+// simpleRune is how normalisation treats one simple rune: its full case
+// folding and the class of every rune of it.
+type simpleRune struct {
+	fold  string
+	class uint8
+}
+
+// simpleRunes are the non-ASCII runes of Latin-1, Latin Extended-A and -B,
+// Greek and Coptic, and General Punctuation that NFC leaves alone wherever
+// they stand (NFC-stable starters that compose with no preceding rune;
+// what follows one is ASCII or another of them, and composes with
+// nothing) and whose case folding is of one class; the generators'
+// narratives use a few of them (degree and micro signs, accented names,
+// Greek letters).
+var simpleRunes = sync.OnceValue(func() map[rune]simpleRune {
+	m := map[rune]simpleRune{}
+	fold := cases.Fold()
+	for _, rg := range [][2]rune{{0x80, 0x24F}, {0x370, 0x3FF}, {0x2000, 0x206F}} {
+		for r := rg[0]; r <= rg[1]; r++ {
+			s := string(r)
+			p := norm.NFC.PropertiesString(s)
+			if !utf8.ValidRune(r) || !p.BoundaryBefore() || norm.NFC.String(s) != s {
+				continue
+			}
+			f := fold.String(s)
+			var n [3]int
+			for _, fr := range f {
+				switch {
+				case unicode.IsSpace(fr):
+					n[classSpace]++
+				case unicode.IsLetter(fr) || unicode.IsDigit(fr) || unicode.IsMark(fr):
+					n[classWord]++
+				default:
+					n[classOther]++
+				}
+			}
+			for class, k := range n {
+				if k > 0 && k == utf8.RuneCountInString(f) {
+					m[r] = simpleRune{fold: f, class: uint8(class)}
+				}
+			}
+		}
+	}
+	return m
+})
+
+// wordSpan is one word of a digestScratch's text.
+type wordSpan struct{ start, end int32 }
+
+// digestScratch is the memory one challengeDigest call works in.
+type digestScratch struct {
+	text   []byte
+	words  []wordSpan
+	hashes []uint64
+}
+
+var digestScratchPool = sync.Pool{New: func() any { return new(digestScratch) }}
+
+// put returns sc to the pool unless a very long text grew it.
+func (sc *digestScratch) put() {
+	if cap(sc.text) > 1<<20 {
+		return
+	}
+	digestScratchPool.Put(sc)
+}
+
+// FNV-1a 64 (hash/fnv's, written out: no allocation per write).
+const fnvOffset64, fnvPrime64 = 14695981039346656037, 1099511628211
+
+// shingleHashes hashes with exactly ShingleWords = 5 lanes.
+var (
+	_ [ShingleWords - 5]struct{}
+	_ [5 - ShingleWords]struct{}
+)
+
+// shingleHashes appends the FNV-1a-64 hash of every shingle of the words
+// w of t (ShingleWords words joined by single spaces; one shingle of all
+// words when there are fewer). The ShingleWords shingles a word belongs
+// to are hashed side by side over its bytes: five independent multiply
+// chains instead of one five times as long.
+func shingleHashes(hs []uint64, t []byte, w []wordSpan) []uint64 {
+	if len(w) < ShingleWords {
+		h := uint64(fnvOffset64)
+		for j, sp := range w {
+			if j > 0 {
+				h ^= ' '
+				h *= fnvPrime64
+			}
+			for _, c := range t[sp.start:sp.end] {
+				h ^= uint64(c)
+				h *= fnvPrime64
+			}
+		}
+		return append(hs, h)
+	}
+	// Before word m, h1..h4 hold the shingles that started at words
+	// m-4..m-1 (meaningless for negative starts, never emitted); h5
+	// starts at word m. After word m, h1 is complete.
+	var h1, h2, h3, h4 uint64
+	for m, sp := range w {
+		h1 = (h1 ^ ' ') * fnvPrime64
+		h2 = (h2 ^ ' ') * fnvPrime64
+		h3 = (h3 ^ ' ') * fnvPrime64
+		h4 = (h4 ^ ' ') * fnvPrime64
+		h5 := uint64(fnvOffset64)
+		for _, c := range t[sp.start:sp.end] {
+			x := uint64(c)
+			h1 = (h1 ^ x) * fnvPrime64
+			h2 = (h2 ^ x) * fnvPrime64
+			h3 = (h3 ^ x) * fnvPrime64
+			h4 = (h4 ^ x) * fnvPrime64
+			h5 = (h5 ^ x) * fnvPrime64
+		}
+		if m >= ShingleWords-1 {
+			hs = append(hs, h1)
+		}
+		h1, h2, h3, h4 = h2, h3, h4, h5
+	}
+	return hs
+}
+
+// asciiClass classes ASCII bytes (strings.Fields' white space, letters
+// and digits); asciiLower maps ASCII to lower case.
+var asciiClass, asciiLower = func() (class [utf8.RuneSelf]uint8, lo [utf8.RuneSelf]byte) {
+	for _, c := range " \t\n\v\f\r" {
+		class[c] = classSpace
+	}
+	for i := range lo {
+		lo[i] = byte(i)
+		if isASCIIAlnum(byte(i)) {
+			class[i] = classWord
+		}
+		if 'A' <= i && i <= 'Z' {
+			lo[i] = byte(i + 'a' - 'A')
+		}
+	}
+	return
+}()
+
 func shingleSketch(words []string) []uint64 {
 	if len(words) == 0 {
 		return nil
 	}
 	k := min(ShingleWords, len(words))
 	hs := make([]uint64, 0, len(words)-k+1)
-	// FNV-1a 64 written out (hash/fnv's, without an allocation per write:
-	// this runs on every challenge sent and received).
-	const offset64, prime64 = 14695981039346656037, 1099511628211
 	for i := 0; i+k <= len(words); i++ {
-		h := uint64(offset64)
+		h := uint64(fnvOffset64)
 		for j, w := range words[i : i+k] {
 			if j > 0 {
 				h ^= ' '
-				h *= prime64
+				h *= fnvPrime64
 			}
 			for b := 0; b < len(w); b++ {
 				h ^= uint64(w[b])
-				h *= prime64
+				h *= fnvPrime64
 			}
 		}
 		hs = append(hs, h)
 	}
-	slices.Sort(hs)
-	hs = slices.Compact(hs)
-	if len(hs) > SketchSize {
-		hs = hs[:SketchSize:SketchSize]
+	return bottomK(hs)
+}
+
+// bottomK returns the SketchSize smallest distinct values of hs (which it
+// may reorder) in ascending order, in a slice of their own. A max-heap
+// keeps the SketchSize smallest distinct values seen: most values cost
+// one comparison with its top, and the few that enter it a look-up in a
+// small counting filter of the heap's values (a scan of the heap only
+// when the filter cannot rule a duplicate out).
+func bottomK(hs []uint64) []uint64 {
+	if len(hs) <= 2*SketchSize {
+		slices.Sort(hs)
+		hs = slices.Compact(hs)
+		return slices.Clone(hs[:min(len(hs), SketchSize)])
 	}
-	return hs
+	const slots = 1024
+	var in [slots]uint8 // how many heap values have these low bits
+	has := func(h []uint64, x uint64) bool { return in[x%slots] != 0 && slices.Contains(h, x) }
+	h := make([]uint64, 0, SketchSize)
+	for _, x := range hs {
+		switch {
+		case len(h) < SketchSize:
+			if !has(h, x) {
+				in[x%slots]++
+				h = append(h, x)
+				heapUp(h, len(h)-1)
+			}
+		case x < h[0] && !has(h, x):
+			in[h[0]%slots]--
+			in[x%slots]++
+			h[0] = x
+			heapDown(h)
+		}
+	}
+	slices.Sort(h)
+	return h
+}
+
+// heapUp and heapDown keep h a max-heap.
+func heapUp(h []uint64, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p] >= h[i] {
+			return
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func heapDown(h []uint64) {
+	for i := 0; ; {
+		l, big := 2*i+1, i
+		if l < len(h) && h[l] > h[big] {
+			big = l
+		}
+		if r := l + 1; r < len(h) && h[r] > h[big] {
+			big = r
+		}
+		if big == i {
+			return
+		}
+		h[i], h[big] = h[big], h[i]
+		i = big
+	}
 }
 
 // sketchJaccard estimates the Jaccard similarity of two shingle sets from
@@ -178,10 +489,28 @@ type reflectionGuard struct {
 	mu      sync.Mutex
 	window  time.Duration
 	entries map[[32]byte]*issued
-	index   map[uint64]map[*issued]struct{} // sketch hash -> entries
-	order   []issuedRef                     // insertion order = expiry order (constant window)
+	index   map[uint64]indexed // sketch hash -> entries
+	order   []issuedRef        // insertion order = expiry order (constant window)
 	head    int
 	next    uint64
+	checks  uint64    // check calls, to mark the entries one has seen
+	cands   []*issued // check's candidates (reused)
+}
+
+// indexed are the entries whose sketches hold one hash: most hashes
+// belong to one entry, kept without a slice of its own.
+type indexed struct {
+	one  *issued
+	more []*issued
+}
+
+func (x indexed) each(f func(*issued)) {
+	if x.one != nil {
+		f(x.one)
+	}
+	for _, e := range x.more {
+		f(e)
+	}
 }
 
 type issued struct {
@@ -190,6 +519,8 @@ type issued struct {
 	run     *VerifierSession // nil once the session has ended
 	seq     uint64
 	print   *challengePrint
+	checked uint64 // the last check that listed it
+	shared  int    // sketch hashes it shares with that check's print
 }
 
 type issuedRef struct {
@@ -198,7 +529,7 @@ type issuedRef struct {
 }
 
 func newReflectionGuard(window time.Duration) *reflectionGuard {
-	return &reflectionGuard{window: window, entries: map[[32]byte]*issued{}, index: map[uint64]map[*issued]struct{}{}}
+	return &reflectionGuard{window: window, entries: map[[32]byte]*issued{}, index: map[uint64]indexed{}}
 }
 
 // issue records a challenge about to be sent to peer p by run.
@@ -218,23 +549,31 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 	e := &issued{to: p, expires: now.Add(g.window), run: run, seq: g.next, print: cp}
 	g.entries[cp.digest] = e
 	for _, h := range cp.sketch {
-		m := g.index[h]
-		if m == nil {
-			m = map[*issued]struct{}{}
-			g.index[h] = m
+		x := g.index[h]
+		if x.one == nil {
+			x.one = e
+		} else {
+			x.more = append(x.more, e)
 		}
-		m[e] = struct{}{}
+		g.index[h] = x
 	}
 	g.order = append(g.order, issuedRef{cp.digest, g.next})
 }
 
 func (g *reflectionGuard) unindexLocked(e *issued) {
 	for _, h := range e.print.sketch {
-		if m := g.index[h]; m != nil {
-			delete(m, e)
-			if len(m) == 0 {
-				delete(g.index, h)
-			}
+		x := g.index[h]
+		if x.one == e {
+			x.one = nil
+		}
+		x.more = slices.DeleteFunc(x.more, func(o *issued) bool { return o == e })
+		if x.one == nil && len(x.more) > 0 {
+			x.one, x.more = x.more[0], x.more[1:]
+		}
+		if x.one == nil {
+			delete(g.index, h)
+		} else {
+			g.index[h] = x
 		}
 	}
 }
@@ -262,20 +601,35 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 		return e.to, e.run, true
 	}
 	// Candidates share at least one sketch hash; the best estimate wins.
-	seen := map[*issued]struct{}{}
+	// Each is listed once (marked with this check's number) with the
+	// number of hashes it shares; the estimate of one sharing c hashes is
+	// at most c / min(SketchSize, the longer sketch's length), so those
+	// that cannot reach the threshold, or beat the best so far, are not
+	// compared.
+	g.checks++
+	cands := g.cands[:0]
+	for _, h := range cp.sketch {
+		g.index[h].each(func(e *issued) {
+			if e.checked != g.checks {
+				e.checked, e.shared = g.checks, 0
+				cands = append(cands, e)
+			}
+			e.shared++
+		})
+	}
 	var best *issued
 	bestJ := 0.0
-	for _, h := range cp.sketch {
-		for e := range g.index[h] {
-			if _, dup := seen[e]; dup {
-				continue
-			}
-			seen[e] = struct{}{}
-			if j := sketchJaccard(cp.sketch, e.print.sketch); j >= ReflectionJaccard && j > bestJ {
-				best, bestJ = e, j
-			}
+	for _, e := range cands {
+		bound := float64(e.shared) / float64(min(SketchSize, max(len(cp.sketch), len(e.print.sketch))))
+		if bound < ReflectionJaccard || bound <= bestJ {
+			continue
+		}
+		if j := sketchJaccard(cp.sketch, e.print.sketch); j >= ReflectionJaccard && j > bestJ {
+			best, bestJ = e, j
 		}
 	}
+	clear(cands)
+	g.cands = cands[:0]
 	if best == nil {
 		return "", nil, false
 	}

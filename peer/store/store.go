@@ -43,6 +43,8 @@ var (
 // the node trust a record.
 type Store struct {
 	db *bolt.DB
+	// commits batches the attestation writes of concurrent sessions.
+	commits commitQueue
 }
 
 // Entry is one stored attestation.
@@ -121,7 +123,9 @@ func (s *Store) Put(d Direction, env []byte, a *protocol.Attestation) error {
 		p = a.Issuer
 	}
 	k := entryKey(p, a.IssuedAt, env)
-	return s.db.Update(func(tx *bolt.Tx) error {
+	// Idempotent (the key is derived from the envelope): batched with
+	// the writes of concurrent sessions.
+	return s.update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(b).Put(k, env); err != nil {
 			return fmt.Errorf("store attestation: %w", err)
 		}
@@ -140,7 +144,9 @@ func (s *Store) PutIssued(env []byte, a *protocol.Attestation) error {
 	}
 	k := entryKey(a.Subject, a.IssuedAt, env)
 	prefix := append([]byte(a.Subject), 0)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	// Idempotent (run again, it finds nothing more to delete and puts the
+	// same record): batched like Put.
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketIssued)
 		var dead [][]byte
 		c := b.Cursor()

@@ -1,0 +1,156 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func openTemp(t *testing.T) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, path
+}
+
+// Concurrent writes share transactions, each returns after its commit,
+// and all of them are in the file after a reopen.
+func TestCommitQueueCoalesces(t *testing.T) {
+	s, path := openTemp(t)
+	const n = 64
+	var (
+		mu  sync.Mutex
+		txs = map[int]int{} // transaction ID -> writes in it
+		wg  sync.WaitGroup
+	)
+	hold := make(chan struct{})
+	// The first write holds its commit until the others queued.
+	wg.Go(func() {
+		err := s.update(func(tx *bolt.Tx) error {
+			<-hold
+			return tx.Bucket(bucketServed).Put([]byte("first"), []byte{1})
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	s.waitQueued(t, 0)
+	for i := range n {
+		wg.Go(func() {
+			err := s.update(func(tx *bolt.Tx) error {
+				mu.Lock()
+				txs[tx.ID()]++
+				mu.Unlock()
+				return tx.Bucket(bucketServed).Put(fmt.Appendf(nil, "k%02d", i), []byte{byte(i)})
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	s.waitQueued(t, n)
+	close(hold)
+	wg.Wait()
+	if len(txs) != 1 {
+		t.Errorf("%d writes queued behind one commit took %d transactions, want 1", n, len(txs))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketServed)
+		for i := range n {
+			if v := b.Get(fmt.Appendf(nil, "k%02d", i)); len(v) != 1 || v[0] != byte(i) {
+				return fmt.Errorf("k%02d = %v after reopen", i, v)
+			}
+		}
+		if b.Get([]byte("first")) == nil {
+			return errors.New("first write lost")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A failing or panicking write gets its error and leaves no trace; the
+// writes batched with it commit.
+func TestCommitQueueFailureIsolated(t *testing.T) {
+	s, _ := openTemp(t)
+	defer s.Close()
+	boom := errors.New("boom")
+	hold := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = s.update(func(*bolt.Tx) error { <-hold; return nil })
+	})
+	s.waitQueued(t, 0)
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = s.update(func(tx *bolt.Tx) error {
+				if err := tx.Bucket(bucketServed).Put(fmt.Appendf(nil, "w%d", i), []byte{1}); err != nil {
+					return err
+				}
+				switch i {
+				case 2:
+					return boom
+				case 4:
+					panic("write panics")
+				}
+				return nil
+			})
+		})
+	}
+	s.waitQueued(t, len(errs))
+	close(hold)
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case i == 2 && !errors.Is(err, boom), i == 4 && err == nil:
+			t.Errorf("write %d: %v, want its failure", i, err)
+		case i != 2 && i != 4 && err != nil:
+			t.Errorf("write %d: %v", i, err)
+		}
+	}
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		for i := range errs {
+			got := tx.Bucket(bucketServed).Get(fmt.Appendf(nil, "w%d", i)) != nil
+			if want := i != 2 && i != 4; got != want {
+				t.Errorf("w%d stored %v, want %v", i, got, want)
+			}
+		}
+		return nil
+	})
+}
+
+// waitQueued waits (at most 10 s) until a write leads a commit (n = 0)
+// or n writes are queued behind it.
+func (s *Store) waitQueued(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.commits.mu.Lock()
+		q, leading := len(s.commits.queue), s.commits.leading
+		s.commits.mu.Unlock()
+		if (n == 0 && leading) || (n > 0 && q >= n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes queued (leading %v), want %d", q, leading, n)
+		}
+	}
+}

@@ -1,0 +1,259 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/skill/procedural"
+)
+
+// The fast path of challengeDigest gives the general path's digest and
+// sketch, byte for byte, on prose, edge cases and random text of ASCII,
+// simple runes and runes that NFC or case folding change in context.
+func TestChallengeDigestFastPath(t *testing.T) {
+	cases := [][2]string{
+		{"", ""},
+		{"   ", "\t\n"},
+		{"One", "two"},
+		{"  Loop LOOP-0042 persisted\tacross\n3 runs.  ", "Which LOOP?"},
+		{"a b c d", "e"},
+		{"!!! ???", "..."},
+		{"x_y z.w 10.4.28.30\v\f\r end", "Q\x00R"},
+		{testSet("fast").Parts[0].Narrative, testSet("fast").Parts[0].Questions[0].Question},
+		{"Held at 37 °C, 5 µM of α-synuclein; Ångström, Łódź, STRASSE straße", "ΣΊΣΥΦΟΣ σίσυφος?"},
+		{"e\u0301 vs \u00e9, A\u030a vs \u212b, \u2000gap\u00a0nbsp\u0085nel", "\u0130stanbul \u2028"},
+		{"\xff\xfe invalid", "q"},
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	ascii := []rune("aAbBzZ09 -.,\t\n\r\v\f\x00\x7f!_")
+	simple := []rune("°²µéÉßÅåłŁΣσςΐΰİıſ\u00a0\u0085\u2028\u2029\u2013\u201c")
+	tricky := []rune("\u0301\u0308\u030a\u0345\u212b\u2126\u2000\u3000\u1100\u1161\uac00\ufb01\U0001d400")
+	pick := func(b *strings.Builder, n int) {
+		for range n {
+			switch k := r.IntN(10); {
+			case k < 6:
+				b.WriteRune(ascii[r.IntN(len(ascii))])
+			case k < 9:
+				b.WriteRune(simple[r.IntN(len(simple))])
+			default:
+				b.WriteRune(tricky[r.IntN(len(tricky))])
+			}
+		}
+	}
+	for range 3000 {
+		var n, q strings.Builder
+		pick(&n, r.IntN(200))
+		pick(&q, r.IntN(20))
+		cases = append(cases, [2]string{n.String(), q.String()})
+	}
+	for r := range rune(0x3000) {
+		// Every rune alone and between letters.
+		cases = append(cases, [2]string{string(r), "a" + string(r) + "b c"})
+	}
+	for _, c := range cases {
+		got, want := challengeDigest(c[0], c[1]), challengeDigestGeneral(c[0], c[1])
+		if got.digest != want.digest || !slices.Equal(got.sketch, want.sketch) {
+			t.Fatalf("%q / %q: fast %x %x, general %x %x", c[0], c[1], got.digest, got.sketch, want.digest, want.sketch)
+		}
+		if len(got.sketch) > SketchSize || cap(got.sketch) > SketchSize {
+			t.Fatalf("sketch of len %d cap %d", len(got.sketch), cap(got.sketch))
+		}
+	}
+}
+
+func FuzzChallengeDigestFastPath(f *testing.F) {
+	f.Add("Loop LOOP-0042 persisted across 3 runs.", "Which loop?")
+	f.Add(" \t", "a")
+	f.Add("37 °C, 5 µM α-Syn", "ΣΊΣΥΦΟΣ e\u0301")
+	f.Fuzz(func(t *testing.T, n, q string) {
+		got, want := challengeDigest(n, q), challengeDigestGeneral(n, q)
+		if got.digest != want.digest || !slices.Equal(got.sketch, want.sketch) {
+			t.Fatalf("%q / %q: fast and general paths differ", n, q)
+		}
+	})
+}
+
+func BenchmarkChallengeDigest(b *testing.B) {
+	g, err := procedural.New(procedural.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var texts [][2]string
+	for range 20 {
+		set, err := g.Next(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range set.Parts {
+			texts = append(texts, [2]string{p.Narrative, p.Questions[0].Question})
+		}
+	}
+	for _, path := range []struct {
+		name   string
+		digest func(n, q string) *challengePrint
+	}{{"fast", challengeDigest}, {"general", challengeDigestGeneral}} {
+		b.Run(path.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				t := texts[i%len(texts)]
+				path.digest(t[0], t[1])
+				i++
+			}
+		})
+	}
+}
+
+// bottomK's heap gives the sorted, de-duplicated SketchSize smallest
+// values, duplicates among them included.
+func TestBottomK(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, SketchSize, 2*SketchSize + 1, 500, 3000} {
+		for _, dupRange := range []uint64{0, 50, 1 << 62} {
+			hs := make([]uint64, n)
+			for i := range hs {
+				hs[i] = r.Uint64()
+				if dupRange > 0 {
+					hs[i] %= dupRange
+				}
+			}
+			want := slices.Clone(hs)
+			slices.Sort(want)
+			want = slices.Compact(want)
+			want = want[:min(len(want), SketchSize)]
+			if got := bottomK(slices.Clone(hs)); !slices.Equal(got, want) {
+				t.Fatalf("n=%d range=%d: %v, want %v", n, dupRange, got, want)
+			}
+		}
+	}
+}
+
+// The fast path covers the generators' non-ASCII runes.
+func TestSimpleRunes(t *testing.T) {
+	m := simpleRunes()
+	for _, r := range "°²µéßαΣς\u00a0" {
+		if _, ok := m[r]; !ok {
+			t.Errorf("%q (%U) is not simple", r, r)
+		}
+	}
+	for _, r := range "\u0301\u212b\u2000" {
+		if _, ok := m[r]; ok {
+			t.Errorf("%q (%U) is simple", r, r)
+		}
+	}
+}
+
+// Entries whose sketches share hashes are all found, and all unindexed
+// when they expire.
+func TestReflectionGuardSharedHashes(t *testing.T) {
+	base := strings.Repeat("the coolant loop deviation persisted across runs while valve isolation held ", 6)
+	now := time.Unix(1000, 0)
+	g := newReflectionGuard(10 * time.Second)
+	var prints []*challengePrint
+	for i := range 3 {
+		cp := challengeDigest(base+fmt.Sprint("variant ", i), "which loop?")
+		prints = append(prints, cp)
+		g.issue(cp, lpeer.ID(fmt.Sprint("p", i)), nil, now.Add(time.Duration(i)*time.Second))
+	}
+	shared := 0
+	for _, x := range g.index {
+		if len(x.more) > 0 {
+			shared++
+		}
+	}
+	if shared == 0 {
+		t.Fatal("near-duplicates share no sketch hash")
+	}
+	if to, _, ok := g.check(challengeDigest(base+"variant 9", "which loop?"), now.Add(3*time.Second)); !ok || to == "" {
+		t.Fatal("near-duplicate not found")
+	}
+	// The first expires; nothing in the index points at it any more.
+	g.check(prints[2], now.Add(10500*time.Millisecond))
+	for h, x := range g.index {
+		x.each(func(e *issued) {
+			if e.print == prints[0] {
+				t.Fatalf("hash %x still indexes the expired entry", h)
+			}
+		})
+	}
+	g.check(prints[2], now.Add(13*time.Second))
+	if len(g.index) != 0 || g.len() != 0 {
+		t.Fatalf("%d index hashes, %d entries after all expired", len(g.index), g.len())
+	}
+}
+
+// check finds a match exactly when the best estimate over every issued
+// challenge reaches the threshold, and returns one with that estimate.
+func TestReflectionGuardCheckMatchesBruteForce(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	vocab := strings.Fields("loop valve batch lot tier alert coolant deviation run replicate report isolated quarantined reagent framework level")
+	text := func(words int) string {
+		var b strings.Builder
+		for range words {
+			b.WriteString(vocab[r.IntN(len(vocab))])
+			b.WriteByte(' ')
+		}
+		return b.String()
+	}
+	now := time.Unix(1000, 0)
+	g := newReflectionGuard(time.Hour)
+	type entry struct {
+		cp *challengePrint
+		to lpeer.ID
+	}
+	var all []entry
+	bases := []string{text(80), text(80), text(30), text(6)}
+	for i := range 200 {
+		// Variants of a few bases: many candidates share hashes.
+		n := bases[r.IntN(len(bases))] + text(r.IntN(40))
+		cp := challengeDigest(n, "q")
+		to := lpeer.ID(fmt.Sprint("p", i))
+		g.issue(cp, to, nil, now)
+		all = append(all, entry{cp, to})
+	}
+	var found, missed int
+	for range 300 {
+		q := challengeDigest(bases[r.IntN(len(bases))]+text(r.IntN(60)), "q")
+		bestJ := 0.0
+		exact := false
+		for _, e := range all {
+			if e.cp.digest == q.digest {
+				exact = true
+			}
+			if j := sketchJaccard(q.sketch, e.cp.sketch); j >= ReflectionJaccard && j > bestJ {
+				bestJ = j
+			}
+		}
+		to, _, ok := g.check(q, now)
+		if exact {
+			continue
+		}
+		if ok {
+			found++
+		} else {
+			missed++
+		}
+		if ok != (bestJ > 0) {
+			t.Fatalf("check found %v, brute force best %.3f", ok, bestJ)
+		}
+		if ok {
+			for _, e := range all {
+				if e.to == to {
+					if j := sketchJaccard(q.sketch, e.cp.sketch); j != bestJ {
+						t.Fatalf("check returned an entry at %.3f, best is %.3f", j, bestJ)
+					}
+				}
+			}
+		}
+	}
+	if found == 0 || missed == 0 {
+		t.Fatalf("%d found, %d missed: the cases do not cover both", found, missed)
+	}
+}
