@@ -164,8 +164,9 @@ func writeFrame(w io.Writer, f *pb.Frame, max int) error {
 var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence
-// (skill.CapBytes, the project's one string cap).
-func truncate(s string, n int) string { return skill.CapBytes(s, n) }
+// (skill.CapBytes, the project's one string cap), dropping invalid bytes
+// first: the result goes into protobuf strings, which must be UTF-8.
+func truncate(s string, n int) string { return skill.CapBytes(strings.ToValidUTF8(s, ""), n) }
 
 // frameKind names a frame's body for logs and errors.
 func frameKind(f *pb.Frame) string {
