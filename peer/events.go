@@ -8,11 +8,13 @@ import (
 )
 
 // Attestation events. A record this node issued (a verifier session over
-// libp2p or a front door) or received (a prover session) is stored first,
-// then handed to every subsystem that subscribed to it, in subscription
-// order and synchronously, so that admission reflects the record by the
-// time Verify or Attest returns: the trust index and gossip, the
-// connection manager's tags, the metrics. The same events are emitted on
+// libp2p or a front door) or received (a prover session) is handed to
+// every subsystem that subscribed to it, in subscription order and
+// synchronously, so that admission reflects the record by the time Verify
+// or Attest returns: the trust index and gossip, the connection manager's
+// tags, the metrics. An issued record is stored before the fan-out; a
+// received one is indexed (for presentation) before it is stored, so that
+// whoever sees it in the store can already present it. The same events are emitted on
 // the host's event bus for embedders (subscribe with
 // Host().EventBus().Subscribe(new(EvtAttestationIssued))); the bus
 // delivers them asynchronously.
@@ -51,7 +53,6 @@ func (n *Node) startEvents() error {
 		func(e EvtAttestationIssued) { n.metrics.observeIssued(e.Result) },
 	}
 	f.received = []func(EvtAttestationReceived){
-		func(e EvtAttestationReceived) { n.afterReceived(e.Result) }, // index for presentation, gossip
 		func(e EvtAttestationReceived) {
 			// A verdict without a valid record is not counted as one.
 			if r := e.Result; r.Err != nil || r.Attestation != nil {
@@ -103,6 +104,7 @@ func (n *Node) recordReceived(r protocol.ProverResult) {
 	case r.Err != nil:
 		n.warnPeer(r.Verifier, "verification of us by peer broke off", "err", r.Err)
 	case r.Attestation != nil:
+		n.afterReceived(r) // index for presentation, gossip: before the store (above)
 		if err := n.store.Put(Received, r.Envelope, r.Attestation); err != nil {
 			n.log.Error("store received attestation", "peer", r.Verifier, "err", err)
 		}
