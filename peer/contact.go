@@ -423,11 +423,7 @@ func (n *Node) onReciprocal(p peer.ID) {
 // in-memory index, still stands: an acceptance not yet due for
 // re-attestation, or a rejection inside the RetryRejected back-off.
 func (n *Node) holdsAttestation(p peer.ID, now time.Time) bool {
-	t := &n.trust
-	t.mu.RLock()
-	r := t.issued[p]
-	weak := r != nil && r.accepted && !t.meets(r) && t.servesRequiredSource()
-	t.mu.RUnlock()
+	r, weak := n.trust.issuedStanding(p)
 	if r == nil || !r.valid(now) || weak {
 		// weak: an acceptance on challenges below our source policy that
 		// a session of ours now would replace.

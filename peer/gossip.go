@@ -73,11 +73,7 @@ func (n *Node) gossipScore() (*pubsub.PeerScoreParams, *pubsub.PeerScoreThreshol
 		Topics:        map[string]*pubsub.TopicScoreParams{AttestationTopic: topic},
 		TopicScoreCap: 200,
 		AppSpecificScore: func(p peer.ID) float64 {
-			t := &n.trust
-			t.mu.RLock()
-			ok, _ := t.directLocked(p, n.trustNow())
-			t.mu.RUnlock()
-			if ok {
+			if n.trust.direct(p, n.trustNow()) {
 				return 10
 			}
 			return 0
@@ -319,10 +315,7 @@ func (n *Node) checkGossip(data []byte, author peer.ID) (pubsub.ValidationResult
 		// forward it, do not learn it.
 		return pubsub.ValidationAccept, gossipOwn, a
 	}
-	t := &n.trust
-	t.mu.RLock()
-	res, old := t.peekLearnLocked(a, self, now)
-	t.mu.RUnlock()
+	res, old := n.trust.peekLearn(a, self, now)
 	switch res {
 	case learnDuplicate:
 		return pubsub.ValidationIgnore, gossipDuplicate, nil

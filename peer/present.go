@@ -132,10 +132,7 @@ func (n *Node) Present(ctx context.Context, p peer.ID) error {
 	if p == n.ID() {
 		return errors.New("present: cannot present to ourselves")
 	}
-	t := &n.trust
-	t.mu.RLock()
-	envs := t.presentableLocked(n.trustNow(), MaxPresented)
-	t.mu.RUnlock()
+	envs := n.trust.presentable(n.trustNow(), MaxPresented)
 	if len(envs) == 0 {
 		return nil
 	}
@@ -315,38 +312,8 @@ func isTimeout(err error) bool {
 
 // admitsDirectly reports whether this node admits p on its own
 // attestation.
-func (n *Node) admitsDirectly(p peer.ID) bool {
-	t := &n.trust
-	now := n.trustNow()
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	ok, _ := t.directLocked(p, now)
-	return ok
-}
+func (n *Node) admitsDirectly(p peer.ID) bool { return n.trust.direct(p, n.trustNow()) }
 
 // presentedUntrusted counts the indexed records learned by presentation
 // whose issuer this node does not admit directly.
-func (n *Node) presentedUntrusted() int {
-	t := &n.trust
-	now := n.trustNow()
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	k := 0
-	direct := map[peer.ID]bool{}
-	for _, m := range t.learned {
-		for issuer, r := range m {
-			if r.source != SourcePresentation {
-				continue
-			}
-			ok, seen := direct[issuer]
-			if !seen {
-				ok, _ = t.directLocked(issuer, now)
-				direct[issuer] = ok
-			}
-			if !ok {
-				k++
-			}
-		}
-	}
-	return k
-}
+func (n *Node) presentedUntrusted() int { return n.trust.presentedUntrusted(n.trustNow()) }

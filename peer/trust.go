@@ -727,3 +727,64 @@ func (t *trustState) presentableLocked(now time.Time, max int) [][]byte {
 	}
 	return out
 }
+
+// The trust state's lock is held by trust.go and admission.go (the trust
+// concern) only; first contact, gossip and presentation ask through these
+// methods.
+
+// direct reports whether this node admits p on its own verification.
+func (t *trustState) direct(p peer.ID, now time.Time) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ok, _ := t.directLocked(p, now)
+	return ok
+}
+
+// peekLearn tells what learning a would do, without learning it.
+func (t *trustState) peekLearn(a *protocol.Attestation, self peer.ID, now time.Time) (learnResult, *trustRec) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.peekLearnLocked(a, self, now)
+}
+
+// presentable returns the envelopes this node presents about itself.
+func (t *trustState) presentable(now time.Time, max int) [][]byte {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.presentableLocked(now, max)
+}
+
+// issuedStanding returns this node's newest verdict on p, and whether it
+// is an acceptance on challenges below the node's own source policy while
+// the node serves that policy (weak: worth re-attesting).
+func (t *trustState) issuedStanding(p peer.ID) (r *trustRec, weak bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r = t.issued[p]
+	return r, r != nil && r.accepted && !t.meets(r) && t.servesRequiredSource()
+}
+
+// presentedUntrusted counts the indexed records learned by presentation
+// whose issuer this node does not admit directly.
+func (t *trustState) presentedUntrusted(now time.Time) int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	k := 0
+	direct := map[peer.ID]bool{}
+	for _, m := range t.learned {
+		for issuer, r := range m {
+			if r.source != SourcePresentation {
+				continue
+			}
+			ok, seen := direct[issuer]
+			if !seen {
+				ok, _ = t.directLocked(issuer, now)
+				direct[issuer] = ok
+			}
+			if !ok {
+				k++
+			}
+		}
+	}
+	return k
+}
