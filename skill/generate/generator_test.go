@@ -200,6 +200,7 @@ func scenarios() []scenario {
 }
 
 func TestGenerateScenarios(t *testing.T) {
+	t.Parallel() // CPU-bound under -race: lets the package use both cores
 	for _, w := range wires {
 		t.Run(w.name, func(t *testing.T) {
 			for _, sc := range scenarios() {

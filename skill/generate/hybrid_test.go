@@ -465,6 +465,7 @@ func dropNumber(text string) string {
 var code = regexp.MustCompile(`\b[A-Z]{2,4}-\d{3,5}\b`)
 
 func TestHybridUnfaithfulRewordingRejected(t *testing.T) {
+	t.Parallel() // CPU-bound under -race: lets the package use both cores
 	cases := []struct {
 		name   string
 		reword func(text string, part int) testutil.BrainReply
@@ -570,6 +571,7 @@ var monthNames = []string{"January", "February", "March", "April", "May", "June"
 
 // The fact check tells faithful changes of form from changes of fact.
 func TestHybridFactCheck(t *testing.T) {
+	t.Parallel() // CPU-bound under -race: lets the package use both cores
 	cases := []struct {
 		name   string
 		mutate func(string) string
@@ -710,6 +712,7 @@ func TestHybridEarlierAnswerNamedRejected(t *testing.T) {
 }
 
 func TestHybridProviderErrors(t *testing.T) {
+	t.Parallel() // CPU-bound under -race: lets the package use both cores
 	t.Run("429-then-success", func(t *testing.T) {
 		var once sync.Once
 		h, sets, _ := newHybrid(t, func(sets []*skill.Set) testutil.Brain {
@@ -763,6 +766,7 @@ func TestHybridProduceBounded(t *testing.T) {
 }
 
 func TestHybridPool(t *testing.T) {
+	t.Parallel() // CPU-bound under -race: lets the package use both cores
 	h, sets, _ := newHybrid(t, faithfulBrain)
 	p, err := pool.New(pool.Config{Size: 2, Wait: time.Minute, RetryBackoff: time.Millisecond, Logger: quiet}, h)
 	if err != nil {
@@ -891,6 +895,7 @@ func TestMeasureHybridFigures(t *testing.T) {
 // served question was reworded. A malformed question reply keeps every
 // original wording.
 func TestHybridQuestionRewordingFallback(t *testing.T) {
+	t.Parallel() // CPU-bound under -race: lets the package use both cores
 	t.Run("leaks-an-answer", func(t *testing.T) {
 		var mu sync.Mutex
 		leaked := map[string]string{} // question -> its leaking rewording
@@ -1007,6 +1012,7 @@ func TestDecodeQuestionRewording(t *testing.T) {
 // templates and promises readable, so they drop questions, and no served
 // question is one any attacker answers.
 func TestHybridWhiteBoxFilter(t *testing.T) {
+	t.Parallel() // CPU-bound under -race: lets the package use both cores
 	h, _, _ := newHybrid(t, faithfulBrain, func(c *generate.HybridConfig) { c.WhiteBox = generate.WhiteBoxAuto })
 	var dropped int
 	for range 3 {

@@ -130,6 +130,7 @@ func (s *stopAfter) Produce(ctx context.Context) (*skill.Set, error) {
 // one retried after truncation and the one retried after a 429, over
 // every wire format.
 func TestPoolAdmitsOnlyValidSets(t *testing.T) {
+	t.Parallel() // CPU-bound under -race: lets the package use both cores
 	for _, w := range wires {
 		t.Run(w.name, func(t *testing.T) {
 			good := goodSet(t)

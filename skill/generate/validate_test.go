@@ -259,6 +259,7 @@ func TestScriptStage(t *testing.T) {
 // attackers of the set's source: a set without provenance is attacked as
 // LLM-written text, a procedural one without its inverter unless asked.
 func TestDefaultAttackers(t *testing.T) {
+	t.Parallel() // CPU-bound under -race: lets the package use both cores
 	names := func(ns []attack.Named) []string {
 		var out []string
 		for _, n := range ns {
