@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
@@ -147,5 +149,38 @@ func TestWarnPeerRateLimited(t *testing.T) {
 	want := warnBurst + 1 + int(time.Since(start)/warnRefill)
 	if k := strings.Count(buf.String(), "\n"); k > want {
 		t.Fatalf("%d lines for 1000 peers in a burst, want at most %d", k, want)
+	}
+}
+
+// A node behind a relay gets every relayed connection from the relay's
+// address: the relay is exempt from the per-IP limit (up to the inbound
+// limit), loopback stays exempt unless LimitLoopback, other addresses are
+// not listed (the per-IP limit applies).
+func TestRelayAddressExemptFromPerIPLimit(t *testing.T) {
+	relay := "/ip4/192.0.2.7/tcp/4717/p2p/12D3KooWDmk3Lap6BGxB3XELbLnqzrzG9gXSMhWsPmFj9JtQqy1g"
+	v4, v6, err := networkPrefixLimits(&Config{Relays: []string{relay, "/ip6/2001:db8::1/udp/4717/quic-v1/p2p/12D3KooWDmk3Lap6BGxB3XELbLnqzrzG9gXSMhWsPmFj9JtQqy1g"}}, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(ls []rcmgr.NetworkPrefixLimit, p string, n int) bool {
+		for _, l := range ls {
+			if l.Network.String() == p && l.ConnCount == n {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(v4, "192.0.2.7/32", 500) || !has(v6, "2001:db8::1/128", 500) {
+		t.Fatalf("relay not exempt: v4 %v v6 %v", v4, v6)
+	}
+	if !has(v4, "127.0.0.0/8", math.MaxInt) {
+		t.Fatalf("loopback not exempt by default: %v", v4)
+	}
+	v4, _, err = networkPrefixLimits(&Config{LimitLoopback: true}, 500)
+	if err != nil || len(v4) != 0 {
+		t.Fatalf("LimitLoopback without relays: %v %v", v4, err)
+	}
+	if _, _, err := networkPrefixLimits(&Config{Relays: []string{"/ip4/192.0.2.7/tcp/1"}}, 500); err == nil {
+		t.Fatal("a relay without a peer ID was accepted")
 	}
 }

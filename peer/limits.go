@@ -16,6 +16,7 @@ package peer
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -23,6 +24,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/acaptcha/acaptcha/protocol"
 )
@@ -107,11 +109,12 @@ func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, network.ResourceManager,
 		[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 32, ConnCount: perIP}},
 		[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 56, ConnCount: perIP}, {PrefixLength: 48, ConnCount: 8 * perIP}},
 	)}
-	if cfg.LimitLoopback {
-		// An empty prefix list drops libp2p's unlimited loopback entry,
-		// so the per-IP limit applies to loopback as to any address.
-		opts = append(opts, rcmgr.WithNetworkPrefixLimit([]rcmgr.NetworkPrefixLimit{}, []rcmgr.NetworkPrefixLimit{}))
+	v4, v6, err := networkPrefixLimits(cfg, InboundConnLimit(high))
+	if err != nil {
+		cm.Close()
+		return nil, nil, err
 	}
+	opts = append(opts, rcmgr.WithNetworkPrefixLimit(v4, v6))
 	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(connLimitConfig(high)), opts...)
 	if err != nil {
 		cm.Close()
@@ -190,3 +193,46 @@ func (n *Node) PeerUsage(p peer.ID) protocol.PeerUsage { return n.svc.PeerUsage(
 // ProtocolConfig returns the attestation service's configuration with its
 // defaults filled in (the budgets in force).
 func (n *Node) ProtocolConfig() protocol.Config { return n.svc.Config() }
+
+// networkPrefixLimits are the addresses exempt from the per-IP limit:
+// loopback (libp2p's default, dropped with Config.LimitLoopback) and the
+// node's static relays. Every connection relayed to this node arrives
+// from its relay's address, so with the per-IP limit a node reachable only
+// through a relay would accept ConnsPerIP peers in all; a relay's address
+// gets the inbound limit instead (the relay itself bounds its circuits).
+func networkPrefixLimits(cfg *Config, inbound int) (v4, v6 []rcmgr.NetworkPrefixLimit, err error) {
+	v4, v6 = []rcmgr.NetworkPrefixLimit{}, []rcmgr.NetworkPrefixLimit{}
+	if !cfg.LimitLoopback {
+		v4 = append(v4, rcmgr.DefaultNetworkPrefixLimitV4...)
+		v6 = append(v6, rcmgr.DefaultNetworkPrefixLimitV6...)
+	}
+	relays, err := ParseRelays(cfg.Relays)
+	if err != nil {
+		return nil, nil, err
+	}
+	seen := map[netip.Addr]bool{}
+	for _, ai := range relays {
+		for _, a := range ai.Addrs {
+			ip, err := manet.ToIP(a)
+			if err != nil {
+				continue // a DNS address: resolved at dial time, nothing to exempt
+			}
+			addr, ok := netip.AddrFromSlice(ip)
+			if !ok || addr.IsLoopback() {
+				continue
+			}
+			addr = addr.Unmap()
+			if seen[addr] {
+				continue
+			}
+			seen[addr] = true
+			l := rcmgr.NetworkPrefixLimit{Network: netip.PrefixFrom(addr, addr.BitLen()), ConnCount: inbound}
+			if addr.Is4() {
+				v4 = append(v4, l)
+			} else {
+				v6 = append(v6, l)
+			}
+		}
+	}
+	return v4, v6, nil
+}
