@@ -231,35 +231,8 @@ func TestNewUserAttestWithoutLLMFailsFast(t *testing.T) {
 	// reflection of its own.
 	corpusA, corpusB := splitExamples(t, dir)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &firstLine{line: make(chan string, 1)}
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, []string{"node", "--json", "--llm", "openai:stub", "--llm-base-url", oracle.URL + "/v1", "--challenges", "corpus:" + corpusB,
-			"--key", filepath.Join(dir, "b", "key"), "--store", filepath.Join(dir, "b", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"}, out, io.Discard)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("node did not stop")
-		}
-	}()
-	var info struct {
-		Addrs []string `json:"addrs"`
-	}
-	select {
-	case l := <-out.line:
-		if err := json.Unmarshal([]byte(l), &info); err != nil || len(info.Addrs) == 0 {
-			t.Fatalf("node output %q: %v", l, err)
-		}
-	case code := <-done:
-		done <- code
-		t.Fatalf("node exited %d", code)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node printed nothing")
-	}
+	info := runCLINode(t, []string{"node", "--json", "--llm", "openai:stub", "--llm-base-url", oracle.URL + "/v1", "--challenges", "corpus:" + corpusB,
+		"--key", filepath.Join(dir, "b", "key"), "--store", filepath.Join(dir, "b", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"})
 
 	attest := func(extra ...string) (string, string, int, time.Duration) {
 		t.Helper()
@@ -308,35 +281,8 @@ func TestNewUserAttestNodeWithoutLLMDeclined(t *testing.T) {
 		t.Skip("runs a node")
 	}
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &firstLine{line: make(chan string, 1)}
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, []string{"node", "--json", "--challenges", "procedural",
-			"--key", filepath.Join(dir, "b", "key"), "--store", filepath.Join(dir, "b", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"}, out, io.Discard)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("node did not stop")
-		}
-	}()
-	var info struct {
-		Addrs []string `json:"addrs"`
-	}
-	select {
-	case l := <-out.line:
-		if err := json.Unmarshal([]byte(l), &info); err != nil || len(info.Addrs) == 0 {
-			t.Fatalf("node output %q: %v", l, err)
-		}
-	case code := <-done:
-		done <- code
-		t.Fatalf("node exited %d", code)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node printed nothing")
-	}
+	info := runCLINode(t, []string{"node", "--json", "--challenges", "procedural",
+		"--key", filepath.Join(dir, "b", "key"), "--store", filepath.Join(dir, "b", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"})
 	args := []string{"attest", "--timeout", "40s", "--challenges", "procedural", "--key", filepath.Join(dir, "a", "key"),
 		"--store", filepath.Join(dir, "a", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"}
 	start := time.Now()
@@ -357,4 +303,36 @@ func TestNewUserAttestNodeWithoutLLMDeclined(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &m); err != nil || code != exitRejected || m.Ours.Verdict != "declined" || m.Ours.Signed {
 		t.Errorf("attest --json: exit %d, %v:\n%s", code, err, stdout)
 	}
+}
+
+// runCLINode runs `acaptcha node --json ...` in this process until t ends
+// and returns the addresses it printed.
+func runCLINode(t *testing.T, args []string) (info struct {
+	Addrs []string `json:"addrs"`
+}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &firstLine{line: make(chan string, 1)}
+	done := make(chan int, 1)
+	go func() { done <- Main(ctx, args, out, io.Discard) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("node did not stop")
+		}
+	})
+	select {
+	case l := <-out.line:
+		if err := json.Unmarshal([]byte(l), &info); err != nil || len(info.Addrs) == 0 {
+			t.Fatalf("node output %q: %v", l, err)
+		}
+	case code := <-done:
+		done <- code
+		t.Fatalf("node exited %d", code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("node printed nothing")
+	}
+	return info
 }
