@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -83,6 +84,75 @@ func BenchmarkRoundOverhead(b *testing.B) {
 			b.ReportMetric(float64(rtt.Nanoseconds())/float64(n), "probe-rtt-ns")
 		})
 	}
+}
+
+// BenchmarkRoundVsPing is P1 measured so that drift in the machine's
+// speed cancels out: every iteration runs one session (its three rounds
+// timed by the verifier, as BenchmarkRoundOverhead) and then three go-libp2p
+// pings (/ipfs/ping/1.0.0, 32 bytes each way, timed from the write to
+// the echo's arrival as ping.Ping does) on the same connection, so rounds
+// and pings sample the same moments. It reports the mean and the median
+// of both and their ratios (round-x-ping-mean, round-x-ping-p50).
+func BenchmarkRoundVsPing(b *testing.B) {
+	for _, tr := range transports {
+		b.Run(tr, func(b *testing.B) {
+			va, hb := benchPair(b, tr, 1)
+			ps, err := va.h.NewStream(context.Background(), hb.ID(), ping.ID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ps.Reset()
+			var (
+				rounds, pings []time.Duration
+				out, in       [ping.PingSize]byte
+			)
+			for b.Loop() {
+				res, err := va.Verify(context.Background(), hb.ID(), false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !res.Verdict.Accepted {
+					b.Fatalf("verdict %+v", res.Verdict)
+				}
+				for _, r := range res.Verdict.Rounds {
+					rounds = append(rounds, r.Elapsed)
+				}
+				for range len(res.Verdict.Rounds) {
+					out[0]++
+					t0 := time.Now()
+					if _, err := ps.Write(out[:]); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.ReadFull(ps, in[:]); err != nil {
+						b.Fatal(err)
+					}
+					pings = append(pings, time.Since(t0))
+					if in != out {
+						b.Fatal("ping echo differs")
+					}
+				}
+			}
+			rm, rp := meanP50(rounds)
+			pm, pp := meanP50(pings)
+			b.ReportMetric(rm, "round-ns")
+			b.ReportMetric(pm, "ping-ns")
+			b.ReportMetric(rm/pm, "round-x-ping-mean")
+			b.ReportMetric(rp/pp, "round-x-ping-p50")
+		})
+	}
+}
+
+// meanP50 returns the mean and the median of ds in nanoseconds.
+func meanP50(ds []time.Duration) (mean, p50 float64) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	slices.Sort(ds)
+	return float64(sum.Nanoseconds()) / float64(len(ds)), float64(ds[len(ds)/2].Nanoseconds())
 }
 
 // BenchmarkVerifySession is a full three-round session (stream, hello,

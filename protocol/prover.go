@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -107,6 +108,18 @@ type proverRun struct {
 	// kind is the canonical kind of round 1's challenge; every later
 	// round must carry the same.
 	kind string
+	// feed delivers the frames of the exchange (nil before it).
+	feed *frameFeed
+
+	// The answerer runs on the session's goroutine (no hand-off to and
+	// from a goroutine of its own on every round); the feed's reader
+	// goroutine interrupts it when a frame arrives meanwhile. read counts
+	// the frames (and the final error) taken off the stream, taken those
+	// the session loop received, and thinking holds the cancel function of
+	// the answer in progress.
+	read     atomic.Int64
+	taken    int64
+	thinking atomic.Pointer[context.CancelFunc]
 }
 
 // abort resets the stream with code and records err.
@@ -121,22 +134,22 @@ func (p *proverRun) abort(code network.StreamErrorCode, err error) {
 	}
 }
 
-// refuse sends a Decline and resets the stream with code. frames is the
-// reader goroutine's channel once it runs (nil before): a stream must
-// never have two concurrent readers.
-func (p *proverRun) refuse(reason pb.DeclineReason, code network.StreamErrorCode, err error, frames <-chan frameResult) {
+// refuse sends a Decline and resets the stream with code. Once a reader
+// goroutine took the stream over (frameFeed), the frames that follow are
+// drained through it: a stream never has two concurrent readers.
+func (p *proverRun) refuse(reason pb.DeclineReason, code network.StreamErrorCode, err error) {
 	linger := min(p.svc.cfg.HandshakeTimeout, declineLinger)
 	if p.release != nil {
 		p.release()
 	}
-	if frames == nil {
+	if p.feed == nil || !p.feed.viaReader {
 		declineAndReset(p.str, declineFrame(reason, err.Error()), code, linger)
 	} else {
 		_ = p.str.SetWriteDeadline(time.Now().Add(linger))
 		if werr := writeFrame(p.str, declineFrame(reason, err.Error()), MaxProverFrame); werr == nil {
 			_ = p.str.CloseWrite()
 			_ = p.str.SetReadDeadline(time.Now().Add(linger))
-			for fr := range frames {
+			for fr := range p.feed.ch {
 				if fr.err != nil {
 					break
 				}
@@ -208,7 +221,7 @@ func (p *proverRun) serve() {
 		if reason == pb.DeclineReason_DECLINE_REASON_BAD_HELLO {
 			code = ErrCodeProtocolViolation
 		}
-		p.refuse(reason, code, err, nil)
+		p.refuse(reason, code, err)
 		return
 	}
 	if s.cfg.Prover == nil {
@@ -220,7 +233,7 @@ func (p *proverRun) serve() {
 	// Budgets before work (spec §6, §9a): sessions, answerer calls and
 	// tokens per verifier and window, answerer calls of all verifiers.
 	if ok, why := s.budgets.admitSession(p.remote, int(hello.GetRounds()), s.now()); !ok {
-		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %s", ErrBusy, why), nil)
+		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %s", ErrBusy, why))
 		return
 	}
 	p.reserved = int(hello.GetRounds())
@@ -230,7 +243,7 @@ func (p *proverRun) serve() {
 	pow, err := SolvePow(pctx, hello.GetNonce(), s.h.ID(), int(hello.GetPowDifficulty()), s.cfg.MaxPowDifficulty)
 	cancel()
 	if err != nil {
-		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %w", ErrBusy, err), nil)
+		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %w", ErrBusy, err))
 		return
 	}
 	if err := p.write(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow}}}); err != nil {
@@ -298,43 +311,116 @@ func (p *proverRun) readDeadline(d time.Duration, beforeRound1 bool) time.Time {
 	return t
 }
 
-// frameResult is one read of the stream's reader goroutine.
+// frameResult is one frame (or the final error) read from the stream.
 type frameResult struct {
 	f   *pb.Frame
 	err error
 }
 
-// startReader reads frames on a goroutine, so that the prover notices a
-// verdict, a reset or a closed stream while its answerer is thinking. The
-// returned stop function must be called after the stream was closed or
-// reset (which ends a pending read).
-func (p *proverRun) startReader() (<-chan frameResult, func()) {
-	ch := make(chan frameResult)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			f := new(pb.Frame)
-			err := readFrame(p.r, f)
-			select {
-			case ch <- frameResult{f, err}:
-			case <-done:
-				return
-			}
-			if err != nil {
-				return
-			}
+// readerAfter is how long an answer may run before a reader goroutine
+// takes over the stream to watch for the verifier's frames meanwhile.
+const readerAfter = 2 * time.Millisecond
+
+// frameFeed delivers the frames of one session's exchange. The session
+// loop reads the stream itself at first, so a fast answerer costs no
+// goroutine hand-off per frame (spec P1: a round's overhead over a ping).
+// An answer still running after readerAfter starts a reader goroutine
+// that from then on reads every frame, so that a frame arriving while the
+// answerer thinks (the verifier gave up on the round, or the stream
+// failed) cancels the answer. A stream never has two readers: the loop
+// reads only while no answer runs, and stops for good once the reader
+// started.
+type frameFeed struct {
+	p    *proverRun
+	ch   chan frameResult
+	done chan struct{}
+	wg   sync.WaitGroup
+	// viaReader is the session loop's: frames come from ch.
+	viaReader bool
+	// armed hands the stream's reader over to the timer's goroutine
+	// (the loop's last read happens before it is set).
+	armed atomic.Bool
+}
+
+func newFrameFeed(p *proverRun) *frameFeed {
+	return &frameFeed{p: p, ch: make(chan frameResult), done: make(chan struct{})}
+}
+
+// next returns the next frame.
+func (fd *frameFeed) next() frameResult {
+	p := fd.p
+	if fd.viaReader {
+		fr := <-fd.ch
+		p.taken++
+		return fr
+	}
+	f := new(pb.Frame)
+	err := readFrame(p.r, f)
+	p.read.Add(1)
+	p.taken++
+	return frameResult{f, err}
+}
+
+// watch starts the reader goroutine readerAfter from now unless the
+// returned function, called once the answer returned, comes first.
+func (fd *frameFeed) watch() (unwatch func()) {
+	if fd.viaReader {
+		return func() {}
+	}
+	fd.wg.Add(1)
+	fd.armed.Store(true)
+	t := time.AfterFunc(readerAfter, func() {
+		defer fd.wg.Done()
+		if fd.armed.Load() {
+			fd.read()
 		}
 	})
-	return ch, func() { close(done); wg.Wait() }
+	return func() {
+		if t.Stop() {
+			fd.wg.Done()
+			return
+		}
+		fd.viaReader = true
+	}
+}
+
+// read is the reader goroutine: it hands every frame to the session loop,
+// interrupting the answer in progress first.
+func (fd *frameFeed) read() {
+	p := fd.p
+	for {
+		f := new(pb.Frame)
+		err := readFrame(p.r, f)
+		// Counted before the interrupt, so that an answer starting now
+		// sees the frame pending (answer, p.startThinking).
+		p.read.Add(1)
+		if stop := p.thinking.Swap(nil); stop != nil {
+			(*stop)()
+		}
+		select {
+		case fd.ch <- frameResult{f, err}:
+		case <-fd.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// stop ends the reader goroutine, if one started. It must be called after
+// the stream was closed or reset (which ends a pending read).
+func (fd *frameFeed) stop() {
+	close(fd.done)
+	fd.wg.Wait()
 }
 
 // exchange answers probes and challenges until the verdict.
 func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 	idle := min(p.svc.cfg.IdleTimeout, total+proverSlack)
 	_ = p.str.SetReadDeadline(p.readDeadline(idle, true))
-	frames, stop := p.startReader()
-	defer stop()
+	p.feed = newFrameFeed(p)
+	defer p.feed.stop()
 	var (
 		probes        int
 		round         uint32 // rounds received
@@ -346,7 +432,7 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 		if pending != nil {
 			fr, pending = *pending, nil
 		} else {
-			fr = <-frames
+			fr = p.feed.next()
 		}
 		if fr.err != nil {
 			p.readFailed("next frame", fr.err)
@@ -374,7 +460,7 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 				p.violation("%v", err)
 				return
 			}
-			if p.reflected(c, frames) {
+			if p.reflected(c) {
 				return
 			}
 			if !skill.Answers(ans, c.GetKind()) {
@@ -393,14 +479,14 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			}
 			if !p.svc.budgets.chargeTokens(p.remote, skill.CountTokens(c.GetNarrative())+skill.CountTokens(c.GetQuestion()), p.svc.now()) {
 				p.refuse(pb.DeclineReason_DECLINE_REASON_REFUSED, ErrCodeDeclined,
-					fmt.Errorf("%w: round %d: token budget for this verifier spent", ErrBusy, round), frames)
+					fmt.Errorf("%w: round %d: token budget for this verifier spent", ErrBusy, round))
 				return
 			}
 			// The answerer may think up to the round's budget: the idle
 			// wait starts once the answer is sent.
 			_ = p.str.SetReadDeadline(p.readDeadline(msToDur(c.GetBudgetMs())+msToDur(p.hello.GetRttCreditMs())+answerSlack+idle, false))
 			var gaveUp, aborted bool
-			gaveUp, aborted, pending = p.answer(ans, c, frames)
+			gaveUp, aborted, pending = p.answer(ans, c)
 			if aborted {
 				return
 			}
@@ -442,7 +528,7 @@ func (p *proverRun) checkChallenge(c *pb.Challenge, round uint32, total time.Dur
 
 // reflected refuses a challenge this node issued itself. It reports
 // whether it did.
-func (p *proverRun) reflected(c *pb.Challenge, frames <-chan frameResult) bool {
+func (p *proverRun) reflected(c *pb.Challenge) bool {
 	s := p.svc
 	if s.guard.len() == 0 {
 		// Nothing issued in the window, so nothing can come back: skip
@@ -463,7 +549,7 @@ func (p *proverRun) reflected(c *pb.Challenge, frames <-chan frameResult) bool {
 		run.markReflected()
 	}
 	p.refuse(pb.DeclineReason_DECLINE_REASON_REFLECTION, ErrCodeReflection,
-		fmt.Errorf("%w: round %d is a challenge this node issued", ErrReflection, c.GetRound()), frames)
+		fmt.Errorf("%w: round %d is a challenge this node issued", ErrReflection, c.GetRound()))
 	if s.cfg.OnReflection != nil {
 		s.cfg.OnReflection(p.remote)
 	}
@@ -483,7 +569,7 @@ type answerResult struct {
 // A frame that arrives while the answerer is thinking (the verifier gave
 // up on the round, or the stream failed) cancels the answerer and is
 // returned as next, for the caller to handle.
-func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge, frames <-chan frameResult) (gaveUp, aborted bool, next *frameResult) {
+func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge) (gaveUp, aborted bool, next *frameResult) {
 	s := p.svc
 	ch := skill.Challenge{
 		Round: int(c.GetRound()), Rounds: int(c.GetRounds()), Domain: c.GetDomain(),
@@ -494,28 +580,22 @@ func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge, frames <-chan fr
 	limit := ch.Budget + msToDur(p.hello.GetRttCreditMs()) + answerSlack
 	actx, cancel := context.WithTimeout(s.ctx, limit)
 	defer cancel()
-	out := make(chan answerResult, 1)
 	p.calls++
-	if !s.goTracked(func() {
-		defer func() {
-			if r := recover(); r != nil {
-				out <- answerResult{err: fmt.Errorf("answerer panicked: %v", r)}
-			}
-		}()
-		a, err := ans.Answer(actx, ch)
-		out <- answerResult{a, err}
-	}) {
-		p.abort(0, ErrClosed)
-		return true, true, nil
-	}
-	var r answerResult
-	select {
-	case r = <-out:
-	case <-actx.Done():
-		r = answerResult{err: actx.Err()}
-	case fr := <-frames:
+	unwatch := p.feed.watch()
+	p.startThinking(&cancel)
+	text, aerr := callAnswerer(actx, ans, ch)
+	unwatch()
+	if p.stopThinking() {
+		// The verifier spoke while the answerer was thinking (it gave up
+		// on the round, or the stream failed): the answerer was
+		// cancelled and its answer, if any, is not sent.
+		fr := p.feed.next()
 		p.log.Debug("verifier spoke while the answerer was thinking", "round", ch.Round, "err", fr.err)
 		return true, false, &fr
+	}
+	r := answerResult{text, aerr}
+	if r.err == nil && actx.Err() != nil {
+		r.err = actx.Err()
 	}
 	if r.err != nil {
 		switch {
@@ -546,6 +626,38 @@ func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge, frames <-chan fr
 	}
 	p.res.Rounds++
 	return false, false, nil
+}
+
+// startThinking lets the reader goroutine cancel the answer about to run
+// when a frame arrives; a frame that arrived before is pending already
+// and cancels it at once. (The reader counts a frame before it looks for
+// a cancel function, so one of the two sees the other.)
+func (p *proverRun) startThinking(cancel *context.CancelFunc) {
+	p.thinking.Store(cancel)
+	if p.read.Load() > p.taken {
+		if stop := p.thinking.Swap(nil); stop != nil {
+			(*stop)()
+		}
+	}
+}
+
+// stopThinking ends the answer's interruptibility and reports whether a
+// frame is pending (then the answer was cancelled, or raced the frame).
+func (p *proverRun) stopThinking() bool {
+	p.thinking.Store(nil)
+	return p.read.Load() > p.taken
+}
+
+// callAnswerer runs the answerer on the calling goroutine, turning a panic
+// into an error. skill.Answerer requires Answer to return soon after ctx
+// is done; the session waits for it.
+func callAnswerer(ctx context.Context, ans skill.Answerer, c skill.Challenge) (a string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a, err = "", fmt.Errorf("answerer panicked: %v", r)
+		}
+	}()
+	return ans.Answer(ctx, c)
 }
 
 // verdict records the verifier's verdict and checks its attestation

@@ -112,9 +112,23 @@ func BenchmarkJudgeContains(b *testing.B) {
 	}
 }
 
+func BenchmarkCountTokens(b *testing.B) {
+	s := strings.Repeat(judgeNarrative+" ", 8)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		CountTokens(s)
+	}
+}
+
 func FuzzCountFields(f *testing.F) {
 	f.Add("a b  c\td\u00a0e\u2003f\n")
 	f.Add("\xff x")
+	// Eight-byte runs (the SWAR path) with every ASCII control next to
+	// the white space range, fields across run borders, and runs broken by
+	// non-ASCII bytes.
+	f.Add("abcdefgh ijklmno\tpqrstuv\x08\x0e\x1c\x1f\x0b\x0c\r\nwxyz")
+	f.Add("        abcdefghabcdefgh        \u00a0\u00a0abcdefg h")
+	f.Add(strings.Repeat("The calibration routine\treported\u2003nominal throughput. ", 5))
 	f.Fuzz(func(t *testing.T, s string) {
 		if got, want := countFields(s), len(strings.Fields(s)); got != want {
 			t.Fatalf("countFields(%q) = %d, want %d", s, got, want)

@@ -228,6 +228,10 @@ func (c *Corpus) Return(set *Set) error {
 // Answerer answers the rounds of one session. It is the prover's brain:
 // an LLM solver, a script attacker, a human model. Implementations keep
 // whatever memory they have between the rounds of their session.
+//
+// Answer runs on the prover session's own goroutine: it must return soon
+// after ctx is done (the round's time is up, the verifier gave up on the
+// round, or the node is closing); the session waits for it.
 type Answerer interface {
 	Answer(ctx context.Context, c Challenge) (string, error)
 }

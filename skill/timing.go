@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -42,15 +43,34 @@ func CountTokens(text string) int {
 }
 
 // countFields is len(strings.Fields(s)) without building the slice (it
-// runs on every challenge a prover receives and every round judged). ASCII
-// bytes are classified by a table; only non-ASCII runes are decoded and
-// asked of unicode.IsSpace (U+0085, U+00A0 and the Unicode spaces), which
-// keeps it exactly strings.Fields' notion of white space (FuzzCountFields)
-// at about a tenth of the cost on English prose.
+// runs on every challenge a prover receives, before its answerer may
+// start, and on every round judged). Runs of eight ASCII bytes are
+// classified at once (SWAR: a byte is white space when it is ' ' or in
+// '\t'..'\r', tested in each byte's high bit); other bytes go through the
+// table, and only non-ASCII runes are decoded and asked of unicode.IsSpace
+// (U+0085, U+00A0 and the Unicode spaces). That keeps it exactly
+// strings.Fields' notion of white space (FuzzCountFields) at about a
+// fortieth of the cost on English prose.
 func countFields(s string) int {
 	n := 0
 	in := false
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) {
+			w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+			if w&hi8 == 0 {
+				space := asciiSpaceMask(w)
+				prev := uint64(0x80) // byte -1 counts as space when not in a field
+				if in {
+					prev = 0
+				}
+				starts := ^space & hi8 & (space<<8 | prev)
+				n += bits.OnesCount64(starts)
+				in = space>>63 == 0
+				i += 8
+				continue
+			}
+		}
 		c := s[i]
 		var space bool
 		if c < utf8.RuneSelf {
@@ -71,6 +91,26 @@ func countFields(s string) int {
 		}
 	}
 	return n
+}
+
+const (
+	lo8 = 0x0101010101010101
+	hi8 = 0x8080808080808080
+)
+
+// asciiSpaceMask returns, for eight ASCII bytes (each below 0x80), 0x80 in
+// every byte that is ASCII white space and 0 elsewhere. No sum crosses a
+// byte: every operand byte is below 0x80.
+func asciiSpaceMask(w uint64) uint64 {
+	// ' ': the byte XOR 0x20 is zero exactly when the high bit of
+	// (x&0x7f)+0x7f is clear (x is below 0x80).
+	x := w ^ (0x20 * lo8)
+	isBlank := ^((x&(0x7f*lo8) + 0x7f*lo8) | x) & hi8
+	// '\t'..'\r' (9..13): b+0x77 has its high bit set iff b >= 9, b+0x72
+	// iff b >= 14.
+	ge9 := (w + 0x77*lo8) & hi8
+	ge14 := (w + 0x72*lo8) & hi8
+	return isBlank | (ge9 &^ ge14)
 }
 
 // asciiSpace marks the ASCII white space of unicode.IsSpace.
