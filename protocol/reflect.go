@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"crypto/sha256"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -175,6 +176,19 @@ func appendNormalizedSimple(b []byte, w []wordSpan, s string) ([]byte, []wordSpa
 					if start < 0 {
 						start = len(b)
 					}
+					// The rest of an ASCII word run at once (most of
+					// the text): copied, then lowered in place.
+					j := i
+					for j < len(s) && s[j] < utf8.RuneSelf && asciiClass[s[j]] == classWord {
+						j++
+					}
+					n := len(b)
+					b = append(b, s[i-1:j]...)
+					for k := n; k < len(b); k++ {
+						b[k] = asciiLower[b[k]]
+					}
+					i = j
+					continue
 				} else if start >= 0 {
 					w = append(w, wordSpan{int32(start), int32(len(b))})
 					start = -1
@@ -400,6 +414,33 @@ func bottomK(hs []uint64) []uint64 {
 		slices.Sort(hs)
 		hs = slices.Compact(hs)
 		return slices.Clone(hs[:min(len(hs), SketchSize)])
+	}
+	// Shingle hashes are spread evenly over 64 bits: the SketchSize
+	// smallest of n lie below about SketchSize/n of the range. Values
+	// under twice that bound are gathered (one comparison each) and, when
+	// SketchSize distinct ones are among them, they hold the answer
+	// exactly (every value left out is larger than all of them). Otherwise
+	// (clustered values) the heap below decides.
+	bound := uint64(math.MaxUint64/uint64(len(hs))) * (2 * SketchSize)
+	if bound/(2*SketchSize) == math.MaxUint64/uint64(len(hs)) { // no overflow
+		var buf [4 * SketchSize]uint64
+		c := buf[:0]
+		for _, x := range hs {
+			if x < bound {
+				if len(c) == cap(c) {
+					c = nil // too many: the bound is no filter here
+					break
+				}
+				c = append(c, x)
+			}
+		}
+		if c != nil {
+			slices.Sort(c)
+			c = slices.Compact(c)
+			if len(c) >= SketchSize {
+				return slices.Clone(c[:SketchSize])
+			}
+		}
 	}
 	const slots = 1024
 	var in [slots]uint8 // how many heap values have these low bits

@@ -116,11 +116,16 @@ func BenchmarkChallengeDigest(b *testing.B) {
 func TestBottomK(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{0, 1, SketchSize, 2*SketchSize + 1, 500, 3000} {
-		for _, dupRange := range []uint64{0, 50, 1 << 62} {
+		for _, dupRange := range []uint64{0, 50, 1 << 62, 3} {
 			hs := make([]uint64, n)
 			for i := range hs {
 				hs[i] = r.Uint64()
-				if dupRange > 0 {
+				switch {
+				case dupRange == 3 && i >= 3:
+					// Every value three times: the prefilter sees a third
+					// as many distinct values as it gathers.
+					hs[i] = hs[i-i%3]
+				case dupRange > 0:
 					hs[i] %= dupRange
 				}
 			}

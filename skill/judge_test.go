@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 const judgeNarrative = "Early discussion blamed sample swap at the biobank. The review traced the excursion " +
@@ -118,6 +120,18 @@ func BenchmarkCountTokens(b *testing.B) {
 	for b.Loop() {
 		CountTokens(s)
 	}
+}
+
+// The ASCII path of Normalize agrees with the general one.
+func FuzzNormalize(f *testing.F) {
+	for _, s := range []string{" PFK1 ", "Grade 1", "ß", "\u212a", "İstanbul", "a\u0301", "\tMiXeD 42 \n", "\x00\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := Normalize(s), fold(norm.NFC.String(strings.TrimSpace(s))); got != want {
+			t.Fatalf("Normalize(%q) = %q, want %q", s, got, want)
+		}
+	})
 }
 
 func FuzzCountFields(f *testing.F) {

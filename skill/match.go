@@ -2,6 +2,7 @@ package skill
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
@@ -18,7 +19,24 @@ func fold(s string) string {
 // folding (so "PFK1", " pfk1 " and "Pfk1" compare equal, and so do "ß" and
 // "SS").
 func Normalize(s string) string {
-	return fold(norm.NFC.String(strings.TrimSpace(s)))
+	s = strings.TrimSpace(s)
+	if isASCII(s) {
+		// ASCII is NFC already, and the only ASCII runes full case
+		// folding changes are 'A'..'Z' (to 'a'..'z'): the result is the
+		// same (FuzzNormalize), without the Unicode tables (Judge and
+		// Set.Validate normalise every variant of every question).
+		return strings.ToLower(s)
+	}
+	return fold(norm.NFC.String(s))
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // Match reports whether answer equals want after normalisation. Answers
