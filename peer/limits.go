@@ -115,6 +115,12 @@ func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, network.ResourceManager,
 		return nil, nil, err
 	}
 	opts = append(opts, rcmgr.WithNetworkPrefixLimit(v4, v6))
+	if cfg.Metrics == nil {
+		// The resource manager's statistics feed Prometheus only
+		// (libp2pMetrics): without a registry they cost a formatted
+		// trace event on every stream and reservation for nobody.
+		opts = append(opts, rcmgr.WithMetricsDisabled())
+	}
 	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(connLimitConfig(high)), opts...)
 	if err != nil {
 		cm.Close()

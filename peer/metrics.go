@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/acaptcha/acaptcha/protocol"
@@ -425,4 +426,16 @@ func (m *metrics) count(f func(*metrics) *atomic.Uint64) {
 		return
 	}
 	f(m).Add(1)
+}
+
+// libp2pMetrics sends go-libp2p's own metrics (swarm, identify, event
+// bus, resource manager, ...) to the node's registry, or turns them off
+// when the node has none: by default go-libp2p would keep them in
+// Prometheus's global registry, which nothing of a node exports, at a
+// cost on every connection and stream.
+func libp2pMetrics(reg prometheus.Registerer) libp2p.Option {
+	if reg == nil {
+		return libp2p.DisableMetrics()
+	}
+	return libp2p.PrometheusRegisterer(reg)
 }

@@ -85,7 +85,10 @@ func TestMetrics(t *testing.T) {
 	if mf == nil || len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetGauge().GetValue() != 7 {
 		t.Fatalf("pool depth gauge: %v", mf)
 	}
-	for _, name := range []string{"acaptcha_attestations_issued_total", "acaptcha_session_seconds"} {
+	// go-libp2p's own metrics go to the node's registry too (the resource
+	// manager's stream counts, the swarm's connections).
+	for _, name := range []string{"acaptcha_attestations_issued_total", "acaptcha_session_seconds",
+		"libp2p_rcmgr_streams", "libp2p_swarm_connections_opened_total"} {
 		if metricFamily(t, regV, name) == nil {
 			t.Fatalf("%s missing", name)
 		}

@@ -252,6 +252,7 @@ func New(cfg Config) (*Node, error) {
 		libp2p.ConnectionManager(cm),
 		libp2p.ResourceManager(rm),
 	}, cfg.HostOptions...)
+	opts = append(opts, libp2pMetrics(cfg.Metrics))
 	opts = append(opts, n.gaterOptions()...) // admission.go: gater for BlockRejected
 	opts = append(opts, natOpts...)
 	h, err := libp2p.New(opts...)

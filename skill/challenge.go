@@ -2,10 +2,12 @@ package skill
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"strings"
 	"unicode/utf8"
 )
@@ -209,14 +211,9 @@ var kindMarker = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 // never share an ID.
 func (s *Set) ContentID() string {
 	h := sha256.New()
+	buf := make([]byte, 0, hashChunk)
 	writeField := func(v string) {
-		var n [8]byte
-		l := uint64(len(v))
-		for i := range n {
-			n[i] = byte(l >> (56 - 8*i))
-		}
-		h.Write(n[:])
-		h.Write([]byte(v))
+		buf = writeString(h, binary.BigEndian.AppendUint64(buf[:0], uint64(len(v))), v)
 	}
 	if k := WireKind(s.Kind); k != "" {
 		h.Write(kindMarker[:])
@@ -231,6 +228,26 @@ func (s *Set) ContentID() string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// hashChunk is the size of the buffer writeString carries text in.
+const hashChunk = 1024
+
+// writeString writes prefix (which it may reuse) and then v to h through
+// buf's array, a piece at a time: h.Write([]byte(v)) would copy each
+// narrative to the heap. It returns the buffer for the next call.
+func writeString(h hash.Hash, prefix []byte, v string) []byte {
+	buf := prefix
+	for {
+		n := min(len(v), cap(buf)-len(buf))
+		buf = append(buf, v[:n]...)
+		v = v[n:]
+		h.Write(buf)
+		buf = buf[:0]
+		if len(v) == 0 {
+			return buf
+		}
+	}
 }
 
 // ErrInvalidSet is wrapped by every structural validation failure.

@@ -352,19 +352,15 @@ func TranscriptDigest(rounds []RoundRecord) [32]byte { return TranscriptDigestKi
 // narratives.
 func TranscriptDigestKind(kind string, rounds []RoundRecord) [32]byte {
 	h := sha256.New()
-	h.Write([]byte("acaptcha/transcript/v1"))
-	var b [4]byte
-	put := func(v uint32) { binary.BigEndian.PutUint32(b[:], v); h.Write(b[:]) }
+	buf := writeString(h, make([]byte, 0, hashChunk), "acaptcha/transcript/v1")
 	if k := WireKind(kind); k != "" {
-		put(0xffffffff)
-		put(uint32(len(k)))
-		h.Write([]byte(k))
+		buf = binary.BigEndian.AppendUint32(buf, 0xffffffff)
+		buf = writeString(h, binary.BigEndian.AppendUint32(buf, uint32(len(k))), k)
 	}
 	for _, r := range rounds {
-		put(uint32(r.Round))
+		buf = binary.BigEndian.AppendUint32(buf, uint32(r.Round))
 		for _, f := range []string{r.Narrative, r.Question, r.Answer} {
-			put(uint32(len(f)))
-			h.Write([]byte(f))
+			buf = writeString(h, binary.BigEndian.AppendUint32(buf, uint32(len(f))), f)
 		}
 	}
 	var out [32]byte
