@@ -162,6 +162,7 @@ func BenchmarkVerifySession(b *testing.B) {
 	for _, tr := range transports {
 		b.Run(tr, func(b *testing.B) {
 			va, hb := benchPair(b, tr, DefaultProbes)
+			cpu0 := processCPU()
 			for b.Loop() {
 				res, err := va.Verify(context.Background(), hb.ID(), false)
 				if err != nil {
@@ -171,6 +172,8 @@ func BenchmarkVerifySession(b *testing.B) {
 					b.Fatalf("verdict %+v", res.Verdict)
 				}
 			}
+			// Both sides' CPU (verifier and prover run in this process).
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/session")
 		})
 	}
 }
