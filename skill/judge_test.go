@@ -134,6 +134,20 @@ func FuzzNormalize(f *testing.F) {
 	})
 }
 
+// MatchAny's allocation-free ASCII comparison agrees with comparing the
+// normalised forms.
+func FuzzMatchAny(f *testing.F) {
+	for _, c := range [][2]string{{"Grade 1", " grade 1 "}, {"k", "\u212a"}, {"SS", "ß"}, {"st", "\ufb06"}, {"a", "b"}} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, a, v string) {
+		want := len(a) <= MaxAnswerBytes && Normalize(a) == Normalize(v)
+		if got := MatchAny(a, []string{v}); got != want {
+			t.Fatalf("MatchAny(%q, %q) = %v, want %v", a, v, got, want)
+		}
+	})
+}
+
 func FuzzCountFields(f *testing.F) {
 	f.Add("a b  c\td\u00a0e\u2003f\n")
 	f.Add("\xff x")

@@ -55,7 +55,20 @@ func MatchAny(answer string, variants []string) bool {
 		return false
 	}
 	a := Normalize(answer)
+	asciiA := isASCII(a)
 	for _, v := range variants {
+		if asciiA {
+			// An ASCII variant equals a exactly when its trimmed form
+			// does up to ASCII case (Normalize's ASCII path), with no
+			// lower-cased copy made; a non-ASCII one normalises to a
+			// non-ASCII string or needs the general path.
+			if t := strings.TrimSpace(v); isASCII(t) {
+				if strings.EqualFold(a, t) {
+					return true
+				}
+				continue
+			}
+		}
 		if a == Normalize(v) {
 			return true
 		}
