@@ -315,3 +315,84 @@ func TestPrefixDrawBudgetLoopback(t *testing.T) {
 		})
 	}
 }
+
+// The prompt-token budget per verifier: each round is charged its exact
+// token count (the reservation of the count's bound is settled after the
+// answer), and a round the rest of the budget cannot cover is refused
+// with DECLINE_REASON_REFUSED before the answerer runs.
+func TestProverTokenBudget(t *testing.T) {
+	src := sourceOf("tokens-1", "tokens-2", "tokens-3")
+	exact := func(set *skill.Set) (n int) {
+		for _, p := range set.Parts {
+			// Every question of a part has the same length class; the
+			// session picks one at random, so count the largest.
+			q := 0
+			for _, x := range p.Questions {
+				q = max(q, skill.CountTokens(x.Question))
+			}
+			n += skill.CountTokens(p.Narrative) + q
+		}
+		return n
+	}
+	var perSession int
+	for _, s := range src.sets {
+		perSession = max(perSession, exact(s))
+	}
+	bound := skill.TokenBound(len(src.sets[0].Parts[0].Narrative))
+	if bound <= skill.CountTokens(src.sets[0].Parts[0].Narrative) {
+		t.Fatalf("bound %d does not exceed the count", bound)
+	}
+	for _, tc := range []struct {
+		name   string
+		budget int
+	}{
+		// Room for every bound: the reservation path, settled after
+		// each answer; two sessions fit only if settling gave back
+		// the difference.
+		{"reserve", 2*perSession + 3*bound},
+		// Room for the exact counts of two sessions: once the bounds no
+		// longer fit, rounds are charged their exact count at once, and
+		// a third session is refused.
+		{"exact", 2*perSession + 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ha, hb := newHost(t), newHost(t)
+			va := newService(t, ha, Config{Source: src, Probes: 1})
+			pr := newProved()
+			pb := newService(t, hb, Config{Prover: oracleProver(0, src.sets...), OnProved: pr.fn,
+				MaxTokensPerVerifier: tc.budget})
+			connect(t, ha, hb, "tcp")
+			for i := range 2 {
+				res, err := va.Verify(context.Background(), hb.ID(), false)
+				if err != nil || !res.Verdict.Accepted {
+					t.Fatalf("session %d: %v %+v", i+1, err, res)
+				}
+				pr.next(t)
+			}
+			// Two sessions spent at most 2*perSession: what is left
+			// (tc.budget - spent, plus a negligible refill) covers less
+			// than a third session's first round only in "exact".
+			pb.budgets.mu.Lock()
+			left := pb.budgets.peers[ha.ID()].tokens.tokens
+			pb.budgets.mu.Unlock()
+			if spent := float64(tc.budget) - left; spent > float64(2*perSession)+1 || spent < float64(2*perSession)/2 {
+				t.Fatalf("spent %.1f tokens for two sessions, want at most %d", spent, 2*perSession)
+			}
+			if tc.name != "exact" {
+				return
+			}
+			// A third session: its first round does not fit in the 10
+			// tokens (plus refill) left.
+			res, err := va.Verify(context.Background(), hb.ID(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verdict.Accepted || res.Verdict.Reason != skill.ReasonDeclined {
+				t.Fatalf("third session: %+v", res.Verdict)
+			}
+			if got := pr.next(t); !errors.Is(got.Err, ErrBusy) {
+				t.Fatalf("prover err %v, want ErrBusy", got.Err)
+			}
+		})
+	}
+}

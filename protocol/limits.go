@@ -452,6 +452,20 @@ func (b *budgets) refundCalls(p peer.ID, n int, now time.Time) {
 	b.calls.tokens = min(float64(c.MaxProverCalls), b.calls.tokens+float64(n))
 }
 
+// refundTokens gives back n prompt tokens of verifier p's budget that
+// were reserved and not used.
+func (b *budgets) refundTokens(p peer.ID, n int, now time.Time) {
+	if n <= 0 {
+		return
+	}
+	c := b.cfg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.stateLocked(p, now)
+	st.tokens.refill(float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
+	st.tokens.tokens = min(float64(c.MaxTokensPerVerifier), st.tokens.tokens+float64(n))
+}
+
 // chargeTokens spends n prompt tokens of verifier p's budget; it reports
 // false, spending nothing, when the budget cannot cover them.
 func (b *budgets) chargeTokens(p peer.ID, n int, now time.Time) bool {

@@ -363,8 +363,13 @@ func (fd *frameFeed) next() frameResult {
 
 // watch starts the reader goroutine readerAfter from now unless the
 // returned function, called once the answer returned, comes first.
-func (fd *frameFeed) watch() (unwatch func()) {
+//
+// A read that runs while the answer does (the reader's) gets readBy as its
+// deadline; the session loop sets the next one once the answer is sent.
+func (fd *frameFeed) watch(readBy time.Time) (unwatch func()) {
 	if fd.viaReader {
+		// The reader's read is pending already.
+		_ = fd.p.str.SetReadDeadline(readBy)
 		return func() {}
 	}
 	fd.wg.Add(1)
@@ -372,6 +377,7 @@ func (fd *frameFeed) watch() (unwatch func()) {
 	t := time.AfterFunc(readerAfter, func() {
 		defer fd.wg.Done()
 		if fd.armed.Load() {
+			_ = fd.p.str.SetReadDeadline(readBy)
 			fd.read()
 		}
 	})
@@ -477,16 +483,32 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 				expectVerdict = true
 				break
 			}
-			if !p.svc.budgets.chargeTokens(p.remote, skill.CountTokens(c.GetNarrative())+skill.CountTokens(c.GetQuestion()), p.svc.now()) {
-				p.refuse(pb.DeclineReason_DECLINE_REASON_REFUSED, ErrCodeDeclined,
-					fmt.Errorf("%w: round %d: token budget for this verifier spent", ErrBusy, round))
-				return
+			// The prompt's tokens are charged before the answerer runs.
+			// Counting them is a pass over the narrative; so that the
+			// answerer need not wait for it, the budget first reserves
+			// their bound (free to compute) and the exact count is
+			// settled once the answer is sent. A budget too short for
+			// the bound gets the exact count at once.
+			tokens := skill.TokenBound(len(c.GetNarrative())) + skill.TokenBound(len(c.GetQuestion()))
+			settle := true
+			if !p.svc.budgets.chargeTokens(p.remote, tokens, p.svc.now()) {
+				tokens, settle = skill.CountTokens(c.GetNarrative())+skill.CountTokens(c.GetQuestion()), false
+				if !p.svc.budgets.chargeTokens(p.remote, tokens, p.svc.now()) {
+					p.refuse(pb.DeclineReason_DECLINE_REASON_REFUSED, ErrCodeDeclined,
+						fmt.Errorf("%w: round %d: token budget for this verifier spent", ErrBusy, round))
+					return
+				}
 			}
 			// The answerer may think up to the round's budget: the idle
-			// wait starts once the answer is sent.
-			_ = p.str.SetReadDeadline(p.readDeadline(msToDur(c.GetBudgetMs())+msToDur(p.hello.GetRttCreditMs())+answerSlack+idle, false))
+			// wait starts once the answer is sent (below). The feed
+			// sets this deadline when a read runs while it thinks.
+			thinkBy := p.readDeadline(msToDur(c.GetBudgetMs())+msToDur(p.hello.GetRttCreditMs())+answerSlack+idle, false)
 			var gaveUp, aborted bool
-			gaveUp, aborted, pending = p.answer(ans, c)
+			gaveUp, aborted, pending = p.answer(ans, c, thinkBy)
+			if settle {
+				exact := skill.CountTokens(c.GetNarrative()) + skill.CountTokens(c.GetQuestion())
+				p.svc.budgets.refundTokens(p.remote, tokens-exact, p.svc.now())
+			}
 			if aborted {
 				return
 			}
@@ -569,7 +591,7 @@ type answerResult struct {
 // A frame that arrives while the answerer is thinking (the verifier gave
 // up on the round, or the stream failed) cancels the answerer and is
 // returned as next, for the caller to handle.
-func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge) (gaveUp, aborted bool, next *frameResult) {
+func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge, thinkBy time.Time) (gaveUp, aborted bool, next *frameResult) {
 	s := p.svc
 	ch := skill.Challenge{
 		Round: int(c.GetRound()), Rounds: int(c.GetRounds()), Domain: c.GetDomain(),
@@ -581,7 +603,7 @@ func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge) (gaveUp, aborted
 	actx, cancel := context.WithTimeout(s.ctx, limit)
 	defer cancel()
 	p.calls++
-	unwatch := p.feed.watch()
+	unwatch := p.feed.watch(thinkBy)
 	p.startThinking(&cancel)
 	text, aerr := callAnswerer(actx, ans, ch)
 	unwatch()

@@ -161,5 +161,8 @@ func FuzzCountFields(f *testing.F) {
 		if got, want := countFields(s), len(strings.Fields(s)); got != want {
 			t.Fatalf("countFields(%q) = %d, want %d", s, got, want)
 		}
+		if n, bound := CountTokens(s), TokenBound(len(s)); n > bound {
+			t.Fatalf("CountTokens(%q) = %d above TokenBound %d", s, n, bound)
+		}
 	})
 }

@@ -42,6 +42,14 @@ func CountTokens(text string) int {
 	return int(math.Round(float64(countFields(text)) / 0.75))
 }
 
+// TokenBound is the most CountTokens can return for a text of n bytes
+// (a field takes a byte and is followed by white space or the end), at
+// no cost: the prover reserves this much of a verifier's token budget
+// before its answerer starts and settles the exact count afterwards.
+func TokenBound(n int) int {
+	return int(math.Round(float64((max(n, 0)+1)/2) / 0.75))
+}
+
 // countFields is len(strings.Fields(s)) without building the slice (it
 // runs on every challenge a prover receives, before its answerer may
 // start, and on every round judged). Runs of eight ASCII bytes are
