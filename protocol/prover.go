@@ -202,6 +202,7 @@ func (p *proverRun) violation(format string, args ...any) {
 }
 
 func (p *proverRun) serve() {
+	defer sessionRunning()()
 	s := p.svc
 	p.r = newFrameReader(p.str, MaxVerifierFrame)
 	var f pb.Frame

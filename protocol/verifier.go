@@ -163,6 +163,7 @@ type errNoSession struct{ err error }
 func (e errNoSession) Error() string { return e.err.Error() }
 
 func (v *verifierRun) run() (*Result, error) {
+	defer sessionRunning()()
 	v.r = newFrameReader(v.str, MaxProverFrame)
 	// The prover side marks the core session when its challenge comes
 	// back (§7); the read in progress then ends within the grace.
