@@ -66,13 +66,7 @@ func BenchmarkRoundOverhead(b *testing.B) {
 				n      int
 			)
 			for b.Loop() {
-				res, err := va.Verify(context.Background(), hb.ID(), false)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if !res.Verdict.Accepted {
-					b.Fatalf("verdict %+v", res.Verdict)
-				}
+				res := verifyAccepted(b, va, hb)
 				for _, r := range res.Verdict.Rounds {
 					sum += r.Elapsed
 					rounds++
@@ -107,13 +101,7 @@ func BenchmarkRoundVsPing(b *testing.B) {
 				out, in       [ping.PingSize]byte
 			)
 			for b.Loop() {
-				res, err := va.Verify(context.Background(), hb.ID(), false)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if !res.Verdict.Accepted {
-					b.Fatalf("verdict %+v", res.Verdict)
-				}
+				res := verifyAccepted(b, va, hb)
 				for _, r := range res.Verdict.Rounds {
 					rounds = append(rounds, r.Elapsed)
 				}
@@ -142,6 +130,18 @@ func BenchmarkRoundVsPing(b *testing.B) {
 	}
 }
 
+// verifyAccepted runs one session of va's against hb, which must accept.
+func verifyAccepted(b *testing.B, va *Service, hb host.Host) *Result {
+	res, err := va.Verify(context.Background(), hb.ID(), false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !res.Verdict.Accepted {
+		b.Fatalf("verdict %+v", res.Verdict)
+	}
+	return res
+}
+
 // meanP50 returns the mean and the median of ds in nanoseconds.
 func meanP50(ds []time.Duration) (mean, p50 float64) {
 	if len(ds) == 0 {
@@ -164,13 +164,7 @@ func BenchmarkVerifySession(b *testing.B) {
 			va, hb := benchPair(b, tr, DefaultProbes)
 			cpu0 := processCPU()
 			for b.Loop() {
-				res, err := va.Verify(context.Background(), hb.ID(), false)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if !res.Verdict.Accepted {
-					b.Fatalf("verdict %+v", res.Verdict)
-				}
+				verifyAccepted(b, va, hb)
 			}
 			// Both sides' CPU (verifier and prover run in this process).
 			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/session")

@@ -87,6 +87,13 @@ func (b *bucket) refill(c float64, w time.Duration, now time.Time) {
 	}
 }
 
+// give returns n to b (capacity c, window w), never above c: the refund
+// of what was taken and not used.
+func (b *bucket) give(n, c float64, w time.Duration, now time.Time) {
+	b.refill(c, w, now)
+	b.tokens = min(c, b.tokens+n)
+}
+
 func (b *bucket) full(c float64, w time.Duration, now time.Time) bool {
 	b.refill(c, w, now)
 	return b.tokens >= c
@@ -380,14 +387,11 @@ func (b *budgets) refundDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now tim
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
-	st.draws.refill(float64(c.MaxDrawsPerPeer), c.DrawWindow, now)
-	st.draws.tokens = min(float64(c.MaxDrawsPerPeer), st.draws.tokens+1)
-	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
-	b.draws.tokens = min(float64(c.MaxDraws), b.draws.tokens+1)
+	st.draws.give(1, float64(c.MaxDrawsPerPeer), c.DrawWindow, now)
+	b.draws.give(1, float64(c.MaxDraws), c.DrawWindow, now)
 	if hasPfx {
 		if pb, ok := b.prefixes[pfx]; ok {
-			pb.refill(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
-			pb.tokens = min(float64(c.MaxDrawsPerPrefix), pb.tokens+1)
+			pb.give(1, float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
 		}
 	}
 	st.usage.Returned++
@@ -445,11 +449,8 @@ func (b *budgets) refundCalls(p peer.ID, n int, now time.Time) {
 	c := b.cfg
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st := b.stateLocked(p, now)
-	st.calls.refill(float64(c.MaxCallsPerVerifier), c.ProverWindow, now)
-	st.calls.tokens = min(float64(c.MaxCallsPerVerifier), st.calls.tokens+float64(n))
-	b.calls.refill(float64(c.MaxProverCalls), c.ProverWindow, now)
-	b.calls.tokens = min(float64(c.MaxProverCalls), b.calls.tokens+float64(n))
+	b.stateLocked(p, now).calls.give(float64(n), float64(c.MaxCallsPerVerifier), c.ProverWindow, now)
+	b.calls.give(float64(n), float64(c.MaxProverCalls), c.ProverWindow, now)
 }
 
 // refundTokens gives back n prompt tokens of verifier p's budget that
@@ -461,9 +462,7 @@ func (b *budgets) refundTokens(p peer.ID, n int, now time.Time) {
 	c := b.cfg
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st := b.stateLocked(p, now)
-	st.tokens.refill(float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
-	st.tokens.tokens = min(float64(c.MaxTokensPerVerifier), st.tokens.tokens+float64(n))
+	b.stateLocked(p, now).tokens.give(float64(n), float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
 }
 
 // chargeTokens spends n prompt tokens of verifier p's budget; it reports
