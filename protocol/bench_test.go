@@ -10,6 +10,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
 )
 
 // benchPair is a verifier service on a and an instant oracle prover on b,
@@ -86,7 +88,9 @@ func BenchmarkRoundOverhead(b *testing.B) {
 // pings (/ipfs/ping/1.0.0, 32 bytes each way, timed from the write to
 // the echo's arrival as ping.Ping does) on the same connection, so rounds
 // and pings sample the same moments. It reports the mean and the median
-// of both and their ratios (round-x-ping-mean, round-x-ping-p50).
+// of both and their ratios (round-x-ping-mean, round-x-ping-p50), and the
+// floor: the same challenge frames echoed by a handler without any
+// protocol logic (echo-x-ping-mean).
 func BenchmarkRoundVsPing(b *testing.B) {
 	for _, tr := range transports {
 		b.Run(tr, func(b *testing.B) {
@@ -96,9 +100,25 @@ func BenchmarkRoundVsPing(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer ps.Reset()
+			// The floor: the same challenge frames echoed by a handler
+			// with no protocol logic (floorAnswer), timed as the verifier
+			// times a round (from the write's return).
+			hb.SetStreamHandler(floorProtocol, floorAnswer)
+			es, err := va.h.NewStream(context.Background(), hb.ID(), floorProtocol)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer es.Reset()
+			er := newFrameReader(es, MaxProverFrame)
+			var echoFrames []*pb.Frame
+			for i, p := range testSet("bench-" + tr).Parts {
+				echoFrames = append(echoFrames, &pb.Frame{Body: &pb.Frame_Challenge{Challenge: &pb.Challenge{
+					Round: uint32(i + 1), Rounds: 3, Domain: "d", Narrative: p.Narrative, Question: p.Questions[0].Question, BudgetMs: 30000}}})
+			}
 			var (
-				rounds, pings []time.Duration
-				out, in       [ping.PingSize]byte
+				rounds, pings, echoes []time.Duration
+				out, in               [ping.PingSize]byte
+				ef                    pb.Frame
 			)
 			for b.Loop() {
 				res := verifyAccepted(b, va, hb)
@@ -119,13 +139,28 @@ func BenchmarkRoundVsPing(b *testing.B) {
 						b.Fatal("ping echo differs")
 					}
 				}
+				// After the pings, which sample the connection as the
+				// session left it.
+				for _, f := range echoFrames {
+					if err := writeFrame(es, f, MaxVerifierFrame); err != nil {
+						b.Fatal(err)
+					}
+					t0 := time.Now()
+					if err := readFrame(er, &ef); err != nil {
+						b.Fatal(err)
+					}
+					echoes = append(echoes, time.Since(t0))
+				}
 			}
 			rm, rp := meanP50(rounds)
 			pm, pp := meanP50(pings)
+			em, _ := meanP50(echoes)
 			b.ReportMetric(rm, "round-ns")
 			b.ReportMetric(pm, "ping-ns")
+			b.ReportMetric(em, "echo-ns")
 			b.ReportMetric(rm/pm, "round-x-ping-mean")
 			b.ReportMetric(rp/pp, "round-x-ping-p50")
+			b.ReportMetric(em/pm, "echo-x-ping-mean")
 		})
 	}
 }
