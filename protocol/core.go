@@ -78,7 +78,8 @@ type VerifierSession struct {
 	mu          sync.Mutex
 	reflected   bool
 	onReflected []func()
-	digests     []*challengePrint
+	digests     []*challengePrint // of the rounds issued so far
+	prints      []*challengePrint // of every round, made when the set was drawn
 }
 
 // Begin opens a session for subject. It draws nothing: it checks that
@@ -158,6 +159,14 @@ func (vs *VerifierSession) Pay(ctx context.Context, pow []byte) error {
 	vs.sess, vs.srcErr = s.newSession(ctx)
 	if vs.sess == nil {
 		s.budgets.refundDrawIn(vs.peer, vs.pfx, vs.hasPfx, s.now())
+		return nil
+	}
+	// The rounds' fingerprints (§7), all now: the work between two rounds
+	// (judging, then the next write) stays small, which keeps the next
+	// round's timing free of it. Next registers each before its write.
+	n, q := vs.sess.Texts()
+	for i := range n {
+		vs.prints = append(vs.prints, challengeDigest(n[i], q[i]))
 	}
 	return nil
 }
@@ -200,7 +209,7 @@ func (vs *VerifierSession) Next() (skill.Challenge, bool) {
 	}
 	if c.Round != vs.issuedRound {
 		s := vs.svc
-		d := challengeDigest(c.Narrative, c.Question) // normalised, sketched (§7)
+		d := vs.prints[c.Round-1] // normalised, sketched (§7) at Pay
 		vs.mu.Lock()
 		vs.digests = append(vs.digests, d)
 		vs.mu.Unlock()
