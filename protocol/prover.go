@@ -324,7 +324,7 @@ const readerAfter = 2 * time.Millisecond
 
 // frameFeed delivers the frames of one session's exchange. The session
 // loop reads the stream itself at first, so a fast answerer costs no
-// goroutine hand-off per frame (spec P1: a round's overhead over a ping).
+// goroutine hand-off per frame (BenchmarkRoundVsPing).
 // An answer still running after readerAfter starts a reader goroutine
 // that from then on reads every frame, so that a frame arriving while the
 // answerer thinks (the verifier gave up on the round, or the stream
@@ -338,8 +338,9 @@ type frameFeed struct {
 	wg   sync.WaitGroup
 	// viaReader is the session loop's: frames come from ch.
 	viaReader bool
-	// armed hands the stream's reader over to the timer's goroutine
-	// (the loop's last read happens before it is set).
+	// armed hands the stream's reader over to the timer's goroutine: it
+	// is set after the loop's last read and loaded before the reader's
+	// first, an order the race detector sees (a timer's firing is none).
 	armed atomic.Bool
 }
 
