@@ -340,7 +340,7 @@ type frameFeed struct {
 	viaReader bool
 	// armed hands the stream's reader over to the timer's goroutine: it
 	// is set after the loop's last read and loaded before the reader's
-	// first, an order the race detector sees (a timer's firing is none).
+	// first: an explicit happens-before edge, whatever the timer gives.
 	armed atomic.Bool
 }
 
