@@ -182,6 +182,10 @@ func writeFrame(w io.Writer, f *pb.Frame, max int) error {
 // running counts the sessions (either side) this process is running.
 var running atomic.Int64
 
+// RunningSessions is how many sessions (either side) this process runs
+// now.
+func RunningSessions() int { return int(running.Load()) }
+
 // procs is GOMAXPROCS when the package started (reading it takes the
 // scheduler's lock).
 var procs = runtime.GOMAXPROCS(0)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -24,6 +25,11 @@ type commitQueue struct {
 	mu      sync.Mutex
 	queue   []*pendingWrite
 	leading bool // a writer is committing; it hands over to queue[0]
+	// linger and company: see Store.SetLinger. arrived is closed by the
+	// next write while a lone leader lingers.
+	linger  time.Duration
+	company func() bool
+	arrived chan struct{}
 }
 
 type pendingWrite struct {
@@ -43,12 +49,31 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 	q := &s.commits
 	q.mu.Lock()
 	q.queue = append(q.queue, w)
+	if q.arrived != nil {
+		close(q.arrived)
+		q.arrived = nil
+	}
 	if q.leading {
 		q.mu.Unlock()
 		if err := <-w.done; err != errLead {
 			return err
 		}
 		q.mu.Lock()
+	} else if len(q.queue) == 1 && q.linger > 0 && q.company != nil && q.company() {
+		// A lone write while other sessions run: their records are
+		// likely to follow within the linger and share this commit.
+		q.leading = true
+		arrived := make(chan struct{})
+		q.arrived = arrived
+		q.mu.Unlock()
+		t := time.NewTimer(q.linger)
+		select {
+		case <-arrived:
+		case <-t.C:
+		}
+		t.Stop()
+		q.mu.Lock()
+		q.arrived = nil
 	}
 	q.leading = true
 	batch := q.queue
@@ -103,4 +128,13 @@ func safeCall(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
 		}
 	}()
 	return fn(tx)
+}
+
+// SetLinger lets a lone write wait up to d for company before it commits
+// when company() reports other writes are likely soon (sessions in
+// flight): one synced commit then holds both. Every write still returns
+// only after its commit, so durability is unchanged; d is the most a
+// write's latency grows. Call it before the first write.
+func (s *Store) SetLinger(d time.Duration, company func() bool) {
+	s.commits.linger, s.commits.company = d, company
 }

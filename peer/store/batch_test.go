@@ -154,3 +154,67 @@ func (s *Store) waitQueued(t *testing.T, n int) {
 		}
 	}
 }
+
+// A lone write lingers for company while company() says more writes are
+// likely, and commits together with the next write as soon as it comes;
+// without company it commits at once.
+func TestCommitLinger(t *testing.T) {
+	for _, busy := range []bool{true, false} {
+		t.Run(fmt.Sprintf("company=%v", busy), func(t *testing.T) {
+			s, path := openTemp(t)
+			s.SetLinger(10*time.Second, func() bool { return busy })
+			txOf := func(key string) (id int, took time.Duration, err error) {
+				t0 := time.Now()
+				err = s.update(func(tx *bolt.Tx) error {
+					id = tx.ID()
+					return tx.Bucket(bucketServed).Put([]byte(key), []byte{1})
+				})
+				return id, time.Since(t0), err
+			}
+			type res struct {
+				id   int
+				took time.Duration
+				err  error
+			}
+			first := make(chan res, 1)
+			go func() {
+				id, took, err := txOf("first")
+				first <- res{id, took, err}
+			}()
+			time.Sleep(100 * time.Millisecond)
+			id2, _, err := txOf("second")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := <-first
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			switch {
+			case busy && (r.id != id2 || r.took < 100*time.Millisecond || r.took > 5*time.Second):
+				t.Fatalf("lingering write: tx %d (second %d) after %v, want one commit when the second came", r.id, id2, r.took)
+			case !busy && (r.id == id2 || r.took > 5*time.Second):
+				t.Fatalf("lone write: tx %d (second %d) after %v, want its own commit at once", r.id, id2, r.took)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			err = s2.db.View(func(tx *bolt.Tx) error {
+				for _, k := range []string{"first", "second"} {
+					if tx.Bucket(bucketServed).Get([]byte(k)) == nil {
+						return fmt.Errorf("%s lost", k)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
