@@ -29,6 +29,7 @@ import (
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
+	"github.com/acaptcha/acaptcha/examples/internal/demokey"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/procedural"
@@ -52,7 +53,7 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	oracle := newDemoOracle()
+	oracle := demokey.New()
 	gen, err := procedural.New(procedural.Config{})
 	if err != nil {
 		return fmt.Errorf("challenge generator: %w", err)
@@ -63,7 +64,7 @@ func run(ctx context.Context) error {
 	// at start) and admits on them explicitly. A production service serves
 	// LLM-written challenges and keeps the default policy (hybrid).
 	service, err := newNode(dir, "service", peer.Config{
-		Source: oracle.source(gen), SourceKind: skill.SourceProcedural, AttestPolicy: peer.AttestAll,
+		Source: oracle.Source(gen), SourceKind: skill.SourceProcedural, AttestPolicy: peer.AttestAll,
 		RequireSource: skill.SourceProcedural,
 	})
 	if err != nil {
@@ -73,7 +74,7 @@ func run(ctx context.Context) error {
 	service.HandleAdmitted(EchoID, echo)
 	fmt.Printf("service %s serves %s to admitted peers only\n\n", short(service.ID()), EchoID)
 
-	agent, err := newNode(dir, "agent", peer.Config{Prover: oracle.prover()})
+	agent, err := newNode(dir, "agent", peer.Config{Prover: oracle.Prover()})
 	if err != nil {
 		return err
 	}

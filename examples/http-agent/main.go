@@ -29,6 +29,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/examples/internal/demokey"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/peer/httpgw"
 	"github.com/acaptcha/acaptcha/protocol"
@@ -52,7 +53,7 @@ func run(ctx context.Context, base string) error {
 	if err != nil {
 		return fmt.Errorf("example sets: %w", err)
 	}
-	key := newDemoKey(sets)
+	key := demokey.New(sets...)
 	if base == "" {
 		stop, url, err := startNode(sets)
 		if err != nil {
@@ -71,18 +72,21 @@ func run(ctx context.Context, base string) error {
 	fmt.Printf("node %s at %s: %d rounds, tau %d ms, T_total %d ms, proof of work from %d bits\n",
 		m.Node.PeerID, base, m.Policy.Rounds, m.Policy.TauMs, m.Policy.TotalMs, m.Pow.MinDifficulty)
 
+	fromKey := func(_ context.Context, c *httpgw.Challenge) (string, error) {
+		return key.Answer(c.Narrative, c.Question), nil
+	}
 	runs := []struct {
 		name   string
 		answer func(context.Context, *httpgw.Challenge) (string, error)
 	}{
-		{"agent (answer key)", key.answer},
+		{"agent (answer key)", fromKey},
 		{"slow agent (right answers, past the budget)", func(ctx context.Context, c *httpgw.Challenge) (string, error) {
 			select {
 			case <-time.After(time.Duration(c.BudgetMs)*time.Millisecond + time.Second):
 			case <-ctx.Done():
 				return "", ctx.Err()
 			}
-			return key.answer(ctx, c)
+			return fromKey(ctx, c)
 		}},
 		{"script (no reading)", func(context.Context, *httpgw.Challenge) (string, error) { return "unknown", nil }},
 	}

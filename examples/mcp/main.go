@@ -28,6 +28,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/acaptcha/acaptcha/examples/internal/demokey"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/peer/mcpserver"
 	"github.com/acaptcha/acaptcha/skill"
@@ -56,7 +57,7 @@ func run(ctx context.Context, bin, addr string) error {
 	if err != nil {
 		return fmt.Errorf("example sets: %w", err)
 	}
-	key := newDemoKey(sets)
+	key := demokey.New(sets...)
 	// The two sides serve disjoint halves of the examples: a node declines
 	// a challenge it issued itself (a reflection), so two nodes drawing
 	// from the same corpus would decline each other now and then.
@@ -163,14 +164,14 @@ func run(ctx context.Context, bin, addr string) error {
 // answerUntilDone plays the assistant: it answers each pending challenge
 // (here from the demo key) and polls the background attestation until it
 // is over.
-func answerUntilDone(ctx context.Context, cs *mcp.ClientSession, job string, key demoKey) (mcpserver.AttestOutput, error) {
+func answerUntilDone(ctx context.Context, cs *mcp.ClientSession, job string, key *demokey.Key) (mcpserver.AttestOutput, error) {
 	for {
 		nx, err := callTool[mcpserver.NextOutput](ctx, cs, "next_challenge", map[string]any{"wait_ms": 500})
 		if err != nil {
 			return mcpserver.AttestOutput{}, err
 		}
 		if nx.Pending {
-			ans := key.answer(nx.Narrative, nx.Question)
+			ans := key.Answer(nx.Narrative, nx.Question)
 			fmt.Printf("  challenge round %d/%d (%s, %d ms budget, %d ms left): %s\n", nx.Round, nx.Rounds, nx.Domain, nx.BudgetMs, nx.RemainingMs, nx.Question)
 			a, err := callTool[mcpserver.AnswerOutput](ctx, cs, "answer_challenge", map[string]any{"challenge_id": nx.ChallengeID, "answer": ans})
 			if err != nil {
@@ -232,7 +233,7 @@ func writeCorpus(dir string, sets []*skill.Set) error {
 
 // startTarget starts the node to attest: it serves its half of the
 // examples and answers our challenges from the demo key.
-func startTarget(dir string, sets []*skill.Set, key demoKey) (*peer.Node, error) {
+func startTarget(dir string, sets []*skill.Set, key *demokey.Key) (*peer.Node, error) {
 	src, err := skill.NewCorpus("examples-half", sets, nil, 100)
 	if err != nil {
 		return nil, fmt.Errorf("target corpus: %w", err)
@@ -243,7 +244,7 @@ func startTarget(dir string, sets []*skill.Set, key demoKey) (*peer.Node, error)
 	}
 	n, err := peer.New(peer.Config{
 		Key: k, StorePath: filepath.Join(dir, "target.db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Source: src, SourceKind: skill.SourceCorpus, Prover: key.prover(),
+		Source: src, SourceKind: skill.SourceCorpus, Prover: key.Prover(),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 
+	"github.com/acaptcha/acaptcha/examples/internal/demokey"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/procedural"
@@ -52,7 +53,7 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	oracle := newDemoOracle()
+	oracle := demokey.New()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	var swarm []*peer.Node
@@ -83,8 +84,8 @@ func run(ctx context.Context) error {
 			Key:          key,
 			StorePath:    filepath.Join(dir, fmt.Sprintf("node%d.db", i+1)),
 			ListenAddrs:  []string{"/ip4/127.0.0.1/tcp/0"},
-			Source:       oracle.source(gen),
-			Prover:       oracle.prover(),
+			Source:       oracle.Source(gen),
+			Prover:       oracle.Prover(),
 			AttestPolicy: peer.AttestAll,
 			TrustQuorum:  quorum,
 			// Procedural challenges, for an offline example: admit and
