@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -105,6 +108,10 @@ func BenchmarkMutualAttest(b *testing.B) {
 // with a fixed count, e.g.
 //
 //	go test -run x -bench MutualAttestConcurrent -benchtime 2000x ./peer/
+//
+// ACAPTCHA_BENCH_CPUPROFILE=FILE writes a CPU profile of the timed part
+// alone; ACAPTCHA_BENCH_MEMPROFILE=FILE writes the allocation profile
+// before (FILE.base) and after it, for pprof -base FILE.base FILE.
 func BenchmarkMutualAttestConcurrent(b *testing.B) {
 	for _, workers := range []int{8} {
 		b.Run(fmt.Sprintf("pairs=%d", workers), func(b *testing.B) { benchMutualConcurrent(b, workers) })
@@ -207,6 +214,14 @@ func benchMutualConcurrent(b *testing.B, workers int) {
 	var next atomic.Int64
 	fail := make(chan error, workers)
 	var latency atomic.Int64 // summed over all attestations
+	if f := os.Getenv("ACAPTCHA_BENCH_MEMPROFILE"); f != "" {
+		writeHeap(b, f+".base")
+		defer writeHeap(b, f)
+	}
+	stopProfile := func() {}
+	if f := os.Getenv("ACAPTCHA_BENCH_CPUPROFILE"); f != "" {
+		stopProfile = profileCPU(b, f)
+	}
 	cpu0 := processCPU()
 	b.ResetTimer()
 	for range workers {
@@ -234,6 +249,7 @@ func benchMutualConcurrent(b *testing.B, workers int) {
 	wg.Wait()
 	b.StopTimer()
 	cpu := processCPU() - cpu0
+	stopProfile()
 
 	close(fail)
 	if err := <-fail; err != nil {
@@ -247,6 +263,37 @@ func benchMutualConcurrent(b *testing.B, workers int) {
 	// CPU of the whole process (both sides of every attestation) per
 	// attestation: 2 cores allow 2000/cpu-ms-per-attest attestations/s.
 	b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(b.N), "cpu-ms/attest")
+}
+
+// profileCPU writes a CPU profile of the timed part only to file (the
+// test binary's -cpuprofile also covers the untimed setup: key
+// generation, TLS handshakes and set generation).
+func profileCPU(b *testing.B, file string) (stop func()) {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
+func writeHeap(b *testing.B, file string) {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC() // the profile is as of the last collection
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // processCPU is the user and system CPU time this process used so far.
