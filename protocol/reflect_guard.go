@@ -33,6 +33,24 @@ func sketchJaccard(a, b []uint64) float64 {
 	return float64(both) / float64(union)
 }
 
+// indexedHashes is how many of a sketch's smallest hashes the guard
+// indexes and looks up: SketchSize/2 + 1. That is exact, not a sample.
+// Let x be the smallest hash two sketches share. Every hash of either
+// sketch below x is in one sketch only, and all of them are among the
+// (at most SketchSize) smallest of the union whenever x is (if x is not,
+// no shared hash is, and the estimate is 0). A match needs at least as
+// many shared hashes there as unshared ones, so those below x number at
+// most SketchSize/2: x stands at a position <= SketchSize/2 in both
+// sketches, and a match always shares a hash among the first
+// indexedHashes of each. Half the index entries and look-ups of indexing
+// every hash (TestGuardIndexExact checks it against a full comparison).
+const indexedHashes = SketchSize/2 + 1
+
+// indexed returns the hashes of cp the guard indexes.
+func (cp *challengePrint) indexed() []uint64 {
+	return cp.sketch[:min(len(cp.sketch), indexedHashes)]
+}
+
 // reflectionGuard remembers the challenges this node issued as a
 // verifier. A challenge that arrives at the prover side and matches one in
 // the registry (same normalised text, or a near-duplicate by shingle
@@ -44,7 +62,7 @@ type reflectionGuard struct {
 	mu      sync.Mutex
 	window  time.Duration
 	entries map[[32]byte]*issued
-	index   map[uint64]indexed // sketch hash -> entries
+	index   map[uint64]indexed // hash among a sketch's indexedHashes -> entries
 	order   []issuedRef        // insertion order = expiry order (constant window)
 	head    int
 	next    uint64
@@ -75,7 +93,6 @@ type issued struct {
 	seq     uint64
 	print   *challengePrint
 	checked uint64 // the last check that listed it
-	shared  int    // sketch hashes it shares with that check's print
 }
 
 type issuedRef struct {
@@ -103,7 +120,7 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 	g.next++
 	e := &issued{to: p, expires: now.Add(g.window), run: run, seq: g.next, print: cp}
 	g.entries[cp.digest] = e
-	for _, h := range cp.sketch {
+	for _, h := range cp.indexed() {
 		x := g.index[h]
 		if x.one == nil {
 			x.one = e
@@ -116,7 +133,7 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 }
 
 func (g *reflectionGuard) unindexLocked(e *issued) {
-	for _, h := range e.print.sketch {
+	for _, h := range e.print.indexed() {
 		x := g.index[h]
 		if x.one == e {
 			x.one = nil
@@ -155,30 +172,23 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 	if e, ok := g.entries[cp.digest]; ok {
 		return e.to, e.run, true
 	}
-	// Candidates share at least one sketch hash; the best estimate wins.
-	// Each is listed once (marked with this check's number) with the
-	// number of hashes it shares; the estimate of one sharing c hashes is
-	// at most c / min(SketchSize, the longer sketch's length), so those
-	// that cannot reach the threshold, or beat the best so far, are not
-	// compared.
+	// Every match shares a hash among the first indexedHashes of both
+	// sketches (see indexedHashes): those entries are the candidates, each
+	// listed once (marked with this check's number); the best estimate
+	// wins.
 	g.checks++
 	cands := g.cands[:0]
-	for _, h := range cp.sketch {
+	for _, h := range cp.indexed() {
 		g.index[h].each(func(e *issued) {
 			if e.checked != g.checks {
-				e.checked, e.shared = g.checks, 0
+				e.checked = g.checks
 				cands = append(cands, e)
 			}
-			e.shared++
 		})
 	}
 	var best *issued
 	bestJ := 0.0
 	for _, e := range cands {
-		bound := float64(e.shared) / float64(min(SketchSize, max(len(cp.sketch), len(e.print.sketch))))
-		if bound < ReflectionJaccard || bound <= bestJ {
-			continue
-		}
 		if j := sketchJaccard(cp.sketch, e.print.sketch); j >= ReflectionJaccard && j > bestJ {
 			best, bestJ = e, j
 		}
