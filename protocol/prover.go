@@ -15,7 +15,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-msgio/pbio"
 
 	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
@@ -90,7 +89,7 @@ var ErrUnsupportedKind = errors.New("acaptcha: challenge kind not answered here"
 type proverRun struct {
 	svc    *Service
 	str    stream
-	r      pbio.Reader
+	r      frameReader
 	remote peer.ID
 	res    *ProverResult
 	log    *slog.Logger
@@ -102,6 +101,9 @@ type proverRun struct {
 	helloAt  time.Time // wall clock, for deadlines
 	firstBy  time.Time // round 1 must have arrived by then
 	deadline time.Time // hard end of the whole session
+	// readBy is the read deadline the exchange loop set last, zero when
+	// something else may have set one since (setReadDeadline).
+	readBy time.Time
 	// calls is how many answerer calls this session reserved in the
 	// budgets and made.
 	reserved, calls int
@@ -204,10 +206,13 @@ func (p *proverRun) violation(format string, args ...any) {
 func (p *proverRun) serve() {
 	defer sessionRunning()()
 	s := p.svc
-	p.r = newFrameReader(p.str, MaxVerifierFrame)
+	// Released once the exchange (and with it the feed's reader
+	// goroutine, feed.stop) is over.
+	p.r.open(p.str, MaxVerifierFrame)
+	defer p.r.release()
 	var f pb.Frame
 	_ = p.str.SetReadDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	if err := readFrame(p.r, &f); err != nil {
+	if err := readFrame(&p.r, &f); err != nil {
 		p.readFailed("hello", err)
 		return
 	}
@@ -342,6 +347,13 @@ type frameFeed struct {
 	// is set after the loop's last read and loaded before the reader's
 	// first: an explicit happens-before edge, whatever the timer gives.
 	armed atomic.Bool
+	// timer starts the reader goroutine (watch). It is made by the first
+	// watch and re-armed by the later ones (one timer and callback per
+	// session, not per round): it fires at most once, as from then on
+	// frames come from the reader. readBy is the deadline of the watch
+	// armed last, for the timer's goroutine (armed orders the two).
+	timer  *time.Timer
+	readBy time.Time
 }
 
 func newFrameFeed(p *proverRun) *frameFeed {
@@ -357,38 +369,56 @@ func (fd *frameFeed) next() frameResult {
 		return fr
 	}
 	f := new(pb.Frame)
-	err := readFrame(p.r, f)
+	err := readFrame(&p.r, f)
 	p.read.Add(1)
 	p.taken++
 	return frameResult{f, err}
 }
 
-// watch starts the reader goroutine readerAfter from now unless the
-// returned function, called once the answer returned, comes first.
+// watch starts the reader goroutine readerAfter from now unless unwatch,
+// called once the answer returned, comes first.
 //
 // A read that runs while the answer does (the reader's) gets readBy as its
 // deadline; the session loop sets the next one once the answer is sent.
-func (fd *frameFeed) watch(readBy time.Time) (unwatch func()) {
+func (fd *frameFeed) watch(readBy time.Time) {
+	// The stream's read deadline is no longer the one the loop set last.
+	fd.p.readBy = time.Time{}
 	if fd.viaReader {
 		// The reader's read is pending already.
 		_ = fd.p.str.SetReadDeadline(readBy)
-		return func() {}
+		return
 	}
 	fd.wg.Add(1)
+	fd.readBy = readBy
 	fd.armed.Store(true)
-	t := time.AfterFunc(readerAfter, func() {
-		defer fd.wg.Done()
-		if fd.armed.Load() {
-			_ = fd.p.str.SetReadDeadline(readBy)
-			fd.read()
-		}
-	})
-	return func() {
-		if t.Stop() {
-			fd.wg.Done()
-			return
-		}
-		fd.viaReader = true
+	if fd.timer == nil {
+		fd.timer = time.AfterFunc(readerAfter, fd.startReader)
+	} else {
+		// Stopped by the last unwatch before it fired (else the
+		// reader would run and viaReader be set).
+		fd.timer.Reset(readerAfter)
+	}
+}
+
+// unwatch ends the watch that watch started: the reader goroutine does not
+// start if it has not yet; if it has, frames come from it from now on.
+func (fd *frameFeed) unwatch() {
+	if fd.viaReader {
+		return // no timer was armed
+	}
+	if fd.timer.Stop() {
+		fd.wg.Done()
+		return
+	}
+	fd.viaReader = true
+}
+
+// startReader is the timer's callback: it becomes the reader goroutine.
+func (fd *frameFeed) startReader() {
+	defer fd.wg.Done()
+	if fd.armed.Load() {
+		_ = fd.p.str.SetReadDeadline(fd.readBy)
+		fd.read()
 	}
 }
 
@@ -398,7 +428,7 @@ func (fd *frameFeed) read() {
 	p := fd.p
 	for {
 		f := new(pb.Frame)
-		err := readFrame(p.r, f)
+		err := readFrame(&p.r, f)
 		// Counted before the interrupt, so that an answer starting now
 		// sees the frame pending (answer, p.startThinking).
 		p.read.Add(1)
@@ -426,7 +456,7 @@ func (fd *frameFeed) stop() {
 // exchange answers probes and challenges until the verdict.
 func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 	idle := min(p.svc.cfg.IdleTimeout, total+proverSlack)
-	_ = p.str.SetReadDeadline(p.readDeadline(idle, true))
+	p.setReadDeadline(p.readDeadline(idle, true))
 	p.feed = newFrameFeed(p)
 	defer p.feed.stop()
 	var (
@@ -434,6 +464,10 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 		round         uint32 // rounds received
 		expectVerdict bool   // nothing but a verdict may come now
 		pending       *frameResult
+		// One probe ack frame serves all the probes (write encodes it
+		// before it returns).
+		probeAck *pb.ProbeAck
+		ackFrame *pb.Frame
 	)
 	for {
 		var fr frameResult
@@ -453,7 +487,12 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 				p.violation("unexpected probe %d", probes)
 				return
 			}
-			if err := p.write(&pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: b.Probe.GetSeq(), Nonce: b.Probe.GetNonce()}}}); err != nil {
+			if ackFrame == nil {
+				probeAck = new(pb.ProbeAck)
+				ackFrame = &pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: probeAck}}
+			}
+			probeAck.Seq, probeAck.Nonce = b.Probe.GetSeq(), b.Probe.GetNonce()
+			if err := p.write(ackFrame); err != nil {
 				p.abort(0, fmt.Errorf("%w: send probe ack: %w", ErrNetwork, err))
 				return
 			}
@@ -523,8 +562,23 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			p.violation("unexpected %s frame", frameKind(fr.f))
 			return
 		}
-		_ = p.str.SetReadDeadline(p.readDeadline(idle, round == 0))
+		p.setReadDeadline(p.readDeadline(idle, round == 0))
 	}
+}
+
+// setReadDeadline is the exchange loop's SetReadDeadline. It leaves alone
+// a deadline the stream has already, which is exact (the stream would
+// time out at the same instant) and saves yamux a timer per call: before
+// round 1 every frame waits until firstBy at the latest, so with the
+// default timeouts all the probes get that same deadline, and near the
+// end of a session every frame gets the session's. readBy is what the
+// loop set last; watch forgets it, as the reader goroutine sets its own.
+func (p *proverRun) setReadDeadline(t time.Time) {
+	if !p.readBy.IsZero() && t.Equal(p.readBy) {
+		return
+	}
+	p.readBy = t
+	_ = p.str.SetReadDeadline(t)
 }
 
 func (p *proverRun) checkChallenge(c *pb.Challenge, round uint32, total time.Duration) error {
@@ -605,10 +659,10 @@ func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge, thinkBy time.Tim
 	actx, cancel := context.WithTimeout(s.ctx, limit)
 	defer cancel()
 	p.calls++
-	unwatch := p.feed.watch(thinkBy)
+	p.feed.watch(thinkBy)
 	p.startThinking(&cancel)
 	text, aerr := callAnswerer(actx, ans, ch)
-	unwatch()
+	p.feed.unwatch()
 	if p.stopThinking() {
 		// The verifier spoke while the answerer was thinking (it gave up
 		// on the round, or the stream failed): the answerer was

@@ -13,7 +13,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-msgio/pbio"
 
 	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
@@ -131,7 +130,7 @@ type verifierRun struct {
 	svc        *Service
 	vs         *VerifierSession
 	str        stream
-	r          pbio.Reader
+	r          frameReader
 	peer       peer.ID
 	ctx        context.Context
 	res        *Result
@@ -164,7 +163,10 @@ func (e errNoSession) Error() string { return e.err.Error() }
 
 func (v *verifierRun) run() (*Result, error) {
 	defer sessionRunning()()
-	v.r = newFrameReader(v.str, MaxProverFrame)
+	// Every read is this goroutine's, and finish reads the stream
+	// itself.
+	v.r.open(v.str, MaxProverFrame)
+	defer v.r.release()
 	// The prover side marks the core session when its challenge comes
 	// back (§7); the read in progress then ends within the grace.
 	v.vs.OnReflected(v.markReflected)
@@ -310,7 +312,7 @@ func errReflected() *sessionFailure {
 // reflection grace once the session has been marked reflected.
 func (v *verifierRun) read(f *pb.Frame, d time.Duration) error {
 	v.setReadDeadline(time.Now().Add(d))
-	return readFrame(v.r, f)
+	return readFrame(&v.r, f)
 }
 
 func (v *verifierRun) setReadDeadline(t time.Time) {
@@ -411,12 +413,18 @@ func (v *verifierRun) handshake() error {
 		return nil // inconclusive: no probes needed
 	}
 	v.rtt = -1
+	// One probe frame and nonce serve all the probes: write encodes the
+	// frame before it returns, and each ack is checked before the next
+	// probe overwrites them.
+	nonce := make([]byte, probeNonceBytes)
+	probe := &pb.Probe{Nonce: nonce}
+	probeFrame := &pb.Frame{Body: &pb.Frame_Probe{Probe: probe}}
 	for seq := 1; seq <= s.cfg.Probes; seq++ {
-		nonce := make([]byte, probeNonceBytes)
 		if _, err := io.ReadFull(s.random, nonce); err != nil {
 			return failure(skill.ReasonInconclusive, 0, "probe nonce: %v", err)
 		}
-		if err := v.write(&pb.Frame{Body: &pb.Frame_Probe{Probe: &pb.Probe{Seq: uint32(seq), Nonce: nonce}}}); err != nil {
+		probe.Seq = uint32(seq)
+		if err := v.write(probeFrame); err != nil {
 			return v.readErr("probe write", err, true)
 		}
 		t0 := s.now()
