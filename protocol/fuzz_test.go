@@ -216,6 +216,7 @@ func FuzzVerifierStream(f *testing.F) {
 	f.Add(encodeFrames(f, ack, declineFrame(pb.DeclineReason_DECLINE_REASON_BUSY, "x")))
 	f.Add(encodeFrames(f, append(append([]*pb.Frame{ack}, probes...), declineFrame(pb.DeclineReason_DECLINE_REASON_REFUSED, "no"))...))
 	f.Add([]byte{0x05, 0xff})
+	f.Add([]byte("\x000")) // an empty hello ack: unpaid
 	f.Fuzz(func(t *testing.T, input []byte) {
 		if !n.svc.enter() {
 			t.Skip("closed")
@@ -236,7 +237,9 @@ func FuzzVerifierStream(f *testing.F) {
 			res, verr = v.run()
 		})
 		if verr != nil {
-			if !errors.Is(verr, ErrNetwork) && !errors.Is(verr, ErrBusy) {
+			// A peer that does not pay (a hello ack without the proof of
+			// work, or any other frame first) ends the session unsigned.
+			if !errors.Is(verr, ErrNetwork) && !errors.Is(verr, ErrBusy) && !errors.Is(verr, ErrUnpaid) {
 				t.Fatalf("unexpected error %v", verr)
 			}
 			return
