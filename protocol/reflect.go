@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -103,33 +105,31 @@ type challengePrint struct {
 // It runs before every challenge a node sends and on every challenge its
 // prover receives while it has issued any, so text made of ASCII and of
 // simpleRunes (all of the generators' output) takes a path that
-// normalises, hashes and shingles in one reused buffer;
-// challengeDigestGeneral is the definition, and
-// TestChallengeDigestFastPath and FuzzChallengeDigestFastPath hold the two
-// equal.
+// normalises it mostly 8 bytes at a time into reused buffers and hashes
+// all its shingles in one pass over them; challengeDigestGeneral is the
+// definition, and TestChallengeDigestFastPath and
+// FuzzChallengeDigestFastPath hold the two equal.
 func challengeDigest(narrative, question string) *challengePrint {
 	sc := digestScratchPool.Get().(*digestScratch)
 	defer sc.put()
 	// text = norm(narrative) 0x00 norm(question): exactly the bytes the
 	// SHA-256 covers. The zero byte is no word byte, so the words of text
 	// are the narrative's followed by the question's.
-	t, w, ok := appendNormalizedSimple(sc.text[:0], sc.words[:0], narrative)
+	t, ws, ok := appendNormalizedSimple(sc.text[:0], sc.words[:0], narrative)
 	if ok {
-		t = append(t, 0)
-		t, w, ok = appendNormalizedSimple(t, w, question)
+		t, ws = append(t, 0), append(ws, ' ')
+		t, ws, ok = appendNormalizedSimple(t, ws, question)
 	}
-	sc.text = t
+	sc.text, sc.words = t, ws
 	if !ok {
-		sc.words = w
 		return challengeDigestGeneral(narrative, question)
 	}
 	cp := &challengePrint{digest: sha256.Sum256(t)}
-	sc.words = w
-	if len(w) == 0 {
-		return cp
+	// Words are separated by spaces: at most len(ws)/2+1 of them.
+	sc.hashes = slices.Grow(sc.hashes[:0], len(ws)/2+1)
+	if hs := shingleHashes(sc.hashes[:len(ws)/2+1], ws); len(hs) > 0 {
+		cp.sketch = bottomK(hs)
 	}
-	sc.hashes = shingleHashes(sc.hashes[:0], t, w)
-	cp.sketch = bottomK(sc.hashes)
 	return cp
 }
 
@@ -147,89 +147,149 @@ func challengeDigestGeneral(narrative, question string) *challengePrint {
 	return cp
 }
 
-// appendNormalizedSimple appends NormalizeChallengeText(s) to b when s
+// appendNormalizedSimple appends NormalizeChallengeText(s) to t when s
 // consists of ASCII and simpleRunes only, and reports whether it did: each
 // rune is replaced by its full case folding, white space runs collapse
 // to one space, none leading or trailing. Such text is NFC already (every
 // simple rune is a stable starter that composes with nothing before it,
-// and no ASCII byte composes with what precedes it). It appends to w the
-// words of what it appended (challengeWords: maximal runs of letters,
-// digits and marks).
-func appendNormalizedSimple(b []byte, w []wordSpan, s string) ([]byte, []wordSpan, bool) {
-	first := len(b)
-	b = slices.Grow(b, len(s))
-	pending := false // a space is owed before the next non-space
-	start := -1      // of the word being appended
+// and no ASCII byte composes with what precedes it). It appends to ws
+// (as long as t) the same bytes with every byte that is not a word's
+// (challengeWords: of letters, digits and marks) replaced by a space, for
+// shingleHashes.
+func appendNormalizedSimple(t, ws []byte, s string) ([]byte, []byte, bool) {
+	first := len(t)
+	// A white space run appends one space unless t ends with one already
+	// or holds nothing of s yet (spaced); a space left at the end is cut.
+	// The 8 spare bytes are for the stores of 8 bytes at a time.
+	t, ws = slices.Grow(t, len(s)+8), slices.Grow(ws, len(s)+8)
+	spaced := true
 	for i := 0; i < len(s); {
-		var class uint8
-		var fold string
+		if len(s) >= 8 {
+			if cap(t)-len(t) < len(s)-i+8 || cap(ws)-len(ws) < len(s)-i+8 {
+				// Only after folds longer than their runes.
+				t, ws = slices.Grow(t, len(s)-i+8), slices.Grow(ws, len(s)-i+8)
+			}
+			if t, ws, i = appendASCII(t, ws, s, i, spaced); i == len(s) {
+				break
+			}
+		}
+		// One byte or rune that the above does not take.
 		if c := s[i]; c < utf8.RuneSelf {
 			i++
-			class = asciiClass[c]
-			if class != classSpace {
-				if pending {
-					b = append(b, ' ')
-					pending = false
+			if asciiClass[c] == classSpace {
+				if len(t) > first && t[len(t)-1] != ' ' {
+					t, ws = append(t, ' '), append(ws, ' ')
 				}
-				if class == classWord {
-					if start < 0 {
-						start = len(b)
-					}
-					// The rest of an ASCII word run at once (most of
-					// the text): copied, then lowered in place.
-					j := i
-					for j < len(s) && s[j] < utf8.RuneSelf && asciiClass[s[j]] == classWord {
-						j++
-					}
-					n := len(b)
-					b = append(b, s[i-1:j]...)
-					for k := n; k < len(b); k++ {
-						b[k] = asciiLower[b[k]]
-					}
-					i = j
-					continue
-				} else if start >= 0 {
-					w = append(w, wordSpan{int32(start), int32(len(b))})
-					start = -1
-				}
-				b = append(b, asciiLower[c])
-				continue
+			} else {
+				t, ws = append(t, asciiLower[c]), append(ws, asciiWord[c])
 			}
 		} else {
 			r, size := utf8.DecodeRuneInString(s[i:])
 			i += size
 			sr, ok := simpleRunes()[r]
 			if !ok {
-				return b, w, false
+				return t, ws, false
 			}
-			class, fold = sr.class, sr.fold
+			switch sr.class {
+			case classSpace:
+				if len(t) > first && t[len(t)-1] != ' ' {
+					t, ws = append(t, ' '), append(ws, ' ')
+				}
+			case classWord:
+				t, ws = append(t, sr.fold...), append(ws, sr.fold...)
+			default:
+				t = append(t, sr.fold...)
+				for range len(sr.fold) {
+					ws = append(ws, ' ')
+				}
+			}
 		}
-		switch {
-		case class == classSpace:
-			pending = len(b) > first
-			if start >= 0 {
-				w = append(w, wordSpan{int32(start), int32(len(b))})
-				start = -1
-			}
+		spaced = len(t) == first || t[len(t)-1] == ' '
+	}
+	if len(t) > first && t[len(t)-1] == ' ' {
+		t, ws = t[:len(t)-1], ws[:len(ws)-1]
+	}
+	return t, ws, true
+}
+
+// load64 reads the first 8 bytes of s, the first the lowest.
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// Bytes of 8 in a uint64, for appendASCII.
+const (
+	swarOnes  = 0x0101010101010101
+	swarHighs = 0x8080808080808080
+)
+
+// appendASCII appends to t and ws what appendNormalizedSimple does for
+// the bytes of s from i on up to the first that is not ASCII, and returns
+// where that is (len(s) when there is none). spaced says whether a space
+// there would be dropped. t and ws have room for len(s)-i+8 more bytes; s
+// is at least 8 long.
+//
+// It takes 8 bytes at a time in a uint64 (the first the lowest), with
+// masks that have the high bit of each byte for which a test holds: x +
+// (0x80-c)*swarOnes has it for the bytes of x of at least c when x's
+// bytes are ASCII (no sum carries); a byte of 0x80 or more makes at most
+// the masks of itself and (by its carry) of the bytes after it wrong, and
+// they are not taken. The last few bytes of s are read as the top of its
+// last 8.
+func appendASCII(t, ws []byte, s string, i int, spaced bool) ([]byte, []byte, int) {
+	o := len(t)
+	t, ws = t[:cap(t)], ws[:cap(ws)]
+	after := uint64(0) // 0x80 when the byte before x is white space
+	if spaced {
+		after = 0x80
+	}
+	for i < len(s) {
+		var x uint64
+		if len(s)-i >= 8 {
+			x = load64(s[i:])
+		} else {
+			// The bytes past s are taken for bytes that are not ASCII.
+			k := len(s) - i
+			x = load64(s[len(s)-8:])>>(8*(8-k)) | swarHighs<<(8*k)
+		}
+		high := x & swarHighs
+		// White space: \t to \r, and the space.
+		ctrlWhite := (x + (0x80-'\t')*swarOnes) &^ (x + (0x80-'\r'-1)*swarOnes) & swarHighs
+		white := (x+(0x80-' ')*swarOnes)&^(x+(0x80-' '-1)*swarOnes)&swarHighs | ctrlWhite
+		// Taken: the bytes before the first that is not ASCII or is white
+		// space after white space.
+		stop := high | white&(white<<8|after)
+		// Lower case, white space as the space.
+		upper := (x + (0x80-'A')*swarOnes) &^ (x + (0x80-'Z'-1)*swarOnes) & swarHighs
+		lo := x + upper>>2                      // +0x20 on upper case letters
+		ctrlMask := ctrlWhite<<1 - ctrlWhite>>7 // 0xFF for 0x80
+		lo = lo&^ctrlMask | ' '*swarOnes&ctrlMask
+		// Digits and letters (of either case in folded) kept in ws.
+		folded := x | ' '*swarOnes
+		alnum := ((x+(0x80-'0')*swarOnes)&^(x+(0x80-'9'-1)*swarOnes) |
+			(folded+(0x80-'a')*swarOnes)&^(folded+(0x80-'z'-1)*swarOnes)) & swarHighs
+		wordMask := alnum<<1 - alnum>>7
+		binary.LittleEndian.PutUint64(t[o:o+8], lo)
+		binary.LittleEndian.PutUint64(ws[o:o+8], lo&wordMask|' '*swarOnes&^wordMask)
+		if stop == 0 {
+			// Advancing by the constant keeps the next load independent
+			// of this one's result.
+			i, o = i+8, o+8
+			after = white >> 63 << 7
 			continue
-		case pending:
-			b = append(b, ' ')
-			pending = false
 		}
-		if class == classWord {
-			if start < 0 {
-				start = len(b)
-			}
-		} else if start >= 0 {
-			w = append(w, wordSpan{int32(start), int32(len(b))})
-			start = -1
+		n := bits.TrailingZeros64(stop) >> 3
+		i, o = i+n, o+n
+		if high>>(8*n)&0x80 != 0 {
+			break // not ASCII (or past s): the caller's
 		}
-		b = append(b, fold...)
+		// White space after white space: dropped.
+		i++
+		after = 0x80
 	}
-	if start >= 0 {
-		w = append(w, wordSpan{int32(start), int32(len(b))})
-	}
-	return b, w, true
+	return t[:o], ws[:o], i
 }
 
 // Classes of normalised text: white space, word runes (letters, digits,
@@ -286,13 +346,10 @@ var simpleRunes = sync.OnceValue(func() map[rune]simpleRune {
 	return m
 })
 
-// wordSpan is one word of a digestScratch's text.
-type wordSpan struct{ start, end int32 }
-
 // digestScratch is the memory one challengeDigest call works in.
 type digestScratch struct {
 	text   []byte
-	words  []wordSpan
+	words  []byte // text with the bytes that are no word's as spaces
 	hashes []uint64
 }
 
@@ -300,7 +357,7 @@ var digestScratchPool = sync.Pool{New: func() any { return new(digestScratch) }}
 
 // put returns sc to the pool unless a very long text grew it.
 func (sc *digestScratch) put() {
-	if cap(sc.text) > 1<<20 {
+	if cap(sc.text) > 1<<20 || cap(sc.hashes) > 1<<17 { // 1 MiB each
 		return
 	}
 	digestScratchPool.Put(sc)
@@ -309,43 +366,65 @@ func (sc *digestScratch) put() {
 // FNV-1a 64 (hash/fnv's, written out: no allocation per write).
 const fnvOffset64, fnvPrime64 = 14695981039346656037, 1099511628211
 
-// shingleHashes hashes with exactly ShingleWords = 5 lanes.
+// shingleLanes hashes with exactly ShingleWords = 5 lanes.
 var (
 	_ [ShingleWords - 5]struct{}
 	_ [5 - ShingleWords]struct{}
 )
 
-// shingleHashes appends the FNV-1a-64 hash of every shingle of the words
-// w of t (ShingleWords words joined by single spaces; one shingle of all
-// words when there are fewer). The ShingleWords shingles a word belongs
-// to are hashed side by side over its bytes: five independent multiply
-// chains instead of one five times as long.
-func shingleHashes(hs []uint64, t []byte, w []wordSpan) []uint64 {
-	if len(w) < ShingleWords {
-		h := uint64(fnvOffset64)
-		for j, sp := range w {
-			if j > 0 {
-				h ^= ' '
-				h *= fnvPrime64
-			}
-			for _, c := range t[sp.start:sp.end] {
-				h ^= uint64(c)
-				h *= fnvPrime64
-			}
-		}
-		return append(hs, h)
+// shingleHashes returns the FNV-1a-64 hash of every shingle of the words
+// of ws (runs of bytes other than spaces; a shingle is ShingleWords words
+// joined by single spaces; one shingle of all words when there are fewer)
+// in a slice of out, which has room for one per word.
+func shingleHashes(out []uint64, ws []byte) []uint64 {
+	words, h1, h2, h3, h4 := shingleLanes(out, ws)
+	switch words {
+	case 0:
+		return nil
+	case 1:
+		out[0] = h4
+	case 2:
+		out[0] = h3
+	case 3:
+		out[0] = h2
+	case 4:
+		out[0] = h1
+	default:
+		// The first ShingleWords-1 were no shingles.
+		return out[ShingleWords-1 : words]
 	}
-	// Before word m, h1..h4 hold the shingles that started at words
-	// m-4..m-1 (meaningless for negative starts, never emitted); h5
-	// starts at word m. After word m, h1 is complete.
-	var h1, h2, h3, h4 uint64
-	for m, sp := range w {
-		h1 = (h1 ^ ' ') * fnvPrime64
-		h2 = (h2 ^ ' ') * fnvPrime64
-		h3 = (h3 ^ ' ') * fnvPrime64
-		h4 = (h4 ^ ' ') * fnvPrime64
-		h5 := uint64(fnvOffset64)
-		for _, c := range t[sp.start:sp.end] {
+	return out[:1]
+}
+
+// shingleLanes hashes the words of ws into out, one per word: from the
+// fifth word on, the shingle ending with it (before, meaningless). It
+// returns the number of words and h1..h4: the shingles begun at the last
+// four words, h4 at the last. The ShingleWords shingles a word belongs to
+// are hashed side by side over its bytes: five independent multiply
+// chains instead of one five times as long. It is a function of its own so
+// that its few values stay in registers.
+func shingleLanes(out []uint64, ws []byte) (words int, h1, h2, h3, h4 uint64) {
+	for i := 0; ; {
+		for i < len(ws) && ws[i] == ' ' {
+			i++
+		}
+		if i >= len(ws) {
+			return words, h1, h2, h3, h4
+		}
+		// The space before the word and its first byte; the shingle that
+		// begins with the word starts from a table.
+		c := ws[i]
+		x := uint64(c)
+		h1 = ((h1^' ')*fnvPrime64 ^ x) * fnvPrime64
+		h2 = ((h2^' ')*fnvPrime64 ^ x) * fnvPrime64
+		h3 = ((h3^' ')*fnvPrime64 ^ x) * fnvPrime64
+		h4 = ((h4^' ')*fnvPrime64 ^ x) * fnvPrime64
+		h5 := fnvFirstByte[c]
+		for i++; i < len(ws); i++ {
+			c := ws[i]
+			if c == ' ' {
+				break
+			}
 			x := uint64(c)
 			h1 = (h1 ^ x) * fnvPrime64
 			h2 = (h2 ^ x) * fnvPrime64
@@ -353,27 +432,36 @@ func shingleHashes(hs []uint64, t []byte, w []wordSpan) []uint64 {
 			h4 = (h4 ^ x) * fnvPrime64
 			h5 = (h5 ^ x) * fnvPrime64
 		}
-		if m >= ShingleWords-1 {
-			hs = append(hs, h1)
-		}
+		out[words] = h1
+		words++
 		h1, h2, h3, h4 = h2, h3, h4, h5
 	}
-	return hs
 }
 
+// fnvFirstByte is the FNV-1a 64 state after one byte.
+var fnvFirstByte = func() (t [256]uint64) {
+	for c := range t {
+		t[c] = (fnvOffset64 ^ uint64(c)) * fnvPrime64
+	}
+	return
+}()
+
 // asciiClass classes ASCII bytes (strings.Fields' white space, letters
-// and digits); asciiLower maps ASCII to lower case.
-var asciiClass, asciiLower = func() (class [utf8.RuneSelf]uint8, lo [utf8.RuneSelf]byte) {
+// and digits); asciiLower maps ASCII to lower case, and asciiWord letters
+// and digits to lower case and the rest to a space.
+var asciiClass, asciiLower, asciiWord = func() (class [utf8.RuneSelf]uint8, lo, word [utf8.RuneSelf]byte) {
 	for _, c := range " \t\n\v\f\r" {
 		class[c] = classSpace
 	}
 	for i := range lo {
 		lo[i] = byte(i)
-		if isASCIIAlnum(byte(i)) {
-			class[i] = classWord
-		}
 		if 'A' <= i && i <= 'Z' {
 			lo[i] = byte(i + 'a' - 'A')
+		}
+		word[i] = ' '
+		if isASCIIAlnum(byte(i)) {
+			class[i] = classWord
+			word[i] = lo[i]
 		}
 	}
 	return
@@ -416,25 +504,24 @@ func bottomK(hs []uint64) []uint64 {
 	}
 	// Shingle hashes are spread evenly over 64 bits: the SketchSize
 	// smallest of n lie below about SketchSize/n of the range. Values
-	// under twice that bound are gathered (one comparison each) and, when
-	// SketchSize distinct ones are among them, they hold the answer
-	// exactly (every value left out is larger than all of them). Otherwise
-	// (clustered values) the heap below decides.
+	// under twice that bound are gathered and, when SketchSize distinct
+	// ones are among them, they hold the answer exactly (every value left
+	// out is larger than all of them). Otherwise (clustered values, or
+	// too many under the bound) the heap below decides.
 	bound := uint64(math.MaxUint64/uint64(len(hs))) * (2 * SketchSize)
 	if bound/(2*SketchSize) == math.MaxUint64/uint64(len(hs)) { // no overflow
-		var buf [4 * SketchSize]uint64
-		c := buf[:0]
-		for _, x := range hs {
-			if x < bound {
-				if len(c) == cap(c) {
-					c = nil // too many: the bound is no filter here
-					break
-				}
-				c = append(c, x)
-			}
+		// Those under the bound are moved to the front: every value is
+		// swapped there and only those under it stay, so that no branch
+		// depends on the comparisons, which no predictor can guess.
+		k := 0
+		for i, x := range hs {
+			hs[i], hs[k] = hs[k], x
+			_, under := bits.Sub64(x, bound, 0)
+			k += int(under)
 		}
-		if c != nil {
-			slices.Sort(c)
+		if k <= 4*SketchSize {
+			var sorted [4 * SketchSize]uint64
+			c := sortUnder(sorted[:k], hs[:k], bound)
 			c = slices.Compact(c)
 			if len(c) >= SketchSize {
 				return slices.Clone(c[:SketchSize])
@@ -462,6 +549,38 @@ func bottomK(hs []uint64) []uint64 {
 	}
 	slices.Sort(h)
 	return h
+}
+
+// sortUnder sorts src, fewer than 1<<16 values under bound, into dst (as
+// long): a counting sort on their top 8 bits below the bound, then an
+// insertion sort of what shares a bucket. On evenly spread values
+// (bottomK's) it costs a few operations per value and few mispredicted
+// branches, where a comparison sort mispredicts about one comparison in
+// two.
+func sortUnder(dst, src []uint64, bound uint64) []uint64 {
+	shift := max(bits.Len64(bound-1)-8, 0)
+	var at [256]uint16 // values in the bucket, then where it starts in dst
+	for _, x := range src {
+		at[uint8(x>>shift)]++
+	}
+	n := uint16(0)
+	for b, m := range at {
+		at[b], n = n, n+m
+	}
+	for _, x := range src {
+		b := uint8(x >> shift)
+		dst[at[b]] = x
+		at[b]++
+	}
+	for i := 1; i < len(dst); i++ {
+		x := dst[i]
+		j := i
+		for ; j > 0 && dst[j-1] > x; j-- {
+			dst[j] = dst[j-1]
+		}
+		dst[j] = x
+	}
+	return dst
 }
 
 // heapUp and heapDown keep h a max-heap.

@@ -3,11 +3,13 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 
@@ -57,6 +59,39 @@ func TestChallengeDigestFastPath(t *testing.T) {
 		// Every rune alone and between letters.
 		cases = append(cases, [2]string{string(r), "a" + string(r) + "b c"})
 	}
+	// The 8-byte blocks of the ASCII path: every ASCII byte at every
+	// offset of two blocks and a tail, alone and between white space;
+	// white space runs and simple runes at every offset; every length
+	// around a block; and random text of all ASCII bytes.
+	const base = "The quick Brown fox, 09 AZ az"
+	for p := range 18 {
+		for c := range byte(utf8.RuneSelf) {
+			cases = append(cases,
+				[2]string{base[:p] + string(c) + base[p:], base[p:]},
+				[2]string{base[:p] + " " + string(c) + " " + base[p:], string(c)})
+		}
+		for _, mid := range []string{"  ", " \n\n ", "\t", "\r\n", "é", " µ ", "Σ", "\u00a0 ", "\u2013", "ß"} {
+			cases = append(cases, [2]string{base[:p] + mid + base[p:], mid + base[:p]})
+		}
+	}
+	for n := range 26 {
+		cases = append(cases, [2]string{base[:n], base[len(base)-n:]}, [2]string{" " + base[:n] + " ", ""})
+	}
+	var all [utf8.RuneSelf]rune
+	for c := range all {
+		all[c] = rune(c)
+	}
+	for range 1000 {
+		var b strings.Builder
+		for range r.IntN(60) {
+			if r.IntN(2) == 0 {
+				b.WriteRune(all[r.IntN(len(all))])
+			} else {
+				b.WriteByte(" aZ\n"[r.IntN(4)])
+			}
+		}
+		cases = append(cases, [2]string{b.String(), b.String()[:b.Len()/2]})
+	}
 	for _, c := range cases {
 		got, want := challengeDigest(c[0], c[1]), challengeDigestGeneral(c[0], c[1])
 		if got.digest != want.digest || !slices.Equal(got.sketch, want.sketch) {
@@ -72,6 +107,13 @@ func FuzzChallengeDigestFastPath(f *testing.F) {
 	f.Add("Loop LOOP-0042 persisted across 3 runs.", "Which loop?")
 	f.Add(" \t", "a")
 	f.Add("37 °C, 5 µM α-Syn", "ΣΊΣΥΦΟΣ e\u0301")
+	// Word runs across 8-byte blocks, white space runs at their edges, a
+	// short tail, simple runes between ASCII letters, an empty question,
+	// fewer than ShingleWords words.
+	f.Add("Abcdefghijklmnopqrstuvwxyz0123456789 ABCDEFG\n\nHIJ  KLMNOPQ\t\tRS", "")
+	f.Add("abcdefgµhijklmnoßpqrstuvΣwxyz", "x")
+	f.Add("a b c", "")
+	f.Add("@[`{/:\x00\x08\x0e\x1f\x7f AZaz09", "Which?")
 	f.Fuzz(func(t *testing.T, n, q string) {
 		got, want := challengeDigest(n, q), challengeDigestGeneral(n, q)
 		if got.digest != want.digest || !slices.Equal(got.sketch, want.sketch) {
@@ -135,6 +177,26 @@ func TestBottomK(t *testing.T) {
 			want = want[:min(len(want), SketchSize)]
 			if got := bottomK(slices.Clone(hs)); !slices.Equal(got, want) {
 				t.Fatalf("n=%d range=%d: %v, want %v", n, dupRange, got, want)
+			}
+		}
+	}
+}
+
+// sortUnder sorts, whatever the values under its bound.
+func TestSortUnder(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, bound := range []uint64{1, 2, 255, 256, 257, 1 << 20, 1<<63 + 12345, math.MaxUint64} {
+		for _, n := range []int{0, 1, 2, 100, 4 * SketchSize} {
+			src := make([]uint64, n)
+			for i := range src {
+				src[i] = r.Uint64N(bound)
+				if i%3 == 2 {
+					src[i] = src[i-1] // equal values
+				}
+			}
+			want := slices.Sorted(slices.Values(src))
+			if got := sortUnder(make([]uint64, n), src, bound); !slices.Equal(got, want) {
+				t.Fatalf("bound %d, n %d: %v, want %v", bound, n, got, want)
 			}
 		}
 	}
