@@ -33,6 +33,36 @@ func sketchJaccard(a, b []uint64) float64 {
 	return float64(both) / float64(union)
 }
 
+// sketchMatch is sketchJaccard(a, b) and whether it reaches
+// ReflectionJaccard, giving up (0, false) as soon as more than
+// SketchSize/2 of the union's smallest hashes are in one sketch only: the
+// estimate is then below the threshold whatever follows.
+func sketchMatch(a, b []uint64) (float64, bool) {
+	var union, both int
+	i, j := 0, 0
+	for union < SketchSize && (i < len(a) || j < len(b)) {
+		switch {
+		case j >= len(b) || (i < len(a) && a[i] < b[j]):
+			i++
+		case i >= len(a) || b[j] < a[i]:
+			j++
+		default:
+			both++
+			i++
+			j++
+		}
+		union++
+		if union-both > SketchSize/2 {
+			return 0, false
+		}
+	}
+	if union == 0 {
+		return 0, false
+	}
+	jac := float64(both) / float64(union)
+	return jac, jac >= ReflectionJaccard
+}
+
 // indexedHashes is how many of a sketch's smallest hashes the guard
 // indexes and looks up: SketchSize/2 + 1. That is exact, not a sample.
 // Let x be the smallest hash two sketches share. Every hash of either
@@ -173,15 +203,23 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 		return e.to, e.run, true
 	}
 	// Every match shares a hash among the first indexedHashes of both
-	// sketches (see indexedHashes): those entries are the candidates, each
-	// listed once (marked with this check's number); the best estimate
-	// wins.
+	// sketches: the smallest hash the two share, at positions that add up
+	// to at most SketchSize/2 (see indexedHashes). The hashes are looked
+	// up in ascending order, so an entry's first hit is that hash when
+	// the entry matches: entries whose first hit stands further in are
+	// passed over, the others compared (each entry once: marked with
+	// this check's number). Challenges written from one template share
+	// phrases, and with them some of the smallest hashes; this keeps
+	// their comparisons few. The best estimate wins.
 	g.checks++
 	cands := g.cands[:0]
-	for _, h := range cp.indexed() {
+	for beta, h := range cp.indexed() {
 		g.index[h].each(func(e *issued) {
-			if e.checked != g.checks {
-				e.checked = g.checks
+			if e.checked == g.checks {
+				return
+			}
+			e.checked = g.checks
+			if alpha, _ := slices.BinarySearch(e.print.sketch, h); alpha+beta <= SketchSize/2 {
 				cands = append(cands, e)
 			}
 		})
@@ -189,7 +227,7 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 	var best *issued
 	bestJ := 0.0
 	for _, e := range cands {
-		if j := sketchJaccard(cp.sketch, e.print.sketch); j >= ReflectionJaccard && j > bestJ {
+		if j, ok := sketchMatch(cp.sketch, e.print.sketch); ok && j > bestJ {
 			best, bestJ = e, j
 		}
 	}
