@@ -112,18 +112,29 @@ func BenchmarkMutualAttest(b *testing.B) {
 // ACAPTCHA_BENCH_CPUPROFILE=FILE writes a CPU profile of the timed part
 // alone; ACAPTCHA_BENCH_MEMPROFILE=FILE writes the allocation profile
 // before (FILE.base) and after it, for pprof -base FILE.base FILE.
+//
+// Two orders of the pairs: "disjoint" (a round-robin schedule: the pairs
+// attesting at once are of distinct nodes, as when several pairs of
+// peers meet) and "hub" (pairs (0,y), (1,y), ... in turn: the 8
+// attestations at once all involve node y, as a busy node sees them,
+// bounded by its MaxConcurrentAttest for the sessions it runs back).
 func BenchmarkMutualAttestConcurrent(b *testing.B) {
-	for _, workers := range []int{8} {
-		b.Run(fmt.Sprintf("pairs=%d", workers), func(b *testing.B) { benchMutualConcurrent(b, workers) })
+	const workers = 8
+	for _, order := range []string{"disjoint", "hub"} {
+		b.Run(fmt.Sprintf("pairs=%d/%s", workers, order), func(b *testing.B) { benchMutualConcurrent(b, workers, order == "hub") })
 	}
 }
 
-func benchMutualConcurrent(b *testing.B, workers int) {
+func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	// Nodes: the smallest n with n(n-1)/2 >= b.N.
+	// Nodes: the smallest n with n(n-1)/2 >= b.N (even for the
+	// round-robin schedule).
 	n := 2
 	for n*(n-1)/2 < b.N {
+		n++
+	}
+	if !hub && n%2 == 1 {
 		n++
 	}
 	// Sets: two per attestation (one per direction), generated now.
@@ -184,7 +195,11 @@ func benchMutualConcurrent(b *testing.B, workers int) {
 	}
 	pairs := make([][2]int, b.N)
 	for i := range pairs {
-		pairs[i] = triangularPair(i)
+		if hub {
+			pairs[i] = triangularPair(i)
+		} else {
+			pairs[i] = roundRobinPair(n, i)
+		}
 	}
 	// Connect every pair beforehand (at most workers dials at once).
 	var wg sync.WaitGroup
@@ -305,6 +320,19 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// roundRobinPair is the i-th pair of a round-robin schedule of n (even)
+// nodes (the circle method): round i/(n/2) pairs every node with another,
+// n-1 fixed and the rest rotating, so that consecutive pairs share no
+// node except across a round's end; the n(n-1)/2 pairs are all distinct.
+func roundRobinPair(n, i int) [2]int {
+	half := n / 2
+	r, k := i/half, i%half
+	if k == 0 {
+		return [2]int{r % (n - 1), n - 1}
+	}
+	return [2]int{(r + k) % (n - 1), (r - k + n - 1) % (n - 1)}
+}
+
 // triangularPair is the i-th pair (x, y), x < y, in the order (0,1),
 // (0,2), (1,2), (0,3), ...
 func triangularPair(i int) [2]int {
@@ -335,4 +363,33 @@ func (s *presetSource) Next(context.Context) (*skill.Set, error) {
 		return nil, fmt.Errorf("bench source: %w after %d sets", skill.ErrExhausted, len(s.sets))
 	}
 	return s.sets[i], nil
+}
+
+// The disjoint order of BenchmarkMutualAttestConcurrent: every pair once,
+// and the pairs of one round share no node.
+func TestRoundRobinPair(t *testing.T) {
+	for _, n := range []int{2, 4, 10, 64} {
+		seen := map[[2]int]bool{}
+		for i := range n * (n - 1) / 2 {
+			p := roundRobinPair(n, i)
+			if p[0] == p[1] || min(p[0], p[1]) < 0 || max(p[0], p[1]) >= n {
+				t.Fatalf("n=%d pair %d: %v", n, i, p)
+			}
+			key := [2]int{min(p[0], p[1]), max(p[0], p[1])}
+			if seen[key] {
+				t.Fatalf("n=%d pair %d: %v twice", n, i, p)
+			}
+			seen[key] = true
+		}
+		for r := range n - 1 {
+			used := map[int]bool{}
+			for k := range n / 2 {
+				p := roundRobinPair(n, r*n/2+k)
+				if used[p[0]] || used[p[1]] {
+					t.Fatalf("n=%d round %d: %v shares a node", n, r, p)
+				}
+				used[p[0]], used[p[1]] = true, true
+			}
+		}
+	}
 }
