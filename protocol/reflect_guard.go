@@ -12,25 +12,8 @@ import (
 // their bottom-k sketches: of the k smallest hashes of the union, the
 // fraction present in both.
 func sketchJaccard(a, b []uint64) float64 {
-	var union, both int
-	i, j := 0, 0
-	for union < SketchSize && (i < len(a) || j < len(b)) {
-		switch {
-		case j >= len(b) || (i < len(a) && a[i] < b[j]):
-			i++
-		case i >= len(a) || b[j] < a[i]:
-			j++
-		default:
-			both++
-			i++
-			j++
-		}
-		union++
-	}
-	if union == 0 {
-		return 0
-	}
-	return float64(both) / float64(union)
+	j, _ := sketchCompare(a, b, SketchSize)
+	return j
 }
 
 // sketchMatch is sketchJaccard(a, b) and whether it reaches
@@ -38,6 +21,15 @@ func sketchJaccard(a, b []uint64) float64 {
 // SketchSize/2 of the union's smallest hashes are in one sketch only: the
 // estimate is then below the threshold whatever follows.
 func sketchMatch(a, b []uint64) (float64, bool) {
+	j, complete := sketchCompare(a, b, SketchSize/2)
+	return j, complete && j >= ReflectionJaccard
+}
+
+// sketchCompare merges the sketches a and b (ascending) up to the
+// SketchSize smallest hashes of their union and returns the fraction of
+// them present in both, or (0, false) as soon as more than apart (a count)
+// of them are in one sketch only.
+func sketchCompare(a, b []uint64, apart int) (float64, bool) {
 	var union, both int
 	i, j := 0, 0
 	for union < SketchSize && (i < len(a) || j < len(b)) {
@@ -52,15 +44,14 @@ func sketchMatch(a, b []uint64) (float64, bool) {
 			j++
 		}
 		union++
-		if union-both > SketchSize/2 {
+		if union-both > apart {
 			return 0, false
 		}
 	}
 	if union == 0 {
-		return 0, false
+		return 0, true
 	}
-	jac := float64(both) / float64(union)
-	return jac, jac >= ReflectionJaccard
+	return float64(both) / float64(union), true
 }
 
 // indexedHashes is how many of a sketch's smallest hashes the guard
