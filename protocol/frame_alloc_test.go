@@ -333,3 +333,39 @@ func TestProverReadDeadlineNotRearmed(t *testing.T) {
 	check(t1, 6)
 	p.feed.stop()
 }
+
+type deadlineCounter struct{ sets []time.Time }
+
+func (d *deadlineCounter) SetWriteDeadline(t time.Time) error {
+	d.sets = append(d.sets, t)
+	return nil
+}
+
+// armWriteDeadline leaves a write deadline with at least half its span
+// alone and re-arms one with less; every write starts with at least d/2.
+func TestArmWriteDeadline(t *testing.T) {
+	const d = 200 * time.Millisecond
+	var (
+		str deadlineCounter
+		by  time.Time
+	)
+	check := func(wantSets int) {
+		t.Helper()
+		if len(str.sets) != wantSets {
+			t.Fatalf("%d deadlines set, want %d", len(str.sets), wantSets)
+		}
+		if left := time.Until(by); left < d/2-10*time.Millisecond || left > d {
+			t.Fatalf("write starts with %v left, want %v..%v", left, d/2, d)
+		}
+		if !str.sets[len(str.sets)-1].Equal(by) {
+			t.Fatal("the deadline set is not the one remembered")
+		}
+	}
+	armWriteDeadline(&str, &by, d)
+	check(1)
+	armWriteDeadline(&str, &by, d)
+	check(1)
+	time.Sleep(d/2 + 20*time.Millisecond)
+	armWriteDeadline(&str, &by, d)
+	check(2)
+}

@@ -104,6 +104,8 @@ type proverRun struct {
 	// readBy is the read deadline the exchange loop set last, zero when
 	// something else may have set one since (setReadDeadline).
 	readBy time.Time
+	// writeBy is the write deadline write set last (armWriteDeadline).
+	writeBy time.Time
 	// calls is how many answerer calls this session reserved in the
 	// budgets and made.
 	reserved, calls int
@@ -147,6 +149,7 @@ func (p *proverRun) refuse(reason pb.DeclineReason, code network.StreamErrorCode
 	if p.feed == nil || !p.feed.viaReader {
 		declineAndReset(p.str, declineFrame(reason, err.Error()), code, linger)
 	} else {
+		p.writeBy = time.Time{}
 		_ = p.str.SetWriteDeadline(time.Now().Add(linger))
 		if werr := writeFrame(p.str, declineFrame(reason, err.Error()), MaxProverFrame); werr == nil {
 			_ = p.str.CloseWrite()
@@ -182,7 +185,7 @@ func declineAndReset(str stream, f *pb.Frame, code network.StreamErrorCode, ling
 }
 
 func (p *proverRun) write(f *pb.Frame) error {
-	_ = p.str.SetWriteDeadline(time.Now().Add(p.svc.cfg.HandshakeTimeout))
+	armWriteDeadline(p.str, &p.writeBy, p.svc.cfg.HandshakeTimeout)
 	return writeFrame(p.str, f, MaxProverFrame)
 }
 

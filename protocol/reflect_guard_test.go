@@ -11,10 +11,11 @@ import (
 )
 
 // The guard indexes and looks up only the first indexedHashes of every
-// sketch (see indexedHashes): on sketches built to put the shared hashes
-// as late as a match allows, and on random ones around the threshold, it
-// finds a match exactly when a full comparison with every issued sketch
-// does.
+// sketch (see indexedHashes), and compares only the entries whose first
+// hit stands within the bound (see check): on sketches built to put the
+// shared hashes as late as a match allows, on random ones around the
+// threshold and on random sequences of the union, it finds a match
+// exactly when a full comparison with every issued sketch does.
 func TestGuardIndexExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	// sketchOf makes a sorted, distinct sketch of at most SketchSize
@@ -60,6 +61,24 @@ func TestGuardIndexExact(t *testing.T) {
 		}
 		cases = append(cases, pair{sketchOf(own()), sketchOf(own())})
 	}
+	// Sequences: the union in ascending order, each hash in one sketch
+	// or in both, the mix near the threshold and skewed to one side, so
+	// that the first shared hash stands at every pair of positions.
+	for range 5000 {
+		var a, b []uint64
+		pShared, pA := 0.3+0.4*r.Float64(), r.Float64()
+		for v := range uint64(40 + r.IntN(60)) {
+			switch x := r.Float64(); {
+			case x < pShared:
+				a, b = append(a, v+1), append(b, v+1)
+			case (x-pShared)/(1-pShared) < pA:
+				a = append(a, v+1)
+			default:
+				b = append(b, v+1)
+			}
+		}
+		cases = append(cases, pair{sketchOf(a), sketchOf(b)}, pair{sketchOf(b), sketchOf(a)})
+	}
 	now := time.Unix(1000, 0)
 	var matches, misses int
 	for i, c := range cases {
@@ -80,7 +99,7 @@ func TestGuardIndexExact(t *testing.T) {
 			misses++
 		}
 	}
-	if matches < 100 || misses < 100 {
+	if matches < 1000 || misses < 1000 {
 		t.Fatalf("%d matches, %d misses: the cases do not cover both", matches, misses)
 	}
 }

@@ -149,6 +149,8 @@ type verifierRun struct {
 	// read once the session was found reflected (spec §7: the subject
 	// gets reflectionGrace to decline the challenge as its own).
 	readBy, reflectedBy time.Time
+	// writeBy is the write deadline write set last (armWriteDeadline).
+	writeBy time.Time
 }
 
 // reflectionGrace is how long a session found reflected (§7) still waits
@@ -298,7 +300,7 @@ func (v *verifierRun) readErr(what string, err error, before bool) error {
 }
 
 func (v *verifierRun) write(f *pb.Frame) error {
-	_ = v.str.SetWriteDeadline(time.Now().Add(v.svc.cfg.HandshakeTimeout))
+	armWriteDeadline(v.str, &v.writeBy, v.svc.cfg.HandshakeTimeout)
 	return writeFrame(v.str, f, MaxVerifierFrame)
 }
 
