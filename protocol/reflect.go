@@ -98,15 +98,15 @@ type challengePrint struct {
 
 // challengeDigest fingerprints a challenge: SHA-256 over the normalised
 // narrative, a zero byte and the normalised question; and the SketchSize
-// smallest FNV-1a-64 hashes of the word shingles of the narrative's words
-// followed by the question's (one shingle of all words when there are
-// fewer than ShingleWords).
+// smallest hashes (shingleHash) of the word shingles of the narrative's
+// words followed by the question's (one shingle of all words when there
+// are fewer than ShingleWords).
 //
 // It runs before every challenge a node sends and on every challenge its
 // prover receives while it has issued any, so text made of ASCII and of
 // simpleRunes (all of the generators' output) takes a path that
 // normalises it mostly 8 bytes at a time into reused buffers and hashes
-// all its shingles in one pass over them; challengeDigestGeneral is the
+// each word once (shingleHashes); challengeDigestGeneral is the
 // definition, and TestChallengeDigestFastPath and
 // FuzzChallengeDigestFastPath hold the two equal.
 func challengeDigest(narrative, question string) *challengePrint {
@@ -366,85 +366,110 @@ func (sc *digestScratch) put() {
 // FNV-1a 64 (hash/fnv's, written out: no allocation per write).
 const fnvOffset64, fnvPrime64 = 14695981039346656037, 1099511628211
 
-// shingleLanes hashes with exactly ShingleWords = 5 lanes.
+// shingleHashes returns the hash of every shingle of the words of ws
+// (runs of bytes other than spaces; a shingle is ShingleWords consecutive
+// words; one shingle of all words when there are fewer; see shingleHash)
+// in a slice of out, which has room for one per word. Each word is
+// hashed once, 8 bytes at a time, and its hash taken into the
+// ShingleWords shingles it belongs to: hashing the text of every shingle
+// byte by byte took each byte ShingleWords times.
+func shingleHashes(out []uint64, ws []byte) []uint64 {
+	n := len(ws)
+	// Eight spaces after the text: every load of 8 bytes from a word's
+	// byte on finds the word's end by then.
+	ws = append(ws, "        "...)
+	// x is the shingle ending with the last word before fmix64 (see
+	// shingleHash), kept rolling: x*P + w adds a word and w0*P^5 takes
+	// out the one that leaves (w0..w4 are the last five words' hashes,
+	// w4 the last; zero before the text). Until ShingleWords words are
+	// in, x is that of all of them.
+	var x, w0, w1, w2, w3, w4 uint64
+	words := 0
+	for i := 0; i < n; {
+		if ws[i] == ' ' {
+			i++
+			continue
+		}
+		w := uint64(fnvOffset64)
+		for {
+			c := binary.LittleEndian.Uint64(ws[i:])
+			// The high bit of each space byte of c (exact up to the first).
+			y := c ^ 0x2020202020202020
+			sp := (y - swarOnes) &^ y & swarHighs
+			if sp == 0 {
+				w = (w ^ c) * fnvPrime64
+				i += 8
+				continue
+			}
+			if k := bits.TrailingZeros64(sp) >> 3; k > 0 {
+				w = (w ^ c&(1<<(8*k)-1)) * fnvPrime64
+				i += k
+			}
+			break
+		}
+		x = x*fnvPrime64 + w - w0*fnvPrime64Pow5
+		w0, w1, w2, w3, w4 = w1, w2, w3, w4, w
+		words++
+		if words >= ShingleWords {
+			out[words-ShingleWords] = fmix64(x)
+		}
+	}
+	switch {
+	case words == 0:
+		return nil
+	case words < ShingleWords:
+		out[0] = fmix64(x)
+		return out[:1]
+	}
+	return out[:words-ShingleWords+1]
+}
+
+// fnvPrime64Pow5 is fnvPrime64^ShingleWords modulo 2^64.
+const fnvPrime64Pow5 = fnvPrime64 * fnvPrime64 * fnvPrime64 * fnvPrime64 * fnvPrime64 % (1 << 64)
+
+// shingleHashes rolls with exactly ShingleWords = 5 words.
 var (
 	_ [ShingleWords - 5]struct{}
 	_ [5 - ShingleWords]struct{}
 )
 
-// shingleHashes returns the FNV-1a-64 hash of every shingle of the words
-// of ws (runs of bytes other than spaces; a shingle is ShingleWords words
-// joined by single spaces; one shingle of all words when there are fewer)
-// in a slice of out, which has room for one per word.
-func shingleHashes(out []uint64, ws []byte) []uint64 {
-	words, h1, h2, h3, h4 := shingleLanes(out, ws)
-	switch words {
-	case 0:
-		return nil
-	case 1:
-		out[0] = h4
-	case 2:
-		out[0] = h3
-	case 3:
-		out[0] = h2
-	case 4:
-		out[0] = h1
-	default:
-		// The first ShingleWords-1 were no shingles.
-		return out[ShingleWords-1 : words]
+// shingleHash is the hash of one shingle (spec/protocol.md §7): x = 0,
+// then x = x*P + wordHash(w) for each word w in order, then fmix64(x);
+// P is FNV-1a 64's prime and all arithmetic is modulo 2^64.
+func shingleHash(words []string) uint64 {
+	var x uint64
+	for _, w := range words {
+		x = x*fnvPrime64 + wordHash(w)
 	}
-	return out[:1]
+	return fmix64(x)
 }
 
-// shingleLanes hashes the words of ws into out, one per word: from the
-// fifth word on, the shingle ending with it (before, meaningless). It
-// returns the number of words and h1..h4: the shingles begun at the last
-// four words, h4 at the last. The ShingleWords shingles a word belongs to
-// are hashed side by side over its bytes: five independent multiply
-// chains instead of one five times as long. It is a function of its own so
-// that its few values stay in registers.
-func shingleLanes(out []uint64, ws []byte) (words int, h1, h2, h3, h4 uint64) {
-	for i := 0; ; {
-		for i < len(ws) && ws[i] == ' ' {
-			i++
+// wordHash is FNV-1a 64 over 8-byte units: h = FNV-1a 64's offset basis,
+// then h = (h XOR c) * P for each 8 bytes c of w read as a little-endian
+// integer, the last ones padded with zero bytes (no word holds one).
+func wordHash(w string) uint64 {
+	h := uint64(fnvOffset64)
+	for i := 0; i < len(w); i += 8 {
+		var c uint64
+		for j := 0; j < 8 && i+j < len(w); j++ {
+			c |= uint64(w[i+j]) << (8 * j)
 		}
-		if i >= len(ws) {
-			return words, h1, h2, h3, h4
-		}
-		// The space before the word and its first byte; the shingle that
-		// begins with the word starts from a table.
-		c := ws[i]
-		x := uint64(c)
-		h1 = ((h1^' ')*fnvPrime64 ^ x) * fnvPrime64
-		h2 = ((h2^' ')*fnvPrime64 ^ x) * fnvPrime64
-		h3 = ((h3^' ')*fnvPrime64 ^ x) * fnvPrime64
-		h4 = ((h4^' ')*fnvPrime64 ^ x) * fnvPrime64
-		h5 := fnvFirstByte[c]
-		for i++; i < len(ws); i++ {
-			c := ws[i]
-			if c == ' ' {
-				break
-			}
-			x := uint64(c)
-			h1 = (h1 ^ x) * fnvPrime64
-			h2 = (h2 ^ x) * fnvPrime64
-			h3 = (h3 ^ x) * fnvPrime64
-			h4 = (h4 ^ x) * fnvPrime64
-			h5 = (h5 ^ x) * fnvPrime64
-		}
-		out[words] = h1
-		words++
-		h1, h2, h3, h4 = h2, h3, h4, h5
+		h = (h ^ c) * fnvPrime64
 	}
+	return h
 }
 
-// fnvFirstByte is the FNV-1a 64 state after one byte.
-var fnvFirstByte = func() (t [256]uint64) {
-	for c := range t {
-		t[c] = (fnvOffset64 ^ uint64(c)) * fnvPrime64
-	}
-	return
-}()
+// fmix64 is MurmurHash3's 64-bit finaliser: every bit of x moves every
+// bit of the result, so that the smallest shingle hashes (the sketch)
+// are a fair sample whatever the words' hashes have in common.
+func fmix64(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
+}
 
 // asciiClass classes ASCII bytes (strings.Fields' white space, letters
 // and digits); asciiLower maps ASCII to lower case, and asciiWord letters
@@ -474,18 +499,7 @@ func shingleSketch(words []string) []uint64 {
 	k := min(ShingleWords, len(words))
 	hs := make([]uint64, 0, len(words)-k+1)
 	for i := 0; i+k <= len(words); i++ {
-		h := uint64(fnvOffset64)
-		for j, w := range words[i : i+k] {
-			if j > 0 {
-				h ^= ' '
-				h *= fnvPrime64
-			}
-			for b := 0; b < len(w); b++ {
-				h ^= uint64(w[b])
-				h *= fnvPrime64
-			}
-		}
-		hs = append(hs, h)
+		hs = append(hs, shingleHash(words[i:i+k]))
 	}
 	return bottomK(hs)
 }

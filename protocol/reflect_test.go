@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -174,19 +175,61 @@ func TestNormalizeChallengeTextASCIIFastPath(t *testing.T) {
 	}
 }
 
-// The hand-written FNV-1a of shingleSketch equals hash/fnv's.
-func TestShingleSketchIsFNV1a(t *testing.T) {
-	words := strings.Fields("one two three four five six seven")
-	got := shingleSketch(words)
-	var want []uint64
-	for i := 0; i+ShingleWords <= len(words); i++ {
-		f := fnv.New64a()
-		f.Write([]byte(strings.Join(words[i:i+ShingleWords], " ")))
-		want = append(want, f.Sum64())
+// shingleSketch follows spec §7 as written (a word's hash is FNV-1a 64
+// over its bytes 8 at a time, as little-endian integers, the last padded
+// with zeros; MurmurHash3's finaliser spelled out), on more and on fewer
+// words than a shingle holds and on words of 1 to 17 bytes;
+// shingleHashes (the fast path's) agrees.
+func TestShingleHashSpec(t *testing.T) {
+	const offset, prime = 14695981039346656037, 1099511628211
+	word := func(w string) uint64 {
+		b := []byte(w)
+		for len(b)%8 != 0 {
+			b = append(b, 0)
+		}
+		h := uint64(offset)
+		for i := 0; i < len(b); i += 8 {
+			h = (h ^ binary.LittleEndian.Uint64(b[i:])) * prime
+		}
+		return h
 	}
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Fatalf("sketch %x, want %x", got, want)
+	fmix := func(x uint64) uint64 {
+		x = (x ^ x>>33) * 0xff51afd7ed558ccd
+		x = (x ^ x>>33) * 0xc4ceb9fe1a85ec53
+		return x ^ x>>33
+	}
+	spec := func(words []string) uint64 {
+		var x uint64
+		for _, w := range words {
+			x = x*prime + word(w)
+		}
+		return fmix(x)
+	}
+	// A one-byte word's hash is FNV-1a 64 of that byte.
+	f := fnv.New64a()
+	f.Write([]byte("a"))
+	if word("a") != f.Sum64() || wordHash("a") != f.Sum64() {
+		t.Fatal("the hash of a one-byte word is not FNV-1a 64")
+	}
+	for _, text := range []string{
+		"one two three four five six seven", "one", "one two", "loop 0042 held", "a b c d", "a b c d e",
+		"abcdefgh abcdefghi abcdefghijklmnop abcdefghijklmnopq x", "αβγδ ñandú straße", "  lead and  trail  ",
+	} {
+		words := strings.Fields(text)
+		k := min(ShingleWords, len(words))
+		var want []uint64
+		for i := 0; i+k <= len(words); i++ {
+			want = append(want, spec(words[i:i+k]))
+		}
+		slices.Sort(want)
+		if got := shingleSketch(words); !slices.Equal(got, want) {
+			t.Fatalf("%q: sketch %x, want %x", text, got, want)
+		}
+		fast := shingleHashes(make([]uint64, len(words)), []byte(text))
+		slices.Sort(fast)
+		if !slices.Equal(fast, want) {
+			t.Fatalf("%q: shingleHashes %x, want %x", text, fast, want)
+		}
 	}
 }
 

@@ -3,11 +3,14 @@ package protocol
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -323,5 +326,77 @@ func TestSpecSetIDVector(t *testing.T) {
 	verdict, _ := vr.vs.sess.Verdict()
 	if got := vr.vs.issuedVerdict(verdict).SetID; got != v.SetIDWithOwnID {
 		t.Fatalf("issued set_id %q, want %q", got, v.SetIDWithOwnID)
+	}
+}
+
+// TestReflectionVectors: normalisation, digest, words, word and shingle
+// hashes and the sketch of spec/vectors/reflection.json (§7), on the
+// general path and on the fast one.
+func TestReflectionVectors(t *testing.T) {
+	var v struct {
+		Description string `json:"description"`
+		Cases       []struct {
+			Name          string   `json:"name"`
+			Narrative     string   `json:"narrative"`
+			Question      string   `json:"question"`
+			Normalized    string   `json:"normalized"`
+			Digest        string   `json:"digest"`
+			Words         []string `json:"words"`
+			WordHashes    []string `json:"word_hashes"`
+			ShingleHashes []string `json:"shingle_hashes"`
+			Sketch        []string `json:"sketch"`
+		} `json:"cases"`
+	}
+	loadVector(t, "reflection.json", &v)
+	if len(v.Cases) < 6 {
+		t.Fatalf("%d cases", len(v.Cases))
+	}
+	hexes := func(hs []uint64) []string {
+		var s []string
+		for _, h := range hs {
+			s = append(s, fmt.Sprintf("%016x", h))
+		}
+		return s
+	}
+	long := false
+	for _, c := range v.Cases {
+		n, q := NormalizeChallengeText(c.Narrative), NormalizeChallengeText(c.Question)
+		if n+"\x00"+q != c.Normalized {
+			t.Errorf("%s: normalised %q, want %q", c.Name, n+"\x00"+q, c.Normalized)
+		}
+		if sum := sha256.Sum256([]byte(c.Normalized)); hex.EncodeToString(sum[:]) != c.Digest {
+			t.Errorf("%s: the digest is not SHA-256 of the normalised text", c.Name)
+		}
+		words := append(challengeWords(n), challengeWords(q)...)
+		if !slices.Equal(words, c.Words) {
+			t.Errorf("%s: words %q, want %q", c.Name, words, c.Words)
+		}
+		var wh []uint64
+		for _, w := range c.Words {
+			wh = append(wh, wordHash(w))
+		}
+		if got := hexes(wh); !slices.Equal(got, c.WordHashes) {
+			t.Errorf("%s: word hashes %v, want %v", c.Name, got, c.WordHashes)
+		}
+		var sh []uint64
+		k := min(ShingleWords, len(c.Words))
+		for i := 0; i+k <= len(c.Words); i++ {
+			sh = append(sh, shingleHash(c.Words[i:i+k]))
+		}
+		if got := hexes(sh); !slices.Equal(got, c.ShingleHashes) {
+			t.Errorf("%s: shingle hashes %v, want %v", c.Name, got, c.ShingleHashes)
+		}
+		long = long || len(c.ShingleHashes) > SketchSize
+		for name, cp := range map[string]*challengePrint{"general": challengeDigestGeneral(c.Narrative, c.Question), "fast": challengeDigest(c.Narrative, c.Question)} {
+			if hex.EncodeToString(cp.digest[:]) != c.Digest {
+				t.Errorf("%s (%s path): digest %x, want %s", c.Name, name, cp.digest, c.Digest)
+			}
+			if got := hexes(cp.sketch); !slices.Equal(got, c.Sketch) {
+				t.Errorf("%s (%s path): sketch %v, want %v", c.Name, name, got, c.Sketch)
+			}
+		}
+	}
+	if !long {
+		t.Error("no case has more shingles than the sketch holds")
 	}
 }
