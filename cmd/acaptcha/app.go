@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/acaptcha/acaptcha/llm"
+	"github.com/acaptcha/acaptcha/protocol"
 
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
@@ -134,6 +135,11 @@ func (a *app) checkNumbers() error {
 		return usageErr("--pool-workers %d: want at least 1", a.gen.poolWorkers)
 	case a.gen.poolWait <= 0:
 		return usageErr("--pool-wait %s: want a positive duration", a.gen.poolWait)
+	case a.gen.poolWait > protocol.DefaultSourceTimeout:
+		// A session waits for its set at most this long (spec/protocol.md
+		// §5 step 1), and the peer for round 1 not much longer (§6): a
+		// longer pool wait would be cut short without a word.
+		return usageErr("--pool-wait %s: at most %s, the longest a session waits for its challenge set", a.gen.poolWait, protocol.DefaultSourceTimeout)
 	case a.gen.tokenBudget < 0:
 		return usageErr("--pool-token-budget %d: want 0 (no cap) or a positive number of tokens per hour", a.gen.tokenBudget)
 	case a.trustQuorum < 0:

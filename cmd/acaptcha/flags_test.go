@@ -19,6 +19,7 @@ func TestNumericFlagsRefused(t *testing.T) {
 		{"node", "--pool-workers", "0"},
 		{"node", "--pool-size", "0"},
 		{"node", "--pool-wait", "0s"},
+		{"node", "--pool-wait", "31s"}, // past the session's wait for its set
 		{"node", "--pool-token-budget", "-5"},
 		{"node", "--trust-quorum", "-1"},
 	} {
