@@ -79,7 +79,6 @@ type VerifierSession struct {
 	reflected   bool
 	onReflected []func()
 	digests     []*challengePrint // of the rounds issued so far
-	prints      []*challengePrint // of every round, made when the set was drawn
 }
 
 // Begin opens a session for subject. It draws nothing: it checks that
@@ -161,13 +160,6 @@ func (vs *VerifierSession) Pay(ctx context.Context, pow []byte) error {
 		s.budgets.refundDrawIn(vs.peer, vs.pfx, vs.hasPfx, s.now())
 		return nil
 	}
-	// The rounds' fingerprints (§7), all now: the work between two rounds
-	// (judging, then the next write) stays small, which keeps the next
-	// round's timing free of it. Next registers each before its write.
-	n, q := vs.sess.Texts()
-	for i := range n {
-		vs.prints = append(vs.prints, challengeDigest(n[i], q[i]))
-	}
 	return nil
 }
 
@@ -209,7 +201,11 @@ func (vs *VerifierSession) Next() (skill.Challenge, bool) {
 	}
 	if c.Round != vs.issuedRound {
 		s := vs.svc
-		d := vs.prints[c.Round-1] // normalised, sketched (§7) at Pay
+		// Fingerprinted (§7) round by round, right before the round's
+		// write: a peer that fails round 1 (a script, mostly) costs one
+		// fingerprint, not one per round. The prover is not timed
+		// between rounds, so the work there changes no verdict.
+		d := challengeDigest(c.Narrative, c.Question)
 		vs.mu.Lock()
 		vs.digests = append(vs.digests, d)
 		vs.mu.Unlock()

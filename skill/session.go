@@ -189,16 +189,6 @@ func (s *Session) Current() (Challenge, bool) {
 
 func (s *Session) question(i int) *Question { return &s.set.Parts[i].Questions[s.picks[i]] }
 
-// Texts returns the narrative and question of every round, in order: what
-// Current returns as the rounds come.
-func (s *Session) Texts() (narratives, questions []string) {
-	for i := range s.picks {
-		narratives = append(narratives, s.set.Parts[i].Narrative)
-		questions = append(questions, s.question(i).Question)
-	}
-	return narratives, questions
-}
-
 // shown returns the narratives delivered so far, the current round's
 // included: the context Judge reads description words from.
 func (s *Session) shown() []string {
