@@ -216,7 +216,8 @@ func FuzzVerifierStream(f *testing.F) {
 	f.Add(encodeFrames(f, ack, declineFrame(pb.DeclineReason_DECLINE_REASON_BUSY, "x")))
 	f.Add(encodeFrames(f, append(append([]*pb.Frame{ack}, probes...), declineFrame(pb.DeclineReason_DECLINE_REASON_REFUSED, "no"))...))
 	f.Add([]byte{0x05, 0xff})
-	f.Add([]byte("\x000")) // an empty hello ack: unpaid
+	f.Add([]byte("\x000"))            // an empty hello ack: unpaid
+	f.Add([]byte("\b:\x06002\x0200")) // a Decline instead of the hello ack: declined
 	f.Fuzz(func(t *testing.T, input []byte) {
 		if !n.svc.enter() {
 			t.Skip("closed")
@@ -238,8 +239,10 @@ func FuzzVerifierStream(f *testing.F) {
 		})
 		if verr != nil {
 			// A peer that does not pay (a hello ack without the proof of
-			// work, or any other frame first) ends the session unsigned.
-			if !errors.Is(verr, ErrNetwork) && !errors.Is(verr, ErrBusy) && !errors.Is(verr, ErrUnpaid) {
+			// work, or any other frame first) or declines at the hello
+			// (a seed above, found by the fuzzer) ends the session
+			// unsigned (spec §5 step 3, §5a).
+			if !errors.Is(verr, ErrNetwork) && !errors.Is(verr, ErrBusy) && !errors.Is(verr, ErrUnpaid) && !errors.Is(verr, ErrDeclined) {
 				t.Fatalf("unexpected error %v", verr)
 			}
 			return
