@@ -191,7 +191,7 @@ func meanP50(ds []time.Duration) (mean, p50 float64) {
 }
 
 // BenchmarkVerifySession is a full three-round session (stream, hello,
-// three probes, three rounds, attestation signing and checking, verdict)
+// DefaultProbes probes, three rounds, attestation signing and checking, verdict)
 // with an instant answerer.
 func BenchmarkVerifySession(b *testing.B) {
 	for _, tr := range transports {

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -150,6 +151,65 @@ func TestSimProbeDelayGainsAtMostRTTCredit(t *testing.T) {
 			if d := r.Effective - (think + 2*simOneWay - credit); d < -5*time.Millisecond || d > 5*time.Millisecond {
 				t.Errorf("round %d: effective %s, want %s", r.Round, r.Effective, think+2*simOneWay-credit)
 			}
+		}
+	})
+}
+
+// A verifier configured with several probes (the default is one) takes
+// the minimum: a prover that holds only the first ack gains nothing.
+func TestSimRTTIsMinimumOverProbes(t *testing.T) {
+	const delay = 3 * time.Second
+	simPair(t, func(t *testing.T, a, b host.Host) {
+		src := sourceOf("sim-probe-min")
+		answers := oracle(src.sets...)
+		va, err := NewService(a, Config{Source: src, Probes: 3, ProbeTimeout: 10 * time.Second, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer va.Close()
+		done := make(chan struct{})
+		var probes []uint32
+		b.SetStreamHandler(ID, func(s network.Stream) {
+			defer close(done)
+			defer s.Reset()
+			r := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
+			f, err := r.recv()
+			if err != nil {
+				t.Errorf("hello: %v", err)
+				return
+			}
+			ack(r, f.GetHello())
+			for {
+				f, err := r.recv()
+				if err != nil {
+					t.Errorf("prover: %v", err)
+					return
+				}
+				switch b := f.GetBody().(type) {
+				case *pb.Frame_Probe:
+					probes = append(probes, b.Probe.GetSeq())
+					if b.Probe.GetSeq() == 1 {
+						time.Sleep(delay)
+					}
+					r.send(&pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: b.Probe.GetSeq(), Nonce: b.Probe.GetNonce()}}})
+				case *pb.Frame_Challenge:
+					r.send(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: b.Challenge.GetRound(), Answer: answers[b.Challenge.GetQuestion()]}}})
+				case *pb.Frame_Verdict:
+					s.Close()
+					return
+				}
+			}
+		})
+		res, err := va.Verify(context.Background(), b.ID(), false)
+		<-done
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(probes, []uint32{1, 2, 3}) {
+			t.Fatalf("probes %v, want 1, 2, 3", probes)
+		}
+		if d := res.RTT - 2*simOneWay; d < 0 || d > 5*time.Millisecond || !res.Verdict.Accepted {
+			t.Fatalf("rtt %s (want %s, the minimum), verdict %+v", res.RTT, 2*simOneWay, res.Verdict)
 		}
 	})
 }

@@ -387,3 +387,32 @@ func TestManifest(t *testing.T) {
 		t.Errorf("openapi: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }
+
+// A gateway configured with several probes (the default is one) asks for
+// each in turn, seq 1..N of N, before round 1.
+func TestSeveralProbes(t *testing.T) {
+	key, _ := newAnswerKey(t)
+	_, _, base := fakeDoor(t, func(c *Config) { c.Probes = 3 })
+	a := newAgent(t, base)
+	v := a.create()
+	var cur Session
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur); st != 200 {
+		t.Fatalf("start: %d %+v", st, eb)
+	}
+	for seq := 1; seq <= 3; seq++ {
+		if cur.State != StateProbing || cur.Probe == nil || cur.Probe.Seq != seq || cur.Probe.Of != 3 {
+			t.Fatalf("before ack %d: %+v", seq, cur)
+		}
+		next := Session{}
+		if st, eb := a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: cur.Probe.Seq, Nonce: cur.Probe.Nonce}, &next); st != 200 {
+			t.Fatalf("probe %d: %d %+v", seq, st, eb)
+		}
+		cur = next
+	}
+	if cur.State != StateAnswering || cur.Challenge == nil || cur.Challenge.Round != 1 {
+		t.Fatalf("after three probes: %+v", cur)
+	}
+	if done := a.run(key.answer); !done.Result.Accepted {
+		t.Errorf("a session with three probes: %+v", done.Result)
+	}
+}
