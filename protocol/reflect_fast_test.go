@@ -230,11 +230,11 @@ func TestReflectionGuardSharedHashes(t *testing.T) {
 		g.issue(cp, lpeer.ID(fmt.Sprint("p", i)), nil, now.Add(time.Duration(i)*time.Second))
 	}
 	shared := 0
-	for h := range g.index {
+	g.index.each(func(h uint64) {
 		if len(g.postingSlots(h)) > 1 {
 			shared++
 		}
-	}
+	})
 	if shared == 0 {
 		t.Fatal("near-duplicates share no sketch hash")
 	}
@@ -243,16 +243,16 @@ func TestReflectionGuardSharedHashes(t *testing.T) {
 	}
 	// The first expires; nothing in the index points at it any more.
 	g.check(prints[2], now.Add(10500*time.Millisecond))
-	for h := range g.index {
+	g.index.each(func(h uint64) {
 		for _, slot := range g.postingSlots(h) {
 			if g.slots[slot].print == prints[0] || g.slots[slot].seq == 0 {
 				t.Fatalf("hash %x still indexes the expired entry", h)
 			}
 		}
-	}
+	})
 	g.check(prints[2], now.Add(13*time.Second))
-	if len(g.index) != 0 || g.len() != 0 {
-		t.Fatalf("%d index hashes, %d entries after all expired", len(g.index), g.len())
+	if g.index.len() != 0 || g.len() != 0 {
+		t.Fatalf("%d index hashes, %d entries after all expired", g.index.len(), g.len())
 	}
 	if len(g.freeP) != len(g.posts) || len(g.free) != len(g.slots) {
 		t.Fatalf("%d of %d postings and %d of %d slots free after all expired", len(g.freeP), len(g.posts), len(g.free), len(g.slots))
@@ -264,7 +264,11 @@ func TestReflectionGuardSharedHashes(t *testing.T) {
 func (g *reflectionGuard) postingSlots(h uint64) []uint32 {
 	var slots []uint32
 	prev := noPosting
-	for q := g.index[h]; q != noPosting; q = g.posts[q].next {
+	q, ok := g.index.get(h)
+	if !ok {
+		return nil
+	}
+	for ; q != noPosting; q = g.posts[q].next {
 		if g.posts[q].prev != prev {
 			panic(fmt.Sprintf("posting %d: prev %d, want %d", q, g.posts[q].prev, prev))
 		}

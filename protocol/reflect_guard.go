@@ -94,7 +94,8 @@ func (cp *challengePrint) indexed() []uint64 {
 //
 // Its index is flat and free of pointers: entries live in a slab of
 // slots, the postings of each indexed hash in a doubly linked list in one
-// array, and both maps map to slot or posting numbers. A check walks the
+// array, the digest map maps to slot numbers and the hash index
+// (hashIndex) to posting numbers. A check walks the
 // postings without touching the entries it passes over, the collector
 // scans none of the index, and an expiry unlinks its postings in constant
 // time. Maps of slices of entry pointers, as before, made every issue
@@ -112,7 +113,7 @@ type reflectionGuard struct {
 	mu     sync.Mutex
 	window time.Duration
 	exact  map[[32]byte]uint32 // digest -> slot
-	index  map[uint64]uint32   // hash among a sketch's indexedHashes -> first posting
+	index  hashIndex           // hash among a sketch's indexedHashes -> first posting
 	slots  []guardSlot
 	seen   []uint64 // per slot: the last check that met it
 	// sketches holds each slot's sketch at slot*SketchSize (sketchLen
@@ -181,7 +182,7 @@ type issuedRef struct {
 }
 
 func newReflectionGuard(window time.Duration) *reflectionGuard {
-	return &reflectionGuard{window: window, exact: map[[32]byte]uint32{}, index: map[uint64]uint32{}}
+	return &reflectionGuard{window: window, exact: map[[32]byte]uint32{}}
 }
 
 // issue records a challenge about to be sent to peer p by run.
@@ -226,14 +227,14 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 			q = uint32(len(g.posts))
 			g.posts = append(g.posts, posting{})
 		}
-		first, ok := g.index[h]
-		if !ok {
-			first = noPosting
-		} else {
+		b, found := g.index.slot(h)
+		first := noPosting
+		if found {
+			first = g.index.value(b)
 			g.posts[first].prev = q
 		}
 		g.posts[q] = posting{key: slot<<8 | uint32(alpha), prev: noPosting, next: first}
-		g.index[h] = q
+		g.index.put(b, q)
 		e.posts[alpha] = q
 	}
 	g.order = append(g.order, issuedRef{slot, g.next})
@@ -254,9 +255,9 @@ func (g *reflectionGuard) removeLocked(slot uint32) {
 		case pv != noPosting:
 			g.posts[pv].next = nx
 		case nx != noPosting:
-			g.index[h] = nx
+			g.index.set(h, nx)
 		default:
-			delete(g.index, h)
+			g.index.del(h)
 		}
 		g.freeP = append(g.freeP, q)
 	}
@@ -298,7 +299,7 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 	g.checks++
 	cands := g.cands[:0]
 	for beta, h := range cp.indexed() {
-		q, ok := g.index[h]
+		q, ok := g.index.get(h)
 		if !ok {
 			continue
 		}

@@ -178,15 +178,19 @@ func TestReflectionGuardIndexConsistent(t *testing.T) {
 			t.Fatalf("step %d: %d entries, model %d", step, len(g.exact), len(live))
 		}
 		listed := 0
-		for h := range g.index {
-			for _, slot := range g.postingSlots(h) {
+		g.index.each(func(h uint64) {
+			slots := g.postingSlots(h)
+			if len(slots) == 0 {
+				t.Fatalf("step %d: hash %d held with no postings", step, h)
+			}
+			for _, slot := range slots {
 				e := &g.slots[slot]
 				if e.seq == 0 || live[e.print.digest] != e.print {
 					t.Fatalf("step %d: hash %d lists a dead slot %d", step, h, slot)
 				}
 				listed++
 			}
-		}
+		})
 		want := 0
 		for d, cp := range live {
 			slot, ok := g.exact[d]

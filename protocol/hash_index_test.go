@@ -1,0 +1,72 @@
+package protocol
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// hashIndex behaves as a map through random inserts, updates and
+// deletes, with keys crowded into few buckets (so that probe runs wrap
+// the table and deletions shift entries back across its end).
+func TestHashIndexMatchesMap(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	// spread 0: low bits within 40 of a multiple of 1024, so that homes
+	// sit at both ends of every table up to 1024 buckets and runs wrap.
+	for _, spread := range []uint64{0, 40, 1 << 10, 1 << 62} {
+		var x hashIndex
+		m := map[uint64]uint32{}
+		key := func() uint64 {
+			// Low bits from a small range, high bits varied: many keys
+			// share a home bucket.
+			if spread == 0 {
+				return (r.Uint64N(80)-40)&1023 | r.Uint64N(4)<<40
+			}
+			return r.Uint64N(spread) | r.Uint64N(4)<<40
+		}
+		for step := range 20000 {
+			h := key()
+			switch r.IntN(4) {
+			case 0, 1:
+				v := r.Uint32N(1 << 20)
+				i, found := x.slot(h)
+				if _, ok := m[h]; ok != found {
+					t.Fatalf("spread %d step %d: slot(%d) found %v, map %v", spread, step, h, found, ok)
+				}
+				x.put(i, v)
+				m[h] = v
+			case 2:
+				if _, ok := m[h]; ok {
+					v := r.Uint32N(1 << 20)
+					x.set(h, v)
+					m[h] = v
+				}
+			default:
+				x.del(h)
+				delete(m, h)
+			}
+			if x.len() != len(m) {
+				t.Fatalf("spread %d step %d: %d held, map %d", spread, step, x.len(), len(m))
+			}
+			if step%97 == 0 {
+				for k, v := range m {
+					if got, ok := x.get(k); !ok || got != v {
+						t.Fatalf("spread %d step %d: get(%d) = %d %v, want %d", spread, step, k, got, ok, v)
+					}
+				}
+				n := 0
+				x.each(func(h uint64) {
+					if _, ok := m[h]; !ok {
+						t.Fatalf("spread %d step %d: %d held, not in the map", spread, step, h)
+					}
+					n++
+				})
+				if n != len(m) {
+					t.Fatalf("spread %d step %d: each saw %d, want %d", spread, step, n, len(m))
+				}
+			}
+			if _, ok := x.get(h); ok != (func() bool { _, ok := m[h]; return ok })() {
+				t.Fatalf("spread %d step %d: get(%d) presence differs", spread, step, h)
+			}
+		}
+	}
+}
