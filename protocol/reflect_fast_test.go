@@ -245,7 +245,7 @@ func TestReflectionGuardSharedHashes(t *testing.T) {
 	g.check(prints[2], now.Add(10500*time.Millisecond))
 	g.index.each(func(h uint64) {
 		for _, slot := range g.postingSlots(h) {
-			if g.slots[slot].print == prints[0] || g.slots[slot].seq == 0 {
+			if g.slots[slot].digest == prints[0].digest || g.slots[slot].seq == 0 {
 				t.Fatalf("hash %x still indexes the expired entry", h)
 			}
 		}

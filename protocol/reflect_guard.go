@@ -139,8 +139,8 @@ type guardSlot struct {
 	expires time.Time
 	run     *VerifierSession // nil once the session has ended
 	seq     uint64
-	print   *challengePrint
-	posts   [indexedHashes]uint32 // the postings of print.indexed(), in order
+	digest  [32]byte
+	posts   [indexedHashes]uint32 // the postings of indexedOf(slot), in order
 }
 
 // posting is one indexed hash of one slot: key is the slot << 8 | the
@@ -217,7 +217,7 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 	}
 	g.next++
 	e := &g.slots[slot]
-	*e = guardSlot{to: p, expires: now.Add(g.window), run: run, seq: g.next, print: cp}
+	*e = guardSlot{to: p, expires: now.Add(g.window), run: run, seq: g.next, digest: cp.digest}
 	g.exact[cp.digest] = slot
 	for alpha, h := range cp.indexed() {
 		var q uint32
@@ -244,8 +244,8 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 // the slot itself.
 func (g *reflectionGuard) removeLocked(slot uint32) {
 	e := &g.slots[slot]
-	delete(g.exact, e.print.digest)
-	for alpha, h := range e.print.indexed() {
+	delete(g.exact, e.digest)
+	for alpha, h := range g.indexedOf(slot) {
 		q := e.posts[alpha]
 		pv, nx := g.posts[q].prev, g.posts[q].next
 		if nx != noPosting {
@@ -263,6 +263,14 @@ func (g *reflectionGuard) removeLocked(slot uint32) {
 	}
 	*e = guardSlot{}
 	g.free = append(g.free, slot)
+}
+
+// indexedOf returns the hashes of slot's sketch the index holds (see
+// indexedHashes), from the slot's copy of the sketch: the guard keeps no
+// pointer to the issuing session's fingerprints.
+func (g *reflectionGuard) indexedOf(slot uint32) []uint64 {
+	at := int(slot) * SketchSize
+	return g.sketches[at : at+min(int(g.sketchLen[slot]), indexedHashes)]
 }
 
 // release detaches a finished session from its challenges; they stay

@@ -185,7 +185,7 @@ func TestReflectionGuardIndexConsistent(t *testing.T) {
 			}
 			for _, slot := range slots {
 				e := &g.slots[slot]
-				if e.seq == 0 || live[e.print.digest] != e.print {
+				if cp := live[e.digest]; e.seq == 0 || cp == nil || !slices.Equal(g.sketchOf(slot), cp.sketch) {
 					t.Fatalf("step %d: hash %d lists a dead slot %d", step, h, slot)
 				}
 				listed++
@@ -194,7 +194,7 @@ func TestReflectionGuardIndexConsistent(t *testing.T) {
 		want := 0
 		for d, cp := range live {
 			slot, ok := g.exact[d]
-			if !ok || g.slots[slot].print != cp {
+			if !ok || g.slots[slot].digest != d || !slices.Equal(g.sketchOf(slot), cp.sketch) {
 				t.Fatalf("step %d: live digest not in its slot", step)
 			}
 			for alpha, h := range cp.indexed() {
@@ -308,4 +308,10 @@ func TestSketchCompareDefinition(t *testing.T) {
 			t.Fatalf("case %d: J %v, want %v\na=%v\nb=%v", i, j, want, a, b)
 		}
 	}
+}
+
+// sketchOf is the guard's copy of slot's sketch.
+func (g *reflectionGuard) sketchOf(slot uint32) []uint64 {
+	at := int(slot) * SketchSize
+	return g.sketches[at : at+int(g.sketchLen[slot])]
 }
