@@ -198,10 +198,8 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 	if old, ok := g.exact[cp.digest]; ok {
 		g.removeLocked(old)
 	}
-	var slot uint32
-	if n := len(g.free); n > 0 {
-		slot, g.free = g.free[n-1], g.free[:n-1]
-	} else {
+	slot, reused := popFree(&g.free)
+	if !reused {
 		slot = uint32(len(g.slots))
 		g.slots = append(g.slots, guardSlot{})
 		g.seen = append(g.seen, 0)
@@ -220,10 +218,8 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 	*e = guardSlot{to: p, expires: now.Add(g.window), run: run, seq: g.next, digest: cp.digest}
 	g.exact[cp.digest] = slot
 	for alpha, h := range cp.indexed() {
-		var q uint32
-		if n := len(g.freeP); n > 0 {
-			q, g.freeP = g.freeP[n-1], g.freeP[:n-1]
-		} else {
+		q, reused := popFree(&g.freeP)
+		if !reused {
 			q = uint32(len(g.posts))
 			g.posts = append(g.posts, posting{})
 		}
@@ -238,6 +234,17 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 		e.posts[alpha] = q
 	}
 	g.order = append(g.order, issuedRef{slot, g.next})
+}
+
+// popFree takes the last number off a free list, if any.
+func popFree(free *[]uint32) (uint32, bool) {
+	n := len(*free)
+	if n == 0 {
+		return 0, false
+	}
+	v := (*free)[n-1]
+	*free = (*free)[:n-1]
+	return v, true
 }
 
 // removeLocked forgets the entry in slot: its digest, its postings and

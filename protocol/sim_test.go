@@ -101,36 +101,7 @@ func TestSimProbeDelayGainsAtMostRTTCredit(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer va.Close()
-		done := make(chan struct{})
-		b.SetStreamHandler(ID, func(s network.Stream) {
-			defer close(done)
-			defer s.Reset()
-			r := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
-			f, err := r.recv()
-			if err != nil {
-				t.Errorf("hello: %v", err)
-				return
-			}
-			ack(r, f.GetHello())
-			for {
-				f, err := r.recv()
-				if err != nil {
-					t.Errorf("prover: %v", err)
-					return
-				}
-				switch b := f.GetBody().(type) {
-				case *pb.Frame_Probe:
-					time.Sleep(delay)
-					r.send(&pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: b.Probe.GetSeq(), Nonce: b.Probe.GetNonce()}}})
-				case *pb.Frame_Challenge:
-					time.Sleep(think)
-					r.send(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: b.Challenge.GetRound(), Answer: answers[b.Challenge.GetQuestion()]}}})
-				case *pb.Frame_Verdict:
-					s.Close()
-					return
-				}
-			}
-		})
+		done := rawTimedProver(t, b, answers, func(uint32) { time.Sleep(delay) }, think)
 		res, err := va.Verify(context.Background(), b.ID(), false)
 		<-done
 		if err != nil {
@@ -167,39 +138,13 @@ func TestSimRTTIsMinimumOverProbes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer va.Close()
-		done := make(chan struct{})
 		var probes []uint32
-		b.SetStreamHandler(ID, func(s network.Stream) {
-			defer close(done)
-			defer s.Reset()
-			r := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
-			f, err := r.recv()
-			if err != nil {
-				t.Errorf("hello: %v", err)
-				return
+		done := rawTimedProver(t, b, answers, func(seq uint32) {
+			probes = append(probes, seq)
+			if seq == 1 {
+				time.Sleep(delay)
 			}
-			ack(r, f.GetHello())
-			for {
-				f, err := r.recv()
-				if err != nil {
-					t.Errorf("prover: %v", err)
-					return
-				}
-				switch b := f.GetBody().(type) {
-				case *pb.Frame_Probe:
-					probes = append(probes, b.Probe.GetSeq())
-					if b.Probe.GetSeq() == 1 {
-						time.Sleep(delay)
-					}
-					r.send(&pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: b.Probe.GetSeq(), Nonce: b.Probe.GetNonce()}}})
-				case *pb.Frame_Challenge:
-					r.send(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: b.Challenge.GetRound(), Answer: answers[b.Challenge.GetQuestion()]}}})
-				case *pb.Frame_Verdict:
-					s.Close()
-					return
-				}
-			}
-		})
+		}, 0)
 		res, err := va.Verify(context.Background(), b.ID(), false)
 		<-done
 		if err != nil {
@@ -212,4 +157,41 @@ func TestSimRTTIsMinimumOverProbes(t *testing.T) {
 			t.Fatalf("rtt %s (want %s, the minimum), verdict %+v", res.RTT, 2*simOneWay, res.Verdict)
 		}
 	})
+}
+
+// rawTimedProver answers the verifier's sessions on b by hand: onProbe
+// runs before each probe ack (it may sleep), each answer comes from
+// answers after think. The channel closes when the session has ended.
+func rawTimedProver(t *testing.T, b host.Host, answers map[string]string, onProbe func(seq uint32), think time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	b.SetStreamHandler(ID, func(s network.Stream) {
+		defer close(done)
+		defer s.Reset()
+		r := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
+		f, err := r.recv()
+		if err != nil {
+			t.Errorf("hello: %v", err)
+			return
+		}
+		ack(r, f.GetHello())
+		for {
+			f, err := r.recv()
+			if err != nil {
+				t.Errorf("prover: %v", err)
+				return
+			}
+			switch b := f.GetBody().(type) {
+			case *pb.Frame_Probe:
+				onProbe(b.Probe.GetSeq())
+				r.send(&pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: b.Probe.GetSeq(), Nonce: b.Probe.GetNonce()}}})
+			case *pb.Frame_Challenge:
+				time.Sleep(think)
+				r.send(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: b.Challenge.GetRound(), Answer: answers[b.Challenge.GetQuestion()]}}})
+			case *pb.Frame_Verdict:
+				s.Close()
+				return
+			}
+		}
+	})
+	return done
 }
