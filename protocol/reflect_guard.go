@@ -167,13 +167,19 @@ const bloomWords = 8
 // template share a few of their smallest hashes, which brings dozens of
 // entries per check within the index's bound; a real reflection shares
 // half.
+//
+// It gives up once the misses alone rule a match out: a template's
+// entries share a few hashes, so most calls end about halfway.
 func mayMatch(q []uint64, n int, bloom []uint64) bool {
-	hits := 0
-	for _, h := range q {
-		hits += int(bloom[h>>6%bloomWords] >> (h & 63) & 1)
+	need := (min(SketchSize, max(len(q), n)) + 1) / 2 // 2*hits >= union
+	misses, allowed := 0, len(q)-need
+	for i, h := range q {
+		misses += int(^bloom[h>>6%bloomWords] >> (h & 63) & 1)
+		if i&7 == 7 && misses > allowed {
+			return false
+		}
 	}
-	union := min(SketchSize, max(len(q), n))
-	return 2*hits >= union
+	return misses <= allowed
 }
 
 type issuedRef struct {

@@ -315,3 +315,43 @@ func (g *reflectionGuard) sketchOf(slot uint32) []uint64 {
 	at := int(slot) * SketchSize
 	return g.sketches[at : at+int(g.sketchLen[slot])]
 }
+
+// mayMatch, which stops early, agrees with its rule counted in full: at
+// least half of min(SketchSize, max(len(q), n)) of q's hashes have
+// their bits set in the filter.
+func TestMayMatchRule(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	for i := range 20000 {
+		bloom := make([]uint64, bloomWords)
+		for range 1 + r.IntN(80) {
+			h := r.Uint64()
+			bloom[h>>6%bloomWords] |= 1 << (h & 63)
+		}
+		q := make([]uint64, r.IntN(SketchSize+1))
+		for j := range q {
+			if r.IntN(2) == 0 {
+				q[j] = r.Uint64()
+			} else { // a bit that is set
+				for {
+					h := r.Uint64()
+					if bloom[h>>6%bloomWords]>>(h&63)&1 == 1 {
+						q[j] = h
+						break
+					}
+				}
+			}
+		}
+		if r.IntN(50) == 0 {
+			clear(bloom)
+		}
+		n := r.IntN(SketchSize + 1)
+		hits := 0
+		for _, h := range q {
+			hits += int(bloom[h>>6%bloomWords] >> (h & 63) & 1)
+		}
+		want := 2*hits >= min(SketchSize, max(len(q), n))
+		if got := mayMatch(q, n, bloom); got != want {
+			t.Fatalf("case %d: mayMatch %v, rule %v (hits %d of %d, n %d)", i, got, want, hits, len(q), n)
+		}
+	}
+}
