@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,6 +32,30 @@ func TestNumericFlagsRefused(t *testing.T) {
 		if !strings.Contains(errb.String(), args[1]) {
 			t.Errorf("%v: error does not name the flag: %q", args, errb.String())
 		}
+	}
+}
+
+// --http-trusted-proxy: bad values and a use without --http are usage
+// errors, before the node starts; good values are read as networks.
+func TestTrustedProxyFlag(t *testing.T) {
+	for _, args := range [][]string{
+		{"node", "--http", "127.0.0.1:0", "--http-trusted-proxy", "proxy.example"},
+		{"node", "--http", "127.0.0.1:0", "--http-trusted-proxy", "10.0.0.0/33"},
+		{"node", "--http", "127.0.0.1:0", "--http-trusted-proxy", "10.0.0.1,"},
+		{"node", "--http-trusted-proxy", "10.0.0.1"},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "--http-trusted-proxy") {
+			t.Errorf("%v: exit %d, want %d with an error naming the flag (stderr %q)", args, code, exitUsage, errb.String())
+		}
+	}
+	got, err := parseTrustedProxies([]string{"10.1.2.3", "192.168.0.0/16, fd00::1/8", "::ffff:172.16.0.0/108", "::1"}, "127.0.0.1:0")
+	want := []netip.Prefix{
+		netip.MustParsePrefix("10.1.2.3/32"), netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("fd00::/8"),
+		netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("::1/128"),
+	}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("parseTrustedProxies = %v, %v; want %v", got, err, want)
 	}
 }
 

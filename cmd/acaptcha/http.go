@@ -1,6 +1,9 @@
 package main
 
 import (
+	"net/netip"
+	"strings"
+
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/peer/httpgw"
 )
@@ -8,11 +11,11 @@ import (
 // startHTTPDoor serves the node's HTTP door (peer/httpgw, spec/http.md)
 // on addr when it is set; it returns the door's URL and how to stop it
 // (before the node closes: sessions in flight end first).
-func (a *app) startHTTPDoor(n *peer.Node, addr string) (string, func(), error) {
+func (a *app) startHTTPDoor(n *peer.Node, addr string, proxies []netip.Prefix) (string, func(), error) {
 	if addr == "" {
 		return "", func() {}, nil
 	}
-	gw, err := httpgw.ForNode(n.Door(), httpgw.Config{Logger: a.log})
+	gw, err := httpgw.ForNode(n.Door(), httpgw.Config{Logger: a.log, TrustedProxies: proxies})
 	if err != nil {
 		return "", nil, usageErr("--http: %v", err)
 	}
@@ -22,4 +25,33 @@ func (a *app) startHTTPDoor(n *peer.Node, addr string) (string, func(), error) {
 		return "", nil, usageErr("--http: %v", err)
 	}
 	return "http://" + bound.String(), func() { _ = gw.Close() }, nil
+}
+
+// parseTrustedProxies reads --http-trusted-proxy: addresses (a network of
+// one) and networks, repeated or comma-separated.
+func parseTrustedProxies(vals []string, httpAddr string) ([]netip.Prefix, error) {
+	if len(vals) > 0 && httpAddr == "" {
+		return nil, usageErr("--http-trusted-proxy needs --http: it names the proxies in front of the HTTP door")
+	}
+	var out []netip.Prefix
+	for _, v := range vals {
+		for f := range strings.SplitSeq(v, ",") {
+			f = strings.TrimSpace(f)
+			if p, err := netip.ParsePrefix(f); err == nil {
+				if p.Addr().Is4In6() && p.Bits() >= 96 {
+					// The door compares unmapped addresses.
+					p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+				}
+				out = append(out, p.Masked())
+				continue
+			}
+			if ip, err := netip.ParseAddr(f); err == nil && ip.Zone() == "" {
+				ip = ip.Unmap()
+				out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+				continue
+			}
+			return nil, usageErr("--http-trusted-proxy %q: want an IP address or a network such as 10.0.0.0/8", f)
+		}
+	}
+	return out, nil
 }

@@ -207,11 +207,16 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 
 func (a *app) nodeCmd() *cobra.Command {
 	var httpAddr string
+	var httpProxies []string
 	cmd := &cobra.Command{
 		Use:   "node",
 		Short: "Run a node: verify peers that contact it and answer their challenges with the configured LLM",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			proxies, err := parseTrustedProxies(httpProxies, httpAddr) // http.go
+			if err != nil {
+				return err
+			}
 			n, llmName, err := a.startNode(cmd, a.listen, &a.contact)
 			if err != nil {
 				return err
@@ -220,7 +225,7 @@ func (a *app) nodeCmd() *cobra.Command {
 				n.Close()
 				n.Store().Close()
 			}()
-			httpURL, stopHTTP, err := a.startHTTPDoor(n, httpAddr) // http.go
+			httpURL, stopHTTP, err := a.startHTTPDoor(n, httpAddr, proxies)
 			if err != nil {
 				return err
 			}
@@ -270,6 +275,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.StringArrayVar(&a.contact.bootstrap, "bootstrap", nil, "peer to connect to at start and keep connected, as a multiaddr ending in /p2p/PEER_ID (repeatable)")
 	f.BoolVar(&a.contact.mdns, "mdns", true, "discover peers on the local network with mDNS (--mdns=false turns it off)")
 	f.StringVar(&httpAddr, "http", "", "also serve the HTTP door on HOST:PORT (e.g. 127.0.0.1:8080): verifier as a service for agents without libp2p, spec/http.md")
+	f.StringArrayVar(&httpProxies, "http-trusted-proxy", nil, "address or network (e.g. 10.0.0.0/8) of a reverse proxy in front of the HTTP door: requests from it count against the client named in X-Forwarded-For (repeatable; needs --http)")
 	f.BoolVar(&a.contact.dht, "dht", false, "join the private acaptcha Kademlia DHT (through the bootstrap peers) and find peers on its rendezvous")
 	l := &a.contact.limits
 	f.IntVar(&l.connLow, "conn-low", peer.DefaultConnLowWater, "connection manager low watermark: trimming stops at this many connections")

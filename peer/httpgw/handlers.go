@@ -171,7 +171,7 @@ func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, errorf(errBadPeerID, "peer_id is this node's own"))
 		return
 	}
-	ip := remoteIP(r.RemoteAddr)
+	ip := clientIP(r, g.cfg.TrustedProxies)
 	prefix := g.prefixOf(ip)
 	if err := g.reserve(prefix); err != nil {
 		g.writeError(w, err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -218,6 +219,7 @@ type fakeCore struct {
 	pow      int
 	quota    bool
 	reflect  func()
+	addrs    []netip.Addr // BeginOptions.Addr of every Begin
 }
 
 func newFakeCore(t testing.TB, set *skill.Set, p skill.Policy) *fakeCore {
@@ -235,6 +237,7 @@ func (f *fakeCore) Policy() skill.Policy { return f.policy }
 func (f *fakeCore) Begin(p peer.ID, opt BeginOptions) (CoreSession, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.addrs = append(f.addrs, opt.Addr)
 	if f.quota {
 		return nil, fmt.Errorf("%w: %s", protocol.ErrPeerQuota, p)
 	}

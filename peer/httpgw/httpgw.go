@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -105,6 +106,15 @@ type Config struct {
 	KeepDone             time.Duration
 	V4PrefixBits         int
 	V6PrefixBits         int
+	// TrustedProxies are the networks of the reverse proxies in front of
+	// the door (none by default). The per-prefix session limit and the
+	// core's per-address quotas count a request against its direct
+	// peer's address, unless that address is in one of these: the client
+	// is then the last address in X-Forwarded-For that is not (see
+	// clientIP). Behind a proxy that is not listed, every client counts
+	// as the proxy; listing a network whose hosts are not all proxies
+	// lets those hosts claim any address.
+	TrustedProxies []netip.Prefix
 	// Now is the clock rounds are timed on (default time.Now).
 	Now func() time.Time
 	// Logger receives the gateway's logs (default slog.Default()).
@@ -116,6 +126,11 @@ type Config struct {
 func (c *Config) applyDefaults() error {
 	if c.Core == nil {
 		return errors.New("httpgw: no verifier core")
+	}
+	for _, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			return fmt.Errorf("httpgw: trusted proxy network %v is not valid", p)
+		}
 	}
 	for _, n := range []struct {
 		v   *int

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,6 +135,66 @@ func remoteIP(remote string) netip.Addr {
 		return netip.Addr{}
 	}
 	return a.Unmap().WithZone("")
+}
+
+// maxForwardedHops bounds the X-Forwarded-For entries clientIP reads:
+// proxies chained deeper than this are not a deployment anyone runs, and
+// the header (at most maxHeaderBytes) could otherwise hold thousands.
+const maxForwardedHops = 16
+
+// clientIP is the address a request counts against. It is the direct
+// peer's address unless that is a trusted proxy's: then the entries of
+// X-Forwarded-For (all its header lines, in order, comma-separated) are
+// read from the last one back, and the first that is not a trusted
+// proxy's is the client. Entries to the left of it are the client's own
+// claims and are never read. When the entries run out, one does not
+// parse, or maxForwardedHops have been read, the last trusted address
+// read stands (such requests share its count). An entry may carry a
+// port ("192.0.2.1:4711", "[2001:db8::1]:4711").
+func clientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
+	ip := remoteIP(r.RemoteAddr)
+	if !inPrefixes(ip, trusted) {
+		return ip
+	}
+	lines := r.Header.Values("X-Forwarded-For")
+	hops := 0
+	for i := len(lines) - 1; i >= 0; i-- {
+		for rest := lines[i]; ; {
+			cut := strings.LastIndexByte(rest, ',')
+			entry := strings.TrimSpace(rest[cut+1:])
+			if entry != "" {
+				if hops++; hops > maxForwardedHops {
+					return ip
+				}
+				a := remoteIP(entry)
+				if !a.IsValid() {
+					return ip
+				}
+				if !inPrefixes(a, trusted) {
+					return a
+				}
+				ip = a
+			}
+			if cut < 0 {
+				break
+			}
+			rest = rest[:cut]
+		}
+	}
+	return ip
+}
+
+// inPrefixes reports whether a is in one of ps.
+func inPrefixes(a netip.Addr, ps []netip.Prefix) bool {
+	if !a.IsValid() {
+		return false
+	}
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // prefixOf is the IP prefix an address counts its open sessions in (""
