@@ -73,6 +73,12 @@ type Stats struct {
 	ContactLeashed       uint64 `json:"contact_leashed"`
 	PresentationsLimited uint64 `json:"presentations_limited"`
 	PresentedCapped      uint64 `json:"presented_capped"`
+	// StoreCommits counts the store's synced read-write transactions
+	// since it was opened; StoreBatchedWrites the records the commit
+	// queue put in them (Store.Commits). Their ratio is the group
+	// commit's batch; each commit costs two disk syncs.
+	StoreCommits       uint64 `json:"store_commits"`
+	StoreBatchedWrites uint64 `json:"store_batched_writes"`
 }
 
 type metrics struct {
@@ -109,8 +115,9 @@ const metricsNamespace = "acaptcha"
 // newMetrics returns the node's counters, with Prometheus collectors
 // registered on reg when it is not nil. Collectors already registered by
 // another node on the same registry are shared (their series add up); the
-// pool-depth gauge is registered by the first node only.
-func newMetrics(reg prometheus.Registerer) *metrics {
+// pool gauges and the store counters (of st) are registered by the first
+// node only.
+func newMetrics(reg prometheus.Registerer, st *Store) *metrics {
 	m := &metrics{}
 	if reg == nil {
 		return m
@@ -188,6 +195,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 		return 0
 	}))
+	if st != nil {
+		_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "store_commits_total",
+			Help: "Synced read-write transactions of the node's store (bbolt syncs twice per commit).",
+		}, func() float64 {
+			c, _ := st.Commits()
+			return float64(c)
+		}))
+		_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "store_batched_writes_total",
+			Help: "Attestation records written through the store's group commit (records per commit = this over acaptcha_store_commits_total, for those commits).",
+		}, func() float64 {
+			_, b := st.Commits()
+			return float64(b)
+		}))
+	}
 	m.prom = p
 	return m
 }
@@ -266,6 +289,9 @@ func (n *Node) Stats() Stats {
 		PresentedCapped:       m.presentedCapped.Load(),
 	}
 	s.Learned = s.LearnedGossip + s.LearnedPresentation
+	if n.store != nil {
+		s.StoreCommits, s.StoreBatchedWrites = n.store.Commits()
+	}
 	return s
 }
 

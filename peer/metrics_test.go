@@ -79,6 +79,16 @@ func TestMetrics(t *testing.T) {
 	if st := p.Stats(); st.SessionsProved != 1 || st.AttestationsReceived.Accepted != 1 {
 		t.Fatalf("prover stats: %+v", st)
 	}
+	// The verifier stored the record it issued: at least one commit,
+	// which the counter reports as the Stats do.
+	st := v.Stats()
+	if st.StoreCommits == 0 || st.StoreBatchedWrites == 0 {
+		t.Fatalf("verifier store counters: %d commits, %d batched writes", st.StoreCommits, st.StoreBatchedWrites)
+	}
+	mf = metricFamily(t, regV, "acaptcha_store_commits_total")
+	if mf == nil || len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetCounter().GetValue() < float64(st.StoreCommits) {
+		t.Fatalf("store commits counter: %v, stats %d", mf, st.StoreCommits)
+	}
 
 	v.SetPoolDepth(func() int { return 7 })
 	mf = metricFamily(t, regV, "acaptcha_pool_depth")

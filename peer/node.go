@@ -276,7 +276,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.host = h
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.metrics = newMetrics(cfg.Metrics) // before the service can report a session
+	n.metrics = newMetrics(cfg.Metrics, n.store) // before the service can report a session
 	if err := n.startEvents(); err != nil {
 		n.stopEvents()
 		h.Close()

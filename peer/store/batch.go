@@ -96,7 +96,7 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 func (s *Store) commit(batch []*pendingWrite) {
 	for len(batch) > 0 {
 		failed := -1
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.update1(func(tx *bolt.Tx) error {
 			for i, w := range batch {
 				if err := safeCall(w.fn, tx); err != nil {
 					failed = i
@@ -106,6 +106,9 @@ func (s *Store) commit(batch []*pendingWrite) {
 			return nil
 		})
 		if failed < 0 {
+			if err == nil {
+				s.batched.Add(uint64(len(batch)))
+			}
 			for _, w := range batch {
 				w.done <- err // nil, or the commit's failure
 			}
@@ -114,7 +117,11 @@ func (s *Store) commit(batch []*pendingWrite) {
 		// The transaction rolled back: the failing write runs alone, as
 		// DB.Update would have run it, and the others run again.
 		w := batch[failed]
-		w.done <- s.db.Update(func(tx *bolt.Tx) error { return safeCall(w.fn, tx) })
+		err = s.update1(func(tx *bolt.Tx) error { return safeCall(w.fn, tx) })
+		if err == nil {
+			s.batched.Add(1)
+		}
+		w.done <- err
 		batch = slices.Delete(batch, failed, failed+1)
 	}
 }

@@ -62,6 +62,17 @@ func TestCommitQueueCoalesces(t *testing.T) {
 	if len(txs) != 1 {
 		t.Errorf("%d writes queued behind one commit took %d transactions, want 1", n, len(txs))
 	}
+	// The leader's commit and the one it handed over: n+1 writes in 2.
+	if c, b := s.Commits(); c != 2 || b != n+1 {
+		t.Errorf("Commits() = %d commits, %d batched writes; want 2, %d", c, b, n+1)
+	}
+	// A write outside the queue commits on its own, batching nothing.
+	if err := s.PutRevocation("someone", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if c, b := s.Commits(); c != 3 || b != n+1 {
+		t.Errorf("after a revocation: Commits() = %d, %d; want 3, %d", c, b, n+1)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +130,11 @@ func TestCommitQueueFailureIsolated(t *testing.T) {
 	s.waitQueued(t, len(errs))
 	close(hold)
 	wg.Wait()
+	// The leader's empty commit, the batch that rolled back (not counted),
+	// the two failing writes alone (rolled back) and the rest together.
+	if c, b := s.Commits(); c != 2 || b != 5 {
+		t.Errorf("Commits() = %d commits, %d batched writes; want 2, 5", c, b)
+	}
 	for i, err := range errs {
 		switch {
 		case i == 2 && !errors.Is(err, boom), i == 4 && err == nil:

@@ -103,7 +103,7 @@ func (s *Store) PutLearned(ls ...Learned) error {
 	if len(ls) == 0 {
 		return nil
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update1(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketLearned)
 		if err != nil {
 			return err
@@ -192,7 +192,7 @@ func (s *Store) ListLearned(subject peer.ID) (out []Learned, bad int, err error)
 // and returns how many it deleted.
 func (s *Store) PruneLearned(now time.Time) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update1(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLearned)
 		if b == nil {
 			return nil
@@ -228,7 +228,7 @@ func (s *Store) PutRevocation(p peer.ID, at time.Time) error {
 	if p == "" {
 		return fmt.Errorf("record revocation: empty peer ID")
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update1(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketRevoked)
 		if err != nil {
 			return err

@@ -65,7 +65,7 @@ func (s *Store) PoolAdd(id string, created time.Time, data []byte) (bool, error)
 		return false, fmt.Errorf("pool store: set of %d bytes exceeds %d", len(data), MaxPoolSetBytes)
 	}
 	added := false
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update1(func(tx *bolt.Tx) error {
 		ready, index, served, err := poolBuckets(tx)
 		if err != nil {
 			return err
@@ -96,7 +96,7 @@ func (s *Store) PoolTake(now time.Time, maxAge time.Duration, maxServes int) (po
 		t  pool.Taken
 		ok bool
 	)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update1(func(tx *bolt.Tx) error {
 		ready, index, served, err := poolBuckets(tx)
 		if err != nil {
 			return err
@@ -145,7 +145,7 @@ func (s *Store) PoolReturn(t pool.Taken, maxServes int) error {
 	if len(t.Data) > MaxPoolSetBytes {
 		return fmt.Errorf("pool store: return %s: set of %d bytes exceeds %d", t.ID, len(t.Data), MaxPoolSetBytes)
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update1(func(tx *bolt.Tx) error {
 		ready, index, served, err := poolBuckets(tx)
 		if err != nil {
 			return err
@@ -207,7 +207,7 @@ func (s *Store) PoolLen(now time.Time, maxAge time.Duration) (int, error) {
 // once is recorded as served.
 func (s *Store) PoolPrune(now time.Time, maxAge time.Duration) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update1(func(tx *bolt.Tx) error {
 		ready, index, served, err := poolBuckets(tx)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -45,6 +46,29 @@ type Store struct {
 	db *bolt.DB
 	// commits batches the attestation writes of concurrent sessions.
 	commits commitQueue
+	// committed counts the read-write transactions committed (each one
+	// synced to disk), batched the writes the commit queue put in them.
+	committed, batched atomic.Uint64
+}
+
+// Commits returns how many read-write transactions the store committed
+// since it was opened (each synced to disk: bbolt syncs twice per
+// commit), and how many of the writes they held came through the commit
+// queue (the attestations this node issued and received, batched with
+// those of concurrent sessions). On a disk, commits rather than bytes are
+// what a busy node's store costs.
+func (s *Store) Commits() (commits, batched uint64) {
+	return s.committed.Load(), s.batched.Load()
+}
+
+// update1 runs fn in a read-write transaction of its own (DB.Update) and
+// counts the commit.
+func (s *Store) update1(fn func(*bolt.Tx) error) error {
+	err := s.db.Update(fn)
+	if err == nil {
+		s.committed.Add(1)
+	}
+	return err
 }
 
 // Entry is one stored attestation.
@@ -244,7 +268,7 @@ func (s *Store) Get(key string) (*Entry, error) {
 // Unserve implements skill.Ledger: it undoes one granted TryServe of id
 // (the set was given back unseen).
 func (s *Store) Unserve(id string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update1(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketServed)
 		v := b.Get([]byte(id))
 		if len(v) != 8 {
@@ -267,7 +291,7 @@ func (s *Store) Unserve(id string) error {
 // once are never served again after a restart.
 func (s *Store) TryServe(id string, max int) (bool, error) {
 	ok := false
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update1(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketServed)
 		var n uint64
 		if v := b.Get([]byte(id)); len(v) == 8 {
