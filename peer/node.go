@@ -87,6 +87,12 @@ type Config struct {
 	// MaxConcurrentAttest bounds first-contact sessions in flight
 	// (default 4).
 	MaxConcurrentAttest int
+	// KeepExpired is how long the store keeps an attestation (issued or
+	// received) after it expired; the node prunes older ones at start and
+	// every hour (default DefaultKeepExpired; negative: never). Without
+	// it the store only grows: every session leaves a record, and the
+	// budgets bound them per hour, not in total.
+	KeepExpired time.Duration
 
 	// Trust and sharing (admission.go, gossip.go, trust.go).
 	// TrustQuorum admits a peer without a fresh challenge when at least

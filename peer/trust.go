@@ -111,6 +111,9 @@ const (
 	maxLearnedHard      = 2 * MaxLearned
 	learnedQueue        = 4096
 	learnedPruneEvery   = 10 * time.Minute
+	// expiredPruneEvery is how often the store's expired attestations
+	// older than Config.KeepExpired are pruned (and once at start).
+	expiredPruneEvery = time.Hour
 )
 
 // trustRec is one indexed attestation. Envelopes are kept only for records
@@ -643,6 +646,8 @@ func (n *Node) trustJanitor() {
 	tk := time.NewTicker(tick)
 	defer tk.Stop()
 	lastPrune := n.trustNow()
+	n.pruneExpired(lastPrune)
+	lastExpired := lastPrune
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -655,6 +660,33 @@ func (n *Node) trustJanitor() {
 			lastPrune = now
 			n.pruneLearned(now)
 		}
+		if now.Sub(lastExpired) >= expiredPruneEvery {
+			lastExpired = now
+			n.pruneExpired(now)
+		}
+	}
+}
+
+// DefaultKeepExpired is how long the store keeps an attestation after it
+// expired by default (Config.KeepExpired): long enough to look back on a
+// month of sessions, short enough that the store stays the size of the
+// budgets' hourly bounds times about a month.
+const DefaultKeepExpired = 30 * 24 * time.Hour
+
+// pruneExpired deletes the issued and received attestations that expired
+// more than Config.KeepExpired before now.
+func (n *Node) pruneExpired(now time.Time) {
+	keep := n.cfg.KeepExpired
+	switch {
+	case keep < 0:
+		return
+	case keep == 0:
+		keep = DefaultKeepExpired
+	}
+	if k, err := n.store.PruneExpired(now.Add(-keep)); err != nil {
+		n.log.Warn("prune expired attestations", "err", err)
+	} else if k > 0 {
+		n.log.Info("pruned expired attestations", "count", k, "expired_before", now.Add(-keep).Format(time.RFC3339))
 	}
 }
 

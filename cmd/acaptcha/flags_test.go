@@ -24,6 +24,7 @@ func TestNumericFlagsRefused(t *testing.T) {
 		{"node", "--pool-wait", "31s"}, // past the session's wait for its set
 		{"node", "--pool-token-budget", "-5"},
 		{"node", "--trust-quorum", "-1"},
+		{"node", "--keep-expired", "-1h"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(context.Background(), args, &out, &errb); code != exitUsage {

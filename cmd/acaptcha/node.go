@@ -19,6 +19,7 @@ import (
 type contactOptions struct {
 	attestPolicy  string
 	retryRejected time.Duration
+	keepExpired   time.Duration
 	consensus     int
 	bootstrap     []string
 	mdns          bool
@@ -86,7 +87,7 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 // contact and discovery; nil (a one-shot command) leaves both off.
 func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOptions) (*peer.Node, string, error) {
 	if contact == nil {
-		contact = &contactOptions{attestPolicy: string(peer.AttestNone)}
+		contact = &contactOptions{attestPolicy: string(peer.AttestNone), keepExpired: peer.DefaultKeepExpired}
 	}
 	ctx := cmd.Context()
 	pol, err := a.policy()
@@ -106,6 +107,13 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	}
 	if contact.retryRejected < 0 {
 		return nil, "", usageErr("--retry-rejected must not be negative")
+	}
+	keepExpired := contact.keepExpired
+	switch {
+	case keepExpired < 0:
+		return nil, "", usageErr("--keep-expired must not be negative (0 keeps expired attestations forever)")
+	case keepExpired == 0:
+		keepExpired = -1 // peer.Config: negative is never
 	}
 	if _, err := peer.ParseBootstrap(contact.bootstrap); err != nil {
 		return nil, "", usageErr("--bootstrap: %v", err)
@@ -175,6 +183,7 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 
 		AttestPolicy:  attestPolicy,
 		RetryRejected: contact.retryRejected,
+		KeepExpired:   keepExpired,
 		Bootstrap:     contact.bootstrap,
 		MDNS:          contact.mdns,
 		DHT:           contact.dht,
@@ -271,6 +280,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&a.contact.attestPolicy, "attest-policy", string(peer.AttestAll), "which peers that connect and speak acaptcha this node attests by itself: all, inbound (they dialled us), outbound (we dialled them) or none")
 	f.DurationVar(&a.contact.retryRejected, "retry-rejected", peer.DefaultRetryRejected, "how long a rejected peer is left alone before first contact challenges it again (doubling per rejection, up to 24h)")
+	f.DurationVar(&a.contact.keepExpired, "keep-expired", peer.DefaultKeepExpired, "how long the store keeps an attestation after it expired; older ones are pruned at start and hourly (0 keeps them forever)")
 	f.IntVar(&a.contact.consensus, "consensus", skill.DefaultConsensusThreshold, "retire a question once this many distinct provers that passed their earlier rounds give it the same non-matching answer on time (0 turns consensus feedback off)")
 	f.StringArrayVar(&a.contact.bootstrap, "bootstrap", nil, "peer to connect to at start and keep connected, as a multiaddr ending in /p2p/PEER_ID (repeatable)")
 	f.BoolVar(&a.contact.mdns, "mdns", true, "discover peers on the local network with mDNS (--mdns=false turns it off)")

@@ -308,3 +308,90 @@ func (s *Store) TryServe(id string, max int) (bool, error) {
 	}
 	return ok, nil
 }
+
+// pruneBatch bounds the deletions of one transaction of PruneExpired: a
+// node's commits stay small while it prunes a large backlog.
+const pruneBatch = 1000
+
+// PruneExpired deletes the issued and received attestations that expired
+// before cutoff and returns how many it deleted. A record's key holds its
+// issue time, so only records issued before cutoff are read (and their
+// signatures checked again); a record that no longer verifies is left for
+// List to report, not deleted. It deletes in transactions of at most
+// pruneBatch records.
+func (s *Store) PruneExpired(cutoff time.Time) (int, error) {
+	total := 0
+	for _, b := range [][]byte{bucketIssued, bucketReceived} {
+		// after is the key to resume the scan after: a transaction
+		// deletes at most pruneBatch records, then the next one goes on.
+		var after []byte
+		for {
+			deleted, next, err := s.pruneSome(b, after, cutoff)
+			total += deleted
+			if err != nil {
+				return total, fmt.Errorf("prune expired attestations: %w", err)
+			}
+			if next == nil {
+				break
+			}
+			after = next
+		}
+	}
+	return total, nil
+}
+
+// pruneSome deletes up to pruneBatch records of bucket b expired before
+// cutoff, scanning from the first key after after (nil: from the start).
+// It returns the last key it looked at when it stopped at the batch bound
+// (nil when it reached the end). It reads in a read-only transaction and
+// commits only when there is something to delete.
+func (s *Store) pruneSome(b []byte, after []byte, cutoff time.Time) (int, []byte, error) {
+	var dead [][]byte
+	var next []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(b).Cursor()
+		k, v := c.First()
+		if after != nil {
+			k, v = c.Seek(after)
+			if k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil; k, v = c.Next() {
+			if len(k) < 17 {
+				continue
+			}
+			if issued := int64(binary.BigEndian.Uint64(k[len(k)-16 : len(k)-8])); issued >= cutoff.Unix() {
+				continue // issued at or after cutoff: not expired before it
+			}
+			a, _, err := protocol.VerifyAttestation(v, protocol.VerifyOptions{AllowExpired: true})
+			if err != nil || !a.ExpiresAt.Before(cutoff) {
+				continue
+			}
+			dead = append(dead, bytes.Clone(k))
+			if len(dead) == pruneBatch {
+				next = bytes.Clone(k)
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil || len(dead) == 0 {
+		return 0, nil, err
+	}
+	// Deleting a key twice or one already gone is harmless: records are
+	// never rewritten under their key (it holds the envelope's digest).
+	err = s.update1(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(b)
+		for _, k := range dead {
+			if err := bk.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return len(dead), next, nil
+}

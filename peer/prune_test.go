@@ -1,0 +1,94 @@
+package peer_test
+
+import (
+	"crypto/rand"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/internal/testutil/testnode"
+	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
+)
+
+// A node prunes its store's attestations that expired more than
+// Config.KeepExpired ago (30 days by default) when it starts; with a
+// negative KeepExpired it keeps them all.
+func TestNodePrunesExpiredAttestations(t *testing.T) {
+	sets := dependentSets(t)
+	now := time.Now()
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name string
+		keep time.Duration
+		want int // records left of the four
+	}{
+		{"default", 0, 2},
+		{"keep 60 days", 60 * day, 3},
+		{"never", -1, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, _, err := crypto.GenerateEd25519Key(rand.Reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			me, _ := lpeer.IDFromPrivateKey(key)
+			them, _ := lpeer.IDFromPrivateKey(other)
+			path := filepath.Join(t.TempDir(), "store.db")
+			st, err := peer.OpenStore(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []struct {
+				d   peer.Direction
+				env []byte
+			}{
+				{peer.Issued, peer.SealTest(key, them, true, now.Add(-100*day), day)},   // expired 99 days ago
+				{peer.Issued, peer.SealTest(key, them, true, now.Add(-time.Hour), day)}, // valid
+				{peer.Received, peer.SealTest(other, me, true, now.Add(-40*day), day)},  // expired 39 days ago
+				{peer.Received, peer.SealTest(other, me, false, now.Add(-10*day), day)}, // expired 9 days ago
+			} {
+				a, _, err := protocol.VerifyAttestation(r.env, protocol.VerifyOptions{AllowExpired: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Put(r.d, r.env, a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			n := testnode.New(t, testnode.Options{
+				Config: peer.Config{Key: key, StorePath: path, KeepExpired: tc.keep},
+				Sets:   sets,
+			})
+			// The prune at start has run once Close returned.
+			n.Close()
+			st, err = peer.OpenStore(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			es, err := st.List("", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(es) != tc.want {
+				t.Errorf("%d records left, want %d", len(es), tc.want)
+			}
+			for _, e := range es {
+				if e.Attestation.ExpiresAt.Before(now.Add(-tc.keep)) && tc.keep > 0 {
+					t.Errorf("kept a record that expired %v ago", now.Sub(e.Attestation.ExpiresAt).Round(time.Hour))
+				}
+			}
+		})
+	}
+}
