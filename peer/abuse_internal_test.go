@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/spec"
@@ -80,9 +81,9 @@ func TestIssuedRejectionsCoalesce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	key, _ := newKey(t)
-	_, subject := newKey(t)
-	_, other := newKey(t)
+	key, _ := testutil.NewKey(t)
+	_, subject := testutil.NewKey(t)
+	_, other := testutil.NewKey(t)
 	now := time.Now().Truncate(time.Second)
 	put := func(p peer.ID, accepted bool, at time.Time) {
 		t.Helper()
@@ -129,7 +130,7 @@ func TestIssuedRejectionsCoalesce(t *testing.T) {
 func TestWarnPeerRateLimited(t *testing.T) {
 	var buf bytes.Buffer
 	n := &Node{log: slog.New(slog.NewTextHandler(&buf, nil))}
-	_, p := newKey(t)
+	_, p := testutil.NewKey(t)
 	for range 1000 {
 		n.warnPeer(p, "verification of us by peer broke off")
 	}
@@ -139,7 +140,7 @@ func TestWarnPeerRateLimited(t *testing.T) {
 	buf.Reset()
 	peers := make([]peer.ID, 1000)
 	for i := range peers {
-		_, peers[i] = newKey(t)
+		_, peers[i] = testutil.NewKey(t)
 	}
 	start := time.Now()
 	for _, q := range peers {

@@ -3,7 +3,6 @@ package peer
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -15,27 +14,15 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/protocol"
 )
-
-func newKey(t *testing.T) (crypto.PrivKey, peer.ID) {
-	t.Helper()
-	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := peer.IDFromPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k, id
-}
 
 // newBareNode starts a node with no source and no prover.
 func newBareNode(t *testing.T, cfg Config) *Node {
 	t.Helper()
 	if cfg.Key == nil {
-		cfg.Key, _ = newKey(t)
+		cfg.Key, _ = testutil.NewKey(t)
 	}
 	cfg.StorePath = filepath.Join(t.TempDir(), "store.db")
 	cfg.ListenAddrs = []string{"/ip4/127.0.0.1/tcp/0"}
@@ -67,9 +54,9 @@ func sealRaw(t *testing.T, a *protocol.Attestation, key crypto.PrivKey) []byte {
 
 func TestGossipValidator(t *testing.T) {
 	n := newBareNode(t, Config{})
-	ik, issuer := newKey(t)
-	_, subject := newKey(t)
-	xk, other := newKey(t)
+	ik, issuer := testutil.NewKey(t)
+	_, subject := testutil.NewKey(t)
+	xk, other := testutil.NewKey(t)
 	fwd := other
 	now := time.Now()
 	valid := SealTest(ik, subject, true, now, time.Hour)
@@ -166,10 +153,10 @@ func TestAdmissionRules(t *testing.T) {
 	var iks []crypto.PrivKey
 	var ids []peer.ID
 	for range 3 {
-		k, id := newKey(t)
+		k, id := testutil.NewKey(t)
 		iks, ids = append(iks, k), append(ids, id)
 	}
-	_, subject := newKey(t)
+	_, subject := testutil.NewKey(t)
 	learn := func(env []byte) {
 		t.Helper()
 		if _, err := LearnEnvelope(n, env, ViaPresentation, subject); err != nil {
@@ -267,12 +254,12 @@ func TestNilMetricsSafe(t *testing.T) {
 
 func TestLearnedCaps(t *testing.T) {
 	n := newBareNode(t, Config{})
-	ik, issuer := newKey(t)
+	ik, issuer := testutil.NewKey(t)
 	now := time.Now()
 	n.trust.mu.Lock()
 	n.trust.perIssuer[issuer] = MaxLearnedPerIssuer
 	n.trust.mu.Unlock()
-	_, subject := newKey(t)
+	_, subject := testutil.NewKey(t)
 	if res, err := LearnEnvelope(n, SealTest(ik, subject, true, now, time.Hour), ViaGossip, issuer); err != nil || res != "capacity" {
 		t.Fatalf("over the per-issuer cap from an unverified issuer: %q %v", res, err)
 	}
@@ -289,7 +276,7 @@ func TestRecordsAboutUs(t *testing.T) {
 	n := newBareNode(t, Config{})
 	selfKey := n.host.Peerstore().PrivKey(n.ID())
 	now := time.Now()
-	sybilKey, sybil := newKey(t)
+	sybilKey, sybil := testutil.NewKey(t)
 	// A stranger's acceptance of us is forwarded on gossip but not learned.
 	junk := SealTest(sybilKey, n.ID(), true, now, time.Hour)
 	if got := n.validateGossip(context.Background(), sybil, gossipMsg(junk, sybil)); got != pubsub.ValidationAccept {
@@ -303,7 +290,7 @@ func TestRecordsAboutUs(t *testing.T) {
 		t.Fatalf("stranger's rejection of us: %v", got)
 	}
 	// Presentations put issuers we verified first, however old.
-	friendKey, friend := newKey(t)
+	friendKey, friend := testutil.NewKey(t)
 	if err := IssueEnvelope(n, SealTest(selfKey, friend, true, now, time.Hour)); err != nil {
 		t.Fatal(err)
 	}

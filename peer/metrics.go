@@ -196,20 +196,18 @@ func newMetrics(reg prometheus.Registerer, st *Store) *metrics {
 		return 0
 	}))
 	if st != nil {
-		_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Name: "store_commits_total",
-			Help: "Synced read-write transactions of the node's store (bbolt syncs twice per commit).",
-		}, func() float64 {
-			c, _ := st.Commits()
-			return float64(c)
-		}))
-		_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Name: "store_batched_writes_total",
-			Help: "Attestation records written through the store's group commit (records per commit = this over acaptcha_store_commits_total, for those commits).",
-		}, func() float64 {
-			_, b := st.Commits()
-			return float64(b)
-		}))
+		for _, c := range []struct {
+			name, help string
+			get        func(commits, batched uint64) uint64
+		}{
+			{"store_commits_total", "Synced read-write transactions of the node's store (bbolt syncs twice per commit).",
+				func(c, _ uint64) uint64 { return c }},
+			{"store_batched_writes_total", "Attestation records written through the store's group commit (records per commit = this over acaptcha_store_commits_total, for those commits).",
+				func(_, b uint64) uint64 { return b }},
+		} {
+			_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metricsNamespace, Name: c.name, Help: c.help},
+				func() float64 { return float64(c.get(st.Commits())) }))
+		}
 	}
 	m.prom = p
 	return m

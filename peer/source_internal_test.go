@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -43,7 +44,7 @@ func TestParseRequireSource(t *testing.T) {
 	if DefaultRequireSource != skill.SourceHybrid {
 		t.Fatalf("default policy %q, want hybrid", DefaultRequireSource)
 	}
-	k, _ := newKey(t)
+	k, _ := testutil.NewKey(t)
 	if _, err := New(Config{Key: k, StorePath: t.TempDir() + "/s.db", ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, RequireSource: "gpt"}); err == nil {
 		t.Fatal("New accepted require source \"gpt\"")
 	}
@@ -61,11 +62,11 @@ type policyFixture struct {
 
 func newPolicyFixture(t *testing.T, require skill.SourceKind) *policyFixture {
 	t.Helper()
-	selfKey, _ := newKey(t)
+	selfKey, _ := testutil.NewKey(t)
 	n := newBareNode(t, Config{Key: selfKey, TrustQuorum: 1, RequireSource: require})
 	f := &policyFixture{n: n, now: time.Now()}
 	for range 2 {
-		k, id := newKey(t)
+		k, id := testutil.NewKey(t)
 		f.ids = append(f.ids, id)
 		f.iks = append(f.iks, func(subject peer.ID, accepted bool, at time.Time, src skill.SourceKind) []byte {
 			return SealTestFrom(k, subject, accepted, at, time.Hour, src)
@@ -76,7 +77,7 @@ func newPolicyFixture(t *testing.T, require skill.SourceKind) *policyFixture {
 			t.Fatal(err)
 		}
 	}
-	_, f.subject = newKey(t)
+	_, f.subject = testutil.NewKey(t)
 	return f
 }
 
@@ -162,7 +163,7 @@ func TestDefaultQuorumIgnoresProceduralAttestation(t *testing.T) {
 	// Our own acceptance on weak challenges does not admit directly; a
 	// rejection stays a rejection whatever its source.
 	selfKey := n.host.Peerstore().PrivKey(n.ID())
-	_, p := newKey(t)
+	_, p := testutil.NewKey(t)
 	if err := IssueEnvelope(n, SealTestFrom(selfKey, p, true, f.now, time.Hour, skill.SourceCorpus)); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestExplicitProceduralPolicyCountsProcedural(t *testing.T) {
 		t.Fatalf("procedural voucher shown as %+v", v)
 	}
 	selfKey := n.host.Peerstore().PrivKey(n.ID())
-	_, p := newKey(t)
+	_, p := testutil.NewKey(t)
 	if err := IssueEnvelope(n, SealTestFrom(selfKey, p, true, f.now, time.Hour, skill.SourceUnknown)); err != nil {
 		t.Fatal(err)
 	}
@@ -247,9 +248,9 @@ func TestWeakSourceDoesNotLoopFirstContact(t *testing.T) {
 		kind skill.SourceKind
 		want bool
 	}{{skill.SourceProcedural, false}, {skill.SourceCorpus, false}, {skill.SourceUnknown, false}, {skill.SourceHybrid, true}, {skill.SourceLLM, true}} {
-		k, _ := newKey(t)
+		k, _ := testutil.NewKey(t)
 		n := newBareNode(t, Config{Key: k, Source: stubSource{}, SourceKind: tc.kind, Logger: slog.New(slog.DiscardHandler)})
-		_, p := newKey(t)
+		_, p := testutil.NewKey(t)
 		if err := IssueEnvelope(n, SealTestFrom(k, p, true, time.Now(), time.Hour, skill.SourceProcedural)); err != nil {
 			t.Fatal(err)
 		}

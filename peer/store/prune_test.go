@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -46,19 +47,6 @@ func sealed(t *testing.T, key crypto.PrivKey, subject peer.ID, issued time.Time,
 	return env, got
 }
 
-func newKey(t *testing.T) (crypto.PrivKey, peer.ID) {
-	t.Helper()
-	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := peer.IDFromPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k, id
-}
-
 // PruneExpired deletes exactly the records that expired before the
 // cutoff, in both directions, across more than one batch, and leaves a
 // record that no longer verifies for List to report.
@@ -68,8 +56,8 @@ func TestPruneExpired(t *testing.T) {
 	now := time.Now()
 	cutoff := now.Add(-30 * 24 * time.Hour)
 	day := 24 * time.Hour
-	me, meID := newKey(t)
-	other, otherID := newKey(t)
+	me, meID := testutil.NewKey(t)
+	other, otherID := testutil.NewKey(t)
 	type rec struct {
 		d       Direction
 		issued  time.Time
@@ -109,7 +97,7 @@ func TestPruneExpired(t *testing.T) {
 	bulk := pruneBatch + 7
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		for range bulk {
-			_, subject := newKey(t)
+			_, subject := testutil.NewKey(t)
 			env, a := sealed(t, me, subject, now.Add(-60*day), day)
 			if err := tx.Bucket(bucketIssued).Put(entryKey(subject, a.IssuedAt, env), env); err != nil {
 				return err
