@@ -100,3 +100,43 @@ func TestTrustedProxyLimits(t *testing.T) {
 		}
 	})
 }
+
+// FuzzClientIP: whatever the header holds, clientIP does not panic, and
+// returns the direct peer's address, an address the header names, or the
+// invalid address when the peer's does not parse; a peer that is not a
+// trusted proxy always gets its own address.
+func FuzzClientIP(f *testing.F) {
+	f.Add("10.1.1.1:80", "198.51.100.1, 10.2.2.2")
+	f.Add("192.0.2.7:1", "10.0.0.1")
+	f.Add("[fd00::1]:80", "[2001:db8::1]:4711, ,garbage")
+	f.Add("10.1.1.1:80", strings.Repeat("10.0.0.9,", 40))
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+	f.Fuzz(func(t *testing.T, remote, xff string) {
+		r := &http.Request{RemoteAddr: remote, Header: http.Header{"X-Forwarded-For": {xff}}}
+		got := clientIP(r, trusted)
+		direct := remoteIP(remote)
+		if !inPrefixes(direct, trusted) {
+			if got != direct {
+				t.Fatalf("untrusted peer %q got %v, want its own %v", remote, got, direct)
+			}
+			return
+		}
+		if got == direct {
+			return
+		}
+		if !got.IsValid() || !containsAddr(xff, got) {
+			t.Fatalf("clientIP = %v, neither the peer %q nor named in %q", got, remote, xff)
+		}
+	})
+}
+
+// containsAddr reports whether one of the comma-separated entries of xff
+// parses (as clientIP reads it) to a.
+func containsAddr(xff string, a netip.Addr) bool {
+	for e := range strings.SplitSeq(xff, ",") {
+		if remoteIP(strings.TrimSpace(e)) == a {
+			return true
+		}
+	}
+	return false
+}
