@@ -683,8 +683,10 @@ func (n *Node) pruneExpired(now time.Time) {
 	case keep == 0:
 		keep = DefaultKeepExpired
 	}
-	if k, err := n.store.PruneExpired(now.Add(-keep)); err != nil {
-		n.log.Warn("prune expired attestations", "err", err)
+	if k, err := n.store.PruneExpired(n.ctx, now.Add(-keep)); err != nil {
+		if n.ctx.Err() == nil {
+			n.log.Warn("prune expired attestations", "err", err)
+		}
 	} else if k > 0 {
 		n.log.Info("pruned expired attestations", "count", k, "expired_before", now.Add(-keep).Format(time.RFC3339))
 	}

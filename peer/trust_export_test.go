@@ -95,3 +95,7 @@ func IssueEnvelope(n *Node, env []byte) error {
 	n.indexIssued(a)
 	return nil
 }
+
+// PruneExpired runs the node's prune of its store's expired attestations
+// (the janitor's, at start and hourly) at now.
+func PruneExpired(n *Node, now time.Time) { n.pruneExpired(now) }

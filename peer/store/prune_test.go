@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"crypto/rand"
+	"errors"
 	"testing"
 	"time"
 
@@ -49,7 +51,7 @@ func sealed(t *testing.T, key crypto.PrivKey, subject peer.ID, issued time.Time,
 
 // PruneExpired deletes exactly the records that expired before the
 // cutoff, in both directions, across more than one batch, and leaves a
-// record that no longer verifies for List to report.
+// record that does not decode for List to report.
 func TestPruneExpired(t *testing.T) {
 	s, _ := openTemp(t)
 	defer s.Close()
@@ -109,7 +111,7 @@ func TestPruneExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	c0, _ := s.Commits()
-	n, err := s.PruneExpired(cutoff)
+	n, err := s.PruneExpired(context.Background(), cutoff)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,10 +144,39 @@ func TestPruneExpired(t *testing.T) {
 	})
 	// Nothing left to prune: no commit at all.
 	c1, _ := s.Commits()
-	if n, err := s.PruneExpired(cutoff); err != nil || n != 0 {
+	if n, err := s.PruneExpired(context.Background(), cutoff); err != nil || n != 0 {
 		t.Errorf("second prune: %d, %v", n, err)
 	}
 	if c2, _ := s.Commits(); c2 != c1 {
 		t.Errorf("a prune with nothing to delete committed %d transactions", c2-c1)
+	}
+}
+
+// A prune stops when its context ends, and a later one finishes the work.
+func TestPruneExpiredCancelled(t *testing.T) {
+	s, _ := openTemp(t)
+	defer s.Close()
+	me, _ := testutil.NewKey(t)
+	now := time.Now()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for range pruneBatch + 1 {
+			_, subject := testutil.NewKey(t)
+			env, a := sealed(t, me, subject, now.Add(-60*24*time.Hour), time.Hour)
+			if err := tx.Bucket(bucketIssued).Put(entryKey(subject, a.IssuedAt, env), env); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if n, err := s.PruneExpired(ctx, now); !errors.Is(err, context.Canceled) || n != 0 {
+		t.Fatalf("cancelled prune: %d, %v", n, err)
+	}
+	if n, err := s.PruneExpired(context.Background(), now); err != nil || n != pruneBatch+1 {
+		t.Fatalf("prune: %d, %v; want %d", n, err, pruneBatch+1)
 	}
 }
