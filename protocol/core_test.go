@@ -2,28 +2,20 @@ package protocol
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"net/netip"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
 func randomPeer(t testing.TB) peer.ID {
 	t.Helper()
-	_, pub, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := peer.IDFromPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, id := testutil.NewKey(t)
 	return id
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/spec"
@@ -66,14 +67,7 @@ type agent struct {
 
 func newAgent(t testing.TB, base string) *agent {
 	t.Helper()
-	priv, _, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := peer.IDFromPrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	priv, id := testutil.NewKey(t)
 	return &agent{t: t, base: base, hc: &http.Client{Timeout: 30 * time.Second}, priv: priv, id: id}
 }
 
