@@ -14,10 +14,13 @@ import (
 // or Attest returns: the trust index and gossip, the connection manager's
 // tags, the metrics. An issued record is stored before the fan-out; a
 // received one is indexed (for presentation) before it is stored, so that
-// whoever sees it in the store can already present it. The same events are emitted on
-// the host's event bus for embedders (subscribe with
-// Host().EventBus().Subscribe(new(EvtAttestationIssued))); the bus
-// delivers them asynchronously.
+// whoever sees it in the store can already present it. The same events are
+// emitted on the host's event bus for embedders (subscribe with
+// Host().EventBus().Subscribe(new(EvtAttestationIssued))), after the
+// subsystems saw them. As with every libp2p event, a subscriber must keep
+// reading its channel (16 events deep unless eventbus.BufSize says
+// otherwise): the bus blocks the emitting session on a full channel and
+// logs a slow-consumer warning, it does not drop events.
 
 // EvtAttestationIssued is emitted after this node stored a verdict it
 // issued.

@@ -293,8 +293,8 @@ func (vs *VerifierSession) markReflected() {
 
 // issuedVerdict is the verdict as this node sends and signs it (spec
 // protocol.md §3, attestation.md §3): failed_round is the number of the
-// last delivered round of a rejection and 0 when no challenge was
-// delivered; each answer is cut by CutAnswer for the transcript digest;
+// last delivered round of a rejection and 1 when no challenge was
+// delivered (attestation.IssuedFailedRound); each answer is cut by CutAnswer for the transcript digest;
 // the set is named by its content ID (skill.Set.ContentID), and not at
 // all (no domain, no set_id) when no challenge of it was delivered, as it
 // then goes back to the source unseen.

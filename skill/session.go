@@ -75,7 +75,9 @@ type RoundRecord struct {
 type Verdict struct {
 	Accepted bool
 	Reason   Reason
-	// FailedRound is the round that decided a rejection (0 if none).
+	// FailedRound is the round that decided a rejection: the last
+	// recorded round, or the current one when none was recorded; 0 when
+	// accepted.
 	FailedRound int
 	Detail      string
 	Rounds      []RoundRecord

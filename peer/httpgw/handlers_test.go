@@ -416,3 +416,59 @@ func TestSeveralProbes(t *testing.T) {
 		t.Errorf("a session with three probes: %+v", done.Result)
 	}
 }
+
+// httpKind is a test-only second kind for TestChallengeKind.
+const httpKind = "glyph-http"
+
+func init() {
+	if err := skill.RegisterKind(skill.Kind{
+		Name:         httpKind,
+		LowerBound:   func(skill.Policy, *skill.Part, *skill.Question) time.Duration { return 2 * time.Minute },
+		Judge:        func(q *skill.Question, a string, _ []string) bool { return a == q.Answer },
+		SolverPrompt: "GLYPH: one lower-case word.",
+	}); err != nil {
+		panic(err)
+	}
+}
+
+// TestChallengeKind: a challenge names its kind as the wire does, and a
+// narrative challenge names none (spec/http.md §4).
+func TestChallengeKind(t *testing.T) {
+	part := func(text, answer string) skill.Part {
+		return skill.Part{Narrative: text, Questions: []skill.Question{{Question: "Which word? " + text, Answer: answer}}}
+	}
+	glyph := &skill.Set{Kind: httpKind, Domain: "wordplay", Parts: []skill.Part{
+		part("sun + flower", "sunflower"), part("rain + bow", "rainbow"), part("star + fish", "starfish"),
+	}}
+	glyph.ID = glyph.ContentID()
+	_, sets := newAnswerKey(t)
+	for _, tc := range []struct {
+		set  *skill.Set
+		want string
+	}{{glyph, httpKind}, {sets[0], ""}} {
+		core := newFakeCore(t, tc.set, skill.DefaultPolicy())
+		g, err := New(Config{Core: core})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(g.Handler())
+		var kinds []string
+		var raw []string
+		a := newAgent(t, srv.URL)
+		a.run(func(c *Challenge) string {
+			kinds = append(kinds, c.Kind)
+			b, _ := json.Marshal(c)
+			raw = append(raw, string(b))
+			return "wrong"
+		})
+		srv.CloseClientConnections()
+		srv.Close()
+		g.Close()
+		if len(kinds) != 1 || kinds[0] != tc.want {
+			t.Errorf("set of kind %q: challenge kinds %q, want [%q]", tc.set.Kind, kinds, tc.want)
+		}
+		if tc.want == "" && strings.Contains(raw[0], `"kind"`) {
+			t.Errorf("narrative challenge names a kind: %s", raw[0])
+		}
+	}
+}

@@ -68,6 +68,9 @@ type Challenge struct {
 	Narrative string `json:"narrative"`
 	Question  string `json:"question"`
 	BudgetMs  int64  `json:"budget_ms"`
+	// Kind names the challenge's kind (spec/generation.md, "Kinds");
+	// absent for the narrative kind, as on the wire.
+	Kind string `json:"kind,omitempty"`
 	// AnswerWithinMs is the wait for the answer from delivery, RTT
 	// credit included and cut by what remains of T_total.
 	AnswerWithinMs int64 `json:"answer_within_ms"`
@@ -147,7 +150,7 @@ func (g *Gateway) view(s *session) *Session {
 	case StateAnswering:
 		c := s.ch
 		v.Challenge = &Challenge{Round: c.Round, Rounds: c.Rounds, Domain: c.Domain, Narrative: c.Narrative,
-			Question: c.Question, BudgetMs: c.Budget.Milliseconds()}
+			Question: c.Question, BudgetMs: c.Budget.Milliseconds(), Kind: skill.WireKind(c.Kind)}
 		since := time.Duration(0)
 		if c.Round > 1 {
 			since = g.now().Sub(s.start)

@@ -470,8 +470,9 @@ func (a *Record) checkStructure() error {
 }
 
 // acceptedFailedRound is the verifier's rule for the failed round of a
-// rejection (spec/attestation.md §3.2): 0 or 1 when no round was delivered
-// (0 is what issuers write; 1 is the 1.0.0 form), otherwise 1..rounds
+// rejection (spec/attestation.md §3.2): 1 or 0 when no round was delivered
+// (issuers write 1, the 1.0.0 form; 0 is accepted from issuers that
+// followed the Verdict table's older "0 if none"), otherwise 1..rounds
 // (issuers write the number of the last entry; 1.0.0 said only 1..rounds).
 func acceptedFailedRound(failed, entries, rounds int) bool {
 	if entries == 0 {
