@@ -186,6 +186,7 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 			Limits: peer.Limits{
 				MaxDrawsPerPeer: many, MaxDrawsPerPrefix: many, MaxDraws: many,
 				MaxSessionsPerVerifier: many, MaxCallsPerVerifier: many, MaxProverCalls: many,
+				MaxSessionsPerVerifierPrefix: many, MaxProverSessions: many, MaxProverTokens: many,
 			},
 		})
 		if err != nil {

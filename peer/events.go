@@ -1,6 +1,8 @@
 package peer
 
 import (
+	"fmt"
+
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/network"
 
@@ -103,6 +105,12 @@ func (n *Node) recordIssued(r *protocol.Result, door string) {
 
 // recordReceived stores a verdict about this node and fans it out.
 func (n *Node) recordReceived(r protocol.ProverResult) {
+	if a := r.Attestation; a != nil && !keptLifetime(a) {
+		// The verifier picks the expiry: a record valid for longer than
+		// this node keeps records is not stored, indexed or shared.
+		r.Attestation, r.Envelope = nil, nil
+		r.AttestationErr = fmt.Errorf("record valid for %s, longer than the %s this node keeps: not kept", a.ExpiresAt.Sub(a.IssuedAt), MaxKeptLifetime)
+	}
 	switch {
 	case r.Err != nil:
 		n.warnPeer(r.Verifier, "verification of us by peer broke off", "err", r.Err)

@@ -261,6 +261,7 @@ const (
 	gossipStale        = "stale"
 	gossipCapacity     = "capacity"
 	gossipAboutUs      = "about_us"
+	gossipLifetime     = "lifetime"
 )
 
 // validateGossip is the topic validator. It refuses oversized data before
@@ -323,6 +324,8 @@ func (n *Node) checkGossip(data []byte, author peer.ID) (pubsub.ValidationResult
 		return pubsub.ValidationIgnore, gossipStale, nil
 	case learnFull:
 		return pubsub.ValidationIgnore, gossipCapacity, nil
+	case learnTooLong:
+		return pubsub.ValidationIgnore, gossipLifetime, nil
 	case learnAboutUs:
 		if a.Accepted {
 			// Forward it (its issuer or subject published it), do not

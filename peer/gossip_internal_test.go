@@ -311,3 +311,129 @@ func TestRecordsAboutUs(t *testing.T) {
 		t.Fatal("the verified issuer's record is not presented first")
 	}
 }
+
+// A record's issuer picks its expiry: one valid for longer than
+// MaxKeptLifetime is not kept from a session (not stored, indexed or
+// published), not learned from gossip (ignored with reason "lifetime"),
+// and not loaded from the store; one just within it is.
+func TestRecordLifetimeCap(t *testing.T) {
+	n := newBareNode(t, Config{})
+	now := time.Now()
+	vk, verifier := testutil.NewKey(t)
+	for _, tc := range []struct {
+		ttl  time.Duration
+		keep bool
+	}{{MaxKeptLifetime, true}, {MaxKeptLifetime + time.Second, false}, {100 * 365 * 24 * time.Hour, false}} {
+		env := SealTest(vk, n.ID(), false, now, tc.ttl)
+		a, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := n.store.List(Received, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.recordReceived(protocol.ProverResult{Verifier: verifier, Attestation: a, Envelope: env, Reason: a.Reason})
+		after, err := n.store.List(Received, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored := len(after) - len(before); stored != map[bool]int{true: 1, false: 0}[tc.keep] {
+			t.Errorf("ttl %s: %d records stored", tc.ttl, stored)
+		}
+		n.trust.mu.RLock()
+		r := n.trust.self[verifier]
+		n.trust.mu.RUnlock()
+		if indexed := r != nil && r.expiresAt.Equal(a.ExpiresAt); indexed != tc.keep {
+			t.Errorf("ttl %s: indexed %v, want %v", tc.ttl, indexed, tc.keep)
+		}
+		// Gossip: about a third party, published by its issuer.
+		_, subject := testutil.NewKey(t)
+		g := SealTest(vk, subject, true, now, tc.ttl)
+		want := map[bool]pubsub.ValidationResult{true: pubsub.ValidationAccept, false: pubsub.ValidationIgnore}[tc.keep]
+		if got := n.validateGossip(context.Background(), verifier, gossipMsg(g, verifier)); got != want {
+			t.Errorf("ttl %s: gossip %v, want %v", tc.ttl, got, want)
+		}
+		if res, _ := LearnEnvelope(n, g, ViaGossip, verifier); (res == "lifetime") == tc.keep {
+			t.Errorf("ttl %s: learn %q", tc.ttl, res)
+		}
+	}
+}
+
+// The records about this node held in memory stay within MaxSelfRecords:
+// an expired one goes first, then the oldest of an issuer not admitted
+// directly; expired ones are pruned.
+func TestSelfRecordsBounded(t *testing.T) {
+	n := newBareNode(t, Config{})
+	selfKey := n.host.Peerstore().PrivKey(n.ID())
+	now := time.Now()
+	rec := func(issued time.Time, ttl time.Duration) (*protocol.Attestation, []byte) {
+		k, _ := testutil.NewKey(t)
+		env := SealTest(k, n.ID(), true, issued, ttl)
+		a, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{Now: issued})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, env
+	}
+	// A friend (admitted directly) with the oldest record, then strangers.
+	friendKey, friend := testutil.NewKey(t)
+	if err := IssueEnvelope(n, SealTest(selfKey, friend, true, now, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	fenv := SealTest(friendKey, n.ID(), true, now.Add(-time.Hour), 2*time.Hour)
+	fa, _, err := protocol.VerifyAttestation(fenv, protocol.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.indexReceived(fa, fenv)
+	expiring, eenv := rec(now.Add(-time.Hour), time.Hour+time.Minute) // expires in a minute
+	n.indexReceived(expiring, eenv)
+	var oldestStranger peer.ID
+	for i := 0; i < MaxSelfRecords-2; i++ {
+		a, env := rec(now.Add(-time.Duration(MaxSelfRecords-i)*time.Second), 3*time.Hour)
+		if i == 0 {
+			oldestStranger = a.Issuer
+		}
+		n.indexReceived(a, env)
+	}
+	count := func() int {
+		n.trust.mu.RLock()
+		defer n.trust.mu.RUnlock()
+		return len(n.trust.self)
+	}
+	has := func(p peer.ID) bool {
+		n.trust.mu.RLock()
+		defer n.trust.mu.RUnlock()
+		return n.trust.self[p] != nil
+	}
+	if count() != MaxSelfRecords {
+		t.Fatalf("%d records held, want %d", count(), MaxSelfRecords)
+	}
+	// Full: once the record about to expire has expired it goes first.
+	later := now.Add(2 * time.Minute)
+	n.trust.mu.Lock()
+	n.trust.putSelfLocked(newTrustRec(must(rec(later, time.Hour)).a, SourceReceived), later)
+	n.trust.mu.Unlock()
+	if has(expiring.Issuer) || count() != MaxSelfRecords {
+		t.Fatalf("expired record kept (%v) or count %d", has(expiring.Issuer), count())
+	}
+	// Then the oldest stranger, not the older friend.
+	a, env := rec(now, time.Hour)
+	n.indexReceived(a, env)
+	if !has(friend) || has(oldestStranger) || !has(a.Issuer) || count() != MaxSelfRecords {
+		t.Fatalf("friend %v, oldest stranger %v, newcomer %v, count %d", has(friend), has(oldestStranger), has(a.Issuer), count())
+	}
+	// Pruning drops the expired ones.
+	n.pruneLearned(now.Add(3 * time.Hour))
+	if count() != 0 {
+		t.Fatalf("%d records about us left after all expired", count())
+	}
+}
+
+type recPair struct {
+	a   *protocol.Attestation
+	env []byte
+}
+
+func must(a *protocol.Attestation, env []byte) recPair { return recPair{a, env} }

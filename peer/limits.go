@@ -149,6 +149,15 @@ type Limits struct {
 	MaxSessionsPerVerifier int
 	MaxCallsPerVerifier    int
 	MaxProverCalls         int
+	// MaxSessionsPerVerifierPrefix bounds the sessions this node answers
+	// per hour for the verifiers of one IPv4 /24 or IPv6 /48 together;
+	// MaxProverSessions, MaxProverTokens and MaxProverPowWork the
+	// sessions, prompt tokens and proof-of-work hashes of all verifiers
+	// per hour (protocol.Config).
+	MaxSessionsPerVerifierPrefix int
+	MaxProverSessions            int
+	MaxProverTokens              int
+	MaxProverPowWork             int
 	// MaxInboundPerPeer and MaxInbound bound concurrent prover sessions.
 	MaxInboundPerPeer int
 	MaxInbound        int
@@ -166,6 +175,8 @@ func (l Limits) Check() error {
 		{"draws per peer", l.MaxDrawsPerPeer}, {"draws per prefix", l.MaxDrawsPerPrefix}, {"draws", l.MaxDraws},
 		{"sessions per verifier", l.MaxSessionsPerVerifier}, {"answerer calls per verifier", l.MaxCallsPerVerifier},
 		{"answerer calls", l.MaxProverCalls}, {"inbound sessions per peer", l.MaxInboundPerPeer}, {"inbound sessions", l.MaxInbound},
+		{"sessions per verifier prefix", l.MaxSessionsPerVerifierPrefix}, {"prover sessions", l.MaxProverSessions},
+		{"prover tokens", l.MaxProverTokens}, {"prover proof-of-work hashes", l.MaxProverPowWork},
 	} {
 		if c.v < 0 {
 			return fmt.Errorf("limits: %s %d must not be negative", c.name, c.v)
@@ -186,6 +197,8 @@ func (cfg *Config) protocolLimits(c protocol.Config) protocol.Config {
 	c.PowDifficulty = l.PowDifficulty
 	c.MaxDrawsPerPeer, c.MaxDrawsPerPrefix, c.MaxDraws = l.MaxDrawsPerPeer, l.MaxDrawsPerPrefix, l.MaxDraws
 	c.MaxSessionsPerVerifier, c.MaxCallsPerVerifier, c.MaxProverCalls = l.MaxSessionsPerVerifier, l.MaxCallsPerVerifier, l.MaxProverCalls
+	c.MaxSessionsPerVerifierPrefix, c.MaxProverSessions = l.MaxSessionsPerVerifierPrefix, l.MaxProverSessions
+	c.MaxProverTokens, c.MaxProverPowWork = l.MaxProverTokens, l.MaxProverPowWork
 	c.MaxInboundPerPeer, c.MaxInbound = l.MaxInboundPerPeer, l.MaxInbound
 	c.MaxAcceptTotal = l.MaxAcceptTotal
 	c.LimitLoopback = cfg.LimitLoopback

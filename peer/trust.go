@@ -111,6 +111,19 @@ const (
 	maxLearnedHard      = 2 * MaxLearned
 	learnedQueue        = 4096
 	learnedPruneEvery   = 10 * time.Minute
+	// MaxKeptLifetime is the longest validity (expires_at - issued_at) of
+	// a record this node keeps from someone else: received in a session,
+	// learned from gossip or a presentation. The issuer picks the expiry,
+	// and the store prunes a record only once it expired (plus
+	// Config.KeepExpired), so without it a peer could make this node keep
+	// records for a century. Issuers of this implementation sign for 24
+	// hours (protocol.DefaultAttestationTTL).
+	MaxKeptLifetime = 30 * 24 * time.Hour
+	// MaxSelfRecords bounds the records about this node held in memory
+	// (the newest per issuer): past it the least useful one goes (expired
+	// first, then the oldest of an issuer this node does not admit
+	// directly, then the oldest).
+	MaxSelfRecords = 4096
 	// expiredPruneEvery is how often the store's expired attestations
 	// older than Config.KeepExpired are pruned (and once at start).
 	expiredPruneEvery = time.Hour
@@ -129,6 +142,12 @@ type trustRec struct {
 	from, author peer.ID
 	learnedAt    time.Time
 	env          []byte
+}
+
+// keptLifetime reports whether a record's validity is short enough for
+// this node to keep it (MaxKeptLifetime).
+func keptLifetime(a *protocol.Attestation) bool {
+	return a.ExpiresAt.Sub(a.IssuedAt) <= MaxKeptLifetime
 }
 
 func newTrustRec(a *protocol.Attestation, source string) *trustRec {
@@ -270,7 +289,7 @@ func loadTrustIndex(st *Store, self peer.ID) (*trustIndex, error) {
 		}
 	}
 	for _, e := range received {
-		if self != "" && e.Attestation.Subject != self {
+		if self != "" && e.Attestation.Subject != self || !keptLifetime(e.Attestation) {
 			continue
 		}
 		r := newTrustRec(e.Attestation, SourceReceived)
@@ -286,7 +305,7 @@ func loadTrustIndex(st *Store, self peer.ID) (*trustIndex, error) {
 	idx.bad = bad
 	for _, l := range ls {
 		a := l.Attestation
-		if a.Issuer == self {
+		if a.Issuer == self || !keptLifetime(a) {
 			continue
 		}
 		r := newTrustRec(a, string(l.Via))
@@ -502,8 +521,46 @@ func (n *Node) indexReceived(a *protocol.Attestation, env []byte) {
 	t := &n.trust
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if r.supersedes(t.self[a.Issuer]) {
-		t.self[a.Issuer] = r
+	t.putSelfLocked(r, n.trustNow())
+}
+
+// putSelfLocked keeps r as the newest record about this node from its
+// issuer, when it supersedes the one held, within MaxSelfRecords.
+func (t *trustState) putSelfLocked(r *trustRec, now time.Time) {
+	old, ok := t.self[r.issuer]
+	if !r.supersedes(old) {
+		return
+	}
+	if !ok && len(t.self) >= MaxSelfRecords {
+		t.evictSelfLocked(now)
+	}
+	t.self[r.issuer] = r
+}
+
+// evictSelfLocked drops one record about this node: an expired one, else
+// the oldest of an issuer this node does not admit directly, else the
+// oldest.
+func (t *trustState) evictSelfLocked(now time.Time) {
+	var victim, oldest *trustRec
+	for _, r := range t.self {
+		if !r.valid(now) {
+			delete(t.self, r.issuer)
+			return
+		}
+		if oldest == nil || r.issuedAt.Before(oldest.issuedAt) {
+			oldest = r
+		}
+		if victim == nil || r.issuedAt.Before(victim.issuedAt) {
+			if ok, _ := t.directLocked(r.issuer, now); !ok {
+				victim = r
+			}
+		}
+	}
+	if victim == nil {
+		victim = oldest
+	}
+	if victim != nil {
+		delete(t.self, victim.issuer)
 	}
 }
 
@@ -517,10 +574,11 @@ const (
 	learnOwn
 	learnFull
 	learnAboutUs
+	learnTooLong
 )
 
 func (r learnResult) String() string {
-	return [...]string{"learned", "duplicate", "stale", "own", "capacity", "about_us"}[r]
+	return [...]string{"learned", "duplicate", "stale", "own", "capacity", "about_us", "lifetime"}[r]
 }
 
 // peekLearnLocked tells what learn would do with an attestation, without
@@ -528,6 +586,9 @@ func (r learnResult) String() string {
 func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now time.Time) (learnResult, *trustRec) {
 	if a.Issuer == self {
 		return learnOwn, nil
+	}
+	if !keptLifetime(a) {
+		return learnTooLong, nil
 	}
 	var old *trustRec
 	if a.Subject == self {
@@ -574,7 +635,7 @@ func (n *Node) learn(a *protocol.Attestation, env []byte, via Via, from, author 
 	r.from, r.author, r.learnedAt = from, author, now
 	if a.Subject == self {
 		r.env = env
-		t.self[a.Issuer] = r
+		t.putSelfLocked(r, now)
 	} else {
 		m := t.learned[a.Subject]
 		if m == nil {
@@ -707,6 +768,11 @@ func (n *Node) pruneLearned(now time.Time) {
 		}
 		if len(m) == 0 {
 			delete(t.learned, subject)
+		}
+	}
+	for issuer, r := range t.self {
+		if !now.Before(r.expiresAt) {
+			delete(t.self, issuer)
 		}
 	}
 	t.mu.Unlock()

@@ -396,3 +396,112 @@ func TestProverTokenBudget(t *testing.T) {
 		})
 	}
 }
+
+// The prover's budgets per verifier prefix and in total (fresh peer IDs
+// cost a hostile verifier nothing): sessions per prefix and globally,
+// proof-of-work hashes globally with a prefix's share, prompt tokens
+// globally. A session is never given back.
+func TestProverPrefixAndGlobalBudgets(t *testing.T) {
+	cfg := Config{MaxSessionsPerVerifierPrefix: 3, MaxProverSessions: 5, MaxProverTokens: 1000, MaxProverPowWork: 8 << 10}
+	if err := cfg.applyDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudgets(&cfg)
+	net1, net2 := netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("203.0.113.0/24")
+	where := map[peer.ID]netip.Prefix{}
+	b.prefixOf = func(p peer.ID) (netip.Prefix, bool) { pfx, ok := where[p]; return pfx, ok }
+	now := time.Unix(1_700_000_000, 0)
+	id := func(i int) peer.ID { return peer.ID(fmt.Sprintf("verifier-%d", i)) }
+	for i := range 4 {
+		where[id(i)] = net1
+	}
+	where[id(4)], where[id(5)], where[id(6)] = net2, net2, net2
+
+	t.Run("sessions", func(t *testing.T) {
+		for i := range 3 {
+			if ok, why := b.admitSession(id(i), 1, now); !ok {
+				t.Fatalf("verifier %d of the first /24 refused: %s", i, why)
+			}
+		}
+		if ok, why := b.admitSession(id(3), 1, now); ok || !strings.Contains(why, "network") {
+			t.Fatalf("a fourth fresh ID of the same /24 got a session (%v, %q)", ok, why)
+		}
+		for i := 4; i < 6; i++ {
+			if ok, why := b.admitSession(id(i), 1, now); !ok {
+				t.Fatalf("verifier %d of another /24 refused: %s", i, why)
+			}
+		}
+		if ok, why := b.admitSession(id(6), 1, now); ok || !strings.Contains(why, "of this node") {
+			t.Fatalf("a sixth session past the node's budget of five (%v, %q)", ok, why)
+		}
+		b.refundCalls(id(0), 1, now) // calls go back, the session does not
+		if ok, _ := b.admitSession(id(6), 1, now); ok {
+			t.Fatal("a refund of calls gave a session back")
+		}
+		if ok, why := b.admitSession(id(6), 1, now.Add(cfg.ProverWindow/2)); !ok {
+			t.Fatalf("the node's session budget did not refill: %s", why)
+		}
+	})
+	t.Run("pow", func(t *testing.T) {
+		// A prefix's share is an eighth of 8 Ki hashes: 1 Ki.
+		if !b.chargePow(id(0), 10, now) {
+			t.Fatal("1 Ki hashes refused to a fresh prefix")
+		}
+		if b.chargePow(id(1), 1, now) {
+			t.Fatal("the first /24 solved past its share")
+		}
+		for range 7 {
+			if !b.chargePow(id(4), 0, now) {
+				t.Fatal("0 bits charged")
+			}
+		}
+		// Peers without a prefix (loopback) share only the global budget.
+		if !b.chargePow(id(20), 12, now) {
+			t.Fatal("4 Ki hashes refused with 7 Ki left")
+		}
+		if b.chargePow(id(21), 12, now) {
+			t.Fatal("4 Ki hashes solved with 3 Ki left")
+		}
+	})
+	t.Run("tokens", func(t *testing.T) {
+		if !b.chargeTokens(id(30), 900, now) {
+			t.Fatal("900 of 1000 tokens refused")
+		}
+		if b.chargeTokens(id(31), 200, now) {
+			t.Fatal("a second verifier read past the node's token budget")
+		}
+		b.refundTokens(id(30), 500, now)
+		if !b.chargeTokens(id(31), 200, now) {
+			t.Fatal("refunded tokens did not go back to the node's budget")
+		}
+	})
+}
+
+// Live: hostile verifiers asking the highest proof of work the prover
+// pays, each from a fresh peer ID that then hangs up, spend the node's
+// proof-of-work budget and no more; past it the prover declines BUSY
+// before solving.
+func TestProverPowBudgetLive(t *testing.T) {
+	const d = 12
+	m, b, _ := proverUnderTest(t, "tcp", Config{Prover: constProver("x"), MaxProverPowWork: 3 << d})
+	acked, busy := 0, 0
+	for range 5 {
+		r := openRaw(t, m, b.ID())
+		r.send(helloFrame(m.ID(), b.ID(), func(h *pb.Hello) { h.PowDifficulty = d }))
+		f, err := r.recv()
+		switch {
+		case err != nil:
+			t.Fatalf("hello: %v", err)
+		case f.GetHelloAck() != nil:
+			acked++
+		case f.GetDecline().GetReason() == pb.DeclineReason_DECLINE_REASON_BUSY:
+			busy++
+		default:
+			t.Fatalf("got %s", frameKind(f))
+		}
+		r.s.Reset()
+	}
+	if acked != 3 || busy != 2 {
+		t.Fatalf("%d acked and %d declined busy, want 3 and 2 (a budget of three proofs)", acked, busy)
+	}
+}

@@ -26,7 +26,8 @@ func benchPair(b *testing.B, transport string, probes int) (*Service, host.Host)
 	const many = 1 << 30
 	va := newService(b, ha, Config{Source: src, Probes: probes, Logger: quiet, MaxDrawsPerPeer: many, MaxDraws: many})
 	newService(b, hb, Config{Prover: oracleProver(0, src.sets...), Logger: quiet,
-		MaxSessionsPerVerifier: many, MaxCallsPerVerifier: many, MaxTokensPerVerifier: many, MaxProverCalls: many})
+		MaxSessionsPerVerifier: many, MaxCallsPerVerifier: many, MaxTokensPerVerifier: many, MaxProverCalls: many,
+		MaxSessionsPerVerifierPrefix: many, MaxProverSessions: many, MaxProverTokens: many})
 	connect(b, ha, hb, transport)
 	return va, hb
 }

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"math"
 	"math/bits"
 	"net/netip"
 	"sync"
@@ -48,6 +49,29 @@ const (
 	// DefaultMaxProverCalls is the node's global answerer-call budget per
 	// window.
 	DefaultMaxProverCalls = 1800
+	// DefaultMaxSessionsPerVerifierPrefix is how many sessions this node
+	// answers per window for the verifiers of one IP prefix together (an
+	// IPv4 /24, an IPv6 /48): fresh peer IDs cost nothing, so the
+	// per-verifier budgets alone do not bound what one network can make
+	// the prover do (solve proofs of work, store the verdicts it is sent).
+	DefaultMaxSessionsPerVerifierPrefix = 200
+	// DefaultMaxProverSessions is the node's global budget of answered
+	// sessions per window.
+	DefaultMaxProverSessions = 2000
+	// DefaultMaxProverTokens is the node's global budget of prompt tokens
+	// per window (about 150 full-size narrative rounds of 32 KiB, or 2,000
+	// of the paper's 2,000-token ones).
+	DefaultMaxProverTokens = 4_000_000
+	// DefaultMaxProverPowWork is the node's global budget of proof-of-work
+	// hashes it solves as a prover per window: a verifier's hello names
+	// the difficulty D, and each session is charged 2^D (the expected
+	// work) before the prover solves it. 2^28 is 64 sessions at the
+	// highest default difficulty (22 bits, about 1.4 s of one core here)
+	// or 4,096 at 16 bits: about 90 s of CPU per hour at most.
+	DefaultMaxProverPowWork = 1 << 28
+	// proverPrefixShare: the verifiers of one IP prefix may use at most
+	// this fraction of the global proof-of-work budget.
+	proverPrefixShare = 8
 	// DefaultMaxAcceptTotal is the longest T_total a prover accepts in a
 	// hello by default (raised to the node's own policy total if longer).
 	DefaultMaxAcceptTotal = 5 * time.Minute
@@ -182,16 +206,61 @@ type budgets struct {
 
 	mu          sync.Mutex
 	peers       map[peer.ID]*peerState
-	prefixes    map[netip.Prefix]*bucket // verifier: sets drawn per prefix
-	draws       bucket                   // global sets drawn
-	calls       bucket                   // global answerer calls
-	outbound    int                      // verifier sessions in flight
-	unpaid      int                      // counters for tests and metrics
+	prefixes    map[netip.Prefix]*bucket       // verifier: sets drawn per prefix
+	vprefixes   map[netip.Prefix]*proverPrefix // prover: per verifier prefix
+	draws       bucket                         // global sets drawn
+	calls       bucket                         // global answerer calls
+	sessions    bucket                         // global sessions answered
+	tokens      bucket                         // global prompt tokens
+	pow         bucket                         // global proof-of-work hashes solved
+	outbound    int                            // verifier sessions in flight
+	unpaid      int                            // counters for tests and metrics
 	drawRefused int
 }
 
 func newBudgets(cfg *Config) *budgets {
-	return &budgets{cfg: cfg, peers: map[peer.ID]*peerState{}, prefixes: map[netip.Prefix]*bucket{}}
+	return &budgets{cfg: cfg, peers: map[peer.ID]*peerState{}, prefixes: map[netip.Prefix]*bucket{},
+		vprefixes: map[netip.Prefix]*proverPrefix{}}
+}
+
+// proverPrefix is what the prover's budgets remember of one verifier IP
+// prefix.
+type proverPrefix struct {
+	sessions bucket
+	pow      bucket
+}
+
+// proverPrefixLocked returns the prover budgets of pfx, refilled to now.
+// When the table is full, prefixes back to full budgets are forgotten
+// first, then any (a forgotten prefix starts full; the global budgets
+// still bound it).
+func (b *budgets) proverPrefixLocked(pfx netip.Prefix, now time.Time) *proverPrefix {
+	c := b.cfg
+	refill := func(pp *proverPrefix) {
+		pp.sessions.refill(float64(c.MaxSessionsPerVerifierPrefix), c.ProverWindow, now)
+		pp.pow.refill(float64(c.MaxProverPowWork/proverPrefixShare), c.ProverWindow, now)
+	}
+	if pp, ok := b.vprefixes[pfx]; ok {
+		refill(pp)
+		return pp
+	}
+	if len(b.vprefixes) >= maxTrackedPrefixes {
+		for k, pp := range b.vprefixes {
+			if refill(pp); pp.sessions.tokens >= float64(c.MaxSessionsPerVerifierPrefix) && pp.pow.tokens >= float64(c.MaxProverPowWork/proverPrefixShare) {
+				delete(b.vprefixes, k)
+			}
+		}
+		for k := range b.vprefixes {
+			if len(b.vprefixes) < maxTrackedPrefixes {
+				break
+			}
+			delete(b.vprefixes, k)
+		}
+	}
+	pp := &proverPrefix{}
+	refill(pp)
+	b.vprefixes[pfx] = pp
+	return pp
 }
 
 // prefix returns the prefix of p, if any prefix budget applies.
@@ -414,9 +483,13 @@ func (b *budgets) failed(p peer.ID, now time.Time, unpaid bool) {
 // ---- prover side ----
 
 // admitSession reserves one session and rounds answerer calls for
-// verifier p, or reports which budget is exhausted.
+// verifier p, and one session of its IP prefix's budget and of the
+// global one, or reports which budget is exhausted. A session is never
+// given back: what the prover spends on one before its first answerer
+// call (a proof of work, the verdict it stores) is what these bound.
 func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, why string) {
 	c := b.cfg
+	pfx, hasPfx := b.prefix(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
@@ -424,6 +497,12 @@ func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, w
 	st.calls.refill(float64(c.MaxCallsPerVerifier), c.ProverWindow, now)
 	st.tokens.refill(float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
 	b.calls.refill(float64(c.MaxProverCalls), c.ProverWindow, now)
+	b.sessions.refill(float64(c.MaxProverSessions), c.ProverWindow, now)
+	b.tokens.refill(float64(c.MaxProverTokens), c.ProverWindow, now)
+	var pp *proverPrefix
+	if hasPfx {
+		pp = b.proverPrefixLocked(pfx, now)
+	}
 	r := float64(rounds)
 	switch {
 	case st.sessions.tokens < 1:
@@ -432,13 +511,51 @@ func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, w
 		return false, "answerer-call budget for this verifier spent"
 	case st.tokens.tokens <= 0:
 		return false, "token budget for this verifier spent"
+	case pp != nil && pp.sessions.tokens < 1:
+		return false, "session budget for this verifier's network spent"
+	case b.sessions.tokens < 1:
+		return false, "session budget of this node spent"
 	case b.calls.tokens < r:
 		return false, "answerer-call budget of this node spent"
+	case b.tokens.tokens <= 0:
+		return false, "token budget of this node spent"
 	}
 	st.sessions.tokens--
 	st.calls.tokens -= r
 	b.calls.tokens -= r
+	b.sessions.tokens--
+	if pp != nil {
+		pp.sessions.tokens--
+	}
 	return true, ""
+}
+
+// chargePow spends 2^d proof-of-work hashes of the global budget and of
+// the share of p's IP prefix before the prover solves a proof of work of
+// d bits, or reports false (spending nothing) when either cannot cover
+// it. It is never given back: the work is done whatever follows.
+func (b *budgets) chargePow(p peer.ID, d int, now time.Time) bool {
+	if d <= 0 {
+		return true
+	}
+	c := b.cfg
+	pfx, hasPfx := b.prefix(p)
+	work := math.Ldexp(1, d)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pow.refill(float64(c.MaxProverPowWork), c.ProverWindow, now)
+	var pp *proverPrefix
+	if hasPfx {
+		pp = b.proverPrefixLocked(pfx, now)
+	}
+	if b.pow.tokens < work || pp != nil && pp.pow.tokens < work {
+		return false
+	}
+	b.pow.tokens -= work
+	if pp != nil {
+		pp.pow.tokens -= work
+	}
+	return true
 }
 
 // refundCalls gives back reserved answerer calls that were not made.
@@ -453,8 +570,8 @@ func (b *budgets) refundCalls(p peer.ID, n int, now time.Time) {
 	b.calls.give(float64(n), float64(c.MaxProverCalls), c.ProverWindow, now)
 }
 
-// refundTokens gives back n prompt tokens of verifier p's budget that
-// were reserved and not used.
+// refundTokens gives back n prompt tokens of verifier p's budget and of
+// the node's that were reserved and not used.
 func (b *budgets) refundTokens(p peer.ID, n int, now time.Time) {
 	if n <= 0 {
 		return
@@ -463,19 +580,23 @@ func (b *budgets) refundTokens(p peer.ID, n int, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stateLocked(p, now).tokens.give(float64(n), float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
+	b.tokens.give(float64(n), float64(c.MaxProverTokens), c.ProverWindow, now)
 }
 
-// chargeTokens spends n prompt tokens of verifier p's budget; it reports
-// false, spending nothing, when the budget cannot cover them.
+// chargeTokens spends n prompt tokens of verifier p's budget and of the
+// node's; it reports false, spending nothing, when either cannot cover
+// them.
 func (b *budgets) chargeTokens(p peer.ID, n int, now time.Time) bool {
 	c := b.cfg
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
 	st.tokens.refill(float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
-	if st.tokens.tokens < float64(n) {
+	b.tokens.refill(float64(c.MaxProverTokens), c.ProverWindow, now)
+	if st.tokens.tokens < float64(n) || b.tokens.tokens < float64(n) {
 		return false
 	}
 	st.tokens.tokens -= float64(n)
+	b.tokens.tokens -= float64(n)
 	return true
 }

@@ -247,7 +247,13 @@ func (p *proverRun) serve() {
 	}
 	p.reserved = int(hello.GetRounds())
 	defer func() { s.budgets.refundCalls(p.remote, p.reserved-p.calls, s.now()) }()
-	// Pay for the session: the verifier draws a set only then (§5a).
+	// Pay for the session: the verifier draws a set only then (§5a). The
+	// work is charged to the node's budget (and the verifier prefix's
+	// share) before it is done.
+	if d := int(hello.GetPowDifficulty()); d <= s.cfg.MaxPowDifficulty && !s.budgets.chargePow(p.remote, d, s.now()) {
+		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: proof-of-work budget of this node spent", ErrBusy))
+		return
+	}
 	pctx, cancel := context.WithTimeout(s.ctx, s.cfg.HandshakeTimeout)
 	pow, err := SolvePow(pctx, hello.GetNonce(), s.h.ID(), int(hello.GetPowDifficulty()), s.cfg.MaxPowDifficulty)
 	cancel()

@@ -181,15 +181,23 @@ type Config struct {
 	// total_ms accepted (default DefaultMaxAcceptTotal, at least
 	// Policy.Total), the longest wait for the verifier's next frame
 	// (default DefaultIdleTimeout), and per ProverWindow the sessions,
-	// answerer calls and prompt tokens one verifier can cause, and the
-	// answerer calls of all verifiers together.
-	MaxAcceptTotal         time.Duration
-	IdleTimeout            time.Duration
-	ProverWindow           time.Duration
-	MaxSessionsPerVerifier int
-	MaxCallsPerVerifier    int
-	MaxTokensPerVerifier   int
-	MaxProverCalls         int
+	// answerer calls and prompt tokens one verifier can cause; the
+	// sessions the verifiers of one IP prefix can cause together
+	// (MaxSessionsPerVerifierPrefix; loopback exempt unless
+	// LimitLoopback, as for draws); and the sessions, answerer calls,
+	// prompt tokens and proof-of-work hashes (2^D per session asking D
+	// bits; one prefix at most an eighth) of all verifiers together.
+	MaxAcceptTotal               time.Duration
+	IdleTimeout                  time.Duration
+	ProverWindow                 time.Duration
+	MaxSessionsPerVerifier       int
+	MaxCallsPerVerifier          int
+	MaxTokensPerVerifier         int
+	MaxSessionsPerVerifierPrefix int
+	MaxProverSessions            int
+	MaxProverCalls               int
+	MaxProverTokens              int
+	MaxProverPowWork             int
 }
 
 func (c *Config) applyDefaults() error {
@@ -243,6 +251,10 @@ func (c *Config) applyDefaults() error {
 		{"MaxCallsPerVerifier", &c.MaxCallsPerVerifier, DefaultMaxCallsPerVerifier},
 		{"MaxTokensPerVerifier", &c.MaxTokensPerVerifier, DefaultMaxTokensPerVerifier},
 		{"MaxProverCalls", &c.MaxProverCalls, DefaultMaxProverCalls},
+		{"MaxSessionsPerVerifierPrefix", &c.MaxSessionsPerVerifierPrefix, DefaultMaxSessionsPerVerifierPrefix},
+		{"MaxProverSessions", &c.MaxProverSessions, DefaultMaxProverSessions},
+		{"MaxProverTokens", &c.MaxProverTokens, DefaultMaxProverTokens},
+		{"MaxProverPowWork", &c.MaxProverPowWork, DefaultMaxProverPowWork},
 	} {
 		if *n.v < 0 {
 			return fmt.Errorf("acaptcha: config: negative %s", n.name)

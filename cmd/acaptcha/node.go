@@ -37,6 +37,8 @@ type limitOptions struct {
 	draws                         int
 	sessionsPerVerifier           int
 	callsPerVerifier              int
+	sessionsPerVerifierPrefix     int
+	proverSessions, proverTokens  int
 	maxAcceptTotal                time.Duration
 }
 
@@ -49,6 +51,8 @@ func (l *limitOptions) check() error {
 		{"--conn-low", l.connLow}, {"--conn-high", l.connHigh}, {"--conns-per-ip", l.connsPerIP},
 		{"--max-draws-per-peer", l.drawsPerPeer}, {"--max-draws-per-prefix", l.drawsPerPrefix}, {"--max-draws", l.draws},
 		{"--max-sessions-per-verifier", l.sessionsPerVerifier}, {"--max-calls-per-verifier", l.callsPerVerifier},
+		{"--max-sessions-per-verifier-prefix", l.sessionsPerVerifierPrefix}, {"--max-prover-sessions", l.proverSessions},
+		{"--max-prover-tokens", l.proverTokens},
 	} {
 		if c.v < 0 {
 			return usageErr("%s %d: must not be negative (0: the default)", c.flag, c.v)
@@ -76,6 +80,8 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 		PowDifficulty:   l.powDifficulty,
 		MaxDrawsPerPeer: l.drawsPerPeer, MaxDrawsPerPrefix: l.drawsPerPrefix, MaxDraws: l.draws,
 		MaxSessionsPerVerifier: l.sessionsPerVerifier, MaxCallsPerVerifier: l.callsPerVerifier,
+		MaxSessionsPerVerifierPrefix: l.sessionsPerVerifierPrefix, MaxProverSessions: l.proverSessions,
+		MaxProverTokens: l.proverTokens,
 	}
 	if l.maxAcceptTotal > 0 {
 		// A node accepts at least its own policy's total.
@@ -298,6 +304,9 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.draws, "max-draws", protocol.DefaultMaxDraws, "challenge sets this node draws per hour for all peers")
 	f.IntVar(&l.sessionsPerVerifier, "max-sessions-per-verifier", protocol.DefaultMaxSessionsPerVerifier, "sessions this node answers for one verifier per hour")
 	f.IntVar(&l.callsPerVerifier, "max-calls-per-verifier", protocol.DefaultMaxCallsPerVerifier, "LLM calls one verifier can make this node's prover spend per hour")
+	f.IntVar(&l.sessionsPerVerifierPrefix, "max-sessions-per-verifier-prefix", protocol.DefaultMaxSessionsPerVerifierPrefix, "sessions this node answers per hour for the verifiers of one IPv4 /24 or IPv6 /48 together")
+	f.IntVar(&l.proverSessions, "max-prover-sessions", protocol.DefaultMaxProverSessions, "sessions this node answers per hour for all verifiers")
+	f.IntVar(&l.proverTokens, "max-prover-tokens", protocol.DefaultMaxProverTokens, "prompt tokens this node's prover reads per hour for all verifiers")
 	f.DurationVar(&l.maxAcceptTotal, "max-accept-total", protocol.DefaultMaxAcceptTotal, "longest total_ms this node accepts in a verifier's hello (raised to its own --total if longer)")
 	return cmd
 }
