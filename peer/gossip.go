@@ -193,7 +193,9 @@ func (n *Node) publish(env []byte) {
 	select {
 	case g.pub <- env:
 	default:
-		n.log.Warn("gossip publish queue full: attestation not shared")
+		// Rate-limited: the records published are the node's and those
+		// sent to it, which a burst of sessions can pile up.
+		n.warnPeer("", "gossip publish queue full: attestation not shared")
 	}
 }
 

@@ -158,9 +158,11 @@ type Limits struct {
 	MaxProverSessions            int
 	MaxProverTokens              int
 	MaxProverPowWork             int
-	// MaxInboundPerPeer and MaxInbound bound concurrent prover sessions.
-	MaxInboundPerPeer int
-	MaxInbound        int
+	// MaxInboundPerPeer, MaxInboundPerPrefix and MaxInbound bound
+	// concurrent prover sessions.
+	MaxInboundPerPeer   int
+	MaxInboundPerPrefix int
+	MaxInbound          int
 	// MaxAcceptTotal is the longest total_ms this node accepts in a hello.
 	MaxAcceptTotal time.Duration
 }
@@ -175,6 +177,7 @@ func (l Limits) Check() error {
 		{"draws per peer", l.MaxDrawsPerPeer}, {"draws per prefix", l.MaxDrawsPerPrefix}, {"draws", l.MaxDraws},
 		{"sessions per verifier", l.MaxSessionsPerVerifier}, {"answerer calls per verifier", l.MaxCallsPerVerifier},
 		{"answerer calls", l.MaxProverCalls}, {"inbound sessions per peer", l.MaxInboundPerPeer}, {"inbound sessions", l.MaxInbound},
+		{"inbound sessions per prefix", l.MaxInboundPerPrefix},
 		{"sessions per verifier prefix", l.MaxSessionsPerVerifierPrefix}, {"prover sessions", l.MaxProverSessions},
 		{"prover tokens", l.MaxProverTokens}, {"prover proof-of-work hashes", l.MaxProverPowWork},
 	} {
@@ -199,7 +202,7 @@ func (cfg *Config) protocolLimits(c protocol.Config) protocol.Config {
 	c.MaxSessionsPerVerifier, c.MaxCallsPerVerifier, c.MaxProverCalls = l.MaxSessionsPerVerifier, l.MaxCallsPerVerifier, l.MaxProverCalls
 	c.MaxSessionsPerVerifierPrefix, c.MaxProverSessions = l.MaxSessionsPerVerifierPrefix, l.MaxProverSessions
 	c.MaxProverTokens, c.MaxProverPowWork = l.MaxProverTokens, l.MaxProverPowWork
-	c.MaxInboundPerPeer, c.MaxInbound = l.MaxInboundPerPeer, l.MaxInbound
+	c.MaxInboundPerPeer, c.MaxInboundPerPrefix, c.MaxInbound = l.MaxInboundPerPeer, l.MaxInboundPerPrefix, l.MaxInbound
 	c.MaxAcceptTotal = l.MaxAcceptTotal
 	c.LimitLoopback = cfg.LimitLoopback
 	return c

@@ -505,3 +505,39 @@ func TestProverPowBudgetLive(t *testing.T) {
 		t.Fatalf("%d acked and %d declined busy, want 3 and 2 (a budget of three proofs)", acked, busy)
 	}
 }
+
+// The verifiers of one IP prefix together hold at most
+// MaxInboundPerPrefix concurrent prover sessions (loopback counts when
+// LimitLoopback is set); a slot freed is usable again.
+func TestInboundPerPrefix(t *testing.T) {
+	p := newHost(t)
+	newService(t, p, Config{Prover: constProver("x"), MaxInboundPerPrefix: 2, LimitLoopback: true, HandshakeTimeout: 5 * time.Second})
+	var open []*rawPeer
+	for i := range 3 {
+		m := newHost(t)
+		connect(t, m, p, "tcp")
+		r := openRaw(t, m, p.ID())
+		r.send(helloFrame(m.ID(), p.ID(), nil))
+		f, err := r.recv()
+		if i < 2 {
+			// Holds its slot: the prover waits for round 1.
+			if err != nil || f.GetHelloAck() == nil {
+				t.Fatalf("verifier %d: %v %v, want a hello ack", i, frameKind(f), err)
+			}
+			open = append(open, r)
+			continue
+		}
+		if err != nil || f.GetDecline().GetReason() != pb.DeclineReason_DECLINE_REASON_BUSY {
+			t.Fatalf("third verifier of the /24: %v %v, want Decline{BUSY}", frameKind(f), err)
+		}
+	}
+	open[0].s.Reset()
+	time.Sleep(100 * time.Millisecond) // the slot is released
+	m := newHost(t)
+	connect(t, m, p, "tcp")
+	r := openRaw(t, m, p.ID())
+	r.send(helloFrame(m.ID(), p.ID(), nil))
+	if f, err := r.recv(); err != nil || f.GetHelloAck() == nil {
+		t.Fatalf("after a slot was freed: %v %v, want a hello ack", frameKind(f), err)
+	}
+}

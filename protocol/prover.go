@@ -62,13 +62,13 @@ func (s *Service) handleStream(str network.Stream) {
 	}
 	defer str.Scope().ReleaseMemory(streamMemory)
 
-	if !s.acquireInbound(remote) {
+	release := s.acquireInbound(remote)
+	if release == nil {
 		declineAndReset(str, declineFrame(pb.DeclineReason_DECLINE_REASON_BUSY, "inbound session limit reached"), ErrCodeBusy,
 			min(s.cfg.HandshakeTimeout, declineLinger/2))
 		res.Err = ErrBusy
 		return
 	}
-	release := sync.OnceFunc(func() { s.releaseInbound(remote) })
 	defer release()
 	stop := context.AfterFunc(s.ctx, func() { str.Reset() })
 	defer stop()

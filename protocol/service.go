@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -31,9 +32,13 @@ const (
 	DefaultProbes            = 1
 	DefaultMaxInboundPerPeer = 2
 	DefaultMaxInbound        = 64
-	DefaultHandshakeTimeout  = 10 * time.Second
-	DefaultProbeTimeout      = 5 * time.Second
-	DefaultSourceTimeout     = 30 * time.Second
+	// DefaultMaxInboundPerPrefix bounds the concurrent prover sessions of
+	// the verifiers of one IP prefix together (fresh peer IDs are free:
+	// without it a few addresses could hold every inbound slot).
+	DefaultMaxInboundPerPrefix = 16
+	DefaultHandshakeTimeout    = 10 * time.Second
+	DefaultProbeTimeout        = 5 * time.Second
+	DefaultSourceTimeout       = 30 * time.Second
 	// MaxTotal is the longest T_total a prover accepts in a hello (and a
 	// verifier may be configured with).
 	MaxTotal = time.Hour
@@ -143,10 +148,13 @@ type Config struct {
 	// OnReflection is called with the peer that sent this node one of its
 	// own challenges. It runs on the handler's goroutine: do not block.
 	OnReflection func(offender peer.ID)
-	// MaxInboundPerPeer and MaxInbound bound the concurrent prover
-	// sessions per remote peer (default 2) and in total (default 64).
-	MaxInboundPerPeer int
-	MaxInbound        int
+	// MaxInboundPerPeer, MaxInboundPerPrefix and MaxInbound bound the
+	// concurrent prover sessions per remote peer (default 2), per IP
+	// prefix of the remote peers (default 16; loopback exempt unless
+	// LimitLoopback) and in total (default 64).
+	MaxInboundPerPeer   int
+	MaxInboundPerPrefix int
+	MaxInbound          int
 	// ReflectionWindow is how long issued challenges are remembered for
 	// reflection detection (default 10 minutes).
 	ReflectionWindow time.Duration
@@ -243,6 +251,7 @@ func (c *Config) applyDefaults() error {
 		{"Probes", &c.Probes, DefaultProbes},
 		{"MaxInboundPerPeer", &c.MaxInboundPerPeer, DefaultMaxInboundPerPeer},
 		{"MaxInbound", &c.MaxInbound, DefaultMaxInbound},
+		{"MaxInboundPerPrefix", &c.MaxInboundPerPrefix, DefaultMaxInboundPerPrefix},
 		{"MaxPowDifficulty", &c.MaxPowDifficulty, DefaultMaxPowDifficulty},
 		{"MaxDrawsPerPeer", &c.MaxDrawsPerPeer, DefaultMaxDrawsPerPeer},
 		{"MaxDrawsPerPrefix", &c.MaxDrawsPerPrefix, DefaultMaxDrawsPerPrefix},
@@ -321,11 +330,12 @@ type Service struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	closed  bool
-	inbound int
-	perPeer map[peer.ID]int
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	closed    bool
+	inbound   int
+	perPeer   map[peer.ID]int
+	perPrefix map[netip.Prefix]int
+	wg        sync.WaitGroup
 }
 
 // NewService validates cfg, fills in its defaults and registers the
@@ -341,8 +351,8 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 		h: h, cfg: cfg, now: cfg.Now,
 		log:     cfg.Logger.With("protocol", ID, "self", h.ID()),
 		guard:   newReflectionGuard(cfg.ReflectionWindow),
-		perPeer: map[peer.ID]int{},
-		random:  rand.Reader,
+		perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{},
+		random: rand.Reader,
 	}
 	s.budgets = newBudgets(&s.cfg)
 	s.budgets.prefixOf = s.drawPrefix
@@ -401,25 +411,35 @@ func (s *Service) goTracked(f func()) bool {
 	return true
 }
 
-// acquireInbound applies the per-peer and global inbound limits.
-func (s *Service) acquireInbound(p peer.ID) bool {
+// acquireInbound applies the per-peer, per-prefix and global inbound
+// limits. It returns the release function, or nil when a limit is
+// reached.
+func (s *Service) acquireInbound(p peer.ID) func() {
+	pfx, hasPfx := s.budgets.prefix(p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inbound >= s.cfg.MaxInbound || s.perPeer[p] >= s.cfg.MaxInboundPerPeer {
-		return false
+	if s.inbound >= s.cfg.MaxInbound || s.perPeer[p] >= s.cfg.MaxInboundPerPeer ||
+		hasPfx && s.perPrefix[pfx] >= s.cfg.MaxInboundPerPrefix {
+		return nil
 	}
 	s.inbound++
 	s.perPeer[p]++
-	return true
-}
-
-func (s *Service) releaseInbound(p peer.ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inbound--
-	if s.perPeer[p]--; s.perPeer[p] <= 0 {
-		delete(s.perPeer, p)
+	if hasPfx {
+		s.perPrefix[pfx]++
 	}
+	return sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.inbound--
+		if s.perPeer[p]--; s.perPeer[p] <= 0 {
+			delete(s.perPeer, p)
+		}
+		if hasPfx {
+			if s.perPrefix[pfx]--; s.perPrefix[pfx] <= 0 {
+				delete(s.perPrefix, pfx)
+			}
+		}
+	})
 }
 
 // msToDur and durToMs convert wire milliseconds, saturating.

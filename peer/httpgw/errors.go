@@ -20,6 +20,7 @@ const (
 	CodeUnpaid          = "unpaid"
 	CodeQuota           = "quota"
 	CodeTooManySessions = "too_many_sessions"
+	CodeRateLimited     = "rate_limited"
 	CodeUnknownSession  = "unknown_session"
 	CodeExpiredSession  = "expired_session"
 	CodeWrongState      = "wrong_state"
@@ -51,6 +52,7 @@ var (
 	errBadKey          = errors.New("bad public key")
 	errBadSignature    = errors.New("bad signature")
 	errTooManySessions = errors.New("too many sessions")
+	errRateLimited     = errors.New("request rate limit")
 	errUnknownSession  = errors.New("unknown session")
 	errExpiredSession  = errors.New("session expired")
 	errWrongState      = errors.New("wrong session state")
@@ -73,6 +75,7 @@ var errorTable = []errorRow{
 	{CodeUnpaid, http.StatusPaymentRequired, protocol.ErrUnpaid, "the proof of work does not pay pow_difficulty; the session is aborted and the peer's difficulty rises"},
 	{CodeQuota, http.StatusTooManyRequests, protocol.ErrPeerQuota, "the peer's, the prefix's or the node's set-draw budget is spent"},
 	{CodeTooManySessions, http.StatusTooManyRequests, errTooManySessions, "too many open sessions in total, from this IP prefix, or running for this peer"},
+	{CodeRateLimited, http.StatusTooManyRequests, errRateLimited, "this IP prefix, or all clients together, sent creates and verifies faster than the door's request rate (§5); retry after a second"},
 	{CodeUnknownSession, http.StatusNotFound, errUnknownSession, "no such session (never created, or forgotten after it ended)"},
 	{CodeExpiredSession, http.StatusGone, errExpiredSession, "the session ended without a verdict (not started in time, a probe unanswered, the gateway closing)"},
 	{CodeWrongState, http.StatusConflict, errWrongState, "the route does not apply to the session's state (e.g. an answer while probing)"},

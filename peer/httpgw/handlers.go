@@ -2,6 +2,7 @@ package httpgw
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -173,6 +174,10 @@ func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	ip := clientIP(r, g.cfg.TrustedProxies)
 	prefix := g.prefixOf(ip)
+	if !g.rates.allow(prefix, g.now()) {
+		g.writeError(w, errorf(errRateLimited, "too many creates and verifies from %s or in total; retry after a second", cmp.Or(prefix, "this client")))
+		return
+	}
 	if err := g.reserve(prefix); err != nil {
 		g.writeError(w, err)
 		return
@@ -478,6 +483,10 @@ type verifyResponse struct {
 }
 
 func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
+	if prefix := g.prefixOf(clientIP(r, g.cfg.TrustedProxies)); !g.rates.allow(prefix, g.now()) {
+		g.writeError(w, errorf(errRateLimited, "too many creates and verifies from %s or in total; retry after a second", cmp.Or(prefix, "this client")))
+		return
+	}
 	var req verifyRequest
 	if err := decode(w, r, MaxVerifyBodyBytes, &req); err != nil {
 		g.writeError(w, err)

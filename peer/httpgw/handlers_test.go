@@ -1,19 +1,24 @@
 package httpgw
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -470,5 +475,127 @@ func TestChallengeKind(t *testing.T) {
 		if tc.want == "" && strings.Contains(raw[0], `"kind"`) {
 			t.Errorf("narrative challenge names a kind: %s", raw[0])
 		}
+	}
+}
+
+// Creates and verifies are rate-limited per IP prefix and in total: past
+// the burst the door answers 429 rate_limited at once (before any work),
+// another prefix keeps its own budget until the global one is spent, and
+// the budget refills with the clock.
+func TestRequestRateLimit(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	proxy := netip.MustParsePrefix("127.0.0.1/32")
+	_, _, base := fakeDoor(t, func(c *Config) {
+		c.RequestRate, c.RequestBurst = 1, 3
+		c.GlobalRequestRate, c.GlobalRequestBurst = 1, 5
+		c.TrustedProxies = []netip.Prefix{proxy}
+		c.Now = clock
+	})
+	post := func(client, path, body string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-For", client)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var eb ErrorBody
+		_ = json.NewDecoder(resp.Body).Decode(&eb)
+		return resp.StatusCode, eb.Code
+	}
+	_, p1 := testutil.NewKey(t)
+	create := `{"peer_id":"` + p1.String() + `"}`
+	verify := `{"attestation":"AAAA"}`
+	// Prefix A: a burst of 3 (creates and verifies together), then 429.
+	for i, body := range []string{create, verify, create} {
+		path := map[bool]string{true: "/v1/sessions", false: "/v1/attestations/verify"}[body == create]
+		if st, code := post("198.51.100.7", path, body); st == http.StatusTooManyRequests {
+			t.Fatalf("request %d of prefix A limited early (%s)", i, code)
+		}
+	}
+	if st, code := post("198.51.100.9", "/v1/attestations/verify", verify); st != http.StatusTooManyRequests || code != CodeRateLimited {
+		t.Fatalf("4th request of the /24: %d %s, want 429 rate_limited", st, code)
+	}
+	// Prefix B has its own 3, but the door's 5 in all run out after 2.
+	for i := range 2 {
+		if st, code := post("203.0.113.1", "/v1/attestations/verify", verify); st == http.StatusTooManyRequests {
+			t.Fatalf("request %d of prefix B limited (%s)", i, code)
+		}
+	}
+	if st, code := post("203.0.113.1", "/v1/attestations/verify", verify); st != http.StatusTooManyRequests || code != CodeRateLimited {
+		t.Fatalf("past the door's budget: %d %s, want 429 rate_limited", st, code)
+	}
+	// Reads are not limited.
+	req, _ := http.NewRequest(http.MethodGet, base+"/.well-known/acaptcha.json", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode == http.StatusTooManyRequests {
+		t.Fatalf("manifest: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	if st, code := post("198.51.100.7", "/v1/attestations/verify", verify); st == http.StatusTooManyRequests {
+		t.Fatalf("after the buckets refilled: %s", code)
+	}
+}
+
+// Connections: over the cap per client address a connection is closed at
+// once; others still get served, and closing frees the slot.
+func TestConnsPerIP(t *testing.T) {
+	_, sets := newAnswerKey(t)
+	g, err := New(Config{Core: newFakeCore(t, sets[0], skill.DefaultPolicy()), MaxConnsPerIP: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := g.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	dial := func() net.Conn {
+		c, err := net.DialTimeout("tcp", addr.String(), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// served reports whether a request on c gets an HTTP response.
+	served := func(c net.Conn) bool {
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := c.Write([]byte("GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			return false
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	a, b := dial(), dial()
+	if !served(a) || !served(b) {
+		t.Fatal("the first two connections of 127.0.0.1 were not served")
+	}
+	if c := dial(); served(c) {
+		t.Fatal("a third connection of 127.0.0.1 was served past the cap of 2")
+	}
+	a.Close()
+	time.Sleep(100 * time.Millisecond) // the server sees the close
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if served(dial()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed connection's slot was not freed")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

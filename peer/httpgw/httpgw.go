@@ -115,6 +115,18 @@ type Config struct {
 	// as the proxy; listing a network whose hosts are not all proxies
 	// lets those hosts claim any address.
 	TrustedProxies []netip.Prefix
+	// RequestRate and RequestBurst are the costly requests (creates and
+	// verifies) per second one IP prefix may make (defaults
+	// DefaultRequestRate, DefaultRequestBurst); GlobalRequestRate and
+	// GlobalRequestBurst the door's in total. MaxConns and MaxConnsPerIP
+	// cap open connections in total and per client address (a trusted
+	// proxy's count against the total only).
+	RequestRate        float64
+	RequestBurst       int
+	GlobalRequestRate  float64
+	GlobalRequestBurst int
+	MaxConns           int
+	MaxConnsPerIP      int
 	// Now is the clock rounds are timed on (default time.Now).
 	Now func() time.Time
 	// Logger receives the gateway's logs (default slog.Default()).
@@ -142,11 +154,21 @@ func (c *Config) applyDefaults() error {
 		{&c.MaxSessionsPerPeer, DefaultMaxSessionsPerPeer},
 		{&c.V4PrefixBits, DefaultV4PrefixBits},
 		{&c.V6PrefixBits, DefaultV6PrefixBits},
+		{&c.RequestBurst, DefaultRequestBurst},
+		{&c.GlobalRequestBurst, DefaultGlobalRequestBurst},
+		{&c.MaxConns, DefaultMaxConns},
+		{&c.MaxConnsPerIP, DefaultMaxConnsPerIP},
 		{&c.PowDifficulty, DefaultPowDifficulty},
 	} {
 		if *n.v == 0 {
 			*n.v = n.def
 		}
+	}
+	if c.RequestRate == 0 {
+		c.RequestRate = DefaultRequestRate
+	}
+	if c.GlobalRequestRate == 0 {
+		c.GlobalRequestRate = DefaultGlobalRequestRate
 	}
 	for _, d := range []struct {
 		v   *time.Duration
@@ -168,6 +190,10 @@ func (c *Config) applyDefaults() error {
 		return fmt.Errorf("httpgw: %d probes, want 1..%d", c.Probes, protocol.MaxProbes)
 	case c.MaxSessions < 1 || c.MaxSessionsPerPrefix < 1 || c.MaxSessionsPerPeer < 1:
 		return errors.New("httpgw: session limits must be positive")
+	case c.RequestRate < 0 || c.GlobalRequestRate < 0 || c.RequestBurst < 1 || c.GlobalRequestBurst < 1:
+		return errors.New("httpgw: request rates must be positive")
+	case c.MaxConns < 1 || c.MaxConnsPerIP < 1:
+		return errors.New("httpgw: connection caps must be positive")
 	case c.V4PrefixBits < 1 || c.V4PrefixBits > 32 || c.V6PrefixBits < 1 || c.V6PrefixBits > 128:
 		return errors.New("httpgw: prefix bits out of range")
 	case c.PowDifficulty > protocol.MaxPowDifficulty:
@@ -206,6 +232,7 @@ type Gateway struct {
 	byPeer   map[peer.ID]int
 	srv      *http.Server
 	served   chan struct{} // closed when Serve returns
+	rates    *rateLimits
 }
 
 // New builds a gateway; serve its Handler, or call Serve.
@@ -219,6 +246,7 @@ func New(cfg Config) (*Gateway, error) {
 		sessions: map[string]*session{},
 		byPrefix: map[string]int{},
 		byPeer:   map[peer.ID]int{},
+		rates:    newRateLimits(cfg.RequestRate, cfg.RequestBurst, cfg.GlobalRequestRate, cfg.GlobalRequestBurst),
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.handler = g.routes()
@@ -245,6 +273,7 @@ func (g *Gateway) Listen(addr string) (net.Addr, error) {
 // Serve serves the gateway on l in the background until Close. It takes
 // ownership of l.
 func (g *Gateway) Serve(l net.Listener) error {
+	l = limitListener(l, g.cfg.MaxConns, g.cfg.MaxConnsPerIP, g.cfg.TrustedProxies)
 	srv := &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
