@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -144,7 +145,8 @@ func TestNodeLimitFlagsRefused(t *testing.T) {
 // The limit flags reach the node's attestation service.
 func TestNodeLimitsApplied(t *testing.T) {
 	l := limitOptions{connLow: 5, connHigh: 9, connsPerIP: 2, limitLoopback: true, powDifficulty: 16,
-		drawsPerPeer: 3, drawsPerPrefix: 7, draws: 11, sessionsPerVerifier: 4, callsPerVerifier: 12, maxAcceptTotal: time.Minute}
+		drawsPerPeer: 3, drawsPerPrefix: 7, draws: 11, sessionsPerVerifier: 4, callsPerVerifier: 12, maxAcceptTotal: time.Minute,
+		sessionsPerVerifierPrefix: 13, proverSessions: 17, proverTokens: 19}
 	if err := l.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,8 @@ func TestNodeLimitsApplied(t *testing.T) {
 	defer n.Close()
 	pc := n.ProtocolConfig()
 	if pc.PowDifficulty != 16 || pc.MaxDrawsPerPeer != 3 || pc.MaxDrawsPerPrefix != 7 || pc.MaxDraws != 11 ||
-		pc.MaxSessionsPerVerifier != 4 || pc.MaxCallsPerVerifier != 12 || !pc.LimitLoopback {
+		pc.MaxSessionsPerVerifier != 4 || pc.MaxCallsPerVerifier != 12 || !pc.LimitLoopback ||
+		pc.MaxSessionsPerVerifierPrefix != 13 || pc.MaxProverSessions != 17 || pc.MaxProverTokens != 19 {
 		t.Fatalf("protocol config: %+v", pc)
 	}
 	// The accepted total is at least the node's own policy total.
@@ -168,5 +171,40 @@ func TestNodeLimitsApplied(t *testing.T) {
 	}
 	if cfg.ConnLowWater != 5 || cfg.ConnHighWater != 9 || cfg.ConnsPerIP != 2 || !cfg.LimitLoopback {
 		t.Fatalf("connection limits: %+v", cfg)
+	}
+}
+
+// --pow-difficulty's default (auto) asks a public node's proof of work
+// when the node listens beyond loopback (the defaults included), none on
+// loopback only; an explicit value wins, and below auto is a usage error.
+func TestAutoPow(t *testing.T) {
+	for _, tc := range []struct {
+		addrs []string
+		want  int
+	}{
+		{nil, protocol.PublicPowDifficulty}, // the defaults: 0.0.0.0
+		{[]string{"/ip4/127.0.0.1/tcp/0"}, 0},
+		{[]string{"/ip6/::1/udp/0/quic-v1", "/ip4/127.0.0.1/tcp/4717"}, 0},
+		{[]string{"/ip4/127.0.0.1/tcp/0", "/ip4/0.0.0.0/tcp/0"}, protocol.PublicPowDifficulty},
+		{[]string{"/ip4/192.0.2.1/tcp/4717"}, protocol.PublicPowDifficulty},
+		{[]string{"/dns4/node.example/tcp/4717"}, protocol.PublicPowDifficulty},
+	} {
+		l := limitOptions{powDifficulty: powAuto}
+		if err := l.check(); err != nil {
+			t.Fatal(err)
+		}
+		cfg := peer.Config{ListenAddrs: tc.addrs}
+		l.apply(&cfg)
+		if cfg.Limits.PowDifficulty != tc.want {
+			t.Errorf("listen %q: base D %d, want %d", tc.addrs, cfg.Limits.PowDifficulty, tc.want)
+		}
+		l.powDifficulty = 0
+		l.apply(&cfg)
+		if cfg.Limits.PowDifficulty != 0 {
+			t.Errorf("listen %q with --pow-difficulty 0: base D %d", tc.addrs, cfg.Limits.PowDifficulty)
+		}
+	}
+	if err := (&limitOptions{powDifficulty: -2}).check(); err == nil {
+		t.Error("--pow-difficulty -2 accepted")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
@@ -63,8 +65,8 @@ func (l *limitOptions) check() error {
 		return usageErr("--conn-high %d is below --conn-low %d", l.connHigh, l.connLow)
 	case l.connHigh > 1<<20:
 		return usageErr("--conn-high %d: at most %d", l.connHigh, 1<<20)
-	case l.powDifficulty < 0 || l.powDifficulty > protocol.DefaultMaxPowDifficulty:
-		return usageErr("--pow-difficulty %d: want 0 (none) to %d bits (%d is recommended for a public node)", l.powDifficulty, protocol.DefaultMaxPowDifficulty, protocol.PublicPowDifficulty)
+	case l.powDifficulty < powAuto || l.powDifficulty > protocol.DefaultMaxPowDifficulty:
+		return usageErr("--pow-difficulty %d: want 0 (none) to %d bits, or %d (auto: %d when listening beyond loopback, else 0)", l.powDifficulty, protocol.DefaultMaxPowDifficulty, powAuto, protocol.PublicPowDifficulty)
 	case l.maxAcceptTotal < 0 || l.maxAcceptTotal > protocol.MaxTotal:
 		return usageErr("--max-accept-total %s: want 0 (default) up to %s", l.maxAcceptTotal, protocol.MaxTotal)
 	case l.drawsPerPeer > 0 && l.draws > 0 && l.drawsPerPeer > l.draws:
@@ -76,8 +78,12 @@ func (l *limitOptions) check() error {
 // apply copies the limits into a node config.
 func (l *limitOptions) apply(cfg *peer.Config) {
 	cfg.ConnLowWater, cfg.ConnHighWater, cfg.ConnsPerIP, cfg.LimitLoopback = l.connLow, l.connHigh, l.connsPerIP, l.limitLoopback
+	pow := l.powDifficulty
+	if pow == powAuto {
+		pow = autoPow(cfg.ListenAddrs)
+	}
 	cfg.Limits = peer.Limits{
-		PowDifficulty:   l.powDifficulty,
+		PowDifficulty:   pow,
 		MaxDrawsPerPeer: l.drawsPerPeer, MaxDrawsPerPrefix: l.drawsPerPrefix, MaxDraws: l.draws,
 		MaxSessionsPerVerifier: l.sessionsPerVerifier, MaxCallsPerVerifier: l.callsPerVerifier,
 		MaxSessionsPerVerifierPrefix: l.sessionsPerVerifierPrefix, MaxProverSessions: l.proverSessions,
@@ -87,6 +93,38 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 		// A node accepts at least its own policy's total.
 		cfg.Limits.MaxAcceptTotal = max(l.maxAcceptTotal, cfg.Policy.Total)
 	}
+}
+
+// powAuto as --pow-difficulty (the default) picks the base proof of work
+// from the listen addresses (autoPow).
+const powAuto = -1
+
+// autoPow is the base proof of work of a node listening on addrs (the
+// defaults when none): protocol.PublicPowDifficulty when any of them is
+// an IP address other than loopback (an unspecified one covers every
+// interface), so that a peer from the network pays before this node draws
+// a set for it; none for a node only loopback can reach.
+func autoPow(addrs []string) int {
+	if len(addrs) == 0 {
+		addrs = peer.DefaultListenAddrs
+	}
+	for _, s := range addrs {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return protocol.PublicPowDifficulty // refused later; err on the safe side
+		}
+		first, _ := ma.SplitFirst(a)
+		if first == nil {
+			continue
+		}
+		if c := first.Protocol().Code; (c == ma.P_IP4 || c == ma.P_IP6) && !manet.IsIPLoopback(a) {
+			return protocol.PublicPowDifficulty
+		}
+		if c := first.Protocol().Code; c == ma.P_DNS || c == ma.P_DNS4 || c == ma.P_DNS6 {
+			return protocol.PublicPowDifficulty
+		}
+	}
+	return 0
 }
 
 // startNode builds a node from the global options. contact enables first
@@ -298,7 +336,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.connHigh, "conn-high", peer.DefaultConnHighWater, "connection manager high watermark: above it unattested idle peers are trimmed first (the inbound connection limit is set above it)")
 	f.IntVar(&l.connsPerIP, "conns-per-ip", peer.DefaultConnsPerIP, "inbound connections per IPv4 address or IPv6 /56")
 	f.BoolVar(&l.limitLoopback, "limit-loopback", false, "apply the per-IP and per-prefix limits to loopback peers too (exempt by default)")
-	f.IntVar(&l.powDifficulty, "pow-difficulty", 0, fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn (0: none; %d for a public node; failures and load add to it)", protocol.PublicPowDifficulty))
+	f.IntVar(&l.powDifficulty, "pow-difficulty", powAuto, fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn (0: none; %d, auto: %d when listening beyond loopback, else 0; failures and load add to it)", powAuto, protocol.PublicPowDifficulty))
 	f.IntVar(&l.drawsPerPeer, "max-draws-per-peer", protocol.DefaultMaxDrawsPerPeer, "challenge sets one peer can make this node draw per hour")
 	f.IntVar(&l.drawsPerPrefix, "max-draws-per-prefix", protocol.DefaultMaxDrawsPerPrefix, "challenge sets the peers of one IPv4 /24 or IPv6 /48 can make this node draw per hour")
 	f.IntVar(&l.draws, "max-draws", protocol.DefaultMaxDraws, "challenge sets this node draws per hour for all peers")
