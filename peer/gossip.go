@@ -44,6 +44,24 @@ type gossipState struct {
 	scores atomic.Pointer[map[peer.ID]float64]
 }
 
+// gossipMaxRPC caps one GossipSub RPC read from a peer.
+const gossipMaxRPC = 256 << 10
+
+// errGossipOversized drops an RPC that carries a message no record fits.
+var errGossipOversized = errors.New("gossip message larger than any attestation")
+
+// inspectGossipRPC drops an RPC that publishes data larger than an
+// attestation envelope can be, before its messages are queued for
+// validation.
+func inspectGossipRPC(_ peer.ID, rpc *pubsub.RPC) error {
+	for _, m := range rpc.GetPublish() {
+		if len(m.GetData()) > protocol.MaxEnvelopeBytes {
+			return errGossipOversized
+		}
+	}
+	return nil
+}
+
 // gossipMsgID names a message by its content, so the same signed record
 // published by its issuer and by its subject is one message.
 func gossipMsgID(m *pb.Message) string {
@@ -107,7 +125,15 @@ func (n *Node) startGossip() error {
 		pubsub.WithMessageIdFn(gossipMsgID),
 		pubsub.WithPeerScore(params, thresholds),
 		pubsub.WithPeerScoreInspect(func(m map[peer.ID]float64) { n.gossip.scores.Store(&m) }, gossipScoreInspect),
-		pubsub.WithMaxMessageSize(1<<20),
+		// RPCs (messages and control batched) up to 256 KiB: records are
+		// at most 8 KiB and an IHAVE of 5,000 IDs is 160 KB; the
+		// default of 1 MiB let a peer park far more before validation.
+		pubsub.WithMaxMessageSize(gossipMaxRPC),
+		// Messages wait in the validation queue before the validator
+		// sees them: an RPC carrying data larger than any record is
+		// dropped whole first, so that the queue holds at most
+		// gossipValidateQueue records of 8 KiB (32 MiB), not of 256 KiB.
+		pubsub.WithAppSpecificRpcInspector(inspectGossipRPC),
 		// Publish to every subscribed peer, not only the mesh: records
 		// are rare and a fresh mesh is empty until the next heartbeat.
 		pubsub.WithFloodPublish(true),

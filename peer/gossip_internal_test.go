@@ -3,6 +3,7 @@ package peer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -437,3 +438,25 @@ type recPair struct {
 }
 
 func must(a *protocol.Attestation, env []byte) recPair { return recPair{a, env} }
+
+// An RPC that publishes data larger than any attestation is dropped whole
+// before its messages are queued for validation; one within the cap
+// passes to the validator.
+func TestInspectGossipRPC(t *testing.T) {
+	rpc := func(sizes ...int) *pubsub.RPC {
+		r := &pubsub.RPC{}
+		for _, n := range sizes {
+			r.Publish = append(r.Publish, &pb.Message{Data: make([]byte, n)})
+		}
+		return r
+	}
+	if err := inspectGossipRPC("", rpc(100, protocol.MaxEnvelopeBytes)); err != nil {
+		t.Fatalf("records within the cap: %v", err)
+	}
+	if err := inspectGossipRPC("", rpc(100, protocol.MaxEnvelopeBytes+1)); !errors.Is(err, errGossipOversized) {
+		t.Fatalf("an oversized message: %v", err)
+	}
+	if err := inspectGossipRPC("", &pubsub.RPC{}); err != nil {
+		t.Fatalf("control only: %v", err)
+	}
+}
