@@ -541,3 +541,46 @@ func TestInboundPerPrefix(t *testing.T) {
 		t.Fatalf("after a slot was freed: %v %v, want a hello ack", frameKind(f), err)
 	}
 }
+
+// A full budget table makes room for a sixteenth of itself at once, idle
+// peers first, so that a flood of fresh peer IDs costs one scan of the
+// table per 4,096 of them rather than one each.
+func TestBudgetTableEvictsInBatches(t *testing.T) {
+	cfg := Config{}
+	if err := cfg.applyDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudgets(&cfg)
+	now := time.Unix(1_700_000_000, 0)
+	busy := peer.ID("busy")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range maxTrackedPeers {
+		id := peer.ID(fmt.Sprintf("p%d", i))
+		if i == 0 {
+			id = busy
+		}
+		st := b.stateLocked(id, now)
+		if i%2 == 0 { // half of them busy: a draw taken
+			st.draws.refill(float64(cfg.MaxDrawsPerPeer), cfg.DrawWindow, now)
+			st.draws.tokens--
+		}
+	}
+	if len(b.peers) != maxTrackedPeers {
+		t.Fatalf("%d peers tracked, want %d", len(b.peers), maxTrackedPeers)
+	}
+	b.stateLocked("fresh-1", now)
+	want := maxTrackedPeers - maxTrackedPeers/16 + 1
+	if len(b.peers) != want {
+		t.Fatalf("after one insert into a full table: %d peers, want %d", len(b.peers), want)
+	}
+	if b.peers[busy] == nil {
+		t.Fatal("a busy peer was evicted while idle ones were left")
+	}
+	for i := 2; i <= maxTrackedPeers/16; i++ {
+		b.stateLocked(peer.ID(fmt.Sprintf("fresh-%d", i)), now)
+	}
+	if len(b.peers) != maxTrackedPeers {
+		t.Fatalf("%d peers tracked, want the table full again", len(b.peers))
+	}
+}

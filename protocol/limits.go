@@ -245,13 +245,18 @@ func (b *budgets) proverPrefixLocked(pfx netip.Prefix, now time.Time) *proverPre
 		return pp
 	}
 	if len(b.vprefixes) >= maxTrackedPrefixes {
+		// A sixteenth at once, full budgets first (see stateLocked).
+		target := maxTrackedPrefixes - maxTrackedPrefixes/16
 		for k, pp := range b.vprefixes {
+			if len(b.vprefixes) <= target {
+				break
+			}
 			if refill(pp); pp.sessions.tokens >= float64(c.MaxSessionsPerVerifierPrefix) && pp.pow.tokens >= float64(c.MaxProverPowWork/proverPrefixShare) {
 				delete(b.vprefixes, k)
 			}
 		}
 		for k := range b.vprefixes {
-			if len(b.vprefixes) < maxTrackedPrefixes {
+			if len(b.vprefixes) <= target {
 				break
 			}
 			delete(b.vprefixes, k)
@@ -282,13 +287,18 @@ func (b *budgets) prefixLocked(pfx netip.Prefix, now time.Time) *bucket {
 		return pb
 	}
 	if len(b.prefixes) >= maxTrackedPrefixes {
+		// A sixteenth at once, full buckets first (see stateLocked).
+		target := maxTrackedPrefixes - maxTrackedPrefixes/16
 		for k, pb := range b.prefixes {
+			if len(b.prefixes) <= target {
+				break
+			}
 			if pb.full(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now) {
 				delete(b.prefixes, k)
 			}
 		}
 		for k := range b.prefixes {
-			if len(b.prefixes) < maxTrackedPrefixes {
+			if len(b.prefixes) <= target {
 				break
 			}
 			delete(b.prefixes, k)
@@ -308,13 +318,20 @@ func (b *budgets) stateLocked(p peer.ID, now time.Time) *peerState {
 		return st
 	}
 	if len(b.peers) >= maxTrackedPeers {
+		// Make room for a sixteenth of the table at once, idle peers
+		// first: a flood of fresh IDs against a table of busy ones then
+		// costs one scan per 4,096 new peers, not one per peer.
+		target := maxTrackedPeers - maxTrackedPeers/16
 		for id, st := range b.peers {
+			if len(b.peers) <= target {
+				break
+			}
 			if b.idleLocked(st, now) {
 				delete(b.peers, id)
 			}
 		}
 		for id := range b.peers {
-			if len(b.peers) < maxTrackedPeers {
+			if len(b.peers) <= target {
 				break
 			}
 			delete(b.peers, id)
