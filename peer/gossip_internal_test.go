@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -458,5 +459,34 @@ func TestInspectGossipRPC(t *testing.T) {
 	}
 	if err := inspectGossipRPC("", &pubsub.RPC{}); err != nil {
 		t.Fatalf("control only: %v", err)
+	}
+}
+
+// Records about one subject by issuers this node does not admit directly
+// stop at MaxLearnedPerSubject (an admission check walks them); a
+// directly admitted issuer's record still gets in.
+func TestLearnedPerSubjectCap(t *testing.T) {
+	n := newBareNode(t, Config{})
+	now := time.Now()
+	_, subject := testutil.NewKey(t)
+	n.trust.mu.Lock()
+	m := map[peer.ID]*trustRec{}
+	for i := range MaxLearnedPerSubject {
+		id := peer.ID(fmt.Sprintf("sybil-%d", i))
+		m[id] = &trustRec{issuer: id, subject: subject, accepted: true, issuedAt: now, expiresAt: now.Add(time.Hour)}
+		n.trust.perIssuer[id]++
+		n.trust.nLearned++
+	}
+	n.trust.learned[subject] = m
+	n.trust.mu.Unlock()
+	ik, issuer := testutil.NewKey(t)
+	if res, err := LearnEnvelope(n, SealTest(ik, subject, true, now, time.Hour), ViaGossip, issuer); err != nil || res != "capacity" {
+		t.Fatalf("one more stranger's record about the subject: %q %v", res, err)
+	}
+	if err := IssueEnvelope(n, SealTest(n.host.Peerstore().PrivKey(n.ID()), issuer, true, now, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := LearnEnvelope(n, SealTest(ik, subject, true, now, time.Hour), ViaGossip, issuer); res != "learned" {
+		t.Fatalf("a directly admitted issuer's record: %q", res)
 	}
 }

@@ -108,6 +108,11 @@ const (
 const (
 	MaxLearned          = 1 << 16
 	MaxLearnedPerIssuer = 4096
+	// MaxLearnedPerSubject bounds the records about one subject by
+	// issuers this node does not admit directly: an admission check
+	// walks a subject's records, and sybil issuers could otherwise pile
+	// tens of thousands on one peer.
+	MaxLearnedPerSubject = 256
 	maxLearnedHard      = 2 * MaxLearned
 	learnedQueue        = 4096
 	learnedPruneEvery   = 10 * time.Minute
@@ -611,7 +616,8 @@ func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now 
 	}
 	if old == nil && a.Subject != self {
 		trusted, _ := t.directLocked(a.Issuer, now)
-		limit := t.nLearned >= MaxLearned || t.perIssuer[a.Issuer] >= MaxLearnedPerIssuer
+		limit := t.nLearned >= MaxLearned || t.perIssuer[a.Issuer] >= MaxLearnedPerIssuer ||
+			len(t.learned[a.Subject]) >= MaxLearnedPerSubject
 		if t.nLearned >= maxLearnedHard || (limit && !trusted) {
 			return learnFull, old
 		}
