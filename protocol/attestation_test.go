@@ -770,6 +770,62 @@ type attestVectorFile struct {
 	VerifyMinSource string                 `json:"verify_min_source"`
 	Expected        json.RawMessage        `json:"expected"`
 	Negative        []attestVectorNegative `json:"negative"`
+	Variants        []attestVectorVariant  `json:"variants"`
+}
+
+// attestVectorVariant is another valid record of the same issuer and
+// subject: its payload is the deterministic encoding of its fields
+// (attestation.md §3, "Encoding notes"), which expected lists.
+type attestVectorVariant struct {
+	Name        string              `json:"name"`
+	Description string              `json:"description"`
+	Transcript  []attestVectorRound `json:"transcript"`
+	PayloadHex  string              `json:"payload_hex"`
+	EnvelopeHex string              `json:"envelope_hex"`
+	VerifyAt    string              `json:"verify_at"`
+	Expected    json.RawMessage     `json:"expected"`
+}
+
+// attestVariants are the vector's other valid records: a late answer
+// under a derived tau, a round left unanswered, and a decline before
+// round 1, each with the transcript its digest covers.
+func attestVariants(t testing.TB) []struct {
+	name, desc string
+	a          *protocol.Attestation
+	transcript []skill.RoundRecord
+} {
+	late, _ := attestRejected(t)
+	lateT := attestTranscript[:2]
+	d := skill.TranscriptDigest(lateT)
+	late.TranscriptDigest = bytes.Clone(d[:])
+
+	unanswered, _, _ := attestFixture(t)
+	unanswered.Accepted, unanswered.Reason, unanswered.FailedRound = false, skill.ReasonTimeout, 2
+	unansweredT := []skill.RoundRecord{attestTranscript[0], {Round: 2, Narrative: attestTranscript[1].Narrative, Question: attestTranscript[1].Question}}
+	d = skill.TranscriptDigest(unansweredT)
+	unanswered.TranscriptDigest = bytes.Clone(d[:])
+	unanswered.Rounds = []protocol.RoundTiming{
+		unanswered.Rounds[0],
+		// Unanswered: the verifier waited budget + credit + the 250 ms
+		// grace (15.75 s) and records max(waited - credit, 0).
+		{Round: 2, Budget: 15 * time.Second, Effective: 15_250 * time.Millisecond, NarrativeTokens: 612},
+	}
+
+	declined, _, _ := attestFixture(t)
+	declined.Accepted, declined.Reason, declined.FailedRound = false, skill.ReasonDeclined, 1
+	d = skill.TranscriptDigest(nil)
+	declined.TranscriptDigest, declined.Rounds = bytes.Clone(d[:]), nil
+	declined.ChallengeDomain, declined.SetID = "", ""
+
+	return []struct {
+		name, desc string
+		a          *protocol.Attestation
+		transcript []skill.RoundRecord
+	}{
+		{"rejected_late_derived_tau", "a timeout in round 2: answered (correct) 1 ms past its derived budget; policy derived_tau with alpha 0.1 (tau_ms absent), total 90 s, credit 250 ms; source procedural (model absent, llm_questions false); failed_round 2", late, lateT},
+		{"rejected_unanswered", "a timeout in round 2 with no answer: the round's entry has correct false (absent) and effective_ms = waited - credit; the transcript digest covers round 2 with an empty answer; failed_round 2", unanswered, unansweredT},
+		{"declined_before_round_1", "declined after the paid hello ack, before any challenge: no round entries, failed_round 1, no domain and no set_id (the set went back unseen); the transcript digest covers no round", declined, nil},
+	}
 }
 
 type attestVectorRound struct {
@@ -861,6 +917,23 @@ func attestBuildVector(t testing.TB) []byte {
 	}
 	for _, r := range attestTranscript {
 		f.Transcript = append(f.Transcript, attestVectorRound{Round: r.Round, Narrative: r.Narrative, Question: r.Question, Answer: r.Answer})
+	}
+	for _, v := range attestVariants(t) {
+		data := attestMustSeal(t, v.a, ik)
+		var venv recordpb.Envelope
+		if err := proto.Unmarshal(data, &venv); err != nil {
+			t.Fatal(err)
+		}
+		exp, err := json.Marshal(v.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vv := attestVectorVariant{Name: v.name, Description: v.desc, PayloadHex: hex.EncodeToString(venv.Payload),
+			EnvelopeHex: hex.EncodeToString(data), VerifyAt: stamp(attestVerifyAt), Expected: exp, Transcript: []attestVectorRound{}}
+		for _, r := range v.transcript {
+			vv.Transcript = append(vv.Transcript, attestVectorRound{Round: r.Round, Narrative: r.Narrative, Question: r.Question, Answer: r.Answer})
+		}
+		f.Variants = append(f.Variants, vv)
 	}
 	out, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
@@ -999,6 +1072,44 @@ func TestAttestationVectorDecode(t *testing.T) {
 	}
 	if !codes["source_below_minimum"] {
 		t.Fatal("no negative case covers the minimum source")
+	}
+	// Variants: each verifies, its digest is its transcript's, its JSON
+	// view is expected, and its payload is the deterministic encoding of
+	// what it decodes to (an issuer writing the same fields writes the
+	// same bytes).
+	if len(f.Variants) < 3 {
+		t.Fatalf("%d variants", len(f.Variants))
+	}
+	for _, v := range f.Variants {
+		t.Run("variant_"+v.Name, func(t *testing.T) {
+			a, env, err := protocol.VerifyAttestation(unhex("envelope", v.EnvelopeHex), protocol.VerifyOptions{Subject: sid, Issuer: iid, Now: parseTime(v.VerifyAt)})
+			if err != nil {
+				t.Fatalf("does not verify: %v", err)
+			}
+			if !bytes.Equal(env.RawPayload, unhex("payload", v.PayloadHex)) {
+				t.Fatal("envelope payload differs from payload_hex")
+			}
+			if got := mustPayload(t, a); !bytes.Equal(got, env.RawPayload) {
+				t.Fatalf("re-encoding the decoded record gives other bytes:\n%x\n%x", got, env.RawPayload)
+			}
+			if d := skill.TranscriptDigest(attestVectorTranscript(v.Transcript)); !bytes.Equal(a.TranscriptDigest, d[:]) {
+				t.Fatal("transcript_digest is not the digest of the variant's transcript")
+			}
+			got, err := json.Marshal(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g, w any
+			if err := json.Unmarshal(got, &g); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(v.Expected, &w); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(g, w) {
+				t.Fatalf("JSON view %s\nexpected %s", got, v.Expected)
+			}
+		})
 	}
 	for _, n := range f.Negative {
 		t.Run(n.Name, func(t *testing.T) {
