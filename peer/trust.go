@@ -113,9 +113,9 @@ const (
 	// walks a subject's records, and sybil issuers could otherwise pile
 	// tens of thousands on one peer.
 	MaxLearnedPerSubject = 256
-	maxLearnedHard      = 2 * MaxLearned
-	learnedQueue        = 4096
-	learnedPruneEvery   = 10 * time.Minute
+	maxLearnedHard       = 2 * MaxLearned
+	learnedQueue         = 4096
+	learnedPruneEvery    = 10 * time.Minute
 	// MaxKeptLifetime is the longest validity (expires_at - issued_at) of
 	// a record this node keeps from someone else: received in a session,
 	// learned from gossip or a presentation. The issuer picks the expiry,
