@@ -43,9 +43,10 @@ type AttestationRecord struct {
 	// The verdict. accepted is true exactly when reason is "ok".
 	Accepted bool   `protobuf:"varint,3,opt,name=accepted,proto3" json:"accepted,omitempty"`
 	Reason   string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
-	// The number of the last delivered round when rejected (the round that
-	// decided it); 0 when accepted or when no challenge was delivered.
-	// Verifiers also accept the 1.0.0 form (1 with no rounds).
+	// 0 when accepted. When rejected: the number of the last delivered
+	// round (the round that decided it), and 1 when no challenge was
+	// delivered. Verifiers also accept 0 with no rounds (attestation.md
+	// §3.2).
 	FailedRound uint32 `protobuf:"varint,5,opt,name=failed_round,json=failedRound,proto3" json:"failed_round,omitempty"`
 	// The verifier's 32-byte session nonce.
 	Nonce []byte `protobuf:"bytes,6,opt,name=nonce,proto3" json:"nonce,omitempty"`

@@ -861,8 +861,8 @@ type Verdict struct {
 	// reason is one of ok, wrong_answer, timeout, total_timeout,
 	// protocol_error, declined, inconclusive.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	// The number of the last delivered round when rejected; 0 when
-	// accepted or when no challenge was delivered (spec/protocol.md §3).
+	// 0 when accepted. When rejected: the number of the last delivered
+	// round, and 1 when no challenge was delivered (spec/protocol.md §3).
 	FailedRound uint32         `protobuf:"varint,3,opt,name=failed_round,json=failedRound,proto3" json:"failed_round,omitempty"`
 	Detail      string         `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
 	Rounds      []*RoundResult `protobuf:"bytes,5,rep,name=rounds,proto3" json:"rounds,omitempty"`
