@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -1131,6 +1132,9 @@ func TestAttestationVectorDecode(t *testing.T) {
 			}
 			_, _, err := protocol.VerifyAttestation(data, opts)
 			attestWantErr(t, err, want)
+			if got := protocol.AttestationErrorCode(err); got != n.Error {
+				t.Fatalf("AttestationErrorCode = %q, want %q", got, n.Error)
+			}
 			if n.MinSource != "" {
 				// Without the minimum the record is valid: only the policy refuses it.
 				opts.MinSource = ""
@@ -1216,4 +1220,17 @@ func FuzzVerifyAttestationPayload(f *testing.F) {
 		}
 		attestFuzzCheck(t, data, attestVerifyAt)
 	})
+}
+
+// AttestationErrorCode names every sentinel by its code in the vector
+// file, also wrapped, and nil by "".
+func TestAttestationErrorCode(t *testing.T) {
+	for _, c := range attestSentinels {
+		if got := protocol.AttestationErrorCode(fmt.Errorf("context: %w", c.err)); got != c.code {
+			t.Errorf("%v: code %q, want %q", c.err, got, c.code)
+		}
+	}
+	if got := protocol.AttestationErrorCode(nil); got != "" {
+		t.Errorf("nil: %q", got)
+	}
 }

@@ -84,3 +84,7 @@ func checkVersion(v string) error { return attestation.CheckVersion(v) }
 
 // CutAnswer cuts an answer for the transcript digest.
 func CutAnswer(s string) string { return attestation.CutAnswer(s) }
+
+// AttestationErrorCode is the stable code of a verification error
+// (attestation.ErrorCode; spec/attestation.md §6).
+func AttestationErrorCode(err error) string { return attestation.ErrorCode(err) }

@@ -137,7 +137,7 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 			if errors.Is(err, errInputTooLarge) {
 				// An oversized record is an invalid record, not a usage error.
 				if a.jsonOut {
-					_ = writeJSON(a, map[string]any{"valid": false, "accepted": false, "error": err.Error(), "source_below_minimum": false})
+					_ = writeJSON(a, map[string]any{"valid": false, "accepted": false, "error": err.Error(), "error_code": protocol.AttestationErrorCode(protocol.ErrTooLarge), "source_below_minimum": false})
 				} else {
 					fmt.Fprintf(a.stdout, "INVALID: %v\n", err)
 				}
@@ -170,7 +170,7 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 				weak := errors.Is(err, protocol.ErrSourceBelowMinimum)
 				switch {
 				case a.jsonOut:
-					_ = writeJSON(a, map[string]any{"valid": false, "accepted": false, "error": err.Error(), "source_below_minimum": weak})
+					_ = writeJSON(a, map[string]any{"valid": false, "accepted": false, "error": err.Error(), "error_code": protocol.AttestationErrorCode(err), "source_below_minimum": weak})
 				case weak:
 					// Signed and valid, but refused by the caller's policy.
 					fmt.Fprintf(a.stdout, "REFUSED: %v\n", err)

@@ -75,9 +75,11 @@ func TestAttestationsVerifyRequireSource(t *testing.T) {
 	var refused struct {
 		Valid bool   `json:"valid"`
 		Error string `json:"error"`
+		Code  string `json:"error_code"`
 		Weak  bool   `json:"source_below_minimum"`
 	}
-	if err := json.Unmarshal([]byte(out), &refused); err != nil || code != exitRejected || refused.Valid || !refused.Weak || !strings.Contains(refused.Error, "procedural") {
+	if err := json.Unmarshal([]byte(out), &refused); err != nil || code != exitRejected || refused.Valid || !refused.Weak || !strings.Contains(refused.Error, "procedural") ||
+		refused.Code != "source_below_minimum" {
 		t.Fatalf("JSON refusal (exit %d, %v):\n%s", code, err, out)
 	}
 	out, _, code = peersMain(t, ctx, "attestations", "verify", hybrid, "--json")

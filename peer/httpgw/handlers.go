@@ -472,15 +472,23 @@ type verifyRequest struct {
 // verifyResponse mirrors `acaptcha attestations verify --json` and the MCP
 // door's verify_attestation.
 type verifyResponse struct {
-	OK                 bool            `json:"ok"`
-	Valid              bool            `json:"valid"`
-	Accepted           bool            `json:"accepted"`
-	Verdict            string          `json:"verdict,omitempty"`
-	Reason             string          `json:"reason,omitempty"`
-	SourceBelowMinimum bool            `json:"source_below_minimum"`
-	Error              string          `json:"error,omitempty"`
-	Record             json.RawMessage `json:"record,omitempty"`
+	OK                 bool   `json:"ok"`
+	Valid              bool   `json:"valid"`
+	Accepted           bool   `json:"accepted"`
+	Verdict            string `json:"verdict,omitempty"`
+	Reason             string `json:"reason,omitempty"`
+	SourceBelowMinimum bool   `json:"source_below_minimum"`
+	Error              string `json:"error,omitempty"`
+	// ErrorCode is the stable code of Error: the verification step's
+	// (spec/attestation.md §6) for an invalid record, NotAccepted for a
+	// valid one whose verdict is not an acceptance.
+	ErrorCode string          `json:"error_code,omitempty"`
+	Record    json.RawMessage `json:"record,omitempty"`
 }
+
+// NotAccepted is the verify error code of a valid record whose verdict
+// is not an acceptance (without any_verdict).
+const NotAccepted = "not_accepted"
 
 func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
 	if prefix := g.prefixOf(clientIP(r, g.cfg.TrustedProxies)); !g.rates.allow(prefix, g.now()) {
@@ -518,7 +526,8 @@ func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
 	}
 	a, _, err := protocol.VerifyAttestation(req.Attestation, opts)
 	if err != nil {
-		_ = g.writeJSON(w, http.StatusOK, verifyResponse{Error: err.Error(), SourceBelowMinimum: errors.Is(err, protocol.ErrSourceBelowMinimum)})
+		_ = g.writeJSON(w, http.StatusOK, verifyResponse{Error: err.Error(), ErrorCode: protocol.AttestationErrorCode(err),
+			SourceBelowMinimum: errors.Is(err, protocol.ErrSourceBelowMinimum)})
 		return
 	}
 	out := verifyResponse{Valid: true, Accepted: a.Accepted, Verdict: VerdictWord(a.Accepted, a.Reason), Reason: string(a.Reason)}
@@ -528,6 +537,7 @@ func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
 	out.OK = a.Accepted || req.AnyVerdict
 	if !out.OK {
 		out.Error = fmt.Sprintf("valid signature, but the record's verdict is %s (%s), not an acceptance", out.Verdict, a.Reason)
+		out.ErrorCode = NotAccepted
 	}
 	_ = g.writeJSON(w, http.StatusOK, out)
 }

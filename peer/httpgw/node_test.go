@@ -61,7 +61,8 @@ func TestRealNode(t *testing.T) {
 	if st, eb := a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, RequireSource: "corpus"}, &vr); st != 200 || !vr.OK || !vr.Valid || vr.Verdict != "ACCEPTED" {
 		t.Errorf("verify: %d %+v %+v", st, eb, vr)
 	}
-	if a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, RequireSource: "hybrid"}, &vr); vr.OK || !vr.SourceBelowMinimum {
+	vr = verifyResponse{}
+	if a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, RequireSource: "hybrid"}, &vr); vr.OK || !vr.SourceBelowMinimum || vr.ErrorCode != "source_below_minimum" {
 		t.Errorf("verify requiring hybrid: %+v", vr)
 	}
 	s := newAgent(t, srv.URL)
@@ -69,15 +70,18 @@ func TestRealNode(t *testing.T) {
 	if r.Reason != string(skill.ReasonWrongAnswer) || len(r.Attestation) == 0 {
 		t.Fatalf("script: %+v", r)
 	}
-	if a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation}, &vr); vr.OK || !vr.Valid || vr.Verdict != "REJECTED" {
+	vr = verifyResponse{}
+	if a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation}, &vr); vr.OK || !vr.Valid || vr.Verdict != "REJECTED" || vr.ErrorCode != NotAccepted {
 		t.Errorf("verify a rejection: %+v", vr)
 	}
-	if a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, AnyVerdict: true}, &vr); !vr.OK {
+	vr = verifyResponse{}
+	if a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, AnyVerdict: true}, &vr); !vr.OK || vr.ErrorCode != "" {
 		t.Errorf("verify a rejection with any_verdict: %+v", vr)
 	}
 	bad := append([]byte(nil), r.Attestation...)
 	bad[len(bad)-1] ^= 1
-	if a.post("/v1/attestations/verify", verifyRequest{Attestation: bad, AnyVerdict: true}, &vr); vr.OK || vr.Valid || vr.Error == "" {
+	vr = verifyResponse{}
+	if a.post("/v1/attestations/verify", verifyRequest{Attestation: bad, AnyVerdict: true}, &vr); vr.OK || vr.Valid || vr.Error == "" || vr.ErrorCode != "bad_signature" {
 		t.Errorf("verify a tampered record: %+v", vr)
 	}
 	// The rejection raised the script's proof of work on the node (the

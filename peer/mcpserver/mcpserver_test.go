@@ -260,12 +260,12 @@ func TestMCPAttestAndProveSelfAnswer(t *testing.T) {
 	}
 	// Bound to the wrong subject, it does not.
 	v, err = call[mcpserver.VerifyOutput](ctx, f.cs, "verify_attestation", map[string]any{"record": th.Record, "subject": f.target.ID().String()})
-	if err != nil || v.OK || v.Valid || v.Error == "" {
+	if err != nil || v.OK || v.Valid || v.Error == "" || v.ErrorCode != "subject_mismatch" {
 		t.Fatalf("verify_attestation with the wrong subject: %+v, %v", v, err)
 	}
 	// The example corpus ranks below hybrid.
 	v, err = call[mcpserver.VerifyOutput](ctx, f.cs, "verify_attestation", map[string]any{"record": out.Ours.Record, "require_source": "hybrid"})
-	if err != nil || v.OK || !v.SourceBelowMinimum {
+	if err != nil || v.OK || !v.SourceBelowMinimum || v.ErrorCode != "source_below_minimum" {
 		t.Fatalf("verify_attestation with require_source hybrid: %+v, %v", v, err)
 	}
 

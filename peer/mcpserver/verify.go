@@ -42,6 +42,7 @@ type VerifyOutput struct {
 	Reason             string         `json:"reason,omitempty"`
 	SourceBelowMinimum bool           `json:"source_below_minimum" jsonschema:"signed and valid, but its challenge source ranks below require_source"`
 	Error              string         `json:"error,omitempty" jsonschema:"why the record is not valid, or why ok is false"`
+	ErrorCode          string         `json:"error_code,omitempty" jsonschema:"stable code of error: too_large, malformed, bad_signature, unsupported_version, issuer_mismatch, subject_mismatch, not_yet_valid, expired, source_below_minimum (spec/attestation.md §6), or not_accepted"`
 	Attestation        map[string]any `json:"attestation,omitempty"`
 }
 
@@ -65,7 +66,8 @@ func (s *Server) verifyAttestation(_ context.Context, _ *mcp.CallToolRequest, in
 	}
 	if len(in.Record) > maxRecordChars {
 		// An oversized record is an invalid record, as in the CLI.
-		return nil, &VerifyOutput{Error: fmt.Sprintf("record of %d characters: larger than the cap (%d)", len(in.Record), maxRecordChars)}, nil
+		return nil, &VerifyOutput{Error: fmt.Sprintf("record of %d characters: larger than the cap (%d)", len(in.Record), maxRecordChars),
+			ErrorCode: protocol.AttestationErrorCode(protocol.ErrTooLarge)}, nil
 	}
 	data, err := decodeRecord(in.Record)
 	if err != nil {
@@ -73,7 +75,7 @@ func (s *Server) verifyAttestation(_ context.Context, _ *mcp.CallToolRequest, in
 	}
 	at, _, err := protocol.VerifyAttestation(data, opts)
 	if err != nil {
-		return nil, &VerifyOutput{Error: err.Error(), SourceBelowMinimum: errors.Is(err, protocol.ErrSourceBelowMinimum)}, nil
+		return nil, &VerifyOutput{Error: err.Error(), ErrorCode: protocol.AttestationErrorCode(err), SourceBelowMinimum: errors.Is(err, protocol.ErrSourceBelowMinimum)}, nil
 	}
 	out := &VerifyOutput{
 		Valid: true, Accepted: at.Accepted, Verdict: verdictWord(at.Accepted, at.Reason), Reason: string(at.Reason),
@@ -82,6 +84,7 @@ func (s *Server) verifyAttestation(_ context.Context, _ *mcp.CallToolRequest, in
 	out.OK = at.Accepted || in.AnyVerdict
 	if !out.OK {
 		out.Error = fmt.Sprintf("valid signature, but the record's verdict is %s (%s), not an acceptance", out.Verdict, at.Reason)
+		out.ErrorCode = "not_accepted"
 	}
 	return nil, out, nil
 }

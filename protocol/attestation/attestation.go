@@ -100,6 +100,39 @@ var (
 	ErrSourceBelowMinimum = errors.New("attestation challenge source below the required minimum")
 )
 
+// errorCodes are the stable names of the sentinels (spec/attestation.md
+// §6, the code column), the most specific first: a verification error
+// wraps exactly one.
+var errorCodes = []struct {
+	err  error
+	code string
+}{
+	{ErrTooLarge, "too_large"},
+	{ErrBadSignature, "bad_signature"},
+	{ErrUnsupportedVersion, "unsupported_version"},
+	{ErrIssuerMismatch, "issuer_mismatch"},
+	{ErrSubjectMismatch, "subject_mismatch"},
+	{ErrNotYetValid, "not_yet_valid"},
+	{ErrExpired, "expired"},
+	{ErrSourceBelowMinimum, "source_below_minimum"},
+	{ErrMalformed, "malformed"},
+}
+
+// ErrorCode is the stable code of a verification error (spec
+// attestation.md §6): "" for nil, "malformed" for an error that wraps
+// none of the sentinels.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, c := range errorCodes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return "malformed"
+}
+
 func init() {
 	record.RegisterType(&Record{})
 }
