@@ -55,6 +55,7 @@ type reasonsVector struct {
 		End *struct {
 			Event        string `json:"event"`
 			WaitedMs     int64  `json:"waited_ms"`
+			RoundStartMs int64  `json:"round_start_ms"`
 			BeforeRound1 string `json:"before_round_1"`
 		} `json:"end"`
 		Want struct {
@@ -136,6 +137,19 @@ func TestSpecReasonVectors(t *testing.T) {
 				case "":
 					vr.vs.shown = true
 					waited := skill.Timing{Elapsed: ms(e.WaitedMs), RTT: rtt, SinceStart: since + ms(e.WaitedMs)}
+					if e.Event == "no_answer_deadline" {
+						// As rounds() decides it (totalSetDeadline).
+						start := ms(e.RoundStartMs)
+						cur, _ := vr.vs.sess.Current()
+						deadline := vr.vs.sess.AnswerDeadline(rtt, start)
+						err := vr.readErr("answer", &frameError{err: os.ErrDeadlineExceeded}, false)
+						if sf, ok := err.(*sessionFailure); ok && sf.reason == skill.ReasonTimeout && totalSetDeadline(deadline, cur.Budget, vr.vs.sess.Credit(rtt)) {
+							sf.reason = skill.ReasonTotalTimeout
+						}
+						waited.SinceStart = start + ms(e.WaitedMs)
+						vr.failTimed(err, waited)
+						break
+					}
 					vr.failTimed(endFailure(t, vr, e.Event), waited)
 				default:
 					t.Fatalf("unknown before_round_1 %q", e.BeforeRound1)

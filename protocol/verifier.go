@@ -453,6 +453,15 @@ func (v *verifierRun) handshake() error {
 	return nil
 }
 
+// totalSetDeadline reports whether T_total, not the round's budget, set a
+// round's answer deadline (min(budget + credit, T_total - since +
+// credit)): only when it is strictly earlier; on a tie the round's budget
+// decides, and an unanswered round is a timeout (spec protocol.md §5
+// step 5).
+func totalSetDeadline(deadline, budget, credit time.Duration) bool {
+	return deadline < budget+credit
+}
+
 // rounds delivers the challenges and judges the answers until the session
 // has a verdict.
 func (v *verifierRun) rounds() {
@@ -482,7 +491,7 @@ func (v *verifierRun) rounds() {
 		}
 		since := t0.Sub(v.start)
 		deadline := v.vs.AnswerDeadline(since)
-		totalBound := deadline < c.Budget+v.vs.Credit()
+		totalBound := totalSetDeadline(deadline, c.Budget, v.vs.Credit())
 		err := v.read(&f, deadline+answerGrace)
 		t1 := s.now()
 		// A round that ends without an answer keeps how long the verifier
