@@ -134,6 +134,12 @@ func TestSpecReasonVectors(t *testing.T) {
 					vr.fail(vr.decline(&pb.Decline{Reason: pb.DeclineReason_DECLINE_REASON_REFUSED}, true), false)
 				case "bad_probe_ack":
 					vr.fail(failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "probe ack does not match"), false)
+				case "reset_protocol_violation":
+					err := vr.readErr("probe ack", &frameError{err: &network.StreamError{ErrorCode: ErrCodeProtocolViolation, Remote: true}}, true)
+					if _, ok := err.(*sessionFailure); !ok {
+						t.Fatalf("a reset before round 1 after a paid ack ended no session: %v", err)
+					}
+					vr.fail(err, false)
 				case "":
 					vr.vs.shown = true
 					waited := skill.Timing{Elapsed: ms(e.WaitedMs), RTT: rtt, SinceStart: since + ms(e.WaitedMs)}
