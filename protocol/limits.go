@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/internal/bounded"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
 
@@ -244,24 +246,10 @@ func (b *budgets) proverPrefixLocked(pfx netip.Prefix, now time.Time) *proverPre
 		refill(pp)
 		return pp
 	}
-	if len(b.vprefixes) >= maxTrackedPrefixes {
-		// A sixteenth at once, full budgets first (see stateLocked).
-		target := maxTrackedPrefixes - maxTrackedPrefixes/16
-		for k, pp := range b.vprefixes {
-			if len(b.vprefixes) <= target {
-				break
-			}
-			if refill(pp); pp.sessions.tokens >= float64(c.MaxSessionsPerVerifierPrefix) && pp.pow.tokens >= float64(c.MaxProverPowWork/proverPrefixShare) {
-				delete(b.vprefixes, k)
-			}
-		}
-		for k := range b.vprefixes {
-			if len(b.vprefixes) <= target {
-				break
-			}
-			delete(b.vprefixes, k)
-		}
-	}
+	bounded.MakeRoom(b.vprefixes, maxTrackedPrefixes, func(pp *proverPrefix) bool {
+		refill(pp)
+		return pp.sessions.tokens >= float64(c.MaxSessionsPerVerifierPrefix) && pp.pow.tokens >= float64(c.MaxProverPowWork/proverPrefixShare)
+	})
 	pp := &proverPrefix{}
 	refill(pp)
 	b.vprefixes[pfx] = pp
@@ -286,24 +274,9 @@ func (b *budgets) prefixLocked(pfx netip.Prefix, now time.Time) *bucket {
 		pb.refill(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
 		return pb
 	}
-	if len(b.prefixes) >= maxTrackedPrefixes {
-		// A sixteenth at once, full buckets first (see stateLocked).
-		target := maxTrackedPrefixes - maxTrackedPrefixes/16
-		for k, pb := range b.prefixes {
-			if len(b.prefixes) <= target {
-				break
-			}
-			if pb.full(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now) {
-				delete(b.prefixes, k)
-			}
-		}
-		for k := range b.prefixes {
-			if len(b.prefixes) <= target {
-				break
-			}
-			delete(b.prefixes, k)
-		}
-	}
+	bounded.MakeRoom(b.prefixes, maxTrackedPrefixes, func(pb *bucket) bool {
+		return pb.full(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
+	})
 	pb := &bucket{}
 	pb.refill(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
 	b.prefixes[pfx] = pb
@@ -317,26 +290,7 @@ func (b *budgets) stateLocked(p peer.ID, now time.Time) *peerState {
 	if st, ok := b.peers[p]; ok {
 		return st
 	}
-	if len(b.peers) >= maxTrackedPeers {
-		// Make room for a sixteenth of the table at once, idle peers
-		// first: a flood of fresh IDs against a table of busy ones then
-		// costs one scan per 4,096 new peers, not one per peer.
-		target := maxTrackedPeers - maxTrackedPeers/16
-		for id, st := range b.peers {
-			if len(b.peers) <= target {
-				break
-			}
-			if b.idleLocked(st, now) {
-				delete(b.peers, id)
-			}
-		}
-		for id := range b.peers {
-			if len(b.peers) <= target {
-				break
-			}
-			delete(b.peers, id)
-		}
-	}
+	bounded.MakeRoom(b.peers, maxTrackedPeers, func(st *peerState) bool { return b.idleLocked(st, now) })
 	st := &peerState{}
 	b.peers[p] = st
 	return st

@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
+
+	"github.com/acaptcha/acaptcha/internal/bounded"
 )
 
 // Request rates and connection caps (spec/http.md §5). The session limits
@@ -30,9 +32,10 @@ const (
 	// trusted proxy's are capped by the total only).
 	DefaultMaxConns      = 1024
 	DefaultMaxConnsPerIP = 32
-	// maxRatePrefixes bounds the prefix table; past it, prefixes whose
-	// bucket is full again are forgotten first, then any (a forgotten
-	// prefix starts full; the door's bucket still bounds it).
+	// maxRatePrefixes bounds the prefix table; when full, a sixteenth
+	// is forgotten at once, prefixes whose bucket is full again first
+	// (a forgotten prefix starts full; the door's bucket still bounds
+	// it).
 	maxRatePrefixes = 1 << 14
 )
 
@@ -61,19 +64,7 @@ func (l *rateLimits) allow(prefix string, now time.Time) bool {
 	defer l.mu.Unlock()
 	pl, ok := l.prefixes[prefix]
 	if !ok {
-		if len(l.prefixes) >= maxRatePrefixes {
-			for k, v := range l.prefixes {
-				if v.TokensAt(now) >= float64(l.burst) {
-					delete(l.prefixes, k)
-				}
-			}
-			for k := range l.prefixes {
-				if len(l.prefixes) < maxRatePrefixes {
-					break
-				}
-				delete(l.prefixes, k)
-			}
-		}
+		bounded.MakeRoom(l.prefixes, maxRatePrefixes, func(v *rate.Limiter) bool { return v.TokensAt(now) >= float64(l.burst) })
 		pl = rate.NewLimiter(l.rate, l.burst)
 		l.prefixes[prefix] = pl
 	}
