@@ -490,3 +490,16 @@ func TestLearnedPerSubjectCap(t *testing.T) {
 		t.Fatalf("a directly admitted issuer's record: %q", res)
 	}
 }
+
+// A node refuses to issue records that other nodes would not keep.
+func TestAttestationTTLBounded(t *testing.T) {
+	k, _ := testutil.NewKey(t)
+	for _, ttl := range []time.Duration{-time.Second, MaxKeptLifetime + time.Second} {
+		n, err := New(Config{Key: k, StorePath: filepath.Join(t.TempDir(), "s.db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, AttestationTTL: ttl})
+		if err == nil {
+			n.Close()
+			t.Errorf("TTL %s accepted", ttl)
+		}
+	}
+	newBareNode(t, Config{AttestationTTL: MaxKeptLifetime})
+}

@@ -64,7 +64,10 @@ type Config struct {
 	Feedback *skill.Consensus
 	// Prover answers challenges when this node is verified; nil means the
 	// node declines to be verified.
-	Prover         skill.Prover
+	Prover skill.Prover
+	// AttestationTTL is how long the records this node issues are valid
+	// (default protocol.DefaultAttestationTTL, 24 h); at most
+	// MaxKeptLifetime, the longest other nodes keep a record.
 	AttestationTTL time.Duration
 	// MutualTimeout bounds how long Attest waits for the peer's verdict
 	// on us after our own verification finished (default: the policy's
@@ -219,6 +222,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if err := cfg.Policy.Check(); err != nil {
 		return nil, err
+	}
+	if cfg.AttestationTTL < 0 || cfg.AttestationTTL > MaxKeptLifetime {
+		return nil, fmt.Errorf("node: attestation TTL %s: want up to %s, the longest nodes keep a record (trust.md §3.6)", cfg.AttestationTTL, MaxKeptLifetime)
 	}
 	key := cfg.Key
 	if key == nil {
