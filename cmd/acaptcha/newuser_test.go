@@ -283,6 +283,9 @@ func TestNewUserAttestNodeWithoutLLMDeclined(t *testing.T) {
 	dir := t.TempDir()
 	info := runCLINode(t, []string{"node", "--json", "--challenges", "procedural",
 		"--key", filepath.Join(dir, "b", "key"), "--store", filepath.Join(dir, "b", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"})
+	if info.Pow == nil || *info.Pow != 0 {
+		t.Errorf("a node on loopback only reports pow_difficulty %v, want 0 (auto)", info.Pow)
+	}
 	args := []string{"attest", "--timeout", "40s", "--challenges", "procedural", "--key", filepath.Join(dir, "a", "key"),
 		"--store", filepath.Join(dir, "a", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"}
 	start := time.Now()
@@ -309,6 +312,7 @@ func TestNewUserAttestNodeWithoutLLMDeclined(t *testing.T) {
 // and returns the addresses it printed.
 func runCLINode(t *testing.T, args []string) (info struct {
 	Addrs []string `json:"addrs"`
+	Pow   *int     `json:"pow_difficulty"`
 }) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())

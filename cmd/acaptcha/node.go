@@ -286,7 +286,8 @@ func (a *app) nodeCmd() *cobra.Command {
 			addrs := n.Addrs()
 			if a.jsonOut {
 				out := map[string]any{"peer_id": n.ID().String(), "llm": llmName, "challenges": a.challenges,
-					"challenge_source": challengeKind(a.challenges), "require_source": n.RequireSource()}
+					"challenge_source": challengeKind(a.challenges), "require_source": n.RequireSource(),
+					"pow_difficulty": max(n.ProtocolConfig().PowDifficulty, 0)}
 				var as []string
 				for _, m := range addrs {
 					as = append(as, m.String())
@@ -309,6 +310,11 @@ func (a *app) nodeCmd() *cobra.Command {
 				}
 				fmt.Fprintf(a.stdout, "  challenges: %s (attestations carry source %s); store: %s\n", a.challenges, protocol.SourceName(challengeKind(a.challenges)), a.storePath)
 				fmt.Fprintf(a.stdout, "  admits and vouches on attestations whose challenges rank at least %s (--require-source)\n", n.RequireSource())
+				if d := n.ProtocolConfig().PowDifficulty; d > 0 {
+					fmt.Fprintf(a.stdout, "  a peer pays %d bits of proof of work before this node draws a set for it (--pow-difficulty)\n", d)
+				} else {
+					fmt.Fprintln(a.stdout, "  no proof of work asked of peers on an idle node (--pow-difficulty)")
+				}
 				fmt.Fprintln(a.stdout, "  attest with: acaptcha attest <one of the addresses above>   (Ctrl-C stops)")
 				if httpURL != "" {
 					fmt.Fprintf(a.stdout, "  HTTP door for agents without libp2p: %s (manifest %s%s)\n", httpURL, httpURL, httpgw.ManifestPath)
