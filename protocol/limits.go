@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/acaptcha/acaptcha/internal/bounded"
+	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
 
@@ -185,17 +186,26 @@ func DrawPrefix(ip netip.Addr, limitLoopback bool) (netip.Prefix, bool) {
 // an IP address); ok is false when p is not connected or is exempt.
 func (s *Service) drawPrefix(p peer.ID) (netip.Prefix, bool) {
 	for _, c := range s.h.Network().ConnsToPeer(p) {
-		nip, err := manet.ToIP(c.RemoteMultiaddr())
-		if err != nil {
-			continue
+		if pfx, ok, ip := s.connPrefix(c.RemoteMultiaddr()); ip {
+			return pfx, ok
 		}
-		ip, ok := netip.AddrFromSlice(nip)
-		if !ok {
-			continue
-		}
-		return DrawPrefix(ip, s.cfg.LimitLoopback)
 	}
 	return netip.Prefix{}, false
+}
+
+// connPrefix is the budget prefix of a connection's remote address; ip
+// is false for an address without an IP (a relay circuit).
+func (s *Service) connPrefix(remote ma.Multiaddr) (pfx netip.Prefix, ok, ip bool) {
+	nip, err := manet.ToIP(remote)
+	if err != nil {
+		return netip.Prefix{}, false, false
+	}
+	addr, valid := netip.AddrFromSlice(nip)
+	if !valid {
+		return netip.Prefix{}, false, false
+	}
+	pfx, ok = DrawPrefix(addr, s.cfg.LimitLoopback)
+	return pfx, ok, true
 }
 
 // budgets holds the per-peer and global budgets of a Service.
@@ -459,8 +469,14 @@ func (b *budgets) failed(p peer.ID, now time.Time, unpaid bool) {
 // given back: what the prover spends on one before its first answerer
 // call (a proof of work, the verdict it stores) is what these bound.
 func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, why string) {
-	c := b.cfg
 	pfx, hasPfx := b.prefix(p)
+	return b.admitSessionIn(p, pfx, hasPfx, rounds, now)
+}
+
+// admitSessionIn is admitSession with the verifier's prefix given
+// (hasPfx false: none), as the prover reads it off the stream once.
+func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, rounds int, now time.Time) (ok bool, why string) {
+	c := b.cfg
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
@@ -506,11 +522,16 @@ func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, w
 // d bits, or reports false (spending nothing) when either cannot cover
 // it. It is never given back: the work is done whatever follows.
 func (b *budgets) chargePow(p peer.ID, d int, now time.Time) bool {
+	pfx, hasPfx := b.prefix(p)
+	return b.chargePowIn(pfx, hasPfx, d, now)
+}
+
+// chargePowIn is chargePow with the verifier's prefix given.
+func (b *budgets) chargePowIn(pfx netip.Prefix, hasPfx bool, d int, now time.Time) bool {
 	if d <= 0 {
 		return true
 	}
 	c := b.cfg
-	pfx, hasPfx := b.prefix(p)
 	work := math.Ldexp(1, d)
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -62,7 +63,10 @@ func (s *Service) handleStream(str network.Stream) {
 	}
 	defer str.Scope().ReleaseMemory(streamMemory)
 
-	release := s.acquireInbound(remote)
+	// The verifier's prefix, read once off this stream's connection, is
+	// what the inbound slots and the prover's budgets charge.
+	pfx, hasPfx, _ := s.connPrefix(str.Conn().RemoteMultiaddr())
+	release := s.acquireInbound(remote, pfx, hasPfx)
 	if release == nil {
 		declineAndReset(str, declineFrame(pb.DeclineReason_DECLINE_REASON_BUSY, "inbound session limit reached"), ErrCodeBusy,
 			min(s.cfg.HandshakeTimeout, declineLinger/2))
@@ -73,7 +77,7 @@ func (s *Service) handleStream(str network.Stream) {
 	stop := context.AfterFunc(s.ctx, func() { str.Reset() })
 	defer stop()
 
-	p := &proverRun{svc: s, str: str, remote: remote, res: &res, log: log, release: release}
+	p := &proverRun{svc: s, str: str, remote: remote, pfx: pfx, hasPfx: hasPfx, res: &res, log: log, release: release}
 	p.serve()
 }
 
@@ -91,6 +95,8 @@ type proverRun struct {
 	str    stream
 	r      frameReader
 	remote peer.ID
+	pfx    netip.Prefix // the verifier's budget prefix (hasPfx false: none)
+	hasPfx bool
 	res    *ProverResult
 	log    *slog.Logger
 	hello  *pb.Hello
@@ -241,7 +247,7 @@ func (p *proverRun) serve() {
 	}
 	// Budgets before work (spec §6, §9a): sessions, answerer calls and
 	// tokens per verifier and window, answerer calls of all verifiers.
-	if ok, why := s.budgets.admitSession(p.remote, int(hello.GetRounds()), s.now()); !ok {
+	if ok, why := s.budgets.admitSessionIn(p.remote, p.pfx, p.hasPfx, int(hello.GetRounds()), s.now()); !ok {
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %s", ErrBusy, why))
 		return
 	}
@@ -250,7 +256,7 @@ func (p *proverRun) serve() {
 	// Pay for the session: the verifier draws a set only then (§5a). The
 	// work is charged to the node's budget (and the verifier prefix's
 	// share) before it is done.
-	if d := int(hello.GetPowDifficulty()); d <= s.cfg.MaxPowDifficulty && !s.budgets.chargePow(p.remote, d, s.now()) {
+	if d := int(hello.GetPowDifficulty()); d <= s.cfg.MaxPowDifficulty && !s.budgets.chargePowIn(p.pfx, p.hasPfx, d, s.now()) {
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: proof-of-work budget of this node spent", ErrBusy))
 		return
 	}

@@ -411,11 +411,10 @@ func (s *Service) goTracked(f func()) bool {
 	return true
 }
 
-// acquireInbound applies the per-peer, per-prefix and global inbound
-// limits. It returns the release function, or nil when a limit is
-// reached.
-func (s *Service) acquireInbound(p peer.ID) func() {
-	pfx, hasPfx := s.budgets.prefix(p)
+// acquireInbound applies the per-peer, per-prefix (hasPfx false: none)
+// and global inbound limits. It returns the release function, or nil
+// when a limit is reached.
+func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx bool) func() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inbound >= s.cfg.MaxInbound || s.perPeer[p] >= s.cfg.MaxInboundPerPeer ||
