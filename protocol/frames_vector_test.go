@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -94,28 +96,15 @@ func frameVectors(t testing.TB) []struct {
 	}
 }
 
+// frameVectorPeer is the peer ID of the Ed25519 key of an RFC 8032 seed
+// (attestation.json's keys).
 func frameVectorPeer(t testing.TB, seed []byte) peer.ID {
 	t.Helper()
-	var f struct {
-		IssuerSeedHex  string `json:"issuer_seed_hex"`
-		SubjectSeedHex string `json:"subject_seed_hex"`
-		IssuerPeerID   string `json:"issuer_peer_id"`
-		SubjectPeerID  string `json:"subject_peer_id"`
+	k, err := crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(seed))
+	if err != nil {
+		t.Fatal(err)
 	}
-	frameVectorAttestation(t, &f)
-	switch hex.EncodeToString(seed) {
-	case f.IssuerSeedHex:
-		return mustDecodePeer(t, f.IssuerPeerID)
-	case f.SubjectSeedHex:
-		return mustDecodePeer(t, f.SubjectPeerID)
-	}
-	t.Fatalf("seed %x is not attestation.json's", seed)
-	return ""
-}
-
-func mustDecodePeer(t testing.TB, s string) peer.ID {
-	t.Helper()
-	id, err := peer.Decode(s)
+	id, err := peer.IDFromPrivateKey(k)
 	if err != nil {
 		t.Fatal(err)
 	}
