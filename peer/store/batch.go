@@ -3,28 +3,27 @@ package store
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	bolt "go.etcd.io/bbolt"
 )
 
-// commitQueue coalesces concurrent writes into shared bbolt transactions
-// (group commit). A write that finds no commit running commits at once,
-// together with every write queued meanwhile; writes that arrive during a
-// commit wait for the next one, which the first of them leads. Each write
-// returns only after the transaction that holds it committed (and was
-// synced, as with DB.Update), so durability is unchanged; a lone write
-// waits for nothing, unlike DB.Batch, whose batches start after a delay.
-//
-// A write may run more than once (a write that fails makes its
-// transaction roll back; it is then run alone and the others again without
-// it), so it must be idempotent, as for DB.Batch.
+// commitQueue coalesces concurrent attestation writes into shared appends
+// to the write-ahead log (group commit). A write that finds no commit
+// running commits at once, together with every write queued meanwhile;
+// writes that arrive during a commit wait for the next one, which the
+// first of them leads. Each write returns only after the log append that
+// holds it was synced, so durability is unchanged; a lone write waits for
+// nothing, unlike DB.Batch, whose batches start after a delay. The leader
+// alone touches the log, and it also runs the checkpoints that move the
+// logged records into bbolt (wal.go).
 type commitQueue struct {
 	mu      sync.Mutex
 	queue   []*pendingWrite
 	leading bool // a writer is committing; it hands over to queue[0]
+	closed  bool // the store closed: writes fail with errClosed
 	// linger and company: see Store.SetLinger. arrived is closed by the
 	// next write while a lone leader lingers.
 	linger  time.Duration
@@ -33,21 +32,40 @@ type commitQueue struct {
 }
 
 type pendingWrite struct {
-	fn func(*bolt.Tx) error
+	rec *walRecord // nil: a checkpoint request (flush)
+	// close: checkpoint, then refuse every later write.
+	close bool
 	// done receives errLead (this write leads the next commit) and then
 	// the write's result.
 	done chan error
 }
 
-// errLead hands the commit over to a queued write.
-var errLead = errors.New("store: lead the next commit")
+var (
+	// errLead hands the commit over to a queued write.
+	errLead = errors.New("store: lead the next commit")
+	// errClosed is a write after Close.
+	errClosed = errors.New("store is closed")
+)
 
-// update runs fn in a read-write transaction shared with the writes
-// queued with it and returns once that transaction committed.
-func (s *Store) update(fn func(*bolt.Tx) error) error {
-	w := &pendingWrite{fn: fn, done: make(chan error, 1)}
+// put logs r durably (see commitQueue) and returns once its log append
+// was synced.
+func (s *Store) put(r *walRecord) error {
+	return s.enqueue(&pendingWrite{rec: r, done: make(chan error, 1)})
+}
+
+// flush moves the logged records into bbolt (a checkpoint) and returns
+// once that commit was synced.
+func (s *Store) flush() error {
+	return s.enqueue(&pendingWrite{done: make(chan error, 1)})
+}
+
+func (s *Store) enqueue(w *pendingWrite) error {
 	q := &s.commits
 	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return errClosed
+	}
 	q.queue = append(q.queue, w)
 	if q.arrived != nil {
 		close(q.arrived)
@@ -59,7 +77,7 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 			return err
 		}
 		q.mu.Lock()
-	} else if len(q.queue) == 1 && q.linger > 0 && q.company != nil && q.company() {
+	} else if len(q.queue) == 1 && w.rec != nil && q.linger > 0 && q.company != nil && q.company() {
 		// A lone write while other sessions run: their records are
 		// likely to follow within the linger and share this commit.
 		q.leading = true
@@ -78,11 +96,23 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 	q.leading = true
 	batch := q.queue
 	q.queue = nil
+	if q.closed {
+		// Handed over after a Close: nobody commits any more.
+		q.leading = false
+		q.mu.Unlock()
+		for _, o := range batch {
+			o.done <- errClosed
+		}
+		return <-w.done
+	}
 	q.mu.Unlock()
 
-	s.commit(batch)
+	closing := s.commit(batch)
 
 	q.mu.Lock()
+	if closing {
+		q.closed = true
+	}
 	if len(q.queue) > 0 {
 		q.queue[0].done <- errLead
 	} else {
@@ -92,54 +122,128 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 	return <-w.done
 }
 
-// commit runs batch in one transaction and tells every write its result.
-func (s *Store) commit(batch []*pendingWrite) {
-	for len(batch) > 0 {
-		failed := -1
-		err := s.update1(func(tx *bolt.Tx) error {
-			for i, w := range batch {
-				if err := safeCall(w.fn, tx); err != nil {
-					failed = i
-					return err
-				}
-			}
-			return nil
-		})
-		if failed < 0 {
-			if err == nil {
-				s.batched.Add(uint64(len(batch)))
-			}
-			for _, w := range batch {
-				w.done <- err // nil, or the commit's failure
-			}
-			return
-		}
-		// The transaction rolled back: the failing write runs alone, as
-		// DB.Update would have run it, and the others run again.
-		w := batch[failed]
-		err = s.update1(func(tx *bolt.Tx) error { return safeCall(w.fn, tx) })
-		if err == nil {
-			s.batched.Add(1)
-		}
-		w.done <- err
-		batch = slices.Delete(batch, failed, failed+1)
+// commit logs the batch's records in one synced append, checkpoints when
+// asked or when enough records wait, and tells every write its result. It
+// reports whether the batch closed the store.
+func (s *Store) commit(batch []*pendingWrite) (closing bool) {
+	if s.beforeCommit != nil {
+		s.beforeCommit()
 	}
+	var recs []*walRecord
+	flush := false
+	for _, w := range batch {
+		if w.rec != nil {
+			recs = append(recs, w.rec)
+		} else {
+			flush = true
+			closing = closing || w.close
+		}
+	}
+	logErr := s.logRecords(recs)
+	var cpErr error
+	if flush || (logErr == nil && s.pendingCount() >= walCheckpointRecords) {
+		cpErr = s.checkpoint(nil)
+	}
+	for _, w := range batch {
+		if w.rec != nil {
+			w.done <- logErr // a failed threshold checkpoint leaves the records logged
+		} else {
+			w.done <- errors.Join(logErr, cpErr)
+		}
+	}
+	return closing
 }
 
-// safeCall runs fn, turning a panic into an error: the leader runs other
-// callers' writes.
-func safeCall(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("store: write panicked: %v", r)
+// logRecords appends recs to the log in one synced write, after a
+// checkpoint when they do not fit; a batch larger than the whole log goes
+// straight into bbolt with the pending records.
+func (s *Store) logRecords(recs []*walRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	fit, err := s.wal.append(recs)
+	if !fit {
+		if err := s.checkpoint(nil); err != nil {
+			return err
 		}
-	}()
-	return fn(tx)
+		if fit, err = s.wal.append(recs); !fit {
+			return s.checkpoint(recs)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.committed.Add(1)
+	s.batched.Add(uint64(len(recs)))
+	s.pmu.Lock()
+	if len(s.pending) == 0 {
+		s.flushTimer.Reset(walCheckpointAfter)
+	}
+	s.pending = append(s.pending, recs...)
+	for _, r := range recs {
+		s.pendingPeers[r.peer]++
+	}
+	s.pmu.Unlock()
+	return nil
+}
+
+// checkpoint writes the pending records, then extra, into bbolt in one
+// synced commit that also starts the log's next generation.
+func (s *Store) checkpoint(extra []*walRecord) error {
+	s.pmu.Lock()
+	recs := s.pending
+	s.pmu.Unlock()
+	if len(recs) == 0 && len(extra) == 0 {
+		return nil
+	}
+	next := s.wal.gen + 1
+	err := s.update1(func(tx *bolt.Tx) error {
+		for _, rs := range [][]*walRecord{recs, extra} {
+			for _, r := range rs {
+				if err := r.apply(tx); err != nil {
+					return fmt.Errorf("store attestation: %w", err)
+				}
+			}
+		}
+		return putWALGeneration(tx, next)
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint write-ahead log: %w", err)
+	}
+	s.wal.restart(next)
+	s.batched.Add(uint64(len(extra)))
+	s.pmu.Lock()
+	s.pending = nil
+	clear(s.pendingPeers)
+	s.flushTimer.Stop()
+	s.pmu.Unlock()
+	return nil
+}
+
+func (s *Store) pendingCount() int {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return len(s.pending)
+}
+
+// flushFor checkpoints before a read that could see logged records: any
+// record (p empty) or one whose key starts with p.
+func (s *Store) flushFor(p peer.ID) error {
+	s.pmu.Lock()
+	need := len(s.pending) > 0 && (p == "" || s.pendingPeers[p] > 0)
+	s.pmu.Unlock()
+	if !need {
+		return nil
+	}
+	if err := s.flush(); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
 }
 
 // SetLinger lets a lone write wait up to d for company before it commits
 // when company() reports other writes are likely soon (sessions in
-// flight): one synced commit then holds both. Every write still returns
+// flight): one synced log append then holds both. Every write still returns
 // only after its commit, so durability is unchanged; d is the most a
 // write's latency grows. Call it before the first write.
 func (s *Store) SetLinger(d time.Duration, company func() bool) {

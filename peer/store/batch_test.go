@@ -1,14 +1,20 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/protocol"
 )
 
 func openTemp(t *testing.T) (*Store, string) {
@@ -21,37 +27,79 @@ func openTemp(t *testing.T) (*Store, string) {
 	return s, path
 }
 
-// Concurrent writes share transactions, each returns after its commit,
-// and all of them are in the file after a reopen.
+// crash closes s's files without the checkpoint Close makes, as a process
+// that dies leaves them.
+func (s *Store) crash(t *testing.T) {
+	t.Helper()
+	s.commits.mu.Lock()
+	s.commits.closed = true
+	s.commits.mu.Unlock()
+	s.flushTimer.Stop()
+	if err := errors.Join(s.wal.close(), s.db.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// records returns n signed acceptances by key about fresh subjects.
+func records(t *testing.T, key crypto.PrivKey, n int) ([][]byte, []*protocol.Attestation) {
+	t.Helper()
+	envs, as := make([][]byte, n), make([]*protocol.Attestation, n)
+	for i := range n {
+		_, subject := testutil.NewKey(t)
+		envs[i], as[i] = sealed(t, key, subject, time.Now(), time.Hour)
+	}
+	return envs, as
+}
+
+// listed returns the envelopes the store lists in direction d.
+func listed(t *testing.T, s *Store, d Direction) map[string]bool {
+	t.Helper()
+	es, err := s.List(d, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, e := range es {
+		got[string(e.Envelope)] = true
+	}
+	return got
+}
+
+// syncers runs f with the AIO syncer (where the kernel has it) and with
+// fdatasync.
+func syncers(t *testing.T, f func(t *testing.T)) {
+	for _, plain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
+			old := forcePlainSync
+			forcePlainSync = plain
+			t.Cleanup(func() { forcePlainSync = old })
+			f(t)
+		})
+	}
+}
+
+// Concurrent writes share one synced log append, each returns after it,
+// and all of them are in bbolt after a reopen.
 func TestCommitQueueCoalesces(t *testing.T) {
 	s, path := openTemp(t)
+	key, _ := testutil.NewKey(t)
 	const n = 64
-	var (
-		mu  sync.Mutex
-		txs = map[int]int{} // transaction ID -> writes in it
-		wg  sync.WaitGroup
-	)
+	envs, as := records(t, key, n+1)
 	hold := make(chan struct{})
+	var once sync.Once
+	s.beforeCommit = func() { once.Do(func() { <-hold }) }
+	c0, _ := s.Commits()
+	var wg sync.WaitGroup
 	// The first write holds its commit until the others queued.
 	wg.Go(func() {
-		err := s.update(func(tx *bolt.Tx) error {
-			<-hold
-			return tx.Bucket(bucketServed).Put([]byte("first"), []byte{1})
-		})
-		if err != nil {
+		if err := s.Put(Issued, envs[n], as[n]); err != nil {
 			t.Error(err)
 		}
 	})
 	s.waitQueued(t, 0)
 	for i := range n {
 		wg.Go(func() {
-			err := s.update(func(tx *bolt.Tx) error {
-				mu.Lock()
-				txs[tx.ID()]++
-				mu.Unlock()
-				return tx.Bucket(bucketServed).Put(fmt.Appendf(nil, "k%02d", i), []byte{byte(i)})
-			})
-			if err != nil {
+			if err := s.Put(Issued, envs[i], as[i]); err != nil {
 				t.Error(err)
 			}
 		})
@@ -59,99 +107,37 @@ func TestCommitQueueCoalesces(t *testing.T) {
 	s.waitQueued(t, n)
 	close(hold)
 	wg.Wait()
-	if len(txs) != 1 {
-		t.Errorf("%d writes queued behind one commit took %d transactions, want 1", n, len(txs))
-	}
-	// The leader's commit and the one it handed over: n+1 writes in 2.
-	if c, b := s.Commits(); c != 2 || b != n+1 {
-		t.Errorf("Commits() = %d commits, %d batched writes; want 2, %d", c, b, n+1)
+	// The leader's append and the one it handed over: n+1 writes in 2.
+	if c, b := s.Commits(); c-c0 != 2 || b != n+1 {
+		t.Errorf("Commits() = %d commits, %d batched writes; want 2, %d", c-c0, b, n+1)
 	}
 	// A write outside the queue commits on its own, batching nothing.
 	if err := s.PutRevocation("someone", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if c, b := s.Commits(); c != 3 || b != n+1 {
-		t.Errorf("after a revocation: Commits() = %d, %d; want 3, %d", c, b, n+1)
+	if c, b := s.Commits(); c-c0 != 3 || b != n+1 {
+		t.Errorf("after a revocation: Commits() = %d, %d; want 3, %d", c-c0, b, n+1)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(path)
+	// Close checkpointed: bbolt holds every record, the log none.
+	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	err = s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketServed)
-		for i := range n {
-			if v := b.Get(fmt.Appendf(nil, "k%02d", i)); len(v) != 1 || v[0] != byte(i) {
-				return fmt.Errorf("k%02d = %v after reopen", i, v)
-			}
-		}
-		if b.Get([]byte("first")) == nil {
-			return errors.New("first write lost")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A failing or panicking write gets its error and leaves no trace; the
-// writes batched with it commit.
-func TestCommitQueueFailureIsolated(t *testing.T) {
-	s, _ := openTemp(t)
-	defer s.Close()
-	boom := errors.New("boom")
-	hold := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_ = s.update(func(*bolt.Tx) error { <-hold; return nil })
-	})
-	s.waitQueued(t, 0)
-	errs := make([]error, 6)
-	for i := range errs {
-		wg.Go(func() {
-			errs[i] = s.update(func(tx *bolt.Tx) error {
-				if err := tx.Bucket(bucketServed).Put(fmt.Appendf(nil, "w%d", i), []byte{1}); err != nil {
-					return err
-				}
-				switch i {
-				case 2:
-					return boom
-				case 4:
-					panic("write panics")
-				}
-				return nil
-			})
-		})
-	}
-	s.waitQueued(t, len(errs))
-	close(hold)
-	wg.Wait()
-	// The leader's empty commit, the batch that rolled back (not counted),
-	// the two failing writes alone (rolled back) and the rest together.
-	if c, b := s.Commits(); c != 2 || b != 5 {
-		t.Errorf("Commits() = %d commits, %d batched writes; want 2, 5", c, b)
-	}
-	for i, err := range errs {
-		switch {
-		case i == 2 && !errors.Is(err, boom), i == 4 && err == nil:
-			t.Errorf("write %d: %v, want its failure", i, err)
-		case i != 2 && i != 4 && err != nil:
-			t.Errorf("write %d: %v", i, err)
-		}
-	}
-	_ = s.db.View(func(tx *bolt.Tx) error {
-		for i := range errs {
-			got := tx.Bucket(bucketServed).Get(fmt.Appendf(nil, "w%d", i)) != nil
-			if want := i != 2 && i != 4; got != want {
-				t.Errorf("w%d stored %v, want %v", i, got, want)
+	err = db.View(func(tx *bolt.Tx) error {
+		for i, env := range envs {
+			if tx.Bucket(bucketIssued).Get(entryKey(as[i].Subject, as[i].IssuedAt, env)) == nil {
+				return fmt.Errorf("record %d not in bbolt after Close", i)
 			}
 		}
 		return nil
 	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitQueued waits (at most 10 s) until a write leads a commit (n = 0)
@@ -172,65 +158,227 @@ func (s *Store) waitQueued(t *testing.T, n int) {
 }
 
 // A lone write lingers for company while company() says more writes are
-// likely, and commits together with the next write as soon as it comes;
-// without company it commits at once.
+// likely, and shares its log append with the next write as soon as it
+// comes; without company it commits at once.
 func TestCommitLinger(t *testing.T) {
+	key, _ := testutil.NewKey(t)
 	for _, busy := range []bool{true, false} {
 		t.Run(fmt.Sprintf("company=%v", busy), func(t *testing.T) {
-			s, path := openTemp(t)
+			s, _ := openTemp(t)
+			defer s.Close()
 			s.SetLinger(10*time.Second, func() bool { return busy })
-			txOf := func(key string) (id int, took time.Duration, err error) {
-				t0 := time.Now()
-				err = s.update(func(tx *bolt.Tx) error {
-					id = tx.ID()
-					return tx.Bucket(bucketServed).Put([]byte(key), []byte{1})
-				})
-				return id, time.Since(t0), err
-			}
-			type res struct {
-				id   int
-				took time.Duration
-				err  error
-			}
-			first := make(chan res, 1)
-			go func() {
-				id, took, err := txOf("first")
-				first <- res{id, took, err}
-			}()
+			envs, as := records(t, key, 2)
+			c0, _ := s.Commits()
+			first := make(chan error, 1)
+			t0 := time.Now()
+			go func() { first <- s.Put(Issued, envs[0], as[0]) }()
 			time.Sleep(100 * time.Millisecond)
-			id2, _, err := txOf("second")
-			if err != nil {
+			if err := s.Put(Received, envs[1], as[1]); err != nil {
 				t.Fatal(err)
 			}
-			r := <-first
-			if r.err != nil {
-				t.Fatal(r.err)
+			if err := <-first; err != nil {
+				t.Fatal(err)
 			}
+			took := time.Since(t0)
+			c, _ := s.Commits()
 			switch {
-			case busy && (r.id != id2 || r.took < 100*time.Millisecond || r.took > 5*time.Second):
-				t.Fatalf("lingering write: tx %d (second %d) after %v, want one commit when the second came", r.id, id2, r.took)
-			case !busy && (r.id == id2 || r.took > 5*time.Second):
-				t.Fatalf("lone write: tx %d (second %d) after %v, want its own commit at once", r.id, id2, r.took)
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			s2, err := Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s2.Close()
-			err = s2.db.View(func(tx *bolt.Tx) error {
-				for _, k := range []string{"first", "second"} {
-					if tx.Bucket(bucketServed).Get([]byte(k)) == nil {
-						return fmt.Errorf("%s lost", k)
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
+			case busy && (c-c0 != 1 || took < 100*time.Millisecond || took > 5*time.Second):
+				t.Fatalf("lingering write: %d appends, %v; want one append when the second came", c-c0, took)
+			case !busy && c-c0 != 2:
+				t.Fatalf("lone write: %d appends, want one each", c-c0)
 			}
 		})
+	}
+}
+
+// Records acknowledged but not checkpointed survive a crash: the next Open
+// moves them from the log into bbolt. Frames of a generation already
+// checkpointed are never applied again, and a torn last frame ends the
+// log without failing the open.
+func TestWALRecovery(t *testing.T) {
+	syncers(t, func(t *testing.T) {
+		key, _ := testutil.NewKey(t)
+		s, path := openTemp(t)
+		envs, as := records(t, key, 6)
+		for i := range 3 {
+			if err := s.Put(Issued, envs[i], as[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Put(Received, envs[3], as[3]); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.pendingCount(); got != 4 {
+			t.Fatalf("%d records pending before the crash, want 4", got)
+		}
+		s.crash(t)
+
+		s, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.pendingCount(); got != 0 {
+			t.Fatalf("%d records pending after recovery, want 0 (checkpointed at open)", got)
+		}
+		issued, received := listed(t, s, Issued), listed(t, s, Received)
+		for i := range 3 {
+			if !issued[string(envs[i])] {
+				t.Errorf("issued record %d lost in the crash", i)
+			}
+		}
+		if !received[string(envs[3])] || len(issued) != 3 || len(received) != 1 {
+			t.Errorf("after recovery: %d issued, %d received (received record kept: %v); want 3, 1", len(issued), len(received), received[string(envs[3])])
+		}
+		// Delete record 1 in bbolt, log another record and crash: record
+		// 1, whose frame follows the new one's in the file (frames of one
+		// size), is of a checkpointed generation and stays deleted.
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketIssued).Delete(entryKey(as[1].Subject, as[1].IssuedAt, envs[1]))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(Issued, envs[4], as[4]); err != nil {
+			t.Fatal(err)
+		}
+		s.crash(t)
+		if s, err = Open(path); err != nil {
+			t.Fatal(err)
+		}
+		issued = listed(t, s, Issued)
+		if issued[string(envs[1])] {
+			t.Error("a record from a checkpointed generation's frames came back")
+		}
+		if !issued[string(envs[4])] || len(issued) != 3 {
+			t.Errorf("%d issued records (the one logged before the crash kept: %v), want 3", len(issued), issued[string(envs[4])])
+		}
+		// A torn last frame ends the log; the open does not fail.
+		if err := s.Put(Issued, envs[5], as[5]); err != nil {
+			t.Fatal(err)
+		}
+		end := s.wal.off
+		s.crash(t)
+		f, err := os.OpenFile(path+"-wal", os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{0xff}, end-10); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if s, err = Open(path); err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		issued = listed(t, s, Issued)
+		if issued[string(envs[5])] || len(issued) != 3 {
+			t.Errorf("%d issued records (the torn one applied: %v), want 3", len(issued), issued[string(envs[5])])
+		}
+	})
+}
+
+// More records than the log holds: checkpoints make room, and every
+// record survives a crash.
+func TestWALWrapsAndCheckpoints(t *testing.T) {
+	key, _ := testutil.NewKey(t)
+	s, path := openTemp(t)
+	const n = 1500 // about 1.4 MiB of frames, over walSize
+	envs, as := records(t, key, n)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < n; i += 4 {
+				if err := s.Put(Issued, envs[i], as[i]); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := s.pendingCount(); got >= walCheckpointRecords {
+		t.Errorf("%d records pending, want fewer than %d", got, walCheckpointRecords)
+	}
+	s.crash(t)
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := listed(t, s, Issued)
+	for i, env := range envs {
+		if !got[string(env)] {
+			t.Fatalf("record %d of %d lost (%d listed)", i, n, len(got))
+		}
+	}
+}
+
+// A read that could see a logged record checkpoints first; a read of
+// another peer does not; a lone record reaches bbolt within
+// walCheckpointAfter.
+func TestWALReadsAndTimer(t *testing.T) {
+	key, _ := testutil.NewKey(t)
+	s, _ := openTemp(t)
+	defer s.Close()
+	envs, as := records(t, key, 2)
+	for i := range 2 {
+		if err := s.Put(Issued, envs[i], as[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, stranger := testutil.NewKey(t)
+	if es, err := s.List(Issued, stranger); err != nil || len(es) != 0 {
+		t.Fatalf("List(stranger) = %d, %v", len(es), err)
+	}
+	if got := s.pendingCount(); got != 2 {
+		t.Fatalf("a read of another peer checkpointed: %d pending, want 2", got)
+	}
+	e, err := s.Latest(Issued, as[0].Subject, time.Now())
+	if err != nil || e == nil || !bytes.Equal(e.Envelope, envs[0]) {
+		t.Fatalf("Latest right after Put = %v, %v; want the record", e, err)
+	}
+	if got := s.pendingCount(); got != 0 {
+		t.Fatalf("%d pending after a read of a logged record, want 0", got)
+	}
+	envs, as = records(t, key, 1)
+	if err := s.Put(Received, envs[0], as[0]); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * walCheckpointAfter)
+	for s.pendingCount() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a lone logged record not checkpointed by the timer")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A failed log write acknowledges nothing; writes after Close fail; Close
+// twice is harmless.
+func TestWALFailuresAndClose(t *testing.T) {
+	key, _ := testutil.NewKey(t)
+	envs, as := records(t, key, 2)
+	s, _ := openTemp(t)
+	good := s.wal.f
+	broken, err := os.Open(os.DevNull) // read-only: writes fail
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.wal.f = broken
+	if err := s.Put(Issued, envs[0], as[0]); err == nil {
+		t.Error("Put succeeded with a log that cannot be written")
+	}
+	if got := s.pendingCount(); got != 0 {
+		t.Errorf("%d records pending after a failed append, want 0", got)
+	}
+	s.wal.f = good
+	broken.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(Issued, envs[1], as[1]); !errors.Is(err, errClosed) {
+		t.Errorf("Put after Close: %v, want errClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
 	}
 }

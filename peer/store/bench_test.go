@@ -72,11 +72,13 @@ func benchPut(b *testing.B, solo bool, writers int) {
 }
 
 // BenchmarkPutSized stores one attestation at a time (each Put returns
-// after its synced commit) into a store that already holds 0, 10,000 or
-// 100,000 records of random subjects: a commit rewrites the pages on the
-// path to its leaf and the freelist, so its cost grows with the store
-// (hence Store.PruneExpired). cpu-us/put is the process's user and system
-// CPU per Put, the disk syncs' share included.
+// after its synced log append) into a store that already holds 0, 10,000
+// or 100,000 records of random subjects: a Put appends to the write-ahead
+// log, and every walCheckpointRecords Puts a checkpoint commits them into
+// bbolt, rewriting the pages on the paths to their leaves and the
+// freelist, whose cost grows with the store (hence Store.PruneExpired).
+// cpu-us/put is the process's user and system CPU per Put, the disk
+// syncs' share included.
 func BenchmarkPutSized(b *testing.B) {
 	for _, n := range []int{0, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {

@@ -2,7 +2,9 @@
 // received and learned, the revocations, the ledger of served challenge
 // sets (skill.Ledger) and the challenge pool's sets (pool.Store). Records
 // are kept as their signed envelopes and verified again when read, so a
-// tampered file cannot make the node trust a record.
+// tampered file cannot make the node trust a record. The attestations a
+// node issues and receives reach bbolt through a write-ahead log beside
+// it (PATH-wal, wal.go); a store closed cleanly holds them all in bbolt.
 package store
 
 import (
@@ -14,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,19 +49,36 @@ var (
 // the node trust a record.
 type Store struct {
 	db *bolt.DB
-	// commits batches the attestation writes of concurrent sessions.
+	// commits batches the attestation writes of concurrent sessions into
+	// appends to wal; its leader alone uses wal.
 	commits commitQueue
-	// committed counts the read-write transactions committed (each one
-	// synced to disk), batched the writes the commit queue put in them.
+	wal     *wal
+	// pending are the logged records not yet in bbolt, in log order;
+	// pendingPeers counts them by the peer their keys start with.
+	pmu          sync.Mutex
+	pending      []*walRecord
+	pendingPeers map[peer.ID]int
+	// flushTimer checkpoints walCheckpointAfter after the first pending
+	// record.
+	flushTimer *time.Timer
+	// committed counts the synced commits (log appends and bbolt
+	// read-write transactions), batched the attestations the commit
+	// queue put in them.
 	committed, batched atomic.Uint64
+	// beforeCommit, when set (tests), runs as a leader starts its commit.
+	beforeCommit func()
 }
 
-// Commits returns how many read-write transactions the store committed
-// since it was opened (each synced to disk: bbolt syncs twice per
-// commit), and how many of the writes they held came through the commit
-// queue (the attestations this node issued and received, batched with
-// those of concurrent sessions). On a disk, commits rather than bytes are
-// what a busy node's store costs.
+// walCheckpointAfter is the longest a logged record waits for its
+// checkpoint into bbolt.
+const walCheckpointAfter = time.Second
+
+// Commits returns how many synced commits the store made since it was
+// opened (appends to the write-ahead log, which sync once, and bbolt
+// transactions, which sync twice), and how many attestation writes went
+// through the commit queue (the attestations this node issued and
+// received, batched with those of concurrent sessions). On a disk, syncs
+// rather than bytes are what a busy node's store costs.
 func (s *Store) Commits() (commits, batched uint64) {
 	return s.committed.Load(), s.batched.Load()
 }
@@ -96,23 +116,70 @@ func Open(path string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	var gen uint64
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketIssued, bucketReceived, bucketServed} {
+		for _, b := range [][]byte{bucketIssued, bucketReceived, bucketServed, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
+		gen = walGeneration(tx)
 		return nil
 	})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("init store %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	// bbolt's file lock is held: this process alone uses the log.
+	w, recs, _, err := openWAL(path+"-wal", gen)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	s := &Store{db: db, wal: w, pendingPeers: map[peer.ID]int{}}
+	s.flushTimer = time.AfterFunc(walCheckpointAfter, func() { _ = s.flush() })
+	s.flushTimer.Stop()
+	// Move what a crash left in the log into bbolt, and start a new
+	// generation even when there was none: frames left in the file from
+	// before are never read again.
+	if err := s.checkpointRecovered(recs); err != nil {
+		w.close()
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
 }
 
-// Close closes the store.
-func (s *Store) Close() error { return s.db.Close() }
+// checkpointRecovered writes the records read from the log at open into
+// bbolt and starts the log's next generation.
+func (s *Store) checkpointRecovered(recs []*walRecord) error {
+	next := s.wal.gen + 1
+	err := s.update1(func(tx *bolt.Tx) error {
+		for _, r := range recs {
+			if err := r.apply(tx); err != nil {
+				return fmt.Errorf("store attestation: %w", err)
+			}
+		}
+		return putWALGeneration(tx, next)
+	})
+	if err != nil {
+		return fmt.Errorf("recover write-ahead log: %w", err)
+	}
+	s.wal.restart(next)
+	return nil
+}
+
+// Close moves the logged attestations into bbolt and closes the store.
+// Writes after it fail. When the final checkpoint fails, its records stay
+// in the log for the next Open.
+func (s *Store) Close() error {
+	err := s.enqueue(&pendingWrite{close: true, done: make(chan error, 1)})
+	if errors.Is(err, errClosed) {
+		return nil // closed already
+	}
+	s.flushTimer.Stop()
+	return errors.Join(err, s.wal.close(), s.db.Close())
+}
 
 // key is the peer the record is about (subject for issued, issuer for
 // received), then the issue time, then a digest of the envelope: entries of
@@ -138,68 +205,56 @@ func bucketFor(d Direction) ([]byte, error) {
 }
 
 // Put stores an envelope. Issued records are keyed by subject, received
-// ones by issuer.
+// ones by issuer. An issued rejection replaces the older rejections of its
+// subject (see PutIssued). It returns once the record is on the disk: in
+// the write-ahead log, with the records of concurrent sessions in the same
+// synced append; a checkpoint moves it into bbolt later.
 func (s *Store) Put(d Direction, env []byte, a *protocol.Attestation) error {
-	b, err := bucketFor(d)
+	r, err := newWALRecord(d, env, a)
 	if err != nil {
 		return err
 	}
-	p := a.Subject
-	if d == Received {
-		p = a.Issuer
+	if err := s.put(r); err != nil {
+		return fmt.Errorf("store attestation: %w", err)
 	}
-	k := entryKey(p, a.IssuedAt, env)
-	// Idempotent (the key is derived from the envelope): batched with
-	// the writes of concurrent sessions.
-	return s.update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(b).Put(k, env); err != nil {
-			return fmt.Errorf("store attestation: %w", err)
-		}
-		return nil
-	})
+	return nil
 }
 
 // PutIssued stores an attestation this node issued. A rejection replaces
-// the older rejections of the same subject in the same transaction: the
-// rejections of one peer coalesce into the newest (which alone drives the
-// back-off after a restart), so a peer failing again and again does not
-// grow the store. Acceptances are kept.
+// the older rejections of the same subject when it reaches bbolt, in the
+// same transaction: the rejections of one peer coalesce into the newest
+// (which alone drives the back-off after a restart), so a peer failing
+// again and again does not grow the store. Acceptances are kept.
 func (s *Store) PutIssued(env []byte, a *protocol.Attestation) error {
-	if a.Accepted {
-		return s.Put(Issued, env, a)
-	}
-	k := entryKey(a.Subject, a.IssuedAt, env)
+	return s.Put(Issued, env, a)
+}
+
+// putIssuedRejection puts the issued rejection env under key k and deletes
+// the older rejections of its subject. It decodes them without a
+// signature check (decodeStored): it runs inside the write transaction,
+// over every record of the subject. Run again, it finds nothing more to
+// delete and puts the same record.
+func putIssuedRejection(tx *bolt.Tx, k, env []byte, a *protocol.Attestation) error {
 	prefix := append([]byte(a.Subject), 0)
-	// Idempotent (run again, it finds nothing more to delete and puts the
-	// same record): batched like Put.
-	err := s.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketIssued)
-		var dead [][]byte
-		c := b.Cursor()
-		for kk, v := c.Seek(prefix); kk != nil && bytes.HasPrefix(kk, prefix); kk, v = c.Next() {
-			if bytes.Equal(kk, k) {
-				continue
-			}
-			// Decoded without a signature check (decodeStored): this runs
-			// inside the write transaction, over every record of the
-			// subject.
-			old, ok := decodeStored(v)
-			if !ok || old.Subject != a.Subject || old.Accepted || old.IssuedAt.After(a.IssuedAt) {
-				continue
-			}
-			dead = append(dead, bytes.Clone(kk))
+	b := tx.Bucket(bucketIssued)
+	var dead [][]byte
+	c := b.Cursor()
+	for kk, v := c.Seek(prefix); kk != nil && bytes.HasPrefix(kk, prefix); kk, v = c.Next() {
+		if bytes.Equal(kk, k) {
+			continue
 		}
-		for _, kk := range dead {
-			if err := b.Delete(kk); err != nil {
-				return err
-			}
+		old, ok := decodeStored(v)
+		if !ok || old.Subject != a.Subject || old.Accepted || old.IssuedAt.After(a.IssuedAt) {
+			continue
 		}
-		return b.Put(k, env)
-	})
-	if err != nil {
-		return fmt.Errorf("store issued rejection: %w", err)
+		dead = append(dead, bytes.Clone(kk))
 	}
-	return nil
+	for _, kk := range dead {
+		if err := b.Delete(kk); err != nil {
+			return err
+		}
+	}
+	return b.Put(k, env)
 }
 
 // List returns the stored entries of one direction ("" for both), for one
@@ -212,6 +267,11 @@ func (s *Store) List(d Direction, p peer.ID) ([]Entry, error) {
 			return nil, err
 		}
 		dirs = []Direction{d}
+	}
+	// Records still in the log that the listing could show go to bbolt
+	// first.
+	if err := s.flushFor(p); err != nil {
+		return nil, err
 	}
 	var out []Entry
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -327,6 +387,9 @@ const pruneBatch = 1000
 // most pruneBatch records, and stops early, with ctx's error, when ctx
 // ends (a node that closes does not wait for a long backlog).
 func (s *Store) PruneExpired(ctx context.Context, cutoff time.Time) (int, error) {
+	if err := s.flushFor(""); err != nil {
+		return 0, fmt.Errorf("prune expired attestations: %w", err)
+	}
 	total := 0
 	for _, b := range [][]byte{bucketIssued, bucketReceived} {
 		// after is the key to resume the scan after: a transaction

@@ -1,0 +1,255 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/acaptcha/acaptcha/protocol"
+)
+
+// The attestations a node issues and receives go first to a write-ahead
+// log beside the bbolt file (PATH-wal), then into bbolt in checkpoints.
+//
+// Why: every attestation leaves a record on each node, and a record is
+// acknowledged only once it is on the disk. A bbolt commit syncs twice
+// (its pages, then its meta page) and writes a page per tree level of
+// every bucket it touches, about 8 pages; an append to a preallocated log
+// writes one or two pages and syncs once, through AIO where Linux offers it
+// (sync_aio.go). A checkpoint then moves hundreds of records into bbolt in
+// one commit. bbolt has no log of its own to borrow (its NoSync mode is
+// unsafe across a crash of the machine), so the log is here: a fixed-size
+// file of CRC-checked frames, about 150 lines.
+//
+// Crash safety: a frame carries the log's generation; bbolt's meta bucket
+// holds the generation whose frames are not yet in bbolt. A checkpoint
+// applies the pending records and bumps that generation in one bbolt
+// transaction, then writes the next frames from the start of the file
+// under the new generation. On open, the frames of the stored generation
+// are read from the start until the first that is torn, fails its CRC or
+// is of another generation, and are applied (records are idempotent: a
+// record's key holds its envelope's digest) in a checkpoint that bumps the
+// generation, so frames left from before are never read again.
+
+// fileSyncer flushes a file's data to its device.
+type fileSyncer interface {
+	fdatasync(f *os.File) error
+	close() error
+}
+
+// forcePlainSync makes stores opened after it is set sync with a blocking
+// fdatasync (tests of the fallback).
+var forcePlainSync bool
+
+const (
+	// walSize is the log's preallocated size: about 700 records of 1.5 KB.
+	// Appends overwrite zeros or older frames and never grow the file, so
+	// a sync flushes data and no file-system metadata.
+	walSize = 1 << 20
+	// walCheckpointRecords pending records trigger a checkpoint.
+	walCheckpointRecords = 512
+	// frameHeader is a frame's length (uint32, of what follows the header)
+	// and CRC-32C (of the same bytes); then the generation (uint64) and
+	// the direction (one byte), then the signed envelope.
+	frameHeader = 8
+	frameFixed  = 9
+)
+
+var (
+	bucketMeta = []byte("meta")
+	keyWALGen  = []byte("wal_generation")
+	crcTable   = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// walRecord is an attestation on its way to bbolt.
+type walRecord struct {
+	dir  Direction
+	env  []byte
+	a    *protocol.Attestation
+	peer peer.ID // the peer its key starts with: subject (issued), issuer (received)
+	key  []byte
+}
+
+func newWALRecord(d Direction, env []byte, a *protocol.Attestation) (*walRecord, error) {
+	if _, err := bucketFor(d); err != nil {
+		return nil, err
+	}
+	p := a.Subject
+	if d == Received {
+		p = a.Issuer
+	}
+	return &walRecord{dir: d, env: env, a: a, peer: p, key: entryKey(p, a.IssuedAt, env)}, nil
+}
+
+// apply writes r into bbolt. An issued rejection replaces the older
+// rejections of its subject (see PutIssued).
+func (r *walRecord) apply(tx *bolt.Tx) error {
+	if r.dir == Issued && !r.a.Accepted {
+		return putIssuedRejection(tx, r.key, r.env, r.a)
+	}
+	b, _ := bucketFor(r.dir)
+	return tx.Bucket(b).Put(r.key, r.env)
+}
+
+// wal is the log file. Only the commit queue's leader uses it.
+type wal struct {
+	f    *os.File
+	sync fileSyncer
+	gen  uint64 // generation of the frames written now
+	off  int64  // where the next frame goes
+	buf  []byte
+}
+
+// openWAL opens (or creates and preallocates) the log at path and returns
+// it with the records of generation gen it holds, in order. undecodable
+// counts frames that passed their CRC but hold no attestation (left out).
+func openWAL(path string, gen uint64) (w *wal, recs []*walRecord, undecodable int, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("open write-ahead log: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	data := make([]byte, walSize)
+	n, err := f.ReadAt(data, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, nil, 0, fmt.Errorf("read write-ahead log: %w", err)
+	}
+	if n < walSize {
+		// New, or cut short: preallocate with zeros, which end the frames.
+		clear(data[n:])
+		if _, err := f.WriteAt(data[n:], int64(n)); err != nil {
+			return nil, nil, 0, fmt.Errorf("preallocate write-ahead log: %w", err)
+		}
+	}
+	syncer, err := newFileSyncer(f)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("sync write-ahead log: %w", err)
+	}
+	for off := 0; ; {
+		body, next, ok := readFrame(data, off, gen)
+		if !ok {
+			break
+		}
+		off = next
+		d := Issued
+		if body[0] == 'r' {
+			d = Received
+		}
+		env := body[1:]
+		a, ok := decodeStored(env)
+		if !ok || (body[0] != 'i' && body[0] != 'r') {
+			undecodable++
+			continue
+		}
+		r, err := newWALRecord(d, env, a)
+		if err != nil {
+			undecodable++
+			continue
+		}
+		recs = append(recs, r)
+	}
+	return &wal{f: f, sync: syncer, gen: gen}, recs, undecodable, nil
+}
+
+// readFrame reads the frame at off of generation gen: its body after the
+// generation (direction and envelope) and the next frame's offset. ok is
+// false at the end of the frames: zeros, a torn or corrupt frame, or a
+// frame of another generation.
+func readFrame(data []byte, off int, gen uint64) (body []byte, next int, ok bool) {
+	if off+frameHeader > len(data) {
+		return nil, 0, false
+	}
+	n := int(binary.BigEndian.Uint32(data[off:]))
+	sum := binary.BigEndian.Uint32(data[off+4:])
+	start := off + frameHeader
+	if n < frameFixed+1 || n > len(data)-start {
+		return nil, 0, false
+	}
+	payload := data[start : start+n]
+	if crc32.Checksum(payload, crcTable) != sum || binary.BigEndian.Uint64(payload) != gen {
+		return nil, 0, false
+	}
+	return payload[8:], start + n, true
+}
+
+// appendFrame appends r's frame of generation gen to buf.
+func appendFrame(buf []byte, gen uint64, r *walRecord) []byte {
+	at := len(buf)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(frameFixed+len(r.env)))
+	buf = append(buf, 0, 0, 0, 0) // CRC, below
+	buf = binary.BigEndian.AppendUint64(buf, gen)
+	dir := byte('i')
+	if r.dir == Received {
+		dir = 'r'
+	}
+	buf = append(buf, dir)
+	buf = append(buf, r.env...)
+	binary.BigEndian.PutUint32(buf[at+4:], crc32.Checksum(buf[at+frameHeader:], crcTable))
+	return buf
+}
+
+// frameSize is the size of r's frame.
+func frameSize(r *walRecord) int { return frameHeader + frameFixed + len(r.env) }
+
+// append writes the frames of recs after the last one and syncs them. It
+// returns false, writing nothing, when they do not fit before the end of
+// the file.
+func (w *wal) append(recs []*walRecord) (bool, error) {
+	size := 0
+	for _, r := range recs {
+		size += frameSize(r)
+	}
+	if w.off+int64(size) > walSize {
+		return false, nil
+	}
+	w.buf = w.buf[:0]
+	for _, r := range recs {
+		w.buf = appendFrame(w.buf, w.gen, r)
+	}
+	if _, err := w.f.WriteAt(w.buf, w.off); err != nil {
+		return true, fmt.Errorf("write-ahead log: %w", err)
+	}
+	if err := w.sync.fdatasync(w.f); err != nil {
+		return true, fmt.Errorf("sync write-ahead log: %w", err)
+	}
+	w.off += int64(size)
+	return true, nil
+}
+
+// restart begins generation gen at the start of the file (its records are
+// all in bbolt).
+func (w *wal) restart(gen uint64) { w.gen, w.off = gen, 0 }
+
+func (w *wal) close() error {
+	return errors.Join(w.sync.close(), w.f.Close())
+}
+
+// walGeneration reads the generation whose frames are not yet in bbolt.
+func walGeneration(tx *bolt.Tx) uint64 {
+	b := tx.Bucket(bucketMeta)
+	if b == nil {
+		return 0
+	}
+	if v := b.Get(keyWALGen); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+func putWALGeneration(tx *bolt.Tx, gen uint64) error {
+	b, err := tx.CreateBucketIfNotExists(bucketMeta)
+	if err != nil {
+		return err
+	}
+	return b.Put(keyWALGen, binary.BigEndian.AppendUint64(nil, gen))
+}
