@@ -38,7 +38,9 @@ package peer
 //     Config.RetryRejected) and while our valid attestation of it holds;
 //     otherwise it sets a per-peer pending flag served by the peer's one
 //     worker, under the same semaphore. Reciprocal requests work with any
-//     AttestPolicy, AttestNone included.
+//     AttestPolicy, AttestNone included. Our HelloAck tells the peer what
+//     became of its request (spec/protocol.md §1a), so a dropped one costs
+//     it no wait.
 //   - Silent peers get a short leash: a session holds one of the
 //     MaxConcurrentAttest slots only until the peer answers our hello;
 //     one that has not answered within contactLeash of the stream opening
@@ -63,6 +65,7 @@ import (
 	lpproto "github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -378,11 +381,13 @@ const whyReciprocal = "reciprocal"
 
 // onReciprocal is protocol.Config.OnReciprocal: the peer's hello asked us
 // to verify it back. It never blocks and starts at most one worker per
-// peer; see the file comment for when the request is dropped.
-func (n *Node) onReciprocal(p peer.ID) {
+// peer; see the file comment for when the request is dropped. Its answer
+// goes into our HelloAck (spec §1a): WILL when a session of ours to p is
+// running or will run, otherwise why the request was dropped.
+func (n *Node) onReciprocal(p peer.ID) pb.Reciprocal {
 	c := &n.contact
 	if !c.ready.Load() || c.ctx.Err() != nil || p == n.host.ID() {
-		return
+		return pb.Reciprocal_RECIPROCAL_NOT_OFFERED
 	}
 	n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.reciprocalAsked })
 	n.mu.Lock()
@@ -390,33 +395,34 @@ func (n *Node) onReciprocal(p peer.ID) {
 	n.mu.Unlock()
 	if running {
 		// Its verdict is sent after the peer asked.
-		return
+		return pb.Reciprocal_RECIPROCAL_WILL
 	}
 	now := time.Now()
 	c.mu.Lock()
 	if b := c.backoff[p]; b != nil && now.Before(b.until) {
 		c.mu.Unlock()
-		return
+		return pb.Reciprocal_RECIPROCAL_BACKING_OFF
 	}
 	if c.active[p] {
 		c.recip[p] = true
 		c.mu.Unlock()
-		return
+		return pb.Reciprocal_RECIPROCAL_WILL
 	}
 	c.mu.Unlock()
 	if n.holdsAttestation(p, now) {
-		return
+		return pb.Reciprocal_RECIPROCAL_ATTESTED
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ctx.Err() != nil {
-		return
+		return pb.Reciprocal_RECIPROCAL_NOT_OFFERED
 	}
 	if c.active[p] {
 		c.recip[p] = true
-		return
+		return pb.Reciprocal_RECIPROCAL_WILL
 	}
 	n.startWorkerLocked(p, whyReciprocal)
+	return pb.Reciprocal_RECIPROCAL_WILL
 }
 
 // holdsAttestation reports whether our newest attestation of p, from the

@@ -392,6 +392,10 @@ type Mutual struct {
 // one sentinel for "the network failed" whichever layer saw it.
 var ErrNetwork = protocol.ErrNetwork
 
+// ErrReciprocalDropped is Mutual.TheirsErr when the peer's HelloAck said
+// it will not verify us back (spec/protocol.md §1a); the error names why.
+var ErrReciprocalDropped = errors.New("peer will not verify us back")
+
 // ParseAddr parses a /.../p2p/ID multiaddr.
 func ParseAddr(s string) (peer.AddrInfo, error) {
 	ai, err := peer.AddrInfoFromString(s)
@@ -429,6 +433,18 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 		return nil, err
 	}
 	m := &Mutual{Peer: ai.ID, Ours: res}
+	if why, dropped := protocol.ReciprocalDropped(res.Reciprocal); dropped {
+		// The peer's HelloAck said it will not verify us back (spec
+		// §1a): nothing to wait for, unless a session of its own ended
+		// in the meantime.
+		select {
+		case pr := <-theirs:
+			m.Theirs = &pr
+		default:
+			m.TheirsErr = fmt.Errorf("%w: %s", ErrReciprocalDropped, why)
+		}
+		return m, nil
+	}
 	timeout := n.cfg.MutualTimeout
 	if timeout <= 0 {
 		timeout = n.cfg.Policy.Total + 30*time.Second

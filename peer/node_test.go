@@ -16,6 +16,7 @@ import (
 	"github.com/acaptcha/acaptcha/internal/testutil/testnode"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/spec"
 )
@@ -284,4 +285,47 @@ func TestAttestationEventsOnBus(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no EvtAttestationIssued on the bus")
 	}
+}
+
+// A node that will not verify us back says so in its HelloAck (spec
+// §1a), and Attest reports it at once with the reason instead of waiting
+// MutualTimeout for a session that never comes. Here the peer's own
+// attestation of us still stands while we lost ours (a fresh store under
+// the same key).
+func TestAttestReciprocalDropped(t *testing.T) {
+	sets := dependentSets(t)
+	oracle := testutil.NewOracle(sets...)
+	key, _ := testutil.NewKey(t)
+	a := startNode(t, nodeOpts{brain: oracle, memory: true, sets: sets[:len(sets)/2], key: key})
+	b := startNode(t, nodeOpts{brain: oracle, memory: true, sets: sets[len(sets)/2:]})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := a.Attest(ctx, addrInfo(b))
+	if err != nil || !m.Ours.Verdict.Accepted || m.Theirs == nil || !m.Theirs.Accepted {
+		t.Fatalf("first attestation: %+v, %v", m, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const wait = 45 * time.Second
+	a2 := testnode.New(t, testnode.Options{
+		Config: peer.Config{Key: key, MutualTimeout: wait},
+		Sets:   sets[:len(sets)/2], Brain: oracle, Memory: true,
+	})
+	start := time.Now()
+	m, err = a2.Attest(ctx, addrInfo(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if !m.Ours.Verdict.Accepted || m.Ours.Reciprocal != pb.Reciprocal_RECIPROCAL_ATTESTED {
+		t.Fatalf("second attestation: verdict %+v, reciprocal answer %v; want accepted, ATTESTED", m.Ours.Verdict, m.Ours.Reciprocal)
+	}
+	if m.Theirs != nil || !errors.Is(m.TheirsErr, peer.ErrReciprocalDropped) {
+		t.Fatalf("theirs %+v, err %v; want ErrReciprocalDropped", m.Theirs, m.TheirsErr)
+	}
+	if took >= wait {
+		t.Fatalf("Attest took %s: it waited for the reciprocal session", took)
+	}
+	t.Logf("dropped request reported after %s: %v", took.Round(time.Millisecond), m.TheirsErr)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -34,6 +35,27 @@ type Result struct {
 	Envelope    []byte
 	Started     time.Time
 	Duration    time.Duration
+	// Reciprocal is the prover's answer to a reciprocal request, from its
+	// HelloAck (spec §1a): UNSPECIFIED when none was made, when the
+	// prover did not say (before document 1.6.0) or gave a value this
+	// node does not know, or when the session ended before the ack.
+	Reciprocal pb.Reciprocal
+}
+
+// ReciprocalDropped reports whether r says the prover will not verify the
+// verifier back, and why, in words.
+func ReciprocalDropped(r pb.Reciprocal) (string, bool) {
+	switch r {
+	case pb.Reciprocal_RECIPROCAL_ATTESTED:
+		return "its own attestation of us still stands", true
+	case pb.Reciprocal_RECIPROCAL_BACKING_OFF:
+		return "we are in its back-off after a failed or declined session", true
+	case pb.Reciprocal_RECIPROCAL_BUSY:
+		return "our share of its challenge draws is spent", true
+	case pb.Reciprocal_RECIPROCAL_NOT_OFFERED:
+		return "it does not verify peers on request", true
+	}
+	return "", false
 }
 
 // ProverResult is what the prover side learns from a session a remote

@@ -267,15 +267,23 @@ func (p *proverRun) serve() {
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %w", ErrBusy, err))
 		return
 	}
-	if err := p.write(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow}}}); err != nil {
+	// The verifier asks to be verified back: only a peer with draws left
+	// is even considered (the session that follows makes it pay), and the
+	// ack says what became of the request (spec §1a).
+	var recip pb.Reciprocal
+	if hello.GetReciprocal() {
+		switch {
+		case s.cfg.OnReciprocal == nil:
+			recip = pb.Reciprocal_RECIPROCAL_NOT_OFFERED
+		case !s.budgets.canDraw(p.remote, s.now()):
+			recip = pb.Reciprocal_RECIPROCAL_BUSY
+		default:
+			recip = s.cfg.OnReciprocal(p.remote)
+		}
+	}
+	if err := p.write(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow, Reciprocal: recip}}}); err != nil {
 		p.abort(0, fmt.Errorf("%w: send hello ack: %w", ErrNetwork, err))
 		return
-	}
-	// The verifier asks to be verified back: only a peer with draws left
-	// is even considered; the session that follows makes it pay.
-	if hello.GetReciprocal() && s.cfg.OnReciprocal != nil && s.budgets.canDraw(p.remote, s.now()) {
-		remote := p.remote
-		s.goTracked(func() { s.cfg.OnReciprocal(remote) })
 	}
 	total := msToDur(hello.GetTotalMs())
 	p.helloAt = time.Now()

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -142,9 +143,15 @@ type Config struct {
 	// the same wrong way is retired. Wrap Source in skill.RetiringSource
 	// with the same Consensus so retired questions stop being served.
 	Feedback *skill.Consensus
-	// OnReciprocal is called, on its own goroutine, when a verifier's hello
-	// asks this node to verify it back.
-	OnReciprocal func(peer.ID)
+	// OnReciprocal is called when a verifier's hello asks this node to
+	// verify it back, after the hello's checks and payment and before the
+	// HelloAck is written: its answer goes into the HelloAck (spec §1a),
+	// so that a verifier whose request is dropped learns it at once
+	// instead of waiting for a session that never comes. It runs on the
+	// stream handler's goroutine and must not block: a session back is
+	// started asynchronously. Not called (the answer is BUSY) when the
+	// verifier's draw share is spent; nil answers NOT_OFFERED.
+	OnReciprocal func(peer.ID) pb.Reciprocal
 	// OnReflection is called with the peer that sent this node one of its
 	// own challenges. It runs on the handler's goroutine: do not block.
 	OnReflection func(offender peer.ID)
@@ -396,18 +403,6 @@ func (s *Service) enter() bool {
 		return false
 	}
 	s.wg.Add(1)
-	return true
-}
-
-// goTracked runs f on a goroutine that Close waits for.
-func (s *Service) goTracked(f func()) bool {
-	if !s.enter() {
-		return false
-	}
-	go func() {
-		defer s.wg.Done()
-		f()
-	}()
 	return true
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -266,12 +267,15 @@ func TestReciprocal(t *testing.T) {
 	va := newService(t, a, Config{Source: srcA, Prover: oracleProver(0, srcB.sets...)})
 	back := make(chan *Result, 1)
 	var vb *Service
-	vb = newService(t, b, Config{Source: srcB, Prover: oracleProver(0, srcA.sets...), OnReciprocal: func(p peer.ID) {
-		r, err := vb.Verify(context.Background(), p, false)
-		if err != nil {
-			t.Error(err)
-		}
-		back <- r
+	vb = newService(t, b, Config{Source: srcB, Prover: oracleProver(0, srcA.sets...), OnReciprocal: func(p peer.ID) pb.Reciprocal {
+		go func() {
+			r, err := vb.Verify(context.Background(), p, false)
+			if err != nil {
+				t.Error(err)
+			}
+			back <- r
+		}()
+		return pb.Reciprocal_RECIPROCAL_WILL
 	}})
 	connect(t, a, b, "tcp")
 	res, err := va.Verify(testCtx(t, 20*time.Second), b.ID(), true)
@@ -281,6 +285,9 @@ func TestReciprocal(t *testing.T) {
 	if !res.Verdict.Accepted {
 		t.Fatalf("a->b %+v", res.Verdict)
 	}
+	if res.Reciprocal != pb.Reciprocal_RECIPROCAL_WILL {
+		t.Errorf("the ack answered the reciprocal request %v, want WILL", res.Reciprocal)
+	}
 	select {
 	case r := <-back:
 		if r == nil || !r.Verdict.Accepted || r.Peer != a.ID() {
@@ -288,6 +295,62 @@ func TestReciprocal(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("no reciprocal verification")
+	}
+}
+
+// The HelloAck carries the prover's answer to a reciprocal request (spec
+// §1a): what its hook answers, BUSY without calling it when the verifier's
+// draw share is spent, NOT_OFFERED without a hook, UNSPECIFIED when not
+// asked, and a value the verifier does not know reads as UNSPECIFIED.
+func TestReciprocalAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		hook   func(peer.ID) pb.Reciprocal
+		limits func(*Config)
+		ask    bool
+		want   pb.Reciprocal
+	}{
+		{name: "attested", hook: func(peer.ID) pb.Reciprocal { return pb.Reciprocal_RECIPROCAL_ATTESTED }, ask: true, want: pb.Reciprocal_RECIPROCAL_ATTESTED},
+		{name: "backing-off", hook: func(peer.ID) pb.Reciprocal { return pb.Reciprocal_RECIPROCAL_BACKING_OFF }, ask: true, want: pb.Reciprocal_RECIPROCAL_BACKING_OFF},
+		{name: "no-hook", ask: true, want: pb.Reciprocal_RECIPROCAL_NOT_OFFERED},
+		{name: "not-asked", hook: func(peer.ID) pb.Reciprocal {
+			t.Error("hook called without a request")
+			return pb.Reciprocal_RECIPROCAL_WILL
+		}, want: pb.Reciprocal_RECIPROCAL_UNSPECIFIED},
+		{name: "unknown-value", hook: func(peer.ID) pb.Reciprocal { return pb.Reciprocal(99) }, ask: true, want: pb.Reciprocal_RECIPROCAL_UNSPECIFIED},
+		{name: "share-spent", hook: func(peer.ID) pb.Reciprocal {
+			t.Error("hook called with the share spent")
+			return pb.Reciprocal_RECIPROCAL_WILL
+		}, ask: true,
+			limits: func(c *Config) { c.MaxDrawsPerPeer = 1 }, want: pb.Reciprocal_RECIPROCAL_BUSY},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newHost(t), newHost(t)
+			srcA, srcB := sourceOf("answer-a-"+tc.name), sourceOf("answer-b-"+tc.name)
+			va := newService(t, a, Config{Source: srcA, Prover: oracleProver(0, srcB.sets...)})
+			cfg := Config{Source: srcB, Prover: oracleProver(0, srcA.sets...), OnReciprocal: tc.hook}
+			if tc.limits != nil {
+				tc.limits(&cfg)
+			}
+			vb := newService(t, b, cfg)
+			connect(t, a, b, "tcp")
+			if tc.limits != nil {
+				// Spend a's one draw at b: b verifies a once.
+				if _, err := vb.Verify(testCtx(t, 20*time.Second), a.ID(), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := va.Verify(testCtx(t, 20*time.Second), b.ID(), tc.ask)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Reciprocal != tc.want {
+				t.Fatalf("reciprocal answer %v, want %v", res.Reciprocal, tc.want)
+			}
+			if why, dropped := ReciprocalDropped(res.Reciprocal); dropped != (tc.want > pb.Reciprocal_RECIPROCAL_WILL) || dropped && why == "" {
+				t.Errorf("ReciprocalDropped(%v) = %q, %v", res.Reciprocal, why, dropped)
+			}
+		})
 	}
 }
 

@@ -398,6 +398,11 @@ func (v *verifierRun) handshake() error {
 		if !bytes.Equal(b.HelloAck.GetNonce(), v.vs.Nonce()) {
 			return failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "hello ack does not echo the nonce")
 		}
+		// The answer to our reciprocal request, if we made one: a value
+		// this node does not know reads as unspecified (spec §1a).
+		if r := b.HelloAck.GetReciprocal(); v.reciprocal && pb.Reciprocal_name[int32(r)] != "" {
+			v.res.Reciprocal = r
+		}
 		// The core checks the payment and only then draws (within the
 		// shares); a source failure leaves the session Done, inconclusive.
 		if err := v.vs.Pay(v.ctx, b.HelloAck.GetPow()); err != nil {

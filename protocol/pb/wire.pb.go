@@ -28,6 +28,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Reciprocal is a prover's answer to a request to verify the verifier
+// back. A verifier treats a value it does not know as UNSPECIFIED.
+type Reciprocal int32
+
+const (
+	Reciprocal_RECIPROCAL_UNSPECIFIED Reciprocal = 0 // not asked, or the prover does not say
+	Reciprocal_RECIPROCAL_WILL        Reciprocal = 1 // a session back is starting or running
+	Reciprocal_RECIPROCAL_ATTESTED    Reciprocal = 2 // dropped: the prover's own attestation of the verifier stands
+	Reciprocal_RECIPROCAL_BACKING_OFF Reciprocal = 3 // dropped: the verifier is in the prover's back-off
+	Reciprocal_RECIPROCAL_BUSY        Reciprocal = 4 // dropped: the verifier's draw share is spent
+	Reciprocal_RECIPROCAL_NOT_OFFERED Reciprocal = 5 // dropped: this node does not verify peers on request
+)
+
+// Enum value maps for Reciprocal.
+var (
+	Reciprocal_name = map[int32]string{
+		0: "RECIPROCAL_UNSPECIFIED",
+		1: "RECIPROCAL_WILL",
+		2: "RECIPROCAL_ATTESTED",
+		3: "RECIPROCAL_BACKING_OFF",
+		4: "RECIPROCAL_BUSY",
+		5: "RECIPROCAL_NOT_OFFERED",
+	}
+	Reciprocal_value = map[string]int32{
+		"RECIPROCAL_UNSPECIFIED": 0,
+		"RECIPROCAL_WILL":        1,
+		"RECIPROCAL_ATTESTED":    2,
+		"RECIPROCAL_BACKING_OFF": 3,
+		"RECIPROCAL_BUSY":        4,
+		"RECIPROCAL_NOT_OFFERED": 5,
+	}
+)
+
+func (x Reciprocal) Enum() *Reciprocal {
+	p := new(Reciprocal)
+	*p = x
+	return p
+}
+
+func (x Reciprocal) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Reciprocal) Descriptor() protoreflect.EnumDescriptor {
+	return file_spec_proto_wire_proto_enumTypes[0].Descriptor()
+}
+
+func (Reciprocal) Type() protoreflect.EnumType {
+	return &file_spec_proto_wire_proto_enumTypes[0]
+}
+
+func (x Reciprocal) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Reciprocal.Descriptor instead.
+func (Reciprocal) EnumDescriptor() ([]byte, []int) {
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{0}
+}
+
 // DeclineReason says why a prover refuses.
 type DeclineReason int32
 
@@ -80,11 +140,11 @@ func (x DeclineReason) String() string {
 }
 
 func (DeclineReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_spec_proto_wire_proto_enumTypes[0].Descriptor()
+	return file_spec_proto_wire_proto_enumTypes[1].Descriptor()
 }
 
 func (DeclineReason) Type() protoreflect.EnumType {
-	return &file_spec_proto_wire_proto_enumTypes[0]
+	return &file_spec_proto_wire_proto_enumTypes[1]
 }
 
 func (x DeclineReason) Number() protoreflect.EnumNumber {
@@ -93,7 +153,7 @@ func (x DeclineReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeclineReason.Descriptor instead.
 func (DeclineReason) EnumDescriptor() ([]byte, []int) {
-	return file_spec_proto_wire_proto_rawDescGZIP(), []int{0}
+	return file_spec_proto_wire_proto_rawDescGZIP(), []int{1}
 }
 
 // Frame is the only top-level message: exactly one body is set.
@@ -416,7 +476,11 @@ type HelloAck struct {
 	Nonce []byte                 `protobuf:"bytes,1,opt,name=nonce,proto3" json:"nonce,omitempty"` // the Hello nonce, echoed
 	// pow is the proof-of-work nonce (1..32 bytes) paying for the session
 	// when the Hello's pow_difficulty is above 0; empty otherwise.
-	Pow           []byte `protobuf:"bytes,2,opt,name=pow,proto3" json:"pow,omitempty"`
+	Pow []byte `protobuf:"bytes,2,opt,name=pow,proto3" json:"pow,omitempty"`
+	// reciprocal answers the Hello's reciprocal request (spec/protocol.md
+	// §1a): whether this node will verify the verifier back. UNSPECIFIED
+	// when the Hello did not ask, and from provers before document 1.6.0.
+	Reciprocal    Reciprocal `protobuf:"varint,3,opt,name=reciprocal,proto3,enum=acaptcha.wire.v1.Reciprocal" json:"reciprocal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -463,6 +527,13 @@ func (x *HelloAck) GetPow() []byte {
 		return x.Pow
 	}
 	return nil
+}
+
+func (x *HelloAck) GetReciprocal() Reciprocal {
+	if x != nil {
+		return x.Reciprocal
+	}
+	return Reciprocal_RECIPROCAL_UNSPECIFIED
 }
 
 // Probe is one RTT measurement.
@@ -974,10 +1045,13 @@ const file_spec_proto_wire_proto_rawDesc = "" +
 	"reciprocal\x12\"\n" +
 	"\rrtt_credit_ms\x18\t \x01(\rR\vrttCreditMs\x12%\n" +
 	"\x0epow_difficulty\x18\n" +
-	" \x01(\rR\rpowDifficulty\"2\n" +
+	" \x01(\rR\rpowDifficulty\"p\n" +
 	"\bHelloAck\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\fR\x05nonce\x12\x10\n" +
-	"\x03pow\x18\x02 \x01(\fR\x03pow\"/\n" +
+	"\x03pow\x18\x02 \x01(\fR\x03pow\x12<\n" +
+	"\n" +
+	"reciprocal\x18\x03 \x01(\x0e2\x1c.acaptcha.wire.v1.ReciprocalR\n" +
+	"reciprocal\"/\n" +
 	"\x05Probe\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\rR\x03seq\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\fR\x05nonce\"2\n" +
@@ -1011,7 +1085,15 @@ const file_spec_proto_wire_proto_rawDesc = "" +
 	"\ffailed_round\x18\x03 \x01(\rR\vfailedRound\x12\x16\n" +
 	"\x06detail\x18\x04 \x01(\tR\x06detail\x125\n" +
 	"\x06rounds\x18\x05 \x03(\v2\x1d.acaptcha.wire.v1.RoundResultR\x06rounds\x12 \n" +
-	"\vattestation\x18\x06 \x01(\fR\vattestation*\xad\x02\n" +
+	"\vattestation\x18\x06 \x01(\fR\vattestation*\xa3\x01\n" +
+	"\n" +
+	"Reciprocal\x12\x1a\n" +
+	"\x16RECIPROCAL_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fRECIPROCAL_WILL\x10\x01\x12\x17\n" +
+	"\x13RECIPROCAL_ATTESTED\x10\x02\x12\x1a\n" +
+	"\x16RECIPROCAL_BACKING_OFF\x10\x03\x12\x13\n" +
+	"\x0fRECIPROCAL_BUSY\x10\x04\x12\x1a\n" +
+	"\x16RECIPROCAL_NOT_OFFERED\x10\x05*\xad\x02\n" +
 	"\rDeclineReason\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18DECLINE_REASON_NO_PROVER\x10\x01\x12\x17\n" +
@@ -1035,37 +1117,39 @@ func file_spec_proto_wire_proto_rawDescGZIP() []byte {
 	return file_spec_proto_wire_proto_rawDescData
 }
 
-var file_spec_proto_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_spec_proto_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_spec_proto_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_spec_proto_wire_proto_goTypes = []any{
-	(DeclineReason)(0),  // 0: acaptcha.wire.v1.DeclineReason
-	(*Frame)(nil),       // 1: acaptcha.wire.v1.Frame
-	(*Hello)(nil),       // 2: acaptcha.wire.v1.Hello
-	(*HelloAck)(nil),    // 3: acaptcha.wire.v1.HelloAck
-	(*Probe)(nil),       // 4: acaptcha.wire.v1.Probe
-	(*ProbeAck)(nil),    // 5: acaptcha.wire.v1.ProbeAck
-	(*Challenge)(nil),   // 6: acaptcha.wire.v1.Challenge
-	(*Answer)(nil),      // 7: acaptcha.wire.v1.Answer
-	(*Decline)(nil),     // 8: acaptcha.wire.v1.Decline
-	(*RoundResult)(nil), // 9: acaptcha.wire.v1.RoundResult
-	(*Verdict)(nil),     // 10: acaptcha.wire.v1.Verdict
+	(Reciprocal)(0),     // 0: acaptcha.wire.v1.Reciprocal
+	(DeclineReason)(0),  // 1: acaptcha.wire.v1.DeclineReason
+	(*Frame)(nil),       // 2: acaptcha.wire.v1.Frame
+	(*Hello)(nil),       // 3: acaptcha.wire.v1.Hello
+	(*HelloAck)(nil),    // 4: acaptcha.wire.v1.HelloAck
+	(*Probe)(nil),       // 5: acaptcha.wire.v1.Probe
+	(*ProbeAck)(nil),    // 6: acaptcha.wire.v1.ProbeAck
+	(*Challenge)(nil),   // 7: acaptcha.wire.v1.Challenge
+	(*Answer)(nil),      // 8: acaptcha.wire.v1.Answer
+	(*Decline)(nil),     // 9: acaptcha.wire.v1.Decline
+	(*RoundResult)(nil), // 10: acaptcha.wire.v1.RoundResult
+	(*Verdict)(nil),     // 11: acaptcha.wire.v1.Verdict
 }
 var file_spec_proto_wire_proto_depIdxs = []int32{
-	2,  // 0: acaptcha.wire.v1.Frame.hello:type_name -> acaptcha.wire.v1.Hello
-	3,  // 1: acaptcha.wire.v1.Frame.hello_ack:type_name -> acaptcha.wire.v1.HelloAck
-	4,  // 2: acaptcha.wire.v1.Frame.probe:type_name -> acaptcha.wire.v1.Probe
-	5,  // 3: acaptcha.wire.v1.Frame.probe_ack:type_name -> acaptcha.wire.v1.ProbeAck
-	6,  // 4: acaptcha.wire.v1.Frame.challenge:type_name -> acaptcha.wire.v1.Challenge
-	7,  // 5: acaptcha.wire.v1.Frame.answer:type_name -> acaptcha.wire.v1.Answer
-	8,  // 6: acaptcha.wire.v1.Frame.decline:type_name -> acaptcha.wire.v1.Decline
-	10, // 7: acaptcha.wire.v1.Frame.verdict:type_name -> acaptcha.wire.v1.Verdict
-	0,  // 8: acaptcha.wire.v1.Decline.reason:type_name -> acaptcha.wire.v1.DeclineReason
-	9,  // 9: acaptcha.wire.v1.Verdict.rounds:type_name -> acaptcha.wire.v1.RoundResult
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	3,  // 0: acaptcha.wire.v1.Frame.hello:type_name -> acaptcha.wire.v1.Hello
+	4,  // 1: acaptcha.wire.v1.Frame.hello_ack:type_name -> acaptcha.wire.v1.HelloAck
+	5,  // 2: acaptcha.wire.v1.Frame.probe:type_name -> acaptcha.wire.v1.Probe
+	6,  // 3: acaptcha.wire.v1.Frame.probe_ack:type_name -> acaptcha.wire.v1.ProbeAck
+	7,  // 4: acaptcha.wire.v1.Frame.challenge:type_name -> acaptcha.wire.v1.Challenge
+	8,  // 5: acaptcha.wire.v1.Frame.answer:type_name -> acaptcha.wire.v1.Answer
+	9,  // 6: acaptcha.wire.v1.Frame.decline:type_name -> acaptcha.wire.v1.Decline
+	11, // 7: acaptcha.wire.v1.Frame.verdict:type_name -> acaptcha.wire.v1.Verdict
+	0,  // 8: acaptcha.wire.v1.HelloAck.reciprocal:type_name -> acaptcha.wire.v1.Reciprocal
+	1,  // 9: acaptcha.wire.v1.Decline.reason:type_name -> acaptcha.wire.v1.DeclineReason
+	10, // 10: acaptcha.wire.v1.Verdict.rounds:type_name -> acaptcha.wire.v1.RoundResult
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_spec_proto_wire_proto_init() }
@@ -1088,7 +1172,7 @@ func file_spec_proto_wire_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_spec_proto_wire_proto_rawDesc), len(file_spec_proto_wire_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
