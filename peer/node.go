@@ -251,6 +251,12 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		n.store, n.ownsStore = s, true
+		switch r := s.Recovered(); {
+		case r.Undecodable > 0:
+			log.Warn("store: write-ahead log held frames that decode to no attestation; they were left out", "store", cfg.StorePath, "recovered", r.Records, "left_out", r.Undecodable)
+		case r.Records > 0:
+			log.Info("store: attestations recovered from the write-ahead log (the node did not close cleanly)", "store", cfg.StorePath, "recovered", r.Records)
+		}
 		// While sessions run, a record waits up to storeLinger for the
 		// next one so that both share a synced commit.
 		s.SetLinger(storeLinger, func() bool { return protocol.RunningSessions() > 0 })
