@@ -33,14 +33,15 @@ const (
 // storeLinger is how long a record written while sessions run waits for
 // the next one to share its synced commit, an append to the store's
 // write-ahead log (store.SetLinger). A mutual attestation leaves two
-// records on each node (issued and received); the wait ends as soon as the second comes, so it costs Attest nothing (it
-// waits for both), and a record with no company returns at most this much
-// later (a session takes seconds). 5 ms against none took 8 pairs from
-// 330-407 to 378-476 attestations/s on the disk. 20 ms catches the pairs
-// whose sessions end further apart there: in alternated runs of
-// BenchmarkMutualAttestConcurrent on the disk, 2.00-2.06 synced commits
-// per attestation against 2.26-2.44, disjoint 504-579 /s against 427-551
-// (4 pairs) and hub 607-615 against 535-577 (2 pairs); tmpfs unchanged.
+// records on each node (issued and received); the wait ends as soon as
+// the second comes, so it costs Attest nothing (it waits for both), and a
+// record with no company returns at most this much later (a session takes
+// seconds). Measured when commits went to bbolt directly: 5 ms against
+// none took 8 pairs from 330-407 to 378-476 attestations/s on the disk;
+// 20 ms caught the pairs whose sessions end further apart there (in
+// alternated runs of BenchmarkMutualAttestConcurrent on the disk, 2.00-2.06
+// synced commits per attestation against 2.26-2.44, disjoint 504-579 /s
+// against 427-551 and hub 607-615 against 535-577; tmpfs unchanged).
 const storeLinger = 20 * time.Millisecond
 
 // Config configures a node.
