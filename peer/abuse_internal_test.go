@@ -56,7 +56,7 @@ func TestReciprocalRequestsDoNotPileUp(t *testing.T) {
 	before := runtime.NumGoroutine()
 	const asks = 2000
 	for range asks {
-		n.onReciprocal(h.ID())
+		n.onReciprocal(h.ID(), true)
 	}
 	time.Sleep(300 * time.Millisecond)
 	grew := runtime.NumGoroutine() - before

@@ -383,8 +383,9 @@ const whyReciprocal = "reciprocal"
 // to verify it back. It never blocks and starts at most one worker per
 // peer; see the file comment for when the request is dropped. Its answer
 // goes into our HelloAck (spec §1a): WILL when a session of ours to p is
-// running or will run, otherwise why the request was dropped.
-func (n *Node) onReciprocal(p peer.ID) pb.Reciprocal {
+// running or will run, otherwise why the request was dropped. drawsLeft
+// is false when the protocol would draw no set for p now.
+func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 	c := &n.contact
 	if !c.ready.Load() || c.ctx.Err() != nil || p == n.host.ID() {
 		return pb.Reciprocal_RECIPROCAL_NOT_OFFERED
@@ -396,6 +397,9 @@ func (n *Node) onReciprocal(p peer.ID) pb.Reciprocal {
 	if running {
 		// Its verdict is sent after the peer asked.
 		return pb.Reciprocal_RECIPROCAL_WILL
+	}
+	if !drawsLeft {
+		return pb.Reciprocal_RECIPROCAL_BUSY
 	}
 	now := time.Now()
 	c.mu.Lock()
@@ -412,6 +416,10 @@ func (n *Node) onReciprocal(p peer.ID) pb.Reciprocal {
 	if n.holdsAttestation(p, now) {
 		return pb.Reciprocal_RECIPROCAL_ATTESTED
 	}
+	// The worker would run no session: say why rather than WILL.
+	if need, _ := n.needsChallenge(p, now); !need {
+		return reciprocalDropReason(n.Admission(p))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ctx.Err() != nil {
@@ -423,6 +431,22 @@ func (n *Node) onReciprocal(p peer.ID) pb.Reciprocal {
 	}
 	n.startWorkerLocked(p, whyReciprocal)
 	return pb.Reciprocal_RECIPROCAL_WILL
+}
+
+// reciprocalDropReason is the answer to a reciprocal request that
+// needsChallenge turns down: adm is p's admission.
+func reciprocalDropReason(adm Admission) pb.Reciprocal {
+	switch {
+	case adm.Admitted && adm.Via != AdmittedDirect:
+		return pb.Reciprocal_RECIPROCAL_ADMITTED
+	case adm.Admitted, adm.Reason == NotAdmittedSource:
+		// Our own attestation stands (one on challenges weaker than we
+		// require, which a session of ours now would not improve).
+		return pb.Reciprocal_RECIPROCAL_ATTESTED
+	case adm.Reason == NotAdmittedRevoked || adm.Reason == NotAdmittedBlocked:
+		return pb.Reciprocal_RECIPROCAL_NOT_OFFERED
+	}
+	return pb.Reciprocal_RECIPROCAL_BACKING_OFF
 }
 
 // holdsAttestation reports whether our newest attestation of p, from the

@@ -440,21 +440,24 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 		return nil, err
 	}
 	m := &Mutual{Peer: ai.ID, Ours: res}
-	if why, dropped := protocol.ReciprocalDropped(res.Reciprocal); dropped {
-		// The peer's HelloAck said it will not verify us back (spec
-		// §1a): nothing to wait for, unless a session of its own ended
-		// in the meantime.
-		select {
-		case pr := <-theirs:
-			m.Theirs = &pr
-		default:
-			m.TheirsErr = fmt.Errorf("%w: %s", ErrReciprocalDropped, why)
-		}
-		return m, nil
-	}
 	timeout := n.cfg.MutualTimeout
 	if timeout <= 0 {
 		timeout = n.cfg.Policy.Total + 30*time.Second
+	}
+	if why, dropped := protocol.ReciprocalDropped(res.Reciprocal); dropped {
+		// The peer's HelloAck said it will not verify us back (spec
+		// §1a): nothing to wait for, unless a session of its own with us
+		// ended meanwhile or is still running (its verdict counts).
+		select {
+		case pr := <-theirs:
+			m.Theirs = &pr
+			return m, nil
+		default:
+		}
+		if !n.svc.Proving(ai.ID) {
+			m.TheirsErr = fmt.Errorf("%w: %s", ErrReciprocalDropped, why)
+			return m, nil
+		}
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()

@@ -51,9 +51,11 @@ func ReciprocalDropped(r pb.Reciprocal) (string, bool) {
 	case pb.Reciprocal_RECIPROCAL_BACKING_OFF:
 		return "we are in its back-off after a failed or declined session", true
 	case pb.Reciprocal_RECIPROCAL_BUSY:
-		return "our share of its challenge draws is spent", true
+		return "its challenge draws for us are spent for now", true
 	case pb.Reciprocal_RECIPROCAL_NOT_OFFERED:
-		return "it does not verify peers on request", true
+		return "it does not verify us on request", true
+	case pb.Reciprocal_RECIPROCAL_ADMITTED:
+		return "it admits us through attestations by peers it trusts and runs no session of its own", true
 	}
 	return "", false
 }

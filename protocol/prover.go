@@ -267,18 +267,15 @@ func (p *proverRun) serve() {
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %w", ErrBusy, err))
 		return
 	}
-	// The verifier asks to be verified back: only a peer with draws left
-	// is even considered (the session that follows makes it pay), and the
+	// The verifier asks to be verified back: a new session is started
+	// only for a peer with draws left (the session makes it pay), and the
 	// ack says what became of the request (spec §1a).
 	var recip pb.Reciprocal
 	if hello.GetReciprocal() {
-		switch {
-		case s.cfg.OnReciprocal == nil:
+		if s.cfg.OnReciprocal == nil {
 			recip = pb.Reciprocal_RECIPROCAL_NOT_OFFERED
-		case !s.budgets.canDraw(p.remote, s.now()):
-			recip = pb.Reciprocal_RECIPROCAL_BUSY
-		default:
-			recip = s.cfg.OnReciprocal(p.remote)
+		} else {
+			recip = s.cfg.OnReciprocal(p.remote, s.budgets.canDraw(p.remote, s.now()))
 		}
 	}
 	if err := p.write(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow, Reciprocal: recip}}}); err != nil {

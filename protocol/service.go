@@ -147,11 +147,14 @@ type Config struct {
 	// verify it back, after the hello's checks and payment and before the
 	// HelloAck is written: its answer goes into the HelloAck (spec §1a),
 	// so that a verifier whose request is dropped learns it at once
-	// instead of waiting for a session that never comes. It runs on the
-	// stream handler's goroutine and must not block: a session back is
-	// started asynchronously. Not called (the answer is BUSY) when the
-	// verifier's draw share is spent; nil answers NOT_OFFERED.
-	OnReciprocal func(peer.ID) pb.Reciprocal
+	// instead of waiting for a session that never comes. drawsLeft is
+	// false when this node would draw no set for the peer now (its share,
+	// its prefix's or the node's draws are spent): answer WILL only when a
+	// session of ours to it is running already, BUSY otherwise. It runs on
+	// the stream handler's goroutine, inside the prover's handshake: it
+	// must not wait on the network (a session back is started
+	// asynchronously). A nil OnReciprocal answers NOT_OFFERED.
+	OnReciprocal func(p peer.ID, drawsLeft bool) pb.Reciprocal
 	// OnReflection is called with the peer that sent this node one of its
 	// own challenges. It runs on the handler's goroutine: do not block.
 	OnReflection func(offender peer.ID)
@@ -434,6 +437,15 @@ func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx bool) func(
 			}
 		}
 	})
+}
+
+// Proving reports whether a session that p runs against this node (this
+// node the prover) is in progress: its verdict may still come whatever p
+// answered to a reciprocal request.
+func (s *Service) Proving(p peer.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.perPeer[p] > 0
 }
 
 // msToDur and durToMs convert wire milliseconds, saturating.

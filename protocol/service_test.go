@@ -267,7 +267,10 @@ func TestReciprocal(t *testing.T) {
 	va := newService(t, a, Config{Source: srcA, Prover: oracleProver(0, srcB.sets...)})
 	back := make(chan *Result, 1)
 	var vb *Service
-	vb = newService(t, b, Config{Source: srcB, Prover: oracleProver(0, srcA.sets...), OnReciprocal: func(p peer.ID) pb.Reciprocal {
+	vb = newService(t, b, Config{Source: srcB, Prover: oracleProver(0, srcA.sets...), OnReciprocal: func(p peer.ID, drawsLeft bool) pb.Reciprocal {
+		if !drawsLeft {
+			t.Error("OnReciprocal: no draws left for a fresh peer")
+		}
 		go func() {
 			r, err := vb.Verify(context.Background(), p, false)
 			if err != nil {
@@ -299,36 +302,51 @@ func TestReciprocal(t *testing.T) {
 }
 
 // The HelloAck carries the prover's answer to a reciprocal request (spec
-// §1a): what its hook answers, BUSY without calling it when the verifier's
-// draw share is spent, NOT_OFFERED without a hook, UNSPECIFIED when not
-// asked, and a value the verifier does not know reads as UNSPECIFIED.
+// §1a): what its hook answers, told whether the verifier has draws left
+// (false once its share is spent), NOT_OFFERED without a hook,
+// UNSPECIFIED when not asked, and a value the verifier does not know
+// reads as UNSPECIFIED.
 func TestReciprocalAnswer(t *testing.T) {
+	answer := func(r pb.Reciprocal) func(*testing.T, peer.ID, bool) pb.Reciprocal {
+		return func(t *testing.T, _ peer.ID, drawsLeft bool) pb.Reciprocal {
+			if !drawsLeft {
+				t.Error("hook told no draws are left for a fresh peer")
+			}
+			return r
+		}
+	}
 	for _, tc := range []struct {
 		name   string
-		hook   func(peer.ID) pb.Reciprocal
+		hook   func(*testing.T, peer.ID, bool) pb.Reciprocal
+		noHook bool
 		limits func(*Config)
 		ask    bool
 		want   pb.Reciprocal
 	}{
-		{name: "attested", hook: func(peer.ID) pb.Reciprocal { return pb.Reciprocal_RECIPROCAL_ATTESTED }, ask: true, want: pb.Reciprocal_RECIPROCAL_ATTESTED},
-		{name: "backing-off", hook: func(peer.ID) pb.Reciprocal { return pb.Reciprocal_RECIPROCAL_BACKING_OFF }, ask: true, want: pb.Reciprocal_RECIPROCAL_BACKING_OFF},
-		{name: "no-hook", ask: true, want: pb.Reciprocal_RECIPROCAL_NOT_OFFERED},
-		{name: "not-asked", hook: func(peer.ID) pb.Reciprocal {
+		{name: "attested", hook: answer(pb.Reciprocal_RECIPROCAL_ATTESTED), ask: true, want: pb.Reciprocal_RECIPROCAL_ATTESTED},
+		{name: "admitted", hook: answer(pb.Reciprocal_RECIPROCAL_ADMITTED), ask: true, want: pb.Reciprocal_RECIPROCAL_ADMITTED},
+		{name: "no-hook", noHook: true, ask: true, want: pb.Reciprocal_RECIPROCAL_NOT_OFFERED},
+		{name: "not-asked", hook: func(t *testing.T, _ peer.ID, _ bool) pb.Reciprocal {
 			t.Error("hook called without a request")
 			return pb.Reciprocal_RECIPROCAL_WILL
 		}, want: pb.Reciprocal_RECIPROCAL_UNSPECIFIED},
-		{name: "unknown-value", hook: func(peer.ID) pb.Reciprocal { return pb.Reciprocal(99) }, ask: true, want: pb.Reciprocal_RECIPROCAL_UNSPECIFIED},
-		{name: "share-spent", hook: func(peer.ID) pb.Reciprocal {
-			t.Error("hook called with the share spent")
-			return pb.Reciprocal_RECIPROCAL_WILL
-		}, ask: true,
-			limits: func(c *Config) { c.MaxDrawsPerPeer = 1 }, want: pb.Reciprocal_RECIPROCAL_BUSY},
+		{name: "unknown-value", hook: answer(99), ask: true, want: pb.Reciprocal_RECIPROCAL_UNSPECIFIED},
+		{name: "share-spent", hook: func(t *testing.T, _ peer.ID, drawsLeft bool) pb.Reciprocal {
+			if drawsLeft {
+				t.Error("hook told draws are left with the share spent")
+				return pb.Reciprocal_RECIPROCAL_WILL
+			}
+			return pb.Reciprocal_RECIPROCAL_BUSY
+		}, ask: true, limits: func(c *Config) { c.MaxDrawsPerPeer = 1 }, want: pb.Reciprocal_RECIPROCAL_BUSY},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := newHost(t), newHost(t)
 			srcA, srcB := sourceOf("answer-a-"+tc.name), sourceOf("answer-b-"+tc.name)
 			va := newService(t, a, Config{Source: srcA, Prover: oracleProver(0, srcB.sets...)})
-			cfg := Config{Source: srcB, Prover: oracleProver(0, srcA.sets...), OnReciprocal: tc.hook}
+			cfg := Config{Source: srcB, Prover: oracleProver(0, srcA.sets...)}
+			if !tc.noHook {
+				cfg.OnReciprocal = func(p peer.ID, drawsLeft bool) pb.Reciprocal { return tc.hook(t, p, drawsLeft) }
+			}
 			if tc.limits != nil {
 				tc.limits(&cfg)
 			}

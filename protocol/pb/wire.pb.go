@@ -37,8 +37,9 @@ const (
 	Reciprocal_RECIPROCAL_WILL        Reciprocal = 1 // a session back is starting or running
 	Reciprocal_RECIPROCAL_ATTESTED    Reciprocal = 2 // dropped: the prover's own attestation of the verifier stands
 	Reciprocal_RECIPROCAL_BACKING_OFF Reciprocal = 3 // dropped: the verifier is in the prover's back-off
-	Reciprocal_RECIPROCAL_BUSY        Reciprocal = 4 // dropped: the verifier's draw share is spent
-	Reciprocal_RECIPROCAL_NOT_OFFERED Reciprocal = 5 // dropped: this node does not verify peers on request
+	Reciprocal_RECIPROCAL_BUSY        Reciprocal = 4 // dropped: the prover's draws for the verifier are spent
+	Reciprocal_RECIPROCAL_NOT_OFFERED Reciprocal = 5 // dropped: this node does not verify this peer on request
+	Reciprocal_RECIPROCAL_ADMITTED    Reciprocal = 6 // dropped: the prover admits the verifier through others' attestations
 )
 
 // Enum value maps for Reciprocal.
@@ -50,6 +51,7 @@ var (
 		3: "RECIPROCAL_BACKING_OFF",
 		4: "RECIPROCAL_BUSY",
 		5: "RECIPROCAL_NOT_OFFERED",
+		6: "RECIPROCAL_ADMITTED",
 	}
 	Reciprocal_value = map[string]int32{
 		"RECIPROCAL_UNSPECIFIED": 0,
@@ -58,6 +60,7 @@ var (
 		"RECIPROCAL_BACKING_OFF": 3,
 		"RECIPROCAL_BUSY":        4,
 		"RECIPROCAL_NOT_OFFERED": 5,
+		"RECIPROCAL_ADMITTED":    6,
 	}
 )
 
@@ -1085,7 +1088,7 @@ const file_spec_proto_wire_proto_rawDesc = "" +
 	"\ffailed_round\x18\x03 \x01(\rR\vfailedRound\x12\x16\n" +
 	"\x06detail\x18\x04 \x01(\tR\x06detail\x125\n" +
 	"\x06rounds\x18\x05 \x03(\v2\x1d.acaptcha.wire.v1.RoundResultR\x06rounds\x12 \n" +
-	"\vattestation\x18\x06 \x01(\fR\vattestation*\xa3\x01\n" +
+	"\vattestation\x18\x06 \x01(\fR\vattestation*\xbc\x01\n" +
 	"\n" +
 	"Reciprocal\x12\x1a\n" +
 	"\x16RECIPROCAL_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -1093,7 +1096,8 @@ const file_spec_proto_wire_proto_rawDesc = "" +
 	"\x13RECIPROCAL_ATTESTED\x10\x02\x12\x1a\n" +
 	"\x16RECIPROCAL_BACKING_OFF\x10\x03\x12\x13\n" +
 	"\x0fRECIPROCAL_BUSY\x10\x04\x12\x1a\n" +
-	"\x16RECIPROCAL_NOT_OFFERED\x10\x05*\xad\x02\n" +
+	"\x16RECIPROCAL_NOT_OFFERED\x10\x05\x12\x17\n" +
+	"\x13RECIPROCAL_ADMITTED\x10\x06*\xad\x02\n" +
 	"\rDeclineReason\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18DECLINE_REASON_NO_PROVER\x10\x01\x12\x17\n" +

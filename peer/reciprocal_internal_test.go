@@ -1,0 +1,76 @@
+package peer
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
+	wirepb "github.com/acaptcha/acaptcha/protocol/pb"
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/spec"
+)
+
+// The node's answers to reciprocal requests (spec/protocol.md §1a): WILL
+// only when a session back runs or will run, otherwise the reason the
+// request is dropped, including the cases where the first-contact worker
+// would run no session (admitted through the quorum, revoked, blocked, a
+// standing weak acceptance).
+func TestReciprocalAnswers(t *testing.T) {
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := skill.NewCorpus("test", sets, nil, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := newBareNode(t, Config{Source: src, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	_, p := testutil.NewKey(t)
+	_, q := testutil.NewKey(t)
+	_, r := testutil.NewKey(t)
+
+	if got := n.onReciprocal(n.ID(), true); got != wirepb.Reciprocal_RECIPROCAL_NOT_OFFERED {
+		t.Errorf("a request from ourselves: %v, want NOT_OFFERED", got)
+	}
+	if got := n.onReciprocal(p, false); got != wirepb.Reciprocal_RECIPROCAL_BUSY {
+		t.Errorf("no draws left: %v, want BUSY", got)
+	}
+	// A session of ours to the peer runs: its verdict comes whatever the
+	// draws say.
+	n.mu.Lock()
+	n.inflight[q] = &call{started: time.Now(), done: make(chan struct{})}
+	n.mu.Unlock()
+	if got := n.onReciprocal(q, false); got != wirepb.Reciprocal_RECIPROCAL_WILL {
+		t.Errorf("a session running, no draws left: %v, want WILL", got)
+	}
+	n.mu.Lock()
+	delete(n.inflight, q)
+	n.mu.Unlock()
+	n.contact.mu.Lock()
+	n.contact.backoff[r] = &contactBackoff{until: time.Now().Add(time.Hour), reason: "test"}
+	n.contact.mu.Unlock()
+	if got := n.onReciprocal(r, true); got != wirepb.Reciprocal_RECIPROCAL_BACKING_OFF {
+		t.Errorf("backing off: %v, want BACKING_OFF", got)
+	}
+	if got := n.onReciprocal(p, true); got != wirepb.Reciprocal_RECIPROCAL_WILL {
+		t.Errorf("a fresh peer with draws left: %v, want WILL", got)
+	}
+
+	for _, tc := range []struct {
+		adm  Admission
+		want wirepb.Reciprocal
+	}{
+		{Admission{Admitted: true, Via: "quorum"}, wirepb.Reciprocal_RECIPROCAL_ADMITTED},
+		{Admission{Admitted: true, Via: AdmittedDirect}, wirepb.Reciprocal_RECIPROCAL_ATTESTED},
+		{Admission{Reason: NotAdmittedSource}, wirepb.Reciprocal_RECIPROCAL_ATTESTED},
+		{Admission{Reason: NotAdmittedRevoked}, wirepb.Reciprocal_RECIPROCAL_NOT_OFFERED},
+		{Admission{Reason: NotAdmittedBlocked}, wirepb.Reciprocal_RECIPROCAL_NOT_OFFERED},
+		{Admission{Reason: NotAdmittedRejected}, wirepb.Reciprocal_RECIPROCAL_BACKING_OFF},
+	} {
+		if got := reciprocalDropReason(tc.adm); got != tc.want {
+			t.Errorf("reciprocalDropReason(%+v) = %v, want %v", tc.adm, got, tc.want)
+		}
+	}
+}
