@@ -161,6 +161,13 @@ func (s *Store) logRecords(recs []*walRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	if s.wal.failed {
+		// Frames of a failed append may sit after the last good one:
+		// a new generation (a checkpoint) leaves them unread.
+		if err := s.checkpoint(nil); err != nil {
+			return err
+		}
+	}
 	fit, err := s.wal.append(recs)
 	if !fit {
 		if err := s.checkpoint(nil); err != nil {
@@ -193,7 +200,7 @@ func (s *Store) checkpoint(extra []*walRecord) error {
 	s.pmu.Lock()
 	recs := s.pending
 	s.pmu.Unlock()
-	if len(recs) == 0 && len(extra) == 0 {
+	if len(recs) == 0 && len(extra) == 0 && !s.wal.failed {
 		return nil
 	}
 	next := s.wal.gen + 1

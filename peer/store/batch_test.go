@@ -428,3 +428,81 @@ func TestWALRecoveredCounts(t *testing.T) {
 		t.Errorf("%d issued records, want 2", len(got))
 	}
 }
+
+// failSyncer fails every sync, as a device that reports a write error.
+type failSyncer struct{}
+
+func (failSyncer) fdatasync(*os.File) error { return errors.New("injected sync failure") }
+func (failSyncer) close() error             { return nil }
+
+// Records whose log append failed (their Put returned the error) do not
+// come back after a crash, although their frames reached the file: the
+// next append starts a new generation.
+func TestWALFailedAppendNotRecovered(t *testing.T) {
+	key, _ := testutil.NewKey(t)
+	s, path := openTemp(t)
+	envs, as := records(t, key, 4)
+	if err := s.Put(Issued, envs[0], as[0]); err != nil {
+		t.Fatal(err)
+	}
+	good := s.wal.sync
+	s.wal.sync = failSyncer{}
+	var failed []*walRecord
+	for i := 1; i <= 2; i++ {
+		r, err := newWALRecord(Issued, envs[i], as[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed = append(failed, r)
+	}
+	// As the commit queue's leader would: one batch of two.
+	if err := s.logRecords(failed); err == nil {
+		t.Fatal("an append whose sync failed succeeded")
+	}
+	s.wal.sync = good
+	if err := s.Put(Issued, envs[3], as[3]); err != nil {
+		t.Fatal(err)
+	}
+	s.crash(t)
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := listed(t, s, Issued)
+	if got[string(envs[1])] || got[string(envs[2])] {
+		t.Errorf("a record whose append failed came back after the crash (%v, %v)", got[string(envs[1])], got[string(envs[2])])
+	}
+	if !got[string(envs[0])] || !got[string(envs[3])] || len(got) != 2 {
+		t.Errorf("%d issued records (acknowledged ones kept: %v, %v), want the 2 acknowledged", len(got), got[string(envs[0])], got[string(envs[3])])
+	}
+}
+
+// A log left beside a deleted database file is not taken for the new
+// database's: a new store starts at a random generation.
+func TestWALNotReplayedIntoNewDatabase(t *testing.T) {
+	key, _ := testutil.NewKey(t)
+	s, path := openTemp(t)
+	envs, as := records(t, key, 1)
+	if err := s.Put(Issued, envs[0], as[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.crash(t)
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := listed(t, s, Issued); len(got) != 0 || s.Recovered() != (Recovery{}) {
+		t.Errorf("the new database holds %d records from the old one's log (recovered %+v), want none", len(got), s.Recovered())
+	}
+}

@@ -10,6 +10,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -135,7 +136,18 @@ func Open(path string) (*Store, error) {
 				return err
 			}
 		}
-		gen = walGeneration(tx)
+		var ok bool
+		if gen, ok = walGeneration(tx); !ok {
+			// A new store starts at a random generation: the frames of
+			// a log left beside a deleted or replaced database file are
+			// never taken for its own.
+			var b [8]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return fmt.Errorf("draw write-ahead log generation: %w", err)
+			}
+			gen = binary.BigEndian.Uint64(b[:]) >> 1 // room for 2^63 checkpoints
+			return putWALGeneration(tx, gen)
+		}
 		return nil
 	})
 	if err != nil {

@@ -70,14 +70,20 @@ type ioEvent struct {
 
 // newFileSyncer returns the syncer for f and syncs f once with it: AIO,
 // or fdatasync when the kernel (or a seccomp filter) refuses AIO or its
-// fdatasync command.
+// fdatasync command. A sync that ran and failed (syncFailed: the device's
+// error) is returned, not retried with fdatasync: Linux reports a
+// write-back error once per open file, so a retry would pass.
 func newFileSyncer(f *os.File) (fileSyncer, error) {
 	if !forcePlainSync {
 		if a, err := newAIOSyncer(); err == nil {
-			if err := a.fdatasync(f); err == nil {
+			err := a.fdatasync(f)
+			if err == nil {
 				return a, nil
 			}
 			_ = a.close()
+			if errors.As(err, new(syncFailed)) {
+				return nil, err
+			}
 		}
 	}
 	var p plainSyncer
@@ -128,10 +134,17 @@ func (a *aioSyncer) fdatasync(f *os.File) error {
 	case n != 1:
 		return errors.New("io_getevents: fdatasync completion missing")
 	case ev[0].res < 0:
-		return fmt.Errorf("fdatasync: %w", unix.Errno(-ev[0].res))
+		return syncFailed{unix.Errno(-ev[0].res)}
 	}
 	return nil
 }
+
+// syncFailed is the error of an fdatasync that AIO ran: the file's data
+// did not reach the device.
+type syncFailed struct{ errno unix.Errno }
+
+func (e syncFailed) Error() string { return "fdatasync: " + e.errno.Error() }
+func (e syncFailed) Unwrap() error { return e.errno }
 
 func (a *aioSyncer) close() error {
 	a.mu.Lock()

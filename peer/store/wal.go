@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	bolt "go.etcd.io/bbolt"
@@ -35,7 +36,11 @@ import (
 // are read from the start until the first that is torn, fails its CRC or
 // is of another generation, and are applied (records are idempotent: a
 // record's key holds its envelope's digest) in a checkpoint that bumps the
-// generation, so frames left from before are never read again.
+// generation, so frames left from before are never read again. A new
+// database starts at a random generation, so a log left beside a deleted
+// or replaced database file is not read into it; and after an append that
+// failed (its frames may be in the file, its writes were reported failed)
+// the next append comes after a checkpoint, under a new generation.
 
 // fileSyncer flushes a file's data to its device.
 type fileSyncer interface {
@@ -104,12 +109,18 @@ type wal struct {
 	gen  uint64 // generation of the frames written now
 	off  int64  // where the next frame goes
 	buf  []byte
+	// failed: an append failed after it may have written frames of gen
+	// at off; they must not be read back after a crash (their writes
+	// were reported failed), so the next append starts a new generation
+	// first (Store.logRecords).
+	failed bool
 }
 
 // openWAL opens (or creates and preallocates) the log at path and returns
 // it with the records of generation gen it holds, in order. undecodable
 // counts frames that passed their CRC but hold no attestation (left out).
 func openWAL(path string, gen uint64) (w *wal, recs []*walRecord, undecodable int, err error) {
+	_, statErr := os.Stat(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("open write-ahead log: %w", err)
@@ -134,6 +145,13 @@ func openWAL(path string, gen uint64) (w *wal, recs []*walRecord, undecodable in
 	syncer, err := newFileSyncer(f)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("sync write-ahead log: %w", err)
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		// A new file: its directory entry must reach the disk too.
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			syncer.close()
+			return nil, nil, 0, fmt.Errorf("sync write-ahead log directory: %w", err)
+		}
 	}
 	for off := 0; ; {
 		body, next, ok := readFrame(data, off, gen)
@@ -217,9 +235,11 @@ func (w *wal) append(recs []*walRecord) (bool, error) {
 		w.buf = appendFrame(w.buf, w.gen, r)
 	}
 	if _, err := w.f.WriteAt(w.buf, w.off); err != nil {
+		w.failed = true
 		return true, fmt.Errorf("write-ahead log: %w", err)
 	}
 	if err := w.sync.fdatasync(w.f); err != nil {
+		w.failed = true
 		return true, fmt.Errorf("sync write-ahead log: %w", err)
 	}
 	w.off += int64(size)
@@ -228,22 +248,33 @@ func (w *wal) append(recs []*walRecord) (bool, error) {
 
 // restart begins generation gen at the start of the file (its records are
 // all in bbolt).
-func (w *wal) restart(gen uint64) { w.gen, w.off = gen, 0 }
+func (w *wal) restart(gen uint64) { w.gen, w.off, w.failed = gen, 0, false }
 
 func (w *wal) close() error {
 	return errors.Join(w.sync.close(), w.f.Close())
 }
 
-// walGeneration reads the generation whose frames are not yet in bbolt.
-func walGeneration(tx *bolt.Tx) uint64 {
+// syncDir flushes a directory's entries to the disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// walGeneration reads the generation whose frames are not yet in bbolt;
+// ok is false for a store that has none yet.
+func walGeneration(tx *bolt.Tx) (gen uint64, ok bool) {
 	b := tx.Bucket(bucketMeta)
 	if b == nil {
-		return 0
+		return 0, false
 	}
 	if v := b.Get(keyWALGen); len(v) == 8 {
-		return binary.BigEndian.Uint64(v)
+		return binary.BigEndian.Uint64(v), true
 	}
-	return 0
+	return 0, false
 }
 
 func putWALGeneration(tx *bolt.Tx, gen uint64) error {
