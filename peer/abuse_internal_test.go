@@ -23,11 +23,10 @@ import (
 	"github.com/acaptcha/acaptcha/spec"
 )
 
-// TestReciprocalRequestsDoNotPileUp (issue 10, finding 2): a peer whose
-// hellos keep asking to be verified back while its prover never answers
-// must not leave one goroutine per hello waiting for the session in
-// flight; the requests collapse into at most one session.
-func TestReciprocalRequestsDoNotPileUp(t *testing.T) {
+// newExampleNode starts a bare node that serves the spec's example sets
+// and logs nothing.
+func newExampleNode(t *testing.T) *Node {
+	t.Helper()
 	sets, err := spec.Examples()
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +35,15 @@ func TestReciprocalRequestsDoNotPileUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := newBareNode(t, Config{Source: src, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return newBareNode(t, Config{Source: src, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// TestReciprocalRequestsDoNotPileUp (issue 10, finding 2): a peer whose
+// hellos keep asking to be verified back while its prover never answers
+// must not leave one goroutine per hello waiting for the session in
+// flight; the requests collapse into at most one session.
+func TestReciprocalRequestsDoNotPileUp(t *testing.T) {
+	n := newExampleNode(t)
 	// The hostile peer speaks the protocol but its prover never answers.
 	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {

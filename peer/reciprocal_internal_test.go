@@ -1,15 +1,11 @@
 package peer
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	wirepb "github.com/acaptcha/acaptcha/protocol/pb"
-	"github.com/acaptcha/acaptcha/skill"
-	"github.com/acaptcha/acaptcha/spec"
 )
 
 // The node's answers to reciprocal requests (spec/protocol.md §1a): WILL
@@ -18,15 +14,7 @@ import (
 // would run no session (admitted through the quorum, revoked, blocked, a
 // standing weak acceptance).
 func TestReciprocalAnswers(t *testing.T) {
-	sets, err := spec.Examples()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := skill.NewCorpus("test", sets, nil, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := newBareNode(t, Config{Source: src, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	n := newExampleNode(t)
 	_, p := testutil.NewKey(t)
 	_, q := testutil.NewKey(t)
 	_, r := testutil.NewKey(t)
