@@ -40,6 +40,18 @@ func (s *Store) crash(t *testing.T) {
 	}
 }
 
+// crashReopen crashes s and opens the store at path again, as a node
+// restarted after it died.
+func (s *Store) crashReopen(t *testing.T, path string) *Store {
+	t.Helper()
+	s.crash(t)
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s2
+}
+
 // records returns n signed acceptances by key about fresh subjects.
 func records(t *testing.T, key crypto.PrivKey, n int) ([][]byte, []*protocol.Attestation) {
 	t.Helper()
@@ -243,10 +255,7 @@ func TestWALRecovery(t *testing.T) {
 		if err := s.Put(Issued, envs[4], as[4]); err != nil {
 			t.Fatal(err)
 		}
-		s.crash(t)
-		if s, err = Open(path); err != nil {
-			t.Fatal(err)
-		}
+		s = s.crashReopen(t, path)
 		issued = listed(t, s, Issued)
 		if issued[string(envs[1])] {
 			t.Error("a record from a checkpointed generation's frames came back")
@@ -304,11 +313,7 @@ func TestWALWrapsAndCheckpoints(t *testing.T) {
 	if got := s.pendingCount(); got >= walCheckpointRecords {
 		t.Errorf("%d records pending, want fewer than %d", got, walCheckpointRecords)
 	}
-	s.crash(t)
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = s.crashReopen(t, path)
 	defer s.Close()
 	got := listed(t, s, Issued)
 	for i, env := range envs {
@@ -403,11 +408,7 @@ func TestWALRecoveredCounts(t *testing.T) {
 	if _, err := s.wal.f.WriteAt(junk, s.wal.off); err != nil {
 		t.Fatal(err)
 	}
-	s.crash(t)
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = s.crashReopen(t, path)
 	if got := s.Recovered(); got != (Recovery{Records: 1, Undecodable: 1}) {
 		t.Errorf("Recovered() = %+v, want 1 record and 1 left out", got)
 	}
@@ -417,7 +418,8 @@ func TestWALRecoveredCounts(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s, err = Open(path); err != nil {
+	s, err := Open(path)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
@@ -463,11 +465,7 @@ func TestWALFailedAppendNotRecovered(t *testing.T) {
 	if err := s.Put(Issued, envs[3], as[3]); err != nil {
 		t.Fatal(err)
 	}
-	s.crash(t)
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = s.crashReopen(t, path)
 	defer s.Close()
 	got := listed(t, s, Issued)
 	if got[string(envs[1])] || got[string(envs[2])] {
@@ -497,10 +495,7 @@ func TestWALNotReplayedIntoNewDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.crash(t)
-	if s, err = Open(path); err != nil {
-		t.Fatal(err)
-	}
+	s = s.crashReopen(t, path)
 	defer s.Close()
 	if got := listed(t, s, Issued); len(got) != 0 || s.Recovered() != (Recovery{}) {
 		t.Errorf("the new database holds %d records from the old one's log (recovered %+v), want none", len(got), s.Recovered())
