@@ -392,11 +392,27 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 	}
 	n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.reciprocalAsked })
 	n.mu.Lock()
-	_, running := n.inflight[p]
+	inf, running := n.inflight[p]
 	n.mu.Unlock()
 	if running {
-		// Its verdict is sent after the peer asked.
-		return pb.Reciprocal_RECIPROCAL_WILL
+		if !inf.ended.Load() {
+			// Its verdict is sent after the peer asked.
+			return pb.Reciprocal_RECIPROCAL_WILL
+		}
+		// Its verdict went out before the peer asked: answer as for an
+		// ended session, once the node has recorded it (the store's
+		// commit, a few ms). WILL here would leave the requester
+		// waiting for a session that is not coming.
+		t := time.NewTimer(reciprocalRecordWait)
+		defer t.Stop()
+		select {
+		case <-inf.done:
+		case <-t.C:
+			n.log.Debug("reciprocal request: the session that just ended is still being recorded; answering WILL", "peer", p)
+			return pb.Reciprocal_RECIPROCAL_WILL
+		case <-c.ctx.Done():
+			return pb.Reciprocal_RECIPROCAL_NOT_OFFERED
+		}
 	}
 	if !drawsLeft {
 		return pb.Reciprocal_RECIPROCAL_BUSY
@@ -432,6 +448,12 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 	n.startWorkerLocked(p, whyReciprocal)
 	return pb.Reciprocal_RECIPROCAL_WILL
 }
+
+// reciprocalRecordWait bounds how long a reciprocal request waits for a
+// session of ours to the requester that has ended to be recorded (its
+// store commit) before the answer is decided. The hello handler's
+// goroutine waits; the peer's inbound sessions are few (§9a).
+const reciprocalRecordWait = time.Second
 
 // reciprocalDropReason is the answer to a reciprocal request that
 // needsChallenge turns down: adm is p's admission.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -210,6 +211,9 @@ type call struct {
 	done    chan struct{}
 	res     *protocol.Result
 	err     error
+	// ended is set once the session has ended (its verdict, if any, is
+	// sent) while the node still records it; done closes after that.
+	ended atomic.Bool
 }
 
 // New starts a node.
@@ -533,6 +537,7 @@ func (n *Node) verifyAfter(ctx context.Context, p peer.ID, reciprocal bool, notB
 	n.mu.Unlock()
 
 	c.res, c.err = n.svc.Verify(ctx, p, reciprocal)
+	c.ended.Store(true)
 	if c.err == nil {
 		n.recordIssued(c.res, "libp2p")
 	}

@@ -42,6 +42,30 @@ func TestReciprocalAnswers(t *testing.T) {
 	if got := n.onReciprocal(r, true); got != wirepb.Reciprocal_RECIPROCAL_BACKING_OFF {
 		t.Errorf("backing off: %v, want BACKING_OFF", got)
 	}
+
+	// A session of ours to the peer has ended (its verdict is sent) and
+	// is being recorded when the peer asks: no WILL, whose session would
+	// never come, but the answer once the record is in (here a back-off
+	// the recording sets).
+	_, s := testutil.NewKey(t)
+	ended := &call{started: time.Now(), done: make(chan struct{})}
+	ended.ended.Store(true)
+	n.mu.Lock()
+	n.inflight[s] = ended
+	n.mu.Unlock()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		n.contact.mu.Lock()
+		n.contact.backoff[s] = &contactBackoff{until: time.Now().Add(time.Hour), reason: "rejected"}
+		n.contact.mu.Unlock()
+		n.mu.Lock()
+		delete(n.inflight, s)
+		n.mu.Unlock()
+		close(ended.done)
+	}()
+	if got := n.onReciprocal(s, true); got != wirepb.Reciprocal_RECIPROCAL_BACKING_OFF {
+		t.Errorf("a session that ended while being recorded: %v, want BACKING_OFF", got)
+	}
 	if got := n.onReciprocal(p, true); got != wirepb.Reciprocal_RECIPROCAL_WILL {
 		t.Errorf("a fresh peer with draws left: %v, want WILL", got)
 	}
