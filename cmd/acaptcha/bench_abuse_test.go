@@ -119,6 +119,7 @@ func TestNodeLimitFlagsRefused(t *testing.T) {
 		{"node", "--max-sessions-per-verifier", "-2"},
 		{"node", "--max-calls-per-verifier", "-2"},
 		{"node", "--max-accept-total", "2h"},
+		{"node", "--max-prover-pow-work", "-1"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(context.Background(), args, &out, &errb); code != exitUsage {
@@ -146,7 +147,7 @@ func TestNodeLimitFlagsRefused(t *testing.T) {
 func TestNodeLimitsApplied(t *testing.T) {
 	l := limitOptions{connLow: 5, connHigh: 9, connsPerIP: 2, limitLoopback: true, powDifficulty: 16,
 		drawsPerPeer: 3, drawsPerPrefix: 7, draws: 11, sessionsPerVerifier: 4, callsPerVerifier: 12, maxAcceptTotal: time.Minute,
-		sessionsPerVerifierPrefix: 13, proverSessions: 17, proverTokens: 19}
+		sessionsPerVerifierPrefix: 13, proverSessions: 17, proverTokens: 19, proverPowWork: 23}
 	if err := l.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestNodeLimitsApplied(t *testing.T) {
 	pc := n.ProtocolConfig()
 	if pc.PowDifficulty != 16 || pc.MaxDrawsPerPeer != 3 || pc.MaxDrawsPerPrefix != 7 || pc.MaxDraws != 11 ||
 		pc.MaxSessionsPerVerifier != 4 || pc.MaxCallsPerVerifier != 12 || !pc.LimitLoopback ||
-		pc.MaxSessionsPerVerifierPrefix != 13 || pc.MaxProverSessions != 17 || pc.MaxProverTokens != 19 {
+		pc.MaxSessionsPerVerifierPrefix != 13 || pc.MaxProverSessions != 17 || pc.MaxProverTokens != 19 || pc.MaxProverPowWork != 23 {
 		t.Fatalf("protocol config: %+v", pc)
 	}
 	// The accepted total is at least the node's own policy total.

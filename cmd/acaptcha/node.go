@@ -41,6 +41,7 @@ type limitOptions struct {
 	callsPerVerifier              int
 	sessionsPerVerifierPrefix     int
 	proverSessions, proverTokens  int
+	proverPowWork                 int
 	maxAcceptTotal                time.Duration
 }
 
@@ -54,7 +55,7 @@ func (l *limitOptions) check() error {
 		{"--max-draws-per-peer", l.drawsPerPeer}, {"--max-draws-per-prefix", l.drawsPerPrefix}, {"--max-draws", l.draws},
 		{"--max-sessions-per-verifier", l.sessionsPerVerifier}, {"--max-calls-per-verifier", l.callsPerVerifier},
 		{"--max-sessions-per-verifier-prefix", l.sessionsPerVerifierPrefix}, {"--max-prover-sessions", l.proverSessions},
-		{"--max-prover-tokens", l.proverTokens},
+		{"--max-prover-tokens", l.proverTokens}, {"--max-prover-pow-work", l.proverPowWork},
 	} {
 		if c.v < 0 {
 			return usageErr("%s %d: must not be negative (0: the default)", c.flag, c.v)
@@ -87,7 +88,7 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 		MaxDrawsPerPeer: l.drawsPerPeer, MaxDrawsPerPrefix: l.drawsPerPrefix, MaxDraws: l.draws,
 		MaxSessionsPerVerifier: l.sessionsPerVerifier, MaxCallsPerVerifier: l.callsPerVerifier,
 		MaxSessionsPerVerifierPrefix: l.sessionsPerVerifierPrefix, MaxProverSessions: l.proverSessions,
-		MaxProverTokens: l.proverTokens,
+		MaxProverTokens: l.proverTokens, MaxProverPowWork: l.proverPowWork,
 	}
 	if l.maxAcceptTotal > 0 {
 		// A node accepts at least its own policy's total.
@@ -351,6 +352,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.sessionsPerVerifierPrefix, "max-sessions-per-verifier-prefix", protocol.DefaultMaxSessionsPerVerifierPrefix, "sessions this node answers per hour for the verifiers of one IPv4 /24 or IPv6 /48 together")
 	f.IntVar(&l.proverSessions, "max-prover-sessions", protocol.DefaultMaxProverSessions, "sessions this node answers per hour for all verifiers")
 	f.IntVar(&l.proverTokens, "max-prover-tokens", protocol.DefaultMaxProverTokens, "prompt tokens this node's prover reads per hour for all verifiers")
+	f.IntVar(&l.proverPowWork, "max-prover-pow-work", protocol.DefaultMaxProverPowWork, "proof-of-work hashes this node solves as a prover per hour for all verifiers (a session at difficulty D is charged 2^D; the verifiers of one IP prefix get an eighth)")
 	f.DurationVar(&l.maxAcceptTotal, "max-accept-total", protocol.DefaultMaxAcceptTotal, "longest total_ms this node accepts in a verifier's hello (raised to its own --total if longer)")
 	return cmd
 }
