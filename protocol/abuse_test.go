@@ -584,3 +584,61 @@ func TestBudgetTableEvictsInBatches(t *testing.T) {
 		t.Fatalf("%d peers tracked, want the table full again", len(b.peers))
 	}
 }
+
+// A draw budget spent between the pre-check and the paid ack (here the
+// global one, taken by another session meanwhile) ends the session
+// unsigned with a reset ErrCodeBusy (spec §5 step 1), so the prover can
+// tell "busy" from a broken stream.
+func TestDrawSpentAfterAckResetsBusy(t *testing.T) {
+	v, m := newHost(t), newHost(t)
+	svc := newService(t, v, Config{Source: sourceOf("spent-1", "spent-2"), MaxDraws: 1})
+	held := make(chan *VerifierSession, 1)
+	defer func() {
+		select {
+		case vs := <-held:
+			vs.Abort(ErrClosed)
+		default:
+		}
+	}()
+	code := make(chan network.StreamErrorCode, 1)
+	m.SetStreamHandler(ID, func(s network.Stream) {
+		defer s.Reset()
+		_ = s.SetDeadline(time.Now().Add(10 * time.Second))
+		r := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
+		f, err := r.recv()
+		if err != nil {
+			code <- 0
+			return
+		}
+		// Another session takes the one global draw between the
+		// verifier's pre-check and this ack.
+		vs, err := svc.Core().Begin(randomPeer(t), BeginOptions{})
+		if err == nil {
+			err = vs.Pay(context.Background(), nil)
+			held <- vs
+		}
+		if err != nil {
+			t.Errorf("the other session: %v", err)
+		}
+		r.send(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: f.GetHello().GetNonce()}}})
+		f, err = r.recv()
+		c, _ := resetCode(err)
+		if err == nil {
+			t.Errorf("after the ack: %s, want a reset", frameKind(f))
+		}
+		code <- c
+	})
+	connect(t, v, m, "tcp")
+	res, err := svc.Verify(testCtx(t, 10*time.Second), m.ID(), false)
+	if !errors.Is(err, ErrPeerQuota) || res != nil {
+		t.Fatalf("global draws spent after the ack: %+v, %v; want ErrPeerQuota and no result", res, err)
+	}
+	select {
+	case c := <-code:
+		if c != ErrCodeBusy {
+			t.Errorf("reset code %#x, want ErrCodeBusy", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the prover's handler did not finish")
+	}
+}

@@ -381,14 +381,20 @@ func (vs *VerifierSession) Abort(err error) {
 	vs.end()
 }
 
-// end releases what the session holds: an unseen set goes back (and its
-// draw), the guard forgets the session, the load counter drops.
+// end releases what the session holds: an unseen set goes back, the guard
+// forgets the session, the load counter drops. The draw is refunded only
+// when nothing was signed: a verdict signed before any challenge was shown
+// (a failed probe, a decline after the paid ack) still cost a signature
+// and a stored record, and refunding its draw would let a peer have any
+// number of them signed within its share.
 func (vs *VerifierSession) end() {
 	s := vs.svc
 	vs.ended = true
 	if vs.sess != nil && !vs.shown {
 		s.giveBack(vs.sess.Set(), vs.peer)
-		s.budgets.refundDrawIn(vs.peer, vs.pfx, vs.hasPfx, s.now())
+		if vs.res == nil || vs.res.Attestation == nil {
+			s.budgets.refundDrawIn(vs.peer, vs.pfx, vs.hasPfx, s.now())
+		}
 	}
 	s.guard.release(vs)
 	if vs.endOutbound != nil {

@@ -148,6 +148,28 @@ func TestCoreGivesBackUnseen(t *testing.T) {
 	}
 }
 
+// TestCoreSignedUnseenKeepsDraw: a verdict signed before any challenge
+// was shown (a failed probe) gives the unseen set back but not the draw:
+// otherwise a peer could have any number of signed, stored records made
+// within a one-draw share.
+func TestCoreSignedUnseenKeepsDraw(t *testing.T) {
+	src := &returningSource{staticSource: sourceOf("signed-unseen")}
+	v := newService(t, newHost(t), Config{Source: src, MaxDrawsPerPeer: 1}).Core()
+	p := randomPeer(t)
+	vs := paidSession(t, v, p, BeginOptions{})
+	vs.Fail(skill.ReasonProtocolError, "probe ack with a wrong nonce", false)
+	res := vs.Finish()
+	if res.Attestation == nil || res.Verdict.Reason != skill.ReasonProtocolError {
+		t.Fatalf("failed probe: %+v", res.Verdict)
+	}
+	if src.returnedCount() != 1 {
+		t.Errorf("%d sets given back after a session that showed none", src.returnedCount())
+	}
+	if _, err := v.Begin(p, BeginOptions{}); !errors.Is(err, ErrPeerQuota) {
+		t.Errorf("second session within a one-draw share after a signed verdict: %v", err)
+	}
+}
+
 // TestCorePrefixBudget: the draw budget of the door's client address
 // applies across peer IDs.
 func TestCorePrefixBudget(t *testing.T) {

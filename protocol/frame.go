@@ -58,7 +58,8 @@ const (
 	// ErrCodeReflection: the prover received a challenge that its own
 	// verifier had issued.
 	ErrCodeReflection network.StreamErrorCode = 0xAC100004
-	// ErrCodeBusy: the prover's inbound session limits are reached.
+	// ErrCodeBusy: the prover's inbound session limits are reached, or (from
+	// the verifier) a draw budget was spent after the paid ack.
 	ErrCodeBusy network.StreamErrorCode = 0xAC100005
 	// ErrCodeDeclined: the prover refused the hello.
 	ErrCodeDeclined network.StreamErrorCode = 0xAC100006

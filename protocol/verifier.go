@@ -406,8 +406,14 @@ func (v *verifierRun) handshake() error {
 		// The core checks the payment and only then draws (within the
 		// shares); a source failure leaves the session Done, inconclusive.
 		if err := v.vs.Pay(v.ctx, b.HelloAck.GetPow()); err != nil {
-			if errors.Is(err, ErrUnpaid) {
+			switch {
+			case errors.Is(err, ErrUnpaid):
 				_ = v.str.ResetWithError(ErrCodeDeclined)
+			case errors.Is(err, ErrPeerQuota):
+				// A draw budget was spent after the pre-check (spec §5
+				// step 1): no session, nothing signed; the prover learns
+				// it is a matter of load.
+				_ = v.str.ResetWithError(ErrCodeBusy)
 			}
 			return errNoSession{err}
 		}
