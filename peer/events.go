@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/event"
@@ -112,10 +113,19 @@ func (n *Node) recordReceived(r protocol.ProverResult) {
 		r.AttestationErr = fmt.Errorf("record valid for %s, longer than the %s this node keeps: not kept", a.ExpiresAt.Sub(a.IssuedAt), MaxKeptLifetime)
 	}
 	switch {
+	case r.Err != nil && refusedForLoad(r.Err):
+		// This node turned the session away at its own limits: a
+		// flood of fresh peer IDs would otherwise fill the warning
+		// limiter (lograte.go) and hide the warnings that matter. The
+		// session is counted (Stats.ProveFailed) below.
+		n.log.Debug("refused a verifier's session at this node's limits", "peer", r.Verifier, "err", r.Err)
 	case r.Err != nil:
 		n.warnPeer(r.Verifier, "verification of us by peer broke off", "err", r.Err)
 	case r.Attestation != nil:
 		n.afterReceived(r) // index for presentation, gossip: before the store (above)
+		// The store keeps the issuer's newest record about us only,
+		// and a bounded number of issuers (store.MaxReceived), as the
+		// index keeps the newest per issuer (store/received.go).
 		if err := n.store.Put(Received, r.Envelope, r.Attestation); err != nil {
 			n.log.Error("store received attestation", "peer", r.Verifier, "err", err)
 		}
@@ -130,6 +140,15 @@ func (n *Node) recordReceived(r protocol.ProverResult) {
 	if em := n.events.emReceived; em != nil {
 		_ = em.Emit(e)
 	}
+}
+
+// refusedForLoad tells whether a prover session's error is a refusal
+// this node decided for load reasons rather than anything the verifier
+// did: its inbound slots or budgets were spent (protocol.ErrBusy: the
+// BUSY decline, the session, proof-of-work and token budgets), or the
+// resource manager refused the stream's memory.
+func refusedForLoad(err error) bool {
+	return errors.Is(err, protocol.ErrBusy) || errors.Is(err, network.ErrResourceLimitExceeded)
 }
 
 // tagIssued protects an accepted peer in the connection manager while it

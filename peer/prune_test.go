@@ -39,6 +39,12 @@ func TestNodePrunesExpiredAttestations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A second verifier: the store keeps one received record
+			// per issuer (its newest).
+			another, _, err := crypto.GenerateEd25519Key(rand.Reader)
+			if err != nil {
+				t.Fatal(err)
+			}
 			me, _ := lpeer.IDFromPrivateKey(key)
 			them, _ := lpeer.IDFromPrivateKey(other)
 			path := filepath.Join(t.TempDir(), "store.db")
@@ -50,10 +56,10 @@ func TestNodePrunesExpiredAttestations(t *testing.T) {
 				d   peer.Direction
 				env []byte
 			}{
-				{peer.Issued, peer.SealTest(key, them, true, now.Add(-100*day), day)},   // expired 99 days ago
-				{peer.Issued, peer.SealTest(key, them, true, now.Add(-time.Hour), day)}, // valid
-				{peer.Received, peer.SealTest(other, me, true, now.Add(-40*day), day)},  // expired 39 days ago
-				{peer.Received, peer.SealTest(other, me, false, now.Add(-10*day), day)}, // expired 9 days ago
+				{peer.Issued, peer.SealTest(key, them, true, now.Add(-100*day), day)},     // expired 99 days ago
+				{peer.Issued, peer.SealTest(key, them, true, now.Add(-time.Hour), day)},   // valid
+				{peer.Received, peer.SealTest(other, me, true, now.Add(-40*day), day)},    // expired 39 days ago
+				{peer.Received, peer.SealTest(another, me, false, now.Add(-10*day), day)}, // expired 9 days ago
 			} {
 				a, _, err := protocol.VerifyAttestation(r.env, protocol.VerifyOptions{AllowExpired: true})
 				if err != nil {

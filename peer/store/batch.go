@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	bolt "go.etcd.io/bbolt"
 )
 
 // commitQueue coalesces concurrent attestation writes into shared appends
@@ -204,16 +203,7 @@ func (s *Store) checkpoint(extra []*walRecord) error {
 		return nil
 	}
 	next := s.wal.gen + 1
-	err := s.update1(func(tx *bolt.Tx) error {
-		for _, rs := range [][]*walRecord{recs, extra} {
-			for _, r := range rs {
-				if err := r.apply(tx); err != nil {
-					return fmt.Errorf("store attestation: %w", err)
-				}
-			}
-		}
-		return putWALGeneration(tx, next)
-	})
+	err := s.applyRecords(next, recs, extra)
 	if err != nil {
 		return fmt.Errorf("checkpoint write-ahead log: %w", err)
 	}

@@ -5,6 +5,8 @@
 // tampered file cannot make the node trust a record. The attestations a
 // node issues and receives reach bbolt through a write-ahead log beside
 // it (PATH-wal, wal.go); a store closed cleanly holds them all in bbolt.
+// The received attestations are kept one per issuer and bounded in total
+// (received.go).
 package store
 
 import (
@@ -69,6 +71,13 @@ type Store struct {
 	// beforeCommit, when set (tests), runs as a leader starts its commit.
 	beforeCommit func()
 	recovery     Recovery
+	// rmu is held across the write transactions that change the
+	// received bucket (checkpoints, prunes, trims), and guards
+	// nReceived, the records in it; maxReceived is their bound
+	// (MaxReceived, or less in tests). See received.go.
+	rmu         sync.Mutex
+	nReceived   int
+	maxReceived int
 }
 
 // Recovery is what Open found in the write-ahead log: the attestations a
@@ -118,7 +127,11 @@ type Entry struct {
 var ErrLocked = errors.New("store is locked by another process (is a node running with it? pass --store)")
 
 // Open opens or creates the store at path.
-func Open(path string) (*Store, error) {
+func Open(path string) (*Store, error) { return open(path, MaxReceived) }
+
+// open opens the store at path, keeping at most maxReceived received
+// records.
+func open(path string, maxReceived int) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store directory: %w", err)
 	}
@@ -154,13 +167,20 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("init store %s: %w", path, err)
 	}
+	s := &Store{db: db, pendingPeers: map[peer.ID]int{}, maxReceived: maxReceived}
+	// A store written before received records were bounded (or with a
+	// larger bound) is trimmed first, in transactions of its own.
+	if err := s.openReceived(time.Now()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
 	// bbolt's file lock is held: this process alone uses the log.
 	w, recs, undecodable, err := openWAL(path+"-wal", gen)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s := &Store{db: db, wal: w, pendingPeers: map[peer.ID]int{}, recovery: Recovery{Records: len(recs), Undecodable: undecodable}}
+	s.wal, s.recovery = w, Recovery{Records: len(recs), Undecodable: undecodable}
 	s.flushTimer = time.AfterFunc(walCheckpointAfter, func() { _ = s.flush() })
 	s.flushTimer.Stop()
 	// Move what a crash left in the log into bbolt, and start a new
@@ -178,15 +198,7 @@ func Open(path string) (*Store, error) {
 // bbolt and starts the log's next generation.
 func (s *Store) checkpointRecovered(recs []*walRecord) error {
 	next := s.wal.gen + 1
-	err := s.update1(func(tx *bolt.Tx) error {
-		for _, r := range recs {
-			if err := r.apply(tx); err != nil {
-				return fmt.Errorf("store attestation: %w", err)
-			}
-		}
-		return putWALGeneration(tx, next)
-	})
-	if err != nil {
+	if err := s.applyRecords(next, recs); err != nil {
 		return fmt.Errorf("recover write-ahead log: %w", err)
 	}
 	s.wal.restart(next)
@@ -230,9 +242,11 @@ func bucketFor(d Direction) ([]byte, error) {
 
 // Put stores an envelope. Issued records are keyed by subject, received
 // ones by issuer. An issued rejection replaces the older rejections of its
-// subject (see PutIssued). It returns once the record is on the disk: in
-// the write-ahead log, with the records of concurrent sessions in the same
-// synced append; a checkpoint moves it into bbolt later.
+// subject (see PutIssued); a received record replaces its issuer's older
+// records about the same subject, and the received records are bounded by
+// MaxReceived (see putReceived). It returns once the record is on the
+// disk: in the write-ahead log, with the records of concurrent sessions in
+// the same synced append; a checkpoint moves it into bbolt later.
 func (s *Store) Put(d Direction, env []byte, a *protocol.Attestation) error {
 	r, err := newWALRecord(d, env, a)
 	if err != nil {
@@ -480,19 +494,11 @@ func (s *Store) pruneSome(ctx context.Context, b []byte, after []byte, cutoff ti
 	}
 	// Deleting a key twice or one already gone is harmless: records are
 	// never rewritten under their key (it holds the envelope's digest).
-	err = s.update1(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(b)
-		for _, k := range dead {
-			if err := bk.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	n, err := s.deleteKeys(b, dead)
 	if err != nil {
 		return 0, nil, err
 	}
-	return len(dead), next, nil
+	return n, next, nil
 }
 
 // expiresAt reads a stored envelope's expiry without checking its

@@ -92,14 +92,19 @@ func newWALRecord(d Direction, env []byte, a *protocol.Attestation) (*walRecord,
 	return &walRecord{dir: d, env: env, a: a, peer: p, key: entryKey(p, a.IssuedAt, env)}, nil
 }
 
-// apply writes r into bbolt. An issued rejection replaces the older
-// rejections of its subject (see PutIssued).
-func (r *walRecord) apply(tx *bolt.Tx) error {
-	if r.dir == Issued && !r.a.Accepted {
-		return putIssuedRejection(tx, r.key, r.env, r.a)
+// apply writes r into bbolt and returns how it changed the number of
+// received records. An issued rejection replaces the older rejections of
+// its subject (see PutIssued); a received record replaces the older
+// records of its issuer about the same subject, or is dropped when one of
+// them supersedes it (see putReceived).
+func (r *walRecord) apply(tx *bolt.Tx) (int, error) {
+	switch {
+	case r.dir == Received:
+		return putReceived(tx, r.key, r.env, r.a)
+	case !r.a.Accepted:
+		return 0, putIssuedRejection(tx, r.key, r.env, r.a)
 	}
-	b, _ := bucketFor(r.dir)
-	return tx.Bucket(b).Put(r.key, r.env)
+	return 0, tx.Bucket(bucketIssued).Put(r.key, r.env)
 }
 
 // wal is the log file. Only the commit queue's leader uses it.
