@@ -642,3 +642,77 @@ func TestDrawSpentAfterAckResetsBusy(t *testing.T) {
 		t.Fatal("the prover's handler did not finish")
 	}
 }
+
+// G of spec §5a: 2 bits per halving of the global draw budget left, at
+// most 8; and the difficulty a fresh peer is asked rises with it as the
+// draws are spent.
+func TestGlobalDrawBits(t *testing.T) {
+	for _, tc := range []struct {
+		left float64
+		want int
+	}{{1000, 0}, {500, 0}, {499, 2}, {250, 2}, {249, 4}, {124, 6}, {62, 8}, {1, 8}, {0, 8}} {
+		if got := globalDrawBits(tc.left, 1000); got != tc.want {
+			t.Errorf("globalDrawBits(%v, 1000) = %d, want %d", tc.left, got, tc.want)
+		}
+	}
+	now := time.Unix(5000, 0)
+	cfg := Config{MaxDraws: 64, MaxDrawsPerPeer: 64, MaxDrawsPerPrefix: 64}
+	if err := cfg.applyDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudgets(&cfg)
+	last := 0
+	for i := range 63 {
+		d := b.difficulty(randomPeer(t), now)
+		if d < last {
+			t.Fatalf("draw %d: difficulty fell from %d to %d", i, last, d)
+		}
+		last = d
+		if !b.takeDrawIn(randomPeer(t), netip.Prefix{}, false, now) {
+			t.Fatalf("draw %d refused", i)
+		}
+	}
+	if last < 8 {
+		t.Errorf("difficulty with 1 of 64 draws left: %d bits, want 8", last)
+	}
+}
+
+// A session begun with DeferLoad counts in the node's load only once its
+// subject paid: unstarted ones raise nobody's proof of work.
+func TestDeferLoad(t *testing.T) {
+	v := newService(t, newHost(t), Config{Source: sourceOf("defer")}).Core()
+	var held []*VerifierSession
+	defer func() {
+		for _, vs := range held {
+			vs.Abort(ErrClosed)
+		}
+	}()
+	for range 40 {
+		vs, err := v.Begin(randomPeer(t), BeginOptions{DeferLoad: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, vs)
+	}
+	probe, err := v.Begin(randomPeer(t), BeginOptions{DeferLoad: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held = append(held, probe)
+	if d := probe.PowDifficulty(); d != 0 {
+		t.Errorf("41 unstarted sessions: a fresh peer asked %d bits, want 0", d)
+	}
+	for _, vs := range held[:40] {
+		if err := vs.Pay(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := v.Begin(randomPeer(t), BeginOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held = append(held, after)
+	if d := after.PowDifficulty(); d == 0 {
+		t.Error("40 paid sessions in flight: a fresh peer asked 0 bits, want the load's")
+	}
+}

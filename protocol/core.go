@@ -48,6 +48,12 @@ type BeginOptions struct {
 	// add; capped by Config.MaxPowDifficulty): a door open to anonymous
 	// clients asks more than the libp2p base.
 	MinPowDifficulty int
+	// DeferLoad counts the session in the node's outbound load (which
+	// raises every peer's proof of work, §9a) only once its subject has
+	// paid, not from Begin: a door that begins sessions for clients that
+	// may never start them (the HTTP door's create) sets it, so that
+	// unstarted sessions cannot raise the difficulty asked of everyone.
+	DeferLoad bool
 }
 
 // VerifierSession is one session of a Verifier. It is not safe for
@@ -113,7 +119,9 @@ func (v *Verifier) Begin(subject peer.ID, opt BeginOptions) (*VerifierSession, e
 	if !s.budgets.canDrawIn(subject, vs.pfx, vs.hasPfx, s.now()) {
 		return nil, fmt.Errorf("%w: %s", ErrPeerQuota, subject)
 	}
-	vs.endOutbound = s.budgets.startOutbound()
+	if !opt.DeferLoad {
+		vs.endOutbound = s.budgets.startOutbound()
+	}
 	vs.pow = s.budgets.difficulty(subject, s.now())
 	// A door's minimum replaces the base: the subject's failures and the
 	// node's load still add to it.
@@ -152,6 +160,9 @@ func (vs *VerifierSession) Pay(ctx context.Context, pow []byte) error {
 	}
 	// Paid: now, and only now, a set is drawn (within the shares).
 	vs.paid = true
+	if vs.opt.DeferLoad && vs.endOutbound == nil {
+		vs.endOutbound = s.budgets.startOutbound()
+	}
 	if !s.budgets.takeDrawIn(vs.peer, vs.pfx, vs.hasPfx, s.now()) {
 		return fmt.Errorf("%w: %s", ErrPeerQuota, vs.peer)
 	}

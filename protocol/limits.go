@@ -350,10 +350,21 @@ func (b *budgets) difficulty(p peer.ID, now time.Time) int {
 	}
 	d += bits.Len(uint(max(b.outbound-1, 0) / loadStep))
 	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
-	if b.draws.tokens < float64(c.MaxDraws)/2 {
-		d++
-	}
+	d += globalDrawBits(b.draws.tokens, float64(c.MaxDraws))
 	return min(d, c.MaxPowDifficulty)
+}
+
+// globalDrawBits is G of spec §5a: 2 bits for each halving of the global
+// draw budget below its full size (left under 1/2: 2, under 1/4: 4,
+// under 1/8: 6), at most 8. Fresh peer IDs and prefixes are free, so the
+// node-wide budget is what a spender of draws meets; one bit below half
+// (before) let the last draws go at almost the price of the first.
+func globalDrawBits(left, full float64) int {
+	g := 0
+	for frac := full / 2; left < frac && g < 8; frac /= 2 {
+		g += 2
+	}
+	return g
 }
 
 // canDraw reports whether p's share, the share of its IP prefix and the

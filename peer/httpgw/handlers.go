@@ -40,10 +40,18 @@ var routeTable = []route{
 func (g *Gateway) routes() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range routeTable {
-		h := rt.handle
-		mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { h(g, w, r) })
+		h, read := rt.handle, rt.method == http.MethodGet
+		mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
+			if read && !g.allowRead(w, r) {
+				return
+			}
+			h(g, w, r)
+		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if !g.allowRead(w, r) {
+			return
+		}
 		// A known path with another method is 405 (with Allow), not 404.
 		var allow []string
 		for _, m := range []string{http.MethodGet, http.MethodPost} {
@@ -64,6 +72,20 @@ func (g *Gateway) routes() http.Handler {
 }
 
 // ---- helpers ----
+
+// allowRead spends one read of the client's prefix and of the door
+// (spec/http.md §5); when either bucket is empty it answers rate_limited
+// and reports false. Reads are GETs and requests that name no route or no
+// session: cheap each, but free to send, and each keeps its connection
+// alive.
+func (g *Gateway) allowRead(w http.ResponseWriter, r *http.Request) bool {
+	prefix := g.prefixOf(clientIP(r, g.cfg.TrustedProxies))
+	if g.reads.allow(prefix, g.now()) {
+		return true
+	}
+	g.writeError(w, errorf(errRateLimited, "too many reads from %s or in total; retry after a second", cmp.Or(prefix, "this client")))
+	return false
+}
 
 func (g *Gateway) writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)
@@ -139,6 +161,20 @@ func (g *Gateway) sessionFor(r *http.Request) (*session, error) {
 	return g.lookup(id)
 }
 
+// stepSession is sessionFor for the POST steps of a session (start,
+// probe, answer), which are not rate-limited: a request naming no
+// session is a read (allowRead). It reports false when it answered.
+func (g *Gateway) stepSession(w http.ResponseWriter, r *http.Request) (*session, bool) {
+	s, err := g.sessionFor(r)
+	if err != nil {
+		if g.allowRead(w, r) {
+			g.writeError(w, err)
+		}
+		return nil, false
+	}
+	return s, true
+}
+
 // checkState refuses a route in the wrong state. Called with s.mu held.
 func checkState(s *session, want string) error {
 	switch s.state {
@@ -173,34 +209,39 @@ func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip := clientIP(r, g.cfg.TrustedProxies)
-	prefix := g.prefixOf(ip)
+	prefix, block := g.prefixOf(ip), g.blockOf(ip)
 	if !g.rates.allow(prefix, g.now()) {
 		g.writeError(w, errorf(errRateLimited, "too many creates and verifies from %s or in total; retry after a second", cmp.Or(prefix, "this client")))
 		return
 	}
-	if err := g.reserve(prefix); err != nil {
+	// The session's slot before the core's Begin. The core counts the
+	// session as load of the node's verifier (which raises the proof of
+	// work every peer is asked) only once the client paid (DeferLoad):
+	// unstarted sessions raise nobody's difficulty, and the unstarted
+	// limits bound what they hold.
+	if err := g.reserve(prefix, block); err != nil {
 		g.writeError(w, err)
 		return
 	}
-	cs, err := g.cfg.Core.Begin(p, BeginOptions{Addr: ip, MinPowDifficulty: g.cfg.PowDifficulty})
+	cs, err := g.cfg.Core.Begin(p, BeginOptions{Addr: ip, MinPowDifficulty: g.cfg.PowDifficulty, DeferLoad: true})
 	if err != nil {
-		g.unreserve(prefix)
+		g.unreserve(prefix, block)
 		g.writeError(w, fmt.Errorf("begin session for %s: %w", p, err))
 		return
 	}
 	id, err := g.newSessionID()
 	if err != nil {
 		cs.Abort(err)
-		g.unreserve(prefix)
+		g.unreserve(prefix, block)
 		g.writeError(w, err)
 		return
 	}
-	s := &session{id: id, peer: p, prefix: prefix, created: g.now(), core: cs, state: StateAwaitingStart, rtt: -1}
+	s := &session{id: id, peer: p, prefix: prefix, block: block, created: g.now(), core: cs, state: StateAwaitingStart, rtt: -1}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := g.insert(s); err != nil {
 		cs.Abort(err)
-		g.unreserve(prefix)
+		g.unreserve(prefix, block)
 		g.writeError(w, err)
 		return
 	}
@@ -241,9 +282,8 @@ type startRequest struct {
 }
 
 func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
-	s, err := g.sessionFor(r)
-	if err != nil {
-		g.writeError(w, err)
+	s, ok := g.stepSession(w, r)
+	if !ok {
 		return
 	}
 	var req startRequest
@@ -264,12 +304,11 @@ func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, err)
 		return
 	}
-	if err := g.admitPeer(s.peer); err != nil {
+	if err := g.admitStart(s); err != nil {
 		g.abort(s, err)
 		g.writeError(w, err)
 		return
 	}
-	s.started = true
 	// Cost before work: the core checks the proof of work, then draws.
 	if err := s.core.Pay(r.Context(), req.Pow); err != nil {
 		g.abort(s, err)
@@ -340,9 +379,8 @@ type probeRequest struct {
 }
 
 func (g *Gateway) probeSession(w http.ResponseWriter, r *http.Request) {
-	s, err := g.sessionFor(r)
-	if err != nil {
-		g.writeError(w, err)
+	s, ok := g.stepSession(w, r)
+	if !ok {
 		return
 	}
 	var req probeRequest
@@ -411,9 +449,8 @@ type answerRequest struct {
 }
 
 func (g *Gateway) answerSession(w http.ResponseWriter, r *http.Request) {
-	s, err := g.sessionFor(r)
-	if err != nil {
-		g.writeError(w, err)
+	s, ok := g.stepSession(w, r)
+	if !ok {
 		return
 	}
 	var req answerRequest

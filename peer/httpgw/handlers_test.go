@@ -530,7 +530,7 @@ func TestRequestRateLimit(t *testing.T) {
 	if st, code := post("203.0.113.1", "/v1/attestations/verify", verify); st != http.StatusTooManyRequests || code != CodeRateLimited {
 		t.Fatalf("past the door's budget: %d %s, want 429 rate_limited", st, code)
 	}
-	// Reads are not limited.
+	// Reads have buckets of their own.
 	req, _ := http.NewRequest(http.MethodGet, base+"/.well-known/acaptcha.json", nil)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode == http.StatusTooManyRequests {
 		t.Fatalf("manifest: %v %v", resp, err)

@@ -43,12 +43,37 @@ const (
 	// DefaultMaxSessionsPerPrefix bounds the open sessions of one IP
 	// prefix (IPv4 /24, IPv6 /48 by default, as the core's draw budget).
 	DefaultMaxSessionsPerPrefix = 8
+	// DefaultMaxSessionsPerBlock bounds the open sessions of one IPv6
+	// /32 (an allocation of 65,536 /48s): a quarter of the total.
+	DefaultMaxSessionsPerBlock = 64
 	// DefaultMaxSessionsPerPeer bounds the started sessions of one
 	// (authenticated) peer.
 	DefaultMaxSessionsPerPeer = 2
+	// DefaultMaxUnstarted, DefaultMaxUnstartedPerPrefix and
+	// DefaultMaxUnstartedPerBlock bound the sessions created and not
+	// yet started (awaiting_start), in total, per IP prefix and per IPv6
+	// /32. Such a session costs its client one request and nothing else,
+	// yet it holds a session slot and counts as load of the node's
+	// verifier (it raises the proof of work asked of every peer, on both
+	// doors) until it starts or its StartTTL ends. An honest client
+	// starts within a second of creating (a 16-bit proof of work is
+	// about 65,000 hashes), so a quarter of the session slots is many
+	// times what honest traffic needs; started sessions, which have
+	// paid, keep the other three quarters. The core adds a bit of proof
+	// of work per doubling of its sessions beyond 16 (protocol/limits.go):
+	// 64 unstarted sessions add at most three bits, where 256 added
+	// five. Per prefix: half the prefix's open sessions; per IPv6 /32: a
+	// quarter of the unstarted total (one allocation adds at most one
+	// bit), so that it takes sixteen IPv4 /24s or four IPv6 allocations
+	// to hold them all.
+	DefaultMaxUnstarted          = 64
+	DefaultMaxUnstartedPerPrefix = 4
+	DefaultMaxUnstartedPerBlock  = 16
 	// DefaultStartTTL is how long a created session waits for its start
-	// (the proof of work's allowance is added above 16 bits).
-	DefaultStartTTL = 30 * time.Second
+	// (the proof of work's allowance is added above 16 bits). A scripted
+	// client needs well under a second; 15 s leaves room for a slow
+	// interpreter and a slow link.
+	DefaultStartTTL = 15 * time.Second
 	// DefaultProbeTimeout bounds one probe round trip.
 	DefaultProbeTimeout = 5 * time.Second
 	// DefaultKeepDone is how long an ended session stays readable.
@@ -72,11 +97,10 @@ const (
 	// times a round out, as on libp2p: a just-late answer is judged late
 	// rather than missing.
 	AnswerGrace = 250 * time.Millisecond
-	// Server timeouts.
+	// Server timeouts (the idle timeout: idleTimeoutFor).
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 10 * time.Second
 	writeTimeout      = 15 * time.Second
-	idleTimeout       = 60 * time.Second
 	maxHeaderBytes    = 8 << 10
 )
 
@@ -97,15 +121,22 @@ type Config struct {
 	// PowDifficulty is the least proof of work asked (default
 	// DefaultPowDifficulty; protocol.NoPow for none beyond the core's).
 	PowDifficulty int
-	// Limits (defaults above).
-	MaxSessions          int
-	MaxSessionsPerPrefix int
-	MaxSessionsPerPeer   int
-	StartTTL             time.Duration
-	ProbeTimeout         time.Duration
-	KeepDone             time.Duration
-	V4PrefixBits         int
-	V6PrefixBits         int
+	// Limits (defaults above). An IP prefix is an IPv4 /V4PrefixBits or
+	// an IPv6 /V6PrefixBits; a block an IPv6 /V6BlockBits (the
+	// per-block limits do not apply to IPv4).
+	MaxSessions           int
+	MaxSessionsPerPrefix  int
+	MaxSessionsPerBlock   int
+	MaxSessionsPerPeer    int
+	MaxUnstarted          int
+	MaxUnstartedPerPrefix int
+	MaxUnstartedPerBlock  int
+	StartTTL              time.Duration
+	ProbeTimeout          time.Duration
+	KeepDone              time.Duration
+	V4PrefixBits          int
+	V6PrefixBits          int
+	V6BlockBits           int
 	// TrustedProxies are the networks of the reverse proxies in front of
 	// the door (none by default). The per-prefix session limit and the
 	// core's per-address quotas count a request against its direct
@@ -118,15 +149,23 @@ type Config struct {
 	// RequestRate and RequestBurst are the costly requests (creates and
 	// verifies) per second one IP prefix may make (defaults
 	// DefaultRequestRate, DefaultRequestBurst); GlobalRequestRate and
-	// GlobalRequestBurst the door's in total. MaxConns and MaxConnsPerIP
-	// cap open connections in total and per client address (a trusted
-	// proxy's count against the total only).
+	// GlobalRequestBurst the door's in total. Reads have buckets of their
+	// own with the same rates. MaxConns caps open connections in total;
+	// MaxConnsPerIP per client (an IPv4 address, an IPv6 /64),
+	// MaxConnsPerPrefix per IP prefix and MaxConnsPerBlock per IPv6 block
+	// (a trusted proxy's count against the total only).
 	RequestRate        float64
 	RequestBurst       int
 	GlobalRequestRate  float64
 	GlobalRequestBurst int
 	MaxConns           int
 	MaxConnsPerIP      int
+	MaxConnsPerPrefix  int
+	MaxConnsPerBlock   int
+	// IdleTimeout closes idle keep-alive connections (default: 20 s, or
+	// the longest answer wait of the policy plus a second, up to 60 s;
+	// idleTimeoutFor).
+	IdleTimeout time.Duration
 	// Now is the clock rounds are timed on (default time.Now).
 	Now func() time.Time
 	// Logger receives the gateway's logs (default slog.Default()).
@@ -151,13 +190,20 @@ func (c *Config) applyDefaults() error {
 		{&c.Probes, protocol.DefaultProbes},
 		{&c.MaxSessions, DefaultMaxSessions},
 		{&c.MaxSessionsPerPrefix, DefaultMaxSessionsPerPrefix},
+		{&c.MaxSessionsPerBlock, DefaultMaxSessionsPerBlock},
 		{&c.MaxSessionsPerPeer, DefaultMaxSessionsPerPeer},
+		{&c.MaxUnstarted, DefaultMaxUnstarted},
+		{&c.MaxUnstartedPerPrefix, DefaultMaxUnstartedPerPrefix},
+		{&c.MaxUnstartedPerBlock, DefaultMaxUnstartedPerBlock},
 		{&c.V4PrefixBits, DefaultV4PrefixBits},
 		{&c.V6PrefixBits, DefaultV6PrefixBits},
+		{&c.V6BlockBits, DefaultV6BlockBits},
 		{&c.RequestBurst, DefaultRequestBurst},
 		{&c.GlobalRequestBurst, DefaultGlobalRequestBurst},
 		{&c.MaxConns, DefaultMaxConns},
 		{&c.MaxConnsPerIP, DefaultMaxConnsPerIP},
+		{&c.MaxConnsPerPrefix, DefaultMaxConnsPerPrefix},
+		{&c.MaxConnsPerBlock, DefaultMaxConnsPerBlock},
 		{&c.PowDifficulty, DefaultPowDifficulty},
 	} {
 		if *n.v == 0 {
@@ -177,6 +223,7 @@ func (c *Config) applyDefaults() error {
 		{&c.StartTTL, DefaultStartTTL},
 		{&c.ProbeTimeout, DefaultProbeTimeout},
 		{&c.KeepDone, DefaultKeepDone},
+		{&c.IdleTimeout, idleTimeoutFor(c.Core.Policy())},
 	} {
 		if *d.v == 0 {
 			*d.v = d.def
@@ -188,13 +235,15 @@ func (c *Config) applyDefaults() error {
 	switch {
 	case c.Probes < 1 || c.Probes > protocol.MaxProbes:
 		return fmt.Errorf("httpgw: %d probes, want 1..%d", c.Probes, protocol.MaxProbes)
-	case c.MaxSessions < 1 || c.MaxSessionsPerPrefix < 1 || c.MaxSessionsPerPeer < 1:
+	case c.MaxSessions < 1 || c.MaxSessionsPerPrefix < 1 || c.MaxSessionsPerBlock < 1 || c.MaxSessionsPerPeer < 1 ||
+		c.MaxUnstarted < 1 || c.MaxUnstartedPerPrefix < 1 || c.MaxUnstartedPerBlock < 1:
 		return errors.New("httpgw: session limits must be positive")
 	case c.RequestRate < 0 || c.GlobalRequestRate < 0 || c.RequestBurst < 1 || c.GlobalRequestBurst < 1:
 		return errors.New("httpgw: request rates must be positive")
-	case c.MaxConns < 1 || c.MaxConnsPerIP < 1:
+	case c.MaxConns < 1 || c.MaxConnsPerIP < 1 || c.MaxConnsPerPrefix < 1 || c.MaxConnsPerBlock < 1:
 		return errors.New("httpgw: connection caps must be positive")
-	case c.V4PrefixBits < 1 || c.V4PrefixBits > 32 || c.V6PrefixBits < 1 || c.V6PrefixBits > 128:
+	case c.V4PrefixBits < 1 || c.V4PrefixBits > 32 || c.V6PrefixBits < 1 || c.V6PrefixBits > 128 ||
+		c.V6BlockBits < 1 || c.V6BlockBits > 128:
 		return errors.New("httpgw: prefix bits out of range")
 	case c.PowDifficulty > protocol.MaxPowDifficulty:
 		return fmt.Errorf("httpgw: proof of work of %d bits exceeds %d", c.PowDifficulty, protocol.MaxPowDifficulty)
@@ -224,15 +273,22 @@ type Gateway struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	closed   bool
-	sessions map[string]*session
-	open     int            // sessions not yet ended
-	byPrefix map[string]int // open sessions per prefix
-	byPeer   map[peer.ID]int
-	srv      *http.Server
-	served   chan struct{} // closed when Serve returns
-	rates    *rateLimits
+	plan  addrPlan
+	rates *rateLimits // creates and verifies
+	reads *rateLimits // reads (GETs, no route, no session)
+
+	mu        sync.Mutex
+	closed    bool
+	sessions  map[string]*session
+	open      int            // sessions not yet ended
+	byPrefix  map[string]int // open sessions per prefix
+	byBlock   map[string]int // open sessions per IPv6 block
+	byPeer    map[peer.ID]int
+	unstarted int            // open sessions not yet started
+	unByPfx   map[string]int // unstarted sessions per prefix
+	unByBlock map[string]int // unstarted sessions per IPv6 block
+	srv       *http.Server
+	served    chan struct{} // closed when Serve returns
 }
 
 // New builds a gateway; serve its Handler, or call Serve.
@@ -244,9 +300,11 @@ func New(cfg Config) (*Gateway, error) {
 		cfg: cfg, now: cfg.Now,
 		log:      cfg.Logger.With("door", "http", "self", cfg.Core.Self()),
 		sessions: map[string]*session{},
-		byPrefix: map[string]int{},
-		byPeer:   map[peer.ID]int{},
-		rates:    newRateLimits(cfg.RequestRate, cfg.RequestBurst, cfg.GlobalRequestRate, cfg.GlobalRequestBurst),
+		byPrefix: map[string]int{}, byBlock: map[string]int{}, byPeer: map[peer.ID]int{},
+		unByPfx: map[string]int{}, unByBlock: map[string]int{},
+		plan:  addrPlan{v4: cfg.V4PrefixBits, v6: cfg.V6PrefixBits, v6Block: cfg.V6BlockBits},
+		rates: newRateLimits(cfg.RequestRate, cfg.RequestBurst, cfg.GlobalRequestRate, cfg.GlobalRequestBurst),
+		reads: newRateLimits(cfg.RequestRate, cfg.RequestBurst, cfg.GlobalRequestRate, cfg.GlobalRequestBurst),
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.handler = g.routes()
@@ -273,13 +331,14 @@ func (g *Gateway) Listen(addr string) (net.Addr, error) {
 // Serve serves the gateway on l in the background until Close. It takes
 // ownership of l.
 func (g *Gateway) Serve(l net.Listener) error {
-	l = limitListener(l, g.cfg.MaxConns, g.cfg.MaxConnsPerIP, g.cfg.TrustedProxies)
+	l = limitListener(l, g.cfg.MaxConns, connCaps{host: g.cfg.MaxConnsPerIP, prefix: g.cfg.MaxConnsPerPrefix, block: g.cfg.MaxConnsPerBlock},
+		g.plan, g.cfg.TrustedProxies)
 	srv := &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
+		IdleTimeout:       g.cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return g.ctx },

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/acaptcha/acaptcha/internal/bounded"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // Request rates and connection caps (spec/http.md §5). The session limits
@@ -17,27 +18,99 @@ import (
 // door spend on it: a create (a session slot, a draw check) and a verify
 // (a signature check, up to 1.6 ms for an RSA-8192 key) cost the door
 // whatever the client sends, so each IP prefix gets a token bucket and the
-// door one in total. Connections are capped in total and per address, so
-// that idle keep-alive connections cannot hold every server goroutine.
+// door one in total. Reads (GETs, requests for no route or no session)
+// cost little each, but cost nothing to send and keep a connection busy:
+// they get buckets of their own with the same rates, so that reading
+// cannot spend a prefix's creates. Connections are capped in total and
+// per client, per IP prefix and per IPv6 allocation (addrPlan), so that
+// idle keep-alive connections of one network cannot hold every server
+// goroutine.
 const (
 	// DefaultRequestRate and DefaultRequestBurst are one IP prefix's
-	// budget of costly requests (creates and verifies) per second.
+	// budget of costly requests (creates and verifies) per second, and
+	// of reads.
 	DefaultRequestRate  = 10
 	DefaultRequestBurst = 50
 	// DefaultGlobalRequestRate and DefaultGlobalRequestBurst are the
 	// door's.
 	DefaultGlobalRequestRate  = 200
 	DefaultGlobalRequestBurst = 400
-	// DefaultMaxConns and DefaultMaxConnsPerIP cap open connections (a
-	// trusted proxy's are capped by the total only).
-	DefaultMaxConns      = 1024
+	// DefaultMaxConns caps open connections in total. A trusted proxy's
+	// count against it only.
+	DefaultMaxConns = 1024
+	// DefaultMaxConnsPerIP caps the connections of one client: one IPv4
+	// address, or one IPv6 /64 (the network one host is given: counted
+	// per /128, one host would get a cap per address it takes).
 	DefaultMaxConnsPerIP = 32
+	// DefaultMaxConnsPerPrefix caps those of one IP prefix (IPv4 /24,
+	// IPv6 /48, as the session limits): 1/16 of the total, so that it
+	// takes 16 networks, not 32 addresses of one, to hold every
+	// connection.
+	DefaultMaxConnsPerPrefix = 64
+	// DefaultMaxConnsPerBlock caps those of one IPv6 /32 (one
+	// allocation, which holds 65,536 /48s): 1/8 of the total.
+	DefaultMaxConnsPerBlock = 128
+	// DefaultV6BlockBits is the IPv6 allocation the per-block limits
+	// count in.
+	DefaultV6BlockBits = 32
+	// v6HostBits is the IPv6 network counted as one client.
+	v6HostBits = 64
 	// maxRatePrefixes bounds the prefix table; when full, a sixteenth
 	// is forgotten at once, prefixes whose bucket is full again first
 	// (a forgotten prefix starts full; the door's bucket still bounds
 	// it).
 	maxRatePrefixes = 1 << 14
 )
+
+// Idle keep-alive connections (spec/http.md §5) are closed after
+// minIdleTimeout, or after the longest a client waits between two requests
+// of a session (the longest round's answer wait, plus a second), up to
+// maxIdleTimeout: a connection the door closes while the agent thinks
+// costs its answer a new handshake inside the timed round.
+const (
+	minIdleTimeout = 20 * time.Second
+	maxIdleTimeout = 60 * time.Second
+)
+
+// idleTimeoutFor is the idle timeout of connections for sessions under p.
+func idleTimeoutFor(p skill.Policy) time.Duration {
+	wait := p.Total
+	if !p.DeriveTau && p.Tau > 0 && p.Tau < wait {
+		wait = p.Tau
+	}
+	return min(max(wait+p.RTTCredit+AnswerGrace+time.Second, minIdleTimeout), maxIdleTimeout)
+}
+
+// addrPlan says how client addresses are grouped for counting: host is
+// the client (an IPv4 address, an IPv6 /64), prefix its network (IPv4
+// /24, IPv6 /48 by default) and block, for IPv6 only, the allocation the
+// network is part of (/32): one holder of a /32 has 65,536 /48s, so
+// per-prefix limits alone do not bound it.
+type addrPlan struct{ v4, v6, v6Block int }
+
+// addrKeys are the groups one address counts in; block is invalid for
+// IPv4, and all are invalid for an invalid address.
+type addrKeys struct{ host, prefix, block netip.Prefix }
+
+func (p addrPlan) keys(a netip.Addr) addrKeys {
+	if !a.IsValid() {
+		return addrKeys{}
+	}
+	a = a.Unmap().WithZone("")
+	pfx := func(bits int) netip.Prefix {
+		q, err := a.Prefix(bits)
+		if err != nil {
+			return netip.Prefix{}
+		}
+		return q
+	}
+	if a.Is4() {
+		return addrKeys{host: pfx(32), prefix: pfx(p.v4)}
+	}
+	// The host is never coarser than the prefix, nor the block finer
+	// (whatever the configured bits).
+	return addrKeys{host: pfx(max(v6HostBits, p.v6)), prefix: pfx(p.v6), block: pfx(min(p.v6Block, p.v6))}
+}
 
 // rateLimits is the door's budget of costly requests.
 type rateLimits struct {
@@ -76,25 +149,32 @@ func (l *rateLimits) allow(prefix string, now time.Time) bool {
 	return true
 }
 
+// connCaps are the per-group connection caps of limitListener.
+type connCaps struct{ host, prefix, block int }
+
 // limitListener caps a listener's open connections in total
-// (netutil.LimitListener, which makes Accept wait) and per remote IP
-// address: a connection over its address's cap is closed at once. The
-// per-address count is hand-written: x/net has no such limiter, and the
-// libp2p resource manager guards libp2p connections only.
-func limitListener(l net.Listener, total, perIP int, exempt []netip.Prefix) net.Listener {
-	return &perIPListener{Listener: netutil.LimitListener(l, total), max: perIP, exempt: exempt, open: map[netip.Addr]int{}}
+// (netutil.LimitListener, which makes Accept wait) and per group of
+// remote addresses (plan: per client, per IP prefix, per IPv6 /32): a
+// connection over one of its groups' caps is closed at once. The
+// per-group counts are hand-written: x/net has no such limiter, and the
+// libp2p resource manager guards libp2p connections only. Connections
+// from exempt networks (trusted proxies) count against the total only.
+func limitListener(l net.Listener, total int, caps connCaps, plan addrPlan, exempt []netip.Prefix) net.Listener {
+	return &groupListener{Listener: netutil.LimitListener(l, total), caps: caps, plan: plan, exempt: exempt,
+		host: map[netip.Prefix]int{}, prefix: map[netip.Prefix]int{}, block: map[netip.Prefix]int{}}
 }
 
-type perIPListener struct {
+type groupListener struct {
 	net.Listener
-	max    int
+	caps   connCaps
+	plan   addrPlan
 	exempt []netip.Prefix
 
-	mu   sync.Mutex
-	open map[netip.Addr]int
+	mu                  sync.Mutex
+	host, prefix, block map[netip.Prefix]int
 }
 
-func (l *perIPListener) Accept() (net.Conn, error) {
+func (l *groupListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
@@ -108,21 +188,36 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 		if inAny(ip, l.exempt) {
 			return c, nil
 		}
+		k := l.plan.keys(ip)
 		l.mu.Lock()
-		if l.open[ip] >= l.max {
+		if l.host[k.host] >= l.caps.host || l.prefix[k.prefix] >= l.caps.prefix ||
+			(k.block.IsValid() && l.block[k.block] >= l.caps.block) {
 			l.mu.Unlock()
 			_ = c.Close()
 			continue
 		}
-		l.open[ip]++
+		l.host[k.host]++
+		l.prefix[k.prefix]++
+		if k.block.IsValid() {
+			l.block[k.block]++
+		}
 		l.mu.Unlock()
 		return &countedConn{Conn: c, release: sync.OnceFunc(func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			if l.open[ip]--; l.open[ip] <= 0 {
-				delete(l.open, ip)
+			uncount(l.host, k.host)
+			uncount(l.prefix, k.prefix)
+			if k.block.IsValid() {
+				uncount(l.block, k.block)
 			}
 		})}, nil
+	}
+}
+
+// uncount takes one from m[k], forgetting k at zero.
+func uncount[K comparable](m map[K]int, k K) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
 	}
 }
 

@@ -80,16 +80,18 @@ type ManifestKey struct {
 
 // ManifestLimits are the door's limits.
 type ManifestLimits struct {
-	MaxBodyBytes         int   `json:"max_body_bytes"`
-	MaxVerifyBodyBytes   int   `json:"max_verify_body_bytes"`
-	MaxAnswerBytes       int   `json:"max_answer_bytes"`
-	MaxSessionsPerPrefix int   `json:"max_sessions_per_prefix"`
-	MaxSessionsPerPeer   int   `json:"max_sessions_per_peer"`
-	StartTTLMs           int64 `json:"start_ttl_ms"`
-	ProbeTimeoutMs       int64 `json:"probe_timeout_ms"`
-	Probes               int   `json:"probes"`
-	AnswerGraceMs        int64 `json:"answer_grace_ms"`
-	KeepDoneMs           int64 `json:"keep_done_ms"`
+	MaxBodyBytes          int   `json:"max_body_bytes"`
+	MaxVerifyBodyBytes    int   `json:"max_verify_body_bytes"`
+	MaxAnswerBytes        int   `json:"max_answer_bytes"`
+	MaxSessionsPerPrefix  int   `json:"max_sessions_per_prefix"`
+	MaxUnstartedPerPrefix int   `json:"max_unstarted_per_prefix"`
+	MaxSessionsPerPeer    int   `json:"max_sessions_per_peer"`
+	StartTTLMs            int64 `json:"start_ttl_ms"`
+	ProbeTimeoutMs        int64 `json:"probe_timeout_ms"`
+	Probes                int   `json:"probes"`
+	AnswerGraceMs         int64 `json:"answer_grace_ms"`
+	KeepDoneMs            int64 `json:"keep_done_ms"`
+	IdleTimeoutMs         int64 `json:"idle_timeout_ms"`
 }
 
 // answerForm is the answer hint of the manifest (as the MCP door's).
@@ -132,9 +134,11 @@ func (g *Gateway) Manifest() Manifest {
 		},
 		Limits: ManifestLimits{
 			MaxBodyBytes: MaxBodyBytes, MaxVerifyBodyBytes: MaxVerifyBodyBytes, MaxAnswerBytes: 64,
-			MaxSessionsPerPrefix: g.cfg.MaxSessionsPerPrefix, MaxSessionsPerPeer: g.cfg.MaxSessionsPerPeer,
-			StartTTLMs: g.cfg.StartTTL.Milliseconds(), ProbeTimeoutMs: g.cfg.ProbeTimeout.Milliseconds(),
+			MaxSessionsPerPrefix: g.cfg.MaxSessionsPerPrefix, MaxUnstartedPerPrefix: g.cfg.MaxUnstartedPerPrefix,
+			MaxSessionsPerPeer: g.cfg.MaxSessionsPerPeer,
+			StartTTLMs:         g.cfg.StartTTL.Milliseconds(), ProbeTimeoutMs: g.cfg.ProbeTimeout.Milliseconds(),
 			Probes: g.cfg.Probes, AnswerGraceMs: AnswerGrace.Milliseconds(), KeepDoneMs: g.cfg.KeepDone.Milliseconds(),
+			IdleTimeoutMs: g.cfg.IdleTimeout.Milliseconds(),
 		},
 		Answer: answerForm,
 		Steps: []string{

@@ -56,12 +56,13 @@ type session struct {
 	id      string
 	peer    peer.ID
 	prefix  string
+	block   string // "" for IPv4
 	created time.Time
 
 	mu      sync.Mutex
 	core    CoreSession
 	state   string
-	started bool // counted in Gateway.byPeer
+	started bool // counted in Gateway.byPeer, no longer in the unstarted counts
 	expires time.Time
 	timer   *time.Timer
 	gen     uint64 // generation of the armed timer
@@ -200,22 +201,24 @@ func inPrefixes(a netip.Addr, ps []netip.Prefix) bool {
 // prefixOf is the IP prefix an address counts its open sessions in (""
 // for an invalid address: such requests share one count).
 func (g *Gateway) prefixOf(a netip.Addr) string {
-	if !a.IsValid() {
-		return ""
+	if p := g.plan.keys(a).prefix; p.IsValid() {
+		return p.String()
 	}
-	bits := g.cfg.V6PrefixBits
-	if a.Is4() {
-		bits = g.cfg.V4PrefixBits
-	}
-	p, err := a.Prefix(bits)
-	if err != nil {
-		return ""
-	}
-	return p.String()
+	return ""
 }
 
-// reserve counts a new session against the total and per-prefix limits.
-func (g *Gateway) reserve(prefix string) error {
+// blockOf is the IPv6 block an address counts its open sessions in (""
+// for IPv4 and invalid addresses: no block limit applies).
+func (g *Gateway) blockOf(a netip.Addr) string {
+	if b := g.plan.keys(a).block; b.IsValid() {
+		return b.String()
+	}
+	return ""
+}
+
+// reserve counts a new, unstarted session against the total, per-prefix
+// and per-block limits of open sessions and of unstarted ones.
+func (g *Gateway) reserve(prefix, block string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
@@ -225,29 +228,67 @@ func (g *Gateway) reserve(prefix string) error {
 		return errorf(errTooManySessions, "%d sessions open on this node", g.open)
 	case g.byPrefix[prefix] >= g.cfg.MaxSessionsPerPrefix:
 		return errorf(errTooManySessions, "%d sessions open from %s", g.byPrefix[prefix], prefix)
+	case block != "" && g.byBlock[block] >= g.cfg.MaxSessionsPerBlock:
+		return errorf(errTooManySessions, "%d sessions open from %s", g.byBlock[block], block)
+	case g.unstarted >= g.cfg.MaxUnstarted:
+		return errorf(errTooManySessions, "%d sessions awaiting their start on this node", g.unstarted)
+	case g.unByPfx[prefix] >= g.cfg.MaxUnstartedPerPrefix:
+		return errorf(errTooManySessions, "%d sessions awaiting their start from %s", g.unByPfx[prefix], prefix)
+	case block != "" && g.unByBlock[block] >= g.cfg.MaxUnstartedPerBlock:
+		return errorf(errTooManySessions, "%d sessions awaiting their start from %s", g.unByBlock[block], block)
 	}
 	g.open++
 	g.byPrefix[prefix]++
+	g.unstarted++
+	g.unByPfx[prefix]++
+	if block != "" {
+		g.byBlock[block]++
+		g.unByBlock[block]++
+	}
 	return nil
 }
 
-func (g *Gateway) unreserve(prefix string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+// unreserveLocked uncounts an open session (and, unless started, an
+// unstarted one). Called with g.mu held.
+func (g *Gateway) unreserveLocked(prefix, block string, started bool) {
 	g.open--
-	if g.byPrefix[prefix]--; g.byPrefix[prefix] <= 0 {
-		delete(g.byPrefix, prefix)
+	uncount(g.byPrefix, prefix)
+	if block != "" {
+		uncount(g.byBlock, block)
+	}
+	if !started {
+		g.unstartedDoneLocked(prefix, block)
 	}
 }
 
-// admitPeer counts a started session against the per-peer limit.
-func (g *Gateway) admitPeer(p peer.ID) error {
+// unreserve undoes reserve.
+func (g *Gateway) unreserve(prefix, block string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.byPeer[p] >= g.cfg.MaxSessionsPerPeer {
-		return errorf(errTooManySessions, "%d sessions running for %s", g.byPeer[p], p)
+	g.unreserveLocked(prefix, block, false)
+}
+
+// unstartedDoneLocked uncounts a session that leaves awaiting_start.
+// Called with g.mu held.
+func (g *Gateway) unstartedDoneLocked(prefix, block string) {
+	g.unstarted--
+	uncount(g.unByPfx, prefix)
+	if block != "" {
+		uncount(g.unByBlock, block)
 	}
-	g.byPeer[p]++
+}
+
+// admitStart counts a session whose key was proven as started: against
+// the per-peer limit, and no longer as unstarted. Called with s.mu held.
+func (g *Gateway) admitStart(s *session) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byPeer[s.peer] >= g.cfg.MaxSessionsPerPeer {
+		return errorf(errTooManySessions, "%d sessions running for %s", g.byPeer[s.peer], s.peer)
+	}
+	g.byPeer[s.peer]++
+	g.unstartedDoneLocked(s.prefix, s.block)
+	s.started = true
 	return nil
 }
 
@@ -292,14 +333,9 @@ func (g *Gateway) lookup(id string) (*session, error) {
 // with s.mu held, once per session.
 func (g *Gateway) release(s *session) {
 	g.mu.Lock()
-	g.open--
-	if g.byPrefix[s.prefix]--; g.byPrefix[s.prefix] <= 0 {
-		delete(g.byPrefix, s.prefix)
-	}
+	g.unreserveLocked(s.prefix, s.block, s.started)
 	if s.started {
-		if g.byPeer[s.peer]--; g.byPeer[s.peer] <= 0 {
-			delete(g.byPeer, s.peer)
-		}
+		uncount(g.byPeer, s.peer)
 	}
 	g.mu.Unlock()
 	g.arm(s, g.cfg.KeepDone, func() {

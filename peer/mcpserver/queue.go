@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -21,22 +24,35 @@ import (
 // and signs as usual; the queue only carries the text both ways.
 //
 // At most one challenge of a prover session is pending at a time (rounds
-// are sequential), and at most MaxPending in total: a challenge beyond the
-// cap is declined at once. A pending challenge expires with its round's
-// deadline (the context the protocol gives the answerer); an answer after
-// that gets ErrExpired.
+// are sequential), and at most MaxPending in total. The queue is the MCP
+// client's attention, and a verifier chooses how long its challenge holds
+// a slot (its budget, up to T_total), so no one verifier and no one
+// network may hold all of it: a session opened with NewSessionFor names
+// its verifier and the verifier's IP prefix, and at most
+// MaxPendingPerVerifier challenges of one verifier and
+// MaxPendingPerPrefix of one prefix are pending at once. A challenge
+// beyond any cap is declined at once. A pending challenge expires with its
+// round's deadline (the context the protocol gives the answerer); an
+// answer after that gets ErrExpired.
 type Queue struct {
-	max int
-	now func() time.Time
-	log *slog.Logger
+	max, maxPerVerifier, maxPerPrefix int
+	now                               func() time.Time
+	log                               *slog.Logger
 
-	mu      sync.Mutex
-	pending map[string]*pending
-	order   []string             // pending IDs, oldest first
-	expired map[string]time.Time // recently expired or withdrawn IDs -> when
-	expOrd  []string
-	changed chan struct{} // closed and replaced whenever a challenge arrives
-	closed  bool
+	mu         sync.Mutex
+	pending    map[string]*pending
+	order      []string             // pending IDs, oldest first
+	expired    map[string]time.Time // recently expired or withdrawn IDs -> when
+	expOrd     []string
+	byVerifier map[lpeer.ID]int     // pending challenges per named verifier
+	byPrefix   map[netip.Prefix]int // pending challenges per verifier prefix
+	changed    chan struct{}        // closed and replaced whenever a challenge arrives
+	closed     bool
+	stats      QueueStats
+	// fullSince counts the queue-full refusals since fullWarned, the
+	// last time one was logged at WARN (at most once per fullWarnEvery).
+	fullSince  int
+	fullWarned time.Time
 }
 
 // QueueConfig configures a Queue.
@@ -44,6 +60,14 @@ type QueueConfig struct {
 	// MaxPending caps the challenges pending at once across all prover
 	// sessions (DefaultMaxPending when 0).
 	MaxPending int
+	// MaxPendingPerVerifier caps the challenges one verifier (peer ID)
+	// has pending at once over all its sessions
+	// (DefaultMaxPendingPerVerifier when 0).
+	MaxPendingPerVerifier int
+	// MaxPendingPerPrefix caps the challenges the verifiers of one IP
+	// prefix have pending at once together (when 0: half of MaxPending,
+	// at least 1).
+	MaxPendingPerPrefix int
 	// Now is the clock (time.Now when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -51,6 +75,28 @@ type QueueConfig struct {
 
 // DefaultMaxPending is the default cap on pending challenges.
 const DefaultMaxPending = 4
+
+// DefaultMaxPendingPerVerifier is the default cap on one verifier's
+// pending challenges. One is all an honest verifier needs: it runs its
+// rounds one after another, and a node runs one session at a time with a
+// given prover (concurrent attestations of one peer join one call). A
+// second session of the same verifier (the protocol lets one peer hold
+// two inbound sessions) would only take a slot another verifier needs.
+//
+// Peer IDs cost nothing, so the verifiers of one IP prefix (an IPv4 /24,
+// an IPv6 /48: protocol.DrawPrefix, the prefix of the prover's budgets)
+// share a cap as well, half the queue by default: one network cannot hold
+// every slot, a second verifier of the same network is still served (two
+// honest agents behind one NAT or in one cloud range), and only a third
+// at once is declined.
+const DefaultMaxPendingPerVerifier = 1
+
+// fullWarnEvery is how often at most a queue-full refusal is logged at
+// WARN (with the count since the last one); every refusal is logged at
+// DEBUG and counted in QueueStats. A verifier chooses how long its
+// challenges hold their slots, so refusals come as fast as verifiers
+// send: a WARN line each would let them flood the operator's log.
+const fullWarnEvery = time.Minute
 
 // maxExpiredKept bounds the memory of expired IDs kept to tell a late
 // answer from an unknown one.
@@ -61,6 +107,8 @@ var (
 	ErrUnknownChallenge = errors.New("no such challenge: it was never issued here, or it was already answered")
 	ErrExpired          = errors.New("challenge expired: its round's deadline passed (or the verifier ended the session) before the answer came")
 	ErrQueueFull        = errors.New("too many challenges pending")
+	ErrVerifierShare    = errors.New("this verifier has its share of the challenge queue pending")
+	ErrPrefixShare      = errors.New("the verifiers of this IP prefix have their share of the challenge queue pending")
 	ErrQueueClosed      = errors.New("challenge queue closed")
 	ErrBadAnswer        = errors.New("unusable answer")
 )
@@ -81,7 +129,29 @@ type Pending struct {
 
 type pending struct {
 	Pending
+	from   origin
 	answer chan answerMsg // buffered 1
+}
+
+// origin is the verifier of a prover session, as far as it is known: its
+// peer ID ("" when the session was opened without one, by NewSession)
+// and its IP prefix (invalid when unknown or exempt, such as loopback).
+type origin struct {
+	verifier lpeer.ID
+	prefix   netip.Prefix
+}
+
+// QueueStats counts what a queue holds and what it declined since it was
+// made.
+type QueueStats struct {
+	Pending int `json:"pending"`
+	// DeclinedFull counts challenges declined because MaxPending were
+	// pending: the MCP client is not answering fast enough.
+	DeclinedFull uint64 `json:"declined_full"`
+	// DeclinedVerifier and DeclinedPrefix count challenges declined
+	// because their verifier, or its IP prefix, had its share pending.
+	DeclinedVerifier uint64 `json:"declined_verifier"`
+	DeclinedPrefix   uint64 `json:"declined_prefix"`
 }
 
 type answerMsg struct {
@@ -94,6 +164,12 @@ func NewQueue(cfg QueueConfig) *Queue {
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = DefaultMaxPending
 	}
+	if cfg.MaxPendingPerVerifier <= 0 {
+		cfg.MaxPendingPerVerifier = DefaultMaxPendingPerVerifier
+	}
+	if cfg.MaxPendingPerPrefix <= 0 {
+		cfg.MaxPendingPerPrefix = max(cfg.MaxPending/2, 1)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -101,21 +177,40 @@ func NewQueue(cfg QueueConfig) *Queue {
 		cfg.Logger = slog.Default()
 	}
 	return &Queue{
-		max: cfg.MaxPending, now: cfg.Now, log: cfg.Logger,
+		max: cfg.MaxPending, maxPerVerifier: cfg.MaxPendingPerVerifier, maxPerPrefix: cfg.MaxPendingPerPrefix,
+		now: cfg.Now, log: cfg.Logger,
 		pending: map[string]*pending{}, expired: map[string]time.Time{},
+		byVerifier: map[lpeer.ID]int{}, byPrefix: map[netip.Prefix]int{},
 		changed: make(chan struct{}),
 	}
 }
 
 // NewSession implements skill.Prover: one answerer per remote verifier's
-// session.
+// session. A session opened this way does not name its verifier, so only
+// the per-session and the total caps apply to it; a prover runtime that
+// knows the verifier calls NewSessionFor.
 func (q *Queue) NewSession() skill.Answerer {
 	return &queueSession{q: q, id: newID()}
 }
 
+// NewSessionFor is NewSession for a session whose verifier is known: its
+// peer ID and its IP prefix, as protocol.DrawPrefix computes it (an IPv4
+// /24, an IPv6 /48; the prefix the prover's session budgets count the
+// verifier in). The zero Prefix means none applies (an address the
+// budgets exempt, such as loopback, or none known). The session's
+// challenges count against the verifier's and the prefix's shares of the
+// queue.
+func (q *Queue) NewSessionFor(verifier lpeer.ID, prefix netip.Prefix) skill.Answerer {
+	if prefix.IsValid() {
+		prefix = prefix.Masked()
+	}
+	return &queueSession{q: q, id: newID(), from: origin{verifier: verifier, prefix: prefix}}
+}
+
 type queueSession struct {
-	q  *Queue
-	id string
+	q    *Queue
+	id   string
+	from origin
 
 	mu   sync.Mutex
 	busy bool
@@ -136,7 +231,7 @@ func (s *queueSession) Answer(ctx context.Context, c skill.Challenge) (string, e
 		s.busy = false
 		s.mu.Unlock()
 	}()
-	p, err := s.q.add(s.id, c, ctx)
+	p, err := s.q.add(s.id, s.from, c, ctx)
 	if err != nil {
 		// Declining says so to the verifier at once instead of letting
 		// the round time out.
@@ -154,7 +249,7 @@ func (s *queueSession) Answer(ctx context.Context, c skill.Challenge) (string, e
 	}
 }
 
-func (q *Queue) add(session string, c skill.Challenge, ctx context.Context) (*pending, error) {
+func (q *Queue) add(session string, from origin, c skill.Challenge, ctx context.Context) (*pending, error) {
 	now := q.now()
 	expires := now.Add(c.Budget)
 	if d, ok := ctx.Deadline(); ok {
@@ -162,11 +257,30 @@ func (q *Queue) add(session string, c skill.Challenge, ctx context.Context) (*pe
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	switch {
-	case q.closed:
+	if q.closed {
 		return nil, ErrQueueClosed
+	}
+	// The shares first: a verifier over its share is told so, even when
+	// the queue is full as well (it is the one holding the slots).
+	switch {
+	case from.verifier != "" && q.byVerifier[from.verifier] >= q.maxPerVerifier:
+		q.stats.DeclinedVerifier++
+		q.log.Debug("challenge declined: verifier's share pending", "verifier", from.verifier, "pending", q.byVerifier[from.verifier], "round", c.Round)
+		return nil, fmt.Errorf("%w (%d, the cap per verifier): one challenge at a time", ErrVerifierShare, q.byVerifier[from.verifier])
+	case from.prefix.IsValid() && q.byPrefix[from.prefix] >= q.maxPerPrefix:
+		q.stats.DeclinedPrefix++
+		q.log.Debug("challenge declined: prefix's share pending", "verifier", from.verifier, "prefix", from.prefix, "pending", q.byPrefix[from.prefix], "round", c.Round)
+		return nil, fmt.Errorf("%w (%d of %s, the cap per prefix)", ErrPrefixShare, q.byPrefix[from.prefix], from.prefix)
 	case len(q.pending) >= q.max:
-		q.log.Warn("challenge declined: queue full", "pending", len(q.pending), "max", q.max, "round", c.Round)
+		q.stats.DeclinedFull++
+		q.fullSince++
+		q.log.Debug("challenge declined: queue full", "pending", len(q.pending), "max", q.max, "round", c.Round)
+		if now.Sub(q.fullWarned) >= fullWarnEvery {
+			// declined: since the last such line.
+			q.log.Warn("challenges declined: too many pending, the MCP client is not answering fast enough",
+				"declined", q.fullSince, "declined_total", q.stats.DeclinedFull, "max", q.max)
+			q.fullSince, q.fullWarned = 0, now
+		}
 		return nil, fmt.Errorf("%w (%d, the cap): the MCP client is not answering fast enough", ErrQueueFull, len(q.pending))
 	}
 	p := &pending{
@@ -174,10 +288,17 @@ func (q *Queue) add(session string, c skill.Challenge, ctx context.Context) (*pe
 			ID: newID(), Session: session, Challenge: c,
 			Received: now, Deadline: now.Add(c.Budget), Expires: expires,
 		},
+		from:   from,
 		answer: make(chan answerMsg, 1),
 	}
 	q.pending[p.ID] = p
 	q.order = append(q.order, p.ID)
+	if from.verifier != "" {
+		q.byVerifier[from.verifier]++
+	}
+	if from.prefix.IsValid() {
+		q.byPrefix[from.prefix]++
+	}
 	close(q.changed)
 	q.changed = make(chan struct{})
 	q.log.Info("challenge pending for the MCP client", "id", p.ID, "round", c.Round, "rounds", c.Rounds, "budget", c.Budget)
@@ -202,6 +323,20 @@ func (q *Queue) expire(id string) {
 }
 
 func (q *Queue) removeLocked(id string) {
+	p, ok := q.pending[id]
+	if !ok {
+		return
+	}
+	if v := p.from.verifier; v != "" {
+		if q.byVerifier[v]--; q.byVerifier[v] <= 0 {
+			delete(q.byVerifier, v)
+		}
+	}
+	if pfx := p.from.prefix; pfx.IsValid() {
+		if q.byPrefix[pfx]--; q.byPrefix[pfx] <= 0 {
+			delete(q.byPrefix, pfx)
+		}
+	}
 	delete(q.pending, id)
 	for i, o := range q.order {
 		if o == id {
@@ -297,6 +432,15 @@ func (q *Queue) Len() int {
 	return len(q.pending)
 }
 
+// Stats returns what the queue holds and the counts of what it declined.
+func (q *Queue) Stats() QueueStats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st := q.stats
+	st.Pending = len(q.pending)
+	return st
+}
+
 // Close declines every pending challenge and refuses new ones.
 func (q *Queue) Close() {
 	q.mu.Lock()
@@ -310,6 +454,8 @@ func (q *Queue) Close() {
 		delete(q.pending, id)
 	}
 	q.order = nil
+	clear(q.byVerifier)
+	clear(q.byPrefix)
 	close(q.changed)
 }
 

@@ -485,7 +485,10 @@ type NextOutput struct {
 	Deadline    string `json:"deadline,omitempty" jsonschema:"when the budget runs out (RFC 3339)"`
 	Delivered   int    `json:"delivered,omitempty" jsonschema:"how often this challenge was handed out (more than 1: you asked again)"`
 	Waiting     int    `json:"waiting" jsonschema:"challenges pending in all, this one included"`
-	Note        string `json:"note,omitempty"`
+	// DeclinedBusy counts challenges this node declined since it started
+	// because too many were pending (QueueStats.DeclinedFull).
+	DeclinedBusy uint64 `json:"declined_busy,omitempty" jsonschema:"challenges declined since the node started because too many were pending: each made its verifier sign a declined rejection of this node; answer faster (poll with wait_ms) or raise --max-pending"`
+	Note         string `json:"note,omitempty"`
 }
 
 func (s *Server) nextChallenge(ctx context.Context, _ *mcp.CallToolRequest, in NextInput) (*mcp.CallToolResult, *NextOutput, error) {
@@ -501,8 +504,9 @@ func (s *Server) nextChallenge(ctx context.Context, _ *mcp.CallToolRequest, in N
 	if err != nil {
 		return nil, nil, err
 	}
+	busy := q.Stats().DeclinedFull
 	if p == nil {
-		return nil, &NextOutput{Note: "none pending"}, nil
+		return nil, &NextOutput{Note: "none pending", DeclinedBusy: busy}, nil
 	}
 	now := q.now()
 	c := p.Challenge
@@ -512,7 +516,7 @@ func (s *Server) nextChallenge(ctx context.Context, _ *mcp.CallToolRequest, in N
 		AnswerForm: AnswerForm, BudgetMs: c.Budget.Milliseconds(),
 		RemainingMs: max(p.Deadline.Sub(now), 0).Milliseconds(),
 		Deadline:    p.Deadline.UTC().Format(time.RFC3339Nano),
-		Delivered:   p.Delivered, Waiting: q.Len(),
+		Delivered:   p.Delivered, Waiting: q.Len(), DeclinedBusy: busy,
 	}, nil
 }
 
