@@ -322,6 +322,9 @@ func New(cfg Config) (*Node, error) {
 		Logger:         log,
 		OnProved:       n.onProved,
 		OnReciprocal:   n.onReciprocal,
+		// Peers this node admits may use the last quarter of its prover
+		// budgets, which fresh peer IDs cannot drain (protocol.md §9a).
+		TrustedVerifier: func(p peer.ID) bool { return n.Admission(p).Admitted },
 		OnReflection: func(p peer.ID) {
 			n.warnPeer(p, "peer reflected our own challenge back to us")
 		},

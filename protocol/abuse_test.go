@@ -716,3 +716,45 @@ func TestDeferLoad(t *testing.T) {
 		t.Error("40 paid sessions in flight: a fresh peer asked 0 bits, want the load's")
 	}
 }
+
+// The last quarter of the node's prover session and proof-of-work budgets
+// is kept for verifiers it trusts (spec §9a): fresh peer IDs asking the
+// largest proof of work cannot leave the node busy for everyone.
+func TestProverReserveForTrusted(t *testing.T) {
+	trusted := randomPeer(t)
+	cfg := Config{MaxProverSessions: 8, MaxSessionsPerVerifierPrefix: 100, MaxProverPowWork: 1 << 20,
+		TrustedVerifier: func(p peer.ID) bool { return p == trusted }}
+	if err := cfg.applyDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudgets(&cfg)
+	now := time.Unix(7000, 0)
+	admitted := 0
+	for range 10 {
+		if ok, _ := b.admitSessionIn(randomPeer(t), netip.Prefix{}, false, 3, now); ok {
+			admitted++
+		}
+	}
+	if admitted != 6 {
+		t.Errorf("untrusted verifiers admitted %d of 8 sessions, want 6", admitted)
+	}
+	for i := range 2 {
+		if ok, why := b.admitSessionIn(trusted, netip.Prefix{}, false, 3, now); !ok {
+			t.Errorf("trusted verifier, session %d: refused (%s)", i+1, why)
+		}
+	}
+	// Proof of work: 2^18 of 2^20 per session; untrusted ones stop at the
+	// last quarter (three sessions), a trusted one gets it.
+	charged := 0
+	for range 5 {
+		if b.chargePowIn(randomPeer(t), netip.Prefix{}, false, 18, now) {
+			charged++
+		}
+	}
+	if charged != 3 {
+		t.Errorf("untrusted verifiers charged %d proofs of work of 18 bits against 2^20, want 3", charged)
+	}
+	if !b.chargePowIn(trusted, netip.Prefix{}, false, 18, now) {
+		t.Error("trusted verifier refused the reserved proof of work")
+	}
+}

@@ -488,6 +488,7 @@ func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, w
 // (hasPfx false: none), as the prover reads it off the stream once.
 func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, rounds int, now time.Time) (ok bool, why string) {
 	c := b.cfg
+	reserve := b.reserveFor(p, float64(c.MaxProverSessions))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
@@ -513,6 +514,8 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 		return false, "session budget for this verifier's network spent"
 	case b.sessions.tokens < 1:
 		return false, "session budget of this node spent"
+	case b.sessions.tokens < 1+reserve:
+		return false, "session budget of this node spent but for the share kept for verifiers it trusts"
 	case b.calls.tokens < r:
 		return false, "answerer-call budget of this node spent"
 	case b.tokens.tokens <= 0:
@@ -528,22 +531,37 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 	return true, ""
 }
 
+// proverReserve is the share of the node's session and proof-of-work
+// budgets kept for trusted verifiers (Config.TrustedVerifier): 1/4.
+const proverReserve = 4
+
+// reserveFor is how much of a global prover budget of size full verifier
+// p must leave: a quarter, or nothing for a trusted verifier. It asks
+// TrustedVerifier before the budgets' lock is taken.
+func (b *budgets) reserveFor(p peer.ID, full float64) float64 {
+	if f := b.cfg.TrustedVerifier; f != nil && f(p) {
+		return 0
+	}
+	return full / proverReserve
+}
+
 // chargePow spends 2^d proof-of-work hashes of the global budget and of
 // the share of p's IP prefix before the prover solves a proof of work of
 // d bits, or reports false (spending nothing) when either cannot cover
 // it. It is never given back: the work is done whatever follows.
 func (b *budgets) chargePow(p peer.ID, d int, now time.Time) bool {
 	pfx, hasPfx := b.prefix(p)
-	return b.chargePowIn(pfx, hasPfx, d, now)
+	return b.chargePowIn(p, pfx, hasPfx, d, now)
 }
 
 // chargePowIn is chargePow with the verifier's prefix given.
-func (b *budgets) chargePowIn(pfx netip.Prefix, hasPfx bool, d int, now time.Time) bool {
+func (b *budgets) chargePowIn(p peer.ID, pfx netip.Prefix, hasPfx bool, d int, now time.Time) bool {
 	if d <= 0 {
 		return true
 	}
 	c := b.cfg
 	work := math.Ldexp(1, d)
+	reserve := b.reserveFor(p, float64(c.MaxProverPowWork))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.pow.refill(float64(c.MaxProverPowWork), c.ProverWindow, now)
@@ -551,7 +569,7 @@ func (b *budgets) chargePowIn(pfx netip.Prefix, hasPfx bool, d int, now time.Tim
 	if hasPfx {
 		pp = b.proverPrefixLocked(pfx, now)
 	}
-	if b.pow.tokens < work || pp != nil && pp.pow.tokens < work {
+	if b.pow.tokens < work+reserve || pp != nil && pp.pow.tokens < work {
 		return false
 	}
 	b.pow.tokens -= work

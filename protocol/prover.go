@@ -256,7 +256,7 @@ func (p *proverRun) serve() {
 	// Pay for the session: the verifier draws a set only then (§5a). The
 	// work is charged to the node's budget (and the verifier prefix's
 	// share) before it is done.
-	if d := int(hello.GetPowDifficulty()); d <= s.cfg.MaxPowDifficulty && !s.budgets.chargePowIn(p.pfx, p.hasPfx, d, s.now()) {
+	if d := int(hello.GetPowDifficulty()); d <= s.cfg.MaxPowDifficulty && !s.budgets.chargePowIn(p.remote, p.pfx, p.hasPfx, d, s.now()) {
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: proof-of-work budget of this node spent", ErrBusy))
 		return
 	}

@@ -216,6 +216,14 @@ type Config struct {
 	MaxProverCalls               int
 	MaxProverTokens              int
 	MaxProverPowWork             int
+	// TrustedVerifier tells whether the prover side may let verifier p
+	// use the last quarter of the node's session and proof-of-work
+	// budgets (MaxProverSessions, MaxProverPowWork), which other
+	// verifiers cannot (spec §9a): fresh peer IDs and networks are free,
+	// and without a reserve a few of them asking the largest proof of
+	// work would leave the node BUSY for everyone for the window. A node
+	// passes the peers it admits; nil trusts nobody.
+	TrustedVerifier func(p peer.ID) bool
 }
 
 func (c *Config) applyDefaults() error {
