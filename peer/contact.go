@@ -400,16 +400,21 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 			return pb.Reciprocal_RECIPROCAL_WILL
 		}
 		// Its verdict went out before the peer asked: answer as for an
-		// ended session, once the node has recorded it (the store's
-		// commit, a few ms). WILL here would leave the requester
-		// waiting for a session that is not coming.
+		// ended session, once the node has closed and recorded it (the
+		// stream's close and the store's commit). WILL here would leave
+		// the requester waiting for a session that is not coming.
 		t := time.NewTimer(reciprocalRecordWait)
 		defer t.Stop()
 		select {
 		case <-inf.done:
 		case <-t.C:
-			n.log.Debug("reciprocal request: the session that just ended is still being recorded; answering WILL", "peer", p)
-			return pb.Reciprocal_RECIPROCAL_WILL
+			// Not recorded yet: the verdict written is the answer if it
+			// carries a record (it stands, as holdsAttestation would
+			// find once it is in); otherwise decide as below, where a
+			// session back waits for this one to end.
+			if r := inf.verdict.Load(); r != nil && r.Attestation != nil {
+				return pb.Reciprocal_RECIPROCAL_ATTESTED
+			}
 		case <-c.ctx.Done():
 			return pb.Reciprocal_RECIPROCAL_NOT_OFFERED
 		}
@@ -450,8 +455,8 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 }
 
 // reciprocalRecordWait bounds how long a reciprocal request waits for a
-// session of ours to the requester that has ended to be recorded (its
-// store commit) before the answer is decided. The hello handler's
+// session of ours to the requester that has its verdict to be closed and
+// recorded before the answer is decided without the record. The hello handler's
 // goroutine waits; the peer's inbound sessions are few (§9a).
 const reciprocalRecordWait = time.Second
 

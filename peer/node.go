@@ -211,9 +211,12 @@ type call struct {
 	done    chan struct{}
 	res     *protocol.Result
 	err     error
-	// ended is set once the session has ended (its verdict, if any, is
-	// sent) while the node still records it; done closes after that.
-	ended atomic.Bool
+	// ended is set once the session has its verdict (right before it is
+	// written; protocol.Config.OnVerdict) or has ended without one; the
+	// node then still closes the stream and records it, and done closes
+	// after that. verdict is the result from OnVerdict, if it came.
+	ended   atomic.Bool
+	verdict atomic.Pointer[protocol.Result]
 }
 
 // New starts a node.
@@ -322,6 +325,7 @@ func New(cfg Config) (*Node, error) {
 		Logger:         log,
 		OnProved:       n.onProved,
 		OnReciprocal:   n.onReciprocal,
+		OnVerdict:      n.onVerdict,
 		// Peers this node admits may use the last quarter of its prover
 		// budgets, which fresh peer IDs cannot drain (protocol.md §9a).
 		TrustedVerifier: func(p peer.ID) bool { return n.Admission(p).Admitted },
@@ -466,18 +470,36 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 			return m, nil
 		}
 	}
+	// A session back that is running when the wait is up runs under the
+	// peer's total_ms, which may be longer than ours: it is waited for,
+	// up to the longest session this node accepts as prover.
+	start := time.Now()
+	hard := start.Add(max(timeout, n.svc.Config().MaxAcceptTotal+reciprocalGrace))
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	select {
-	case pr := <-theirs:
-		m.Theirs = &pr
-	case <-t.C:
-		m.TheirsErr = fmt.Errorf("peer did not verify us within %s", timeout)
-	case <-ctx.Done():
-		m.TheirsErr = fmt.Errorf("waiting for the peer's verdict: %w", ctx.Err())
+	for {
+		select {
+		case pr := <-theirs:
+			m.Theirs = &pr
+			return m, nil
+		case <-t.C:
+			if now := time.Now(); n.svc.Proving(ai.ID) && now.Before(hard) {
+				t.Reset(min(time.Second, hard.Sub(now)))
+				continue
+			}
+			m.TheirsErr = fmt.Errorf("peer did not verify us within %s", time.Since(start).Round(time.Millisecond))
+			return m, nil
+		case <-ctx.Done():
+			m.TheirsErr = fmt.Errorf("waiting for the peer's verdict: %w", ctx.Err())
+			return m, nil
+		}
 	}
-	return m, nil
 }
+
+// reciprocalGrace is added to the longest session this node accepts as a
+// prover to bound the wait for a session back that is running (its
+// handshake, probes and verdict around the rounds).
+const reciprocalGrace = 65 * time.Second
 
 // standingVerdictOnUs returns p's newest valid verdict on us from the
 // store when p would not verify us again if asked (see onReciprocal, with
@@ -549,6 +571,19 @@ func (n *Node) verifyAfter(ctx context.Context, p peer.ID, reciprocal bool, notB
 	n.mu.Unlock()
 	close(c.done)
 	return c.res, c.err
+}
+
+// onVerdict marks our session to p as having its verdict (before it is
+// written): a reciprocal request of p is no longer answered WILL on its
+// account (contact.go, onReciprocal).
+func (n *Node) onVerdict(p peer.ID, res *protocol.Result) {
+	n.mu.Lock()
+	c := n.inflight[p]
+	n.mu.Unlock()
+	if c != nil {
+		c.verdict.Store(res)
+		c.ended.Store(true)
+	}
 }
 
 // onProved is the prover side's report of a finished session.

@@ -329,3 +329,30 @@ func TestAttestReciprocalDropped(t *testing.T) {
 	}
 	t.Logf("dropped request reported after %s: %v", took.Round(time.Millisecond), m.TheirsErr)
 }
+
+// A session back that is still running when the requester's own wait
+// (MutualTimeout) is up runs under the peer's total_ms: Attest waits for
+// its verdict instead of reporting that none came (spec §1a).
+func TestAttestWaitsForRunningSessionBack(t *testing.T) {
+	sets := dependentSets(t)
+	oracle := testutil.NewOracle(sets...)
+	// A answers slowly: B's session on A outlasts A's own session on B
+	// and A's wait after it.
+	a := testnode.New(t, testnode.Options{
+		Config: peer.Config{MutualTimeout: 300 * time.Millisecond},
+		Sets:   sets[:len(sets)/2], Brain: testutil.Slow(oracle, 700*time.Millisecond), Memory: true,
+	})
+	b := startNode(t, nodeOpts{brain: oracle, memory: true, sets: sets[len(sets)/2:]})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := a.Attest(ctx, addrInfo(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Ours.Verdict.Accepted {
+		t.Fatalf("A's verdict on B: %+v", m.Ours.Verdict)
+	}
+	if m.Theirs == nil || !m.Theirs.Accepted {
+		t.Fatalf("B's verdict on A: %+v, %v; want it waited for", m.Theirs, m.TheirsErr)
+	}
+}

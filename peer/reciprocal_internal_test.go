@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/protocol"
 	wirepb "github.com/acaptcha/acaptcha/protocol/pb"
 )
 
@@ -66,6 +67,26 @@ func TestReciprocalAnswers(t *testing.T) {
 	if got := n.onReciprocal(s, true); got != wirepb.Reciprocal_RECIPROCAL_BACKING_OFF {
 		t.Errorf("a session that ended while being recorded: %v, want BACKING_OFF", got)
 	}
+
+	// The session has its verdict (OnVerdict, before the write) and is
+	// not recorded within the wait: the verdict's record is the answer,
+	// never WILL.
+	_, u := testutil.NewKey(t)
+	slow := &call{started: time.Now(), done: make(chan struct{})}
+	n.mu.Lock()
+	n.inflight[u] = slow
+	n.mu.Unlock()
+	n.onVerdict(u, &protocol.Result{Attestation: &protocol.Attestation{}})
+	if !slow.ended.Load() {
+		t.Fatal("OnVerdict did not mark the session as having its verdict")
+	}
+	if got := n.onReciprocal(u, true); got != wirepb.Reciprocal_RECIPROCAL_ATTESTED {
+		t.Errorf("a session with its verdict, not yet recorded: %v, want ATTESTED", got)
+	}
+	n.mu.Lock()
+	delete(n.inflight, u)
+	n.mu.Unlock()
+	close(slow.done)
 	if got := n.onReciprocal(p, true); got != wirepb.Reciprocal_RECIPROCAL_WILL {
 		t.Errorf("a fresh peer with draws left: %v, want WILL", got)
 	}

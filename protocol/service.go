@@ -155,6 +155,12 @@ type Config struct {
 	// must not wait on the network (a session back is started
 	// asynchronously). A nil OnReciprocal answers NOT_OFFERED.
 	OnReciprocal func(p peer.ID, drawsLeft bool) pb.Reciprocal
+	// OnVerdict, if set, is called on a libp2p verifier session's
+	// goroutine once the session has its verdict, right before the
+	// verdict is written to subject p (res as Verify will return it). From
+	// then on the session is no reason to answer a reciprocal request of
+	// p with WILL (spec §1a): its verdict is on its way.
+	OnVerdict func(p peer.ID, res *Result)
 	// OnReflection is called with the peer that sent this node one of its
 	// own challenges. It runs on the handler's goroutine: do not block.
 	OnReflection func(offender peer.ID)

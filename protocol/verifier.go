@@ -573,6 +573,9 @@ func (v *verifierRun) finish(res *Result) (*Result, error) {
 		vf.Rounds = append(vf.Rounds, &pb.RoundResult{Round: uint32(r.Round), BudgetMs: durToMs(r.Budget),
 			EffectiveMs: durToMs(r.Effective), ElapsedMs: durToMs(r.Elapsed), Correct: r.Correct})
 	}
+	if f := s.cfg.OnVerdict; f != nil {
+		f(v.peer, res)
+	}
 	if err := v.write(&pb.Frame{Body: &pb.Frame_Verdict{Verdict: vf}}); err != nil {
 		v.log.Debug("verdict not delivered", "err", err)
 		v.str.Reset()
