@@ -350,11 +350,23 @@ func (n *Node) considerContact(p peer.ID, dir network.Direction, protos []lpprot
 	n.startWorkerLocked(p, why)
 }
 
-// startWorkerLocked starts p's one worker; c.mu is held and p has none.
-// The worker serves a reciprocal request that arrives while it runs
-// before it ends.
-func (n *Node) startWorkerLocked(p peer.ID, why string) {
+// maxContactWorkers bounds the first-contact workers that exist at once
+// (running or queued for one of the few session slots): one goroutine
+// and some state each. Peers that come and go, each with a fresh ID,
+// could otherwise leave a queue of workers behind them; past the bound a
+// new first contact waits for the periodic rescan, and a reciprocal
+// request is answered BUSY.
+const maxContactWorkers = 1024
+
+// startWorkerLocked starts p's one worker and reports whether it did
+// (not when maxContactWorkers exist); c.mu is held and p has none. The
+// worker serves a reciprocal request that arrives while it runs before
+// it ends.
+func (n *Node) startWorkerLocked(p peer.ID, why string) bool {
 	c := &n.contact
+	if len(c.active) >= maxContactWorkers {
+		return false
+	}
 	c.active[p] = true
 	c.wg.Add(1)
 	go func() {
@@ -373,6 +385,7 @@ func (n *Node) startWorkerLocked(p peer.ID, why string) {
 			why = whyReciprocal
 		}
 	}()
+	return true
 }
 
 // whyReciprocal is the reason of a worker run that serves a peer's
@@ -450,7 +463,9 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 		c.recip[p] = true
 		return pb.Reciprocal_RECIPROCAL_WILL
 	}
-	n.startWorkerLocked(p, whyReciprocal)
+	if !n.startWorkerLocked(p, whyReciprocal) {
+		return pb.Reciprocal_RECIPROCAL_BUSY
+	}
 	return pb.Reciprocal_RECIPROCAL_WILL
 }
 

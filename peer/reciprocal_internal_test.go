@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/protocol"
 	wirepb "github.com/acaptcha/acaptcha/protocol/pb"
@@ -90,6 +92,26 @@ func TestReciprocalAnswers(t *testing.T) {
 	if got := n.onReciprocal(p, true); got != wirepb.Reciprocal_RECIPROCAL_WILL {
 		t.Errorf("a fresh peer with draws left: %v, want WILL", got)
 	}
+
+	// At the bound on first-contact workers a request is BUSY, not a
+	// worker more (fresh peer IDs are free).
+	n.contact.mu.Lock()
+	var fillers []peer.ID
+	for len(n.contact.active) < maxContactWorkers {
+		_, f := testutil.NewKey(t)
+		n.contact.active[f] = true
+		fillers = append(fillers, f)
+	}
+	n.contact.mu.Unlock()
+	_, w := testutil.NewKey(t)
+	if got := n.onReciprocal(w, true); got != wirepb.Reciprocal_RECIPROCAL_BUSY {
+		t.Errorf("%d workers exist: %v, want BUSY", maxContactWorkers, got)
+	}
+	n.contact.mu.Lock()
+	for _, f := range fillers {
+		delete(n.contact.active, f)
+	}
+	n.contact.mu.Unlock()
 
 	for _, tc := range []struct {
 		adm  Admission
