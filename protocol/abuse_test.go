@@ -402,7 +402,10 @@ func TestProverTokenBudget(t *testing.T) {
 // proof-of-work hashes globally with a prefix's share, prompt tokens
 // globally. A session is never given back.
 func TestProverPrefixAndGlobalBudgets(t *testing.T) {
-	cfg := Config{MaxSessionsPerVerifierPrefix: 3, MaxProverSessions: 5, MaxProverTokens: 1000, MaxProverPowWork: 8 << 10}
+	// Every verifier trusted: the global budgets in full (the quarter
+	// kept for trusted verifiers: TestProverReserveForTrusted).
+	cfg := Config{MaxSessionsPerVerifierPrefix: 3, MaxProverSessions: 5, MaxProverTokens: 1000, MaxProverPowWork: 8 << 10,
+		TrustedVerifier: func(peer.ID) bool { return true }}
 	if err := cfg.applyDefaults(); err != nil {
 		t.Fatal(err)
 	}
@@ -479,11 +482,12 @@ func TestProverPrefixAndGlobalBudgets(t *testing.T) {
 
 // Live: hostile verifiers asking the highest proof of work the prover
 // pays, each from a fresh peer ID that then hangs up, spend the node's
-// proof-of-work budget and no more; past it the prover declines BUSY
+// proof-of-work budget and no more (three quarters of it: the last is
+// kept for verifiers the node trusts); past it the prover declines BUSY
 // before solving.
 func TestProverPowBudgetLive(t *testing.T) {
 	const d = 12
-	m, b, _ := proverUnderTest(t, "tcp", Config{Prover: constProver("x"), MaxProverPowWork: 3 << d})
+	m, b, _ := proverUnderTest(t, "tcp", Config{Prover: constProver("x"), MaxProverPowWork: 4 << d})
 	acked, busy := 0, 0
 	for range 5 {
 		r := openRaw(t, m, b.ID())

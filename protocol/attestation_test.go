@@ -150,13 +150,20 @@ func attestFixture(t testing.TB) (*protocol.Attestation, crypto.PrivKey, crypto.
 	return a, ik, sk
 }
 
-// attestRejected is a rejected attestation under a derived-tau policy.
+// attestRejected is a rejected attestation under a derived-tau policy:
+// the first two rounds of attestTranscript, each budget_ms the derived
+// budget of its narrative_tokens (the transcript narrative's token count)
+// and alpha 0.1, as an issuer MUST write it (attestation.md §3,
+// verification.md "Human timing model"; TestAttestationVectorDerivedBudgets
+// recomputes them), round 2 answered 1 ms late.
 func attestRejected(t testing.TB) (*protocol.Attestation, crypto.PrivKey) {
 	a, ik, _ := attestFixture(t)
 	a.Accepted, a.Reason, a.FailedRound = false, skill.ReasonTimeout, 2
 	a.Rounds = []protocol.RoundTiming{
-		{Round: 1, Budget: 14_300 * time.Millisecond, Effective: 3_001 * time.Millisecond, NarrativeTokens: 540, Correct: true},
-		{Round: 2, Budget: 16_750 * time.Millisecond, Effective: 16_751 * time.Millisecond, NarrativeTokens: 660, Correct: true},
+		// 14 words, L = 19: lower bound 15.261 s, budget 1526 ms.
+		{Round: 1, Budget: 1_526 * time.Millisecond, Effective: 1_201 * time.Millisecond, NarrativeTokens: 19, Correct: true},
+		// 19 words, L = 25: lower bound 16.461 s, budget 1646 ms.
+		{Round: 2, Budget: 1_646 * time.Millisecond, Effective: 1_647 * time.Millisecond, NarrativeTokens: 25, Correct: true},
 	}
 	a.Policy = protocol.PolicySummary{Rounds: 3, DerivedTau: true, Alpha: 0.1, Total: 90 * time.Second, RTTCredit: 250 * time.Millisecond}
 	a.ChallengeDomain, a.SetID = "cybersecurity", "set-0042"
@@ -823,7 +830,9 @@ func attestVariants(t testing.TB) []struct {
 		a          *protocol.Attestation
 		transcript []skill.RoundRecord
 	}{
-		{"rejected_late_derived_tau", "a timeout in round 2: answered (correct) 1 ms past its derived budget; policy derived_tau with alpha 0.1 (tau_ms absent), total 90 s, credit 250 ms; source procedural (model absent, llm_questions false); failed_round 2", late, lateT},
+		{"rejected_late_derived_tau", "a timeout in round 2: answered (correct) 1 ms past its derived budget; policy derived_tau with alpha 0.1 (tau_ms absent), total 90 s, credit 250 ms; " +
+			"each round's narrative_tokens is its transcript narrative's token count and its budget_ms the derived budget of that count and alpha (verification.md, \"Human timing model\"), as an issuer writes them; " +
+			"set_id \"set-0042\" is a set's own name as a 1.0.0 issuer wrote it (verifiers accept any string); source procedural (model absent, llm_questions false); failed_round 2", late, lateT},
 		{"rejected_unanswered", "a timeout in round 2 with no answer: the round's entry has correct false (absent) and effective_ms = waited - credit; the transcript digest covers round 2 with an empty answer; failed_round 2", unanswered, unansweredT},
 		{"declined_before_round_1", "declined after the paid hello ack, before any challenge: no round entries, failed_round 1, no domain and no set_id (the set went back unseen); the transcript digest covers no round", declined, nil},
 	}
@@ -1143,6 +1152,79 @@ func TestAttestationVectorDecode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAttestationVectorDerivedBudgets: in every variant under a derived
+// tau, each round's narrative_tokens is the token count of its transcript
+// narrative and its budget_ms the derived budget of that count and alpha,
+// recomputed here from verification.md ("Human timing model") as an
+// independent reader would, so the vector shows what an issuer MUST
+// write (attestation.md §3). Verifiers do not check this (the record
+// carries no narrative): attestation.Verify accepts any budget in range.
+func TestAttestationVectorDerivedBudgets(t *testing.T) {
+	raw, err := os.ReadFile(attestVectorPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f attestVectorFile
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	derived := 0
+	for _, v := range f.Variants {
+		var view struct {
+			Reason      string `json:"reason"`
+			FailedRound int    `json:"failed_round"`
+			Rounds      []struct {
+				Round           int   `json:"round"`
+				BudgetMs        int64 `json:"budget_ms"`
+				EffectiveMs     int64 `json:"effective_ms"`
+				NarrativeTokens int   `json:"narrative_tokens"`
+			} `json:"rounds"`
+			Policy struct {
+				DerivedTau bool    `json:"derived_tau"`
+				Alpha      float64 `json:"alpha"`
+				TotalMs    int64   `json:"total_ms"`
+			} `json:"policy"`
+		}
+		if err := json.Unmarshal(v.Expected, &view); err != nil {
+			t.Fatal(err)
+		}
+		if !view.Policy.DerivedTau {
+			continue
+		}
+		derived++
+		if len(view.Rounds) != len(v.Transcript) {
+			t.Fatalf("%s: %d round entries, %d transcript rounds", v.Name, len(view.Rounds), len(v.Transcript))
+		}
+		p := skill.DefaultPolicy()
+		p.DeriveTau, p.Alpha, p.Total = true, view.Policy.Alpha, time.Duration(view.Policy.TotalMs)*time.Millisecond
+		for i, r := range view.Rounds {
+			words := len(strings.Fields(v.Transcript[i].Narrative)) // ASCII narratives
+			L := (4*words + 1) / 3
+			lb := int64((float64(L)/5 + 0.35 + 10/0.9) * 1e9)
+			tauNs := int64(view.Policy.Alpha * float64(lb))
+			want := (tauNs + 500_000) / 1_000_000
+			if r.NarrativeTokens != L || r.NarrativeTokens != skill.CountTokens(v.Transcript[i].Narrative) {
+				t.Errorf("%s round %d: narrative_tokens %d, the transcript narrative has %d (%d words)", v.Name, r.Round, r.NarrativeTokens, L, words)
+			}
+			if r.BudgetMs != want {
+				t.Errorf("%s round %d: budget_ms %d, derived from L=%d and alpha %v: %d", v.Name, r.Round, r.BudgetMs, L, view.Policy.Alpha, want)
+			}
+			if b, err := p.Budget(L); err != nil || b != time.Duration(want)*time.Millisecond {
+				t.Errorf("%s round %d: Policy.Budget %s %v, want %d ms", v.Name, r.Round, b, err, want)
+			}
+		}
+		if v.Name == "rejected_late_derived_tau" {
+			last := view.Rounds[len(view.Rounds)-1]
+			if view.Reason != "timeout" || view.FailedRound != last.Round || last.EffectiveMs != last.BudgetMs+1 {
+				t.Errorf("%s: %s in round %d, effective %d ms for a %d ms budget; want a timeout 1 ms late", v.Name, view.Reason, view.FailedRound, last.EffectiveMs, last.BudgetMs)
+			}
+		}
+	}
+	if derived == 0 {
+		t.Fatal("no variant under a derived tau")
 	}
 }
 

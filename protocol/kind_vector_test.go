@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -37,6 +38,8 @@ type kindVectorFile struct {
 	Transcript                   []attestVectorRound    `json:"transcript"`
 	TranscriptDigestHex          string                 `json:"transcript_digest_hex"`
 	NarrativeTranscriptDigestHex string                 `json:"narrative_transcript_digest_hex"`
+	NoRoundTranscriptInputHex    string                 `json:"no_round_transcript_input_hex"`
+	NoRoundTranscriptDigestHex   string                 `json:"no_round_transcript_digest_hex"`
 	ChallengeFrameHex            string                 `json:"challenge_frame_hex"`
 	DeclineFrameHex              string                 `json:"decline_frame_hex"`
 	PayloadHex                   string                 `json:"payload_hex"`
@@ -91,6 +94,11 @@ func kindBuildVector(t testing.TB) []byte {
 	tr := kindVectorTranscript()
 	d := skill.TranscriptDigestKind(kindVectorKind, tr)
 	nd := skill.TranscriptDigest(tr)
+	// A session of the kind with no delivered round (a rejection before
+	// round 1): the tag and the kind prefix alone.
+	noRoundIn := binary.BigEndian.AppendUint32([]byte("acaptcha/transcript/v1"), 0xffffffff)
+	noRoundIn = append(binary.BigEndian.AppendUint32(noRoundIn, uint32(len(kindVectorKind))), kindVectorKind...)
+	nr := skill.TranscriptDigestKind(kindVectorKind, nil)
 
 	c := &pb.Frame{Body: &pb.Frame_Challenge{Challenge: &pb.Challenge{Round: 1, Rounds: 3, Domain: set.Domain,
 		Narrative: set.Parts[0].Narrative, Question: set.Parts[0].Questions[0].Question, BudgetMs: 15000, Kind: kindVectorKind}}}
@@ -127,7 +135,8 @@ func kindBuildVector(t testing.TB) []byte {
 	f := kindVectorFile{
 		Description: "challenge kinds (spec/generation.md \"Kinds\", protocol.md §3, attestation.md §3.3, §3.4, §4) for a set of kind \"rebus\": " +
 			"set_id frames the kind after eight 0xff bytes (narrative_set_id is the same content without a kind: the 1.0.0 framing); " +
-			"the transcript digest inserts 0xffffffff and the framed kind after the tag; challenge_frame_hex is a Frame (no length prefix) whose Challenge carries kind in field 7; " +
+			"the transcript digest inserts 0xffffffff and the framed kind after the tag, whether or not a round was delivered " +
+			"(no_round_transcript_digest_hex: SHA-256 of no_round_transcript_input_hex, the tag and the kind prefix alone, for a session of the kind rejected before round 1); challenge_frame_hex is a Frame (no length prefix) whose Challenge carries kind in field 7; " +
 			"decline_frame_hex a Decline with reason UNSUPPORTED_KIND (8); payload_hex/envelope_hex the attestation of attestation.json's keys and policy with kind in field 16, " +
 			"verifying at verify_at; each negative case must fail with its error code.",
 		Kind:                         kindVectorKind,
@@ -137,6 +146,8 @@ func kindBuildVector(t testing.TB) []byte {
 		NarrativeSetID:               narrative.ContentID(),
 		TranscriptDigestHex:          hex.EncodeToString(d[:]),
 		NarrativeTranscriptDigestHex: hex.EncodeToString(nd[:]),
+		NoRoundTranscriptInputHex:    hex.EncodeToString(noRoundIn),
+		NoRoundTranscriptDigestHex:   hex.EncodeToString(nr[:]),
 		ChallengeFrameHex:            hex.EncodeToString(cb),
 		DeclineFrameHex:              hex.EncodeToString(db),
 		PayloadHex:                   hex.EncodeToString(payload),
@@ -203,6 +214,11 @@ func TestKindVectorDecode(t *testing.T) {
 	// Field 7, wire type 2: tag 0x3a, then the length and the name.
 	if tail := append([]byte{0x3a, byte(len(f.Kind))}, f.Kind...); !bytes.HasSuffix(unhex(f.ChallengeFrameHex), tail) {
 		t.Fatal("challenge frame does not end with field 7")
+	}
+	// A kind session with no delivered round: the tag and the kind prefix.
+	if nr := sha256.Sum256(unhex(f.NoRoundTranscriptInputHex)); hex.EncodeToString(nr[:]) != f.NoRoundTranscriptDigestHex ||
+		skill.TranscriptDigestKind(f.Kind, nil) != nr || !bytes.HasPrefix(unhex(f.NoRoundTranscriptInputHex), []byte("acaptcha/transcript/v1\xff\xff\xff\xff")) {
+		t.Fatal("no_round_transcript_digest_hex is not SHA-256 of the tag and the kind prefix")
 	}
 	var d pb.Frame
 	if err := proto.Unmarshal(unhex(f.DeclineFrameHex), &d); err != nil || d.GetDecline().GetReason() != pb.DeclineReason_DECLINE_REASON_UNSUPPORTED_KIND || int32(d.GetDecline().GetReason()) != 8 {

@@ -286,7 +286,27 @@ func (p *proverRun) serve() {
 	p.helloAt = time.Now()
 	p.firstBy = p.helloAt.Add(s.cfg.IdleTimeout)
 	p.deadline = p.helloAt.Add(s.cfg.IdleTimeout + total + 2*proverSlack)
-	p.exchange(s.cfg.Prover.NewSession(), total)
+	p.exchange(s.answererFor(p), total)
+}
+
+// VerifierProver is a skill.Prover that shares its capacity among the
+// verifiers (an answer queue that a person's agent drains, peer/mcpserver):
+// the prover side starts each session with the verifier's peer ID and IP
+// prefix (DrawPrefix; invalid when none applies, e.g. loopback).
+type VerifierProver interface {
+	NewSessionFor(verifier peer.ID, prefix netip.Prefix) skill.Answerer
+}
+
+// answererFor starts the answerer of p's session.
+func (s *Service) answererFor(p *proverRun) skill.Answerer {
+	if vp, ok := s.cfg.Prover.(VerifierProver); ok {
+		var pfx netip.Prefix
+		if p.hasPfx {
+			pfx = p.pfx
+		}
+		return vp.NewSessionFor(p.remote, pfx)
+	}
+	return s.cfg.Prover.NewSession()
 }
 
 // checkHello validates a hello; it binds both peer IDs to the stream.
@@ -638,7 +658,7 @@ func (p *proverRun) reflected(c *pb.Challenge) bool {
 	if !ok {
 		return false
 	}
-	p.log.Warn("reflected challenge refused", "issued_to", to, "round", c.GetRound(), "issuing_session_running", run != nil)
+	s.warnRemote(p.log, "reflected challenge refused", "issued_to", to, "round", c.GetRound(), "issuing_session_running", run != nil)
 	// The issuing session (if still running) is marked first: it then
 	// gives its subject reflectionGrace to decline the challenge as its
 	// own, while this side's Decline lingers (§7). A session that already
@@ -710,7 +730,7 @@ func (p *proverRun) answer(ans skill.Answerer, c *pb.Challenge, thinkBy time.Tim
 		if errors.Is(r.err, skill.ErrDeclined) {
 			reason, detail = pb.DeclineReason_DECLINE_REASON_REFUSED, r.err.Error()
 		}
-		p.log.Warn("answerer did not answer", "round", ch.Round, "err", r.err)
+		s.warnRemote(p.log, "answerer did not answer", "round", ch.Round, "err", r.err)
 		if err := p.write(declineFrame(reason, detail)); err != nil {
 			p.abort(0, fmt.Errorf("%w: round %d: %w (decline not sent: %w)", ErrAnswerer, ch.Round, r.err, err))
 			return true, true, nil
@@ -795,4 +815,74 @@ func (p *proverRun) verdict(v *pb.Verdict) {
 	default:
 		res.Attestation = a
 	}
+}
+
+// A verifier can make the prover write a WARN line per session: by
+// reflecting a challenge of this node's back to it, or by sending
+// challenges the answerer fails or refuses (an LLM error, a full MCP
+// queue). warnRemote writes such lines at most once per message and
+// service every remoteWarnEvery, the next one carrying how many were
+// held back ("suppressed"); the held-back ones are logged at Debug with
+// their details. The events stay visible otherwise too: a reflection in
+// ProverResult.Err (ErrReflection) and Config.OnReflection, an
+// answerer's failure or refusal in ProverResult.Reason (the verifier's
+// verdict, declined). Package peer limits again, per peer, what it logs
+// from those.
+const remoteWarnEvery = time.Minute
+
+// remoteWarns is the limiter state of each running Service, dropped
+// when the service closes.
+var remoteWarns sync.Map // *Service -> *remoteWarnState
+
+type remoteWarnState struct {
+	mu   sync.Mutex
+	last map[string]*remoteWarnEntry // by message: a fixed set of strings
+}
+
+type remoteWarnEntry struct {
+	at         time.Time
+	suppressed int
+}
+
+// allow reports whether a WARN line of msg may be written at now and
+// how many were held back since the last one.
+func (st *remoteWarnState) allow(msg string, now time.Time) (ok bool, suppressed int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.last == nil {
+		st.last = map[string]*remoteWarnEntry{}
+	}
+	e := st.last[msg]
+	if e == nil {
+		st.last[msg] = &remoteWarnEntry{at: now}
+		return true, 0
+	}
+	if now.Sub(e.at) < remoteWarnEvery {
+		e.suppressed++
+		return false, 0
+	}
+	suppressed = e.suppressed
+	e.at, e.suppressed = now, 0
+	return true, suppressed
+}
+
+// warnRemote logs a remote-triggered warning through the service's
+// limiter (see remoteWarnEvery).
+func (s *Service) warnRemote(log *slog.Logger, msg string, args ...any) {
+	v, ok := remoteWarns.Load(s)
+	if !ok {
+		var loaded bool
+		if v, loaded = remoteWarns.LoadOrStore(s, &remoteWarnState{}); !loaded {
+			context.AfterFunc(s.ctx, func() { remoteWarns.Delete(s) })
+		}
+	}
+	allowed, suppressed := v.(*remoteWarnState).allow(msg, time.Now())
+	if !allowed {
+		log.Debug(msg, args...)
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	log.Warn(msg, args...)
 }

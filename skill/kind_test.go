@@ -264,6 +264,18 @@ func TestTranscriptDigestKind(t *testing.T) {
 	if TranscriptDigestKind(glyphKind, rounds) != sha256.Sum256(in) {
 		t.Fatal("glyph digest does not follow the framing")
 	}
+	// With no delivered round (a rejection before round 1) the kind
+	// prefix is still there: the digest is of the tag and the prefix, not
+	// of the tag alone (attestation.md §4).
+	prefix := in[:len("acaptcha/transcript/v1")+4+4+len(glyphKind)]
+	for _, none := range [][]RoundRecord{nil, {}} {
+		if TranscriptDigestKind(glyphKind, none) != sha256.Sum256(prefix) {
+			t.Fatal("glyph digest with no round is not of the tag and the kind prefix")
+		}
+		if TranscriptDigestKind("", none) != sha256.Sum256([]byte("acaptcha/transcript/v1")) || TranscriptDigest(none) != TranscriptDigestKind(NarrativeKind, none) {
+			t.Fatal("narrative digest with no round is not of the tag alone")
+		}
+	}
 }
 
 func TestKindSourceAndAnswers(t *testing.T) {

@@ -121,7 +121,9 @@ type Session struct {
 // from the policy and the human timing model of the set's kind
 // (Policy.BudgetFor). It fails when the set is invalid (its kind
 // unregistered included) or the policy would give a round a budget too
-// close to the human lower bound.
+// close to the human lower bound, or one the wire cannot carry (under
+// MinBudget, or above Policy.Total: Policy.CheckBudget); those errors
+// wrap ErrPolicy.
 func NewSession(set *Set, p Policy, rng io.Reader) (*Session, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
@@ -147,6 +149,9 @@ func NewSession(set *Set, p Policy, rng io.Reader) (*Session, error) {
 			return nil, fmt.Errorf("pick question for part %d: %w", i+1, err)
 		}
 		b, err := p.BudgetFor(k, part, &part.Questions[n.Int64()])
+		if err == nil {
+			err = p.CheckBudget(b)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", i+1, err)
 		}
@@ -350,8 +355,9 @@ func TranscriptDigest(rounds []RoundRecord) [32]byte { return TranscriptDigestKi
 // kind (spec/attestation.md §4). For NarrativeKind (or "") it is
 // TranscriptDigest; for any other kind the tag is followed by the marker
 // uint32 0xffffffff (no round number has it) and the kind name as a
-// big-endian uint32 length and its bytes, then the rounds as for
-// narratives.
+// big-endian uint32 length and its bytes, whether or not any round was
+// delivered, then the rounds as for narratives. With no round it is the
+// digest of that prefix (of the tag alone for narratives).
 func TranscriptDigestKind(kind string, rounds []RoundRecord) [32]byte {
 	h := sha256.New()
 	buf := writeString(h, make([]byte, 0, hashChunk), "acaptcha/transcript/v1")

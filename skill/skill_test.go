@@ -135,6 +135,96 @@ func TestPolicyBudget(t *testing.T) {
 	}
 }
 
+// TestPolicyBudgetWireRange: a budget the wire cannot carry (budget_ms 0,
+// or above the Hello's total_ms) is refused when the session is created,
+// like one too close to the human lower bound, so that no honest prover
+// is ever sent a Challenge it must refuse as a protocol violation
+// (spec/protocol.md §3, §6 step 7).
+func TestPolicyBudgetWireRange(t *testing.T) {
+	// A second implementer's example: alpha 0.2 and a 20 s total; a
+	// 450-word (600-token) narrative derives 26.292 s, within the human
+	// fraction (Budget allows it) but above the total.
+	p := DefaultPolicy()
+	p.DeriveTau, p.Alpha, p.Total = true, 0.2, 20*time.Second
+	if err := p.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if n := CountTokens(words(450)); n != 600 {
+		t.Fatalf("%d tokens", n)
+	}
+	b, err := p.Budget(600)
+	if err != nil || b != 26292*time.Millisecond {
+		t.Fatalf("derived budget %s %v, want 26.292 s", b, err)
+	}
+	if err := p.CheckBudget(b); !errors.Is(err, ErrPolicy) {
+		t.Fatalf("budget %s above the 20 s total: %v", b, err)
+	}
+	set := testSet() // parts of about 540 tokens: 23.7 s budgets
+	if _, err := NewSession(set, p, nil); !errors.Is(err, ErrPolicy) {
+		t.Fatalf("session with budgets above its total: %v", err)
+	}
+	// At the total exactly it is served; a nanosecond above, not.
+	q := p
+	q.Total = b
+	if err := q.CheckBudget(b); err != nil {
+		t.Fatalf("budget equal to the total: %v", err)
+	}
+	if err := q.CheckBudget(b + time.Nanosecond); !errors.Is(err, ErrPolicy) {
+		t.Fatalf("budget 1 ns above the total: %v", err)
+	}
+	q.Total = 2 * time.Minute
+	if _, err := NewSession(set, q, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// A derived budget that rounds to 0 ms (budget_ms 0); 1 ms is the
+	// least a round can have.
+	tiny := DefaultPolicy()
+	tiny.DeriveTau, tiny.Alpha = true, 1e-6
+	if err := tiny.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := tiny.Budget(600); err != nil || b != 0 {
+		t.Fatalf("derived budget %s %v, want 0", b, err)
+	}
+	if _, err := NewSession(set, tiny, nil); !errors.Is(err, ErrPolicy) {
+		t.Fatalf("session with 0 ms budgets: %v", err)
+	}
+	for b, ok := range map[time.Duration]bool{0: false, time.Millisecond - 1: false, time.Millisecond: true} {
+		if err := tiny.CheckBudget(b); (err == nil) != ok {
+			t.Errorf("budget %s: %v, want ok=%v", b, err, ok)
+		}
+	}
+	tiny.Alpha = 1e-4 // 11.9 ms and up: served
+	if _, err := NewSession(set, tiny, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// A fixed tau under 1 ms is refused by Check (budget_ms would be 0),
+	// and so is a total under 1 ms.
+	for _, c := range []struct {
+		tau, total time.Duration
+		ok         bool
+	}{
+		{999 * time.Microsecond, time.Second, false},
+		{time.Nanosecond, time.Second, false},
+		{time.Millisecond, time.Second, true},
+		{time.Millisecond, time.Millisecond, true},
+		{time.Millisecond, 999 * time.Microsecond, false},
+	} {
+		f := DefaultPolicy()
+		f.Tau, f.Total = c.tau, c.total
+		if err := f.Check(); (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrPolicy)) {
+			t.Errorf("fixed tau %s, total %s: %v, want ok=%v", c.tau, c.total, err, c.ok)
+		}
+	}
+	d := DefaultPolicy()
+	d.DeriveTau, d.Total = true, 999*time.Microsecond
+	if err := d.Check(); !errors.Is(err, ErrPolicy) {
+		t.Errorf("derived policy with a total under 1 ms: %v", err)
+	}
+}
+
 // truth answers from the set, optionally forgetting earlier rounds.
 func truth(set *Set, memory bool) Answerer {
 	seen := map[int]bool{}

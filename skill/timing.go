@@ -128,9 +128,11 @@ var asciiSpace = [utf8.RuneSelf]uint8{'\t': 1, '\n': 1, '\v': 1, '\f': 1, '\r': 
 type Policy struct {
 	// Rounds is how many chained rounds a session runs (1..3).
 	Rounds int
-	// Tau is the fixed per-round budget. When DeriveTau is set it is
-	// ignored and each round's budget is Alpha times the human lower bound
-	// of that round's narrative (Eq. 13).
+	// Tau is the fixed per-round budget, MinBudget..Total. When DeriveTau
+	// is set it is ignored and each round's budget is Alpha times the
+	// human lower bound of that round's narrative (Eq. 13); a set with a
+	// round whose derived budget falls outside MinBudget..Total is
+	// refused (CheckBudget, NewSession).
 	Tau       time.Duration
 	DeriveTau bool
 	// Alpha is the safety margin of Eq. 13 for derived budgets.
@@ -177,19 +179,26 @@ func DefaultPolicy() Policy {
 // ErrPolicy is wrapped by every policy validation failure.
 var ErrPolicy = errors.New("invalid timing policy")
 
+// MinBudget is the shortest budget a round can have: the wire and the
+// records carry budgets as whole milliseconds (truncated), and a prover
+// refuses a Challenge whose budget_ms is 0 (spec/protocol.md §3, §6).
+const MinBudget = time.Millisecond
+
 // Check validates the policy's own parameters.
 func (p Policy) Check() error {
 	switch {
 	case p.Rounds < 1 || p.Rounds > Parts:
 		return fmt.Errorf("%w: rounds %d, want 1..%d", ErrPolicy, p.Rounds, Parts)
-	case !p.DeriveTau && p.Tau <= 0:
-		return fmt.Errorf("%w: tau must be positive", ErrPolicy)
+	case !p.DeriveTau && p.Tau < MinBudget:
+		// The wire carries budget_ms in whole milliseconds: a tau under
+		// 1 ms would go out as 0, which every prover refuses.
+		return fmt.Errorf("%w: tau %s, want at least %s", ErrPolicy, p.Tau, MinBudget)
 	case p.DeriveTau && (p.Alpha <= 0 || p.Alpha >= 1):
 		return fmt.Errorf("%w: alpha %.3g, want 0 < alpha < 1", ErrPolicy, p.Alpha)
 	case p.MaxHumanFraction <= 0 || p.MaxHumanFraction >= 1:
 		return fmt.Errorf("%w: max human fraction %.3g, want 0 < f < 1", ErrPolicy, p.MaxHumanFraction)
-	case p.Total <= 0:
-		return fmt.Errorf("%w: total budget must be positive", ErrPolicy)
+	case p.Total < MinBudget:
+		return fmt.Errorf("%w: total %s, want at least %s", ErrPolicy, p.Total, MinBudget)
 	case p.RTTCredit < 0:
 		return fmt.Errorf("%w: negative RTT credit", ErrPolicy)
 	case p.Human.ReadTokensPerSec <= 0 || p.Human.TypeTokensPerSec <= 0:
@@ -204,6 +213,8 @@ func (p Policy) Check() error {
 // Budget returns the budget for a round whose narrative has the given
 // token count, or an error when that budget is not far enough below the
 // modelled human lower bound (Eq. 13 with MaxHumanFraction as the bound).
+// It does not check the budget against Total: CheckBudget does, and
+// NewSession applies both.
 func (p Policy) Budget(narrativeTokens int) (time.Duration, error) {
 	return p.budget(p.Human.LowerBound(narrativeTokens), func() string { return fmt.Sprintf("a %d-token narrative", narrativeTokens) })
 }
@@ -233,4 +244,26 @@ func (p Policy) budget(lb time.Duration, what func() string) (time.Duration, err
 			ErrPolicy, tau, what(), 100*p.MaxHumanFraction, lb.Round(time.Second))
 	}
 	return tau, nil
+}
+
+// CheckBudget reports, with an error wrapping ErrPolicy, a round budget
+// the wire cannot carry under p: one under MinBudget (the Challenge's
+// budget_ms, truncated to whole milliseconds, would be 0) or above Total
+// (budget_ms above the Hello's total_ms). A prover refuses either as a
+// protocol violation (spec/protocol.md §3, §6 step 7), so the honest
+// prover would be signed protocol_error; NewSession refuses the set
+// instead.
+//
+// A fixed tau that passed Check is always in range; a derived one need
+// not be: a long narrative under a short Total derives a budget above it
+// (a 600-token narrative, alpha 0.2: 26.292 s against a 20 s total), and
+// a tiny alpha one that rounds to 0 ms.
+func (p Policy) CheckBudget(b time.Duration) error {
+	switch {
+	case b < MinBudget:
+		return fmt.Errorf("%w: budget %s is under %s (budget_ms would be 0); use a larger alpha", ErrPolicy, b, MinBudget)
+	case b > p.Total:
+		return fmt.Errorf("%w: budget %s exceeds the session total %s; use a shorter narrative, a smaller alpha or a longer total", ErrPolicy, b, p.Total)
+	}
+	return nil
 }

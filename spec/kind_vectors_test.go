@@ -25,6 +25,8 @@ func TestKindVector(t *testing.T) {
 		NarrativeSetID               string          `json:"narrative_set_id"`
 		TranscriptDigestHex          string          `json:"transcript_digest_hex"`
 		NarrativeTranscriptDigestHex string          `json:"narrative_transcript_digest_hex"`
+		NoRoundTranscriptInputHex    string          `json:"no_round_transcript_input_hex"`
+		NoRoundTranscriptDigestHex   string          `json:"no_round_transcript_digest_hex"`
 		Transcript                   []struct {
 			Round     int    `json:"round"`
 			Narrative string `json:"narrative"`
@@ -85,6 +87,23 @@ func TestKindVector(t *testing.T) {
 	digestIn = binary.BigEndian.AppendUint32(digestIn, 0xffffffff)
 	digestIn = binary.BigEndian.AppendUint32(digestIn, uint32(len(v.Kind)))
 	digestIn = append(digestIn, v.Kind...)
+	// With no delivered round (a session of the kind rejected before round
+	// 1) the digest is SHA-256 of the tag and the kind prefix alone: the
+	// prefix does not wait for a first round (attestation.md §4).
+	noRound, err := hex.DecodeString(v.NoRoundTranscriptInputHex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(noRound, digestIn) {
+		t.Fatalf("no_round_transcript_input_hex %x, want the tag and the kind prefix %x", noRound, digestIn)
+	}
+	nr := sha256.Sum256(noRound)
+	if hex.EncodeToString(nr[:]) != v.NoRoundTranscriptDigestHex || skill.TranscriptDigestKind(v.Kind, nil) != nr {
+		t.Fatal("no_round_transcript_digest_hex is not SHA-256 of the tag and the kind prefix")
+	}
+	if skill.TranscriptDigest(nil) == nr {
+		t.Fatal("a kind session with no round has the narrative digest of the tag alone")
+	}
 	narrativeIn := []byte("acaptcha/transcript/v1")
 	for _, r := range v.Transcript {
 		rounds = append(rounds, skill.RoundRecord{Round: r.Round, Narrative: r.Narrative, Question: r.Question, Answer: r.Answer})

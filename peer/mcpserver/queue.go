@@ -15,6 +15,7 @@ import (
 
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -192,6 +193,9 @@ func NewQueue(cfg QueueConfig) *Queue {
 func (q *Queue) NewSession() skill.Answerer {
 	return &queueSession{q: q, id: newID()}
 }
+
+// The prover side calls NewSessionFor (protocol.VerifierProver).
+var _ protocol.VerifierProver = (*Queue)(nil)
 
 // NewSessionFor is NewSession for a session whose verifier is known: its
 // peer ID and its IP prefix, as protocol.DrawPrefix computes it (an IPv4

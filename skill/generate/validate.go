@@ -450,7 +450,13 @@ func (v *Validator) structure(s *skill.Set, fresh bool) (Reason, string) {
 	}
 	if pol := v.cfg.Policy; pol != nil {
 		for pi := 0; pi < pol.Rounds && pi < len(s.Parts); pi++ {
-			if _, err := pol.Budget(skill.CountTokens(s.Parts[pi].Narrative)); err != nil {
+			b, err := pol.Budget(skill.CountTokens(s.Parts[pi].Narrative))
+			if err == nil {
+				// A budget the wire cannot carry (0 ms, above T_total)
+				// would be refused at every draw (spec/protocol.md §5).
+				err = pol.CheckBudget(b)
+			}
+			if err != nil {
 				return RejectPolicy, fmt.Sprintf("part %d: %v", pi+1, err)
 			}
 		}
