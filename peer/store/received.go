@@ -353,8 +353,8 @@ func receivedDrop(tx *bolt.Tx, keep map[string]bool, after []byte, max int) (dea
 func vouched(tx *bolt.Tx, p peer.ID, now time.Time) bool {
 	prefix := append([]byte(p), 0)
 	c := tx.Bucket(bucketIssued).Cursor()
-	k, v := c.Seek(append([]byte(p), 1))
-	if k == nil {
+	var k, v []byte
+	if k, _ = c.Seek(append([]byte(p), 1)); k == nil {
 		k, v = c.Last()
 	} else {
 		k, v = c.Prev()
