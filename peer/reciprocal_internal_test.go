@@ -97,7 +97,9 @@ func TestReciprocalAnswers(t *testing.T) {
 	// worker more (fresh peer IDs are free).
 	n.contact.mu.Lock()
 	var fillers []peer.ID
-	for len(n.contact.active) < maxContactWorkers {
+	// As many fillers as the bound: workers started above may end
+	// meanwhile and remove themselves, never a filler.
+	for len(fillers) < maxContactWorkers {
 		_, f := testutil.NewKey(t)
 		n.contact.active[f] = true
 		fillers = append(fillers, f)
