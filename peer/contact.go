@@ -441,7 +441,10 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 		c.mu.Unlock()
 		return pb.Reciprocal_RECIPROCAL_BACKING_OFF
 	}
-	if c.active[p] {
+	// A worker for p that exists may still run a session for it; but
+	// after a session that just ended (running above) that worker is the
+	// one that ran it, about to exit: decide below from the record.
+	if c.active[p] && !running {
 		c.recip[p] = true
 		c.mu.Unlock()
 		return pb.Reciprocal_RECIPROCAL_WILL

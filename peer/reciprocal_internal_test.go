@@ -70,6 +70,34 @@ func TestReciprocalAnswers(t *testing.T) {
 		t.Errorf("a session that ended while being recorded: %v, want BACKING_OFF", got)
 	}
 
+	// The session that just ended was run by the peer's own first-contact
+	// worker, which still exists for a moment after the record is in:
+	// the answer comes from the record (here: the operator revoked the
+	// peer meanwhile), not WILL on account of that exiting worker.
+	_, v := testutil.NewKey(t)
+	if err := n.Revoke(v); err != nil {
+		t.Fatal(err)
+	}
+	byWorker := &call{started: time.Now(), done: make(chan struct{})}
+	byWorker.ended.Store(true)
+	close(byWorker.done)
+	n.mu.Lock()
+	n.inflight[v] = byWorker
+	n.mu.Unlock()
+	n.contact.mu.Lock()
+	n.contact.active[v] = true
+	n.contact.mu.Unlock()
+	if got := n.onReciprocal(v, true); got != wirepb.Reciprocal_RECIPROCAL_NOT_OFFERED {
+		t.Errorf("a session its worker just ended, the peer revoked: %v, want NOT_OFFERED", got)
+	}
+	n.mu.Lock()
+	delete(n.inflight, v)
+	n.mu.Unlock()
+	n.contact.mu.Lock()
+	delete(n.contact.active, v)
+	delete(n.contact.recip, v)
+	n.contact.mu.Unlock()
+
 	// The session has its verdict (OnVerdict, before the write) and is
 	// not recorded within the wait: the verdict's record is the answer,
 	// never WILL.

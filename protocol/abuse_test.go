@@ -762,3 +762,24 @@ func TestProverReserveForTrusted(t *testing.T) {
 		t.Error("trusted verifier refused the reserved proof of work")
 	}
 }
+
+// The trusted quarter never shuts untrusted verifiers out of a small
+// budget: a full budget always takes one session and one proof of work.
+func TestProverReserveSmallBudgets(t *testing.T) {
+	for _, tc := range []struct {
+		sessions, pow, d int
+	}{{1, 1 << 16, 16}, {2, 3 << 15, 16}, {3, 1 << 20, 20}} {
+		cfg := Config{MaxProverSessions: tc.sessions, MaxProverPowWork: tc.pow, MaxSessionsPerVerifierPrefix: 100}
+		if err := cfg.applyDefaults(); err != nil {
+			t.Fatal(err)
+		}
+		b := newBudgets(&cfg)
+		now := time.Unix(8000, 0)
+		if ok, why := b.admitSessionIn(randomPeer(t), netip.Prefix{}, false, 1, now); !ok {
+			t.Errorf("%d prover sessions: the first untrusted one refused (%s)", tc.sessions, why)
+		}
+		if !b.chargePowIn(randomPeer(t), netip.Prefix{}, false, tc.d, now) {
+			t.Errorf("a budget of %d hashes: the first %d-bit proof of work refused", tc.pow, tc.d)
+		}
+	}
+}

@@ -488,7 +488,7 @@ func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, w
 // (hasPfx false: none), as the prover reads it off the stream once.
 func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, rounds int, now time.Time) (ok bool, why string) {
 	c := b.cfg
-	reserve := b.reserveFor(p, float64(c.MaxProverSessions))
+	reserve := b.reserveFor(p, float64(c.MaxProverSessions), 1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
@@ -536,13 +536,16 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 const proverReserve = 4
 
 // reserveFor is how much of a global prover budget of size full verifier
-// p must leave: a quarter, or nothing for a trusted verifier. It asks
-// TrustedVerifier before the budgets' lock is taken.
-func (b *budgets) reserveFor(p peer.ID, full float64) float64 {
+// p must leave when it spends unit of it: a quarter (whole units), or
+// nothing for a trusted verifier; never so much that a full budget could
+// not take one unit (a small budget would otherwise shut every verifier
+// out of a node that trusts nobody yet). It asks TrustedVerifier before
+// the budgets' lock is taken.
+func (b *budgets) reserveFor(p peer.ID, full, unit float64) float64 {
 	if f := b.cfg.TrustedVerifier; f != nil && f(p) {
 		return 0
 	}
-	return full / proverReserve
+	return max(0, min(math.Floor(full/proverReserve/unit)*unit, full-unit))
 }
 
 // chargePow spends 2^d proof-of-work hashes of the global budget and of
@@ -561,7 +564,7 @@ func (b *budgets) chargePowIn(p peer.ID, pfx netip.Prefix, hasPfx bool, d int, n
 	}
 	c := b.cfg
 	work := math.Ldexp(1, d)
-	reserve := b.reserveFor(p, float64(c.MaxProverPowWork))
+	reserve := b.reserveFor(p, float64(c.MaxProverPowWork), work)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.pow.refill(float64(c.MaxProverPowWork), c.ProverWindow, now)

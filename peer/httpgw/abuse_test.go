@@ -387,3 +387,54 @@ func TestIdleTimeout(t *testing.T) {
 		t.Fatalf("idle connection not closed by the server: %v", err)
 	}
 }
+
+// insert forgets ended sessions when the table is full without taking
+// their locks: a session's timer or handler holds the session's lock and
+// then takes the door's (release, admitStart), so insert taking a
+// session's lock under the door's deadlocked the door (found in review).
+func TestInsertLockOrder(t *testing.T) {
+	g, _, _ := fakeDoor(t, func(c *Config) { c.MaxSessions = 1 })
+	var olds []*session
+	for i := range 4 {
+		o := &session{id: string(rune('a' + i)), state: StateAwaitingStart, prefix: "p"}
+		g.mu.Lock()
+		g.sessions[o.id] = o
+		g.open++
+		g.byPrefix["p"]++
+		g.unstarted++
+		g.unByPfx["p"]++
+		g.mu.Unlock()
+		olds = append(olds, o)
+	}
+	for _, o := range olds {
+		o.mu.Lock() // every session's timer fires at once
+	}
+	inserted := make(chan struct{})
+	go func() {
+		_ = g.insert(&session{id: "new", state: StateAwaitingStart})
+		close(inserted)
+	}()
+	released := make(chan struct{})
+	go func() {
+		o := olds[0]
+		o.state = StateExpired
+		g.release(o) // what abort does under o.mu
+		close(released)
+	}()
+	for name, ch := range map[string]chan struct{}{"insert": inserted, "release": released} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not return: the door's lock and a session's are taken in both orders", name)
+		}
+	}
+	for _, o := range olds {
+		o.mu.Unlock()
+	}
+	// The stand-ins have no core session: out of the table before Close.
+	g.mu.Lock()
+	for _, id := range []string{"a", "b", "c", "d", "new"} {
+		delete(g.sessions, id)
+	}
+	g.mu.Unlock()
+}

@@ -58,6 +58,11 @@ type session struct {
 	prefix  string
 	block   string // "" for IPv4
 	created time.Time
+	// released is set under Gateway.mu when the session ended (release):
+	// insert reads it there without taking s.mu, whose holders take
+	// Gateway.mu (release, admitStart), so the two locks are never taken
+	// in the other order.
+	released bool
 
 	mu      sync.Mutex
 	core    CoreSession
@@ -302,20 +307,13 @@ func (g *Gateway) insert(s *session) error {
 	}
 	if len(g.sessions) >= 4*g.cfg.MaxSessions {
 		for id, o := range g.sessions {
-			if o.ended() {
+			if o.released {
 				delete(g.sessions, id)
 			}
 		}
 	}
 	g.sessions[s.id] = s
 	return nil
-}
-
-// ended reports whether the session has ended; it takes s.mu.
-func (s *session) ended() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.state == StateDone || s.state == StateExpired
 }
 
 // lookup finds a session by ID.
@@ -333,6 +331,7 @@ func (g *Gateway) lookup(id string) (*session, error) {
 // with s.mu held, once per session.
 func (g *Gateway) release(s *session) {
 	g.mu.Lock()
+	s.released = true
 	g.unreserveLocked(s.prefix, s.block, s.started)
 	if s.started {
 		uncount(g.byPeer, s.peer)
