@@ -2,7 +2,6 @@ package httpgw
 
 import (
 	"bufio"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,16 +10,12 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
-
 	"github.com/acaptcha/acaptcha/internal/testutil"
-	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -132,21 +127,7 @@ func TestUnstartedTotal(t *testing.T) {
 // session as load: a bit per doubling beyond 16, and 256 were begun); the
 // 16 it can hold now add at most one.
 func TestUnstartedLoadOnRealNode(t *testing.T) {
-	_, sets := newAnswerKey(t)
-	src, err := skill.NewCorpus("examples", sets, nil, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nk, _, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := peer.New(peer.Config{Key: nk, StorePath: filepath.Join(t.TempDir(), "db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Policy: skill.DefaultPolicy(), Source: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	_, n := newRealNode(t)
 	g, err := ForNode(n.Door(), Config{TrustedProxies: loopbackProxies})
 	if err != nil {
 		t.Fatal(err)
@@ -235,16 +216,8 @@ func TestConnsPerPrefix(t *testing.T) {
 	// served reports whether a request on c gets an HTTP response (a 429
 	// of the read budget is one).
 	served := func(c net.Conn) bool {
-		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-		if _, err := c.Write([]byte("GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-			return false
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return true
+		_, ok := getOpenAPI(c)
+		return ok
 	}
 	var held []net.Conn
 	for i := range DefaultMaxConnsPerPrefix {

@@ -566,18 +566,10 @@ func TestConnsPerIP(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	// served reports whether a request on c gets an HTTP response.
+	// served reports whether a request on c gets a 200.
 	served := func(c net.Conn) bool {
-		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-		if _, err := c.Write([]byte("GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-			return false
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		code, ok := getOpenAPI(c)
+		return ok && code == http.StatusOK
 	}
 	a, b := dial(), dial()
 	if !served(a) || !served(b) {
@@ -598,4 +590,19 @@ func TestConnsPerIP(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// getOpenAPI sends GET /openapi.json on the raw connection c and reports
+// the response's status, or false when none came within 3 s.
+func getOpenAPI(c net.Conn) (int, bool) {
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write([]byte("GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		return 0, false
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, false
+	}
+	resp.Body.Close()
+	return resp.StatusCode, true
 }

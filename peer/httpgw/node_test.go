@@ -19,21 +19,7 @@ import (
 // ID, and is stored as one the node issued; the node's libp2p draw budget
 // is the one HTTP sessions spend.
 func TestRealNode(t *testing.T) {
-	key, sets := newAnswerKey(t)
-	src, err := skill.NewCorpus("examples", sets, nil, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nk, _, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := peer.New(peer.Config{Key: nk, StorePath: filepath.Join(t.TempDir(), "db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Policy: skill.DefaultPolicy(), Source: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	key, n := newRealNode(t)
 	g, err := ForNode(n.Door(), Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -120,4 +106,26 @@ func TestReflectedEndsSession(t *testing.T) {
 	if cur.State != StateDone || cur.Result.Reason != string(skill.ReasonProtocolError) {
 		t.Fatalf("reflected session: %+v", cur)
 	}
+}
+
+// newRealNode starts a node on loopback serving the spec's example sets,
+// closed when the test ends, with the answer key to them.
+func newRealNode(t *testing.T) (answerKey, *peer.Node) {
+	t.Helper()
+	key, sets := newAnswerKey(t)
+	src, err := skill.NewCorpus("examples", sets, nil, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := peer.New(peer.Config{Key: nk, StorePath: filepath.Join(t.TempDir(), "db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		Policy: skill.DefaultPolicy(), Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return key, n
 }
