@@ -3,12 +3,16 @@ package protocol_test
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/asn1"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	secpecdsa "github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
@@ -893,6 +898,9 @@ func attestBuildVector(t testing.TB) []byte {
 	procedural.Provenance = skill.Provenance{Source: skill.SourceProcedural}
 	legacy := *a
 	legacy.Provenance = skill.Provenance{}
+	secpKey, secpID := attestSecpKey(t)
+	secpRec := *a
+	secpRec.Issuer = secpID
 	stamp := func(tm time.Time) string { return tm.UTC().Format(time.RFC3339) }
 
 	f := attestVectorFile{
@@ -922,6 +930,7 @@ func attestBuildVector(t testing.TB) []byte {
 			{Name: "not_yet_valid", Description: "envelope_hex verified six minutes before its issued_at", VerifyAt: stamp(a.IssuedAt.Add(-6 * time.Minute)), Error: "not_yet_valid"},
 			{Name: "unsupported_version", Description: "the record with spec_version 2.0.0, correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, &v2, ik)), VerifyAt: stamp(attestVerifyAt), Error: "unsupported_version"},
 			{Name: "procedural_below_llm", Description: "the record with provenance {source: procedural} (no model, llm_questions false), correctly signed by the issuer, verified by a party requiring source llm", EnvelopeHex: hex.EncodeToString(attestMustSeal(t, &procedural, ik)), VerifyAt: stamp(attestVerifyAt), MinSource: string(skill.SourceLLM), Error: "source_below_minimum"},
+			{Name: "secp256k1_high_s", Description: "the record with issuer " + secpID.String() + " (the Secp256k1 key of scalar 0101...01), signed by that key, with the signature's S replaced by n-S: valid ECDSA, but S is high", EnvelopeHex: hex.EncodeToString(attestHighS(t, attestMustSeal(t, &secpRec, secpKey))), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
 			{Name: "no_provenance", Description: "the record without field 15, as issued before provenance existed, correctly signed by the issuer: it names no source (rank 0), so a party requiring even source procedural refuses it", EnvelopeHex: hex.EncodeToString(attestMustSeal(t, &legacy, ik)), VerifyAt: stamp(attestVerifyAt), MinSource: string(skill.SourceProcedural), Error: "source_below_minimum"},
 		},
 	}
@@ -1315,4 +1324,99 @@ func TestAttestationErrorCode(t *testing.T) {
 	if got := protocol.AttestationErrorCode(nil); got != "" {
 		t.Errorf("nil: %q", got)
 	}
+}
+
+// TestAttestationKeyRules checks the key rules of attestation.md §2 that
+// go-libp2p alone does not apply: ECDSA keys on P-256 only, Secp256k1
+// signatures with a low S.
+func TestAttestationKeyRules(t *testing.T) {
+	a, _, _ := attestFixture(t)
+	withIssuer := func(k crypto.PrivKey) *protocol.Attestation {
+		id, err := peer.IDFromPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := *a
+		c.Issuer = id
+		return &c
+	}
+	now := attestIssuedAt.Add(time.Minute)
+
+	p256, _, err := crypto.GenerateECDSAKeyPairWithCurve(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := protocol.VerifyAttestation(attestMustSeal(t, withIssuer(p256), p256), protocol.VerifyOptions{Now: now}); err != nil {
+		t.Fatalf("P-256 issuer: %v", err)
+	}
+	p384, _, err := crypto.GenerateECDSAKeyPairWithCurve(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := protocol.Seal(withIssuer(p384), p384); !errors.Is(err, protocol.ErrMalformed) {
+		t.Fatalf("Seal with a P-384 key: %v, want malformed", err)
+	}
+	_, _, err = protocol.VerifyAttestation(attestSealUnchecked(t, withIssuer(p384), p384), protocol.VerifyOptions{Now: now})
+	attestWantErr(t, err, protocol.ErrMalformed)
+
+	k1, _, err := crypto.GenerateSecp256k1Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := attestMustSeal(t, withIssuer(k1), k1)
+	if _, _, err := protocol.VerifyAttestation(low, protocol.VerifyOptions{Now: now}); err != nil {
+		t.Fatalf("Secp256k1 issuer: %v", err)
+	}
+	high := attestHighS(t, low)
+	if _, err := record.ConsumeTypedEnvelope(high, &protocol.Attestation{}); err != nil {
+		t.Fatalf("go-libp2p refuses the high-S signature itself (%v): the test no longer shows our rule", err)
+	}
+	_, _, err = protocol.VerifyAttestation(high, protocol.VerifyOptions{Now: now})
+	attestWantErr(t, err, protocol.ErrBadSignature)
+}
+
+// attestHighS is low, a record signed by a Secp256k1 key, with its
+// signature's S replaced by N-S: a valid ECDSA signature that go-libp2p
+// takes, but with a high S (attestation.md §2 refuses it).
+func attestHighS(t testing.TB, low []byte) []byte {
+	t.Helper()
+	var env recordpb.Envelope
+	if err := proto.Unmarshal(low, &env); err != nil {
+		t.Fatal(err)
+	}
+	sig, err := secpecdsa.ParseDERSignature(env.Signature)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// decred's Serialize normalises S, so the DER is written by hand.
+	r, s := sig.R(), sig.S()
+	s.Negate()
+	if !s.IsOverHalfOrder() {
+		t.Fatal("negated S is not high")
+	}
+	rb, sb := r.Bytes(), s.Bytes()
+	env.Signature, err = asn1.Marshal(struct{ R, S *big.Int }{new(big.Int).SetBytes(rb[:]), new(big.Int).SetBytes(sb[:])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	high, err := proto.Marshal(&env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return high
+}
+
+// attestSecpKey is the Secp256k1 key of the vector's high-S case (the
+// scalar 0x01 repeated; decred signs deterministically, RFC 6979).
+func attestSecpKey(t testing.TB) (crypto.PrivKey, peer.ID) {
+	t.Helper()
+	k, err := crypto.UnmarshalSecp256k1PrivateKey(bytes.Repeat([]byte{1}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, id
 }

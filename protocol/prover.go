@@ -22,10 +22,7 @@ import (
 )
 
 // Limits the prover applies to what a verifier sends.
-const (
-	maxDomainBytes = 256
-	maxDetailBytes = 1 << 10
-)
+const maxDetailBytes = 1 << 10
 
 // handleStream is the stream handler of ID: this node is the prover.
 func (s *Service) handleStream(str network.Stream) {
@@ -633,7 +630,7 @@ func (p *proverRun) checkChallenge(c *pb.Challenge, round uint32, total time.Dur
 		return fmt.Errorf("narrative of %d bytes", len(c.GetNarrative()))
 	case len(c.GetQuestion()) == 0 || len(c.GetQuestion()) > skill.MaxQuestionBytes:
 		return fmt.Errorf("question of %d bytes", len(c.GetQuestion()))
-	case len(c.GetDomain()) > maxDomainBytes:
+	case len(c.GetDomain()) > skill.MaxDomainBytes:
 		return fmt.Errorf("domain of %d bytes", len(c.GetDomain()))
 	case c.GetKind() != "" && !skill.ValidKindName(c.GetKind()):
 		return fmt.Errorf("malformed kind of %d bytes", len(c.GetKind()))

@@ -65,6 +65,7 @@ const (
 	MaxAnswerChars    = 20 // canonical answers (Appendix A: short strings of at most 20 chars)
 	MaxNarrativeBytes = 32 << 10
 	MaxQuestionBytes  = 2 << 10
+	MaxDomainBytes    = 256 // the wire's cap on Challenge.domain (protocol.md §3)
 	MaxVariants       = 8
 	MaxQuestions      = 8
 	// MaxDistractors caps the other candidates a question lists for the
@@ -289,6 +290,12 @@ func (s *Set) validateShape() error {
 	}
 	if strings.TrimSpace(s.Domain) == "" {
 		return fmt.Errorf("%w: empty domain", ErrInvalidSet)
+	}
+	if len(s.Domain) > MaxDomainBytes || !utf8.ValidString(s.Domain) {
+		// A prover refuses a Challenge whose domain breaks the wire's
+		// limit (protocol.md §6 step 7): served, the set would end an
+		// honest prover's session in protocol_error.
+		return fmt.Errorf("%w: domain is not UTF-8 of at most %d bytes (%d bytes)", ErrInvalidSet, MaxDomainBytes, len(s.Domain))
 	}
 	if pv := s.Provenance; pv != nil {
 		if pv.Source != SourceUnknown && !pv.Source.Valid() {

@@ -159,6 +159,20 @@ func TestKindValidate(t *testing.T) {
 	if err := short.Validate(); !errors.Is(err, ErrInvalidSet) {
 		t.Fatalf("two-part glyph set: %v", err)
 	}
+	// The domain must fit the wire's cap, which a prover enforces on
+	// every Challenge (protocol.md §3, §6 step 7).
+	for _, d := range []string{strings.Repeat("d", MaxDomainBytes+1), "bad\xffutf8"} {
+		long := glyphSet()
+		long.Domain = d
+		if err := long.Validate(); !errors.Is(err, ErrInvalidSet) || !strings.Contains(err.Error(), "domain") {
+			t.Errorf("domain of %d bytes: %v, want ErrInvalidSet", len(d), err)
+		}
+	}
+	fits := glyphSet()
+	fits.Domain = strings.Repeat("d", MaxDomainBytes)
+	if err := fits.Validate(); err != nil {
+		t.Fatalf("domain of %d bytes: %v", MaxDomainBytes, err)
+	}
 }
 
 func TestKindDecodeSet(t *testing.T) {

@@ -9,6 +9,8 @@ package attestation
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -20,9 +22,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	secpecdsa "github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
+	recordpb "github.com/libp2p/go-libp2p/core/record/pb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/acaptcha/acaptcha/protocol/pb"
@@ -629,6 +633,11 @@ func Seal(a *Record, key crypto.PrivKey) ([]byte, error) {
 	if signer != a.Issuer {
 		return nil, fmt.Errorf("seal attestation: %w: key belongs to %s, issuer is %s", ErrIssuerMismatch, signer, a.Issuer)
 	}
+	if ek, ok := key.GetPublic().(*crypto.ECDSAPublicKey); ok {
+		if std, err := crypto.PubKeyToStdKey(ek); err != nil || std.(*ecdsa.PublicKey).Curve != elliptic.P256() {
+			return nil, fmt.Errorf("seal attestation: %w: an ECDSA key must be on P-256", ErrMalformed)
+		}
+	}
 	if err := CheckVersion(a.SpecVersion); err != nil {
 		return nil, fmt.Errorf("seal attestation: %w", err)
 	}
@@ -702,6 +711,9 @@ func Verify(data []byte, opts VerifyOptions) (*Record, *record.Envelope, error) 
 	}
 	if !bytes.Equal(raw.PayloadType, attestationCodecBytes) {
 		return nil, nil, fmt.Errorf("%s: %w: payload type %x is not an attestation (%x)", op, ErrMalformed, raw.PayloadType, attestationCodecBytes)
+	}
+	if err := checkKeyRules(raw, data); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
 	}
 	var rec Record
 	env, err := consumeTypedEnvelope(data, &rec)
@@ -806,6 +818,39 @@ func checkIssuedProvenance(pv skill.Provenance) error {
 
 // unmarshalEnvelope and consumeTypedEnvelope guard the libp2p decoders:
 // a panic on hostile input becomes an error rather than a crash.
+// checkKeyRules applies the key rules of spec/attestation.md §2 that
+// go-libp2p's own verification leaves out, so that a record verifies
+// alike everywhere: an ECDSA key is on P-256 (go-libp2p also takes the
+// other NIST curves) and a Secp256k1 signature has a low S (go-libp2p also
+// takes a high one, which libsecp256k1 refuses).
+func checkKeyRules(env *record.Envelope, data []byte) error {
+	switch k := env.PublicKey.(type) {
+	case *crypto.ECDSAPublicKey:
+		std, err := crypto.PubKeyToStdKey(k)
+		if err != nil {
+			return fmt.Errorf("%w: ECDSA key: %w", ErrMalformed, err)
+		}
+		if pk, ok := std.(*ecdsa.PublicKey); !ok || pk.Curve != elliptic.P256() {
+			return fmt.Errorf("%w: an ECDSA key must be on P-256", ErrMalformed)
+		}
+	case *crypto.Secp256k1PublicKey:
+		// record.Envelope keeps its signature unexported: read it from
+		// the envelope's encoding (decoded once already, so this succeeds).
+		var pe recordpb.Envelope
+		if err := proto.Unmarshal(data, &pe); err != nil {
+			return fmt.Errorf("%w: envelope: %w", ErrMalformed, err)
+		}
+		sig, err := secpecdsa.ParseDERSignature(pe.GetSignature())
+		if err != nil {
+			return fmt.Errorf("%w: Secp256k1 signature: %w", ErrBadSignature, err)
+		}
+		if s := sig.S(); s.IsOverHalfOrder() {
+			return fmt.Errorf("%w: Secp256k1 signature with a high S", ErrBadSignature)
+		}
+	}
+	return nil
+}
+
 func unmarshalEnvelope(data []byte) (env *record.Envelope, err error) {
 	defer func() {
 		if r := recover(); r != nil {
