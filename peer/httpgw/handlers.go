@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -131,23 +132,117 @@ func (g *Gateway) writeErrorView(w http.ResponseWriter, err error, v *Session) {
 	_ = g.writeJSON(w, row.Status, ErrorBody{Code: row.Code, Message: err.Error(), Session: v})
 }
 
-// decode reads a JSON object of at most max bytes into v.
+// decode reads a JSON object of at most max bytes into v. The body must
+// be valid UTF-8 with no unpaired surrogate escape and no object with a
+// duplicate member (http.md §1): encoding/json would take the last
+// duplicate and turn a lone surrogate into U+FFFD, where other parsers
+// fail or take the first, and an answer's bytes enter the transcript
+// digest.
 func decode(w http.ResponseWriter, r *http.Request, max int64, v any) error {
-	body := http.MaxBytesReader(w, r.Body, max)
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(v); err != nil {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return errorf(errBodyTooLarge, "body over %d bytes", max)
 		}
 		return errorf(errBadRequest, "body: %v", err)
 	}
+	if err := strictJSON(data); err != nil {
+		return errorf(errBadRequest, "body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return errorf(errBadRequest, "body: %v", err)
+	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errorf(errBodyTooLarge, "body over %d bytes", max)
-		}
 		return errorf(errBadRequest, "body: trailing data after the JSON object")
+	}
+	return nil
+}
+
+// strictJSON refuses what encoding/json would take silently: bytes that
+// are not UTF-8, a \u escape of an unpaired surrogate, and an object
+// with two members of the same name. Syntax errors are left to the
+// decoder.
+func strictJSON(data []byte) error {
+	if !utf8.Valid(data) {
+		return errors.New("not UTF-8")
+	}
+	if err := checkSurrogates(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	// One set of member names per open object; nil for an array.
+	var open []map[string]bool
+	expectKey := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or a syntax error the decoder reports
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				open = append(open, map[string]bool{})
+				expectKey = true
+				continue
+			case '[':
+				open = append(open, nil)
+			default:
+				open = open[:len(open)-1]
+			}
+		case string:
+			if expectKey {
+				names := open[len(open)-1]
+				if names[t] {
+					return fmt.Errorf("duplicate member %q", t)
+				}
+				names[t] = true
+				expectKey = false
+				continue
+			}
+		}
+		// After a value: the next token is a key if in an object.
+		expectKey = len(open) > 0 && open[len(open)-1] != nil
+	}
+}
+
+// checkSurrogates reports a \u escape inside a JSON string that is an
+// unpaired UTF-16 surrogate.
+func checkSurrogates(data []byte) error {
+	inString, pendingHigh := false, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		unit := -1
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if i+1 < len(data) && data[i+1] == 'u' && i+5 < len(data) {
+				if u, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16); err == nil {
+					unit = int(u)
+				}
+				i += 5
+			} else {
+				i++
+			}
+		}
+		switch {
+		case unit >= 0xDC00 && unit <= 0xDFFF:
+			if !pendingHigh {
+				return errors.New("unpaired surrogate escape in a string")
+			}
+			pendingHigh = false
+		case pendingHigh:
+			return errors.New("unpaired surrogate escape in a string")
+		case unit >= 0xD800 && unit <= 0xDBFF:
+			pendingHigh = true
+		}
 	}
 	return nil
 }
