@@ -166,7 +166,13 @@ func (vs *VerifierSession) Pay(ctx context.Context, pow []byte) error {
 	if !s.budgets.takeDrawIn(vs.peer, vs.pfx, vs.hasPfx, s.now()) {
 		return fmt.Errorf("%w: %s", ErrPeerQuota, vs.peer)
 	}
-	vs.sess, vs.srcErr = s.newSession(ctx)
+	// The draw may wait for the source, but the prover waits for the
+	// first probe only I = min(45 s, total_ms + 10 s) from the ack (spec
+	// §5 step 1): the wait ends early enough for the probe to make it.
+	wait := min(DefaultIdleTimeout, s.cfg.Policy.Total+proverSlack) - firstProbeMargin
+	dctx, cancel := context.WithTimeout(ctx, max(wait, firstProbeMargin))
+	vs.sess, vs.srcErr = s.newSession(dctx)
+	cancel()
 	if vs.sess == nil {
 		s.budgets.refundDrawIn(vs.peer, vs.pfx, vs.hasPfx, s.now())
 		return nil

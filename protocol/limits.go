@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"crypto/sha256"
 	"math"
 	"math/bits"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/acaptcha/acaptcha/internal/bounded"
+	"github.com/acaptcha/acaptcha/skill"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
@@ -72,8 +74,10 @@ const (
 	// highest default difficulty (22 bits, about 1.4 s of one core here)
 	// or 4,096 at 16 bits: about 90 s of CPU per hour at most.
 	DefaultMaxProverPowWork = 1 << 28
-	// proverPrefixShare: the verifiers of one IP prefix may use at most
-	// this fraction of the global proof-of-work budget.
+	// proverPrefixShare: the verifiers of one IP prefix (or relay, §9a)
+	// may use at most this fraction of the node's proof-of-work,
+	// answerer-call and prompt-token budgets (the calls and tokens never
+	// less than one session's worth, prefixShare).
 	proverPrefixShare = 8
 	// DefaultMaxAcceptTotal is the longest T_total a prover accepts in a
 	// hello by default (raised to the node's own policy total if longer).
@@ -135,6 +139,16 @@ type peerState struct {
 	calls    bucket // prover: answerer calls
 	tokens   bucket // prover: prompt tokens
 	usage    PeerUsage
+	// vpfx is the budget prefix of the last session the prover admitted
+	// for this verifier (vpfxSet: there was one; vhasPfx false: none
+	// applied): the prefix its rounds' tokens and its unused calls are
+	// charged and refunded to, as read off that session's stream
+	// (sessionPrefix). A verifier with two sessions at once from two
+	// networks may have one's rounds counted in the other's network:
+	// both are its own.
+	vpfx    netip.Prefix
+	vhasPfx bool
+	vpfxSet bool
 }
 
 // PeerUsage is what one peer has cost this node's verifier so far (while
@@ -182,20 +196,36 @@ func DrawPrefix(ip netip.Addr, limitLoopback bool) (netip.Prefix, bool) {
 	return pfx, true
 }
 
-// drawPrefix is the prefix of p's current connection (the first one with
-// an IP address); ok is false when p is not connected or is exempt.
+// drawPrefix is the budget group of p's current connection: a direct
+// connection's prefix first, else a relayed connection's relay group
+// (connPrefix); ok is false when p is not connected or is exempt.
 func (s *Service) drawPrefix(p peer.ID) (netip.Prefix, bool) {
+	var relayed netip.Prefix
+	var hasRelayed bool
 	for _, c := range s.h.Network().ConnsToPeer(p) {
-		if pfx, ok, ip := s.connPrefix(c.RemoteMultiaddr()); ip {
+		remote := c.RemoteMultiaddr()
+		pfx, ok, known := s.connPrefix(remote)
+		switch {
+		case !known:
+		case !isRelayed(remote):
 			return pfx, ok
+		case !hasRelayed:
+			relayed, hasRelayed = pfx, ok
 		}
 	}
-	return netip.Prefix{}, false
+	return relayed, hasRelayed
 }
 
-// connPrefix is the budget prefix of a connection's remote address; ip
-// is false for an address without an IP (a relay circuit).
-func (s *Service) connPrefix(remote ma.Multiaddr) (pfx netip.Prefix, ok, ip bool) {
+// connPrefix is the budget group of a connection's remote address
+// (spec/protocol.md §9a): for a direct connection the prefix DrawPrefix
+// gives its IP (ok false when exempt); for a circuit-relayed one the
+// group of its relay (relayPrefix), whatever the relay's own address,
+// since the remote peer is elsewhere. known is false for an address that
+// has neither (a non-IP transport): no group applies.
+func (s *Service) connPrefix(remote ma.Multiaddr) (pfx netip.Prefix, ok, known bool) {
+	if relay, relayed := circuitRelay(remote); relayed {
+		return relayPrefix(relay), true, true
+	}
 	nip, err := manet.ToIP(remote)
 	if err != nil {
 		return netip.Prefix{}, false, false
@@ -206,6 +236,72 @@ func (s *Service) connPrefix(remote ma.Multiaddr) (pfx netip.Prefix, ok, ip bool
 	}
 	pfx, ok = DrawPrefix(addr, s.cfg.LimitLoopback)
 	return pfx, ok, true
+}
+
+// isRelayed reports whether remote runs through a circuit relay.
+func isRelayed(remote ma.Multiaddr) bool {
+	_, relayed := circuitRelay(remote)
+	return relayed
+}
+
+// circuitRelay reports whether remote is a circuit-v2 relayed address
+// (it has a /p2p-circuit component) and names the relay this node is
+// connected to: the /p2p component right before the first /p2p-circuit
+// (go-libp2p writes <relay's address>/p2p/<relay>/p2p-circuit, the relay
+// being the authenticated peer of the underlying connection). relay is
+// empty when that component is missing.
+func circuitRelay(remote ma.Multiaddr) (relay peer.ID, relayed bool) {
+	for _, c := range remote {
+		switch c.Code() {
+		case ma.P_CIRCUIT:
+			return relay, true
+		case ma.P_P2P:
+			id, err := peer.IDFromBytes(c.RawValue())
+			if err != nil {
+				id = ""
+			}
+			relay = id
+		default:
+			relay = ""
+		}
+	}
+	return "", false
+}
+
+// relayGroupNet is the network relay groups are written in: 100::/64,
+// the IPv6 discard-only prefix (RFC 6666), which never carries a peer.
+var relayGroupNet = [8]byte{0x01, 0x00}
+
+// relayPrefix is the budget group of the connections relayed by relay
+// (spec §9a): every peer that reaches this node through that relay
+// shares it, and it is apart from the group of the relay's own address
+// (one abuser behind a public relay spends the relay's group, not the
+// share of the relay's network; fresh peer IDs behind the relay still
+// share one group).
+//
+// It is written as a netip.Prefix so that every table keyed by a budget
+// prefix (the verifier's and the prover's prefix budgets, the inbound
+// slots, VerifierProver.NewSessionFor) takes it unchanged and stays
+// bounded as before: the /128 whose upper 64 bits are relayGroupNet and
+// whose lower 64 bits are the first 8 bytes of SHA-256("acaptcha relay
+// group\x00" || relay's peer ID bytes). It cannot equal an IP group:
+// DrawPrefix gives only /24s and /48s. An unnamed relay (relay empty)
+// has one group too.
+//
+// A verifier reaches this node through a relay only where the node holds
+// a reservation, so those groups are few and the node's choice; on a
+// connection this node dialed through a relay the relay is the remote
+// peer's choice, and many relay IDs are, like fresh peer IDs, bounded by
+// the per-verifier and global budgets and the quarter kept for trusted
+// verifiers.
+func relayPrefix(relay peer.ID) netip.Prefix {
+	h := sha256.New()
+	h.Write([]byte("acaptcha relay group\x00"))
+	h.Write([]byte(relay))
+	var a [16]byte
+	copy(a[:8], relayGroupNet[:])
+	copy(a[8:], h.Sum(nil)[:8])
+	return netip.PrefixFrom(netip.AddrFrom16(a), 128)
 }
 
 // budgets holds the per-peer and global budgets of a Service.
@@ -236,10 +332,33 @@ func newBudgets(cfg *Config) *budgets {
 }
 
 // proverPrefix is what the prover's budgets remember of one verifier IP
-// prefix.
+// prefix (or relay group).
 type proverPrefix struct {
 	sessions bucket
 	pow      bucket
+	calls    bucket
+	tokens   bucket
+}
+
+// maxRoundTokens is the token bound of the largest round a verifier can
+// send: a narrative and a question of the largest sizes (skill.TokenBound).
+var maxRoundTokens = skill.TokenBound(skill.MaxNarrativeBytes) + skill.TokenBound(skill.MaxQuestionBytes)
+
+// prefixShare is the share of a node-wide prover budget of size full
+// that the verifiers of one prefix may use: an eighth, but at least unit
+// (one session's worth) and never more than full, so that a small budget
+// does not shut out every verifier that has a prefix.
+func prefixShare(full, unit int) float64 {
+	return max(float64(full)/proverPrefixShare, float64(min(full, unit)))
+}
+
+// prefixCalls and prefixTokens are the answerer calls and prompt tokens
+// the verifiers of one prefix may use per window: an eighth of the
+// node's, at least one session of the most rounds (skill.Parts) and one
+// round of the largest size (maxRoundTokens).
+func (b *budgets) prefixCalls() float64 { return prefixShare(b.cfg.MaxProverCalls, skill.Parts) }
+func (b *budgets) prefixTokens() float64 {
+	return prefixShare(b.cfg.MaxProverTokens, maxRoundTokens)
 }
 
 // proverPrefixLocked returns the prover budgets of pfx, refilled to now.
@@ -248,9 +367,13 @@ type proverPrefix struct {
 // still bound it).
 func (b *budgets) proverPrefixLocked(pfx netip.Prefix, now time.Time) *proverPrefix {
 	c := b.cfg
+	sessions, pow := float64(c.MaxSessionsPerVerifierPrefix), float64(c.MaxProverPowWork/proverPrefixShare)
+	calls, tokens := b.prefixCalls(), b.prefixTokens()
 	refill := func(pp *proverPrefix) {
-		pp.sessions.refill(float64(c.MaxSessionsPerVerifierPrefix), c.ProverWindow, now)
-		pp.pow.refill(float64(c.MaxProverPowWork/proverPrefixShare), c.ProverWindow, now)
+		pp.sessions.refill(sessions, c.ProverWindow, now)
+		pp.pow.refill(pow, c.ProverWindow, now)
+		pp.calls.refill(calls, c.ProverWindow, now)
+		pp.tokens.refill(tokens, c.ProverWindow, now)
 	}
 	if pp, ok := b.vprefixes[pfx]; ok {
 		refill(pp)
@@ -258,7 +381,7 @@ func (b *budgets) proverPrefixLocked(pfx netip.Prefix, now time.Time) *proverPre
 	}
 	bounded.MakeRoom(b.vprefixes, maxTrackedPrefixes, func(pp *proverPrefix) bool {
 		refill(pp)
-		return pp.sessions.tokens >= float64(c.MaxSessionsPerVerifierPrefix) && pp.pow.tokens >= float64(c.MaxProverPowWork/proverPrefixShare)
+		return pp.sessions.tokens >= sessions && pp.pow.tokens >= pow && pp.calls.tokens >= calls && pp.tokens.tokens >= tokens
 	})
 	pp := &proverPrefix{}
 	refill(pp)
@@ -475,20 +598,28 @@ func (b *budgets) failed(p peer.ID, now time.Time, unpaid bool) {
 // ---- prover side ----
 
 // admitSession reserves one session and rounds answerer calls for
-// verifier p, and one session of its IP prefix's budget and of the
-// global one, or reports which budget is exhausted. A session is never
-// given back: what the prover spends on one before its first answerer
-// call (a proof of work, the verdict it stores) is what these bound.
+// verifier p, of its IP prefix's budgets and of the global ones, or
+// reports which budget is exhausted. A session is never given back: what
+// the prover spends on one before its first answerer call (a proof of
+// work, the verdict it stores) is what these bound.
 func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, why string) {
 	pfx, hasPfx := b.prefix(p)
 	return b.admitSessionIn(p, pfx, hasPfx, rounds, now)
 }
 
 // admitSessionIn is admitSession with the verifier's prefix given
-// (hasPfx false: none), as the prover reads it off the stream once.
+// (hasPfx false: none), as the prover reads it off the stream once; p's
+// later rounds charge their tokens to that prefix (sessionPrefix). The
+// checks run in the order of spec §9a: the verifier's sessions, calls and
+// tokens; its prefix's sessions, calls and tokens; the node's sessions,
+// calls and tokens, each of the node's with the quarter kept for trusted
+// verifiers (reserveFor: one session, one call, one token as the unit).
 func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, rounds int, now time.Time) (ok bool, why string) {
 	c := b.cfg
-	reserve := b.reserveFor(p, float64(c.MaxProverSessions), 1)
+	trusted := b.trusted(p)
+	sessionReserve := keptFor(trusted, float64(c.MaxProverSessions), 1)
+	callReserve := keptFor(trusted, float64(c.MaxProverCalls), 1)
+	tokenReserve := keptFor(trusted, float64(c.MaxProverTokens), 1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
@@ -512,14 +643,22 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 		return false, "token budget for this verifier spent"
 	case pp != nil && pp.sessions.tokens < 1:
 		return false, "session budget for this verifier's network spent"
+	case pp != nil && pp.calls.tokens < r:
+		return false, "answerer-call budget for this verifier's network spent"
+	case pp != nil && pp.tokens.tokens <= 0:
+		return false, "token budget for this verifier's network spent"
 	case b.sessions.tokens < 1:
 		return false, "session budget of this node spent"
-	case b.sessions.tokens < 1+reserve:
+	case b.sessions.tokens < 1+sessionReserve:
 		return false, "session budget of this node spent but for the share kept for verifiers it trusts"
 	case b.calls.tokens < r:
 		return false, "answerer-call budget of this node spent"
+	case b.calls.tokens < r+callReserve:
+		return false, "answerer-call budget of this node spent but for the share kept for verifiers it trusts"
 	case b.tokens.tokens <= 0:
 		return false, "token budget of this node spent"
+	case b.tokens.tokens <= tokenReserve:
+		return false, "token budget of this node spent but for the share kept for verifiers it trusts"
 	}
 	st.sessions.tokens--
 	st.calls.tokens -= r
@@ -527,22 +666,53 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 	b.sessions.tokens--
 	if pp != nil {
 		pp.sessions.tokens--
+		pp.calls.tokens -= r
 	}
+	st.vpfx, st.vhasPfx, st.vpfxSet = pfx, hasPfx, true
 	return true, ""
 }
 
-// proverReserve is the share of the node's session and proof-of-work
-// budgets kept for trusted verifiers (Config.TrustedVerifier): 1/4.
+// sessionPrefix is the prefix verifier p's rounds are charged to: that of
+// its last admitted session (admitSessionIn), or, when the budget table
+// has forgotten it, that of p's current connection (prefix). It takes
+// the budgets' lock itself and calls prefixOf without it.
+func (b *budgets) sessionPrefix(p peer.ID) (netip.Prefix, bool) {
+	b.mu.Lock()
+	if st, ok := b.peers[p]; ok && st.vpfxSet {
+		pfx, hasPfx := st.vpfx, st.vhasPfx
+		b.mu.Unlock()
+		return pfx, hasPfx
+	}
+	b.mu.Unlock()
+	return b.prefix(p)
+}
+
+// proverReserve is the share of the node's prover budgets (sessions,
+// answerer calls, prompt tokens, proof of work) kept for trusted
+// verifiers (Config.TrustedVerifier): 1/4.
 const proverReserve = 4
 
 // reserveFor is how much of a global prover budget of size full verifier
-// p must leave when it spends unit of it: a quarter (whole units), or
+// p must leave when it spends unit of it (keptFor). It asks
+// TrustedVerifier, so it runs before the budgets' lock is taken.
+func (b *budgets) reserveFor(p peer.ID, full, unit float64) float64 {
+	return keptFor(b.trusted(p), full, unit)
+}
+
+// trusted reports whether p may use the reserved quarter
+// (Config.TrustedVerifier); it is called without the budgets' lock.
+func (b *budgets) trusted(p peer.ID) bool {
+	f := b.cfg.TrustedVerifier
+	return f != nil && f(p)
+}
+
+// keptFor is how much of a global prover budget of size full a verifier
+// must leave when it spends unit of it: a quarter (whole units), or
 // nothing for a trusted verifier; never so much that a full budget could
 // not take one unit (a small budget would otherwise shut every verifier
-// out of a node that trusts nobody yet). It asks TrustedVerifier before
-// the budgets' lock is taken.
-func (b *budgets) reserveFor(p peer.ID, full, unit float64) float64 {
-	if f := b.cfg.TrustedVerifier; f != nil && f(p) {
+// out of a node that trusts nobody yet).
+func keptFor(trusted bool, full, unit float64) float64 {
+	if trusted {
 		return 0
 	}
 	return max(0, min(math.Floor(full/proverReserve/unit)*unit, full-unit))
@@ -582,8 +752,19 @@ func (b *budgets) chargePowIn(p peer.ID, pfx netip.Prefix, hasPfx bool, d int, n
 	return true
 }
 
-// refundCalls gives back reserved answerer calls that were not made.
+// refundCalls gives back reserved answerer calls that were not made, to
+// verifier p's budget, its session's prefix's (sessionPrefix) and the
+// node's.
 func (b *budgets) refundCalls(p peer.ID, n int, now time.Time) {
+	if n <= 0 {
+		return
+	}
+	pfx, hasPfx := b.sessionPrefix(p)
+	b.refundCallsIn(p, pfx, hasPfx, n, now)
+}
+
+// refundCallsIn is refundCalls with the verifier's prefix given.
+func (b *budgets) refundCallsIn(p peer.ID, pfx netip.Prefix, hasPfx bool, n int, now time.Time) {
 	if n <= 0 {
 		return
 	}
@@ -592,11 +773,24 @@ func (b *budgets) refundCalls(p peer.ID, n int, now time.Time) {
 	defer b.mu.Unlock()
 	b.stateLocked(p, now).calls.give(float64(n), float64(c.MaxCallsPerVerifier), c.ProverWindow, now)
 	b.calls.give(float64(n), float64(c.MaxProverCalls), c.ProverWindow, now)
+	if pp, ok := b.vprefixes[pfx]; ok && hasPfx {
+		pp.calls.give(float64(n), b.prefixCalls(), c.ProverWindow, now)
+	}
 }
 
-// refundTokens gives back n prompt tokens of verifier p's budget and of
-// the node's that were reserved and not used.
+// refundTokens gives back n prompt tokens that were reserved and not
+// used, to verifier p's budget, its session's prefix's (sessionPrefix)
+// and the node's.
 func (b *budgets) refundTokens(p peer.ID, n int, now time.Time) {
+	if n <= 0 {
+		return
+	}
+	pfx, hasPfx := b.sessionPrefix(p)
+	b.refundTokensIn(p, pfx, hasPfx, n, now)
+}
+
+// refundTokensIn is refundTokens with the verifier's prefix given.
+func (b *budgets) refundTokensIn(p peer.ID, pfx netip.Prefix, hasPfx bool, n int, now time.Time) {
 	if n <= 0 {
 		return
 	}
@@ -605,22 +799,48 @@ func (b *budgets) refundTokens(p peer.ID, n int, now time.Time) {
 	defer b.mu.Unlock()
 	b.stateLocked(p, now).tokens.give(float64(n), float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
 	b.tokens.give(float64(n), float64(c.MaxProverTokens), c.ProverWindow, now)
+	if pp, ok := b.vprefixes[pfx]; ok && hasPfx {
+		pp.tokens.give(float64(n), b.prefixTokens(), c.ProverWindow, now)
+	}
 }
 
-// chargeTokens spends n prompt tokens of verifier p's budget and of the
-// node's; it reports false, spending nothing, when either cannot cover
-// them.
+// chargeTokens spends n prompt tokens (one round) of verifier p's
+// budget, of its session's prefix's (sessionPrefix) and of the node's;
+// it reports false, spending nothing, when one cannot cover them or when
+// p, not trusted, would take the node's kept quarter (reserveFor, the
+// round's n tokens as the unit).
 func (b *budgets) chargeTokens(p peer.ID, n int, now time.Time) bool {
+	if n <= 0 {
+		return true
+	}
+	pfx, hasPfx := b.sessionPrefix(p)
+	return b.chargeTokensIn(p, pfx, hasPfx, n, now)
+}
+
+// chargeTokensIn is chargeTokens with the verifier's prefix given.
+func (b *budgets) chargeTokensIn(p peer.ID, pfx netip.Prefix, hasPfx bool, n int, now time.Time) bool {
+	if n <= 0 {
+		return true
+	}
 	c := b.cfg
+	x := float64(n)
+	reserve := b.reserveFor(p, float64(c.MaxProverTokens), x)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
 	st.tokens.refill(float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
 	b.tokens.refill(float64(c.MaxProverTokens), c.ProverWindow, now)
-	if st.tokens.tokens < float64(n) || b.tokens.tokens < float64(n) {
+	var pp *proverPrefix
+	if hasPfx {
+		pp = b.proverPrefixLocked(pfx, now)
+	}
+	if st.tokens.tokens < x || pp != nil && pp.tokens.tokens < x || b.tokens.tokens < x+reserve {
 		return false
 	}
-	st.tokens.tokens -= float64(n)
-	b.tokens.tokens -= float64(n)
+	st.tokens.tokens -= x
+	b.tokens.tokens -= x
+	if pp != nil {
+		pp.tokens.tokens -= x
+	}
 	return true
 }

@@ -21,9 +21,6 @@ import (
 	"github.com/acaptcha/acaptcha/skill"
 )
 
-// Limits the prover applies to what a verifier sends.
-const maxDetailBytes = 1 << 10
-
 // handleStream is the stream handler of ID: this node is the prover.
 func (s *Service) handleStream(str network.Stream) {
 	remote := str.Conn().RemotePeer()
@@ -222,6 +219,10 @@ func (p *proverRun) serve() {
 		p.readFailed("hello", err)
 		return
 	}
+	// The ack is due within the handshake timeout of reading the hello,
+	// proof of work and reciprocal decision included (spec §5a): the
+	// verifier's wait for it starts earlier, when it wrote the hello.
+	ackBy := time.Now().Add(s.cfg.HandshakeTimeout)
 	hello := f.GetHello()
 	if hello == nil {
 		p.violation("expected hello, got %s", frameKind(&f))
@@ -249,7 +250,7 @@ func (p *proverRun) serve() {
 		return
 	}
 	p.reserved = int(hello.GetRounds())
-	defer func() { s.budgets.refundCalls(p.remote, p.reserved-p.calls, s.now()) }()
+	defer func() { s.budgets.refundCallsIn(p.remote, p.pfx, p.hasPfx, p.reserved-p.calls, s.now()) }()
 	// Pay for the session: the verifier draws a set only then (§5a). The
 	// work is charged to the node's budget (and the verifier prefix's
 	// share) before it is done.
@@ -257,7 +258,11 @@ func (p *proverRun) serve() {
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: proof-of-work budget of this node spent", ErrBusy))
 		return
 	}
-	pctx, cancel := context.WithTimeout(s.ctx, s.cfg.HandshakeTimeout)
+	solveBy := ackBy
+	if hello.GetReciprocal() && s.cfg.OnReciprocal != nil {
+		solveBy = solveBy.Add(-min(ReciprocalAllowance, s.cfg.HandshakeTimeout/4))
+	}
+	pctx, cancel := context.WithDeadline(s.ctx, solveBy)
 	pow, err := SolvePow(pctx, hello.GetNonce(), s.h.ID(), int(hello.GetPowDifficulty()), s.cfg.MaxPowDifficulty)
 	cancel()
 	if err != nil {
@@ -274,6 +279,12 @@ func (p *proverRun) serve() {
 		} else {
 			recip = s.cfg.OnReciprocal(p.remote, s.budgets.canDraw(p.remote, s.now()))
 		}
+	}
+	if time.Now().After(ackBy) {
+		// Too late for the verifier's wait: a decline, not an ack that
+		// might start a session the verifier has given up on.
+		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: hello ack not ready within the handshake timeout", ErrBusy))
+		return
 	}
 	if err := p.write(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow, Reciprocal: recip}}}); err != nil {
 		p.abort(0, fmt.Errorf("%w: send hello ack: %w", ErrNetwork, err))
@@ -569,11 +580,11 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			// the bound gets the exact count at once.
 			tokens := skill.TokenBound(len(c.GetNarrative())) + skill.TokenBound(len(c.GetQuestion()))
 			settle := true
-			if !p.svc.budgets.chargeTokens(p.remote, tokens, p.svc.now()) {
+			if !p.svc.budgets.chargeTokensIn(p.remote, p.pfx, p.hasPfx, tokens, p.svc.now()) {
 				tokens, settle = skill.CountTokens(c.GetNarrative())+skill.CountTokens(c.GetQuestion()), false
-				if !p.svc.budgets.chargeTokens(p.remote, tokens, p.svc.now()) {
+				if !p.svc.budgets.chargeTokensIn(p.remote, p.pfx, p.hasPfx, tokens, p.svc.now()) {
 					p.refuse(pb.DeclineReason_DECLINE_REASON_REFUSED, ErrCodeDeclined,
-						fmt.Errorf("%w: round %d: token budget for this verifier spent", ErrBusy, round))
+						fmt.Errorf("%w: round %d: token budget spent (this verifier's, its network's or the node's)", ErrBusy, round))
 					return
 				}
 			}
@@ -585,7 +596,7 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			gaveUp, aborted, pending = p.answer(ans, c, thinkBy)
 			if settle {
 				exact := skill.CountTokens(c.GetNarrative()) + skill.CountTokens(c.GetQuestion())
-				p.svc.budgets.refundTokens(p.remote, tokens-exact, p.svc.now())
+				p.svc.budgets.refundTokensIn(p.remote, p.pfx, p.hasPfx, tokens-exact, p.svc.now())
 			}
 			if aborted {
 				return
@@ -783,7 +794,7 @@ func callAnswerer(ctx context.Context, ans skill.Answerer, c skill.Challenge) (a
 func (p *proverRun) verdict(v *pb.Verdict) {
 	s := p.svc
 	res := p.res
-	res.Detail = truncate(v.GetDetail(), maxDetailBytes)
+	res.Detail = truncate(v.GetDetail(), MaxDeclineDetail)
 	reason := skill.Reason(v.GetReason())
 	if !reason.Valid() || v.GetAccepted() != (reason == skill.ReasonOK) || v.GetFailedRound() > uint32(skill.Parts) ||
 		(v.GetAccepted() && v.GetFailedRound() != 0) {

@@ -43,6 +43,11 @@ const (
 	// MaxTotal is the longest T_total a prover accepts in a hello (and a
 	// verifier may be configured with).
 	MaxTotal = time.Hour
+	// ReciprocalAllowance is the part of the handshake timeout (at most a
+	// quarter of it) that a prover keeps from its proof of work for
+	// Config.OnReciprocal when the hello asks to be verified back: the
+	// ack is due within the handshake timeout of reading the hello.
+	ReciprocalAllowance = time.Second
 )
 
 // Timing constants of the exchange (see spec/protocol.md).
@@ -153,7 +158,10 @@ type Config struct {
 	// session of ours to it is running already, BUSY otherwise. It runs on
 	// the stream handler's goroutine, inside the prover's handshake: it
 	// must not wait on the network (a session back is started
-	// asynchronously). A nil OnReciprocal answers NOT_OFFERED.
+	// asynchronously), and it must return within ReciprocalAllowance,
+	// the part of the handshake timeout the proof of work leaves it (the
+	// ack is due within the handshake timeout of reading the hello, spec
+	// §5a). A nil OnReciprocal answers NOT_OFFERED.
 	OnReciprocal func(p peer.ID, drawsLeft bool) pb.Reciprocal
 	// OnVerdict, if set, is called on a libp2p verifier session's
 	// goroutine once the session has its verdict, right before the
@@ -223,8 +231,9 @@ type Config struct {
 	MaxProverTokens              int
 	MaxProverPowWork             int
 	// TrustedVerifier tells whether the prover side may let verifier p
-	// use the last quarter of the node's session and proof-of-work
-	// budgets (MaxProverSessions, MaxProverPowWork), which other
+	// use the last quarter of the node's session, answerer-call,
+	// prompt-token and proof-of-work budgets (MaxProverSessions,
+	// MaxProverCalls, MaxProverTokens, MaxProverPowWork), which other
 	// verifiers cannot (spec §9a): fresh peer IDs and networks are free,
 	// and without a reserve a few of them asking the largest proof of
 	// work would leave the node BUSY for everyone for the window. A node

@@ -467,3 +467,55 @@ func TestNewServiceRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// The HelloAck is due within the handshake timeout of reading the hello,
+// the reciprocal decision included (spec §5a): a prover whose hook
+// overruns declines BUSY rather than ack after the verifier's wait.
+func TestHelloAckDueWithinHandshake(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	srcA, srcB := sourceOf("late-ack-a"), sourceOf("late-ack-b")
+	va := newService(t, a, Config{Source: srcA})
+	newService(t, b, Config{Source: srcB, Prover: oracleProver(0, srcA.sets...), HandshakeTimeout: 300 * time.Millisecond,
+		OnReciprocal: func(peer.ID, bool) pb.Reciprocal {
+			time.Sleep(400 * time.Millisecond)
+			return pb.Reciprocal_RECIPROCAL_NOT_OFFERED
+		}})
+	connect(t, a, b, "tcp")
+	if _, err := va.Verify(testCtx(t, 20*time.Second), b.ID(), true); !errors.Is(err, ErrBusy) {
+		t.Fatalf("verify with the ack overdue: %v, want ErrBusy", err)
+	}
+}
+
+// stallSource never has a set: it waits for its context.
+type stallSource struct{}
+
+func (stallSource) Next(ctx context.Context) (*skill.Set, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (stallSource) Name() string { return "stall" }
+
+// A verifier's wait for its source ends in time for the prover's wait for
+// the first frame after the ack, min(45 s, total_ms + 10 s) (spec §5
+// step 1): the session ends inconclusive, told to the prover, instead of
+// the prover resetting for a timeout (the source's own timeout is 30 s).
+func TestSourceWaitWithinProverWait(t *testing.T) {
+	t.Parallel()
+	a, b := newHost(t), newHost(t)
+	p := skill.DefaultPolicy()
+	p.Tau, p.Total = time.Second, 3*time.Second
+	va := newService(t, a, Config{Source: stallSource{}, Policy: p})
+	pr := newProved()
+	newService(t, b, Config{Prover: constProver("x"), OnProved: pr.fn})
+	connect(t, a, b, "tcp")
+	res, err := va.Verify(testCtx(t, 40*time.Second), b.ID(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict.Reason != skill.ReasonInconclusive || res.Attestation != nil {
+		t.Fatalf("result %+v", res.Verdict)
+	}
+	if got := pr.next(t); got.Err != nil || got.Reason != skill.ReasonInconclusive {
+		t.Fatalf("prover result %+v", got)
+	}
+}

@@ -104,6 +104,10 @@ func (s *Service) giveBack(set *skill.Set, p peer.ID) {
 	s.log.Debug("challenge set given back unseen", "set", set.ID, "peer", p)
 }
 
+// firstProbeMargin is what a verifier keeps of the prover's wait for the
+// first frame after the ack (spec §5 step 1) for writing it.
+const firstProbeMargin = 2 * time.Second
+
 // newSession draws a set from the source and starts a session on it. A
 // failure is the verifier's own fault: the session will be inconclusive.
 func (s *Service) newSession(ctx context.Context) (*skill.Session, error) {

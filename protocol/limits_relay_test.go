@@ -1,0 +1,104 @@
+package protocol
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// relayTestHost is a TCP host on loopback; relay makes it a circuit-v2
+// relay, else it is a relay client.
+func relayTestHost(t *testing.T, relay bool) host.Host {
+	t.Helper()
+	opts := []libp2p.Option{
+		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.DisableMetrics(),
+	}
+	if relay {
+		opts = append(opts, libp2p.ForceReachabilityPublic(), libp2p.EnableRelayService())
+	} else {
+		opts = append(opts, libp2p.EnableRelay(), libp2p.ForceReachabilityPrivate())
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// Live, on loopback: a verifier that reaches the prover through a
+// circuit-v2 relay is charged to the relay's group (the connection's
+// remote address starts with the relay's loopback address, which is
+// exempt), and the group is the same whichever peer comes through it.
+func TestRelayedConnGroupLive(t *testing.T) {
+	relay, prover := relayTestHost(t, true), relayTestHost(t, false)
+	relayInfo := peer.AddrInfo{ID: relay.ID(), Addrs: relay.Addrs()}
+	ctx := testCtx(t, 20*time.Second)
+	if err := prover.Connect(ctx, relayInfo); err != nil {
+		t.Fatal(err)
+	}
+	var reserved bool
+	for i := 0; i < 50 && !reserved; i++ { // the relay service may start after the host
+		if _, err := client.Reserve(ctx, prover, relayInfo); err == nil {
+			reserved = true
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if !reserved {
+		t.Fatal("no reservation on the relay")
+	}
+	circuit := ma.StringCast("/p2p/" + relay.ID().String() + "/p2p-circuit")
+	var addrs []ma.Multiaddr
+	for _, a := range relay.Addrs() {
+		addrs = append(addrs, a.Encapsulate(circuit))
+	}
+	s := &Service{h: prover}
+	var groups []netip.Prefix
+	for i := range 2 {
+		v := relayTestHost(t, false)
+		if err := v.Connect(network.WithAllowLimitedConn(ctx, "test"), peer.AddrInfo{ID: prover.ID(), Addrs: addrs}); err != nil {
+			t.Fatalf("verifier %d through the relay: %v", i, err)
+		}
+		var conn network.Conn
+		for j := 0; j < 100 && conn == nil; j++ {
+			if cs := prover.Network().ConnsToPeer(v.ID()); len(cs) > 0 {
+				conn = cs[0]
+			} else {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		if conn == nil {
+			t.Fatalf("verifier %d: the prover has no connection", i)
+		}
+		remote := conn.RemoteMultiaddr()
+		pfx, ok, known := s.connPrefix(remote)
+		if !ok || !known || !isRelayed(remote) {
+			t.Fatalf("verifier %d relayed (%s): group %v ok=%v known=%v", i, remote, pfx, ok, known)
+		}
+		if want := relayPrefix(relay.ID()); pfx != want {
+			t.Fatalf("verifier %d relayed (%s): group %v, want the relay's %v", i, remote, pfx, want)
+		}
+		if got, ok := s.drawPrefix(v.ID()); !ok || got != pfx {
+			t.Fatalf("verifier %d: drawPrefix %v %v, want %v", i, got, ok, pfx)
+		}
+		groups = append(groups, pfx)
+	}
+	if groups[0] != groups[1] {
+		t.Fatalf("two verifiers behind one relay in two groups: %v", groups)
+	}
+	// The relay itself, a direct peer on loopback, is exempt.
+	if pfx, ok := s.drawPrefix(relay.ID()); ok {
+		t.Fatalf("the loopback relay's own connection has a group: %v", pfx)
+	}
+}
