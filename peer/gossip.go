@@ -18,6 +18,7 @@ import (
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/internal/bounded"
 	"github.com/acaptcha/acaptcha/protocol"
 )
 
@@ -35,6 +36,21 @@ const (
 	gossipScoreInspect = time.Second
 )
 
+// Gossip rates of issuers this node does not admit directly (spec/trust.md
+// §3.4; the interval per (issuer, subject) is LearnedVersionEvery).
+const (
+	// LearnedIssuerBurst and LearnedIssuerEvery are the token bucket of
+	// the learnable records (new pairs and new versions alike) accepted
+	// on gossip per issuer: 256 at once, then one per 3.6 s, the 1,000
+	// sessions an hour a verifier runs at most by default
+	// (protocol.DefaultMaxDraws), so an honest issuer's records pass
+	// while one key's flood is held to an honest issuer's rate.
+	LearnedIssuerBurst = 256
+	LearnedIssuerEvery = time.Hour / protocol.DefaultMaxDraws
+	// gossipIssuersTracked bounds each table of gossipLimiter.
+	gossipIssuersTracked = 4096
+)
+
 type gossipState struct {
 	ps     *pubsub.PubSub
 	topic  *pubsub.Topic
@@ -42,6 +58,66 @@ type gossipState struct {
 	pub    chan []byte
 	wg     sync.WaitGroup
 	scores atomic.Pointer[map[peer.ID]float64]
+	// limits holds the validator's per-issuer rates (used with gossip
+	// off too: the validator's tests call it on bare nodes).
+	limits gossipLimiter
+}
+
+// gossipLimiter holds the gossip validator's rates of issuers this node
+// does not admit directly: a token bucket of accepted learnable records
+// per issuer, and when a record about this node by the issuer was last
+// accepted. Both tables hold at most gossipIssuersTracked issuers; a full
+// one forgets idle issuers first (bounded.MakeRoom). Its lock is taken
+// under the trust lock (trustState.admitGossip).
+type gossipLimiter struct {
+	mu      sync.Mutex
+	issuers map[peer.ID]*tokenBucket
+	aboutUs map[peer.ID]time.Time
+}
+
+// allowIssuer takes a token from p's bucket, or reports that it is empty.
+func (l *gossipLimiter) allowIssuer(p peer.ID, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.issuers == nil {
+		l.issuers = map[peer.ID]*tokenBucket{}
+	}
+	b := l.issuers[p]
+	if b == nil {
+		bounded.MakeRoom(l.issuers, gossipIssuersTracked, func(b *tokenBucket) bool {
+			b.refill(now, LearnedIssuerBurst, LearnedIssuerEvery)
+			return b.tokens >= LearnedIssuerBurst
+		})
+		b = &tokenBucket{}
+		l.issuers[p] = b
+	}
+	b.refill(now, LearnedIssuerBurst, LearnedIssuerEvery)
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// allowAboutUs reports whether a record about this node by p may be accepted
+// now (none accepted within LearnedVersionEvery), and notes it.
+func (l *gossipLimiter) allowAboutUs(p peer.ID, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.aboutUs == nil {
+		l.aboutUs = map[peer.ID]time.Time{}
+	}
+	at, ok := l.aboutUs[p]
+	if ok && within(at, now, LearnedVersionEvery) {
+		return false
+	}
+	if !ok {
+		bounded.MakeRoom(l.aboutUs, gossipIssuersTracked, func(at time.Time) bool {
+			return !within(at, now, LearnedVersionEvery)
+		})
+	}
+	l.aboutUs[p] = now
+	return true
 }
 
 // gossipMaxRPC caps one GossipSub RPC read from a peer.
@@ -290,6 +366,9 @@ const (
 	gossipCapacity     = "capacity"
 	gossipAboutUs      = "about_us"
 	gossipLifetime     = "lifetime"
+	gossipVersionRate  = "version_rate"
+	gossipIssuerRate   = "issuer_rate"
+	gossipAboutUsRate  = "about_us_rate"
 )
 
 // validateGossip is the topic validator. It refuses oversized data before
@@ -297,7 +376,10 @@ const (
 // oversized records and records whose signer is not their issuer are
 // rejected (GossipSub then penalises the forwarder); expired, not yet
 // valid, other-major-version, duplicate, stale and not-accepted records
-// are ignored. A record must be published by its issuer or its subject.
+// are ignored, and so are records over the rates of issuers this node
+// does not admit directly (an honest forwarder relays those too, so they
+// cost it nothing). A record must be published by its issuer or its
+// subject.
 func (n *Node) validateGossip(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	author := msg.GetFrom() // StrictSign: pubsub checked it signed the message
 	res, reason, a := n.checkGossip(msg.GetData(), author)
@@ -344,32 +426,48 @@ func (n *Node) checkGossip(data []byte, author peer.ID) (pubsub.ValidationResult
 		// forward it, do not learn it.
 		return pubsub.ValidationAccept, gossipOwn, a
 	}
-	res, old := n.trust.peekLearn(a, self, now)
-	switch res {
-	case learnDuplicate:
-		return pubsub.ValidationIgnore, gossipDuplicate, nil
-	case learnStale:
-		return pubsub.ValidationIgnore, gossipStale, nil
-	case learnFull:
-		return pubsub.ValidationIgnore, gossipCapacity, nil
-	case learnTooLong:
-		return pubsub.ValidationIgnore, gossipLifetime, nil
-	case learnAboutUs:
-		if a.Accepted {
-			// Forward it (its issuer or subject published it), do not
-			// learn it.
-			return pubsub.ValidationAccept, gossipAboutUs, a
-		}
-	}
-	if !a.Accepted {
-		// A rejection is worth sharing only as a retraction of the same
-		// issuer's earlier acceptance.
-		if old != nil && old.accepted {
+	// The rates are taken here, when the message is accepted for
+	// forwarding, not on delivery: what the validator accepts every node
+	// forwards.
+	switch res := n.trust.admitGossip(a, self, now, &n.gossip.limits); res {
+	case learnedNew:
+		if !a.Accepted {
+			// A retraction of the same issuer's earlier acceptance.
 			return pubsub.ValidationAccept, gossipSupersedes, a
 		}
-		return pubsub.ValidationIgnore, gossipNotAccepted, nil
+		return pubsub.ValidationAccept, gossipOK, a
+	case learnAboutUs:
+		// An acceptance of us by an issuer we do not admit directly:
+		// forward it (its issuer or subject published it), do not learn
+		// it.
+		return pubsub.ValidationAccept, gossipAboutUs, a
+	default:
+		return pubsub.ValidationIgnore, gossipIgnoreReason(res), nil
 	}
-	return pubsub.ValidationAccept, gossipOK, a
+}
+
+// gossipIgnoreReason is the validation reason of a record that is not
+// accepted.
+func gossipIgnoreReason(r learnResult) string {
+	switch r {
+	case learnDuplicate:
+		return gossipDuplicate
+	case learnStale:
+		return gossipStale
+	case learnFull:
+		return gossipCapacity
+	case learnTooLong:
+		return gossipLifetime
+	case learnTooSoon:
+		return gossipVersionRate
+	case learnIssuerRate:
+		return gossipIssuerRate
+	case learnAboutUsRate:
+		return gossipAboutUsRate
+	case learnNotRetraction:
+		return gossipNotAccepted
+	}
+	return r.String()
 }
 
 // classifyVerifyErr maps a VerifyAttestation error to a validation result:

@@ -134,6 +134,25 @@ const (
 	expiredPruneEvery = time.Hour
 )
 
+// LearnedVersionEvery is the least time between two versions of one
+// (issuer, subject) record that this node accepts from an issuer it does
+// not admit directly (spec/trust.md §3.4, §3.6): a newer version within it
+// is not learned, stored or forwarded on gossip. Keys cost nothing and a
+// record's times are whole seconds valid for up to MaxKeptLifetime, so one
+// key could otherwise sign millions of ever newer versions of one record,
+// each a new gossip message that every node verifies, forwards and writes
+// to its store. A retraction (a rejection superseding the held acceptance)
+// has an allowance of its own, one per LearnedVersionEvery, so that a
+// re-acceptance cannot hold it back; a pair therefore changes at most
+// twice per interval. Records about this node from such issuers are
+// forwarded once per issuer per interval (gossipLimiter). An honest issuer
+// re-attests a subject when its record nears expiry (24 hours by default)
+// or after a new session, which the budgets of protocol.md §9a space out:
+// ten minutes holds back no real update for long. Issuers this node admits
+// directly are not held to it: their retractions count here and travel at
+// once.
+const LearnedVersionEvery = 10 * time.Minute
+
 // trustRec is one indexed attestation. Envelopes are kept only for records
 // about this node (it presents them); the others are in the store.
 type trustRec struct {
@@ -147,6 +166,59 @@ type trustRec struct {
 	from, author peer.ID
 	learnedAt    time.Time
 	env          []byte
+	// versionAt is when this node last accepted a version of the pair
+	// (learned it, or accepted a newer one on gossip), retractAt when it
+	// last accepted a retraction of it, pending the newer version the
+	// gossip validator accepted and that is yet to be delivered
+	// (LearnedVersionEvery). Guarded by the trust lock.
+	versionAt, retractAt time.Time
+	pending              versionKey
+}
+
+// versionKey names one version of an (issuer, subject) record.
+type versionKey struct {
+	issuedAt, expiresAt time.Time
+	accepted            bool
+}
+
+func (k versionKey) is(a *protocol.Attestation) bool {
+	return !k.issuedAt.IsZero() && k.issuedAt.Equal(a.IssuedAt) && k.expiresAt.Equal(a.ExpiresAt) && k.accepted == a.Accepted
+}
+
+// within reports whether now is less than d after at (false for a zero at,
+// or a now before at).
+func within(at, now time.Time, d time.Duration) bool {
+	if at.IsZero() {
+		return false
+	}
+	e := now.Sub(at)
+	return e >= 0 && e < d
+}
+
+// versionDue reports whether a, a newer version of the pair held as r, may
+// be accepted now from an issuer this node does not admit directly: the
+// version the gossip validator already accepted (pending) may; a
+// retraction when no retraction of the pair was accepted within
+// LearnedVersionEvery; any other version when no version was.
+func (r *trustRec) versionDue(a *protocol.Attestation, now time.Time) bool {
+	switch {
+	case r.pending.is(a):
+		return true
+	case !a.Accepted && r.accepted:
+		return !within(r.retractAt, now, LearnedVersionEvery)
+	}
+	return !within(r.versionAt, now, LearnedVersionEvery)
+}
+
+// reserve notes that the gossip validator accepted a, a newer version of
+// the pair held as r, so that other versions validated before a is
+// delivered find the pair's interval taken.
+func (r *trustRec) reserve(a *protocol.Attestation, now time.Time) {
+	if !a.Accepted && r.accepted {
+		r.retractAt = now
+	}
+	r.versionAt = now
+	r.pending = versionKey{a.IssuedAt, a.ExpiresAt, a.Accepted}
 }
 
 // keptLifetime reports whether a record's validity is short enough for
@@ -198,6 +270,11 @@ type trustState struct {
 
 	gater   *conngater.BasicConnectionGater
 	persist chan Learned
+	// persistDropped counts learned records not stored because the
+	// persist queue was full (learn never waits for it).
+	persistDropped atomic.Uint64
+	// beforePersist, when set (tests), runs before each batch is written.
+	beforePersist atomic.Pointer[func()]
 
 	presentMu sync.Mutex
 	presentIn map[peer.ID]bool
@@ -314,7 +391,7 @@ func loadTrustIndex(st *Store, self peer.ID) (*trustIndex, error) {
 			continue
 		}
 		r := newTrustRec(a, string(l.Via))
-		r.from, r.author, r.learnedAt = l.From, l.Author, l.LearnedAt
+		r.from, r.author, r.learnedAt, r.versionAt = l.From, l.Author, l.LearnedAt, l.LearnedAt
 		if a.Subject == self {
 			r.env = l.Envelope
 			if r.supersedes(idx.self[r.issuer]) {
@@ -580,10 +657,21 @@ const (
 	learnFull
 	learnAboutUs
 	learnTooLong
+	// learnTooSoon: a newer version of a held pair by an issuer not
+	// admitted directly, within LearnedVersionEvery.
+	learnTooSoon
+	// Gossip validation only (admitGossip): the issuer's token bucket is
+	// empty; a record about us by an issuer not admitted directly was
+	// accepted within LearnedVersionEvery; a rejection that retracts no
+	// acceptance.
+	learnIssuerRate
+	learnAboutUsRate
+	learnNotRetraction
 )
 
 func (r learnResult) String() string {
-	return [...]string{"learned", "duplicate", "stale", "own", "capacity", "about_us", "lifetime"}[r]
+	return [...]string{"learned", "duplicate", "stale", "own", "capacity", "about_us", "lifetime",
+		"version_rate", "issuer_rate", "about_us_rate", "not_accepted"}[r]
 }
 
 // peekLearnLocked tells what learn would do with an attestation, without
@@ -614,15 +702,66 @@ func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now 
 		}
 		return learnStale, old
 	}
-	if old == nil && a.Subject != self {
-		trusted, _ := t.directLocked(a.Issuer, now)
+	if a.Subject == self {
+		// By an issuer this node admits directly (above).
+		return learnedNew, old
+	}
+	trusted, _ := t.directLocked(a.Issuer, now)
+	if old == nil {
 		limit := t.nLearned >= MaxLearned || t.perIssuer[a.Issuer] >= MaxLearnedPerIssuer ||
 			len(t.learned[a.Subject]) >= MaxLearnedPerSubject
 		if t.nLearned >= maxLearnedHard || (limit && !trusted) {
 			return learnFull, old
 		}
+		return learnedNew, old
+	}
+	if !trusted && !old.versionDue(a, now) {
+		return learnTooSoon, old
 	}
 	return learnedNew, old
+}
+
+// admitGossip decides whether the gossip validator accepts a verified
+// record a that is not this node's own: forwards it, and learns it once
+// delivered (spec/trust.md §3.4). It peeks as learn would and then, for an
+// issuer this node does not admit directly, applies the gossip rates under
+// the write lock, so that concurrent validations see each other: a record
+// about this node is accepted once per issuer per LearnedVersionEvery; a
+// learnable record takes a token from its issuer's bucket; a newer version
+// of a held pair (due, peekLearnLocked) is reserved on the held record, so
+// that a second version validated before the first is delivered finds the
+// pair's interval taken. A rejection is accepted only as a retraction of
+// the same issuer's acceptance. lim's lock is taken under the trust lock.
+func (t *trustState) admitGossip(a *protocol.Attestation, self peer.ID, now time.Time, lim *gossipLimiter) learnResult {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	res, old := t.peekLearnLocked(a, self, now)
+	switch {
+	case res == learnAboutUs && a.Accepted:
+		// Forwarded (its issuer published it), not learned.
+		if !lim.allowAboutUs(a.Issuer, now) {
+			return learnAboutUsRate
+		}
+		return learnAboutUs
+	case res == learnAboutUs, res == learnedNew && !a.Accepted && (old == nil || !old.accepted):
+		return learnNotRetraction
+	case res != learnedNew:
+		return res
+	}
+	if a.Subject == self {
+		// By an issuer this node admits directly (peekLearnLocked).
+		return res
+	}
+	if ok, _ := t.directLocked(a.Issuer, now); ok {
+		return res
+	}
+	if !lim.allowIssuer(a.Issuer, now) {
+		return learnIssuerRate
+	}
+	if old != nil {
+		old.reserve(a, now)
+	}
+	return res
 }
 
 // learn indexes and persists a verified attestation learned from a third
@@ -638,7 +777,13 @@ func (n *Node) learn(a *protocol.Attestation, env []byte, via Via, from, author 
 		return res
 	}
 	r := newTrustRec(a, string(via))
-	r.from, r.author, r.learnedAt = from, author, now
+	r.from, r.author, r.learnedAt, r.versionAt = from, author, now, now
+	if old != nil {
+		r.retractAt = old.retractAt
+		if !a.Accepted && old.accepted && !old.pending.is(a) {
+			r.retractAt = now
+		}
+	}
 	if a.Subject == self {
 		r.env = env
 		t.putSelfLocked(r, now)
@@ -659,10 +804,18 @@ func (n *Node) learn(a *protocol.Attestation, env []byte, via Via, from, author 
 	l := Learned{Attestation: a, Envelope: env, Via: via, From: from, Author: author, LearnedAt: now}
 	select {
 	case t.persist <- l:
-	case <-n.ctx.Done():
+	default:
+		// Never hold up gossip delivery or a presentation on the store:
+		// the record stays indexed until the node restarts.
+		dropped := t.persistDropped.Add(1)
+		n.warnPeer("", "learned attestation not stored: persist queue full", "dropped_total", dropped)
 	}
 	return res
 }
+
+// learnedDropped counts the learned records not stored because the
+// persist queue was full.
+func (n *Node) learnedDropped() uint64 { return n.trust.persistDropped.Load() }
 
 // persistLearned writes learned attestations to the store in batches, off
 // the gossip and presentation paths. It drains the queue when the node
@@ -671,6 +824,9 @@ func (n *Node) persistLearned() {
 	defer n.wg.Done()
 	t := &n.trust
 	write := func(first Learned) {
+		if f := t.beforePersist.Load(); f != nil {
+			(*f)()
+		}
 		batch := []Learned{first}
 	more:
 		for len(batch) < 256 {
@@ -844,13 +1000,6 @@ func (t *trustState) direct(p peer.ID, now time.Time) bool {
 	defer t.mu.RUnlock()
 	ok, _ := t.directLocked(p, now)
 	return ok
-}
-
-// peekLearn tells what learning a would do, without learning it.
-func (t *trustState) peekLearn(a *protocol.Attestation, self peer.ID, now time.Time) (learnResult, *trustRec) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.peekLearnLocked(a, self, now)
 }
 
 // presentable returns the envelopes this node presents about itself.
