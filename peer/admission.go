@@ -16,6 +16,7 @@ import (
 	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/net/conngater"
 
+	"github.com/acaptcha/acaptcha/internal/bounded"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -94,13 +95,20 @@ type GateDecision struct {
 	Streams uint64 `json:"streams"`
 }
 
-// maxGateDecisions bounds the remembered decisions; the oldest go first.
+// maxGateDecisions bounds the remembered decisions. A full table forgets
+// a sixteenth at once (bounded.MakeRoom): refusals and decisions older
+// than gateIdle first, then any; so a flood of fresh peer IDs costs one
+// scan per 256 new peers, not one per peer.
 const maxGateDecisions = 4096
+
+// gateIdle is the age past which a remembered decision may go first.
+const gateIdle = 10 * time.Minute
 
 // HandleAdmitted registers h for protocol id, served only to admitted peers
 // (see Admission). Streams from other peers are reset with the code of the
-// reason (GateCode); every decision is logged, counted in the metrics and
-// remembered for Peers.
+// reason (GateCode); every decision is counted in the metrics, remembered
+// for Peers and logged (at INFO when it changed for the peer, rate-limited
+// per peer and in total; otherwise at DEBUG).
 func (n *Node) HandleAdmitted(id libp2pprotocol.ID, h network.StreamHandler) {
 	n.host.SetStreamHandler(id, func(s network.Stream) {
 		p := s.Conn().RemotePeer()
@@ -122,29 +130,23 @@ func (n *Node) noteGate(id libp2pprotocol.ID, p peer.ID, adm Admission) {
 	d := t.gates[p]
 	changed := d == nil || d.Admitted != adm.Admitted || d.Via != adm.Via || d.Reason != adm.Reason
 	if d == nil {
-		if len(t.gates) >= maxGateDecisions {
-			var oldest peer.ID
-			for q, g := range t.gates {
-				if oldest == "" || g.At.Before(t.gates[oldest].At) {
-					oldest = q
-				}
-			}
-			delete(t.gates, oldest)
-		}
+		bounded.MakeRoom(t.gates, maxGateDecisions, func(g *GateDecision) bool {
+			return !g.Admitted || now.Sub(g.At) > gateIdle
+		})
 		d = &GateDecision{}
 		t.gates[p] = d
 	}
 	d.Protocol, d.Admitted, d.Via, d.Reason, d.At = string(id), adm.Admitted, adm.Via, adm.Reason, now
 	d.Streams++
 	t.mu.Unlock()
-	log := n.log.Debug
-	if changed {
-		log = n.log.Info
-	}
+	msg, args := "refused peer on gated protocol", []any{"protocol", id, "reason", adm.Reason}
 	if adm.Admitted {
-		log("admitted peer to gated protocol", "protocol", id, "peer", p, "via", adm.Via, "issuers", len(adm.Issuers))
+		msg, args = "admitted peer to gated protocol", []any{"protocol", id, "via", adm.Via, "issuers", len(adm.Issuers)}
+	}
+	if changed {
+		n.infoPeer(p, msg, args...)
 	} else {
-		log("refused peer on gated protocol", "protocol", id, "peer", p, "reason", adm.Reason)
+		n.log.Debug(msg, append([]any{"peer", p}, args...)...)
 	}
 }
 

@@ -42,18 +42,29 @@ package peer
 //     became of its request (spec/protocol.md §1a), so a dropped one costs
 //     it no wait.
 //   - Silent peers get a short leash: a session holds one of the
-//     MaxConcurrentAttest slots only until the peer answers our hello;
-//     one that has not answered within contactLeash of the stream opening
-//     gives its slot up (the session runs on to its handshake timeout
-//     without one), and the peer is marked silent: its later attempts wait
-//     for the single probation slot, so silent peers never queue honest
-//     ones behind them.
+//     MaxConcurrentAttest slots only until the peer answers our hello
+//     with a complete frame (leash.go); one that has not answered within
+//     contactLeash of the stream opening gives its slot up (the session
+//     runs on to its handshake timeout without one), and the peer is
+//     marked silent: its later attempts wait for the single probation
+//     slot, so silent peers never queue honest ones behind them.
+//   - Fresh peer IDs cost nothing, so the network of a peer that fell
+//     silent (its IPv4 /24 or IPv6 /48, and an IPv6 /32 once
+//     contactSilentBlockNets of its /48s have) is marked too, for
+//     contactSilentNetFor: new peers from it get the probation slot only
+//     if it is free at once, and otherwise retry later, so that they
+//     neither take the shared slots nor pile up workers. Loopback is
+//     exempt unless Config.LimitLoopback, as for the protocol's prefix
+//     budgets.
+//   - The INFO lines of a session that starts or does not run are
+//     rate-limited per peer and in total (infoPeer, lograte.go).
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -64,6 +75,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	lpproto "github.com/libp2p/go-libp2p/core/protocol"
 
+	"github.com/acaptcha/acaptcha/internal/bounded"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
@@ -89,6 +101,20 @@ var (
 	contactTransientBackoff = 2 * time.Second
 	contactTransientMax     = time.Minute
 	contactTransientTries   = 6
+)
+
+// Probation of silent networks.
+const (
+	// contactSilentNetFor is how long the network of a peer that fell
+	// silent in first contact stays in probation after its last silence.
+	contactSilentNetFor = 10 * time.Minute
+	// contactSilentBlockNets is how many /48s of one IPv6 /32 must have
+	// fallen silent for the whole /32 to be in probation (one holder of a
+	// /32 has 65,536 /48s).
+	contactSilentBlockNets = 4
+	// contactSilentNetsTracked bounds the networks remembered; a full
+	// table forgets a sixteenth at once, those out of probation first.
+	contactSilentNetsTracked = 4096
 )
 
 // ParseAttestPolicy parses a policy name; the empty string is AttestNone.
@@ -147,6 +173,9 @@ type contactState struct {
 	recip map[peer.ID]bool
 	// leashes are the sessions waiting for the peer's first answer.
 	leashes map[peer.ID]*leash
+	// silentNets are the networks in probation (nil until the first
+	// silence).
+	silentNets map[netip.Prefix]*silentNet
 	// ready is set once the state above exists (reciprocal requests can
 	// arrive while the node starts).
 	ready atomic.Bool
@@ -160,6 +189,107 @@ type contactBackoff struct {
 	// silent: the peer's last session did not hear it answer the hello
 	// within the leash (or it was unresponsive); it waits for probation.
 	silent bool
+	// deferred counts the attempts put off because the peer's network is
+	// in probation and the probation slot was taken.
+	deferred int
+}
+
+// silentNet is a network in probation: until when, and for an IPv6 /32
+// how many of its /48s fell silent meanwhile.
+type silentNet struct {
+	until time.Time
+	nets  int
+}
+
+// markSilentNets puts the networks of a peer that fell silent in
+// probation from now.
+func (n *Node) markSilentNets(nets addrNets, now time.Time) {
+	if !nets.prefix.IsValid() {
+		return
+	}
+	c := &n.contact
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.silentNets == nil {
+		c.silentNets = map[netip.Prefix]*silentNet{}
+	}
+	until := now.Add(contactSilentNetFor)
+	entry := func(k netip.Prefix) (e *silentNet, fresh bool) {
+		e = c.silentNets[k]
+		if e == nil {
+			bounded.MakeRoom(c.silentNets, contactSilentNetsTracked, func(e *silentNet) bool { return !now.Before(e.until) })
+			e = &silentNet{}
+			c.silentNets[k] = e
+		}
+		if fresh = !now.Before(e.until); fresh {
+			e.nets = 0
+		}
+		e.until = until
+		return e, fresh
+	}
+	if _, fresh := entry(nets.prefix); fresh && nets.block.IsValid() {
+		b, _ := entry(nets.block)
+		b.nets++
+	} else if nets.block.IsValid() {
+		entry(nets.block)
+	}
+}
+
+// inSilentNets reports whether nets are in probation at now.
+func (n *Node) inSilentNets(nets addrNets, now time.Time) bool {
+	if !nets.prefix.IsValid() {
+		return false
+	}
+	c := &n.contact
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.silentNets[nets.prefix]; e != nil && now.Before(e.until) {
+		return true
+	}
+	if !nets.block.IsValid() {
+		return false
+	}
+	e := c.silentNets[nets.block]
+	return e != nil && now.Before(e.until) && e.nets >= contactSilentBlockNets
+}
+
+// peerNets are the network groups of p's connection: a direct one first
+// (sessions run on those), else a relayed one (its relay's group); none
+// when p is not connected, or on loopback unless Config.LimitLoopback.
+func (n *Node) peerNets(p peer.ID) addrNets {
+	if n.host == nil {
+		return addrNets{}
+	}
+	var relayed addrNets
+	for _, conn := range n.host.Network().ConnsToPeer(p) {
+		remote := conn.RemoteMultiaddr()
+		nets, known := netsOf(remote, n.cfg.LimitLoopback)
+		switch _, viaRelay := circuitRelay(remote); {
+		case !known:
+		case !viaRelay:
+			return nets
+		case !relayed.prefix.IsValid():
+			relayed = nets
+		}
+	}
+	return relayed
+}
+
+// deferContact puts off a first contact with p whose network is in
+// probation while the probation slot is taken; it returns the delay.
+func (n *Node) deferContact(p peer.ID, now time.Time) time.Duration {
+	c := &n.contact
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.backoff[p]
+	if b == nil {
+		b = &contactBackoff{}
+	}
+	b.deferred++
+	d := jitter(min(contactTransientBackoff<<min(b.deferred-1, 30), contactTransientMax))
+	b.until, b.reason = now.Add(d), "network in probation, probation slot taken"
+	c.backoff[p] = b
+	return d
 }
 
 func (n *Node) startContact() error {
@@ -554,17 +684,31 @@ func (n *Node) firstContact(p peer.ID, why string) {
 			return
 		}
 	}
-	// A peer that fell silent before waits for the probation slot.
+	// A peer that fell silent before waits for the probation slot; a new
+	// one from a network in probation takes it only if it is free.
 	sem := c.sem
 	c.mu.Lock()
 	if b := c.backoff[p]; b != nil && b.silent {
 		sem = c.probation
 	}
 	c.mu.Unlock()
-	select {
-	case sem <- struct{}{}:
-	case <-c.ctx.Done():
-		return
+	nets := n.peerNets(p)
+	if sem == c.sem && reason != "reattest" && n.inSilentNets(nets, time.Now()) {
+		select {
+		case c.probation <- struct{}{}:
+			sem = c.probation
+		default:
+			d := n.deferContact(p, time.Now())
+			n.wakeAt(time.Now().Add(d))
+			n.log.Debug("first contact: network in probation and the probation slot taken; retrying", "peer", p, "retry_in", d)
+			return
+		}
+	} else {
+		select {
+		case sem <- struct{}{}:
+		case <-c.ctx.Done():
+			return
+		}
 	}
 	release := sync.OnceFunc(func() { <-sem })
 	// Things may have changed while we queued: the peer may have been
@@ -577,10 +721,13 @@ func (n *Node) firstContact(p peer.ID, why string) {
 	if why == whyReciprocal {
 		n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.reciprocalRun })
 	}
-	l := n.leashSession(p, release)
+	l := n.leashSession(p, nets, release)
 	res, err := n.contactVerify(p)
 	silent := l.end()
 	release()
+	if err != nil && c.ctx.Err() == nil && (silent || errors.Is(err, protocol.ErrUnresponsive)) {
+		n.markSilentNets(nets, time.Now())
+	}
 	if retry := n.recordContact(p, res, err, silent); retry > 0 {
 		n.wakeAt(time.Now().Add(retry))
 	}
@@ -675,7 +822,7 @@ func (n *Node) contactVerify(p peer.ID) (*protocol.Result, error) {
 	timeout := n.cfg.Policy.Total + 30*time.Second
 	ctx, cancel := context.WithTimeout(c.ctx, timeout)
 	defer cancel()
-	n.log.Info("first contact: challenging peer", "peer", p)
+	n.infoPeer(p, "first contact: challenging peer")
 	return n.verify(ctx, p, false)
 }
 
@@ -704,7 +851,7 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 		}
 		b.until, b.reason = now.Add(d), "declined"
 		c.backoff[p] = b
-		n.log.Info("first contact: peer declines to be verified; backing off", "peer", p, "err", err, "retry_in", d)
+		n.infoPeer(p, "first contact: peer declines to be verified; backing off", "err", err, "retry_in", d)
 		return d
 	case err != nil || res.Verdict.Reason == skill.ReasonInconclusive:
 		why := "inconclusive"
@@ -721,7 +868,7 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 		d := jitter(min(contactTransientBackoff<<min(b.transient-1, 30), contactTransientMax))
 		b.until, b.reason = now.Add(d), why
 		c.backoff[p] = b
-		n.log.Info("first contact: session did not run; retrying", "peer", p, "retry_in", d, "err", why)
+		n.infoPeer(p, "first contact: session did not run; retrying", "retry_in", d, "err", why)
 		return d
 	case res.Verdict.Accepted:
 		delete(c.backoff, p)

@@ -1,14 +1,20 @@
 package peer
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/protocol"
 )
 
 // TestRecordContactKeepsRetrying: a peer whose sessions keep failing for
@@ -45,5 +51,101 @@ func TestRecordContactKeepsRetrying(t *testing.T) {
 	cancel()
 	if d := n.recordContact(p, nil, fail, false); d != 0 {
 		t.Fatalf("retry scheduled after stop: %s", d)
+	}
+}
+
+// The leash hears the peer's answer when its first frame is complete: a
+// length prefix and that many bytes, however they are split across
+// reads. A byte of a prefix, or a prefix and part of the body, is no
+// answer (a prover that sent that much and fell silent kept its slot for
+// the handshake timeout); an oversized or overflowing prefix never
+// completes (the verifier ends the session at once).
+func TestLeashFrameWatch(t *testing.T) {
+	frame := func(n int) []byte {
+		b := binary.AppendUvarint(nil, uint64(n))
+		return append(b, bytes.Repeat([]byte{1}, n)...)
+	}
+	for _, c := range []struct {
+		name  string
+		reads [][]byte
+		done  int // index of the read that completes the frame, -1 for none
+	}{
+		{"one prefix byte", [][]byte{{0x80}}, -1},
+		{"prefix and half the body", [][]byte{frame(200)[:102]}, -1},
+		{"whole frame in one read", [][]byte{frame(200)}, 0},
+		{"byte by byte", splitBytes(frame(130)), len(frame(130)) - 1},
+		{"frame and more", [][]byte{append(frame(5), 0x80, 0x80)}, 0},
+		{"empty frame", [][]byte{{0}}, 0},
+		{"the largest prover frame", [][]byte{frame(protocol.MaxProverFrame)}, 0},
+		{"oversized", [][]byte{frame(protocol.MaxProverFrame + 1)}, -1},
+		{"overflowing prefix", [][]byte{bytes.Repeat([]byte{0xff}, 12), {1}}, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var w frameWatch
+			got := -1
+			for i, r := range c.reads {
+				if w.feed(r) && got < 0 {
+					got = i
+				}
+			}
+			if got != c.done {
+				t.Fatalf("frame complete at read %d, want %d", got, c.done)
+			}
+		})
+	}
+}
+
+func splitBytes(b []byte) [][]byte {
+	out := make([][]byte, len(b))
+	for i := range b {
+		out[i] = b[i : i+1]
+	}
+	return out
+}
+
+// A peer that falls silent puts its network in probation (IPv4 /24, IPv6
+// /48), not only its peer ID, for contactSilentNetFor; an IPv6 /32 joins
+// once contactSilentBlockNets of its /48s have; loopback is exempt unless
+// limited; the table stays bounded.
+func TestSilentNetsProbation(t *testing.T) {
+	n := &Node{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	now := time.Unix(10000, 0)
+	nets := func(a string) addrNets { return netsOfAddr(netip.MustParseAddr(a), false) }
+	n.markSilentNets(nets("203.0.113.9"), now)
+	if !n.inSilentNets(nets("203.0.113.200"), now) {
+		t.Fatal("a fresh peer of the /24 of a silent one is not in probation")
+	}
+	if n.inSilentNets(nets("203.0.114.9"), now) {
+		t.Fatal("another /24 is in probation")
+	}
+	if n.inSilentNets(nets("203.0.113.200"), now.Add(contactSilentNetFor)) {
+		t.Fatal("probation does not end")
+	}
+	n.markSilentNets(nets("127.0.0.1"), now)
+	if n.inSilentNets(nets("127.0.0.1"), now) {
+		t.Fatal("loopback in probation without LimitLoopback")
+	}
+	for i := range contactSilentBlockNets {
+		if n.inSilentNets(nets("2001:db8:ffff::1"), now) {
+			t.Fatalf("the /32 in probation after %d silent /48s", i)
+		}
+		a := fmt.Sprintf("2001:db8:%x::1", i)
+		n.markSilentNets(nets(a), now)
+		n.markSilentNets(nets(a), now) // the same /48 again counts once
+		if !n.inSilentNets(nets(fmt.Sprintf("2001:db8:%x::2", i)), now) {
+			t.Fatal("the /48 of a silent peer not in probation")
+		}
+	}
+	if !n.inSilentNets(nets("2001:db8:ffff::1"), now) {
+		t.Fatalf("the /32 not in probation after %d silent /48s", contactSilentBlockNets)
+	}
+	if n.inSilentNets(nets("2001:db9::1"), now) {
+		t.Fatal("another /32 in probation")
+	}
+	for i := range 2 * contactSilentNetsTracked {
+		n.markSilentNets(nets(fmt.Sprintf("10.%d.%d.1", i/256, i%256)), now)
+	}
+	if k := len(n.contact.silentNets); k > contactSilentNetsTracked {
+		t.Fatalf("%d networks tracked, bound %d", k, contactSilentNetsTracked)
 	}
 }

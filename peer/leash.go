@@ -4,8 +4,15 @@ package peer
 // one of the MaxConcurrentAttest slots only until the peer answers the
 // hello. The protocol service sees the host through leashHost, which wraps
 // the streams it opens on the attestation protocol to peers with a leashed
-// session, so the node learns when the peer's first frame arrives without
-// a hook in the protocol package.
+// session, so the node learns when the peer's first frame has arrived
+// without a hook in the protocol package.
+//
+// The answer is a complete frame (its varint length and that many bytes),
+// not its first byte: a peer that wrote one byte of a length prefix and
+// fell silent kept its slot for the whole handshake timeout. A complete
+// first frame either is a hello ack the verifier goes on with (paid, a
+// set drawn) or ends the session at once (a decline, a malformed or
+// unpaid ack).
 
 import (
 	"context"
@@ -27,6 +34,9 @@ type leash struct {
 	n       *Node
 	p       peer.ID
 	release func() // gives the session's slot back (idempotent)
+	// nets are the network groups of p's connection when the session
+	// started: they go into probation if p stays silent past the leash.
+	nets addrNets
 
 	mu      sync.Mutex
 	timer   *time.Timer
@@ -36,9 +46,10 @@ type leash struct {
 }
 
 // leashSession registers a leash for the session first contact is about
-// to run with p; release gives its slot back.
-func (n *Node) leashSession(p peer.ID, release func()) *leash {
-	l := &leash{n: n, p: p, release: release}
+// to run with p, whose connection is in nets; release gives its slot
+// back.
+func (n *Node) leashSession(p peer.ID, nets addrNets, release func()) *leash {
+	l := &leash{n: n, p: p, release: release, nets: nets}
 	c := &n.contact
 	c.mu.Lock()
 	c.leashes[p] = l
@@ -72,6 +83,9 @@ func (l *leash) expire() {
 	l.slipped = true
 	l.mu.Unlock()
 	l.release()
+	// Fresh peer IDs of the same network wait for probation from now on,
+	// not from the end of this session (the handshake timeout).
+	l.n.markSilentNets(l.nets, time.Now())
 	l.n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.contactLeashed })
 	l.n.log.Debug("first contact: peer silent past the leash; slot given up", "peer", l.p, "leash", l.n.t.contactLeash)
 }
@@ -124,16 +138,69 @@ func (h leashHost) NewStream(ctx context.Context, p peer.ID, pids ...lpproto.ID)
 	return &leashedStream{Stream: s, l: l}, nil
 }
 
+// leashedStream tells the leash when the peer's first complete frame has
+// been read.
 type leashedStream struct {
 	network.Stream
 	l     *leash
 	heard atomic.Bool
+
+	mu    sync.Mutex // guards frame (reads come from one goroutine)
+	frame frameWatch
 }
 
 func (s *leashedStream) Read(b []byte) (int, error) {
 	k, err := s.Stream.Read(b)
-	if k > 0 && !s.heard.Swap(true) {
-		s.l.answered()
+	if k > 0 && !s.heard.Load() {
+		s.mu.Lock()
+		done := s.frame.feed(b[:k])
+		s.mu.Unlock()
+		if done && !s.heard.Swap(true) {
+			s.l.answered()
+		}
 	}
 	return k, err
+}
+
+// frameWatch follows the framing of the bytes a prover sends (spec
+// §2: an unsigned-varint length, then that many bytes) far enough to tell
+// when the first frame is complete.
+type frameWatch struct {
+	length uint64 // the length prefix read so far
+	shift  uint
+	// body: the prefix is complete and left bytes of the body are due.
+	body bool
+	left uint64
+	// broken: an overflowing or oversized prefix, never complete (the
+	// verifier ends the session on it).
+	broken bool
+}
+
+// feed reads b and reports whether the first frame is complete.
+func (w *frameWatch) feed(b []byte) bool {
+	for len(b) > 0 && !w.broken {
+		if !w.body {
+			c := b[0]
+			b = b[1:]
+			w.length |= uint64(c&0x7f) << w.shift
+			w.shift += 7
+			switch {
+			case c&0x80 != 0 && w.shift >= 63, c&0x80 == 0 && w.length > protocol.MaxProverFrame:
+				w.broken = true
+			case c&0x80 == 0:
+				w.body, w.left = true, w.length
+				if w.left == 0 {
+					return true
+				}
+			}
+			continue
+		}
+		k := min(uint64(len(b)), w.left)
+		w.left -= k
+		b = b[k:]
+		if w.left == 0 {
+			return true
+		}
+	}
+	return false
 }

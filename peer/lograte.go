@@ -1,11 +1,14 @@
 package peer
 
-// Rate-limited WARN lines (issue 10): a hostile peer can make the node
-// log a warning per session it breaks off or per challenge it reflects.
-// warnPeer writes at most one line per (peer, message) per warnEvery, the
-// next one carrying how many were suppressed, and at most warnBurst lines
-// per second-ish in total, so that a swarm of identities cannot flood the
-// log either.
+// Rate-limited log lines about peers (issue 10): a hostile peer can make
+// the node log a warning per session it breaks off or per challenge it
+// reflects, and an INFO line per first contact or gated stream it opens.
+// warnPeer and infoPeer write at most one line per (peer, message) per
+// warnEvery, the next one carrying how many were suppressed, and in total
+// a burst of warnBurst lines, then about one line per warnRefill (one a
+// second), so that a swarm of identities cannot flood the log either.
+// WARN and INFO lines have budgets of their own: a flood of cheap INFO
+// lines never crowds a warning out.
 
 import (
 	"sync"
@@ -18,7 +21,8 @@ const (
 	warnEvery   = time.Minute
 	warnTracked = 4096
 	warnBurst   = 20
-	warnRefill  = 100 * time.Millisecond
+	// warnRefill is the sustained rate after the burst: one line a second.
+	warnRefill = time.Second
 )
 
 type warnKey struct {
@@ -31,7 +35,8 @@ type warnEntry struct {
 	suppressed int
 }
 
-type warnLimiter struct {
+// lineLimiter is the budget of one class of lines.
+type lineLimiter struct {
 	mu     sync.Mutex
 	last   map[warnKey]*warnEntry
 	global tokenBucket
@@ -40,9 +45,16 @@ type warnLimiter struct {
 	dropped int
 }
 
+// warnLimiter holds the budgets of a node's per-peer log lines: WARN
+// lines (the embedded one) and INFO lines.
+type warnLimiter struct {
+	lineLimiter
+	info lineLimiter
+}
+
 // allow decides whether a line for k is written now and returns how many
 // were suppressed before it (for k, and in total).
-func (l *warnLimiter) allow(k warnKey, now time.Time) (ok bool, suppressed, dropped int) {
+func (l *lineLimiter) allow(k warnKey, now time.Time) (ok bool, suppressed, dropped int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.last == nil {
@@ -86,6 +98,22 @@ func (n *Node) warnPeer(p peer.ID, msg string, args ...any) {
 	if !ok {
 		return
 	}
+	n.log.Warn(msg, limitedArgs(p, suppressed, dropped, args)...)
+}
+
+// infoPeer logs an INFO line about p, rate-limited per peer and message
+// and in total (a budget apart from the warnings'); a line over the rate
+// goes to DEBUG instead.
+func (n *Node) infoPeer(p peer.ID, msg string, args ...any) {
+	ok, suppressed, dropped := n.warns.info.allow(warnKey{p, msg}, time.Now())
+	if !ok {
+		n.log.Debug(msg, limitedArgs(p, 0, 0, args)...)
+		return
+	}
+	n.log.Info(msg, limitedArgs(p, suppressed, dropped, args)...)
+}
+
+func limitedArgs(p peer.ID, suppressed, dropped int, args []any) []any {
 	args = append([]any{"peer", p}, args...)
 	if suppressed > 0 {
 		args = append(args, "suppressed", suppressed)
@@ -93,5 +121,5 @@ func (n *Node) warnPeer(p peer.ID, msg string, args ...any) {
 	if dropped > 0 {
 		args = append(args, "suppressed_other_peers", dropped)
 	}
-	n.log.Warn(msg, args...)
+	return args
 }

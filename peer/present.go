@@ -7,10 +7,12 @@ package peer
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +20,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-msgio"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
+	"github.com/acaptcha/acaptcha/internal/bounded"
 	"github.com/acaptcha/acaptcha/protocol"
 )
 
@@ -42,22 +47,118 @@ const (
 	presentMemory        = protocol.MaxEnvelopeBytes + 4<<10
 
 	// Inbound presentations are rate-limited per presenter (a bucket of
-	// PresentPeerBurst, refilled one per PresentPeerEvery) and in total
-	// (PresentGlobalBurst, refilled one per PresentGlobalEvery); over the
-	// rate the stream is reset with protocol.ErrCodeBusy. An honest node
-	// presents once per first contact.
+	// PresentPeerBurst, refilled one per PresentPeerEvery), per network
+	// (below) and in total (PresentGlobalBurst, refilled one per
+	// PresentGlobalEvery); over the rate the stream is reset with
+	// protocol.ErrCodeBusy. An honest node presents once per first
+	// contact.
 	PresentPeerBurst   = 8
 	PresentPeerEvery   = time.Minute
 	PresentGlobalBurst = 32
 	PresentGlobalEvery = time.Second
+	// Fresh peer IDs cost nothing, so the presenters of one IP prefix (an
+	// IPv4 /24, an IPv6 /48, as the protocol's prefix budgets) share a
+	// bucket of PresentPrefixBurst refilled one per PresentPrefixEvery (a
+	// quarter of the node's rate), and those of one IPv6 /32 (65,536
+	// /48s) one of PresentBlockBurst refilled one per PresentBlockEvery
+	// (half of it). Loopback is exempt unless Config.LimitLoopback; the
+	// presenters relayed by one relay share a prefix bucket (netsOf).
+	PresentPrefixBurst = 8
+	PresentPrefixEvery = 4 * time.Second
+	PresentBlockBurst  = 16
+	PresentBlockEvery  = 2 * time.Second
+	// presentReserve tokens of the global bucket (a quarter) are kept for
+	// presenters that show they are worth them: peers this node admits
+	// already, and presentations with a record by an issuer this node
+	// admits directly among their first presentReserveProbe records. The
+	// others are refused once the bucket is down to the reserve, so a
+	// swarm of networks that drains it still leaves room for newcomers
+	// vouched for by peers this node verified itself.
+	presentReserve      = PresentGlobalBurst / 4
+	presentReserveProbe = 4
 	// MaxPresentedUntrusted bounds the presented records kept from
 	// issuers this node does not admit directly (they carry no weight
 	// until it does): past it, such records are acknowledged but not
 	// learned. Records by directly admitted issuers are always learned.
 	MaxPresentedUntrusted = 1024
-	// presentTracked bounds the per-presenter buckets kept in memory.
-	presentTracked = 4096
+	// presentTracked bounds the per-presenter buckets kept in memory,
+	// presentTrackedNets the per-network ones (each table).
+	presentTracked     = 4096
+	presentTrackedNets = 4096
+	// v6BlockBits is the IPv6 allocation counted as one block.
+	v6BlockBits = 32
 )
+
+// addrNets are the groups a remote address counts in, as the protocol's
+// budget groups (spec/protocol.md §9a): for a direct connection its
+// prefix (IPv4 /24, IPv6 /48: protocol.DrawPrefix) and, for IPv6, its
+// /32 block; for a circuit-relayed one a group of its relay. Both are
+// invalid for an address exempt from prefix limits (loopback unless
+// limited) or without an IP.
+type addrNets struct {
+	prefix, block netip.Prefix
+}
+
+// netsOf returns the groups of a connection's remote address; known is
+// false for an address with neither an IP nor a relay.
+func netsOf(remote ma.Multiaddr, limitLoopback bool) (nets addrNets, known bool) {
+	if remote == nil {
+		return addrNets{}, false
+	}
+	if relay, relayed := circuitRelay(remote); relayed {
+		return addrNets{prefix: relayGroup(relay)}, true
+	}
+	nip, err := manet.ToIP(remote)
+	if err != nil {
+		return addrNets{}, false
+	}
+	addr, ok := netip.AddrFromSlice(nip)
+	if !ok {
+		return addrNets{}, false
+	}
+	return netsOfAddr(addr, limitLoopback), true
+}
+
+func netsOfAddr(addr netip.Addr, limitLoopback bool) addrNets {
+	pfx, ok := protocol.DrawPrefix(addr, limitLoopback)
+	if !ok {
+		return addrNets{}
+	}
+	nets := addrNets{prefix: pfx}
+	if a := addr.Unmap(); a.Is6() {
+		nets.block, _ = a.WithZone("").Prefix(v6BlockBits)
+	}
+	return nets
+}
+
+// circuitRelay reports whether remote runs through a circuit relay and
+// names the relay: the /p2p component right before the first
+// /p2p-circuit (empty when there is none).
+func circuitRelay(remote ma.Multiaddr) (relay peer.ID, relayed bool) {
+	for _, c := range remote {
+		switch c.Code() {
+		case ma.P_CIRCUIT:
+			return relay, true
+		case ma.P_P2P:
+			relay, _ = peer.IDFromBytes(c.RawValue())
+		default:
+			relay = ""
+		}
+	}
+	return "", false
+}
+
+// relayGroup is the group of the connections relayed by relay: every
+// peer that reaches this node through it shares the group, apart from the
+// group of the relay's own address. It is a /128 in 100::/64 (RFC 6666,
+// discard-only), which no IP group (a /24 or /48) can equal.
+func relayGroup(relay peer.ID) netip.Prefix {
+	h := sha256.Sum256(append([]byte("acaptcha relay group\x00"), relay...))
+	var a [16]byte
+	a[0] = 0x01
+	copy(a[8:], h[:8])
+	return netip.PrefixFrom(netip.AddrFrom16(a), 128)
+}
 
 // tokenBucket is a token bucket refilled continuously.
 type tokenBucket struct {
@@ -76,53 +177,118 @@ func (b *tokenBucket) refill(now time.Time, burst int, every time.Duration) {
 	}
 }
 
-// presentLimiter rate-limits inbound presentations per presenter and in
-// total.
+// presentLimiter rate-limits inbound presentations per presenter, per
+// network and in total.
 type presentLimiter struct {
-	mu     sync.Mutex
-	peers  map[peer.ID]*tokenBucket
-	global tokenBucket
+	mu       sync.Mutex
+	peers    map[peer.ID]*tokenBucket
+	prefixes map[netip.Prefix]*tokenBucket // IPv4 /24, IPv6 /48
+	blocks   map[netip.Prefix]*tokenBucket // IPv6 /32
+	global   tokenBucket
 }
 
-// allow takes a token for p from its bucket and the global one, or
-// reports that either is empty (then it takes none).
-func (l *presentLimiter) allow(p peer.ID, now time.Time) bool {
+// presentGrant is the limiter's answer to a presentation.
+type presentGrant int
+
+const (
+	presentRefused presentGrant = iota
+	presentAllowed
+	// presentOnTrial: the presenter's own buckets allowed it (and paid),
+	// but the global bucket is down to its reserve: the presentation goes
+	// on only if it earns a reserved token (takeReserve), because its
+	// presenter is admitted or it shows a record by an issuer this node
+	// admits directly.
+	presentOnTrial
+)
+
+// bucketIn returns the bucket of k in m refilled to now, or nil when m
+// has none (a new key starts full).
+func bucketIn[K comparable](m map[K]*tokenBucket, k K, burst int, every time.Duration, now time.Time) *tokenBucket {
+	b := m[k]
+	if b != nil {
+		b.refill(now, burst, every)
+	}
+	return b
+}
+
+// takeIn takes a token from the bucket of k in m, making it (full) if m
+// has none; a full table forgets a sixteenth of its buckets at once,
+// those full again first (a forgotten key starts full; the global bucket
+// still bounds it).
+func takeIn[K comparable](m map[K]*tokenBucket, b *tokenBucket, k K, burst int, every time.Duration, tracked int, now time.Time) {
+	if b == nil {
+		bounded.MakeRoom(m, tracked, func(q *tokenBucket) bool {
+			q.refill(now, burst, every)
+			return q.tokens >= float64(burst)
+		})
+		b = &tokenBucket{}
+		b.refill(now, burst, every)
+		m[k] = b
+	}
+	b.tokens--
+}
+
+// allow takes a token for p, coming from nets, from its bucket, its
+// networks' and the global one, or reports that one of them is empty
+// (then it takes none). Down to the global reserve it takes p's and its
+// networks' tokens and answers presentOnTrial.
+func (l *presentLimiter) allow(p peer.ID, nets addrNets, now time.Time) presentGrant {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.peers == nil {
 		l.peers = map[peer.ID]*tokenBucket{}
+		l.prefixes = map[netip.Prefix]*tokenBucket{}
+		l.blocks = map[netip.Prefix]*tokenBucket{}
 	}
-	b := l.peers[p]
-	if b != nil {
-		b.refill(now, PresentPeerBurst, PresentPeerEvery)
-		if b.tokens < 1 {
-			return false
+	pb := bucketIn(l.peers, p, PresentPeerBurst, PresentPeerEvery, now)
+	if pb != nil && pb.tokens < 1 {
+		return presentRefused
+	}
+	var nb, bb *tokenBucket
+	if nets.prefix.IsValid() {
+		if nb = bucketIn(l.prefixes, nets.prefix, PresentPrefixBurst, PresentPrefixEvery, now); nb != nil && nb.tokens < 1 {
+			return presentRefused
+		}
+	}
+	if nets.block.IsValid() {
+		if bb = bucketIn(l.blocks, nets.block, PresentBlockBurst, PresentBlockEvery, now); bb != nil && bb.tokens < 1 {
+			return presentRefused
 		}
 	}
 	l.global.refill(now, PresentGlobalBurst, PresentGlobalEvery)
 	if l.global.tokens < 1 {
-		return false
+		return presentRefused
 	}
-	if b == nil {
-		if len(l.peers) >= presentTracked {
-			// Forget presenters whose bucket is full again.
-			for q, qb := range l.peers {
-				if qb.refill(now, PresentPeerBurst, PresentPeerEvery); qb.tokens >= PresentPeerBurst {
-					delete(l.peers, q)
-				}
-			}
-			if len(l.peers) >= presentTracked {
-				return false
-			}
-		}
-		b = &tokenBucket{}
-		b.refill(now, PresentPeerBurst, PresentPeerEvery)
-		l.peers[p] = b
+	takeIn(l.peers, pb, p, PresentPeerBurst, PresentPeerEvery, presentTracked, now)
+	if nets.prefix.IsValid() {
+		takeIn(l.prefixes, nb, nets.prefix, PresentPrefixBurst, PresentPrefixEvery, presentTrackedNets, now)
+	}
+	if nets.block.IsValid() {
+		takeIn(l.blocks, bb, nets.block, PresentBlockBurst, PresentBlockEvery, presentTrackedNets, now)
+	}
+	if l.global.tokens < 1+presentReserve {
+		return presentOnTrial
 	}
 	l.global.tokens--
-	b.tokens--
+	return presentAllowed
+}
+
+// takeReserve takes a token of the global bucket, the reserve included,
+// for a presentation on trial that earned it.
+func (l *presentLimiter) takeReserve(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.global.refill(now, PresentGlobalBurst, PresentGlobalEvery)
+	if l.global.tokens < 1 {
+		return false
+	}
+	l.global.tokens--
 	return true
 }
+
+// errPresentLimited ends a presentation on trial that did not earn a
+// reserved token.
+var errPresentLimited = errors.New("presentation over the rate: no record by an issuer this node admits directly among the first ones")
 
 // Present sends p the valid accepted attestations this node holds about
 // itself (the newest per issuer, newest first, at most MaxPresented) and
@@ -220,10 +386,17 @@ func (n *Node) handlePresent(s network.Stream) {
 	}
 	defer s.Scope().ReleaseMemory(presentMemory)
 	t := &n.trust
-	if !n.presentLimit.allow(p, time.Now()) {
-		_ = s.ResetWithError(protocol.ErrCodeBusy)
-		n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.presentLimited })
-		n.metrics.observePresentation("received", "limited")
+	nets, _ := netsOf(s.Conn().RemoteMultiaddr(), n.cfg.LimitLoopback)
+	grant := n.presentLimit.allow(p, nets, time.Now())
+	if grant == presentOnTrial && n.Admission(p).Admitted {
+		// A peer this node admits already may use the reserve at once.
+		grant = presentRefused
+		if n.presentLimit.takeReserve(time.Now()) {
+			grant = presentAllowed
+		}
+	}
+	if grant == presentRefused {
+		n.presentLimited(s)
 		return
 	}
 	if !t.acquirePresent(p) {
@@ -232,10 +405,15 @@ func (n *Node) handlePresent(s network.Stream) {
 		return
 	}
 	_ = s.SetDeadline(time.Now().Add(PresentTimeout))
-	learned, code, err := n.readPresentation(s, p)
+	learned, code, err := n.readPresentation(s, p, grant == presentOnTrial)
 	// Released before answering, so the presenter may start its next
 	// presentation as soon as it has our answer.
 	t.releasePresent(p)
+	if errors.Is(err, errPresentLimited) {
+		n.presentLimited(s)
+		n.log.Debug("presentation refused", "peer", p, "err", err)
+		return
+	}
 	if err != nil {
 		if code != 0 {
 			_ = s.ResetWithError(code)
@@ -254,14 +432,54 @@ func (n *Node) handlePresent(s network.Stream) {
 	n.metrics.observePresentation("received", "ok")
 }
 
-func (n *Node) readPresentation(s network.Stream, p peer.ID) (int, network.StreamErrorCode, error) {
+// presentLimited counts a presentation over the rate and resets it.
+func (n *Node) presentLimited(s network.Stream) {
+	n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.presentLimited })
+	n.metrics.observePresentation("received", "limited")
+	_ = s.ResetWithError(protocol.ErrCodeBusy)
+}
+
+// readPresentation reads and learns the records of a presentation. On
+// trial (presentOnTrial), the records are held back until one of the
+// first presentReserveProbe is by an issuer this node admits directly and
+// a reserved token is taken; otherwise it returns errPresentLimited.
+func (n *Node) readPresentation(s network.Stream, p peer.ID, trial bool) (int, network.StreamErrorCode, error) {
 	r := msgio.NewVarintReaderSize(s, protocol.MaxEnvelopeBytes)
 	learned := 0
 	untrusted := -1 // presented records by issuers we do not admit; counted on first need
+	learn := func(a *protocol.Attestation, env []byte) {
+		if !n.admitsDirectly(a.Issuer) {
+			if untrusted < 0 {
+				untrusted = n.presentedUntrusted()
+			}
+			if untrusted >= MaxPresentedUntrusted {
+				n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.presentedCapped })
+				return
+			}
+		}
+		res := n.learn(a, env, ViaPresentation, p, "")
+		if res == learnedNew && !n.admitsDirectly(a.Issuer) {
+			untrusted++
+		}
+		if res == learnedNew {
+			learned++
+		}
+	}
+	type held struct {
+		a   *protocol.Attestation
+		env []byte
+	}
+	var pending []held // on trial: verified records waiting for the token
 	for i := 0; ; i++ {
+		if trial && i >= presentReserveProbe {
+			return learned, protocol.ErrCodeBusy, errPresentLimited
+		}
 		msg, err := r.ReadMsg()
 		switch {
 		case errors.Is(err, io.EOF):
+			if trial {
+				return learned, protocol.ErrCodeBusy, errPresentLimited
+			}
 			return learned, 0, nil
 		case errors.Is(err, msgio.ErrMsgTooLarge):
 			return learned, protocol.ErrCodeOversized, fmt.Errorf("%w: %w", protocol.ErrFrameTooLarge, err)
@@ -285,22 +503,21 @@ func (n *Node) readPresentation(s network.Stream, p peer.ID) (int, network.Strea
 		case !a.Accepted:
 			continue
 		}
-		if !n.admitsDirectly(a.Issuer) {
-			if untrusted < 0 {
-				untrusted = n.presentedUntrusted()
-			}
-			if untrusted >= MaxPresentedUntrusted {
-				n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.presentedCapped })
+		if trial {
+			if !n.admitsDirectly(a.Issuer) {
+				pending = append(pending, held{a, env})
 				continue
 			}
+			if !n.presentLimit.takeReserve(time.Now()) {
+				return learned, protocol.ErrCodeBusy, errPresentLimited
+			}
+			trial = false
+			for _, h := range pending {
+				learn(h.a, h.env)
+			}
+			pending = nil
 		}
-		res := n.learn(a, env, ViaPresentation, p, "")
-		if res == learnedNew && !n.admitsDirectly(a.Issuer) {
-			untrusted++
-		}
-		if res == learnedNew {
-			learned++
-		}
+		learn(a, env)
 	}
 }
 
