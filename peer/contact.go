@@ -66,6 +66,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -571,15 +572,11 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 		c.mu.Unlock()
 		return pb.Reciprocal_RECIPROCAL_BACKING_OFF
 	}
-	// A worker for p that exists may still run a session for it; but
-	// after a session that just ended (running above) that worker is the
-	// one that ran it, about to exit: decide below from the record.
-	if c.active[p] && !running {
-		c.recip[p] = true
-		c.mu.Unlock()
-		return pb.Reciprocal_RECIPROCAL_WILL
-	}
 	c.mu.Unlock()
+	// Decided before a worker of p counts (spec §1a: WILL only when a
+	// session back will run): a worker that exists may be one that ends
+	// without a session (the peer admitted meanwhile, our record of it
+	// standing, the session that just ended above).
 	if n.holdsAttestation(p, now) {
 		return pb.Reciprocal_RECIPROCAL_ATTESTED
 	}
@@ -593,6 +590,8 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 		return pb.Reciprocal_RECIPROCAL_NOT_OFFERED
 	}
 	if c.active[p] {
+		// Its run for this request (whyReciprocal) runs the session
+		// even if the trust quorum admits p meanwhile: WILL was said.
 		c.recip[p] = true
 		return pb.Reciprocal_RECIPROCAL_WILL
 	}
@@ -673,8 +672,14 @@ func (n *Node) firstContact(p peer.ID, why string) {
 		n.log.Debug("first contact: no session over this relayed connection", "peer", p, "err", err)
 		return
 	}
+	// A run for a reciprocal request answered WILL runs the session even
+	// when the peer is admitted otherwise meanwhile (the trust quorum):
+	// the requester waits for its verdict.
+	promised := func(need bool, reason string) bool {
+		return need || why == whyReciprocal && strings.HasPrefix(reason, "admitted via ")
+	}
 	need, reason := n.needsChallenge(p, time.Now())
-	if !need {
+	if !promised(need, reason) {
 		n.log.Debug("first contact: no challenge", "peer", p, "why", reason)
 		return
 	}
@@ -713,7 +718,7 @@ func (n *Node) firstContact(p peer.ID, why string) {
 	release := sync.OnceFunc(func() { <-sem })
 	// Things may have changed while we queued: the peer may have been
 	// verified by Attest, or admitted through the quorum, meanwhile.
-	if need, reason = n.needsChallenge(p, time.Now()); !need || !n.reachable(p) {
+	if need, reason = n.needsChallenge(p, time.Now()); !promised(need, reason) || !n.reachable(p) {
 		release()
 		n.log.Debug("first contact: no challenge", "peer", p, "why", reason)
 		return

@@ -98,6 +98,26 @@ func TestReciprocalAnswers(t *testing.T) {
 	delete(n.contact.recip, v)
 	n.contact.mu.Unlock()
 
+	// A worker of the peer exists, running no session of ours, and would
+	// run none (here: the operator revoked the peer; in the field, the
+	// trust quorum admitting it while the worker waits for it): the
+	// answer comes from the peer's standing, not WILL on account of the
+	// worker (spec §1a: WILL only when a session back will run).
+	_, x := testutil.NewKey(t)
+	if err := n.Revoke(x); err != nil {
+		t.Fatal(err)
+	}
+	n.contact.mu.Lock()
+	n.contact.active[x] = true
+	n.contact.mu.Unlock()
+	if got := n.onReciprocal(x, true); got != wirepb.Reciprocal_RECIPROCAL_NOT_OFFERED {
+		t.Errorf("a worker that will run no session, the peer revoked: %v, want NOT_OFFERED", got)
+	}
+	n.contact.mu.Lock()
+	delete(n.contact.active, x)
+	delete(n.contact.recip, x)
+	n.contact.mu.Unlock()
+
 	// The session has its verdict (OnVerdict, before the write) and is
 	// not recorded within the wait: the verdict's record is the answer,
 	// never WILL.

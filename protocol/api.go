@@ -47,7 +47,7 @@ type Result struct {
 func ReciprocalDropped(r pb.Reciprocal) (string, bool) {
 	switch r {
 	case pb.Reciprocal_RECIPROCAL_ATTESTED:
-		return "its own attestation of us still stands", true
+		return "its own attestation of us still stands (an acceptance, or a rejection within its back-off)", true
 	case pb.Reciprocal_RECIPROCAL_BACKING_OFF:
 		return "we are in its back-off after a failed or declined session", true
 	case pb.Reciprocal_RECIPROCAL_BUSY:
