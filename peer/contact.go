@@ -604,8 +604,10 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 // reciprocalRecordWait bounds how long a reciprocal request waits for a
 // session of ours to the requester that has its verdict to be closed and
 // recorded before the answer is decided without the record. The hello handler's
-// goroutine waits; the peer's inbound sessions are few (§9a).
-const reciprocalRecordWait = time.Second
+// goroutine waits; the peer's inbound sessions are few (§9a). It stays
+// within the part of the handshake the prover keeps for this decision
+// (protocol.ReciprocalAllowance), with room for the store read after it.
+const reciprocalRecordWait = protocol.ReciprocalAllowance * 4 / 5
 
 // reciprocalDropReason is the answer to a reciprocal request that
 // needsChallenge turns down: adm is p's admission.
