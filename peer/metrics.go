@@ -84,6 +84,12 @@ type Stats struct {
 	// commit's batch; each commit costs two disk syncs.
 	StoreCommits       uint64 `json:"store_commits"`
 	StoreBatchedWrites uint64 `json:"store_batched_writes"`
+	// ChallengesExhausted counts the verifier sessions that found the
+	// challenge source out of sets (skill.ErrExhausted): each ended
+	// inconclusive. ChallengesServed is how many sets the source served
+	// since the node started (draws not given back).
+	ChallengesExhausted uint64 `json:"challenges_exhausted"`
+	ChallengesServed    uint64 `json:"challenges_served"`
 }
 
 type metrics struct {
@@ -97,6 +103,7 @@ type metrics struct {
 	admissionsGranted, admissionsDenied, blockedPeer atomic.Uint64
 	reciprocalAsked, reciprocalRun, contactLeashed   atomic.Uint64
 	presentLimited, presentedCapped                  atomic.Uint64
+	sourceExhausted                                  atomic.Uint64
 
 	poolDepth    atomic.Pointer[func() int]
 	poolFailures atomic.Pointer[func() int]
@@ -113,6 +120,7 @@ type promMetrics struct {
 	learned          *prometheus.CounterVec
 	presentations    *prometheus.CounterVec
 	blocked          prometheus.Counter
+	exhausted        prometheus.Counter
 }
 
 const metricsNamespace = "acaptcha"
@@ -171,6 +179,10 @@ func newMetrics(reg prometheus.Registerer, st *Store) *metrics {
 			Namespace: metricsNamespace, Name: "peers_blocked_total",
 			Help: "Rejected peers blocked at the connection gater.",
 		}),
+		exhausted: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "challenge_source_exhausted_total",
+			Help: "Verifier sessions that found the challenge source out of sets (each ended inconclusive).",
+		}),
 	}
 	p.issued = registerShared(reg, p.issued)
 	p.received = registerShared(reg, p.received)
@@ -182,6 +194,7 @@ func newMetrics(reg prometheus.Registerer, st *Store) *metrics {
 	p.learned = registerShared(reg, p.learned)
 	p.presentations = registerShared(reg, p.presentations)
 	p.blocked = registerShared(reg, p.blocked)
+	p.exhausted = registerShared(reg, p.exhausted)
 	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: metricsNamespace, Name: "pool_depth",
 		Help: "Challenge sets ready in the generation pool, as fed by Node.SetPoolDepth (0 without a pool).",
@@ -290,6 +303,10 @@ func (n *Node) Stats() Stats {
 		ContactLeashed:        m.contactLeashed.Load(),
 		PresentationsLimited:  m.presentLimited.Load(),
 		PresentedCapped:       m.presentedCapped.Load(),
+		ChallengesExhausted:   m.sourceExhausted.Load(),
+	}
+	if n.src != nil {
+		s.ChallengesServed = n.src.Served()
 	}
 	s.Learned = s.LearnedGossip + s.LearnedPresentation
 	s.LearnedNotStored = n.learnedDropped()
@@ -436,6 +453,16 @@ func (m *metrics) observePresentation(direction, result string) {
 	}
 	if p := m.prom; p != nil {
 		p.presentations.WithLabelValues(direction, result).Inc()
+	}
+}
+
+func (m *metrics) observeExhausted() {
+	if m == nil {
+		return
+	}
+	m.sourceExhausted.Add(1)
+	if p := m.prom; p != nil {
+		p.exhausted.Inc()
 	}
 }
 

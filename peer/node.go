@@ -15,12 +15,15 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	lpproto "github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -204,6 +207,17 @@ type Node struct {
 	presentLimit presentLimiter
 	// warns rate-limits per-peer warnings (lograte.go).
 	warns warnLimiter
+
+	// src is Config.Source as the protocol service draws from it,
+	// watched for exhaustion (nil without a source); exhaustWarn
+	// rate-limits the warning that it ran out.
+	src         *skill.WatchedSource
+	exhaustWarn rateWarn
+	// drain counts the sessions running and refuses new ones once
+	// Shutdown began.
+	drain     drainState
+	closeOnce sync.Once
+	closeErr  error
 }
 
 type call struct {
@@ -314,18 +328,32 @@ func New(cfg Config) (*Node, error) {
 		n.closeStore()
 		return nil, fmt.Errorf("attestation events: %w", err)
 	}
+	// The service draws from the source through a watch that warns when
+	// it runs out.
+	var src skill.Source
+	if cfg.Source != nil {
+		n.src = skill.NewWatchedSource(cfg.Source, n.onSourceExhausted)
+		src = n.src
+	}
 	// The service sees the host through leashHost (contact.go), which
-	// tells first contact when a peer answers our hello.
-	svc, err := protocol.NewService(leashHost{Host: h, n: n}, n.cfg.protocolLimits(protocol.Config{
+	// tells first contact when a peer answers our hello, and drainHost,
+	// which counts the sessions it answers and refuses new ones once
+	// Shutdown began.
+	svc, err := protocol.NewService(drainHost{Host: leashHost{Host: h, n: n}, n: n}, n.cfg.protocolLimits(protocol.Config{
 		Policy:         cfg.Policy,
-		Source:         cfg.Source,
+		Source:         src,
 		Feedback:       cfg.Feedback,
 		Prover:         cfg.Prover,
 		AttestationTTL: cfg.AttestationTTL,
 		Logger:         log,
 		OnProved:       n.onProved,
-		OnReciprocal:   n.onReciprocal,
-		OnVerdict:      n.onVerdict,
+		OnReciprocal: func(p peer.ID, drawsLeft bool) pb.Reciprocal {
+			if n.drain.isDraining() {
+				return pb.Reciprocal_RECIPROCAL_BUSY // no session back: the node is stopping
+			}
+			return n.onReciprocal(p, drawsLeft)
+		},
+		OnVerdict: n.onVerdict,
 		// Peers this node admits may use the last quarter of its prover
 		// budgets, which fresh peer IDs cannot drain (protocol.md §9a).
 		TrustedVerifier: func(p peer.ID) bool { return n.Admission(p).Admitted },
@@ -375,9 +403,16 @@ func (n *Node) Addrs() []ma.Multiaddr {
 	return addrs
 }
 
-// Close stops the node: the protocol service first (in-flight sessions end),
-// then background work, the host and the store.
+// Close stops the node at once: the protocol service first (the sessions
+// in flight are cut: their streams are reset), then background work, the
+// host and the store. Shutdown lets the sessions end first. Close may be
+// called more than once, and while Shutdown waits (it then returns too).
 func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.close() })
+	return n.closeErr
+}
+
+func (n *Node) close() error {
 	n.cancel()
 	n.stopDiscovery()
 	n.stopContact()
@@ -557,6 +592,11 @@ func (n *Node) verifyAfter(ctx context.Context, p peer.ID, reciprocal bool, notB
 		}
 		n.mu.Lock()
 	}
+	if !n.drain.enter() {
+		n.mu.Unlock()
+		return nil, ErrShuttingDown
+	}
+	defer n.drain.exit() // after the record is stored
 	c := &call{started: time.Now(), done: make(chan struct{})}
 	n.inflight[p] = c
 	n.mu.Unlock()
@@ -612,4 +652,179 @@ func (n *Node) unwait(p peer.ID, ch chan protocol.ProverResult) {
 	} else {
 		n.waiters[p] = ws
 	}
+}
+
+// ErrShuttingDown is returned by Verify and Attest (and ends first
+// contact's sessions) once Shutdown began. It wraps protocol.ErrClosed.
+var ErrShuttingDown = fmt.Errorf("node is shutting down: %w", protocol.ErrClosed)
+
+// Shutdown stops the node gracefully: it starts no new session and lets
+// the running ones end, then closes the node (Close). New sessions are
+// refused from the moment it is called: a verifier's new stream is reset
+// with protocol.ErrCodeBusy before its hello is answered, which the
+// verifier reports as busy and signs nothing for (spec/protocol.md §5 step
+// 3); a hello already being answered that asks to be verified back is
+// answered BUSY; Verify, Attest and first contact fail with
+// ErrShuttingDown. The sessions running as verifier (their records are
+// stored) and as prover are waited for until ctx ends; those still
+// running then are cut as Close cuts them, and Shutdown returns an error
+// wrapping ctx's with Close's. Close may be called meanwhile to stop at
+// once (a second interrupt): Shutdown then returns when it has. The HTTP
+// door's sessions (peer/httpgw) are not waited for: stop its server first.
+func (n *Node) Shutdown(ctx context.Context) error {
+	idle := n.drain.start()
+	var err error
+	select {
+	case <-idle:
+	default:
+		select {
+		case <-idle:
+		case <-n.ctx.Done(): // Close was called
+		case <-ctx.Done():
+			err = fmt.Errorf("node: stopped with %d session(s) still running: %w", n.drain.sessions(), ctx.Err())
+		}
+	}
+	return errors.Join(err, n.Close())
+}
+
+// drainState counts the sessions running (as verifier and as prover) and,
+// once Shutdown began, refuses new ones.
+type drainState struct {
+	mu       sync.Mutex
+	draining bool
+	running  int
+	// idle is closed once draining with no session running.
+	idle chan struct{}
+}
+
+// enter counts a new session, or reports that the node drains.
+func (d *drainState) enter() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining {
+		return false
+	}
+	d.running++
+	return true
+}
+
+// exit ends a session enter counted.
+func (d *drainState) exit() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.running--; d.running == 0 && d.draining {
+		closeChan(d.idle)
+	}
+}
+
+// start begins the drain and returns a channel closed once no session
+// runs.
+func (d *drainState) start() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.draining {
+		d.draining, d.idle = true, make(chan struct{})
+		if d.running == 0 {
+			closeChan(d.idle)
+		}
+	}
+	return d.idle
+}
+
+func (d *drainState) isDraining() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.draining
+}
+
+func (d *drainState) sessions() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.running
+}
+
+func closeChan(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// drainHost is the host the protocol service registers its stream
+// handler on: the handler of the attestation protocol runs counted by the
+// node's drain, and a stream that arrives once Shutdown began is reset
+// busy before its hello is read.
+type drainHost struct {
+	host.Host
+	n *Node
+}
+
+func (h drainHost) SetStreamHandler(pid lpproto.ID, handler network.StreamHandler) {
+	if pid == protocol.ID {
+		inner := handler
+		handler = func(s network.Stream) {
+			if !h.n.drain.enter() {
+				_ = s.ResetWithError(protocol.ErrCodeBusy)
+				return
+			}
+			defer h.n.drain.exit()
+			inner(s)
+		}
+	}
+	h.Host.SetStreamHandler(pid, handler)
+}
+
+// exhaustWarnEvery is the least time between two warnings that the
+// challenge source ran out.
+const exhaustWarnEvery = 10 * time.Minute
+
+// onSourceExhausted is told of every draw the challenge source refused
+// with skill.ErrExhausted (the session ends inconclusive, and the peer
+// reads "the verifier could not provide a challenge"): it counts it and
+// warns, at once the first time, then at most every exhaustWarnEvery.
+func (n *Node) onSourceExhausted(err error, served uint64) {
+	n.metrics.observeExhausted()
+	if n.ctx.Err() != nil {
+		return // closing: a pool closed under a last session
+	}
+	missed, ok := n.exhaustWarn.allow(time.Now(), exhaustWarnEvery)
+	if !ok {
+		return
+	}
+	var hint string
+	switch n.servedKind() {
+	case skill.SourceCorpus:
+		hint = "serve each set more often (--max-serves), add sets to the corpus, or let an LLM write fresh ones (--llm with --challenges llm or hybrid)"
+	case skill.SourceLLM, skill.SourceHybrid:
+		hint = "the generation pool had no set ready: raise --pool-size or --pool-workers, or check the LLM (acaptcha_pool_consecutive_failures)"
+	default:
+		hint = "give the node more challenge sets: --max-serves, a larger corpus, or an LLM (--challenges llm)"
+	}
+	n.log.Warn("challenge source exhausted: this node verifies no one until it has sets again; its sessions end inconclusive",
+		"source", n.cfg.Source.Name(), "served", served, "refused_since_last_warning", missed,
+		"err", err, "fix", hint, "next_warning_after", exhaustWarnEvery)
+}
+
+// rateWarn lets a warning through at most once per interval and counts
+// the occasions it held back.
+type rateWarn struct {
+	mu     sync.Mutex
+	warned bool
+	last   time.Time
+	missed uint64
+}
+
+// allow reports whether to warn at now, and how many occasions were held
+// back since the last warning.
+func (w *rateWarn) allow(now time.Time, every time.Duration) (missed uint64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.warned && now.Sub(w.last) < every {
+		w.missed++
+		return 0, false
+	}
+	missed, w.missed = w.missed, 0
+	w.warned, w.last = true, now
+	return missed, true
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Source hands out challenge sets to verifier sessions. Implementations
@@ -224,6 +225,78 @@ func (c *Corpus) Return(set *Set) error {
 	}
 	return nil
 }
+
+// WatchedSource wraps a Source to notice when it runs out: a verifier
+// whose sets are used up (a corpus served MaxServes times each, a pool
+// with none ready) only ends sessions inconclusive, which nothing else
+// says aloud. It counts the sets served (drawn and not given back) and the
+// draws refused with ErrExhausted, and tells OnExhausted of each refusal.
+// It passes Return and Kind through, as RetiringSource does. Use it by
+// pointer (NewWatchedSource).
+type WatchedSource struct {
+	source Source
+	// onExhausted is called after every draw refused with an error
+	// wrapping ErrExhausted, on the drawing goroutine (keep it quick),
+	// with the error and the sets served until then.
+	onExhausted func(err error, served uint64)
+	served      atomic.Int64
+	refused     atomic.Uint64
+}
+
+// NewWatchedSource wraps src; onExhausted (nil: none) is told of every
+// draw refused with ErrExhausted.
+func NewWatchedSource(src Source, onExhausted func(err error, served uint64)) *WatchedSource {
+	return &WatchedSource{source: src, onExhausted: onExhausted}
+}
+
+// Next implements Source.
+func (w *WatchedSource) Next(ctx context.Context) (*Set, error) {
+	s, err := w.source.Next(ctx)
+	switch {
+	case err == nil:
+		w.served.Add(1)
+	case errors.Is(err, ErrExhausted):
+		w.refused.Add(1)
+		if w.onExhausted != nil {
+			w.onExhausted(err, w.Served())
+		}
+	}
+	return s, err
+}
+
+// Name implements Source.
+func (w *WatchedSource) Name() string { return w.source.Name() }
+
+// Return implements Returner when the wrapped source does; a set given
+// back is no longer counted served.
+func (w *WatchedSource) Return(set *Set) error {
+	rt, ok := w.source.(Returner)
+	if !ok {
+		return nil
+	}
+	if err := rt.Return(set); err != nil {
+		return err
+	}
+	if set != nil {
+		w.served.Add(-1)
+	}
+	return nil
+}
+
+// Kind implements Provenancer when the wrapped source does.
+func (w *WatchedSource) Kind() SourceKind {
+	if p, ok := w.source.(Provenancer); ok {
+		return p.Kind()
+	}
+	return SourceUnknown
+}
+
+// Served is how many sets the source served through w (draws not given
+// back).
+func (w *WatchedSource) Served() uint64 { return uint64(max(w.served.Load(), 0)) }
+
+// Exhausted is how many draws the source refused with ErrExhausted.
+func (w *WatchedSource) Exhausted() uint64 { return w.refused.Load() }
 
 // Answerer answers the rounds of one session. It is the prover's brain:
 // an LLM solver, a script attacker, a human model. Implementations keep

@@ -17,8 +17,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,7 +58,13 @@ var (
 // envelopes and verified again when read, so a tampered file cannot make
 // the node trust a record.
 type Store struct {
-	db *bolt.DB
+	db   *bolt.DB
+	path string
+	// readOnly: opened with Options.ReadOnly. Such a store has no log
+	// (wal, flushTimer nil); replay holds the records its log held, which
+	// List shows as a checkpoint would have applied them.
+	readOnly bool
+	replay   []*walRecord
 	// commits batches the attestation writes of concurrent sessions into
 	// appends to wal; its leader alone uses wal.
 	commits commitQueue
@@ -81,9 +94,10 @@ type Store struct {
 }
 
 // Recovery is what Open found in the write-ahead log: the attestations a
-// crash (or a kill) left there, which Open moved into bbolt, and the
-// frames that passed their checksum but held no attestation this version
-// decodes (left out). After a clean Close both are zero.
+// crash (or a kill) left there, which Open moved into bbolt (a read-only
+// Open only reads them), and the frames that passed their checksum but
+// held no attestation this version decodes (left out). After a clean Close
+// both are zero.
 type Recovery struct {
 	Records, Undecodable int
 }
@@ -126,24 +140,175 @@ type Entry struct {
 // ErrLocked is returned when another process holds the store.
 var ErrLocked = errors.New("store is locked by another process (is a node running with it? pass --store)")
 
+// ErrCorrupt is what Open returns (wrapped in a *CorruptError) for a file
+// that is not a bbolt database it can read: damaged, cut short, or
+// something else altogether. bbolt panics on the pages it finds
+// inconsistent, and a read past the end of a cut file faults; Open checks
+// the file's header before bbolt maps it and turns what bbolt still
+// panics on while opening and reading the store into this error.
+var ErrCorrupt = errors.New("store file is damaged")
+
+// CorruptError names the damaged store file and what is wrong with it.
+// errors.Is(err, ErrCorrupt) holds for it.
+type CorruptError struct {
+	Path   string
+	Detail string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("store %s is damaged: %s; move it aside to start afresh", e.Path, e.Detail)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) hold.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// ErrNotStore is returned by a read-only Open for a file that holds no
+// acaptcha store: an empty file, or a bbolt database without the store's
+// buckets. (A read-write Open makes a store of an empty file.)
+var ErrNotStore = errors.New("not an acaptcha store")
+
+// ErrReadOnly is returned by the writes to a store opened read-only.
+var ErrReadOnly = errors.New("store is open read-only")
+
+// Options tune OpenWith.
+type Options struct {
+	// ReadOnly opens an existing store for reading only, for commands
+	// that list or check what it holds: nothing is ever written to the
+	// file or its write-ahead log, and no file is created. A path with no
+	// file is an error wrapping fs.ErrNotExist, an empty file one
+	// wrapping ErrNotStore. bbolt opens the file read-only under a shared
+	// lock, so a node running with the store makes it fail with
+	// ErrLocked. The attestations a crash left in the write-ahead log are
+	// read and listed (List) without being moved into bbolt; the writes
+	// (Put, the ledger, the pool, revocations, learned records, pruning)
+	// fail.
+	ReadOnly bool
+}
+
 // Open opens or creates the store at path.
-func Open(path string) (*Store, error) { return open(path, MaxReceived) }
+func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
+
+// OpenWith opens the store at path as o says; Options{} is Open.
+func OpenWith(path string, o Options) (*Store, error) { return openWith(path, MaxReceived, o) }
 
 // open opens the store at path, keeping at most maxReceived received
 // records.
 func open(path string, maxReceived int) (*Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("store directory: %w", err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if err != nil {
-		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, fmt.Errorf("open store %s: %w", path, ErrLocked)
+	return openWith(path, maxReceived, Options{})
+}
+
+func openWith(path string, maxReceived int, o Options) (s *Store, err error) {
+	fi, statErr := os.Stat(path)
+	switch {
+	case statErr == nil && fi.IsDir():
+		return nil, fmt.Errorf("store %s is a directory, not a store file", path)
+	case statErr == nil && fi.Size() > 0:
+		// Check bbolt's header before bbolt maps the file: it trusts the
+		// page numbers there, and faults on a page past the end of a
+		// file cut short.
+		if err := checkBoltFile(path, fi.Size()); err != nil {
+			if err = confirmDamage(path, err); err != nil {
+				return nil, err
+			}
 		}
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+	case o.ReadOnly && statErr == nil:
+		return nil, fmt.Errorf("store %s is %w (empty file)", path, ErrNotStore)
+	case o.ReadOnly:
+		return nil, fmt.Errorf("open store: %w", statErr)
 	}
+	if !o.ReadOnly {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("store directory: %w", err)
+		}
+	}
+	// files are what bbolt opened: after a panic inside bolt.Open there
+	// is no DB to close, but its file (and its lock) must not stay open.
+	var (
+		files []*os.File
+		db    *bolt.DB
+		w     *wal
+	)
+	err = guard(path, func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{
+			Timeout:  2 * time.Second,
+			ReadOnly: o.ReadOnly,
+			OpenFile: func(name string, flag int, mode os.FileMode) (*os.File, error) {
+				f, err := os.OpenFile(name, flag, mode)
+				if err == nil {
+					files = append(files, f)
+				}
+				return f, err
+			},
+		})
+		switch {
+		case errors.Is(err, berrors.ErrTimeout):
+			return fmt.Errorf("open store %s: %w", path, ErrLocked)
+		case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
+			return &CorruptError{Path: path, Detail: err.Error()}
+		case err != nil:
+			return fmt.Errorf("open store %s: %w", path, err)
+		}
+		if o.ReadOnly {
+			s, err = openReadOnly(db, path)
+		} else {
+			s, err = openReadWrite(db, path, maxReceived, &w)
+		}
+		return err
+	})
+	if err == nil {
+		return s, nil
+	}
+	var pe *panicError
+	switch {
+	case errors.As(err, &pe):
+		// bbolt panicked. Its file lock lasts as long as the file is
+		// mapped, which only DB.Close undoes; after a panic inside
+		// bolt.Open there is no DB, and the file stays mapped (and
+		// locked for this process) until it exits.
+		if w != nil {
+			w.close()
+		}
+		if db != nil {
+			closeAbandoned(db)
+		}
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, pe.CorruptError
+	case db != nil:
+		db.Close()
+	}
+	return nil, err
+}
+
+// closeAbandoned closes db after bbolt panicked in it. The panic may have
+// left bbolt's write lock held (the rollback that releases it can panic
+// too), and DB.Close would then wait for it forever: it is given a
+// moment, then left running.
+func closeAbandoned(db *bolt.DB) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = recover() }()
+		db.Close()
+	}()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// openReadWrite opens the store on db (open read-write): it creates the
+// buckets, trims the received records, and moves what a crash left in the
+// write-ahead log into bbolt. On an error it has closed what it opened
+// but db; *wp is the log once opened, for the caller to close when this
+// panics.
+func openReadWrite(db *bolt.DB, path string, maxReceived int, wp **wal) (*Store, error) {
 	var gen uint64
-	err = db.Update(func(tx *bolt.Tx) error {
+	err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketIssued, bucketReceived, bucketServed, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
@@ -164,22 +329,20 @@ func open(path string, maxReceived int) (*Store, error) {
 		return nil
 	})
 	if err != nil {
-		db.Close()
 		return nil, fmt.Errorf("init store %s: %w", path, err)
 	}
-	s := &Store{db: db, pendingPeers: map[peer.ID]int{}, maxReceived: maxReceived}
+	s := &Store{db: db, path: path, pendingPeers: map[peer.ID]int{}, maxReceived: maxReceived}
 	// A store written before received records were bounded (or with a
 	// larger bound) is trimmed first, in transactions of its own.
 	if err := s.openReceived(time.Now()); err != nil {
-		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	// bbolt's file lock is held: this process alone uses the log.
 	w, recs, undecodable, err := openWAL(path+"-wal", gen)
 	if err != nil {
-		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	*wp = w
 	s.wal, s.recovery = w, Recovery{Records: len(recs), Undecodable: undecodable}
 	s.flushTimer = time.AfterFunc(walCheckpointAfter, func() { _ = s.flush() })
 	s.flushTimer.Stop()
@@ -188,10 +351,333 @@ func open(path string, maxReceived int) (*Store, error) {
 	// before are never read again.
 	if err := s.checkpointRecovered(recs); err != nil {
 		w.close()
-		db.Close()
+		*wp = nil
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// openReadOnly opens the store on db (open read-only): it checks that db
+// holds a store and reads, without changing it, what a crash left in the
+// write-ahead log.
+func openReadOnly(db *bolt.DB, path string) (*Store, error) {
+	var (
+		gen    uint64
+		hasLog bool
+	)
+	err := db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketIssued) == nil || tx.Bucket(bucketReceived) == nil {
+			return fmt.Errorf("store %s is %w (a bbolt database without its attestation buckets)", path, ErrNotStore)
+		}
+		gen, hasLog = walGeneration(tx)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, path: path, readOnly: true, pendingPeers: map[peer.ID]int{}, maxReceived: MaxReceived}
+	if hasLog {
+		recs, undecodable, err := readWAL(path+"-wal", gen)
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
+		s.replay, s.recovery = recs, Recovery{Records: len(recs), Undecodable: undecodable}
+	}
+	return s, nil
+}
+
+// readWAL reads the records of generation gen in the write-ahead log at
+// path without changing the file (openWAL, read-only); a missing log holds
+// none.
+func readWAL(path string, gen uint64) (recs []*walRecord, undecodable int, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("open write-ahead log: %w", err)
+	}
+	defer f.Close()
+	data := make([]byte, walSize)
+	n, err := io.ReadFull(f, data)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, 0, fmt.Errorf("read write-ahead log: %w", err)
+	}
+	clear(data[n:]) // zeros end the frames
+	for off := 0; ; {
+		body, next, ok := readFrame(data, off, gen)
+		if !ok {
+			break
+		}
+		off = next
+		d := Issued
+		if body[0] == 'r' {
+			d = Received
+		}
+		env := bytes.Clone(body[1:])
+		a, ok := decodeStored(env)
+		if !ok || (body[0] != 'i' && body[0] != 'r') {
+			undecodable++
+			continue
+		}
+		r, err := newWALRecord(d, env, a)
+		if err != nil {
+			undecodable++
+			continue
+		}
+		recs = append(recs, r)
+	}
+	return recs, undecodable, nil
+}
+
+// confirmDamage checks again, with the file locked, a store that
+// checkBoltFile found damaged, and returns the error that stands (nil: the
+// file is sound). checkBoltFile reads the file without its lock: a node
+// committing meanwhile can change the pages it reads, and a store in use
+// is to be reported locked, never damaged. bbolt, opening a file
+// read-only, takes a shared lock (no writer holds the file meanwhile) and
+// reads only the meta pages.
+func confirmDamage(path string, damage error) error {
+	var ce *CorruptError
+	if !errors.As(damage, &ce) {
+		return damage
+	}
+	var (
+		db  *bolt.DB
+		err error
+	)
+	if guard(path, func() error {
+		db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
+		return nil
+	}) != nil {
+		return damage // bbolt panicked: no DB to close
+	}
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("open store %s: %w", path, ErrLocked)
+	case err != nil:
+		return damage
+	}
+	defer db.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	return checkBoltFile(path, fi.Size())
+}
+
+// The parts of bbolt's file format (go.etcd.io/bbolt/internal/common)
+// that checkBoltFile reads. A page starts with a header: its id (uint64),
+// flags (uint16), count (uint16) and overflow (uint32). Pages 0 and 1 are
+// meta pages; after the header, a meta holds the magic (uint32), the
+// format version (uint32), the page size (uint32), flags (uint32), the
+// root bucket (its page, uint64, and a sequence, uint64), the freelist's
+// page (uint64), the high-water mark (the number of pages in use, uint64),
+// the transaction id (uint64) and a checksum (FNV-64a of what precedes
+// it), all in the machine's byte order.
+const (
+	boltMagic         = 0xED0CDAED
+	boltVersion       = 2
+	boltPageHeader    = 16
+	boltMetaChecksum  = 56 // offset of the checksum in the meta
+	boltMetaSize      = 64
+	boltNoFreelist    = ^uint64(0)
+	boltBranchPage    = 0x01
+	boltLeafPage      = 0x02
+	boltFreelistPage  = 0x10
+	boltMinPageSize   = 1 << 10
+	boltMaxPageSize   = 1 << 24
+	boltFirstDataPage = 2
+)
+
+// boltMeta is a meta page's fields that checkBoltFile checks.
+type boltMeta struct {
+	pageSize                   uint64
+	root, freelist, pgid, txid uint64
+}
+
+// readBoltMeta decodes the meta page at the start of page; ok is false
+// when it is not a valid one (magic, version or checksum).
+func readBoltMeta(page []byte) (m boltMeta, ok bool) {
+	if len(page) < boltPageHeader+boltMetaSize {
+		return m, false
+	}
+	b := page[boltPageHeader : boltPageHeader+boltMetaSize]
+	ne := binary.NativeEndian
+	if ne.Uint32(b[0:]) != boltMagic || ne.Uint32(b[4:]) != boltVersion {
+		return m, false
+	}
+	h := fnv.New64a()
+	h.Write(b[:boltMetaChecksum])
+	if h.Sum64() != ne.Uint64(b[boltMetaChecksum:]) {
+		return m, false
+	}
+	return boltMeta{
+		pageSize: uint64(ne.Uint32(b[8:])),
+		root:     ne.Uint64(b[16:]), freelist: ne.Uint64(b[32:]),
+		pgid: ne.Uint64(b[40:]), txid: ne.Uint64(b[48:]),
+	}, true
+}
+
+// checkBoltFile checks the header of the bbolt file at path, of size
+// bytes, before bbolt maps it: the meta page bbolt will use (the valid one
+// with the higher transaction id) must name a page size it can use, and
+// pages for the root bucket and the freelist that lie within the file and
+// are of their kind. bbolt checks the magic, version and checksum of the
+// meta pages, but not that the pages they name exist: a file cut short
+// makes it read past the end of its mapping (a fatal fault, not a panic)
+// and garbage in place of the freelist page makes it panic.
+func checkBoltFile(path string, size int64) error {
+	corrupt := func(format string, args ...any) error {
+		return &CorruptError{Path: path, Detail: fmt.Sprintf(format, args...)}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer f.Close()
+	page := make([]byte, boltPageHeader+boltMetaSize)
+	readAt := func(off int64) bool {
+		n, _ := f.ReadAt(page, off)
+		return n == len(page)
+	}
+	var metas []boltMeta
+	if readAt(0) {
+		if m, ok := readBoltMeta(page); ok {
+			metas = append(metas, m)
+		}
+	}
+	// Page 1 is one page size in; the page size is in either meta, so try
+	// them all as bbolt does.
+	for ps := int64(boltMinPageSize); ps <= boltMaxPageSize && ps+int64(len(page)) <= size; ps <<= 1 {
+		if !readAt(ps) {
+			break
+		}
+		if m, ok := readBoltMeta(page); ok && m.pageSize == uint64(ps) {
+			metas = append(metas, m)
+			break
+		}
+	}
+	if len(metas) == 0 {
+		return corrupt("no valid bbolt meta page (not a store file, or its first pages are overwritten)")
+	}
+	m := metas[0]
+	if len(metas) == 2 && metas[1].txid > m.txid {
+		m = metas[1]
+	}
+	ps := m.pageSize
+	switch {
+	case ps < boltMinPageSize || ps > boltMaxPageSize || ps&(ps-1) != 0:
+		return corrupt("page size %d", ps)
+	case m.pgid < boltFirstDataPage+1 || m.pgid > uint64(size)/ps:
+		return corrupt("cut short: %d bytes where its %d pages of %d bytes take %d", size, m.pgid, ps, m.pgid*ps)
+	case m.root < boltFirstDataPage || m.root >= m.pgid:
+		return corrupt("root bucket page %d outside its %d pages", m.root, m.pgid)
+	case m.freelist != boltNoFreelist && (m.freelist < boltFirstDataPage || m.freelist >= m.pgid):
+		return corrupt("freelist page %d outside its %d pages", m.freelist, m.pgid)
+	}
+	for _, c := range []struct {
+		what  string
+		id    uint64
+		flags uint16
+	}{{"root bucket", m.root, boltBranchPage | boltLeafPage}, {"freelist", m.freelist, boltFreelistPage}} {
+		if c.id == boltNoFreelist {
+			continue
+		}
+		if !readAt(int64(c.id * ps)) {
+			return corrupt("cannot read its %s page %d", c.what, c.id)
+		}
+		ne := binary.NativeEndian
+		id, flags, overflow := ne.Uint64(page), ne.Uint16(page[8:]), uint64(ne.Uint32(page[12:]))
+		if id != c.id || flags&c.flags == 0 || overflow >= m.pgid-c.id {
+			return corrupt("its %s page %d holds something else (page id %d, flags %#x, overflow %d)", c.what, c.id, id, flags, overflow)
+		}
+		if c.flags == boltFreelistPage {
+			if err := checkFreelist(f, m, overflow, page); err != nil {
+				return corrupt("its freelist page %d: %v", c.id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkFreelist checks the freelist page of m, whose first bytes are in
+// page: bbolt allocates as many page ids as its count says (the first
+// element holds the count when the header's is 0xFFFF) and reads them, so
+// they must fit in the page and its overflow pages, and name pages within
+// the file.
+func checkFreelist(f *os.File, m boltMeta, overflow uint64, page []byte) error {
+	ne := binary.NativeEndian
+	first, count := uint64(0), uint64(ne.Uint16(page[10:]))
+	if count == 0xFFFF {
+		first, count = 1, ne.Uint64(page[boltPageHeader:])
+	}
+	room := ((overflow+1)*m.pageSize - boltPageHeader) / 8
+	if count > room || first+count > room {
+		return fmt.Errorf("%d page ids do not fit in %d pages", count, overflow+1)
+	}
+	ids := make([]byte, (first+count)*8)
+	if n, _ := f.ReadAt(ids, int64(m.freelist*m.pageSize+boltPageHeader)); n != len(ids) {
+		return errors.New("cut short")
+	}
+	for i := first; i < first+count; i++ {
+		if id := ne.Uint64(ids[i*8:]); id < boltFirstDataPage || id >= m.pgid {
+			return fmt.Errorf("free page %d outside its %d pages", id, m.pgid)
+		}
+	}
+	return nil
+}
+
+// panicError is a panic of bbolt that guard recovered.
+type panicError struct{ *CorruptError }
+
+// guard runs fn, turning a panic of bbolt (it panics on pages it finds
+// inconsistent) or a fault reading the mapped file into a *panicError, the
+// store at path being damaged. Any other panic goes on.
+func guard(path string, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if !bboltPanic(r) {
+			panic(r)
+		}
+		err = &panicError{&CorruptError{Path: path, Detail: fmt.Sprint(r)}}
+	}()
+	return fn()
+}
+
+// bboltPanic tells whether the panic r being recovered (called from the
+// recovering function) is a fault reading memory at an address (the mapped
+// file: nil dereferences carry none) or was raised in bbolt.
+func bboltPanic(r any) bool {
+	if _, ok := r.(interface{ Addr() uintptr }); ok {
+		return true
+	}
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "runtime.") {
+			return strings.HasPrefix(f.Function, "go.etcd.io/bbolt")
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// view runs fn in a read-only transaction (DB.View), a panic of bbolt on
+// damaged pages becoming an error wrapping ErrCorrupt.
+func (s *Store) view(fn func(*bolt.Tx) error) error {
+	err := guard(s.path, func() error { return s.db.View(fn) })
+	var pe *panicError
+	if errors.As(err, &pe) {
+		return pe.CorruptError
+	}
+	return err
 }
 
 // checkpointRecovered writes the records read from the log at open into
@@ -209,6 +695,16 @@ func (s *Store) checkpointRecovered(recs []*walRecord) error {
 // Writes after it fail. When the final checkpoint fails, its records stay
 // in the log for the next Open.
 func (s *Store) Close() error {
+	if s.readOnly {
+		s.commits.mu.Lock()
+		closed := s.commits.closed
+		s.commits.closed = true
+		s.commits.mu.Unlock()
+		if closed {
+			return nil
+		}
+		return s.db.Close()
+	}
 	err := s.enqueue(&pendingWrite{close: true, done: make(chan error, 1)})
 	if errors.Is(err, errClosed) {
 		return nil // closed already
@@ -248,6 +744,9 @@ func bucketFor(d Direction) ([]byte, error) {
 // disk: in the write-ahead log, with the records of concurrent sessions in
 // the same synced append; a checkpoint moves it into bbolt later.
 func (s *Store) Put(d Direction, env []byte, a *protocol.Attestation) error {
+	if s.readOnly {
+		return fmt.Errorf("store attestation: %w", ErrReadOnly)
+	}
 	r, err := newWALRecord(d, env, a)
 	if err != nil {
 		return err
@@ -311,27 +810,106 @@ func (s *Store) List(d Direction, p peer.ID) ([]Entry, error) {
 	if err := s.flushFor(p); err != nil {
 		return nil, err
 	}
-	var out []Entry
-	err := s.db.View(func(tx *bolt.Tx) error {
-		for _, dir := range dirs {
+	var prefix []byte
+	if p != "" {
+		prefix = append([]byte(p), 0)
+	}
+	raw := make([][]storedKV, len(dirs))
+	err := s.view(func(tx *bolt.Tx) error {
+		for i, dir := range dirs {
 			b, _ := bucketFor(dir)
-			c := tx.Bucket(b).Cursor()
-			var prefix []byte
-			if p != "" {
-				prefix = append([]byte(p), 0)
+			bk := tx.Bucket(b)
+			if bk == nil {
+				continue
 			}
+			c := bk.Cursor()
 			for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-				env := append([]byte(nil), v...)
-				a, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{AllowExpired: true})
-				if err != nil {
-					return fmt.Errorf("stored attestation %x does not verify: %w", k, err)
-				}
-				out = append(out, Entry{Key: fmt.Sprintf("%x", k), Direction: dir, Attestation: a, Envelope: env})
+				raw[i] = append(raw[i], storedKV{k: bytes.Clone(k), v: bytes.Clone(v)})
 			}
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for i, dir := range dirs {
+		kvs := raw[i]
+		if len(s.replay) > 0 {
+			kvs = overlay(s.replay, dir, prefix, kvs)
+		}
+		for _, kv := range kvs {
+			a, _, err := protocol.VerifyAttestation(kv.v, protocol.VerifyOptions{AllowExpired: true})
+			if err != nil {
+				return nil, fmt.Errorf("stored attestation %x does not verify: %w", kv.k, err)
+			}
+			out = append(out, Entry{Key: fmt.Sprintf("%x", kv.k), Direction: dir, Attestation: a, Envelope: kv.v})
+		}
+	}
+	return out, nil
+}
+
+// storedKV is a key and value of a bucket.
+type storedKV struct{ k, v []byte }
+
+// overlay applies the records of direction d whose keys start with prefix,
+// of the write-ahead log a read-only store read (Store.replay), to kvs, the
+// records of d's bucket under prefix in key order, as a checkpoint would
+// (walRecord.apply: an issued rejection replaces the older rejections of
+// its subject, a received record the records of its issuer about the same
+// subject it supersedes), and returns the result in key order. The bound
+// on received records is not applied.
+func overlay(recs []*walRecord, d Direction, prefix []byte, kvs []storedKV) []storedKV {
+	m := make(map[string][]byte, len(kvs))
+	for _, kv := range kvs {
+		m[string(kv.k)] = kv.v
+	}
+	for _, r := range recs {
+		if r.dir != d || !bytes.HasPrefix(r.key, prefix) {
+			continue
+		}
+		own := string(append([]byte(r.peer), 0))
+		var dead []string
+		keep := true
+		for k, v := range m {
+			if !strings.HasPrefix(k, own) {
+				continue
+			}
+			if k == string(r.key) {
+				keep = d == Issued // put again (an issued record), or stored already
+				continue
+			}
+			old, ok := decodeStored(v)
+			switch {
+			case !ok:
+			case d == Received:
+				if old.Issuer != r.a.Issuer || old.Subject != r.a.Subject {
+					continue
+				}
+				if supersedesAtt(r.a, old) {
+					dead = append(dead, k)
+				} else {
+					keep = false
+				}
+			case !r.a.Accepted:
+				if old.Subject == r.a.Subject && !old.Accepted && !old.IssuedAt.After(r.a.IssuedAt) {
+					dead = append(dead, k)
+				}
+			}
+		}
+		for _, k := range dead {
+			delete(m, k)
+		}
+		if keep {
+			m[string(r.key)] = r.env
+		}
+	}
+	out := make([]storedKV, 0, len(m))
+	for k, v := range m {
+		out = append(out, storedKV{k: []byte(k), v: v})
+	}
+	slices.SortFunc(out, func(a, b storedKV) int { return bytes.Compare(a.k, b.k) })
+	return out
 }
 
 // Latest returns the newest valid (unexpired, accepted or not) attestation
@@ -459,7 +1037,7 @@ func (s *Store) PruneExpired(ctx context.Context, cutoff time.Time) (int, error)
 func (s *Store) pruneSome(ctx context.Context, b []byte, after []byte, cutoff time.Time) (int, []byte, error) {
 	var dead [][]byte
 	var next []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(b).Cursor()
 		k, v := c.First()
 		if after != nil {
