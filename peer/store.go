@@ -31,3 +31,14 @@ var ErrStoreLocked = store.ErrLocked
 
 // OpenStore opens or creates the store at path (store.Open).
 func OpenStore(path string) (*Store, error) { return store.Open(path) }
+
+// ErrStoreCorrupt is returned for a store file that is damaged;
+// ErrNotStore for a file that is no acaptcha store (an empty file, or a
+// bbolt file without the store's buckets), by a read-only open.
+var ErrStoreCorrupt, ErrNotStore = store.ErrCorrupt, store.ErrNotStore
+
+// OpenStoreReadOnly opens the existing store at path without writing to
+// it: no file is created, no record or log is written (store.OpenWith).
+func OpenStoreReadOnly(path string) (*Store, error) {
+	return store.OpenWith(path, store.Options{ReadOnly: true})
+}
