@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,18 +26,29 @@ import (
 	"github.com/acaptcha/acaptcha/skill/solve"
 )
 
-// Exit codes.
+// Exit codes (README, "Exit codes"). Exit 2 is for usage errors only:
+// every error that means "the command line is wrong" is tagged with
+// usageErr (cobra's own flag and argument errors included, see
+// tagUsageErrors); any other error is a runtime failure and exits 1.
 const (
 	exitOK       = 0
-	exitRejected = 1
+	exitRejected = 1 // a verdict or check that failed, or a runtime failure
+	exitFailure  = 1 // a runtime failure (untagged errors)
 	exitUsage    = 2
 	exitNetwork  = 3
+	// exitInterrupted: SIGINT or SIGTERM stopped a command before it
+	// finished (128 + SIGINT, as shells report it). node and mcp run
+	// until stopped: a signal is their normal end, exit 0.
+	exitInterrupted = 130
 )
 
 // exitError carries an exit code through cobra.
 type exitError struct {
 	code int
 	err  error
+	// shown: the command already reported the outcome on standard output
+	// (a verdict, a failed check); Main prints nothing more.
+	shown bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -45,6 +57,16 @@ func (e *exitError) Unwrap() error { return e.err }
 func usageErr(format string, a ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...)}
 }
+
+// verdictErr is exit 1 for an outcome the command has already printed on
+// standard output (not accepted, rejected, a failed --check).
+func verdictErr(err error) error {
+	return &exitError{code: exitRejected, err: err, shown: true}
+}
+
+// annotServe marks the commands that run until stopped (node, mcp): a
+// signal ends them normally.
+const annotServe = "acaptcha/serve"
 
 // app holds the global options shared by the commands.
 type app struct {
@@ -85,19 +107,26 @@ type app struct {
 	agentProver skill.Prover
 
 	log *slog.Logger
+	// warned: the sources checkFeasible has warned about (sources.go).
+	warned map[string]bool
 }
 
 // Main runs the CLI with args and returns the process exit code.
+//
+// Results go to standard output; errors to standard error, as one line
+// "error: ..." or, under --json, as one JSON object {"error", "exit_code"}
+// (README, "Exit codes"). A command that printed its outcome (a verdict,
+// a failed check) on standard output exits 1 without an error object.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	a := &app{stdout: stdout, stderr: stderr}
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
-	}
+	cmd, err := root.ExecuteContextC(ctx)
 	// Under --json an error is a JSON object on stderr too (the flag may
 	// not have been parsed when cobra itself refused the arguments).
 	jsonErr := a.jsonOut || slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
@@ -112,39 +141,64 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return code
 	}
+	if ctx.Err() != nil && (cmd == nil || cmd.Annotations[annotServe] == "") {
+		// Stopped by a signal before it finished: whatever it printed is
+		// partial, and no outcome it reached counts.
+		return report(exitInterrupted, fmt.Errorf("interrupted before %s finished: any output above is partial", commandName(cmd)))
+	}
+	if err == nil {
+		return exitOK
+	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil && ee.code != exitRejected {
-			return report(ee.code, ee.err)
+		if ee.shown || ee.err == nil {
+			return ee.code
 		}
-		return ee.code
+		return report(ee.code, err)
 	}
-	// Cobra's own errors (unknown flag, wrong arguments) are usage errors.
-	return report(exitUsage, err)
+	// Anything not tagged as a usage error is a runtime failure.
+	return report(exitFailure, err)
 }
 
+func commandName(cmd *cobra.Command) string {
+	if cmd == nil {
+		return "the command"
+	}
+	return cmd.CommandPath()
+}
+
+// maxTrustQuorum is the largest --trust-quorum: the hard cap of a node's
+// learned-attestation index (peer/trust.go: twice peer.MaxLearned, the
+// records of directly admitted issuers included), so no larger quorum of
+// distinct issuers can ever be counted.
+const maxTrustQuorum = 2 * peer.MaxLearned
+
 // checkNumbers refuses numeric flags outside their meaningful range
-// instead of accepting them silently.
-func (a *app) checkNumbers() error {
+// instead of accepting them silently. Only the flags of the command that
+// runs (fs) are checked.
+func (a *app) checkNumbers(fs *pflag.FlagSet) error {
+	has := func(name string) bool { return fs.Lookup(name) != nil }
 	switch {
-	case a.maxServes < 1:
+	case has("max-serves") && a.maxServes < 1:
 		return usageErr("--max-serves %d: want at least 1", a.maxServes)
-	case a.gen.poolSize < 1:
+	case has("pool-size") && a.gen.poolSize < 1:
 		return usageErr("--pool-size %d: want at least 1", a.gen.poolSize)
-	case a.gen.poolWorkers < 1:
+	case has("pool-workers") && a.gen.poolWorkers < 1:
 		return usageErr("--pool-workers %d: want at least 1", a.gen.poolWorkers)
-	case a.gen.poolWait <= 0:
+	case has("pool-wait") && a.gen.poolWait <= 0:
 		return usageErr("--pool-wait %s: want a positive duration", a.gen.poolWait)
-	case a.gen.poolWait > protocol.DefaultSourceTimeout:
+	case has("pool-wait") && a.gen.poolWait > protocol.DefaultSourceTimeout:
 		// A session waits for its set at most this long (spec/protocol.md
 		// §5 step 1), and the peer for round 1 not much longer (§6): a
 		// longer pool wait would be cut short without a word.
 		return usageErr("--pool-wait %s: at most %s, the longest a session waits for its challenge set", a.gen.poolWait, protocol.DefaultSourceTimeout)
-	case a.gen.tokenBudget < 0:
+	case has("pool-token-budget") && a.gen.tokenBudget < 0:
 		return usageErr("--pool-token-budget %d: want 0 (no cap) or a positive number of tokens per hour", a.gen.tokenBudget)
-	case a.trustQuorum < 0:
+	case has("trust-quorum") && a.trustQuorum < 0:
 		return usageErr("--trust-quorum %d: want 0 (off) or a positive quorum", a.trustQuorum)
-	case a.blockRejected < 0:
+	case has("trust-quorum") && a.trustQuorum > maxTrustQuorum:
+		return usageErr("--trust-quorum %d: at most %d (a node keeps at most that many learned attestations, so a larger quorum could never be met)", a.trustQuorum, maxTrustQuorum)
+	case has("block-rejected") && a.blockRejected < 0:
 		return usageErr("--block-rejected %s: want 0 (never) or a positive duration", a.blockRejected)
 	}
 	return nil
@@ -169,6 +223,8 @@ func (a *app) rootCmd() *cobra.Command {
 		Short:         "Agents verifying agents over libp2p with timed, chained comprehension challenges",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// groupCmd (tagUsageErrors) gives it Args and RunE: alone it
+		// prints its help, with an unknown command it is a usage error.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd.Flags()); err != nil {
 				return usageErr("%v", err)
@@ -181,7 +237,7 @@ func (a *app) rootCmd() *cobra.Command {
 			if a.jsonOut {
 				a.log = slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
 			}
-			return a.checkNumbers()
+			return a.checkNumbers(cmd.Flags())
 		},
 	}
 	// Only --json and --log-level are global; every other flag is given
@@ -191,29 +247,133 @@ func (a *app) rootCmd() *cobra.Command {
 	f.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
 	f.StringVar(&a.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 
-	all := []flagGroup{groupIdentity, groupLLM, groupChallenges, groupPool, groupNet}
+	// node, attest and mcp take the same node flags (attest and mcp
+	// without the node command's own: first contact, discovery, abuse
+	// limits, the HTTP door); every other command takes only what it
+	// reads.
+	nodeFlags := []flagGroup{groupIdentity, groupLLM, groupChallenges, groupPool, groupNet}
 	node := a.withLLMPoolDefault(a.nodeCmd())
-	a.addFlags(node.Flags(), all...)
+	a.addFlags(node.Flags(), nodeFlags...)
 	attest := a.attestCmd()
-	a.addFlags(attest.Flags(), all...)
+	a.addFlags(attest.Flags(), nodeFlags...)
 	mcp := a.mcpCmd()
-	a.addFlags(mcp.Flags(), all...)
-	attestations := a.attestationsCmd()
-	a.addFlags(attestations.PersistentFlags(), groupStore)
+	a.addFlags(mcp.Flags(), nodeFlags...)
+	// A one-shot attest and mcp listen on ephemeral ports unless told
+	// otherwise (their own defaults, attest.go and mcp.go).
+	attest.Flags().Lookup("listen").Usage = "listen multiaddr (repeatable; default ephemeral TCP and QUIC ports on loopback and all interfaces, not the node's 4717)"
+	mcp.Flags().Lookup("listen").Usage = attest.Flags().Lookup("listen").Usage
 	demo := a.demoCmd()
-	a.addFlags(demo.Flags(), groupLLM, groupChallenges, groupPool)
+	a.addFlags(demo.Flags(), groupLLM, groupSource, groupPolicy, groupPool)
 	eval := a.evalCmd()
 	a.addFlags(eval.Flags(), groupLLM, groupPolicy, groupPool)
 	generate := a.generateCmd()
-	a.addFlags(generate.Flags(), groupLLM, groupChallenges, groupPool)
-	challenge := a.challengeCmd()
-	a.addFlags(challenge.PersistentFlags(), groupLLM, groupPolicy, groupPool)
+	a.addFlags(generate.Flags(), groupLLM, groupPolicy, groupTokenBudget, groupCrossCheck)
+	// generate caps its tokens only when asked (generateCmd).
+	if fl := generate.Flags().Lookup("pool-token-budget"); fl != nil {
+		fl.Usage, fl.DefValue = "tokens this run may spend on generation per hour (0: no cap)", "0"
+	}
 	peers := a.peersCmd()
 	a.addFlags(peers.Flags(), groupStore, groupTrust)
-	bench := a.benchCmd()
-	a.addFlags(bench.PersistentFlags(), groupPolicy, groupTrust, groupGossip)
-	root.AddCommand(node, attest, attestations, demo, eval, generate, challenge, peers, bench, a.versionCmd(), mcp)
+	// attestations, challenge and bench give their flags to the
+	// subcommands that read them.
+	root.AddCommand(node, attest, a.attestationsCmd(), demo, eval, generate, a.challengeCmd(), peers, a.benchCmd(), a.versionCmd(), mcp)
+	for _, c := range []*cobra.Command{node, mcp} {
+		c.Annotations = map[string]string{annotServe: "true"}
+	}
+	root.SetHelpCommand(a.helpCmd())
+	root.InitDefaultCompletionCmd()
+	tagUsageErrors(root)
 	return root
+}
+
+// tagUsageErrors makes every error cobra itself reports (unknown flags,
+// bad flag values, wrong arguments, unknown commands) a usage error
+// (exit 2), and every command that only groups subcommands refuse
+// arguments: a mistyped subcommand is an error, with cobra's "did you
+// mean" suggestions, not a help page and exit 0.
+func tagUsageErrors(root *cobra.Command) {
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: exitUsage, err: err}
+	})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.HasSubCommands() {
+			groupCmd(c)
+		} else if args := c.Args; args != nil {
+			c.Args = func(cmd *cobra.Command, a []string) error {
+				if err := args(cmd, a); err != nil {
+					var ee *exitError
+					if errors.As(err, &ee) {
+						return err
+					}
+					return &exitError{code: exitUsage, err: err}
+				}
+				return nil
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// groupCmd makes c, a command that groups subcommands, print its help
+// when called alone and refuse anything else as an unknown command.
+func groupCmd(c *cobra.Command) {
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		return unknownCommand(cmd, args[0])
+	}
+	if c.RunE == nil && c.Run == nil {
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+}
+
+// unknownCommand is the usage error for a word that names no subcommand
+// of c, with cobra's suggestions.
+func unknownCommand(c *cobra.Command, word string) error {
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", word, c.CommandPath())
+	if sug := c.SuggestionsFor(word); len(sug) > 0 {
+		msg += fmt.Sprintf("; did you mean %s?", quoteJoin(sug))
+	}
+	if c.HasAvailableSubCommands() {
+		msg += fmt.Sprintf(" (%q lists its commands)", c.CommandPath()+" --help")
+	}
+	return &exitError{code: exitUsage, err: errors.New(msg)}
+}
+
+func quoteJoin(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = strconv.Quote(x)
+	}
+	return strings.Join(q, " or ")
+}
+
+// helpCmd replaces cobra's help command, which prints the root's help and
+// exits 0 for a topic it does not know.
+func (a *app) helpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil {
+				return unknownCommand(c.Root(), strings.Join(args, " "))
+			}
+			if len(rest) > 0 {
+				return unknownCommand(cmd, rest[0])
+			}
+			cmd.InitDefaultHelpFlag()
+			return cmd.Help()
+		},
+	}
 }
 
 // bindEnv sets every flag the user did not give from ACAPTCHA_<NAME>
@@ -284,15 +444,18 @@ const noLLMHint = "no LLM configured: this node cannot answer challenges. Config
 type flagGroup int
 
 const (
-	groupStore      flagGroup = iota // --store
-	groupIdentity                    // --key, --store
-	groupLLM                         // --llm, --llm-base-url
-	groupPolicy                      // --tau, --derive-tau, --total, --rounds
-	groupChallenges                  // groupPolicy, --challenges, --max-serves
-	groupPool                        // the challenge pool's flags
-	groupTrust                       // --trust-quorum, --require-source
-	groupGossip                      // --gossip
-	groupNet                         // --listen, NAT, trust, gossip, gater, metrics
+	groupStore       flagGroup = iota // --store
+	groupIdentity                     // --key, --store
+	groupLLM                          // --llm, --llm-base-url
+	groupPolicy                       // --tau, --derive-tau, --total, --rounds
+	groupSource                       // --challenges
+	groupChallenges                   // groupSource, --max-serves, groupPolicy
+	groupPool                         // --pool-size, --pool-workers, --pool-wait, groupTokenBudget, groupCrossCheck
+	groupTokenBudget                  // --pool-token-budget
+	groupCrossCheck                   // --cross-check-llm
+	groupTrust                        // --trust-quorum, --require-source
+	groupGossip                       // --gossip
+	groupNet                          // --listen, NAT, trust, gossip, gater, metrics
 )
 
 // addFlags defines the flags of groups on fs, bound to a's fields (a flag
@@ -315,15 +478,19 @@ func (a *app) addFlags(f *pflag.FlagSet, groups ...flagGroup) {
 			f.BoolVar(&a.deriveTau, "derive-tau", false, "derive each round's budget from its narrative length (paper Eq. 13, alpha 0.1) instead of --tau")
 			f.DurationVar(&a.total, "total", skill.DefaultTotal, "total budget of one session (T_total)")
 			f.IntVar(&a.rounds, "rounds", skill.DefaultRounds, "chained rounds per session (1-3)")
-		case groupChallenges:
+		case groupSource:
 			f.StringVar(&a.challenges, "challenges", "auto", "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR, llm (a pool of sets generated and validated with --llm), hybrid (a pool of procedural sets reworded by --llm, ground truth kept); auto picks llm for a node with --llm, else procedural")
+		case groupChallenges:
 			f.IntVar(&a.maxServes, "max-serves", skill.DefaultMaxServes, "how often this node serves one challenge set")
-			a.addFlags(f, groupPolicy)
+			a.addFlags(f, groupSource, groupPolicy)
 		case groupPool:
 			f.IntVar(&a.gen.poolSize, "pool-size", pool.DefaultSize, "generated challenge sets kept ready (--challenges llm or hybrid)")
 			f.IntVar(&a.gen.poolWorkers, "pool-workers", pool.DefaultWorkers, "challenge sets generated at once (--challenges llm or hybrid)")
 			f.DurationVar(&a.gen.poolWait, "pool-wait", pool.DefaultWait, "how long a session waits for a set when the pool is empty before ending inconclusive")
+			a.addFlags(f, groupTokenBudget, groupCrossCheck)
+		case groupTokenBudget:
 			f.IntVar(&a.gen.tokenBudget, "pool-token-budget", pool.DefaultTokenBudget, "tokens challenge generation may spend per hour (0: no cap)")
+		case groupCrossCheck:
 			f.StringVar(&a.gen.crossCheck, "cross-check-llm", "", "a second LLM (provider:MODEL) whose solver must also reproduce every generated answer")
 		case groupTrust:
 			f.IntVar(&a.trustQuorum, "trust-quorum", 0, "admit a peer without a fresh challenge when at least K issuers this node verified directly attest it (0: direct verification only)")

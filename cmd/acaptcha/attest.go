@@ -28,12 +28,16 @@ answer challenges: the peer is verified and not asked to verify us back.
 
 Exit codes: 0 the remote peer was accepted; 1 it was not (rejected, declined
 to be verified, e.g. a node without an LLM, or the session was
-inconclusive); 2 usage or configuration error; 3 network error.`,
+inconclusive, or the session failed); 2 usage or configuration error; 3
+network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ai, err := peer.ParseAddr(args[0])
 			if err != nil {
 				return usageErr("%v", err)
+			}
+			if timeout < 0 {
+				return usageErr("--timeout %s: want a positive duration, or 0 for the default", timeout)
 			}
 			listen := a.listen
 			if len(listen) == 0 {
@@ -42,6 +46,11 @@ inconclusive); 2 usage or configuration error; 3 network error.`,
 			n, _, err := a.startNode(cmd, listen, nil)
 			if err != nil {
 				return err
+			}
+			if ai.ID == n.ID() {
+				n.Close()
+				n.Store().Close()
+				return usageErr("%s is this node's own peer ID (--key %s): attest another node", ai.ID, a.keyFile)
 			}
 			defer func() {
 				n.Close()
@@ -70,11 +79,12 @@ inconclusive); 2 usage or configuration error; 3 network error.`,
 					// failure of this command. Nothing was signed.
 					return a.printDeclined(ai.ID, err)
 				}
-				code := exitNetwork
-				if !errors.Is(err, peer.ErrNetwork) && !errors.Is(err, protocol.ErrNetwork) {
-					code = exitUsage
+				if errors.Is(err, peer.ErrNetwork) || errors.Is(err, protocol.ErrNetwork) || errors.Is(err, context.DeadlineExceeded) {
+					// Unreachable, or silent until --timeout.
+					return &exitError{code: exitNetwork, err: err}
 				}
-				return &exitError{code: code, err: err}
+				// Any other failure: the peer was not accepted (exit 1).
+				return err
 			}
 			if a.jsonOut {
 				enc := json.NewEncoder(a.stdout)
@@ -86,7 +96,7 @@ inconclusive); 2 usage or configuration error; 3 network error.`,
 				printMutual(a.stdout, n.ID().String(), m)
 			}
 			if !m.Ours.Verdict.Accepted {
-				return &exitError{code: exitRejected, err: fmt.Errorf("peer %s not accepted: %s", m.Peer, m.Ours.Verdict.Reason)}
+				return verdictErr(fmt.Errorf("peer %s not accepted: %s", m.Peer, m.Ours.Verdict.Reason))
 			}
 			return nil
 		},
@@ -109,7 +119,7 @@ func (a *app) printDeclined(p lpeer.ID, err error) error {
 	} else {
 		fmt.Fprintf(a.stdout, "peer %s\n  our verdict of it: DECLINED (it refused to be verified; nothing signed)\n    %v\n", p, err)
 	}
-	return &exitError{code: exitRejected, err: fmt.Errorf("peer %s not accepted: it declined to be verified", p)}
+	return verdictErr(fmt.Errorf("peer %s not accepted: it declined to be verified", p))
 }
 
 // errNoLLMReciprocal is why attest without --llm does not ask the peer to

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -41,9 +42,14 @@ func (a *app) attestationsCmd() *cobra.Command {
 					return usageErr("--peer: %v", err)
 				}
 			}
+			switch peer.Direction(dir) {
+			case "", peer.Issued, peer.Received:
+			default:
+				return usageErr("--direction %q: want %s or %s (default both)", dir, peer.Issued, peer.Received)
+			}
 			es, err := st.List(peer.Direction(dir), p)
 			if err != nil {
-				return usageErr("%v", err)
+				return fmt.Errorf("read store %s: %w", a.storePath, err)
 			}
 			if a.jsonOut {
 				out := []any{}
@@ -79,25 +85,43 @@ func (a *app) attestationsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.printAttestation(e.Attestation, e.Envelope, string(e.Direction))
+			return a.printAttestation(e.Attestation, e.Envelope, string(e.Direction), nil)
 		},
 	}
 	var out string
 	export := &cobra.Command{
 		Use:   "export KEY",
 		Short: "Write one stored attestation's signed envelope to a file (binary) for others to verify",
-		Args:  cobra.ExactArgs(1),
+		Long: `Writes the signed envelope of the stored attestation KEY (as printed by
+list) to --out, or raw to standard output. With --json it prints a JSON object
+{key, file, bytes, envelope_base64, envelope_hex} instead (file only with
+--out): the envelope in base64 as the HTTP door's verify takes it, and in hex
+as acaptcha attestations verify reads it.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := a.storedEntry(args[0])
 			if err != nil {
 				return err
 			}
-			if out == "" || out == "-" {
+			toStdout := out == "" || out == "-"
+			if !toStdout {
+				if err := os.WriteFile(out, e.Envelope, 0o644); err != nil {
+					return fmt.Errorf("write %s: %w", out, err)
+				}
+			}
+			switch {
+			case a.jsonOut:
+				// The envelope in the object, as the HTTP door takes it
+				// (base64) and as verify reads it (hex).
+				res := map[string]any{"key": e.Key, "bytes": len(e.Envelope),
+					"envelope_base64": base64.StdEncoding.EncodeToString(e.Envelope), "envelope_hex": hex.EncodeToString(e.Envelope)}
+				if !toStdout {
+					res["file"] = out
+				}
+				return writeJSON(a, res)
+			case toStdout:
 				_, err = a.stdout.Write(e.Envelope)
 				return err
-			}
-			if err := os.WriteFile(out, e.Envelope, 0o644); err != nil {
-				return fmt.Errorf("write %s: %w", out, err)
 			}
 			fmt.Fprintf(a.stderr, "wrote %s (%d bytes)\n", out, len(e.Envelope))
 			return nil
@@ -137,11 +161,11 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 			if errors.Is(err, errInputTooLarge) {
 				// An oversized record is an invalid record, not a usage error.
 				if a.jsonOut {
-					_ = writeJSON(a, map[string]any{"valid": false, "accepted": false, "error": err.Error(), "error_code": protocol.AttestationErrorCode(protocol.ErrTooLarge), "source_below_minimum": false})
+					_ = writeJSON(a, map[string]any{"ok": false, "valid": false, "accepted": false, "error": err.Error(), "error_code": protocol.AttestationErrorCode(protocol.ErrTooLarge), "source_below_minimum": false})
 				} else {
 					fmt.Fprintf(a.stdout, "INVALID: %v\n", err)
 				}
-				return &exitError{code: exitRejected, err: err}
+				return verdictErr(err)
 			}
 			if err != nil {
 				return usageErr("%v", err)
@@ -170,14 +194,14 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 				weak := errors.Is(err, protocol.ErrSourceBelowMinimum)
 				switch {
 				case a.jsonOut:
-					_ = writeJSON(a, map[string]any{"valid": false, "accepted": false, "error": err.Error(), "error_code": protocol.AttestationErrorCode(err), "source_below_minimum": weak})
+					_ = writeJSON(a, map[string]any{"ok": false, "valid": false, "accepted": false, "error": err.Error(), "error_code": protocol.AttestationErrorCode(err), "source_below_minimum": weak})
 				case weak:
 					// Signed and valid, but refused by the caller's policy.
 					fmt.Fprintf(a.stdout, "REFUSED: %v\n", err)
 				default:
 					fmt.Fprintf(a.stdout, "INVALID: %v\n", err)
 				}
-				return &exitError{code: exitRejected, err: err}
+				return verdictErr(err)
 			}
 			if !a.jsonOut {
 				if at.Accepted {
@@ -188,11 +212,20 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 					fmt.Fprintf(a.stdout, "VALID signature, verdict %s (%s)\n", verdictWord(at.Accepted, at.Reason), at.Reason)
 				}
 			}
-			if err := a.printAttestation(at, data, ""); err != nil {
+			ok := at.Accepted || anyVerdict
+			var notAccepted error
+			// The fields of the HTTP door's and the MCP tool's verify
+			// (spec/http.md §4.6): ok is this command's exit status 0.
+			res := map[string]any{"ok": ok, "verdict": verdictWord(at.Accepted, at.Reason), "reason": at.Reason, "source_below_minimum": false}
+			if !ok {
+				notAccepted = fmt.Errorf("attestation of %s records verdict %s (%s), not an acceptance", at.Subject, verdictWord(at.Accepted, at.Reason), at.Reason)
+				res["error"], res["error_code"] = notAccepted.Error(), notAcceptedCode
+			}
+			if err := a.printAttestation(at, data, "", res); err != nil {
 				return err
 			}
-			if !at.Accepted && !anyVerdict {
-				return &exitError{code: exitRejected, err: fmt.Errorf("attestation of %s records verdict %s (%s), not an acceptance", at.Subject, verdictWord(at.Accepted, at.Reason), at.Reason)}
+			if notAccepted != nil {
+				return verdictErr(notAccepted)
 			}
 			return nil
 		},
@@ -202,6 +235,10 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 	verify.Flags().BoolVar(&allowExpired, "allow-expired", false, "accept an expired attestation (for audits)")
 	verify.Flags().BoolVar(&anyVerdict, "any-verdict", false, "exit 0 for any valid record, whatever its verdict (default: exit 1 unless the verdict is ACCEPTED)")
 	verify.Flags().StringVar(&requireSource, "require-source", "", "refuse the attestation unless its challenges came from a source ranked at least this: procedural, corpus, hybrid or llm (default: any source; this flag of verify does not inherit the node's --require-source default)")
+	// verify reads a file, not the store.
+	for _, c := range []*cobra.Command{list, show, export} {
+		a.addFlags(c.Flags(), groupStore)
+	}
 	cmd.AddCommand(list, show, export, verify)
 	return cmd
 }
@@ -213,9 +250,14 @@ func (a *app) storedEntry(key string) (*peer.Entry, error) {
 		return nil, err
 	}
 	defer st.Close()
+	// A store that cannot be read is a runtime failure; a KEY it does not
+	// hold is a usage error (Get tells the two apart by message only).
+	if _, err := st.List("", ""); err != nil {
+		return nil, fmt.Errorf("read store %s: %w", a.storePath, err)
+	}
 	e, err := st.Get(key)
 	if err != nil {
-		return nil, usageErr("%v", err)
+		return nil, usageErr("%v (KEY as printed by acaptcha attestations list)", err)
 	}
 	return e, nil
 }
@@ -228,12 +270,28 @@ func (a *app) openExistingStore() (*peer.Store, error) {
 	if err := a.checkStoreExists(); err != nil {
 		return nil, err
 	}
-	st, err := peer.OpenStore(a.storePath)
+	st, err := peer.OpenStoreReadOnly(a.storePath)
 	if err != nil {
-		return nil, usageErr("%v", err)
+		return nil, storeOpenErr(a.storePath, err, readOnlyHint)
 	}
 	return st, nil
 }
+
+// storeOpenErr reports a store that would not open: a runtime failure
+// (exit 1), whether another process (a running node) holds it or the file
+// is corrupt or unreadable; hint says what to do about a held store.
+func storeOpenErr(path string, err error, hint string) error {
+	if errors.Is(err, peer.ErrStoreLocked) && hint != "" {
+		return fmt.Errorf("store %s: %w; %s", path, err, hint)
+	}
+	if errors.Is(err, peer.ErrStoreCorrupt) || errors.Is(err, peer.ErrNotStore) {
+		return err // these name the file already
+	}
+	return fmt.Errorf("store %s: %w", path, err)
+}
+
+// readOnlyHint is what to do when a running node holds the store.
+const readOnlyHint = "stop the node first, or, for its peers, start it with --metrics ADDR and run acaptcha peers --node ADDR"
 
 // checkStoreExists refuses a --store path with no file behind it.
 func (a *app) checkStoreExists() error {
@@ -242,7 +300,7 @@ func (a *app) checkStoreExists() error {
 	case errors.Is(err, fs.ErrNotExist):
 		return usageErr("store %s does not exist (check --store; acaptcha node and attest create it)", a.storePath)
 	case err != nil:
-		return usageErr("store %s: %w", a.storePath, err)
+		return fmt.Errorf("store %s: %w", a.storePath, err)
 	case fi.IsDir():
 		return usageErr("store %s is a directory, not a store file (check --store)", a.storePath)
 	}
@@ -256,9 +314,23 @@ func shortKey(k string) string {
 	return k
 }
 
-func (a *app) printAttestation(at *protocol.Attestation, env []byte, dir string) error {
+// notAcceptedCode is verify's error_code for a valid record whose verdict
+// is not an acceptance, as the HTTP door (spec/http.md §4.6) and the MCP
+// tool name it.
+const notAcceptedCode = "not_accepted"
+
+// printAttestation prints a valid attestation; dir is its direction in
+// the store ("" for a file), extra more members of the JSON object.
+func (a *app) printAttestation(at *protocol.Attestation, env []byte, dir string, extra map[string]any) error {
 	if a.jsonOut {
-		return writeJSON(a, map[string]any{"valid": true, "accepted": at.Accepted, "direction": dir, "attestation": at, "envelope_hex": hex.EncodeToString(env)})
+		out := map[string]any{"valid": true, "accepted": at.Accepted, "attestation": at, "envelope_hex": hex.EncodeToString(env)}
+		if dir != "" {
+			out["direction"] = dir
+		}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return writeJSON(a, out)
 	}
 	w := a.stdout
 	fmt.Fprintf(w, "issuer   %s\nsubject  %s\nverdict  %s (%s)", at.Issuer, at.Subject, verdictWord(at.Accepted, at.Reason), at.Reason)

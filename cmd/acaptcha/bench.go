@@ -19,10 +19,8 @@ func (a *app) benchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmarks of the runtime",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cmd.Help()
-		},
+		// Alone it prints its help; an unknown subcommand is a usage
+		// error (groupCmd, app.go).
 	}
 	cmd.AddCommand(a.benchSwarmCmd())
 	cmd.AddCommand(a.benchAbuseCmd(), a.benchProversCmd())
@@ -85,6 +83,7 @@ nodes admit on procedural attestations (--require-source procedural) unless
 	fl.StringVar(&f.transport, "transport", string(swarm.TransportTCP), "loopback transport: tcp, or quic")
 	fl.Float64Var(&f.latencyScale, "latency-scale", swarm.DefaultLatencyScale, "factor on realistic delays")
 	fl.DurationVar(&f.timeout, "timeout", swarm.DefaultTimeout, "give up after this long")
+	a.addFlags(fl, groupPolicy, groupTrust, groupGossip)
 	return cmd
 }
 
@@ -148,7 +147,7 @@ func (a *app) runBenchSwarm(ctx context.Context, f swarmFlags) error {
 		return err
 	}
 	if !rep.Converged {
-		return &exitError{code: exitRejected, err: fmt.Errorf("the swarm did not reach full admission coverage")}
+		return verdictErr(fmt.Errorf("the swarm did not reach full admission coverage"))
 	}
 	return nil
 }

@@ -115,15 +115,24 @@ func (a *app) runBenchAbuse(ctx context.Context, f abuseFlags) error {
 	if err != nil {
 		return fmt.Errorf("bench abuse: %w", err)
 	}
+	// A signal cuts the run short: the figures are partial and the
+	// acceptance bounds are not judged (Main exits 130).
+	interrupted := ctx.Err() != nil
 	if a.jsonOut {
-		if err := writeJSON(a, rep); err != nil {
+		if err := writeJSON(a, struct {
+			*abuse.Report
+			Interrupted bool `json:"interrupted,omitempty"`
+		}{rep, interrupted}); err != nil {
 			return err
 		}
-	} else if err := printAbuseReport(a.stdout, rep); err != nil {
+	} else if err := printAbuseReport(a.stdout, rep, interrupted); err != nil {
 		return err
 	}
+	if interrupted {
+		return fmt.Errorf("bench abuse: %w", context.Cause(ctx))
+	}
 	if f.check && len(rep.Failed) > 0 {
-		return &exitError{code: exitRejected, err: fmt.Errorf("acceptance bounds failed: %s", strings.Join(rep.Failed, "; "))}
+		return verdictErr(fmt.Errorf("acceptance bounds failed: %s", strings.Join(rep.Failed, "; ")))
 	}
 	return nil
 }
@@ -139,7 +148,10 @@ func contains(xs []string, x string) bool {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
-func printAbuseReport(w io.Writer, r *abuse.Report) error {
+func printAbuseReport(w io.Writer, r *abuse.Report, interrupted bool) error {
+	if interrupted {
+		fmt.Fprintln(w, "\nINTERRUPTED: the run was stopped early; the figures below are partial")
+	}
 	fmt.Fprintf(w, "\nabuse bench: %d attacks for %s against one node on loopback (procedural challenges, default budgets; connection watermarks %d/%d, inbound limit %d)\n",
 		len(r.Attacks), r.Duration, r.ConnLow, r.ConnHigh, r.InboundLimit)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -179,9 +191,12 @@ func printAbuseReport(w io.Writer, r *abuse.Report) error {
 	for _, x := range r.Attack {
 		fmt.Fprintf(w, "  %d %s: %s\n", x.Finding, x.Name, x.Detail)
 	}
-	if len(r.Failed) == 0 {
+	switch {
+	case interrupted:
+		fmt.Fprintln(w, "\nacceptance bounds: not judged (interrupted)")
+	case len(r.Failed) == 0:
 		fmt.Fprintln(w, "\nacceptance bounds: all hold")
-	} else {
+	default:
 		fmt.Fprintf(w, "\nacceptance bounds FAILED:\n  %s\n", strings.Join(r.Failed, "\n  "))
 	}
 	return nil

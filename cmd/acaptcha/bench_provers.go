@@ -200,7 +200,7 @@ func (a *app) runBenchProvers(ctx context.Context, f proversFlags) error {
 		failed = append(failed, fmt.Sprintf("%d goroutines leaked", rep.Leaked))
 	}
 	if len(failed) > 0 {
-		return &exitError{code: exitRejected, err: fmt.Errorf("P3 goals missed: %v", failed)}
+		return verdictErr(fmt.Errorf("P3 goals missed: %v", failed))
 	}
 	return nil
 }

@@ -79,13 +79,14 @@ when it is rejected.`,
 				printInspect(a.stdout, args[0], set, rep, !brief)
 			}
 			if !rep.Accepted() {
-				return &exitError{code: exitRejected, err: rep.Err()}
+				return verdictErr(rep.Err())
 			}
 			return nil
 		},
 	}
 	inspect.Flags().BoolVar(&crossCheck, "cross-check", false, "also cross-check every answer with the --llm solver (and --cross-check-llm)")
 	inspect.Flags().BoolVar(&brief, "brief", false, "do not print the narratives")
+	a.addFlags(inspect.Flags(), groupLLM, groupPolicy, groupCrossCheck)
 	inspect.Flags().BoolVar(&strict, "strict", false, "check the file as a generator's raw output: every question count, answer type and chain rule of generation (a validated set has lost questions and fails them)")
 	cmd.AddCommand(inspect)
 	return cmd
@@ -100,7 +101,7 @@ func (a *app) inspectFailed(file string, rep *generate.Report, set *skill.Set) e
 	} else {
 		fmt.Fprintf(a.stdout, "%s: REJECTED (%s): %s\n", file, rep.Reason, rep.Detail)
 	}
-	return &exitError{code: exitRejected, err: rep.Err()}
+	return verdictErr(rep.Err())
 }
 
 type inspectOut struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,13 +164,45 @@ func (a *app) runDemo(ctx context.Context) error {
 		}(&rows[i], n)
 	}
 	wg.Wait()
+	// A signal cut the sessions short: say so in the rows it stopped
+	// (Main exits 130).
+	interrupted := ctx.Err() != nil
+	if interrupted {
+		for i := range rows {
+			if !rows[i].Ran {
+				rows[i].Detail = "interrupted"
+			}
+		}
+	}
 	if agent == nil {
 		rows = append(rows, demoRow{Prover: "agent (LLM)", Kind: "agent", Note: "not run: " + noLLMHint})
 	}
 	if a.jsonOut {
-		return writeJSON(a, map[string]any{"verifier": verifier.ID().String(), "source": src.Name(), "tau": tauString(pol), "total_ms": pol.Total.Milliseconds(), "rows": rows})
+		out := map[string]any{"verifier": verifier.ID().String(), "source": src.Name(), "tau": tauString(pol), "total_ms": pol.Total.Milliseconds(), "rows": rows}
+		if interrupted {
+			out["interrupted"] = true
+		}
+		if err := writeJSON(a, out); err != nil {
+			return err
+		}
+		return demoInterrupted(ctx)
 	}
-	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	if interrupted {
+		fmt.Fprintln(a.stdout, "INTERRUPTED: the sessions were stopped early; the rows below are partial")
+	}
+	if err := printDemoRows(a.stdout, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout)
+	for _, r := range rows {
+		fmt.Fprintf(a.stdout, "- %s: %s\n", r.Prover, r.Note)
+	}
+	return demoInterrupted(ctx)
+}
+
+// printDemoRows prints the demo's verdict table.
+func printDemoRows(w io.Writer, rows []demoRow) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROVER\tVERDICT\tREASON\tROUNDS (effective / budget)")
 	for _, r := range rows {
 		if !r.Ran {
@@ -193,14 +226,24 @@ func (a *app) runDemo(ctx context.Context) error {
 			}
 			rs = append(rs, fmt.Sprintf("r%d %s/%s %s", x.Round, msString(x.EffectiveMS), msString(x.BudgetMS), mark))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Prover, verdictWord(r.Accepted, r.Reason), r.Reason, strings.Join(rs, "; "))
+		why := strings.Join(rs, "; ")
+		if !r.Accepted && r.Detail != "" && (len(rs) == 0 || r.Reason == skill.ReasonInconclusive) {
+			// An inconclusive session says why (e.g. the timing policy
+			// refused the set); a rejection's rounds say it already.
+			why = strings.TrimPrefix(why+"; "+r.Detail, "; ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Prover, verdictWord(r.Accepted, r.Reason), r.Reason, why)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stdout)
-	for _, r := range rows {
-		fmt.Fprintf(a.stdout, "- %s: %s\n", r.Prover, r.Note)
+	return nil
+}
+
+// demoInterrupted is the demo's error when a signal stopped it.
+func demoInterrupted(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("demo: %w", context.Cause(ctx))
 	}
 	return nil
 }

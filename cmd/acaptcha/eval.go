@@ -83,7 +83,7 @@ matching --glob, e.g. --glob '*-hybrid.json'), llm and hybrid (pools that need
 	f.IntVar(&o.agentSessions, "agent-sessions", 20, "sessions per configured LLM agent (they cost real tokens)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed for sets, question picks, the agent-style brain and the human model: the same seed gives the same run")
 	f.StringVar(&o.out, "out", "acaptcha-eval", "directory for report.json and the plots")
-	f.IntVar(&o.workers, "workers", 0, "sessions run in parallel (default GOMAXPROCS)")
+	f.IntVar(&o.workers, "workers", 0, fmt.Sprintf("sessions run in parallel (0: GOMAXPROCS; at most %d)", maxEvalWorkers))
 	f.IntVar(&o.humanSamples, "human-samples", 50000, "human Monte Carlo samples (50000 bounds a zero completion rate below 1e-4 at 95% confidence)")
 	f.BoolVar(&o.noPlots, "no-plots", false, "skip the PNG/SVG plots")
 	return cmd
@@ -135,8 +135,17 @@ func (a *app) runEval(ctx context.Context, o evalOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.sessions < 1 {
-		return usageErr("--sessions must be at least 1")
+	switch {
+	case o.sessions < 1 || o.sessions > eval.MaxSessions:
+		return usageErr("--sessions %d: want 1..%d", o.sessions, eval.MaxSessions)
+	case o.agentSessions < 0:
+		return usageErr("--agent-sessions %d: want 0 (as many as --sessions) or more", o.agentSessions)
+	case o.humanSamples < 1 || o.humanSamples > eval.MaxHumanSamples:
+		// eval.Config reads 0 as its own default (20,000), not this
+		// flag's: refuse it rather than run another sample size.
+		return usageErr("--human-samples %d: want 1..%d", o.humanSamples, eval.MaxHumanSamples)
+	case o.workers < 0 || o.workers > maxEvalWorkers:
+		return usageErr("--workers %d: want 0 (GOMAXPROCS) up to %d", o.workers, maxEvalWorkers)
 	}
 	kind, err := evalKind(o.source)
 	if err != nil {
@@ -173,7 +182,14 @@ func (a *app) runEval(ctx context.Context, o evalOptions) error {
 		}
 		vrec = eval.NewValidation(fmt.Sprintf("offline validator: structure, leakage, generic script attackers, white-box attackers for %s sets", kind), why)
 	}
-	src, err := a.evalSource(ctx, o, pol, vr, vrec)
+	src, lengths, err := a.evalSource(ctx, o, pol, vr, vrec)
+	if err != nil {
+		return err
+	}
+	// What the timing policy makes of the source's narrative lengths
+	// (refused at start-up when it serves nothing; warned about, and
+	// reported, when it refuses some).
+	feas, err := a.checkFeasible(pol, "challenge source "+o.source, lengths, false)
 	if err != nil {
 		return err
 	}
@@ -194,9 +210,13 @@ func (a *app) runEval(ctx context.Context, o evalOptions) error {
 	}
 	start := time.Now()
 	rep, err := eval.Run(ctx, cfg, a.progressPrinter("sessions"))
+	if errors.Is(err, eval.ErrConfig) {
+		return usageErr("eval: %v", err)
+	}
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
+	rep.Notes = append(rep.Notes, policyNotes(pol, feas)...)
 	if vs, ok := src.(*validatingSource); ok {
 		vrec = vs.record()
 	}
@@ -242,16 +262,18 @@ func writeEvalOutput(rep *eval.Report, out string, plots bool) ([]string, error)
 // evalSource builds the source of a run. A corpus is filtered up front
 // when vr is set (vrec records it); a generating source is wrapped so each
 // set it yields is filtered as it is drawn.
-func (a *app) evalSource(ctx context.Context, o evalOptions, pol skill.Policy, vr *generate.Validator, vrec *eval.Validation) (skill.Source, error) {
+// It returns the range of narrative lengths the source serves.
+func (a *app) evalSource(ctx context.Context, o evalOptions, pol skill.Policy, vr *generate.Validator, vrec *eval.Validation) (skill.Source, tokenRange, error) {
 	var gen skill.Source
+	var lengths tokenRange
 	switch {
 	case o.source == "procedural":
 		s := o.seed
 		g, err := procedural.New(procedural.Config{Seed: &s})
 		if err != nil {
-			return nil, usageErr("%v", err)
+			return nil, lengths, usageErr("%v", err)
 		}
-		gen = g
+		gen, lengths = g, generatedRangeOf(o.source)
 	case o.source == "llm" || o.source == "hybrid":
 		saved := a.challenges
 		a.challenges = o.source
@@ -259,41 +281,73 @@ func (a *app) evalSource(ctx context.Context, o evalOptions, pol skill.Policy, v
 		g, err := a.source(nil, 1<<30)
 		a.challenges = saved
 		if err != nil {
-			return nil, err
+			return nil, lengths, err
 		}
-		gen = g
+		gen, lengths = g, generatedRangeOf(o.source)
 	}
 	if gen != nil {
 		if vr == nil {
-			return gen, nil
+			return gen, lengths, nil
 		}
-		return &validatingSource{inner: gen, v: vr, rec: vrec, start: time.Now()}, nil
+		return &validatingSource{inner: gen, v: vr, rec: vrec, start: time.Now()}, lengths, nil
 	}
 	sets, names, name, err := loadEvalCorpus(o.source, o.glob)
 	if err != nil {
-		return nil, err
+		return nil, lengths, err
 	}
 	if vr != nil {
 		start := time.Now()
 		sets = filterSets(ctx, vr, vrec, sets, names)
 		vrec.Seconds = time.Since(start).Seconds()
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("validation filter: %w", err)
+			return nil, lengths, fmt.Errorf("validation filter: %w", err)
 		}
 		if len(sets) == 0 {
-			return nil, fmt.Errorf("validation filter: no set of %s kept (%s)", name, countsText(vrec.Rejected))
+			return nil, lengths, fmt.Errorf("validation filter: no set of %s kept (%s)", name, countsText(vrec.Rejected))
 		}
 	}
 	for _, s := range sets {
 		if _, err := skill.NewSession(s, pol, nil); err != nil {
-			return nil, usageErr("challenge set %s (%s) cannot be served under this policy: %v", s.ID, s.Domain, err)
+			return nil, lengths, usageErr("challenge set %s (%s) cannot be served under this policy: %v", s.ID, s.Domain, err)
 		}
 	}
 	c, err := skill.NewCorpus(name, sets, nil, 1<<30)
 	if err != nil {
-		return nil, usageErr("%v", err)
+		return nil, lengths, usageErr("%v", err)
 	}
-	return c, nil
+	return c, setsRange(sets, pol.Rounds), nil
+}
+
+// generatedRangeOf is the narrative range of a generating source.
+func generatedRangeOf(name string) tokenRange {
+	r, _ := sourceRange(name)
+	return r
+}
+
+// maxEvalWorkers is the most sessions eval runs at once (eval.Config's
+// own cap).
+const maxEvalWorkers = 256
+
+// policyNotes relate the report's feasible tau window to the timing
+// policy a node applies. The window's upper edge is where the simulated
+// humans (comprehension overhead included) start completing rounds; the
+// policy refuses, per round, any tau above MaxHumanFraction (25%) of the
+// Eq. 6 lower bound of that round's narrative, a deliberate margin below
+// the fastest possible reader. A tau inside the window but above the
+// policy's cap is not one a node serves.
+func policyNotes(p skill.Policy, f feasibility) []string {
+	frac := 100 * p.MaxHumanFraction
+	if p.DeriveTau {
+		return []string{fmt.Sprintf("timing policy: budgets derived per round (alpha %.2g of the Eq. 6 lower bound), always within the %.0f%% cap; the feasible tau window above describes fixed budgets", p.Alpha, frac)}
+	}
+	notes := []string{fmt.Sprintf("timing policy cap: a node refuses a round whose tau exceeds %.0f%% of the Eq. 6 human lower bound of its narrative; for this source's narratives of %d-%d tokens that is %s (every set served) to %s (no set served above). The feasible window's upper edge is where simulated humans start completing rounds, not what a node accepts: a fixed tau that serves every set is at most %s",
+		frac, f.r.lo, f.r.hi, f.serveAll, f.serveNone.Truncate(100*time.Millisecond), f.serveAll)}
+	if f.refused > 0 {
+		parts, sessions := f.share(p.Rounds)
+		notes = append(notes, fmt.Sprintf("tau %s is above the cap for narratives of %d-%d tokens (about %.0f%% of parts): about %.0f%% of sessions are expected to end inconclusive (the inconclusive counts above) because the timing policy refused their set (%v)",
+			p.Tau, f.shortest, f.longest, 100*parts, 100*sessions, policyWords(f.err)))
+	}
+	return notes
 }
 
 // loadEvalCorpus loads the sets of an examples or corpus:DIR source, with

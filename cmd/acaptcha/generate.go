@@ -136,6 +136,9 @@ func (a *app) llmPool(ledger skill.Ledger, maxServes int) (skill.Source, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := a.checkPoolFeasible("llm", g.Params()); err != nil {
+		return nil, err
+	}
 	return a.newPool(ctx, "llm-pool:"+a.llmSpec, g, ledger, maxServes)
 }
 
@@ -147,7 +150,23 @@ func (a *app) hybridPool(ledger skill.Ledger, maxServes int) (skill.Source, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := a.checkPoolFeasible("hybrid", h.Params()); err != nil {
+		return nil, err
+	}
 	return a.newPool(ctx, "hybrid-pool:"+a.llmSpec, h, ledger, maxServes)
+}
+
+// checkPoolFeasible refuses a policy under which a pool of the requested
+// narrative lengths could serve nothing: the generator would reject every
+// set it paid for (it validates against the policy) and every session
+// would end inconclusive once --pool-wait ran out.
+func (a *app) checkPoolFeasible(name string, params generate.Params) error {
+	p, err := a.policy()
+	if err != nil {
+		return err
+	}
+	_, err = a.checkFeasible(p, "challenge source "+name, generatedRange(params), true)
+	return err
 }
 
 // poolContext is the context that ends a pool's workers.
@@ -405,6 +424,13 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 	default:
 		return usageErr("--source %q: want llm, procedural or hybrid", f.source)
 	}
+	// Every set is validated against the timing policy: a policy that
+	// refuses every narrative length asked for would reject every attempt.
+	if pol, err := a.policy(); err != nil {
+		return err
+	} else if _, err := a.checkFeasible(pol, "generate --source "+f.source, tokenRange{lo: f.minTokens, hi: max(f.maxTokens, f.minTokens)}, true); err != nil {
+		return err
+	}
 
 	start := time.Now()
 	prog := newProgress(a.stderr, f.n)
@@ -479,7 +505,7 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 		printSummary(a.stdout, sum, f.out)
 	}
 	if err != nil {
-		return &exitError{code: exitRejected, err: err}
+		return verdictErr(err)
 	}
 	return nil
 }

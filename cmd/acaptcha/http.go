@@ -1,30 +1,49 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
 	"strings"
+	"sync"
 
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/peer/httpgw"
 )
 
 // startHTTPDoor serves the node's HTTP door (peer/httpgw, spec/http.md)
-// on addr when it is set; it returns the door's URL and how to stop it
+// on addr when it is set; it returns the door's URL, the least proof of
+// work the door asks of its clients whatever the node's own base (its
+// floor for anonymous clients, spec/http.md §8), and how to stop it
 // (before the node closes: sessions in flight end first).
-func (a *app) startHTTPDoor(n *peer.Node, addr string, proxies []netip.Prefix) (string, func(), error) {
+func (a *app) startHTTPDoor(n *peer.Node, addr string, proxies []netip.Prefix) (string, int, func(), error) {
 	if addr == "" {
-		return "", func() {}, nil
+		return "", 0, func() {}, nil
 	}
 	gw, err := httpgw.ForNode(n.Door(), httpgw.Config{Logger: a.log, TrustedProxies: proxies})
 	if err != nil {
-		return "", nil, usageErr("--http: %v", err)
+		return "", 0, nil, fmt.Errorf("--http: %w", err)
 	}
 	bound, err := gw.Listen(addr)
 	if err != nil {
+		// The address was checked (checkHTTPAddr): the port is taken, or
+		// the host is not this machine's.
 		_ = gw.Close()
-		return "", nil, usageErr("--http: %v", err)
+		return "", 0, nil, fmt.Errorf("--http: %w", err)
 	}
-	return "http://" + bound.String(), func() { _ = gw.Close() }, nil
+	// The stop runs twice (the node's drain, and deferred): once is enough.
+	return "http://" + bound.String(), gw.MinPowDifficulty(), sync.OnceFunc(func() { _ = gw.Close() }), nil
+}
+
+// checkHTTPAddr refuses an --http value that is not HOST:PORT.
+func checkHTTPAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return usageErr("--http %q: want HOST:PORT, e.g. 127.0.0.1:8080", addr)
+	}
+	return nil
 }
 
 // parseTrustedProxies reads --http-trusted-proxy: addresses (a network of

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
@@ -100,6 +105,10 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 // from the listen addresses (autoPow).
 const powAuto = -1
 
+// drainWait bounds how long a stopping node waits for its running
+// sessions to finish (peer.Node.Shutdown).
+const drainWait = 30 * time.Second
+
 // autoPow is the base proof of work of a node listening on addrs (the
 // defaults when none): protocol.PublicPowDifficulty when any of them is
 // an IP address other than loopback (an unspecified one covers every
@@ -169,9 +178,22 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	if err := a.nat.check(); err != nil {
 		return nil, "", err
 	}
+	if err := a.checkSourcePolicy(pol); err != nil {
+		return nil, "", err
+	}
+	if a.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(a.metricsAddr); err != nil {
+			return nil, "", usageErr("--metrics %q: want HOST:PORT: %v", a.metricsAddr, err)
+		}
+	}
+	for _, l := range listen {
+		if _, err := ma.NewMultiaddr(l); err != nil {
+			return nil, "", usageErr("--listen %q: %v", l, err)
+		}
+	}
 	store, err := peer.OpenStore(a.storePath)
 	if err != nil {
-		return nil, "", usageErr("%v", err)
+		return nil, "", storeOpenErr(a.storePath, err, "another process (a running node?) holds it: stop it, or give this one its own --store and --key")
 	}
 	src, err := a.source(store, a.maxServes)
 	if err != nil {
@@ -241,7 +263,10 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	n, err := peer.New(cfg)
 	if err != nil {
 		store.Close()
-		return nil, "", usageErr("%v", err)
+		// The flags were checked above: what fails here is the
+		// environment (a port another process holds, an unreadable key
+		// file, a transport that would not start).
+		return nil, "", fmt.Errorf("start node: %w", err)
 	}
 	if pool, ok := src.(interface{ Ready() int }); ok {
 		n.SetPoolDepth(pool.Ready)
@@ -253,7 +278,7 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		if err := a.serveOps(ctx, a.metricsAddr, reg, n); err != nil {
 			n.Close()
 			store.Close()
-			return nil, "", usageErr("--metrics: %v", err)
+			return nil, "", fmt.Errorf("--metrics: %w", err)
 		}
 	}
 	return n, llmName, nil
@@ -271,6 +296,9 @@ func (a *app) nodeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkHTTPAddr(httpAddr); err != nil {
+				return err
+			}
 			n, llmName, err := a.startNode(cmd, a.listen, &a.contact)
 			if err != nil {
 				return err
@@ -279,7 +307,7 @@ func (a *app) nodeCmd() *cobra.Command {
 				n.Close()
 				n.Store().Close()
 			}()
-			httpURL, stopHTTP, err := a.startHTTPDoor(n, httpAddr, proxies)
+			httpURL, httpPow, stopHTTP, err := a.startHTTPDoor(n, httpAddr, proxies)
 			if err != nil {
 				return err
 			}
@@ -296,6 +324,7 @@ func (a *app) nodeCmd() *cobra.Command {
 				out["addrs"] = as
 				if httpURL != "" {
 					out["http"] = httpURL
+					out["http_pow_difficulty"] = max(n.ProtocolConfig().PowDifficulty, httpPow)
 				}
 				b, _ := json.Marshal(out)
 				fmt.Fprintln(a.stdout, string(b))
@@ -311,19 +340,43 @@ func (a *app) nodeCmd() *cobra.Command {
 				}
 				fmt.Fprintf(a.stdout, "  challenges: %s (attestations carry source %s); store: %s\n", a.challenges, protocol.SourceName(challengeKind(a.challenges)), a.storePath)
 				fmt.Fprintf(a.stdout, "  admits and vouches on attestations whose challenges rank at least %s (--require-source)\n", n.RequireSource())
-				if d := n.ProtocolConfig().PowDifficulty; d > 0 {
-					fmt.Fprintf(a.stdout, "  a peer pays %d bits of proof of work before this node draws a set for it (--pow-difficulty)\n", d)
+				d := max(n.ProtocolConfig().PowDifficulty, 0)
+				if d > 0 {
+					fmt.Fprintf(a.stdout, "  a libp2p peer pays %d bits of proof of work before this node draws a set for it (--pow-difficulty; failures and load add to it)\n", d)
 				} else {
-					fmt.Fprintln(a.stdout, "  no proof of work asked of peers on an idle node (--pow-difficulty)")
+					fmt.Fprintln(a.stdout, "  no proof of work asked of libp2p peers on an idle node (--pow-difficulty; failures and load add to it)")
 				}
 				fmt.Fprintln(a.stdout, "  attest with: acaptcha attest <one of the addresses above>   (Ctrl-C stops)")
 				if httpURL != "" {
 					fmt.Fprintf(a.stdout, "  HTTP door for agents without libp2p: %s (manifest %s%s)\n", httpURL, httpURL, httpgw.ManifestPath)
+					// The door keeps a floor for anonymous clients, whatever
+					// --pow-difficulty says (spec/http.md §8).
+					fmt.Fprintf(a.stdout, "  an HTTP client pays at least %d bits of proof of work (the door's floor for anonymous clients, spec/http.md §8; load adds to it)\n", max(d, httpPow))
 				}
 			}
 			<-cmd.Context().Done()
+			// A stop lets the sessions that run finish (a prover cut off
+			// mid-session is signed protocol_error by its verifier):
+			// new ones are refused BUSY, nothing is signed about them. A
+			// second signal, or drainWait, stops at once.
 			if !a.jsonOut {
-				fmt.Fprintln(a.stdout, "stopping")
+				fmt.Fprintf(a.stdout, "stopping: letting running sessions finish (up to %s; Ctrl-C again stops at once)\n", drainWait)
+			}
+			again := make(chan os.Signal, 1)
+			signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(again)
+			stopHTTP() // Shutdown does not wait for the HTTP door's sessions
+			sctx, cancel := context.WithTimeout(context.Background(), drainWait)
+			defer cancel()
+			go func() {
+				select {
+				case <-again:
+					n.Close()
+				case <-sctx.Done():
+				}
+			}()
+			if err := n.Shutdown(sctx); err != nil {
+				a.log.Warn("stopped before every running session finished", "err", err)
 			}
 			return nil
 		},

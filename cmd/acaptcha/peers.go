@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -128,9 +130,12 @@ is shown.`,
 			var rep *peersReport
 			var err error
 			if nodeAddr != "" {
-				rep, err = fetchPeers(cmd.Context(), nodeAddr)
+				u, err := peersURL(nodeAddr)
 				if err != nil {
-					return &exitError{code: exitNetwork, err: err}
+					return err
+				}
+				if rep, err = fetchPeers(cmd.Context(), u); err != nil {
+					return err
 				}
 			} else {
 				rep, err = a.storePeers()
@@ -179,12 +184,9 @@ func (a *app) storePeers() (*peersReport, error) {
 	if err := a.checkStoreExists(); err != nil {
 		return nil, err
 	}
-	st, err := peer.OpenStore(a.storePath)
+	st, err := peer.OpenStoreReadOnly(a.storePath)
 	if err != nil {
-		if errors.Is(err, peer.ErrStoreLocked) {
-			return nil, usageErr("%v; to list the peers of a running node, start it with --metrics ADDR and run acaptcha peers --node ADDR", err)
-		}
-		return nil, usageErr("%v", err)
+		return nil, storeOpenErr(a.storePath, err, "to list the peers of a running node, start it with --metrics ADDR and run acaptcha peers --node ADDR")
 	}
 	defer st.Close()
 	ps, err := peer.PeerReport(st, a.trustQuorum, min, now)
@@ -200,25 +202,48 @@ func (a *app) storePeers() (*peersReport, error) {
 	return rep, nil
 }
 
-func fetchPeers(ctx context.Context, addr string) (*peersReport, error) {
-	u := addr
-	if !strings.Contains(u, "://") {
-		u = "http://" + u
+// peersURL is the /peers URL of a node's --metrics address (host:port or
+// URL); a value that is neither is a usage error.
+func peersURL(addr string) (string, error) {
+	raw := addr
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
 	}
-	u = strings.TrimSuffix(strings.TrimSuffix(u, "/"), "/metrics") + "/peers"
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "", usageErr("--node %q: %v", addr, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", usageErr("--node %q: want host:port or an http(s) URL", addr)
+	case u.Hostname() == "":
+		return "", usageErr("--node %q: no host", addr)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", usageErr("--node %q: port %q", addr, p)
+		}
+	}
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/metrics") + "/peers"
+	return u.String(), nil
+}
+
+// fetchPeers asks a running node for its peer report at u: a node that
+// cannot be reached is a network error (exit 3), a reply that is not a
+// peer report a runtime failure (exit 1).
+func fetchPeers(ctx context.Context, u string) (*peersReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, opsClientTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, usageErr("--node %q: %v", addr, err)
+		return nil, usageErr("--node: %v", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("ask node at %s: %w", u, err)
+		return nil, &exitError{code: exitNetwork, err: fmt.Errorf("ask node at %s: %w", u, err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("ask node at %s: HTTP %s", u, resp.Status)
+		return nil, fmt.Errorf("ask node at %s: HTTP %s (is it the node's --metrics address?)", u, resp.Status)
 	}
 	var rep peersReport
 	dec := json.NewDecoder(io.LimitReader(resp.Body, maxPeersResponse))

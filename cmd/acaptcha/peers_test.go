@@ -185,9 +185,10 @@ func TestNodeServesMetricsAndPeers(t *testing.T) {
 	if rep.Source != "node" || rep.TrustQuorum != 2 || rep.RequireSource != skill.SourceHybrid || rep.Self == "" || rep.Stats == nil {
 		t.Fatalf("live report: %+v", rep)
 	}
-	// The store is locked while the node runs: the error says what to do.
+	// The store is locked while the node runs: a runtime failure (exit 1,
+	// not a usage error), and the error says what to do.
 	_, errOut, code = peersMain(t, context.Background(), "peers", "--store", filepath.Join(dir, "db"))
-	if code != exitUsage || !strings.Contains(errOut, "--node") {
+	if code != exitFailure || !strings.Contains(errOut, "--node") {
 		t.Fatalf("locked store: exit %d: %s", code, errOut)
 	}
 }

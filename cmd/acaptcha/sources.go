@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/generate"
 	"github.com/acaptcha/acaptcha/skill/procedural"
 	"github.com/acaptcha/acaptcha/spec"
 )
@@ -33,6 +36,13 @@ var challengeSources = []challengeSource{
 		if err != nil {
 			return nil, usageErr("%v", err)
 		}
+		p, err := a.policy()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := a.checkFeasible(p, "challenge source procedural", procRange, false); err != nil {
+			return nil, err
+		}
 		return g, nil
 	}},
 	{name: "examples", kind: skill.SourceCorpus, static: true, build: func(a *app, _ string, ledger skill.Ledger, maxServes int) (skill.Source, error) {
@@ -56,6 +66,36 @@ var challengeSources = []challengeSource{
 		return a.hybridPool(ledger, maxServes)
 	}},
 }
+
+// sourceRange is the narrative range of a generating source (false for a
+// corpus, whose sets are checked one by one when loaded): the procedural
+// generator's, or the requested length of the llm and hybrid pools.
+func sourceRange(name string) (tokenRange, bool) {
+	switch name {
+	case "procedural":
+		return procRange, true
+	case "llm", "hybrid":
+		return generatedRange(generate.Params{MinTokens: generate.DefaultMinTokens, MaxTokens: generate.DefaultMaxTokens}), true
+	}
+	return tokenRange{}, false
+}
+
+// checkSourcePolicy checks the policy against the source --challenges
+// names before anything is built or opened (checkFeasible).
+func (a *app) checkSourcePolicy(p skill.Policy) error {
+	s, _, err := lookupChallenges(a.challenges)
+	if err != nil {
+		return usageErr("--challenges: %v", err)
+	}
+	if r, ok := sourceRange(s.name); ok {
+		_, err = a.checkFeasible(p, "challenge source "+s.name, r, s.name != "procedural")
+	}
+	return err
+}
+
+// procRange is the narrative range of the procedural generator with its
+// defaults (procedural.Config{}): each part draws its length uniformly.
+var procRange = tokenRange{lo: procedural.DefaultMinTokens, hi: procedural.DefaultMaxTokens}
 
 // challengeSourceNames lists the accepted values ("procedural, examples,
 // corpus:DIR, llm or hybrid").
@@ -120,4 +160,160 @@ func (a *app) corpus(name string, sets []*skill.Set, ledger skill.Ledger, maxSer
 		return nil, usageErr("%v", err)
 	}
 	return c, nil
+}
+
+// tokenRange is the narrative length, in tokens per part, of the sets a
+// source serves: a generator's requested range, or a corpus's extremes.
+type tokenRange struct{ lo, hi int }
+
+// feasibility is what the timing policy makes of a source's narrative
+// lengths: a round whose narrative the policy refuses (tau above
+// MaxHumanFraction of the human lower bound, or a derived budget the
+// session cannot carry) makes its session end inconclusive, unsigned.
+type feasibility struct {
+	r tokenRange
+	// refused counts the lengths in r the policy refuses; shortest and
+	// longest are the extremes of them (0 when none), err the policy's
+	// words for one.
+	refused           int
+	shortest, longest int
+	err, lastErr      error
+	// serveAll is the largest fixed tau that serves every length of r
+	// (0 under --derive-tau), serveNone the tau above which none is.
+	serveAll, serveNone time.Duration
+}
+
+// checkLengths applies policy p to every narrative length of r as a
+// session does to each round (skill.NewSession: Budget, then CheckBudget).
+func checkLengths(p skill.Policy, r tokenRange) feasibility {
+	f := feasibility{r: r}
+	// Every length, or a sample of a very wide range (each counting for
+	// step lengths).
+	step := max(1, (r.hi-r.lo+1)/8192)
+	for l := r.lo; l <= r.hi; l += step {
+		b, err := p.Budget(l)
+		if err == nil {
+			err = p.CheckBudget(b)
+		}
+		if err == nil {
+			continue
+		}
+		if f.refused == 0 {
+			f.shortest, f.err = l, err
+		}
+		f.refused += min(step, r.hi-l+1)
+		f.longest, f.lastErr = min(l+step-1, r.hi), err
+	}
+	if !p.DeriveTau {
+		capAt := func(l int) time.Duration {
+			return time.Duration(p.MaxHumanFraction * float64(p.Human.LowerBound(l)))
+		}
+		f.serveAll, f.serveNone = capAt(r.lo).Truncate(100*time.Millisecond), capAt(r.hi)
+	}
+	return f
+}
+
+// share is the fraction of lengths refused, and of sessions of rounds
+// rounds with at least one refused round (lengths drawn uniformly and
+// independently per part, as the generators draw them).
+func (f feasibility) share(rounds int) (parts, sessions float64) {
+	n := f.r.hi - f.r.lo + 1
+	if n <= 0 {
+		return 0, 0
+	}
+	parts = float64(f.refused) / float64(n)
+	return parts, 1 - math.Pow(1-parts, float64(rounds))
+}
+
+// remedy says which flag serves every length.
+func (f feasibility) remedy(p skill.Policy) string {
+	if p.DeriveTau {
+		return "a longer --total serves the longest narratives"
+	}
+	if f.serveAll >= skill.MinBudget {
+		return fmt.Sprintf("--tau %s or less serves every set (or --derive-tau)", f.serveAll)
+	}
+	return "--derive-tau serves every set"
+}
+
+// checkFeasible refuses, at start-up, a timing policy under which the
+// source what (narratives of r tokens per part) can serve no set: every
+// session would end inconclusive, silently, at its first round. When only
+// some sets fail it warns loudly with the share of sessions that will.
+// It returns what it found (eval reports it).
+//
+// generated: the source is a generator that validates its sets against
+// the policy (an LLM pool, or acaptcha generate).
+func (a *app) checkFeasible(p skill.Policy, what string, r tokenRange, generated bool) (feasibility, error) {
+	f := checkLengths(p, r)
+	switch {
+	case f.refused == 0:
+		return f, nil
+	case f.refused == r.hi-r.lo+1:
+		// Quote the refusal at the end of the range that comes nearest
+		// to passing: the longest narrative under a fixed tau.
+		why := f.lastErr
+		if p.DeriveTau {
+			why = f.err
+		}
+		return f, usageErr("%s cannot serve a single challenge set under this timing policy (--tau %s, --total %s%s): its narratives are %d-%d tokens per part, and even %s. Every session would end inconclusive; %s",
+			what, tauString(p), p.Total, deriveWord(p), r.lo, r.hi, policyWords(why), f.remedy(p))
+	}
+	if a.warned[what] {
+		return f, nil
+	}
+	if a.warned == nil {
+		a.warned = map[string]bool{}
+	}
+	a.warned[what] = true
+	parts, sessions := f.share(p.Rounds)
+	outcome := fmt.Sprintf("about %.0f%% of %d-round sessions will end INCONCLUSIVE, nothing signed", 100*sessions, p.Rounds)
+	if generated {
+		// The generators validate their sets against the policy
+		// (skill/generate: RejectPolicy): the refused ones are paid for
+		// and thrown away.
+		outcome = fmt.Sprintf("about %.0f%% of the sets generated will be rejected by the policy check (an LLM's after their tokens are spent)", 100*sessions)
+	}
+	a.log.Warn(fmt.Sprintf("%s: the timing policy refuses its narratives of %d-%d tokens (%s): about %.0f%% of parts, so %s; %s",
+		what, f.shortest, f.longest, policyWords(f.err), 100*parts, outcome, f.remedy(p)),
+		"tau", tauString(p), "total", p.Total, "narrative_tokens", fmt.Sprintf("%d-%d", r.lo, r.hi))
+	return f, nil
+}
+
+// policyWords is a policy error without its "invalid timing policy: "
+// prefix and its advice (the caller gives its own).
+func policyWords(err error) string {
+	s := strings.TrimPrefix(err.Error(), skill.ErrPolicy.Error()+": ")
+	if i := strings.LastIndex(s, "; use "); i > 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+func deriveWord(p skill.Policy) string {
+	if p.DeriveTau {
+		return ", --derive-tau"
+	}
+	return ""
+}
+
+// generatedRange is the narrative range of a generator's parameters.
+func generatedRange(p generate.Params) tokenRange {
+	return tokenRange{lo: p.MinTokens, hi: max(p.MaxTokens, p.MinTokens)}
+}
+
+// setsRange is the range of the narratives a session of rounds rounds
+// shows from sets.
+func setsRange(sets []*skill.Set, rounds int) tokenRange {
+	r := tokenRange{lo: math.MaxInt}
+	for _, s := range sets {
+		for i := 0; i < rounds && i < len(s.Parts); i++ {
+			n := skill.CountTokens(s.Parts[i].Narrative)
+			r.lo, r.hi = min(r.lo, n), max(r.hi, n)
+		}
+	}
+	if r.lo > r.hi {
+		r.lo = r.hi
+	}
+	return r
 }

@@ -79,7 +79,9 @@ const (
 	// DefaultKeepDone is how long an ended session stays readable.
 	DefaultKeepDone = 2 * time.Minute
 	// DefaultPowDifficulty is the least proof of work the door asks
-	// (anonymous clients mint peer IDs for free).
+	// (anonymous clients mint peer IDs for free), whatever the node's own
+	// base (its --pow-difficulty, which may be 0 over libp2p): a
+	// deliberate floor (spec/http.md §8, "Sybils").
 	DefaultPowDifficulty = protocol.PublicPowDifficulty
 	// DefaultV4PrefixBits and DefaultV6PrefixBits define an IP prefix.
 	DefaultV4PrefixBits = 24
@@ -313,6 +315,13 @@ func New(cfg Config) (*Gateway, error) {
 
 // Handler returns the gateway's routes (spec/http.md §3).
 func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// MinPowDifficulty is the least proof of work in bits the door asks of a
+// client (Config.PowDifficulty): it replaces the core's base when the base
+// is lower (a node run with no proof of work over libp2p still charges
+// this much over HTTP, where peer IDs are free to anonymous clients,
+// spec/http.md §8), and the core's load surcharge comes on top.
+func (g *Gateway) MinPowDifficulty() int { return g.cfg.PowDifficulty }
 
 // Listen listens on addr (host:port) and serves the gateway in the
 // background until Close; it returns the bound address.
