@@ -265,7 +265,7 @@ func (n *Node) peerNets(p peer.ID) addrNets {
 	for _, conn := range n.host.Network().ConnsToPeer(p) {
 		remote := conn.RemoteMultiaddr()
 		nets, known := netsOf(remote, n.cfg.LimitLoopback)
-		switch _, viaRelay := circuitRelay(remote); {
+		switch _, viaRelay := protocol.CircuitRelay(remote); {
 		case !known:
 		case !viaRelay:
 			return nets

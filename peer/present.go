@@ -7,7 +7,6 @@ package peer
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -105,8 +104,8 @@ func netsOf(remote ma.Multiaddr, limitLoopback bool) (nets addrNets, known bool)
 	if remote == nil {
 		return addrNets{}, false
 	}
-	if relay, relayed := circuitRelay(remote); relayed {
-		return addrNets{prefix: relayGroup(relay)}, true
+	if relay, relayed := protocol.CircuitRelay(remote); relayed {
+		return addrNets{prefix: protocol.RelayGroup(relay)}, true
 	}
 	nip, err := manet.ToIP(remote)
 	if err != nil {
@@ -129,35 +128,6 @@ func netsOfAddr(addr netip.Addr, limitLoopback bool) addrNets {
 		nets.block, _ = a.WithZone("").Prefix(v6BlockBits)
 	}
 	return nets
-}
-
-// circuitRelay reports whether remote runs through a circuit relay and
-// names the relay: the /p2p component right before the first
-// /p2p-circuit (empty when there is none).
-func circuitRelay(remote ma.Multiaddr) (relay peer.ID, relayed bool) {
-	for _, c := range remote {
-		switch c.Code() {
-		case ma.P_CIRCUIT:
-			return relay, true
-		case ma.P_P2P:
-			relay, _ = peer.IDFromBytes(c.RawValue())
-		default:
-			relay = ""
-		}
-	}
-	return "", false
-}
-
-// relayGroup is the group of the connections relayed by relay: every
-// peer that reaches this node through it shares the group, apart from the
-// group of the relay's own address. It is a /128 in 100::/64 (RFC 6666,
-// discard-only), which no IP group (a /24 or /48) can equal.
-func relayGroup(relay peer.ID) netip.Prefix {
-	h := sha256.Sum256(append([]byte("acaptcha relay group\x00"), relay...))
-	var a [16]byte
-	a[0] = 0x01
-	copy(a[8:], h[:8])
-	return netip.PrefixFrom(netip.AddrFrom16(a), 128)
 }
 
 // tokenBucket is a token bucket refilled continuously.

@@ -219,12 +219,12 @@ func (s *Service) drawPrefix(p peer.ID) (netip.Prefix, bool) {
 // connPrefix is the budget group of a connection's remote address
 // (spec/protocol.md §9a): for a direct connection the prefix DrawPrefix
 // gives its IP (ok false when exempt); for a circuit-relayed one the
-// group of its relay (relayPrefix), whatever the relay's own address,
+// group of its relay (RelayGroup), whatever the relay's own address,
 // since the remote peer is elsewhere. known is false for an address that
 // has neither (a non-IP transport): no group applies.
 func (s *Service) connPrefix(remote ma.Multiaddr) (pfx netip.Prefix, ok, known bool) {
-	if relay, relayed := circuitRelay(remote); relayed {
-		return relayPrefix(relay), true, true
+	if relay, relayed := CircuitRelay(remote); relayed {
+		return RelayGroup(relay), true, true
 	}
 	nip, err := manet.ToIP(remote)
 	if err != nil {
@@ -240,17 +240,17 @@ func (s *Service) connPrefix(remote ma.Multiaddr) (pfx netip.Prefix, ok, known b
 
 // isRelayed reports whether remote runs through a circuit relay.
 func isRelayed(remote ma.Multiaddr) bool {
-	_, relayed := circuitRelay(remote)
+	_, relayed := CircuitRelay(remote)
 	return relayed
 }
 
-// circuitRelay reports whether remote is a circuit-v2 relayed address
+// CircuitRelay reports whether remote is a circuit-v2 relayed address
 // (it has a /p2p-circuit component) and names the relay this node is
 // connected to: the /p2p component right before the first /p2p-circuit
 // (go-libp2p writes <relay's address>/p2p/<relay>/p2p-circuit, the relay
 // being the authenticated peer of the underlying connection). relay is
 // empty when that component is missing.
-func circuitRelay(remote ma.Multiaddr) (relay peer.ID, relayed bool) {
+func CircuitRelay(remote ma.Multiaddr) (relay peer.ID, relayed bool) {
 	for _, c := range remote {
 		switch c.Code() {
 		case ma.P_CIRCUIT:
@@ -272,7 +272,7 @@ func circuitRelay(remote ma.Multiaddr) (relay peer.ID, relayed bool) {
 // the IPv6 discard-only prefix (RFC 6666), which never carries a peer.
 var relayGroupNet = [8]byte{0x01, 0x00}
 
-// relayPrefix is the budget group of the connections relayed by relay
+// RelayGroup is the budget group of the connections relayed by relay
 // (spec §9a): every peer that reaches this node through that relay
 // shares it, and it is apart from the group of the relay's own address
 // (one abuser behind a public relay spends the relay's group, not the
@@ -294,7 +294,7 @@ var relayGroupNet = [8]byte{0x01, 0x00}
 // peer's choice, and many relay IDs are, like fresh peer IDs, bounded by
 // the per-verifier and global budgets and the quarter kept for trusted
 // verifiers.
-func relayPrefix(relay peer.ID) netip.Prefix {
+func RelayGroup(relay peer.ID) netip.Prefix {
 	h := sha256.New()
 	h.Write([]byte("acaptcha relay group\x00"))
 	h.Write([]byte(relay))

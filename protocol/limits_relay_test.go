@@ -86,7 +86,7 @@ func TestRelayedConnGroupLive(t *testing.T) {
 		if !ok || !known || !isRelayed(remote) {
 			t.Fatalf("verifier %d relayed (%s): group %v ok=%v known=%v", i, remote, pfx, ok, known)
 		}
-		if want := relayPrefix(relay.ID()); pfx != want {
+		if want := RelayGroup(relay.ID()); pfx != want {
 			t.Fatalf("verifier %d relayed (%s): group %v, want the relay's %v", i, remote, pfx, want)
 		}
 		if got, ok := s.drawPrefix(v.ID()); !ok || got != pfx {

@@ -404,29 +404,7 @@ func readWAL(path string, gen uint64) (recs []*walRecord, undecodable int, err e
 		return nil, 0, fmt.Errorf("read write-ahead log: %w", err)
 	}
 	clear(data[n:]) // zeros end the frames
-	for off := 0; ; {
-		body, next, ok := readFrame(data, off, gen)
-		if !ok {
-			break
-		}
-		off = next
-		d := Issued
-		if body[0] == 'r' {
-			d = Received
-		}
-		env := bytes.Clone(body[1:])
-		a, ok := decodeStored(env)
-		if !ok || (body[0] != 'i' && body[0] != 'r') {
-			undecodable++
-			continue
-		}
-		r, err := newWALRecord(d, env, a)
-		if err != nil {
-			undecodable++
-			continue
-		}
-		recs = append(recs, r)
-	}
+	recs, undecodable = walRecords(data, gen, true)
 	return recs, undecodable, nil
 }
 

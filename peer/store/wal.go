@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -158,29 +159,7 @@ func openWAL(path string, gen uint64) (w *wal, recs []*walRecord, undecodable in
 			return nil, nil, 0, fmt.Errorf("sync write-ahead log directory: %w", err)
 		}
 	}
-	for off := 0; ; {
-		body, next, ok := readFrame(data, off, gen)
-		if !ok {
-			break
-		}
-		off = next
-		d := Issued
-		if body[0] == 'r' {
-			d = Received
-		}
-		env := body[1:]
-		a, ok := decodeStored(env)
-		if !ok || (body[0] != 'i' && body[0] != 'r') {
-			undecodable++
-			continue
-		}
-		r, err := newWALRecord(d, env, a)
-		if err != nil {
-			undecodable++
-			continue
-		}
-		recs = append(recs, r)
-	}
+	recs, undecodable = walRecords(data, gen, false)
 	return &wal{f: f, sync: syncer, gen: gen}, recs, undecodable, nil
 }
 
@@ -288,4 +267,37 @@ func putWALGeneration(tx *bolt.Tx, gen uint64) error {
 		return err
 	}
 	return b.Put(keyWALGen, binary.BigEndian.AppendUint64(nil, gen))
+}
+
+// walRecords decodes the records of generation gen in a log's bytes;
+// copied, their envelopes do not alias data (a read-only open's buffer is
+// its own, the log's is reused).
+func walRecords(data []byte, gen uint64, copied bool) (recs []*walRecord, undecodable int) {
+	for off := 0; ; {
+		body, next, ok := readFrame(data, off, gen)
+		if !ok {
+			break
+		}
+		off = next
+		d := Issued
+		if body[0] == 'r' {
+			d = Received
+		}
+		env := body[1:]
+		if copied {
+			env = bytes.Clone(env)
+		}
+		a, ok := decodeStored(env)
+		if !ok || (body[0] != 'i' && body[0] != 'r') {
+			undecodable++
+			continue
+		}
+		r, err := newWALRecord(d, env, a)
+		if err != nil {
+			undecodable++
+			continue
+		}
+		recs = append(recs, r)
+	}
+	return recs, undecodable
 }
