@@ -34,6 +34,11 @@ func (v *Verifier) Self() peer.ID { return v.s.h.ID() }
 // Policy is the timing and round policy sessions run under.
 func (v *Verifier) Policy() skill.Policy { return v.s.cfg.Policy }
 
+// PowBase is the base proof of work in bits (Config.PowDifficulty, 0 for
+// none): the least a session asks, unless BeginOptions.MinPowDifficulty
+// is above it.
+func (v *Verifier) PowBase() int { return max(v.s.cfg.PowDifficulty, 0) }
+
 // BeginOptions are the options of Verifier.Begin.
 type BeginOptions struct {
 	// Reciprocal records that the session asks its subject to verify this

@@ -84,6 +84,9 @@ func (c nodeCore) Begin(subject peer.ID, opt BeginOptions) (CoreSession, error) 
 func (c nodeCore) Self() peer.ID        { return c.v.Self() }
 func (c nodeCore) Policy() skill.Policy { return c.v.Policy() }
 
+// PowBase is the node's base proof of work (Gateway.MinPowDifficulty).
+func (c nodeCore) PowBase() int { return c.v.PowBase() }
+
 var _ CoreSession = (*protocol.VerifierSession)(nil)
 
 // ForNode builds the HTTP door of a running node: sessions run on the

@@ -321,7 +321,12 @@ func (g *Gateway) Handler() http.Handler { return g.handler }
 // is lower (a node run with no proof of work over libp2p still charges
 // this much over HTTP, where peer IDs are free to anonymous clients,
 // spec/http.md §8), and the core's load surcharge comes on top.
-func (g *Gateway) MinPowDifficulty() int { return g.cfg.PowDifficulty }
+func (g *Gateway) MinPowDifficulty() int {
+	if b, ok := g.cfg.Core.(interface{ PowBase() int }); ok {
+		return max(g.cfg.PowDifficulty, b.PowBase())
+	}
+	return g.cfg.PowDifficulty
+}
 
 // Listen listens on addr (host:port) and serves the gateway in the
 // background until Close; it returns the bound address.

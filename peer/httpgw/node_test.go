@@ -2,6 +2,8 @@ package httpgw
 
 import (
 	"crypto/rand"
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
@@ -128,4 +130,41 @@ func newRealNode(t *testing.T) (answerKey, *peer.Node) {
 	}
 	t.Cleanup(func() { n.Close() })
 	return key, n
+}
+
+// The manifest's min_difficulty is the least a session asks: the door's
+// floor, or the node's base when that is higher.
+func TestManifestMinDifficultyFollowsNodeBase(t *testing.T) {
+	_, sets := newAnswerKey(t)
+	src, err := skill.NewCorpus("examples", sets, nil, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := peer.New(peer.Config{Key: nk, StorePath: filepath.Join(t.TempDir(), "db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		Policy: skill.DefaultPolicy(), Source: src, Limits: peer.Limits{PowDifficulty: DefaultPowDifficulty + 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	gw, err := ForNode(n.Door(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	if got := gw.MinPowDifficulty(); got != DefaultPowDifficulty+2 {
+		t.Fatalf("MinPowDifficulty %d, want the node's base %d", got, DefaultPowDifficulty+2)
+	}
+	rec := httptest.NewRecorder()
+	gw.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, ManifestPath, nil))
+	var m Manifest
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Pow.MinDifficulty != DefaultPowDifficulty+2 {
+		t.Fatalf("manifest min_difficulty %d, want %d", m.Pow.MinDifficulty, DefaultPowDifficulty+2)
+	}
 }
