@@ -177,6 +177,9 @@ type contactState struct {
 	// silentNets are the networks in probation (nil until the first
 	// silence).
 	silentNets map[netip.Prefix]*silentNet
+	// slipping counts, per network, the first-contact sessions whose
+	// peer is silent past the leash right now (leash.go).
+	slipping map[netip.Prefix]int
 	// ready is set once the state above exists (reciprocal requests can
 	// arrive while the node starts).
 	ready atomic.Bool
@@ -244,7 +247,7 @@ func (n *Node) inSilentNets(nets addrNets, now time.Time) bool {
 	c := &n.contact
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e := c.silentNets[nets.prefix]; e != nil && now.Before(e.until) {
+	if e := c.silentNets[nets.prefix]; e != nil && now.Before(e.until) || c.slipping[nets.prefix] > 0 {
 		return true
 	}
 	if !nets.block.IsValid() {
@@ -705,6 +708,17 @@ func (n *Node) firstContact(p peer.ID, why string) {
 		case c.probation <- struct{}{}:
 			sem = c.probation
 		default:
+			if why == whyReciprocal {
+				// Answered WILL: wait for the probation slot rather
+				// than defer (a later run would not honour the promise).
+				select {
+				case c.probation <- struct{}{}:
+					sem = c.probation
+				case <-c.ctx.Done():
+					return
+				}
+				break
+			}
 			d := n.deferContact(p, time.Now())
 			n.wakeAt(time.Now().Add(d))
 			n.log.Debug("first contact: network in probation and the probation slot taken; retrying", "peer", p, "retry_in", d)

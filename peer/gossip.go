@@ -73,6 +73,39 @@ type gossipLimiter struct {
 	mu      sync.Mutex
 	issuers map[peer.ID]*tokenBucket
 	aboutUs map[peer.ID]time.Time
+	// newPairs are the versions accepted of (issuer, subject) pairs the
+	// node did not hold yet, until their interval is over: versions of a
+	// new pair validated before the first is delivered count against it.
+	newPairs map[[2]peer.ID]newPair
+}
+
+// newPair is the version of a new pair the validator accepted, and when.
+type newPair struct {
+	at time.Time
+	v  versionKey
+}
+
+// allowNewPair reports whether a, a version of a pair the node holds no
+// record of, may be accepted now: no other version of the pair was within
+// LearnedVersionEvery. It notes a's.
+func (l *gossipLimiter) allowNewPair(a *protocol.Attestation, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.newPairs == nil {
+		l.newPairs = map[[2]peer.ID]newPair{}
+	}
+	k := [2]peer.ID{a.Issuer, a.Subject}
+	np, ok := l.newPairs[k]
+	if ok && within(np.at, now, LearnedVersionEvery) {
+		return np.v.is(a)
+	}
+	if !ok {
+		bounded.MakeRoom(l.newPairs, gossipIssuersTracked, func(np newPair) bool {
+			return !within(np.at, now, LearnedVersionEvery)
+		})
+	}
+	l.newPairs[k] = newPair{at: now, v: versionKey{a.IssuedAt, a.ExpiresAt, a.Accepted}}
+	return true
 }
 
 // allowIssuer takes a token from p's bucket, or reports that it is empty.

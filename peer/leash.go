@@ -16,6 +16,7 @@ package peer
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -81,11 +82,15 @@ func (l *leash) expire() {
 		return
 	}
 	l.slipped = true
+	l.n.slipping(l.nets, +1)
 	l.mu.Unlock()
 	l.release()
 	// Fresh peer IDs of the same network wait for probation from now on,
-	// not from the end of this session (the handshake timeout).
-	l.n.markSilentNets(l.nets, time.Now())
+	// not from the end of this session (the handshake timeout), but only
+	// while this peer stays silent: one that answers late (a slow link, a
+	// hard proof of work) takes the mark back, and only a session that
+	// fails puts its network in probation for contactSilentNetFor
+	// (firstContact).
 	l.n.metrics.count(func(m *metrics) *atomic.Uint64 { return &m.contactLeashed })
 	l.n.log.Debug("first contact: peer silent past the leash; slot given up", "peer", l.p, "leash", l.n.t.contactLeash)
 }
@@ -93,6 +98,9 @@ func (l *leash) expire() {
 func (l *leash) answered() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.slipped && !l.heard && !l.done {
+		l.n.slipping(l.nets, -1)
+	}
 	l.heard = true
 	if l.timer != nil {
 		l.timer.Stop()
@@ -110,11 +118,34 @@ func (l *leash) end() (silent bool) {
 	c.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.slipped && !l.heard && !l.done {
+		l.n.slipping(l.nets, -1)
+	}
 	l.done = true
 	if l.timer != nil {
 		l.timer.Stop()
 	}
 	return l.slipped
+}
+
+// slipping counts the leashed sessions of nets' network whose peer is
+// silent past the leash (d +1 when one slips, -1 when it answers or
+// ends): while any is, the network counts as in probation
+// (inSilentNets). Entries exist only while such sessions run, at most one
+// per first-contact worker.
+func (n *Node) slipping(nets addrNets, d int) {
+	if !nets.prefix.IsValid() {
+		return
+	}
+	c := &n.contact
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.slipping == nil {
+		c.slipping = map[netip.Prefix]int{}
+	}
+	if c.slipping[nets.prefix] += d; c.slipping[nets.prefix] <= 0 {
+		delete(c.slipping, nets.prefix)
+	}
 }
 
 // leashHost is the host the protocol service uses: streams it opens on

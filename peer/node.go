@@ -785,8 +785,8 @@ const exhaustWarnEvery = 10 * time.Minute
 // warns, at once the first time, then at most every exhaustWarnEvery.
 func (n *Node) onSourceExhausted(err error, served uint64) {
 	n.metrics.observeExhausted()
-	if n.ctx.Err() != nil {
-		return // closing: a pool closed under a last session
+	if n.ctx.Err() != nil || n.drain.isDraining() {
+		return // stopping: a pool closed under a last session
 	}
 	missed, ok := n.exhaustWarn.allow(time.Now(), exhaustWarnEvery)
 	if !ok {

@@ -755,6 +755,12 @@ func (t *trustState) admitGossip(a *protocol.Attestation, self peer.ID, now time
 	if ok, _ := t.directLocked(a.Issuer, now); ok {
 		return res
 	}
+	if old == nil && !lim.allowNewPair(a, now) {
+		// Another version of this pair, new to the node, was accepted
+		// and is yet to be delivered: it holds the pair's interval as a
+		// reservation would (trust.md §3.4).
+		return learnTooSoon
+	}
 	if !lim.allowIssuer(a.Issuer, now) {
 		return learnIssuerRate
 	}

@@ -272,6 +272,10 @@ func (p *proverRun) serve() {
 	// The verifier asks to be verified back: a new session is started
 	// only for a peer with draws left (the session makes it pay), and the
 	// ack says what became of the request (spec §1a).
+	if time.Now().After(ackBy) {
+		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: hello ack not ready within the handshake timeout", ErrBusy))
+		return
+	}
 	var recip pb.Reciprocal
 	if hello.GetReciprocal() {
 		if s.cfg.OnReciprocal == nil {
@@ -280,9 +284,11 @@ func (p *proverRun) serve() {
 			recip = s.cfg.OnReciprocal(p.remote, s.budgets.canDraw(p.remote, s.now()))
 		}
 	}
-	if time.Now().After(ackBy) {
+	if time.Now().After(ackBy) && recip != pb.Reciprocal_RECIPROCAL_WILL {
 		// Too late for the verifier's wait: a decline, not an ack that
-		// might start a session the verifier has given up on.
+		// might start a session the verifier has given up on. After WILL
+		// a session back runs already: the ack goes out late rather than
+		// contradict it (the hook overran ReciprocalAllowance).
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: hello ack not ready within the handshake timeout", ErrBusy))
 		return
 	}

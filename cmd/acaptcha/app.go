@@ -141,15 +141,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return code
 	}
-	if ctx.Err() != nil && (cmd == nil || cmd.Annotations[annotServe] == "") {
+	var ee *exitError
+	if ctx.Err() != nil && err != nil && !(errors.As(err, &ee) && ee.code == exitUsage) && (cmd == nil || cmd.Annotations[annotServe] == "") {
 		// Stopped by a signal before it finished: whatever it printed is
-		// partial, and no outcome it reached counts.
+		// partial, and no outcome it reached counts (a shortfall such as
+		// "6 of 100000 sets" is the signal's doing). A command that
+		// finished (nil) before the signal, or whose arguments were
+		// refused, keeps its own exit status.
 		return report(exitInterrupted, fmt.Errorf("interrupted before %s finished: any output above is partial", commandName(cmd)))
 	}
 	if err == nil {
 		return exitOK
 	}
-	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.shown || ee.err == nil {
 			return ee.code

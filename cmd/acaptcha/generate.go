@@ -30,8 +30,11 @@ type genOptions struct {
 	crossCheck  string
 	tokenBudget int
 
-	// ctx ends the pool's workers; set by the node command.
-	ctx context.Context
+	// ctx ends the pool's workers; set by the node command, whose
+	// stopPools cancels it once the node has drained (a signal would close
+	// the pools under the sessions still drawing).
+	ctx       context.Context
+	stopPools context.CancelFunc
 }
 
 // withLLMPoolDefault makes cmd (the node command) serve freshly generated
@@ -40,7 +43,7 @@ type genOptions struct {
 func (a *app) withLLMPoolDefault(cmd *cobra.Command) *cobra.Command {
 	prev := cmd.PreRunE
 	cmd.PreRunE = func(c *cobra.Command, args []string) error {
-		a.gen.ctx = c.Context()
+		a.gen.ctx, a.gen.stopPools = context.WithCancel(context.WithoutCancel(c.Context()))
 		if a.llmSpec != "" && a.challenges == "auto" {
 			a.challenges = "llm"
 		}

@@ -299,6 +299,11 @@ func (a *app) nodeCmd() *cobra.Command {
 			if err := checkHTTPAddr(httpAddr); err != nil {
 				return err
 			}
+			if a.gen.stopPools != nil {
+				// After the node's drain and close (deferred below, so
+				// this runs last).
+				defer a.gen.stopPools()
+			}
 			n, llmName, err := a.startNode(cmd, a.listen, &a.contact)
 			if err != nil {
 				return err

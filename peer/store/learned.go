@@ -153,7 +153,7 @@ func (s *Store) PutLearned(ls ...Learned) error {
 // entries that no longer verify (a damaged or tampered file) are skipped,
 // and their number is returned as bad.
 func (s *Store) ListLearned(subject peer.ID) (out []Learned, bad int, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLearned)
 		if b == nil {
 			return nil
@@ -244,7 +244,7 @@ func (s *Store) PutRevocation(p peer.ID, at time.Time) error {
 // Revocations returns the revoked peers with the time of their revocation.
 func (s *Store) Revocations() (map[peer.ID]time.Time, error) {
 	out := map[peer.ID]time.Time{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRevoked)
 		if b == nil {
 			return nil

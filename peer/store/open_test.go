@@ -34,6 +34,9 @@ func closedStore(t *testing.T, n int) (string, []byte) {
 		if err := s.Put(Received, envs[i], as[i]); err != nil {
 			t.Fatal(err)
 		}
+		if err := s.PutLearned(Learned{Attestation: as[i], Envelope: envs[i], Via: ViaGossip, LearnedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -91,7 +94,15 @@ func openOrList(path string, o Options) error {
 		return err
 	}
 	defer s.Close()
-	_, err = s.List("", "")
+	if _, err = s.List("", ""); err != nil {
+		return err
+	}
+	// The reads a node makes at start (its trust index) go through the
+	// same guard.
+	if _, _, err = s.ListLearned(""); err != nil {
+		return err
+	}
+	_, err = s.Revocations()
 	return err
 }
 

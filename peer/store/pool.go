@@ -184,7 +184,7 @@ func (s *Store) PoolReturn(t pool.Taken, maxServes int) error {
 // PoolLen counts the unexpired ready sets.
 func (s *Store) PoolLen(now time.Time, maxAge time.Duration) (int, error) {
 	n := 0
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketPoolReady)
 		if b == nil {
 			return nil

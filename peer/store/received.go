@@ -176,7 +176,7 @@ func (s *Store) deleteKeys(b []byte, keys [][]byte) (int, error) {
 // a store the next open trims again.
 func (s *Store) openReceived(now time.Time) error {
 	count := func() error {
-		return s.db.View(func(tx *bolt.Tx) error {
+		return s.view(func(tx *bolt.Tx) error {
 			s.nReceived = tx.Bucket(bucketReceived).Stats().KeyN
 			return nil
 		})
@@ -185,7 +185,7 @@ func (s *Store) openReceived(now time.Time) error {
 		return err
 	}
 	var keep map[string]bool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		keep, _ = receivedKeep(tx, s.maxReceived-receivedSlack(s.maxReceived), now)
 		return nil
 	})
@@ -195,7 +195,7 @@ func (s *Store) openReceived(now time.Time) error {
 	for after := []byte(nil); ; {
 		var dead [][]byte
 		var next []byte
-		err := s.db.View(func(tx *bolt.Tx) error {
+		err := s.view(func(tx *bolt.Tx) error {
 			dead, next = receivedDrop(tx, keep, after, pruneBatch)
 			return nil
 		})

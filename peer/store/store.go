@@ -120,9 +120,14 @@ func (s *Store) Commits() (commits, batched uint64) {
 }
 
 // update1 runs fn in a read-write transaction of its own (DB.Update) and
-// counts the commit.
+// counts the commit. A panic of bbolt on damaged pages (the transaction is
+// rolled back) becomes an error wrapping ErrCorrupt, as in view.
 func (s *Store) update1(fn func(*bolt.Tx) error) error {
-	err := s.db.Update(fn)
+	err := guard(s.path, func() error { return s.db.Update(fn) })
+	var pe *panicError
+	if errors.As(err, &pe) {
+		return pe.CorruptError
+	}
 	if err == nil {
 		s.committed.Add(1)
 	}
