@@ -139,16 +139,6 @@ type peerState struct {
 	calls    bucket // prover: answerer calls
 	tokens   bucket // prover: prompt tokens
 	usage    PeerUsage
-	// vpfx is the budget prefix of the last session the prover admitted
-	// for this verifier (vpfxSet: there was one; vhasPfx false: none
-	// applied): the prefix its rounds' tokens and its unused calls are
-	// charged and refunded to, as read off that session's stream
-	// (sessionPrefix). A verifier with two sessions at once from two
-	// networks may have one's rounds counted in the other's network:
-	// both are its own.
-	vpfx    netip.Prefix
-	vhasPfx bool
-	vpfxSet bool
 }
 
 // PeerUsage is what one peer has cost this node's verifier so far (while
@@ -608,8 +598,8 @@ func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, w
 }
 
 // admitSessionIn is admitSession with the verifier's prefix given
-// (hasPfx false: none), as the prover reads it off the stream once; p's
-// later rounds charge their tokens to that prefix (sessionPrefix). The
+// (hasPfx false: none), as the prover reads it off the stream once (its
+// rounds charge that prefix too: chargeTokensIn). The
 // checks run in the order of spec §9a: the verifier's sessions, calls and
 // tokens; its prefix's sessions, calls and tokens; the node's sessions,
 // calls and tokens, each of the node's with the quarter kept for trusted
@@ -668,23 +658,7 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 		pp.sessions.tokens--
 		pp.calls.tokens -= r
 	}
-	st.vpfx, st.vhasPfx, st.vpfxSet = pfx, hasPfx, true
 	return true, ""
-}
-
-// sessionPrefix is the prefix verifier p's rounds are charged to: that of
-// its last admitted session (admitSessionIn), or, when the budget table
-// has forgotten it, that of p's current connection (prefix). It takes
-// the budgets' lock itself and calls prefixOf without it.
-func (b *budgets) sessionPrefix(p peer.ID) (netip.Prefix, bool) {
-	b.mu.Lock()
-	if st, ok := b.peers[p]; ok && st.vpfxSet {
-		pfx, hasPfx := st.vpfx, st.vhasPfx
-		b.mu.Unlock()
-		return pfx, hasPfx
-	}
-	b.mu.Unlock()
-	return b.prefix(p)
 }
 
 // proverReserve is the share of the node's prover budgets (sessions,
@@ -753,13 +727,13 @@ func (b *budgets) chargePowIn(p peer.ID, pfx netip.Prefix, hasPfx bool, d int, n
 }
 
 // refundCalls gives back reserved answerer calls that were not made, to
-// verifier p's budget, its session's prefix's (sessionPrefix) and the
+// verifier p's budget, its current connection's prefix's (prefix) and the
 // node's.
 func (b *budgets) refundCalls(p peer.ID, n int, now time.Time) {
 	if n <= 0 {
 		return
 	}
-	pfx, hasPfx := b.sessionPrefix(p)
+	pfx, hasPfx := b.prefix(p)
 	b.refundCallsIn(p, pfx, hasPfx, n, now)
 }
 
@@ -779,13 +753,13 @@ func (b *budgets) refundCallsIn(p peer.ID, pfx netip.Prefix, hasPfx bool, n int,
 }
 
 // refundTokens gives back n prompt tokens that were reserved and not
-// used, to verifier p's budget, its session's prefix's (sessionPrefix)
+// used, to verifier p's budget, its current connection's prefix's (prefix)
 // and the node's.
 func (b *budgets) refundTokens(p peer.ID, n int, now time.Time) {
 	if n <= 0 {
 		return
 	}
-	pfx, hasPfx := b.sessionPrefix(p)
+	pfx, hasPfx := b.prefix(p)
 	b.refundTokensIn(p, pfx, hasPfx, n, now)
 }
 
@@ -805,7 +779,7 @@ func (b *budgets) refundTokensIn(p peer.ID, pfx netip.Prefix, hasPfx bool, n int
 }
 
 // chargeTokens spends n prompt tokens (one round) of verifier p's
-// budget, of its session's prefix's (sessionPrefix) and of the node's;
+// budget, of its current connection's prefix's (prefix) and of the node's;
 // it reports false, spending nothing, when one cannot cover them or when
 // p, not trusted, would take the node's kept quarter (reserveFor, the
 // round's n tokens as the unit).
@@ -813,7 +787,7 @@ func (b *budgets) chargeTokens(p peer.ID, n int, now time.Time) bool {
 	if n <= 0 {
 		return true
 	}
-	pfx, hasPfx := b.sessionPrefix(p)
+	pfx, hasPfx := b.prefix(p)
 	return b.chargeTokensIn(p, pfx, hasPfx, n, now)
 }
 

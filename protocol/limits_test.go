@@ -54,7 +54,7 @@ func spendTokens(b *budgets, net int, pfx netip.Prefix, now time.Time) (charged 
 			admitted++
 			for r := 0; r < 3; r++ {
 				n := fullRound
-				for n > 0 && !b.chargeTokens(p, n, now) {
+				for n > 0 && !b.chargeTokensIn(p, pfx, true, n, now) {
 					n /= 2
 				}
 				charged += n
@@ -82,7 +82,7 @@ func TestProverTokensPrefixShare(t *testing.T) {
 	if charged > share || charged < share-fullRound {
 		t.Fatalf("one /48 of fresh IDs read %d prompt tokens, want its share of %d (an eighth of %d)", charged, share, cfg.MaxProverTokens)
 	}
-	if ok, why := b.admitSessionIn(sybil(2, 0), net48(2), true, 3, now); !ok || !b.chargeTokens(sybil(2, 0), fullRound, now) {
+	if ok, why := b.admitSessionIn(sybil(2, 0), net48(2), true, 3, now); !ok || !b.chargeTokensIn(sybil(2, 0), net48(2), true, fullRound, now) {
 		t.Fatalf("a verifier of another /48 refused after the first spent its share (%s)", why)
 	}
 	// The spent /48 is refused at the hello, as a network.
@@ -117,12 +117,13 @@ func TestProverTokenReserveForTrusted(t *testing.T) {
 	if ok, why := b.admitSessionIn(sybil(900, 0), net48(900), true, 3, now); ok || !strings.Contains(why, "trusts") {
 		t.Fatalf("an unknown verifier of a fresh /48 with only the kept quarter left: admitted=%v %q", ok, why)
 	}
-	ok, why := b.admitSessionIn(trusted, netip.MustParsePrefix("198.51.100.0/24"), true, 3, now)
+	tpfx := netip.MustParsePrefix("198.51.100.0/24")
+	ok, why := b.admitSessionIn(trusted, tpfx, true, 3, now)
 	if !ok {
 		t.Fatalf("a verifier this node admits refused at the hello: %s", why)
 	}
 	for r := 0; r < 3; r++ {
-		if !b.chargeTokens(trusted, 2000, now) {
+		if !b.chargeTokensIn(trusted, tpfx, true, 2000, now) {
 			t.Fatalf("a verifier this node admits: round %d of 2,000 tokens refused", r+1)
 		}
 	}
@@ -199,7 +200,7 @@ func TestProverCallTokenReserveSmallBudgets(t *testing.T) {
 			t.Errorf("calls %d, tokens %d: the first untrusted %d-round session refused (%s)", tc.calls, tc.tokens, tc.rounds, why)
 			continue
 		}
-		if !b.chargeTokens(p, tc.round, now) {
+		if !b.chargeTokensIn(p, pfx, true, tc.round, now) {
 			t.Errorf("calls %d, tokens %d: the first untrusted round of %d tokens refused", tc.calls, tc.tokens, tc.round)
 		}
 	}
@@ -220,18 +221,18 @@ func TestProverPrefixRefunds(t *testing.T) {
 	if ok, why := b.admitSessionIn(sybil(1, 3), pfx, true, 1, now); ok || !strings.Contains(why, "network") {
 		t.Fatalf("a third session past the /24's 6 calls: admitted=%v %q", ok, why)
 	}
-	b.refundCalls(sybil(1, 1), 2, now)
+	b.refundCallsIn(sybil(1, 1), pfx, true, 2, now)
 	if ok, why := b.admitSessionIn(sybil(1, 3), pfx, true, 2, now); !ok {
 		t.Fatalf("calls refunded did not go back to the /24: %s", why)
 	}
-	if !b.chargeTokens(sybil(1, 3), fullRound, now) {
+	if !b.chargeTokensIn(sybil(1, 3), pfx, true, fullRound, now) {
 		t.Fatal("the /24's one full round refused")
 	}
-	if b.chargeTokens(sybil(1, 2), 1, now) {
+	if b.chargeTokensIn(sybil(1, 2), pfx, true, 1, now) {
 		t.Fatal("a round past the /24's token share")
 	}
-	b.refundTokens(sybil(1, 3), fullRound/2, now)
-	if !b.chargeTokens(sybil(1, 2), fullRound/2, now) {
+	b.refundTokensIn(sybil(1, 3), pfx, true, fullRound/2, now)
+	if !b.chargeTokensIn(sybil(1, 2), pfx, true, fullRound/2, now) {
 		t.Fatal("tokens refunded did not go back to the /24")
 	}
 	// Another network is untouched, and the share refills.

@@ -114,6 +114,12 @@ func TestReflectedEndsSession(t *testing.T) {
 // closed when the test ends, with the answer key to them.
 func newRealNode(t *testing.T) (answerKey, *peer.Node) {
 	t.Helper()
+	return newRealNodeWith(t, peer.Limits{})
+}
+
+// newRealNodeWith is newRealNode with the node's limits.
+func newRealNodeWith(t *testing.T, limits peer.Limits) (answerKey, *peer.Node) {
+	t.Helper()
 	key, sets := newAnswerKey(t)
 	src, err := skill.NewCorpus("examples", sets, nil, 1000)
 	if err != nil {
@@ -124,7 +130,7 @@ func newRealNode(t *testing.T) (answerKey, *peer.Node) {
 		t.Fatal(err)
 	}
 	n, err := peer.New(peer.Config{Key: nk, StorePath: filepath.Join(t.TempDir(), "db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Policy: skill.DefaultPolicy(), Source: src})
+		Policy: skill.DefaultPolicy(), Source: src, Limits: limits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,21 +141,7 @@ func newRealNode(t *testing.T) (answerKey, *peer.Node) {
 // The manifest's min_difficulty is the least a session asks: the door's
 // floor, or the node's base when that is higher.
 func TestManifestMinDifficultyFollowsNodeBase(t *testing.T) {
-	_, sets := newAnswerKey(t)
-	src, err := skill.NewCorpus("examples", sets, nil, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nk, _, err := crypto.GenerateEd25519Key(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := peer.New(peer.Config{Key: nk, StorePath: filepath.Join(t.TempDir(), "db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Policy: skill.DefaultPolicy(), Source: src, Limits: peer.Limits{PowDifficulty: DefaultPowDifficulty + 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	_, n := newRealNodeWith(t, peer.Limits{PowDifficulty: DefaultPowDifficulty + 2})
 	gw, err := ForNode(n.Door(), Config{})
 	if err != nil {
 		t.Fatal(err)
