@@ -149,6 +149,9 @@ type Limits struct {
 	MaxSessionsPerVerifier int
 	MaxCallsPerVerifier    int
 	MaxProverCalls         int
+	// MaxTokensPerVerifier bounds the prompt tokens (narrative and
+	// question) one verifier can make this node's prover read per hour.
+	MaxTokensPerVerifier int
 	// MaxSessionsPerVerifierPrefix bounds the sessions this node answers
 	// per hour for the verifiers of one IPv4 /24 or IPv6 /48 together;
 	// MaxProverSessions, MaxProverTokens and MaxProverPowWork the
@@ -176,7 +179,7 @@ func (l Limits) Check() error {
 	}{
 		{"draws per peer", l.MaxDrawsPerPeer}, {"draws per prefix", l.MaxDrawsPerPrefix}, {"draws", l.MaxDraws},
 		{"sessions per verifier", l.MaxSessionsPerVerifier}, {"answerer calls per verifier", l.MaxCallsPerVerifier},
-		{"answerer calls", l.MaxProverCalls}, {"inbound sessions per peer", l.MaxInboundPerPeer}, {"inbound sessions", l.MaxInbound},
+		{"answerer calls", l.MaxProverCalls}, {"prompt tokens per verifier", l.MaxTokensPerVerifier}, {"inbound sessions per peer", l.MaxInboundPerPeer}, {"inbound sessions", l.MaxInbound},
 		{"inbound sessions per prefix", l.MaxInboundPerPrefix},
 		{"sessions per verifier prefix", l.MaxSessionsPerVerifierPrefix}, {"prover sessions", l.MaxProverSessions},
 		{"prover tokens", l.MaxProverTokens}, {"prover proof-of-work hashes", l.MaxProverPowWork},
@@ -202,6 +205,7 @@ func (cfg *Config) protocolLimits(c protocol.Config) protocol.Config {
 	c.MaxSessionsPerVerifier, c.MaxCallsPerVerifier, c.MaxProverCalls = l.MaxSessionsPerVerifier, l.MaxCallsPerVerifier, l.MaxProverCalls
 	c.MaxSessionsPerVerifierPrefix, c.MaxProverSessions = l.MaxSessionsPerVerifierPrefix, l.MaxProverSessions
 	c.MaxProverTokens, c.MaxProverPowWork = l.MaxProverTokens, l.MaxProverPowWork
+	c.MaxTokensPerVerifier = l.MaxTokensPerVerifier
 	c.MaxInboundPerPeer, c.MaxInboundPerPrefix, c.MaxInbound = l.MaxInboundPerPeer, l.MaxInboundPerPrefix, l.MaxInbound
 	c.MaxAcceptTotal = l.MaxAcceptTotal
 	c.LimitLoopback = cfg.LimitLoopback

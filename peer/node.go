@@ -356,7 +356,7 @@ func New(cfg Config) (*Node, error) {
 		OnVerdict: n.onVerdict,
 		// Peers this node admits may use the last quarter of its prover
 		// budgets, which fresh peer IDs cannot drain (protocol.md §9a).
-		TrustedVerifier: func(p peer.ID) bool { return n.Admission(p).Admitted },
+		TrustedPeer: func(p peer.ID) bool { return n.Admission(p).Admitted },
 		OnReflection: func(p peer.ID) {
 			n.warnPeer(p, "peer reflected our own challenge back to us")
 		},

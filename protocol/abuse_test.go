@@ -405,7 +405,7 @@ func TestProverPrefixAndGlobalBudgets(t *testing.T) {
 	// Every verifier trusted: the global budgets in full (the quarter
 	// kept for trusted verifiers: TestProverReserveForTrusted).
 	cfg := Config{MaxSessionsPerVerifierPrefix: 3, MaxProverSessions: 5, MaxProverTokens: 1000, MaxProverPowWork: 8 << 10,
-		TrustedVerifier: func(peer.ID) bool { return true }}
+		TrustedPeer: func(peer.ID) bool { return true }}
 	if err := cfg.applyDefaults(); err != nil {
 		t.Fatal(err)
 	}
@@ -660,7 +660,8 @@ func TestGlobalDrawBits(t *testing.T) {
 		}
 	}
 	now := time.Unix(5000, 0)
-	cfg := Config{MaxDraws: 64, MaxDrawsPerPeer: 64, MaxDrawsPerPrefix: 64}
+	// Peers the node admits, who may spend the kept quarter too.
+	cfg := Config{MaxDraws: 64, MaxDrawsPerPeer: 64, MaxDrawsPerPrefix: 64, TrustedPeer: func(peer.ID) bool { return true }}
 	if err := cfg.applyDefaults(); err != nil {
 		t.Fatal(err)
 	}
@@ -727,7 +728,7 @@ func TestDeferLoad(t *testing.T) {
 func TestProverReserveForTrusted(t *testing.T) {
 	trusted := randomPeer(t)
 	cfg := Config{MaxProverSessions: 8, MaxSessionsPerVerifierPrefix: 100, MaxProverPowWork: 1 << 20,
-		TrustedVerifier: func(p peer.ID) bool { return p == trusted }}
+		TrustedPeer: func(p peer.ID) bool { return p == trusted }}
 	if err := cfg.applyDefaults(); err != nil {
 		t.Fatal(err)
 	}

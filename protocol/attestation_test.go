@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -205,6 +206,63 @@ func attestSealRaw(t testing.TB, rec record.Record, key crypto.PrivKey) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// rawAttestRecord is payload bytes signed as an attestation as they are
+// (for vectors that Seal and protobuf would not write).
+type rawAttestRecord []byte
+
+func (r rawAttestRecord) Domain() string                 { return protocol.AttestationDomain }
+func (r rawAttestRecord) Codec() []byte                  { return []byte{0x81, 0x94, 0xeb, 0x01} }
+func (r rawAttestRecord) MarshalRecord() ([]byte, error) { return r, nil }
+func (r rawAttestRecord) UnmarshalRecord([]byte) error   { return nil }
+
+// attestPayloadWith is a's payload with spec_version set to mark and then
+// mark's bytes replaced by raw (which protobuf would refuse to write).
+func attestPayloadWith(t testing.TB, a *protocol.Attestation, mark, raw string) []byte {
+	t.Helper()
+	b := *a
+	b.SpecVersion = mark
+	payload, err := b.MarshalRecord()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Count(payload, []byte(mark)) != 1 || len(mark) != len(raw) {
+		t.Fatalf("mark %q not once in the payload", mark)
+	}
+	return bytes.Replace(payload, []byte(mark), []byte(raw), 1)
+}
+
+// attestOffCurveEnvelope is an envelope whose public key is the Ed25519
+// encoding of y = 2 (no point of the curve: x² would be a non-residue),
+// over a with that key's peer ID as issuer, signed with 64 zero bytes.
+func attestOffCurveEnvelope(t testing.TB, a *protocol.Attestation) []byte {
+	t.Helper()
+	keyData := make([]byte, 32)
+	keyData[0] = 2
+	pub, err := crypto.UnmarshalEd25519PublicKey(keyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := *a
+	b.Issuer = id
+	payload, err := b.MarshalRecord()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := crypto.PublicKeyToProto(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := proto.Marshal(&recordpb.Envelope{PublicKey: pk, PayloadType: []byte{0x81, 0x94, 0xeb, 0x01}, Payload: payload, Signature: make([]byte, 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // attestSealUnchecked signs a without Seal's refusals.
@@ -902,6 +960,10 @@ func attestBuildVector(t testing.TB) []byte {
 	secpRec := *a
 	secpRec.Issuer = secpID
 	stamp := func(tm time.Time) string { return tm.UTC().Format(time.RFC3339) }
+	badSubject := *a
+	badSubject.Subject = peer.ID([]byte{0x55, 0x00})
+	badVersion := attestPayloadWith(t, a, "1.0.0+X", "1.0.0+\xff")
+	offCurve := attestOffCurveEnvelope(t, a)
 
 	f := attestVectorFile{
 		Description: "acaptcha signed attestation, spec/attestation.md. Keys are Ed25519 from the given seeds " +
@@ -931,6 +993,9 @@ func attestBuildVector(t testing.TB) []byte {
 			{Name: "unsupported_version", Description: "the record with spec_version 2.0.0, correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, &v2, ik)), VerifyAt: stamp(attestVerifyAt), Error: "unsupported_version"},
 			{Name: "procedural_below_llm", Description: "the record with provenance {source: procedural} (no model, llm_questions false), correctly signed by the issuer, verified by a party requiring source llm", EnvelopeHex: hex.EncodeToString(attestMustSeal(t, &procedural, ik)), VerifyAt: stamp(attestVerifyAt), MinSource: string(skill.SourceLLM), Error: "source_below_minimum"},
 			{Name: "secp256k1_high_s", Description: "the record with issuer " + secpID.String() + " (the Secp256k1 key of scalar 0101...01), signed by that key, with the signature's S replaced by n-S: valid ECDSA, but S is high", EnvelopeHex: hex.EncodeToString(attestHighS(t, attestMustSeal(t, &secpRec, secpKey))), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
+			{Name: "subject_not_peer_id", Description: "the record with subject 55 00 (a multihash of an unknown code with an empty digest, no peer ID), correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, &badSubject, ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
+			{Name: "spec_version_not_utf8", Description: "the record with spec_version the bytes 1.0.0+ and ff (not UTF-8; the version rule alone would take it), correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealRaw(t, rawAttestRecord(badVersion), ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
+			{Name: "ed25519_key_not_on_curve", Description: "an envelope whose public_key is the Ed25519 key 02 00...00 (y = 2, no curve point), over the record with that key's peer ID as issuer, with a signature of 64 zero bytes", EnvelopeHex: hex.EncodeToString(offCurve), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
 			{Name: "no_provenance", Description: "the record without field 15, as issued before provenance existed, correctly signed by the issuer: it names no source (rank 0), so a party requiring even source procedural refuses it", EnvelopeHex: hex.EncodeToString(attestMustSeal(t, &legacy, ik)), VerifyAt: stamp(attestVerifyAt), MinSource: string(skill.SourceProcedural), Error: "source_below_minimum"},
 		},
 	}
@@ -1419,4 +1484,17 @@ func attestSecpKey(t testing.TB) (crypto.PrivKey, peer.ID) {
 		t.Fatal(err)
 	}
 	return k, id
+}
+
+// A fixed-tau record with alpha -0.0 is sealed as alpha 0 (no field), so
+// that issuers stay byte-deterministic and a verifier comparing bits
+// agrees (attestation.md §3).
+func TestAttestationNegativeZeroAlpha(t *testing.T) {
+	a, ik, _ := attestFixture(t)
+	want := attestMustSeal(t, a, ik)
+	neg := *a
+	neg.Policy.Alpha = math.Copysign(0, -1)
+	if got := attestMustSeal(t, &neg, ik); !bytes.Equal(got, want) {
+		t.Fatal("alpha -0.0 sealed to other bytes than alpha 0")
+	}
 }

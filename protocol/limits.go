@@ -491,10 +491,11 @@ func (b *budgets) canDraw(p peer.ID, now time.Time) bool {
 // door that saw the peer's address itself (Verifier.Begin).
 func (b *budgets) canDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now time.Time) bool {
 	c := b.cfg
+	reserve := b.reserveFor(p, float64(c.MaxDraws), 1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
-	if b.draws.tokens < 1 {
+	if b.draws.tokens < 1+reserve {
 		return false
 	}
 	if hasPfx {
@@ -524,6 +525,9 @@ func (b *budgets) takeDraw(p peer.ID, now time.Time) bool {
 // takeDrawIn is takeDraw with the prefix given.
 func (b *budgets) takeDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now time.Time) bool {
 	c := b.cfg
+	// The last quarter of the global draws is kept for the peers the
+	// node admits (Config.TrustedPeer, spec §9a).
+	reserve := b.reserveFor(p, float64(c.MaxDraws), 1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
@@ -534,7 +538,7 @@ func (b *budgets) takeDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now time.
 	if hasPfx {
 		pb = b.prefixLocked(pfx, now)
 	}
-	if st.draws.tokens < 1 || b.draws.tokens < 1 || (pb != nil && pb.tokens < 1) {
+	if st.draws.tokens < 1 || b.draws.tokens < 1+reserve || (pb != nil && pb.tokens < 1) {
 		b.drawRefused++
 		st.usage.Refused++
 		return false
@@ -661,22 +665,23 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 	return true, ""
 }
 
-// proverReserve is the share of the node's prover budgets (sessions,
-// answerer calls, prompt tokens, proof of work) kept for trusted
-// verifiers (Config.TrustedVerifier): 1/4.
+// proverReserve is the share of the node's global budgets kept for
+// trusted peers (Config.TrustedPeer): 1/4 of the prover side's sessions,
+// answerer calls, prompt tokens and proof of work, and of the verifier
+// side's set draws.
 const proverReserve = 4
 
-// reserveFor is how much of a global prover budget of size full verifier
+// reserveFor is how much of a global budget of size full peer
 // p must leave when it spends unit of it (keptFor). It asks
-// TrustedVerifier, so it runs before the budgets' lock is taken.
+// TrustedPeer, so it runs before the budgets' lock is taken.
 func (b *budgets) reserveFor(p peer.ID, full, unit float64) float64 {
 	return keptFor(b.trusted(p), full, unit)
 }
 
 // trusted reports whether p may use the reserved quarter
-// (Config.TrustedVerifier); it is called without the budgets' lock.
+// (Config.TrustedPeer); it is called without the budgets' lock.
 func (b *budgets) trusted(p peer.ID) bool {
-	f := b.cfg.TrustedVerifier
+	f := b.cfg.TrustedPeer
 	return f != nil && f(p)
 }
 

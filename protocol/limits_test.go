@@ -98,7 +98,7 @@ func TestProverTokensPrefixShare(t *testing.T) {
 // and the node refused every verifier for the hour.)
 func TestProverTokenReserveForTrusted(t *testing.T) {
 	trusted := randomPeer(t)
-	b, cfg, now := budgetsWith(t, Config{TrustedVerifier: func(p peer.ID) bool { return p == trusted }})
+	b, cfg, now := budgetsWith(t, Config{TrustedPeer: func(p peer.ID) bool { return p == trusted }})
 	total, nets := 0, 0
 	for i := 1; i <= 40; i++ {
 		n := spendTokens(b, i, net48(i), now)
@@ -161,7 +161,7 @@ func TestProverCallsPrefixShare(t *testing.T) {
 // (Before: three /48s took all 1 800 calls.)
 func TestProverCallReserveForTrusted(t *testing.T) {
 	trusted := randomPeer(t)
-	b, cfg, now := budgetsWith(t, Config{TrustedVerifier: func(p peer.ID) bool { return p == trusted }})
+	b, cfg, now := budgetsWith(t, Config{TrustedPeer: func(p peer.ID) bool { return p == trusted }})
 	calls := 0
 	for i := 1; i <= 30; i++ {
 		for j := 0; j < 20; j++ {
@@ -293,5 +293,52 @@ func TestConnPrefixRelayed(t *testing.T) {
 	}
 	if ok, why := b.admitSessionIn(sybil(1, 0), direct, true, 1, now); !ok {
 		t.Fatalf("a direct peer of the relay's /24 refused after the relay's group spent its share: %s", why)
+	}
+}
+
+// Fresh IDs of many /48s pay for draws until only the kept quarter of the
+// global draws is left: they are refused from then on, a peer the node
+// admits still draws (spec §9a; a prover's renewal or reciprocal run is
+// not shut out by a sybil that spent the hour's draws).
+func TestDrawReserveForTrusted(t *testing.T) {
+	trusted := randomPeer(t)
+	b, cfg, now := budgetsWith(t, Config{TrustedPeer: func(p peer.ID) bool { return p == trusted }})
+	taken := 0
+	for i := 1; i <= 100 && taken < cfg.MaxDraws; i++ {
+		for j := 0; j < 200; j++ {
+			p := sybil(i, j)
+			if !b.canDrawIn(p, net48(i), true, now) {
+				break
+			}
+			if !b.takeDrawIn(p, net48(i), true, now) {
+				t.Fatalf("canDraw said yes, takeDraw no (net %d, peer %d)", i, j)
+			}
+			taken++
+		}
+	}
+	kept := cfg.MaxDraws / proverReserve
+	if want := cfg.MaxDraws - kept; taken != want {
+		t.Fatalf("untrusted peers drew %d of %d, want all but the kept quarter (%d)", taken, cfg.MaxDraws, want)
+	}
+	if b.canDrawIn(sybil(900, 0), net48(900), true, now) || b.takeDrawIn(sybil(900, 0), net48(900), true, now) {
+		t.Fatal("an unknown peer of a fresh /48 drew from the kept quarter")
+	}
+	tpfx := netip.MustParsePrefix("198.51.100.0/24")
+	for k := range kept {
+		if !b.canDrawIn(trusted, tpfx, true, now) || !b.takeDrawIn(trusted, tpfx, true, now) {
+			t.Fatalf("a peer this node admits refused draw %d of the kept quarter", k+1)
+		}
+		if k+1 == cfg.MaxDrawsPerPeer {
+			break
+		}
+	}
+}
+
+// A global draw budget of one is not kept from an unknown peer (a node
+// that admits nobody yet still verifies).
+func TestDrawReserveSmallBudget(t *testing.T) {
+	b, _, now := budgetsWith(t, Config{MaxDraws: 1})
+	if !b.takeDrawIn(sybil(1, 0), net48(1), true, now) {
+		t.Fatal("the only draw of a budget of one refused to an unknown peer")
 	}
 }

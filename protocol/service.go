@@ -230,15 +230,17 @@ type Config struct {
 	MaxProverCalls               int
 	MaxProverTokens              int
 	MaxProverPowWork             int
-	// TrustedVerifier tells whether the prover side may let verifier p
-	// use the last quarter of the node's session, answerer-call,
-	// prompt-token and proof-of-work budgets (MaxProverSessions,
-	// MaxProverCalls, MaxProverTokens, MaxProverPowWork), which other
-	// verifiers cannot (spec §9a): fresh peer IDs and networks are free,
-	// and without a reserve a few of them asking the largest proof of
-	// work would leave the node BUSY for everyone for the window. A node
+	// TrustedPeer tells whether peer p may use the last quarter of the
+	// node's global budgets: as a verifier, of the prover side's session,
+	// answerer-call, prompt-token and proof-of-work budgets
+	// (MaxProverSessions, MaxProverCalls, MaxProverTokens,
+	// MaxProverPowWork); as a prover, of the verifier side's set draws
+	// (MaxDraws). Others cannot (spec §9a): fresh peer IDs and networks
+	// are free, and without a reserve a few of them asking the largest
+	// proof of work, or paying for draws, would leave the node BUSY for
+	// everyone, the peers it admits included, for the window. A node
 	// passes the peers it admits; nil trusts nobody.
-	TrustedVerifier func(p peer.ID) bool
+	TrustedPeer func(p peer.ID) bool
 }
 
 func (c *Config) applyDefaults() error {

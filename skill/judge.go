@@ -403,8 +403,8 @@ type Word struct {
 // such characters belongs to the word. A word is a number when it is
 // ASCII digits with at most one decimal point, or digits grouped by commas
 // in threes ("125,000", "1,250.5"); a number directly preceded by a minus
-// sign (- or U+2212) that does not itself follow a letter or digit is
-// negative.
+// sign (- or U+2212) that does not itself follow a letter, mark or
+// number (wordRune: Unicode L, M, N) is negative.
 func Words(s string) []Word {
 	n := Normalize(s)
 	var out []Word

@@ -257,9 +257,9 @@ func (a *app) rootCmd() *cobra.Command {
 	nodeFlags := []flagGroup{groupIdentity, groupLLM, groupChallenges, groupPool, groupNet}
 	node := a.withLLMPoolDefault(a.nodeCmd())
 	a.addFlags(node.Flags(), nodeFlags...)
-	attest := a.attestCmd()
+	attest := a.withLLMPoolDefault(a.attestCmd())
 	a.addFlags(attest.Flags(), nodeFlags...)
-	mcp := a.mcpCmd()
+	mcp := a.withLLMPoolDefault(a.mcpCmd())
 	a.addFlags(mcp.Flags(), nodeFlags...)
 	// A one-shot attest and mcp listen on ephemeral ports unless told
 	// otherwise (their own defaults, attest.go and mcp.go).

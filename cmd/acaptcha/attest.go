@@ -43,6 +43,11 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 			if len(listen) == 0 {
 				listen = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
 			}
+			if fl := cmd.Flags().Lookup("pool-size"); fl != nil && !fl.Changed {
+				// One session draws one set: a pool of the node's
+				// default size would write sets nobody reads.
+				a.gen.poolSize = 1
+			}
 			n, _, err := a.startNode(cmd, listen, nil)
 			if err != nil {
 				return err
@@ -62,6 +67,9 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 			}
 			ctx, cancel := contextWithTimeout(cmd, timeout)
 			defer cancel()
+			if err := a.awaitChallengeSet(ctx); err != nil {
+				return err
+			}
 			var m *peer.Mutual
 			if a.llmSpec == "" {
 				// Without an LLM our side declines every challenge, so a
@@ -180,6 +188,15 @@ func printMutual(w io.Writer, self string, m *peer.Mutual) {
 		fmt.Fprintf(w, "%s verified us: no verdict (%v)\n", short(m.Peer.String()), m.TheirsErr)
 	case m.Theirs.Err != nil:
 		fmt.Fprintf(w, "%s verified us: broke off (%v)\n", short(m.Peer.String()), m.Theirs.Err)
+	case m.TheirsStored:
+		// No new session ran: the peer's verdict on us from our store
+		// still stands, so we did not ask for another.
+		t := m.Theirs
+		fmt.Fprintf(w, "%s verified us earlier: %s (%s) after %d round(s); their standing verdict from our store", short(m.Peer.String()), verdictWord(t.Accepted, t.Reason), t.Reason, t.Rounds)
+		if t.Attestation != nil {
+			fmt.Fprintf(w, ", issued %s, expires %s", t.Attestation.IssuedAt.Format(time.RFC3339), t.Attestation.ExpiresAt.Format(time.RFC3339))
+		}
+		fmt.Fprintln(w, " (not asked again while it stands)")
 	default:
 		t := m.Theirs
 		fmt.Fprintf(w, "%s verified us: %s (%s) after %d round(s)", short(m.Peer.String()), verdictWord(t.Accepted, t.Reason), t.Reason, t.Rounds)
@@ -193,6 +210,27 @@ func printMutual(w io.Writer, self string, m *peer.Mutual) {
 			fmt.Fprintf(w, "  their attestation did not verify: %v\n", t.AttestationErr)
 		}
 	}
+}
+
+// awaitChallengeSet waits until the node's challenge pool (--challenges
+// llm or hybrid, the default with --llm) holds a set, so that the
+// session on the peer does not end inconclusive while the LLM writes the
+// first one: a one-shot attest starts with an empty pool.
+func (a *app) awaitChallengeSet(ctx context.Context) error {
+	if a.gen.ready == nil || a.gen.ready() > 0 {
+		return nil
+	}
+	fmt.Fprintf(a.stderr, "writing a challenge set with %s (--challenges %s) before contacting the peer...\n", a.llmSpec, a.challenges)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for a.gen.ready() == 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no challenge set written before --timeout (the LLM failed or is slow: see the log, --log-level info): %w", context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+	return nil
 }
 
 func short(id string) string {
@@ -239,6 +277,13 @@ func mutualJSON(self string, m *peer.Mutual) map[string]any {
 			"verifier": m.Peer.String(), "subject": self,
 			"accepted": t.Accepted, "reason": t.Reason, "failed_round": t.FailedRound, "detail": t.Detail,
 			"rounds": t.Rounds, "attestation_verified": t.Attestation != nil,
+			// stored: no new session ran; this is the peer's standing
+			// verdict on us from our store.
+			"stored": m.TheirsStored,
+		}
+		if m.TheirsStored && t.Attestation != nil {
+			th["issued_at"] = t.Attestation.IssuedAt.UTC().Format(time.RFC3339)
+			th["expires_at"] = t.Attestation.ExpiresAt.UTC().Format(time.RFC3339)
 		}
 		if t.Err != nil {
 			th["error"] = t.Err.Error()

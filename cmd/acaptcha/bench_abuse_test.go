@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,6 +121,8 @@ func TestNodeLimitFlagsRefused(t *testing.T) {
 		{"node", "--max-calls-per-verifier", "-2"},
 		{"node", "--max-accept-total", "2h"},
 		{"node", "--max-prover-pow-work", "-1"},
+		{"node", "--max-tokens-per-verifier", "-1"},
+		{"node", "--max-prover-calls", "-1"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(context.Background(), args, &out, &errb); code != exitUsage {
@@ -147,7 +150,7 @@ func TestNodeLimitFlagsRefused(t *testing.T) {
 func TestNodeLimitsApplied(t *testing.T) {
 	l := limitOptions{connLow: 5, connHigh: 9, connsPerIP: 2, limitLoopback: true, powDifficulty: 16,
 		drawsPerPeer: 3, drawsPerPrefix: 7, draws: 11, sessionsPerVerifier: 4, callsPerVerifier: 12, maxAcceptTotal: time.Minute,
-		sessionsPerVerifierPrefix: 13, proverSessions: 17, proverTokens: 19, proverPowWork: 23}
+		sessionsPerVerifierPrefix: 13, proverSessions: 17, proverTokens: 19, proverPowWork: 23, tokensPerVerifier: 29, proverCalls: 31}
 	if err := l.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +166,8 @@ func TestNodeLimitsApplied(t *testing.T) {
 	pc := n.ProtocolConfig()
 	if pc.PowDifficulty != 16 || pc.MaxDrawsPerPeer != 3 || pc.MaxDrawsPerPrefix != 7 || pc.MaxDraws != 11 ||
 		pc.MaxSessionsPerVerifier != 4 || pc.MaxCallsPerVerifier != 12 || !pc.LimitLoopback ||
-		pc.MaxSessionsPerVerifierPrefix != 13 || pc.MaxProverSessions != 17 || pc.MaxProverTokens != 19 || pc.MaxProverPowWork != 23 {
+		pc.MaxSessionsPerVerifierPrefix != 13 || pc.MaxProverSessions != 17 || pc.MaxProverTokens != 19 || pc.MaxProverPowWork != 23 ||
+		pc.MaxTokensPerVerifier != 29 || pc.MaxProverCalls != 31 {
 		t.Fatalf("protocol config: %+v", pc)
 	}
 	// The accepted total is at least the node's own policy total.
@@ -207,5 +211,34 @@ func TestAutoPow(t *testing.T) {
 	}
 	if err := (&limitOptions{powDifficulty: -2}).check(); err == nil {
 		t.Error("--pow-difficulty -2 accepted")
+	}
+}
+
+// With an LLM pool, the default global draw budget is what the
+// generation's token budget supplies per hour, so fresh peer IDs paying
+// the base proof of work cannot empty the pool while the surcharge G
+// stays at zero; other sources and an explicit budget keep theirs.
+func TestCapDrawsToSupply(t *testing.T) {
+	for _, tc := range []struct {
+		challenges                      string
+		budget, serves, size            int
+		given                           peer.Limits
+		wantDraws, wantPeer, wantPrefix int
+	}{
+		{"llm", 2_000_000, 1, 8, peer.Limits{}, 2_000_000/setTokens + 8, 0, 0},
+		{"hybrid", 2_000_000, 2, 8, peer.Limits{}, 2_000_000/setTokens*2 + 8, 0, 0},
+		{"llm", 100_000, 1, 4, peer.Limits{MaxDrawsPerPeer: 20, MaxDrawsPerPrefix: 100}, 10, 10, 10},
+		{"llm", 0, 1, 8, peer.Limits{}, 0, 0, 0},              // no token cap: no supply bound
+		{"procedural", 100_000, 1, 8, peer.Limits{}, 0, 0, 0}, // free to make
+		{"llm", 100_000_000, 1, 8, peer.Limits{}, 0, 0, 0},    // supply above the default
+	} {
+		a := &app{challenges: tc.challenges, maxServes: tc.serves, log: slog.New(slog.DiscardHandler)}
+		a.gen.tokenBudget, a.gen.poolSize = tc.budget, tc.size
+		l := tc.given
+		a.capDraws(&l)
+		if l.MaxDraws != tc.wantDraws || (tc.wantPeer != 0 && l.MaxDrawsPerPeer != tc.wantPeer) || (tc.wantPrefix != 0 && l.MaxDrawsPerPrefix != tc.wantPrefix) {
+			t.Errorf("%s budget %d serves %d: draws %d per peer %d per prefix %d, want %d %d %d", tc.challenges, tc.budget, tc.serves,
+				l.MaxDraws, l.MaxDrawsPerPeer, l.MaxDrawsPerPrefix, tc.wantDraws, tc.wantPeer, tc.wantPrefix)
+		}
 	}
 }

@@ -35,9 +35,12 @@ type genOptions struct {
 	// the pools under the sessions still drawing).
 	ctx       context.Context
 	stopPools context.CancelFunc
+	// ready is the started node's pool stock (nil: its source is no
+	// pool); attest waits for one set before it dials.
+	ready func() int
 }
 
-// withLLMPoolDefault makes cmd (the node command) serve freshly generated
+// withLLMPoolDefault makes cmd (node, attest, mcp) serve freshly generated
 // challenges when an LLM is configured and --challenges is left at auto,
 // and ties the pool's workers to the command's context.
 func (a *app) withLLMPoolDefault(cmd *cobra.Command) *cobra.Command {

@@ -362,7 +362,9 @@ func TestNodesAttestWithGeneratedSets(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	stdout, stderr, code := runMain(t, append([]string{"attest", "--json", "--challenges", "llm", "--key", filepath.Join(dir, "a", "key"),
+	// attest with --llm and --challenges left at auto writes its own
+	// challenge (llm) before it dials, as a node does.
+	stdout, stderr, code := runMain(t, append([]string{"attest", "--json", "--key", filepath.Join(dir, "a", "key"),
 		"--store", filepath.Join(dir, "a", "db"), "--listen", "/ip4/127.0.0.1/tcp/0", info.Addrs[0]}, common...)...)
 	if code != 0 {
 		t.Fatalf("attest: exit %d\n%s\n%s\nnode:\n%s", code, stdout, stderr, nodeErr.String())
@@ -376,5 +378,8 @@ func TestNodesAttestWithGeneratedSets(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil || !res.Ours.Accepted || !res.Theirs.Accepted {
 		t.Fatalf("attest result %v: %s\nattest stderr:\n%s\nnode:\n%s", err, stdout, stderr, nodeErr.String())
+	}
+	if !strings.Contains(stderr, "writing a challenge set with") {
+		t.Errorf("attest with --llm did not write its challenge with the LLM:\n%s", stderr)
 	}
 }

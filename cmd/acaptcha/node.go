@@ -44,6 +44,8 @@ type limitOptions struct {
 	draws                         int
 	sessionsPerVerifier           int
 	callsPerVerifier              int
+	tokensPerVerifier             int
+	proverCalls                   int
 	sessionsPerVerifierPrefix     int
 	proverSessions, proverTokens  int
 	proverPowWork                 int
@@ -59,6 +61,7 @@ func (l *limitOptions) check() error {
 		{"--conn-low", l.connLow}, {"--conn-high", l.connHigh}, {"--conns-per-ip", l.connsPerIP},
 		{"--max-draws-per-peer", l.drawsPerPeer}, {"--max-draws-per-prefix", l.drawsPerPrefix}, {"--max-draws", l.draws},
 		{"--max-sessions-per-verifier", l.sessionsPerVerifier}, {"--max-calls-per-verifier", l.callsPerVerifier},
+		{"--max-tokens-per-verifier", l.tokensPerVerifier}, {"--max-prover-calls", l.proverCalls},
 		{"--max-sessions-per-verifier-prefix", l.sessionsPerVerifierPrefix}, {"--max-prover-sessions", l.proverSessions},
 		{"--max-prover-tokens", l.proverTokens}, {"--max-prover-pow-work", l.proverPowWork},
 	} {
@@ -94,6 +97,7 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 		MaxSessionsPerVerifier: l.sessionsPerVerifier, MaxCallsPerVerifier: l.callsPerVerifier,
 		MaxSessionsPerVerifierPrefix: l.sessionsPerVerifierPrefix, MaxProverSessions: l.proverSessions,
 		MaxProverTokens: l.proverTokens, MaxProverPowWork: l.proverPowWork,
+		MaxTokensPerVerifier: l.tokensPerVerifier, MaxProverCalls: l.proverCalls,
 	}
 	if l.maxAcceptTotal > 0 {
 		// A node accepts at least its own policy's total.
@@ -108,6 +112,48 @@ const powAuto = -1
 // drainWait bounds how long a stopping node waits for its running
 // sessions to finish (peer.Node.Shutdown).
 const drainWait = 30 * time.Second
+
+// setTokens is the generation cost of one accepted challenge set in
+// tokens, its share of rejected attempts included (pool.DefaultTokenBudget
+// has the measurement): what a draw of an LLM-written set costs the node.
+const setTokens = 16_600
+
+// capDraws lowers the default global draw budget to the sets the node's
+// challenge generation can make in an hour (spec/protocol.md §9a): with
+// an LLM pool (--challenges llm or hybrid) and a token budget B, at most
+// ⌊B / setTokens⌋ · --max-serves + --pool-size. A draw budget above what
+// the source supplies prices nothing: fresh peer IDs paying the base
+// proof of work would empty the pool and spend the hour's generation
+// while the surcharge G (a function of the draws left) stayed at zero.
+// Capped, G rises as they spend it and the kept quarter (for peers the
+// node admits) is a quarter of the real supply. The per-peer and
+// per-prefix defaults are lowered to the cap when above it.
+func (a *app) capDraws(l *peer.Limits) {
+	switch challengeKind(a.challenges) {
+	case skill.SourceLLM, skill.SourceHybrid:
+	default:
+		return
+	}
+	if a.gen.tokenBudget <= 0 {
+		return
+	}
+	supply := a.gen.tokenBudget/setTokens*max(a.maxServes, 1) + a.gen.poolSize
+	draws := l.MaxDraws
+	if draws == 0 {
+		draws = protocol.DefaultMaxDraws
+	}
+	if supply >= draws {
+		return
+	}
+	l.MaxDraws = max(supply, 1)
+	for _, v := range []*int{&l.MaxDrawsPerPeer, &l.MaxDrawsPerPrefix} {
+		if *v == 0 || *v > l.MaxDraws {
+			*v = l.MaxDraws
+		}
+	}
+	a.log.Info("global draw budget set to what challenge generation supplies",
+		"max_draws", l.MaxDraws, "pool_token_budget", a.gen.tokenBudget, "set_tokens", setTokens)
+}
 
 // autoPow is the base proof of work of a node listening on addrs (the
 // defaults when none): protocol.PublicPowDifficulty when any of them is
@@ -256,6 +302,9 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		DHT:           contact.dht,
 	}
 	contact.limits.apply(&cfg)
+	if fl := cmd.Flags().Lookup("max-draws"); fl != nil && !fl.Changed {
+		a.capDraws(&cfg.Limits)
+	}
 	a.nat.apply(&cfg) // nat.go: --nat, --relay, --relay-service
 	if reg != nil {
 		cfg.Metrics = reg
@@ -270,6 +319,7 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	}
 	if pool, ok := src.(interface{ Ready() int }); ok {
 		n.SetPoolDepth(pool.Ready)
+		a.gen.ready = pool.Ready
 	}
 	if pool, ok := src.(interface{ ConsecutiveFailures() int }); ok {
 		n.SetPoolFailures(pool.ConsecutiveFailures)
@@ -407,8 +457,10 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.draws, "max-draws", protocol.DefaultMaxDraws, "challenge sets this node draws per hour for all peers")
 	f.IntVar(&l.sessionsPerVerifier, "max-sessions-per-verifier", protocol.DefaultMaxSessionsPerVerifier, "sessions this node answers for one verifier per hour")
 	f.IntVar(&l.callsPerVerifier, "max-calls-per-verifier", protocol.DefaultMaxCallsPerVerifier, "LLM calls one verifier can make this node's prover spend per hour")
+	f.IntVar(&l.tokensPerVerifier, "max-tokens-per-verifier", protocol.DefaultMaxTokensPerVerifier, "prompt tokens (narrative and question) one verifier can make this node's prover read per hour")
 	f.IntVar(&l.sessionsPerVerifierPrefix, "max-sessions-per-verifier-prefix", protocol.DefaultMaxSessionsPerVerifierPrefix, "sessions this node answers per hour for the verifiers of one IPv4 /24 or IPv6 /48 together")
 	f.IntVar(&l.proverSessions, "max-prover-sessions", protocol.DefaultMaxProverSessions, "sessions this node answers per hour for all verifiers")
+	f.IntVar(&l.proverCalls, "max-prover-calls", protocol.DefaultMaxProverCalls, "LLM calls this node's prover makes per hour for all verifiers")
 	f.IntVar(&l.proverTokens, "max-prover-tokens", protocol.DefaultMaxProverTokens, "prompt tokens this node's prover reads per hour for all verifiers")
 	f.IntVar(&l.proverPowWork, "max-prover-pow-work", protocol.DefaultMaxProverPowWork, "proof-of-work hashes this node solves as a prover per hour for all verifiers (a session at difficulty D is charged 2^D; the verifiers of one IP prefix get an eighth)")
 	f.DurationVar(&l.maxAcceptTotal, "max-accept-total", protocol.DefaultMaxAcceptTotal, "longest total_ms this node accepts in a verifier's hello (raised to its own --total if longer)")

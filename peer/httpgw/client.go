@@ -140,7 +140,7 @@ func (c *Client) Attest(ctx context.Context, answer func(context.Context, *Chall
 		return nil, err
 	}
 	for i := 0; s.State == StateProbing && s.Probe != nil && i < protocol.MaxProbes; i++ {
-		if err := c.Do(ctx, path+"/probe", probeRequest{Seq: s.Probe.Seq, Nonce: s.Probe.Nonce}, &s); err != nil {
+		if err := c.Do(ctx, path+"/probe", probeRequest{Seq: &s.Probe.Seq, Nonce: &s.Probe.Nonce}, &s); err != nil {
 			return nil, err
 		}
 	}
@@ -149,7 +149,7 @@ func (c *Client) Attest(ctx context.Context, answer func(context.Context, *Chall
 		if err != nil {
 			return nil, fmt.Errorf("httpgw client: answer round %d: %w", s.Challenge.Round, err)
 		}
-		if err := c.Do(ctx, path+"/answer", answerRequest{Round: s.Challenge.Round, Answer: &ans}, &s); err != nil {
+		if err := c.Do(ctx, path+"/answer", answerRequest{Round: &s.Challenge.Round, Answer: &ans}, &s); err != nil {
 			return nil, err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/protocol/attestation"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -437,6 +438,14 @@ func (g *Gateway) checkKey(s *session, req startRequest) error {
 	if len(req.Signature) == 0 || len(req.Signature) > 1024 {
 		return errorf(errBadSignature, "signature of %d bytes", len(req.Signature))
 	}
+	// The key rules of attestation.md §2 (http.md §1): an ECDSA key on
+	// P-256 only, a Secp256k1 signature with a low S.
+	if err := attestation.CheckKeyRules(pub, req.Signature); err != nil {
+		if errors.Is(err, attestation.ErrMalformed) {
+			return errorf(errBadKey, "public_key: %v", err)
+		}
+		return errorf(errBadSignature, "signature: %v", err)
+	}
 	ok, err := pub.Verify(StartMessage(s.id, s.core.Nonce(), g.cfg.Core.Self(), s.peer), req.Signature)
 	if err != nil || !ok {
 		return errorf(errBadSignature, "signature over the start message does not verify with public_key")
@@ -468,9 +477,12 @@ func (g *Gateway) sendProbe(w http.ResponseWriter, s *session, seq int) {
 	})
 }
 
+// The step bodies' fields are pointers so that a missing one is told
+// from a zero one: a missing field is bad_request (http.md §6), a present
+// one that does not match is judged (bad_probe, wrong_round).
 type probeRequest struct {
-	Seq   int    `json:"seq"`
-	Nonce []byte `json:"nonce"`
+	Seq   *int    `json:"seq"`
+	Nonce *[]byte `json:"nonce"`
 }
 
 func (g *Gateway) probeSession(w http.ResponseWriter, r *http.Request) {
@@ -491,10 +503,14 @@ func (g *Gateway) probeSession(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, derr)
 		return
 	}
-	if req.Seq != s.probeSeq || !bytes.Equal(req.Nonce, s.probeNonce) {
+	if req.Seq == nil || req.Nonce == nil {
+		g.writeError(w, errorf(errBadRequest, "seq or nonce missing"))
+		return
+	}
+	if *req.Seq != s.probeSeq || !bytes.Equal(*req.Nonce, s.probeNonce) {
 		// After payment a broken exchange is a signed protocol_error,
 		// as on libp2p (nothing was delivered yet).
-		err := errorf(errBadProbe, "probe ack %d does not match probe %d", req.Seq, s.probeSeq)
+		err := errorf(errBadProbe, "probe ack %d does not match probe %d", *req.Seq, s.probeSeq)
 		s.core.Fail(skill.ReasonProtocolError, err.Error(), false)
 		g.finish(s)
 		g.writeErrorView(w, err, g.view(s))
@@ -539,7 +555,7 @@ func (g *Gateway) deliver(w http.ResponseWriter, s *session) {
 }
 
 type answerRequest struct {
-	Round  int     `json:"round"`
+	Round  *int    `json:"round"`
 	Answer *string `json:"answer"`
 }
 
@@ -566,13 +582,13 @@ func (g *Gateway) answerSession(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, derr)
 		return
 	}
-	if req.Answer == nil {
-		g.writeError(w, errorf(errBadRequest, "answer missing"))
+	if req.Answer == nil || req.Round == nil {
+		g.writeError(w, errorf(errBadRequest, "round or answer missing"))
 		return
 	}
 	t := s.waited(t1)
-	if req.Round != s.ch.Round {
-		err := errorf(errWrongRound, "answer for round %d in round %d", req.Round, s.ch.Round)
+	if *req.Round != s.ch.Round {
+		err := errorf(errWrongRound, "answer for round %d in round %d", *req.Round, s.ch.Round)
 		s.core.FailRound(skill.ReasonProtocolError, err.Error(), t)
 		g.finish(s)
 		g.writeErrorView(w, err, g.view(s))

@@ -2,6 +2,9 @@ package httpgw
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"net"
@@ -16,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"go.uber.org/goleak"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
@@ -238,11 +243,11 @@ func TestQuotaAndWrongState(t *testing.T) {
 		t.Fatalf("start: %d %+v %+v", st, eb, cur)
 	}
 	ans := "x"
-	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/answer", answerRequest{Round: 1, Answer: &ans}, nil); st != 409 || eb.Code != CodeWrongState {
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/answer", answerRequest{Round: ptr(1), Answer: &ans}, nil); st != 409 || eb.Code != CodeWrongState {
 		t.Errorf("answer while probing: %d %+v", st, eb)
 	}
 	// A probe ack that does not echo the probe is a signed protocol_error.
-	st, eb := a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: 1, Nonce: []byte("12345678")}, nil)
+	st, eb := a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(1), Nonce: ptr([]byte("12345678"))}, nil)
 	if st != 409 || eb.Code != CodeBadProbe || eb.Session == nil || eb.Session.Result == nil || eb.Session.Result.Reason != string(skill.ReasonProtocolError) {
 		t.Errorf("bad probe ack: %d %+v", st, eb)
 	}
@@ -259,14 +264,14 @@ func TestWrongRoundAndTimeout(t *testing.T) {
 	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
 	for cur.State == StateProbing {
 		next := Session{}
-		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: cur.Probe.Seq, Nonce: cur.Probe.Nonce}, &next)
+		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
 		cur = next
 	}
 	if cur.State != StateAnswering || cur.Challenge.Round != 1 {
 		t.Fatalf("after the probes: %+v", cur)
 	}
 	ans := key.answer(cur.Challenge)
-	st, eb := a.post("/v1/sessions/"+v.SessionID+"/answer", answerRequest{Round: 2, Answer: &ans}, nil)
+	st, eb := a.post("/v1/sessions/"+v.SessionID+"/answer", answerRequest{Round: ptr(2), Answer: &ans}, nil)
 	if st != 409 || eb.Code != CodeWrongRound || eb.Session == nil || eb.Session.Result.Reason != string(skill.ReasonProtocolError) || eb.Session.Result.FailedRound != 1 {
 		t.Errorf("answer for round 2 in round 1: %d %+v", st, eb)
 	}
@@ -304,7 +309,7 @@ func TestTimeoutOnTheServerClock(t *testing.T) {
 	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
 	for cur.State == StateProbing {
 		next := Session{}
-		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: cur.Probe.Seq, Nonce: cur.Probe.Nonce}, &next)
+		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
 		cur = next
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -323,7 +328,7 @@ func TestTimeoutOnTheServerClock(t *testing.T) {
 	// A late answer gets the verdict.
 	ans := key.answer(&Challenge{})
 	var late Session
-	if st, _ := a.post("/v1/sessions/"+v.SessionID+"/answer", answerRequest{Round: 1, Answer: &ans}, &late); st != 200 || late.State != StateDone || late.Result.Reason != string(skill.ReasonTimeout) {
+	if st, _ := a.post("/v1/sessions/"+v.SessionID+"/answer", answerRequest{Round: ptr(1), Answer: &ans}, &late); st != 200 || late.State != StateDone || late.Result.Reason != string(skill.ReasonTimeout) {
 		t.Errorf("late answer: %d %+v", st, late)
 	}
 	// A slow agent that answers correctly after the budget but before the
@@ -409,7 +414,7 @@ func TestSeveralProbes(t *testing.T) {
 			t.Fatalf("before ack %d: %+v", seq, cur)
 		}
 		next := Session{}
-		if st, eb := a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: cur.Probe.Seq, Nonce: cur.Probe.Nonce}, &next); st != 200 {
+		if st, eb := a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next); st != 200 {
 			t.Fatalf("probe %d: %d %+v", seq, st, eb)
 		}
 		cur = next
@@ -605,4 +610,64 @@ func getOpenAPI(c net.Conn) (int, bool) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, true
+}
+
+// A step body missing a field is bad_request and the session goes on
+// (http.md §6); only a present field that does not match is judged.
+func TestMissingStepFieldsBadRequest(t *testing.T) {
+	key, _ := newAnswerKey(t)
+	_, _, base := fakeDoor(t, nil)
+	a := newAgent(t, base)
+	v := a.create()
+	var cur Session
+	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
+	path := "/v1/sessions/" + v.SessionID
+	for _, body := range []any{map[string]any{"nonce": cur.Probe.Nonce}, map[string]any{"seq": cur.Probe.Seq}, map[string]any{}} {
+		if st, eb := a.post(path+"/probe", body, nil); st != 400 || eb.Code != CodeBadRequest || eb.Session != nil {
+			t.Errorf("probe ack %v: %d %+v", body, st, eb)
+		}
+	}
+	for cur.State == StateProbing {
+		next := Session{}
+		a.post(path+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
+		cur = next
+	}
+	if cur.State != StateAnswering {
+		t.Fatalf("after the probes: %+v", cur)
+	}
+	ans := key.answer(cur.Challenge)
+	for _, body := range []any{map[string]any{"answer": ans}, map[string]any{"round": 1}} {
+		if st, eb := a.post(path+"/answer", body, nil); st != 400 || eb.Code != CodeBadRequest || eb.Session != nil {
+			t.Errorf("answer %v: %d %+v", body, st, eb)
+		}
+	}
+	// The session still takes the right answer.
+	var next Session
+	if st, eb := a.post(path+"/answer", answerRequest{Round: ptr(1), Answer: &ans}, &next); st != 200 || next.State != StateAnswering || next.Challenge.Round != 2 {
+		t.Errorf("answer after the bad requests: %d %+v %+v", st, eb, next)
+	}
+}
+
+// The proof of key possession follows attestation.md §2's key rules
+// (http.md §1): an ECDSA key on another curve than P-256 is bad_key,
+// though go-libp2p verifies its signature.
+func TestStartKeyRules(t *testing.T) {
+	_, _, base := fakeDoor(t, nil)
+	a := newAgent(t, base)
+	k, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, pub, err := crypto.ECDSAKeyPairFromKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.id, err = peer.IDFromPublicKey(pub); err != nil {
+		t.Fatal(err)
+	}
+	a.priv = priv
+	v := a.create()
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), nil); st != 400 || eb.Code != CodeBadKey {
+		t.Fatalf("start with a P-384 key: %d %+v", st, eb)
+	}
 }

@@ -178,7 +178,7 @@ func (a *agent) run(answer func(c *Challenge) string) *Session {
 			break
 		}
 		next := Session{}
-		if st, eb := a.post("/v1/sessions/"+id+"/probe", probeRequest{Seq: cur.Probe.Seq, Nonce: cur.Probe.Nonce}, &next); st != http.StatusOK {
+		if st, eb := a.post("/v1/sessions/"+id+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next); st != http.StatusOK {
 			a.t.Fatalf("probe: %d %+v", st, eb)
 		}
 		cur = next
@@ -189,7 +189,7 @@ func (a *agent) run(answer func(c *Challenge) string) *Session {
 		}
 		ans := answer(cur.Challenge)
 		next := Session{}
-		if st, eb := a.post("/v1/sessions/"+id+"/answer", answerRequest{Round: cur.Challenge.Round, Answer: &ans}, &next); st != http.StatusOK {
+		if st, eb := a.post("/v1/sessions/"+id+"/answer", answerRequest{Round: ptr(cur.Challenge.Round), Answer: &ans}, &next); st != http.StatusOK {
 			a.t.Fatalf("answer: %d %+v", st, eb)
 		}
 		cur = next
@@ -292,3 +292,6 @@ func (s *fakeSession) Abort(err error) {
 	s.f.aborted = append(s.f.aborted, err)
 	s.f.mu.Unlock()
 }
+
+// ptr is a pointer to a copy of v (the step bodies' fields).
+func ptr[T any](v T) *T { return &v }

@@ -90,7 +90,7 @@ func TestReflectedEndsSession(t *testing.T) {
 	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
 	for cur.State == StateProbing {
 		next := Session{}
-		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: cur.Probe.Seq, Nonce: cur.Probe.Nonce}, &next)
+		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
 		cur = next
 	}
 	core.mu.Lock()

@@ -308,6 +308,11 @@ func (a *Record) toProto() (*pb.AttestationRecord, error) {
 		m.Rounds = append(m.Rounds, pr)
 	}
 	p := &pb.AttestationPolicy{DerivedTau: a.Policy.DerivedTau, Alpha: a.Policy.Alpha}
+	if p.Alpha == 0 {
+		// -0.0 compares equal to 0 but protobuf writes its bits: an
+		// issuer writes alpha 0 as no field (spec §3, Encoding).
+		p.Alpha = 0
+	}
 	if p.Rounds, err = intToUint32("policy rounds", a.Policy.Rounds); err != nil {
 		return nil, err
 	}
@@ -445,8 +450,8 @@ func (a *Record) checkStructure() error {
 		return bad("empty subject")
 	case a.Issuer == a.Subject:
 		return bad("issuer and subject are the same peer")
-	case !isMultihash(a.Issuer) || !isMultihash(a.Subject):
-		return bad("issuer or subject is not a multihash peer ID")
+	case !isPeerID(a.Issuer) || !isPeerID(a.Subject):
+		return bad("issuer or subject is not a peer ID (identity multihash of 1 to 42 bytes, or SHA-256 multihash)")
 	case len(a.Nonce) != NonceBytes:
 		return bad("nonce of %d bytes, want %d", len(a.Nonce), NonceBytes)
 	case len(a.TranscriptDigest) != DigestBytes:
@@ -549,9 +554,24 @@ func checkIssuedRounds(a *Record) error {
 	return nil
 }
 
-func isMultihash(id peer.ID) bool {
-	_, err := peer.IDFromBytes([]byte(id))
-	return err == nil
+// isPeerID reports whether id is a peer ID as libp2p derives one from a
+// key (spec/attestation.md §3): the identity multihash (code 0x00) of 1
+// to 42 bytes, or the SHA-256 multihash (code 0x12) of 32 bytes, each
+// code and length a one-byte varint. peer.IDFromBytes takes any
+// multihash (any code, any length, 0 included), which another
+// implementation following the peer-id specification would refuse.
+func isPeerID(id peer.ID) bool {
+	b := []byte(id)
+	if len(b) < 2 || int(b[1]) != len(b)-2 {
+		return false
+	}
+	switch b[0] {
+	case 0x00:
+		return b[1] >= 1 && b[1] <= 42
+	case 0x12:
+		return b[1] == 32
+	}
+	return false
 }
 
 func (p PolicySummary) check() error {
@@ -824,7 +844,27 @@ func checkIssuedProvenance(pv skill.Provenance) error {
 // other NIST curves) and a Secp256k1 signature has a low S (go-libp2p also
 // takes a high one, which libsecp256k1 refuses).
 func checkKeyRules(env *record.Envelope, data []byte) error {
-	switch k := env.PublicKey.(type) {
+	var sig []byte
+	if _, ok := env.PublicKey.(*crypto.Secp256k1PublicKey); ok {
+		// record.Envelope keeps its signature unexported: read it from
+		// the envelope's encoding (decoded once already, so this succeeds).
+		var pe recordpb.Envelope
+		if err := proto.Unmarshal(data, &pe); err != nil {
+			return fmt.Errorf("%w: envelope: %w", ErrMalformed, err)
+		}
+		sig = pe.GetSignature()
+	}
+	return CheckKeyRules(env.PublicKey, sig)
+}
+
+// CheckKeyRules applies the key rules of spec/attestation.md §2 to a
+// public key and a signature it made: ErrMalformed for an ECDSA key on
+// another curve than P-256, ErrBadSignature for a Secp256k1 signature
+// that is not DER or has a high S. Other key types pass (their signature
+// is checked by go-libp2p's Verify). The HTTP door applies the same rules
+// to its proof of key possession (spec/http.md §1).
+func CheckKeyRules(pub crypto.PubKey, sig []byte) error {
+	switch k := pub.(type) {
 	case *crypto.ECDSAPublicKey:
 		std, err := crypto.PubKeyToStdKey(k)
 		if err != nil {
@@ -834,17 +874,11 @@ func checkKeyRules(env *record.Envelope, data []byte) error {
 			return fmt.Errorf("%w: an ECDSA key must be on P-256", ErrMalformed)
 		}
 	case *crypto.Secp256k1PublicKey:
-		// record.Envelope keeps its signature unexported: read it from
-		// the envelope's encoding (decoded once already, so this succeeds).
-		var pe recordpb.Envelope
-		if err := proto.Unmarshal(data, &pe); err != nil {
-			return fmt.Errorf("%w: envelope: %w", ErrMalformed, err)
-		}
-		sig, err := secpecdsa.ParseDERSignature(pe.GetSignature())
+		parsed, err := secpecdsa.ParseDERSignature(sig)
 		if err != nil {
 			return fmt.Errorf("%w: Secp256k1 signature: %w", ErrBadSignature, err)
 		}
-		if s := sig.S(); s.IsOverHalfOrder() {
+		if s := parsed.S(); s.IsOverHalfOrder() {
 			return fmt.Errorf("%w: Secp256k1 signature with a high S", ErrBadSignature)
 		}
 	}
