@@ -46,8 +46,8 @@ const (
 
 // Usage counts tokens, normalised across providers.
 type Usage struct {
-	InputTokens  int
-	OutputTokens int
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
 }
 
 // Add returns the sum of u and v.

@@ -243,6 +243,17 @@ func (p *proverRun) serve() {
 		p.res.Err = ErrNoProver
 		return
 	}
+	// An answerer known to be unreachable (skill.GuardedProver) could
+	// only fail the session, which the verifier would sign as a
+	// rejection: decline BUSY, nothing signed (spec §6 step 2).
+	if h, ok := s.cfg.Prover.(interface{ Unavailable() error }); ok {
+		if h.Unavailable() != nil {
+			// The cause (an LLM endpoint's address, say) stays in this
+			// node's log: GuardedProver warned of it.
+			p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: answerer unavailable", ErrBusy))
+			return
+		}
+	}
 	// Budgets before work (spec §6, §9a): sessions, answerer calls and
 	// tokens per verifier and window, answerer calls of all verifiers.
 	if ok, why := s.budgets.admitSessionIn(p.remote, p.pfx, p.hasPfx, int(hello.GetRounds()), s.now()); !ok {

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -517,5 +518,38 @@ func TestSourceWaitWithinProverWait(t *testing.T) {
 	}
 	if got := pr.next(t); got.Err != nil || got.Reason != skill.ReasonInconclusive {
 		t.Fatalf("prover result %+v", got)
+	}
+}
+
+// downProver is a prover whose answerer is known to be unreachable
+// (skill.GuardedProver's Unavailable).
+type downProver struct{ skill.Prover }
+
+func (downProver) Unavailable() error { return errors.New("connection refused") }
+
+// A prover whose answerer is known down declines at the hello, BUSY:
+// the verifier draws nothing and signs nothing (spec §6 step 2), where
+// accepting would have got it signed declined.
+func TestVerifyAnswererDown(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	va := newService(t, a, Config{Source: sourceOf("down")})
+	pr := newProved()
+	answered := skill.ProverFunc(func() skill.Answerer {
+		return skill.AnswerFunc(func(context.Context, skill.Challenge) (string, error) { return "x", nil })
+	})
+	newService(t, b, Config{OnProved: pr.fn, Prover: downProver{answered}})
+	connect(t, a, b, "tcp")
+	res, err := va.Verify(testCtx(t, 10*time.Second), b.ID(), false)
+	if !errors.Is(err, ErrBusy) || res != nil {
+		t.Fatalf("err %v, result %+v; want BUSY and no session", err, res)
+	}
+	if !strings.Contains(err.Error(), "answerer unavailable") || strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("decline %q: want the reason without the local cause", err)
+	}
+	if got := pr.next(t); !errors.Is(got.Err, ErrBusy) {
+		t.Fatalf("prover result %+v", got)
+	}
+	if u := va.PeerUsage(b.ID()); u.Drawn != 0 {
+		t.Fatalf("%d sets drawn for a prover that declined at the hello", u.Drawn)
 	}
 }

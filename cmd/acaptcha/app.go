@@ -87,6 +87,9 @@ type app struct {
 	jsonOut    bool
 	logLevel   string
 	gen        genOptions
+	// guard watches the started node's LLM answerer (startNode); nil
+	// without --llm.
+	guard *skill.GuardedProver
 
 	// Trust, sharing and operations (startNode; peers.go).
 	trustQuorum   int
@@ -127,6 +130,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)
+	if a.guard != nil {
+		a.guard.Close() // a canary under way (the node has stopped)
+	}
 	// Under --json an error is a JSON object on stderr too (the flag may
 	// not have been parsed when cobra itself refused the arguments).
 	jsonErr := a.jsonOut || slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
@@ -482,7 +488,7 @@ func (a *app) addFlags(f *pflag.FlagSet, groups ...flagGroup) {
 			f.DurationVar(&a.total, "total", skill.DefaultTotal, "total budget of one session (T_total)")
 			f.IntVar(&a.rounds, "rounds", skill.DefaultRounds, "chained rounds per session (1-3)")
 		case groupSource:
-			f.StringVar(&a.challenges, "challenges", "auto", "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR, llm (a pool of sets generated and validated with --llm), hybrid (a pool of procedural sets reworded by --llm, ground truth kept); auto picks llm for a node with --llm, else procedural")
+			f.StringVar(&a.challenges, "challenges", "auto", "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR, llm (a pool of sets generated and validated with --llm), hybrid (a pool of procedural sets reworded by --llm, ground truth kept); auto picks llm with --llm (attest writes its one set before it dials), else procedural")
 		case groupChallenges:
 			f.IntVar(&a.maxServes, "max-serves", skill.DefaultMaxServes, "how often this node serves one challenge set")
 			a.addFlags(f, groupSource, groupPolicy)

@@ -67,6 +67,13 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 			}
 			ctx, cancel := contextWithTimeout(cmd, timeout)
 			defer cancel()
+			if a.guard != nil {
+				// Without its LLM this side can only fail the peer's
+				// session (signed as a rejection): say so now.
+				if err := a.guard.Check(ctx); err != nil {
+					return fmt.Errorf("--llm %s does not answer, so the peer could not verify us: %w", a.llmSpec, err)
+				}
+			}
 			if err := a.awaitChallengeSet(ctx); err != nil {
 				return err
 			}

@@ -11,11 +11,13 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
 	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/peer/mcpserver"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -170,8 +172,13 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			if h, herr := hex.DecodeString(strings.TrimSpace(string(data))); herr == nil {
-				data = h
+			// Text (hex, base64, or the JSON of export --json, the HTTP
+			// door or the MCP tools) is decoded as the MCP tool does;
+			// anything else is the envelope's bytes.
+			if utf8.Valid(data) {
+				if b, derr := mcpserver.DecodeRecord(string(data)); derr == nil {
+					data = b
+				}
 			}
 			opts := protocol.VerifyOptions{AllowExpired: allowExpired}
 			if requireSource != "" && !strings.EqualFold(requireSource, "any") {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -153,6 +154,23 @@ func TestHelpListsOnlyTheCommandsFlags(t *testing.T) {
 			if strings.Contains(out.String(), w+" ") {
 				t.Errorf("%v help lists %s, which the command does not read", tc.args, w)
 			}
+		}
+	}
+}
+
+// A port out of range on --http or --metrics is a usage error (exit 2)
+// before the node starts, like one on --listen.
+func TestListenPortRange(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"node", "--http", "127.0.0.1:99999"},
+		{"node", "--metrics", "127.0.0.1:99999"},
+		{"node", "--metrics", "127.0.0.1:-1"},
+	} {
+		args = append(args, "--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0")
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), args[1]) {
+			t.Errorf("%v: exit %d, want %d naming the flag (stderr %q)", args, code, exitUsage, errb.String())
 		}
 	}
 }

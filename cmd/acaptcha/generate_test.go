@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -382,4 +383,28 @@ func TestNodesAttestWithGeneratedSets(t *testing.T) {
 	if !strings.Contains(stderr, "writing a challenge set with") {
 		t.Errorf("attest with --llm did not write its challenge with the LLM:\n%s", stderr)
 	}
+}
+
+// An LLM that cannot be reached is named in generate's summary, not only
+// counted as llm_error.
+func TestGenerateUnreachableLLM(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "test")
+	dead := deadAddr(t)
+	stdout, stderr, code := runMain(t, "generate", "--llm", "openai:gpt-x", "--llm-base-url", "http://"+dead+"/v1",
+		"--n", "1", "--max-attempts", "2", "--out", t.TempDir())
+	if code != 1 || !strings.Contains(stdout, "llm_error") || !strings.Contains(stdout, "last LLM error:") || !strings.Contains(stdout, "failed to reach") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// deadAddr is a loopback address nothing listens on (a port just freed).
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }

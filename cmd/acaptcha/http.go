@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -40,10 +41,22 @@ func checkHTTPAddr(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
-		return usageErr("--http %q: want HOST:PORT, e.g. 127.0.0.1:8080", addr)
+	return checkHostPort("--http", addr, "127.0.0.1:8080")
+}
+
+// checkHostPort refuses a listen address that is not HOST:PORT with a
+// port in 0..65535 (a usage error, before anything starts).
+func checkHostPort(flag, addr, example string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil && port != "" {
+		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
+			if _, lerr := net.LookupPort("tcp", port); lerr != nil {
+				return usageErr("%s %q: port %q is not a number in 0..65535 nor a service name", flag, addr, port)
+			}
+		}
+		return nil
 	}
-	return nil
+	return usageErr("%s %q: want HOST:PORT, e.g. %s", flag, addr, example)
 }
 
 // parseTrustedProxies reads --http-trusted-proxy: addresses (a network of

@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"os"
@@ -78,6 +80,14 @@ func TestNewUserVerifyExitStatusByVerdict(t *testing.T) {
 	rejected := write("rejected.bin", sealRejectedFrom(t, issuerKey, subject, skill.SourceLLM))
 	rejectedWeak := write("rejected-procedural.bin", sealRejectedFrom(t, issuerKey, subject, skill.SourceProcedural))
 	huge := write("huge.bin", bytes.Repeat([]byte{0xa5}, 4*protocol.MaxEnvelopeBytes+1))
+	// The textual forms the doors and export --json hand out.
+	b64 := write("accepted.b64", []byte(base64.StdEncoding.EncodeToString(accEnv)+"\n"))
+	exported, err := json.Marshal(map[string]any{"key": "k", "bytes": len(accEnv),
+		"envelope_base64": base64.StdEncoding.EncodeToString(accEnv), "envelope_hex": hex.EncodeToString(accEnv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exportJSON := write("exported.json", exported)
 	ctx := context.Background()
 
 	for _, tc := range []struct {
@@ -93,6 +103,8 @@ func TestNewUserVerifyExitStatusByVerdict(t *testing.T) {
 		{"rejected, require llm", []string{rejected, "--require-source", "llm"}, exitRejected, []string{"verdict REJECTED"}, nil},
 		{"rejected procedural, require llm", []string{rejectedWeak, "--require-source", "llm", "--any-verdict"}, exitRejected, []string{"REFUSED"}, []string{"VALID"}},
 		{"accepted, require llm", []string{accepted, "--require-source", "llm"}, exitOK, []string{"VALID signed attestation"}, nil},
+		{"accepted, base64", []string{b64}, exitOK, []string{"VALID signed attestation"}, nil},
+		{"accepted, export --json", []string{exportJSON}, exitOK, []string{"VALID signed attestation"}, nil},
 		{"over the size cap", []string{huge}, exitRejected, []string{"INVALID", "more than"}, []string{"VALID "}},
 		{"missing file", []string{filepath.Join(dir, "nope.bin")}, exitUsage, nil, []string{"VALID"}},
 	} {

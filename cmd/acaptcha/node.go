@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -228,8 +227,8 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		return nil, "", err
 	}
 	if a.metricsAddr != "" {
-		if _, _, err := net.SplitHostPort(a.metricsAddr); err != nil {
-			return nil, "", usageErr("--metrics %q: want HOST:PORT: %v", a.metricsAddr, err)
+		if err := checkHostPort("--metrics", a.metricsAddr, "127.0.0.1:9464"); err != nil {
+			return nil, "", err
 		}
 	}
 	for _, l := range listen {
@@ -253,6 +252,13 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	}
 	if a.agentProver != nil { // acaptcha mcp: the MCP client answers (mcp.go)
 		prover, llmName = a.agentProver, "mcp-client"
+	} else if prover != nil {
+		// An LLM behind a network can be unreachable: the guard checks it
+		// at start and after a failed answer, and while it is down the
+		// node declines to be verified instead of being signed declined.
+		a.guard = skill.NewGuardedProver(prover, a.log)
+		prover = a.guard
+		a.guard.CheckAsync()
 	}
 	var reg *prometheus.Registry
 	if a.metricsAddr != "" {

@@ -129,6 +129,9 @@ is shown.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rep *peersReport
 			var err error
+			if nodeAddr != "" && cmd.Flags().Changed("store") {
+				return usageErr("--node asks the running node, which reads its own store: drop --store, or drop --node to read a stopped node's store")
+			}
 			if nodeAddr != "" {
 				u, err := peersURL(nodeAddr)
 				if err != nil {
@@ -160,14 +163,22 @@ is shown.`,
 				rep.Peers = []peer.PeerInfo{}
 			}
 			if a.jsonOut {
-				return writeJSON(a, rep)
+				if err := writeJSON(a, rep); err != nil {
+					return err
+				}
+			} else {
+				printPeers(a.stdout, rep, time.Now())
 			}
-			printPeers(a.stdout, rep, time.Now())
+			if only != "" && (len(rep.Peers) == 0 || !rep.Peers[0].Admission.Admitted) {
+				// A negative answer to "is this peer admitted?", as
+				// attestations verify gives one: `peers --peer X && ...`.
+				return verdictErr(fmt.Errorf("peer %s is not admitted", only))
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&nodeAddr, "node", "", "ask a running node at its --metrics address (host:port or URL) instead of reading the store")
-	cmd.Flags().StringVar(&only, "peer", "", "show only this peer ID")
+	cmd.Flags().StringVar(&only, "peer", "", "show only this peer ID; exit 1 unless it is admitted")
 	return cmd
 }
 

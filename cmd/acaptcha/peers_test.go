@@ -119,10 +119,17 @@ func TestPeersFromStore(t *testing.T) {
 	if !s.Admission.Admitted || s.Admission.Via != peer.AdmittedQuorum || len(s.Vouchers) != 1 || s.Vouchers[0].Source != peer.SourcePresentation || !s.Vouchers[0].Counts {
 		t.Fatalf("quorum: %+v", s)
 	}
-	// Without a quorum the subject is not admitted.
+	// Without a quorum the subject is not admitted: --peer prints it and
+	// exits 1, so `peers --peer X && ...` goes on only for admitted peers.
 	out, _, code = peersMain(t, context.Background(), "peers", "--store", path, "--peer", subject.String())
-	if code != exitOK || !strings.Contains(out, "NOT ADMITTED (unattested)") || !strings.Contains(out, "presentation from") || strings.Contains(out, "counts") {
+	if code != exitRejected || !strings.Contains(out, "NOT ADMITTED (unattested)") || !strings.Contains(out, "presentation from") || strings.Contains(out, "counts") {
 		t.Fatalf("text output (exit %d):\n%s", code, out)
+	}
+	if _, errOut, code := peersMain(t, context.Background(), "peers", "--store", path, "--peer", direct.String()); code != exitOK {
+		t.Fatalf("--peer of an admitted peer: exit %d: %s", code, errOut)
+	}
+	if _, _, code := peersMain(t, context.Background(), "peers", "--store", path, "--node", "127.0.0.1:9"); code != exitUsage {
+		t.Fatalf("--node with --store: exit %d, want %d", code, exitUsage)
 	}
 }
 

@@ -200,7 +200,7 @@ func (s *Server) addTools() (err error) {
 
 // AttestInput is attest_peer's input.
 type AttestInput struct {
-	Addr           string  `json:"addr" jsonschema:"multiaddr of the peer, ending in /p2p/PEER_ID, e.g. /ip4/127.0.0.1/tcp/4001/p2p/12D3KooW..."`
+	Addr           string  `json:"addr" jsonschema:"multiaddr of the peer, ending in /p2p/PEER_ID, e.g. /ip4/127.0.0.1/tcp/4717/p2p/12D3KooW..."`
 	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"overall time limit in seconds (default 300, at most 1800)"`
 	SelfAnswer     bool    `json:"self_answer,omitempty" jsonschema:"you answer the peer's challenges yourself through next_challenge/answer_challenge (needs a node started to be answered by its MCP client)"`
 	Background     bool    `json:"background,omitempty" jsonschema:"return at once with a job_id; read the outcome with attest_status"`

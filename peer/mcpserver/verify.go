@@ -69,7 +69,7 @@ func (s *Server) verifyAttestation(_ context.Context, _ *mcp.CallToolRequest, in
 		return nil, &VerifyOutput{Error: fmt.Sprintf("record of %d characters: larger than the cap (%d)", len(in.Record), maxRecordChars),
 			ErrorCode: protocol.AttestationErrorCode(protocol.ErrTooLarge)}, nil
 	}
-	data, err := decodeRecord(in.Record)
+	data, err := DecodeRecord(in.Record)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,10 +89,10 @@ func (s *Server) verifyAttestation(_ context.Context, _ *mcp.CallToolRequest, in
 	return nil, out, nil
 }
 
-// decodeRecord turns the record argument into envelope bytes: hex (what
+// DecodeRecord turns a textual record into envelope bytes: hex (what
 // `acaptcha attestations export | xxd -p` and the CLI's JSON give), base64
 // (standard or URL, padded or not), or a JSON object carrying either.
-func decodeRecord(s string) ([]byte, error) {
+func DecodeRecord(s string) ([]byte, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, errors.New("record is empty: give the signed envelope in base64 or hex")
@@ -111,7 +111,7 @@ func decodeRecord(s string) ([]byte, error) {
 			if err := json.Unmarshal(raw, &inner); err != nil {
 				return nil, fmt.Errorf("record JSON: field %s is not a string", k)
 			}
-			return decodeRecord(inner)
+			return DecodeRecord(inner)
 		}
 		return nil, errors.New("record JSON holds no signed envelope (record, envelope_base64 or envelope_hex): a display view alone cannot be verified, it carries no signature")
 	}

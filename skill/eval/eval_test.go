@@ -649,3 +649,40 @@ func TestSimulatedAgentWindow(t *testing.T) {
 		}
 	}
 }
+
+// An agent whose answerer fails (an unreachable LLM) is reported with its
+// error, in the class's Errors and in the text, not as a measured 0 %.
+func TestUnreachableAgentReported(t *testing.T) {
+	sets := corpus(t)
+	cfg := baseConfig(sets, 10)
+	cfg.Agents = map[string]skill.Prover{"dead": skill.ProverFunc(func() skill.Answerer {
+		return skill.AnswerFunc(func(context.Context, skill.Challenge) (string, error) {
+			return "", errors.New("network error: failed to reach API server")
+		})
+	})}
+	r, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := r.Class("dead")
+	if !ok {
+		t.Fatal("class missing")
+	}
+	n := 0
+	for d, v := range c.Errors {
+		if !strings.Contains(d, "failed to reach API server") {
+			t.Errorf("error detail %q", d)
+		}
+		n += v
+	}
+	if n != c.Sessions || n == 0 {
+		t.Fatalf("errors %v over %d sessions", c.Errors, c.Sessions)
+	}
+	var out strings.Builder
+	if err := r.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "dead: 10 of 10 sessions ended on an error") || !strings.Contains(out.String(), "failed to reach API server") {
+		t.Fatalf("text report does not name the error:\n%s", out.String())
+	}
+}

@@ -87,6 +87,11 @@ type Class struct {
 	// FailuresByReasoning counts rejected sessions by the reasoning type of
 	// the question of the round that failed.
 	FailuresByReasoning map[string]int `json:"failures_by_reasoning"`
+	// Errors counts the sessions that ended on an error rather than a
+	// judgement (protocol_error, declined, inconclusive) by the verdict's
+	// detail, cut at 200 bytes: an unreachable LLM shows here as its
+	// network error, not as a measured 0 %.
+	Errors map[string]int `json:"errors,omitempty"`
 	// ByReasoning and ByAnswerType are answered-round accuracy by the
 	// question's reasoning and answer type: how close a class came on each.
 	ByReasoning  map[string]TypeStat `json:"by_reasoning"`
@@ -258,6 +263,12 @@ func classReport(c class, rs []sessionResult, rounds int) Class {
 			domK[s.domain]++
 		} else {
 			out.Failures[string(s.reason)]++
+			if s.errDetail != "" {
+				if out.Errors == nil {
+					out.Errors = map[string]int{}
+				}
+				out.Errors[s.errDetail]++
+			}
 			if n := len(s.rounds); n > 0 {
 				out.FailuresByReasoning[string(s.rounds[n-1].reasoning)]++
 			}
@@ -499,6 +510,18 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write report: %w", err)
+	}
+	// Sessions that ended on an error measured nothing about the class:
+	// name the errors, so that an unreachable LLM is not read as 0 %.
+	for _, c := range r.Classes {
+		if len(c.Errors) == 0 {
+			continue
+		}
+		n := 0
+		for _, v := range c.Errors {
+			n += v
+		}
+		ew.printf("\n%s: %d of %d sessions ended on an error, not a judgement (their rows measure nothing about it): %s\n", c.Name, n, c.Sessions, topCounts(c.Errors, 2))
 	}
 	if err := r.writeSummary(ew); err != nil {
 		return err

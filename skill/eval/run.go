@@ -122,7 +122,14 @@ type sessionResult struct {
 	reason   skill.Reason
 	rounds   []roundResult
 	domain   string
+	// errDetail is the verdict's detail when the session ended on an
+	// error rather than a judgement (protocol_error, declined,
+	// inconclusive): "prover failed: ... connection refused".
+	errDetail string
 }
+
+// maxErrorDetail caps an error detail kept in a report.
+const maxErrorDetail = 200
 
 type roundResult struct {
 	answered  bool
@@ -424,6 +431,10 @@ func runIndex(ctx context.Context, cfg Config, classes []class, results [][]sess
 
 func compact(v skill.Verdict) sessionResult {
 	r := sessionResult{ran: true, accepted: v.Accepted, reason: v.Reason, domain: v.Domain}
+	switch v.Reason {
+	case skill.ReasonProtocolError, skill.ReasonDeclined, skill.ReasonInconclusive:
+		r.errDetail = skill.CapBytes(v.Detail, maxErrorDetail)
+	}
 	r.rounds = make([]roundResult, len(v.Rounds))
 	for i, rr := range v.Rounds {
 		r.rounds[i] = roundResult{answered: rr.Answered, correct: rr.Correct, effective: rr.Effective.Seconds(),

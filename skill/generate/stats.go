@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/acaptcha/acaptcha/llm"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // Stats is the cost and outcome accounting of a Generator.
@@ -33,6 +34,10 @@ type Stats struct {
 	// check.
 	QuestionsReworded int            `json:"questions_reworded,omitempty"`
 	QuestionsKept     map[string]int `json:"questions_kept,omitempty"`
+	// LastLLMError is the detail of the last attempt rejected llm_error
+	// (the provider's error, e.g. an unreachable endpoint), cut at 200
+	// bytes: the counts alone do not say why.
+	LastLLMError string `json:"last_llm_error,omitempty"`
 	// Busy is the summed wall time of the attempts.
 	Busy time.Duration `json:"busy_ns"`
 }
@@ -102,6 +107,9 @@ func (b *Recorder) Record(o *Outcome) {
 		b.s.Accepted++
 	} else {
 		b.s.Rejected[o.Reason]++
+		if o.Reason == RejectLLMError && o.Detail != "" {
+			b.s.LastLLMError = skill.CapBytes(o.Detail, 200)
+		}
 	}
 	for _, d := range o.Drops {
 		b.s.Dropped[d.Key()]++

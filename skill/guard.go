@@ -1,0 +1,194 @@
+package skill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Back-off of GuardedProver's canary while the answerer is down.
+const (
+	guardMinBackoff = 30 * time.Second
+	guardMaxBackoff = 5 * time.Minute
+	// guardCanaryTimeout bounds one canary call.
+	guardCanaryTimeout = time.Minute
+)
+
+// guardCanary is the challenge GuardedProver asks to learn whether its
+// answerer is reachable: fixed, short, and written by nobody else, so that
+// no verifier's text can make the answerer look down. Its answer is not
+// judged: any reply means the answerer is there.
+var guardCanary = Challenge{
+	Round: 1, Rounds: 1, Domain: "health check",
+	Narrative: "The night shift logged one event: at 02:10 the cold room at site B read 4 degrees, within its limit.",
+	Question:  "At what time was the cold room reading logged?",
+	Budget:    30 * time.Second,
+}
+
+// GuardedProver wraps a Prover whose answerer can become unreachable (an
+// LLM behind a network). When an answer fails for another reason than a
+// refusal (ErrDeclined) or the end of its context, it asks the answerer a
+// canary challenge of its own; while the canary fails, Unavailable
+// returns the error, and a node declines to be verified (spec
+// protocol.md §6: BUSY at the hello, nothing signed) rather than accept
+// sessions it can only fail, each of which the verifier signs as a
+// rejection. The canary is asked again after a back-off (30 s doubling to
+// 5 min) when a hello comes, one at a time, and a success clears the
+// mark. Close stops a canary under way.
+type GuardedProver struct {
+	prover Prover
+	log    *slog.Logger
+	now    func() time.Time
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	down     error     // the last canary's error; nil: reachable
+	next     time.Time // when a canary may run again
+	backoff  time.Duration
+	checking bool
+	wg       sync.WaitGroup
+}
+
+// NewGuardedProver wraps p; log receives the up and down transitions (a
+// discarding logger when nil).
+func NewGuardedProver(p Prover, log *slog.Logger) *GuardedProver {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &GuardedProver{prover: p, log: log, now: time.Now, ctx: ctx, cancel: cancel}
+}
+
+// NewSession implements Prover.
+func (g *GuardedProver) NewSession() Answerer {
+	return guardedAnswerer{g: g, inner: g.prover.NewSession()}
+}
+
+type guardedAnswerer struct {
+	g     *GuardedProver
+	inner Answerer
+}
+
+func (a guardedAnswerer) Answer(ctx context.Context, c Challenge) (string, error) {
+	s, err := a.inner.Answer(ctx, c)
+	switch {
+	case err == nil:
+		a.g.up()
+	case errors.Is(err, ErrDeclined) || ctx.Err() != nil:
+	default:
+		a.g.suspect()
+	}
+	return s, err
+}
+
+// Unavailable reports the error of the answerer's last canary while it
+// failed (nil when the answerer is reachable, or not known to be down),
+// and starts another canary when the back-off has passed.
+func (g *GuardedProver) Unavailable() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.down == nil {
+		return nil
+	}
+	if !g.checking && !g.now().Before(g.next) {
+		g.startLocked()
+	}
+	return g.down
+}
+
+// Check asks the canary now and waits for its result (the start-up check
+// of a command that needs its answerer); it records the result as a
+// background canary would.
+func (g *GuardedProver) Check(ctx context.Context) error {
+	err := g.canary(ctx)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.recordLocked(err)
+	return err
+}
+
+// CheckAsync starts a canary now unless one runs (a node's start-up
+// check: a dead answerer is reported, and hellos declined, before the
+// first session fails).
+func (g *GuardedProver) CheckAsync() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.checking {
+		g.startLocked()
+	}
+}
+
+// Close stops a canary under way and waits for it.
+func (g *GuardedProver) Close() {
+	g.cancel()
+	g.wg.Wait()
+}
+
+// up clears the mark after an answer succeeded.
+func (g *GuardedProver) up() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.down != nil {
+		g.log.Info("answerer reachable again")
+	}
+	g.down, g.backoff = nil, 0
+}
+
+// suspect starts a canary after a failed answer, unless one runs or the
+// back-off since the last one has not passed.
+func (g *GuardedProver) suspect() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.checking || g.now().Before(g.next) {
+		return
+	}
+	g.startLocked()
+}
+
+func (g *GuardedProver) startLocked() {
+	if g.ctx.Err() != nil {
+		return
+	}
+	g.checking = true
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		err := g.canary(g.ctx)
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.checking = false
+		if g.ctx.Err() != nil {
+			return
+		}
+		g.recordLocked(err)
+	}()
+}
+
+func (g *GuardedProver) recordLocked(err error) {
+	if err == nil {
+		if g.down != nil {
+			g.log.Info("answerer reachable again")
+		}
+		g.down, g.backoff, g.next = nil, 0, g.now().Add(guardMinBackoff)
+		return
+	}
+	if g.down == nil {
+		g.log.Warn("answerer unreachable: this node declines to be verified (BUSY, nothing signed) until it answers again", "err", err)
+	}
+	g.down = err
+	g.backoff = min(max(2*g.backoff, guardMinBackoff), guardMaxBackoff)
+	g.next = g.now().Add(g.backoff)
+}
+
+func (g *GuardedProver) canary(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, guardCanaryTimeout)
+	defer cancel()
+	if _, err := g.prover.NewSession().Answer(ctx, guardCanary); err != nil {
+		return fmt.Errorf("answerer health check: %w", err)
+	}
+	return nil
+}
