@@ -276,7 +276,7 @@ func keyOrPlaceholder(key, base, env string) (string, error) {
 	case base != "":
 		return PlaceholderAPIKey, nil
 	default:
-		return "", fmt.Errorf("no API key: set Config.APIKey or %s", env)
+		return "", fmt.Errorf("no API key: set %s (or pass one in llm.Config.APIKey)", env)
 	}
 }
 

@@ -119,6 +119,10 @@ func (n *Node) recordReceived(r protocol.ProverResult) {
 		// limiter (lograte.go) and hide the warnings that matter. The
 		// session is counted (Stats.ProveFailed) below.
 		n.log.Debug("refused a verifier's session at this node's limits", "peer", r.Verifier, "err", r.Err)
+	case errors.Is(r.Err, protocol.ErrNoProver):
+		// A node without an LLM declines every verifier by design (the
+		// start-up lines said so): not worth a warning per peer.
+		n.log.Debug("declined a verifier: this node has no prover", "peer", r.Verifier)
 	case r.Err != nil:
 		n.warnPeer(r.Verifier, "verification of us by peer broke off", "err", r.Err)
 	case r.Attestation != nil:

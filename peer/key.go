@@ -26,9 +26,12 @@ func LoadOrCreateKey(path string, log *slog.Logger) (crypto.PrivKey, error) {
 		if fi.Mode().Perm()&0o077 != 0 {
 			return nil, fmt.Errorf("key file %s has mode %v: it must not be readable by others (chmod 600)", path, fi.Mode().Perm())
 		}
+		if len(data) == 0 {
+			return nil, fmt.Errorf("key file %s is empty: move it away to have a new identity made there, or give --key the node's key file", path)
+		}
 		k, err := crypto.UnmarshalPrivateKey(data)
 		if err != nil {
-			return nil, fmt.Errorf("key file %s: %w", path, err)
+			return nil, fmt.Errorf("key file %s is not a libp2p private key (this node's identity; a new one is made when the file does not exist): %w", path, err)
 		}
 		return k, nil
 	case errors.Is(err, fs.ErrNotExist):

@@ -97,6 +97,7 @@ type app struct {
 	gossip        bool
 	blockRejected time.Duration
 	metricsAddr   string
+	metricsURL    string // where serveOps listens (the bound address)
 
 	// First contact and discovery: flags of the node command only. The
 	// flag package assigns their defaults when the node command is built,
@@ -209,6 +210,10 @@ func (a *app) checkNumbers(fs *pflag.FlagSet) error {
 		return usageErr("--trust-quorum %d: at most %d (a node keeps at most that many learned attestations, so a larger quorum could never be met)", a.trustQuorum, maxTrustQuorum)
 	case has("block-rejected") && a.blockRejected < 0:
 		return usageErr("--block-rejected %s: want 0 (never) or a positive duration", a.blockRejected)
+	case has("cross-check-llm") && a.gen.crossCheck != "" && has("llm") && a.llmSpec == "":
+		// The second LLM checks what the first one generated: alone it
+		// would be ignored without a word.
+		return usageErr("--cross-check-llm %s needs --llm: it cross-checks the sets that --llm generates", a.gen.crossCheck)
 	}
 	return nil
 }

@@ -123,6 +123,7 @@ func TestNodeLimitFlagsRefused(t *testing.T) {
 		{"node", "--max-prover-pow-work", "-1"},
 		{"node", "--max-tokens-per-verifier", "-1"},
 		{"node", "--max-prover-calls", "-1"},
+		{"node", "--cross-check-llm", "openai:second"}, // without --llm
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(context.Background(), args, &out, &errb); code != exitUsage {

@@ -257,7 +257,9 @@ func TestDemoWithoutLLM(t *testing.T) {
 		t.Fatalf("demo exit %d: %s", code, errb.String())
 	}
 	var res struct {
-		Rows []struct {
+		TauMS   *int64 `json:"tau_ms"`
+		TotalMS *int64 `json:"total_ms"`
+		Rows    []struct {
 			Prover, Kind string
 			Ran          bool
 			Accepted     bool
@@ -267,6 +269,9 @@ func TestDemoWithoutLLM(t *testing.T) {
 	}
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if res.TauMS == nil || *res.TauMS <= 0 || res.TotalMS == nil {
+		t.Errorf("demo --json: tau_ms and total_ms in milliseconds:\n%s", out.String())
 	}
 	seen := map[string]bool{}
 	for _, r := range res.Rows {

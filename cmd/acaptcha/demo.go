@@ -178,7 +178,14 @@ func (a *app) runDemo(ctx context.Context) error {
 		rows = append(rows, demoRow{Prover: "agent (LLM)", Kind: "agent", Note: "not run: " + noLLMHint})
 	}
 	if a.jsonOut {
-		out := map[string]any{"verifier": verifier.ID().String(), "source": src.Name(), "tau": tauString(pol), "total_ms": pol.Total.Milliseconds(), "rows": rows}
+		out := map[string]any{"verifier": verifier.ID().String(), "source": src.Name(), "total_ms": pol.Total.Milliseconds(), "rows": rows}
+		// Durations in whole milliseconds, as everywhere under --json:
+		// tau_ms for a fixed tau, alpha for a derived one.
+		if pol.DeriveTau {
+			out["derive_tau"], out["alpha"] = true, pol.Alpha
+		} else {
+			out["tau_ms"] = pol.Tau.Milliseconds()
+		}
 		if interrupted {
 			out["interrupted"] = true
 		}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -171,6 +174,29 @@ func TestListenPortRange(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := Main(context.Background(), args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), args[1]) {
 			t.Errorf("%v: exit %d, want %d naming the flag (stderr %q)", args, code, exitUsage, errb.String())
+		}
+	}
+}
+
+// A key file that is not a key is refused with a message that says what
+// the file is, before any store is created.
+func TestBadKeyFileNoStore(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct {
+		data []byte
+		want string
+	}{"garbage": {[]byte("not a key\n"), "is not a libp2p private key"}, "empty": {nil, "is empty"}} {
+		key, store := filepath.Join(dir, name+".key"), filepath.Join(dir, name+".db")
+		if err := os.WriteFile(key, tc.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), []string{"node", "--key", key, "--store", store, "--listen", "/ip4/127.0.0.1/tcp/0"}, &out, &errb)
+		if code != exitFailure || !strings.Contains(errb.String(), "key file "+key+" "+tc.want) {
+			t.Errorf("%s key: exit %d, stderr %q", name, code, errb.String())
+		}
+		if _, err := os.Stat(store); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s key: store %s left behind (%v)", name, store, err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -236,6 +237,12 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 			return nil, "", usageErr("--listen %q: %v", l, err)
 		}
 	}
+	// The identity first: a key file that cannot be read leaves no
+	// empty store behind.
+	key, err := peer.LoadOrCreateKey(a.keyFile, a.log)
+	if err != nil {
+		return nil, "", err
+	}
 	store, err := peer.OpenStore(a.storePath)
 	if err != nil {
 		return nil, "", storeOpenErr(a.storePath, err, "another process (a running node?) holds it: stop it, or give this one its own --store and --key")
@@ -285,7 +292,7 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		}
 	}
 	cfg := peer.Config{
-		KeyFile:     a.keyFile,
+		Key:         key,
 		Store:       store,
 		ListenAddrs: listen,
 		Policy:      pol,
@@ -387,6 +394,9 @@ func (a *app) nodeCmd() *cobra.Command {
 					out["http"] = httpURL
 					out["http_pow_difficulty"] = max(n.ProtocolConfig().PowDifficulty, httpPow)
 				}
+				if a.metricsURL != "" {
+					out["metrics"] = a.metricsURL
+				}
 				b, _ := json.Marshal(out)
 				fmt.Fprintln(a.stdout, string(b))
 			} else {
@@ -408,6 +418,9 @@ func (a *app) nodeCmd() *cobra.Command {
 					fmt.Fprintln(a.stdout, "  no proof of work asked of libp2p peers on an idle node (--pow-difficulty; failures and load add to it)")
 				}
 				fmt.Fprintln(a.stdout, "  attest with: acaptcha attest <one of the addresses above>   (Ctrl-C stops)")
+				if a.metricsURL != "" {
+					fmt.Fprintf(a.stdout, "  metrics at %s, live peers with: acaptcha peers --node %s\n", a.metricsURL, strings.TrimSuffix(strings.TrimPrefix(a.metricsURL, "http://"), "/metrics"))
+				}
 				if httpURL != "" {
 					fmt.Fprintf(a.stdout, "  HTTP door for agents without libp2p: %s (manifest %s%s)\n", httpURL, httpURL, httpgw.ManifestPath)
 					// The door keeps a floor for anonymous clients, whatever

@@ -77,6 +77,7 @@ func (a *app) serveOps(ctx context.Context, addr string, reg *prometheus.Registr
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	a.metricsURL = "http://" + l.Addr().String() + "/metrics"
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Timeout: opsWriteTimeout / 2}))
 	mux.HandleFunc("GET /peers", func(w http.ResponseWriter, _ *http.Request) {

@@ -149,9 +149,10 @@ func TestNodeServesMetricsAndPeers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var nodeErr bytes.Buffer
+	startOut := &lineWriter{line: make(chan string, 1)}
 	go func() {
 		done <- Main(ctx, []string{"node", "--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"),
-			"--listen", "/ip4/127.0.0.1/tcp/0", "--metrics", addr, "--trust-quorum", "2", "--json"}, io.Discard, &nodeErr)
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--metrics", addr, "--trust-quorum", "2", "--json"}, startOut, &nodeErr)
 	}()
 	defer func() {
 		cancel()
@@ -161,6 +162,18 @@ func TestNodeServesMetricsAndPeers(t *testing.T) {
 			t.Error("node did not stop")
 		}
 	}()
+	// The start-up object names the metrics endpoint.
+	select {
+	case l := <-startOut.line:
+		var info struct {
+			Metrics string `json:"metrics"`
+		}
+		if err := json.Unmarshal([]byte(l), &info); err != nil || info.Metrics != "http://"+addr+"/metrics" {
+			t.Errorf("node --json start-up line %q (%v): want metrics http://%s/metrics", l, err, addr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("node printed no start-up line")
+	}
 	var body string
 	deadline := time.Now().Add(30 * time.Second)
 	for {

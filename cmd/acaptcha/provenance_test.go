@@ -168,8 +168,9 @@ func TestStoredProvenanceShownAndPolicy(t *testing.T) {
 	if a := admitted("--require-source", "procedural")[weak].Admission; !a.Admitted {
 		t.Fatalf("procedural policy, procedural-backed peer: %+v", a)
 	}
+	// Not admitted: --peer prints why and exits 1.
 	out, _, code = peersMain(t, ctx, "peers", "--store", path, "--peer", weak.String())
-	if code != exitOK || !strings.Contains(out, "NOT ADMITTED (source_below_minimum)") || !strings.Contains(out, "source procedural (below policy)") || !strings.Contains(out, "require source hybrid") {
+	if code != exitRejected || !strings.Contains(out, "NOT ADMITTED (source_below_minimum)") || !strings.Contains(out, "source procedural (below policy)") || !strings.Contains(out, "require source hybrid") {
 		t.Fatalf("peers text (exit %d):\n%s", code, out)
 	}
 	if _, _, code := peersMain(t, ctx, "peers", "--store", path, "--require-source", "gpt"); code != exitUsage {
