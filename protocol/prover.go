@@ -245,7 +245,7 @@ func (p *proverRun) serve() {
 	}
 	// An answerer known to be unreachable (skill.GuardedProver) could
 	// only fail the session, which the verifier would sign as a
-	// rejection: decline BUSY, nothing signed (spec §6 step 2).
+	// rejection: decline BUSY, nothing signed (spec §6 step 3).
 	if h, ok := s.cfg.Prover.(interface{ Unavailable() error }); ok {
 		if h.Unavailable() != nil {
 			// The cause (an LLM endpoint's address, say) stays in this

@@ -42,6 +42,7 @@ type GuardedProver struct {
 	prover Prover
 	log    *slog.Logger
 	now    func() time.Time
+	reply  func(error) bool
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -50,17 +51,28 @@ type GuardedProver struct {
 	next     time.Time // when a canary may run again
 	backoff  time.Duration
 	checking bool
-	wg       sync.WaitGroup
+	closed   bool
+	// gen counts the answers that succeeded: a canary that began before
+	// one does not mark the answerer down after it (its failure is
+	// older news than the success).
+	gen uint64
+	wg  sync.WaitGroup
 }
 
 // NewGuardedProver wraps p; log receives the up and down transitions (a
-// discarding logger when nil).
-func NewGuardedProver(p Prover, log *slog.Logger) *GuardedProver {
+// discarding logger when nil). reply, when not nil, tells the errors that
+// came with a reply of the answerer's (a rate limit, an empty or cut
+// output: it is there, only busy or unhappy), which neither start a canary
+// nor fail one; every other error counts.
+func NewGuardedProver(p Prover, log *slog.Logger, reply func(error) bool) *GuardedProver {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if reply == nil {
+		reply = func(error) bool { return false }
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &GuardedProver{prover: p, log: log, now: time.Now, ctx: ctx, cancel: cancel}
+	return &GuardedProver{prover: p, log: log, now: time.Now, reply: reply, ctx: ctx, cancel: cancel}
 }
 
 // NewSession implements Prover.
@@ -68,17 +80,23 @@ func (g *GuardedProver) NewSession() Answerer {
 	return guardedAnswerer{g: g, inner: g.prover.NewSession()}
 }
 
+// AnswersKind implements KindAnswerer as the wrapped prover does.
+func (g *GuardedProver) AnswersKind(name string) bool { return Answers(g.prover, name) }
+
 type guardedAnswerer struct {
 	g     *GuardedProver
 	inner Answerer
 }
+
+// AnswersKind implements KindAnswerer as the wrapped answerer does.
+func (a guardedAnswerer) AnswersKind(name string) bool { return Answers(a.inner, name) }
 
 func (a guardedAnswerer) Answer(ctx context.Context, c Challenge) (string, error) {
 	s, err := a.inner.Answer(ctx, c)
 	switch {
 	case err == nil:
 		a.g.up()
-	case errors.Is(err, ErrDeclined) || ctx.Err() != nil:
+	case errors.Is(err, ErrDeclined) || ctx.Err() != nil || a.g.reply(err):
 	default:
 		a.g.suspect()
 	}
@@ -104,10 +122,16 @@ func (g *GuardedProver) Unavailable() error {
 // of a command that needs its answerer); it records the result as a
 // background canary would.
 func (g *GuardedProver) Check(ctx context.Context) error {
+	g.mu.Lock()
+	gen := g.gen
+	g.mu.Unlock()
 	err := g.canary(ctx)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.recordLocked(err)
+	g.recordLocked(err, gen)
+	if err != nil && g.reply(err) {
+		return nil // there, only busy or unhappy
+	}
 	return err
 }
 
@@ -122,9 +146,13 @@ func (g *GuardedProver) CheckAsync() {
 	}
 }
 
-// Close stops a canary under way and waits for it.
+// Close stops a canary under way and waits for it; no canary starts
+// after it.
 func (g *GuardedProver) Close() {
+	g.mu.Lock()
+	g.closed = true
 	g.cancel()
+	g.mu.Unlock()
 	g.wg.Wait()
 }
 
@@ -136,6 +164,7 @@ func (g *GuardedProver) up() {
 		g.log.Info("answerer reachable again")
 	}
 	g.down, g.backoff = nil, 0
+	g.gen++
 }
 
 // suspect starts a canary after a failed answer, unless one runs or the
@@ -150,10 +179,11 @@ func (g *GuardedProver) suspect() {
 }
 
 func (g *GuardedProver) startLocked() {
-	if g.ctx.Err() != nil {
+	if g.closed {
 		return
 	}
 	g.checking = true
+	gen := g.gen
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -161,14 +191,20 @@ func (g *GuardedProver) startLocked() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.checking = false
-		if g.ctx.Err() != nil {
+		if g.closed {
 			return
 		}
-		g.recordLocked(err)
+		g.recordLocked(err, gen)
 	}()
 }
 
-func (g *GuardedProver) recordLocked(err error) {
+// recordLocked records a canary's result; gen is g.gen when it began.
+func (g *GuardedProver) recordLocked(err error, gen uint64) {
+	if err != nil && (g.reply(err) || gen != g.gen) {
+		// A reply (the answerer is there), or an answer succeeded
+		// since the canary began: not down.
+		err = nil
+	}
 	if err == nil {
 		if g.down != nil {
 			g.log.Info("answerer reachable again")

@@ -39,7 +39,7 @@ func TestGuardedProver(t *testing.T) {
 			return "ok", nil
 		})
 	})
-	g := NewGuardedProver(inner, nil)
+	g := NewGuardedProver(inner, nil, nil)
 	defer g.Close()
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
@@ -91,5 +91,119 @@ func TestGuardedProver(t *testing.T) {
 	advance(guardMaxBackoff)
 	if err := g.Check(ctx); err == nil || g.Unavailable() == nil {
 		t.Fatalf("Check of a dead answerer: %v", err)
+	}
+}
+
+// A canary that began before an answer succeeded does not mark the
+// answerer down when it fails afterwards (its news is older).
+func TestGuardedProverStaleCanary(t *testing.T) {
+	release := make(chan struct{})
+	var started atomic.Bool
+	var fail atomic.Bool
+	fail.Store(true)
+	inner := ProverFunc(func() Answerer {
+		return AnswerFunc(func(ctx context.Context, c Challenge) (string, error) {
+			if c.Question == guardCanary.Question {
+				started.Store(true)
+				<-release
+				return "", errors.New("503 from the provider")
+			}
+			if fail.Load() {
+				return "", errors.New("connection reset")
+			}
+			return "ok", nil
+		})
+	})
+	g := NewGuardedProver(inner, nil, nil)
+	defer g.Close()
+	ctx := context.Background()
+	g.NewSession().Answer(ctx, Challenge{Question: "q"}) // fails: a canary starts and blocks
+	waitFor(t, "the canary to start", started.Load)
+	fail.Store(false)
+	if _, err := g.NewSession().Answer(ctx, Challenge{Question: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitFor(t, "the canary to end", func() bool { g.mu.Lock(); defer g.mu.Unlock(); return !g.checking })
+	if err := g.Unavailable(); err != nil {
+		t.Fatalf("marked down by a canary older than a successful answer: %v", err)
+	}
+}
+
+// Errors that came with a reply (rate limit, empty output) neither start
+// a canary nor fail one; Check says the answerer is there.
+func TestGuardedProverReplyErrors(t *testing.T) {
+	errLimited := errors.New("429 rate limit")
+	var canaries atomic.Int64
+	inner := ProverFunc(func() Answerer {
+		return AnswerFunc(func(ctx context.Context, c Challenge) (string, error) {
+			if c.Question == guardCanary.Question {
+				canaries.Add(1)
+			}
+			return "", errLimited
+		})
+	})
+	g := NewGuardedProver(inner, nil, func(err error) bool { return errors.Is(err, errLimited) })
+	defer g.Close()
+	g.NewSession().Answer(context.Background(), Challenge{Question: "q"})
+	if canaries.Load() != 0 {
+		t.Fatal("a rate-limited answer started a canary")
+	}
+	if err := g.Check(context.Background()); err != nil || g.Unavailable() != nil {
+		t.Fatalf("a rate-limited canary: Check %v, Unavailable %v", err, g.Unavailable())
+	}
+}
+
+// Close and hellos' checks at once: no canary starts after Close (run
+// under -race), and Close waits for the one under way.
+func TestGuardedProverCloseRace(t *testing.T) {
+	inner := ProverFunc(func() Answerer {
+		return AnswerFunc(func(ctx context.Context, c Challenge) (string, error) {
+			return "", errors.New("down")
+		})
+	})
+	for range 20 {
+		g := NewGuardedProver(inner, nil, nil)
+		if err := g.Check(context.Background()); err == nil {
+			t.Fatal("Check of a dead answerer")
+		}
+		g.mu.Lock()
+		g.next = time.Time{}
+		g.mu.Unlock()
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 50 {
+					g.Unavailable()
+				}
+			})
+		}
+		g.Close()
+		wg.Wait()
+		g.mu.Lock()
+		checking := g.checking
+		g.mu.Unlock()
+		if checking {
+			t.Fatal("a canary started after Close")
+		}
+	}
+}
+
+// noKinds is a prover that answers no kind.
+type noKinds struct{ ProverFunc }
+
+func (noKinds) AnswersKind(string) bool { return false }
+
+// The guard answers the kinds its prover answers.
+func TestGuardedProverKinds(t *testing.T) {
+	g := NewGuardedProver(ProverFunc(func() Answerer { return nil }), nil, nil)
+	defer g.Close()
+	if !Answers(g, NarrativeKind) {
+		t.Fatal("the guard of a prover of every kind does not answer narrative")
+	}
+	h := NewGuardedProver(noKinds{func() Answerer { return nil }}, nil, nil)
+	defer h.Close()
+	if Answers(h, NarrativeKind) {
+		t.Fatal("the guard of a prover of no kind answers narrative")
 	}
 }

@@ -65,18 +65,24 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 				pol, _ := a.policy()
 				timeout = 2*pol.Total + 30*time.Second
 			}
-			ctx, cancel := contextWithTimeout(cmd, timeout)
-			defer cancel()
+			// Our own preparation (the LLM check, writing our challenge)
+			// has a --timeout of its own: the sessions with the peer get
+			// the whole of theirs after it.
+			prep, cancelPrep := contextWithTimeout(cmd, timeout)
+			defer cancelPrep()
 			if a.guard != nil {
 				// Without its LLM this side can only fail the peer's
 				// session (signed as a rejection): say so now.
-				if err := a.guard.Check(ctx); err != nil {
+				if err := a.guard.Check(prep); err != nil {
 					return fmt.Errorf("--llm %s does not answer, so the peer could not verify us: %w", a.llmSpec, err)
 				}
 			}
-			if err := a.awaitChallengeSet(ctx); err != nil {
+			if err := a.awaitChallengeSet(prep); err != nil {
 				return err
 			}
+			cancelPrep()
+			ctx, cancel := contextWithTimeout(cmd, timeout)
+			defer cancel()
 			var m *peer.Mutual
 			if a.llmSpec == "" {
 				// Without an LLM our side declines every challenge, so a
@@ -116,7 +122,7 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 			return nil
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "overall time limit (default twice the total budget plus 30 s)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "time limit of the sessions with the peer (default twice the total budget plus 30 s); checking --llm and writing our challenge before them have a limit of the same length")
 	return cmd
 }
 
@@ -133,6 +139,7 @@ func (a *app) printDeclined(p lpeer.ID, err error) error {
 		}
 	} else {
 		fmt.Fprintf(a.stdout, "peer %s\n  our verdict of it: DECLINED (it refused to be verified; nothing signed)\n    %v\n", p, err)
+		fmt.Fprintln(a.stdout, "  its verdict of us: none (a peer that declines to be verified is not asked to verify us)")
 	}
 	return verdictErr(fmt.Errorf("peer %s not accepted: it declined to be verified", p))
 }

@@ -143,7 +143,9 @@ the challenges behind it came from a source ranked at least KIND (procedural 1,
 corpus 2, hybrid and llm 3; a record that names no source ranks 0): a script
 written against this code passes procedural challenges, so --require-source
 hybrid (or llm) accepts only LLM-written or LLM-reworded ones. FILE may hold
-the raw envelope or its hex encoding; - reads standard input.
+the raw envelope, its hex (xxd -p) or base64 encoding, or a JSON object
+holding it (export --json, the HTTP door's and the MCP tools' output); -
+reads standard input.
 
 Exit codes: 0 when the record is valid and its verdict is ACCEPTED; 1 when it
 is not valid (bad signature, malformed, expired, wrong subject or issuer,

@@ -236,7 +236,7 @@ func TestCapDrawsToSupply(t *testing.T) {
 		a := &app{challenges: tc.challenges, maxServes: tc.serves, log: slog.New(slog.DiscardHandler)}
 		a.gen.tokenBudget, a.gen.poolSize = tc.budget, tc.size
 		l := tc.given
-		a.capDraws(&l)
+		a.capDraws(&l, nil)
 		if l.MaxDraws != tc.wantDraws || (tc.wantPeer != 0 && l.MaxDrawsPerPeer != tc.wantPeer) || (tc.wantPrefix != 0 && l.MaxDrawsPerPrefix != tc.wantPrefix) {
 			t.Errorf("%s budget %d serves %d: draws %d per peer %d per prefix %d, want %d %d %d", tc.challenges, tc.budget, tc.serves,
 				l.MaxDraws, l.MaxDrawsPerPeer, l.MaxDrawsPerPrefix, tc.wantDraws, tc.wantPeer, tc.wantPrefix)

@@ -74,6 +74,12 @@ a running node's (its store is locked while it runs).`,
 			if maxPending < 1 {
 				return usageErr("--max-pending %d: want at least 1", maxPending)
 			}
+			if fl := cmd.Flags().Lookup("pool-size"); fl != nil && !fl.Changed {
+				// An agent's MCP server verifies a peer now and then: a
+				// pool of the node's size would write sets at each launch
+				// that nobody reads.
+				a.gen.poolSize = 1
+			}
 			if attestTimeout < 0 {
 				return usageErr("--attest-timeout must not be negative")
 			}

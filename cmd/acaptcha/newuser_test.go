@@ -88,6 +88,13 @@ func TestNewUserVerifyExitStatusByVerdict(t *testing.T) {
 		t.Fatal(err)
 	}
 	exportJSON := write("exported.json", exported)
+	// xxd -p: hex in lines of 60 characters.
+	h := hex.EncodeToString(accEnv)
+	var lines []string
+	for len(h) > 60 {
+		lines, h = append(lines, h[:60]), h[60:]
+	}
+	xxd := write("accepted.xxd", []byte(strings.Join(append(lines, h), "\n")+"\n"))
 	ctx := context.Background()
 
 	for _, tc := range []struct {
@@ -105,6 +112,7 @@ func TestNewUserVerifyExitStatusByVerdict(t *testing.T) {
 		{"accepted, require llm", []string{accepted, "--require-source", "llm"}, exitOK, []string{"VALID signed attestation"}, nil},
 		{"accepted, base64", []string{b64}, exitOK, []string{"VALID signed attestation"}, nil},
 		{"accepted, export --json", []string{exportJSON}, exitOK, []string{"VALID signed attestation"}, nil},
+		{"accepted, xxd -p", []string{xxd}, exitOK, []string{"VALID signed attestation"}, nil},
 		{"over the size cap", []string{huge}, exitRejected, []string{"INVALID", "more than"}, []string{"VALID "}},
 		{"missing file", []string{filepath.Join(dir, "nope.bin")}, exitUsage, nil, []string{"VALID"}},
 	} {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/peer/httpgw"
 	"github.com/acaptcha/acaptcha/protocol"
@@ -113,6 +115,13 @@ const powAuto = -1
 // sessions to finish (peer.Node.Shutdown).
 const drainWait = 30 * time.Second
 
+// llmReplied tells the LLM errors that came with a reply of the provider
+// (a rate limit, an empty or truncated output): the model is reachable,
+// so they do not mark it down (skill.GuardedProver).
+func llmReplied(err error) bool {
+	return errors.Is(err, llm.ErrRateLimited) || errors.Is(err, llm.ErrEmptyOutput) || errors.Is(err, llm.ErrTruncated)
+}
+
 // setTokens is the generation cost of one accepted challenge set in
 // tokens, its share of rejected attempts included (pool.DefaultTokenBudget
 // has the measurement): what a draw of an LLM-written set costs the node.
@@ -128,7 +137,7 @@ const setTokens = 16_600
 // Capped, G rises as they spend it and the kept quarter (for peers the
 // node admits) is a quarter of the real supply. The per-peer and
 // per-prefix defaults are lowered to the cap when above it.
-func (a *app) capDraws(l *peer.Limits) {
+func (a *app) capDraws(l *peer.Limits, given func(flag string) bool) {
 	switch challengeKind(a.challenges) {
 	case skill.SourceLLM, skill.SourceHybrid:
 	default:
@@ -146,9 +155,16 @@ func (a *app) capDraws(l *peer.Limits) {
 		return
 	}
 	l.MaxDraws = max(supply, 1)
-	for _, v := range []*int{&l.MaxDrawsPerPeer, &l.MaxDrawsPerPrefix} {
-		if *v == 0 || *v > l.MaxDraws {
-			*v = l.MaxDraws
+	for _, f := range []struct {
+		v    *int
+		flag string
+	}{{&l.MaxDrawsPerPeer, "max-draws-per-peer"}, {&l.MaxDrawsPerPrefix, "max-draws-per-prefix"}} {
+		if *f.v == 0 || *f.v > l.MaxDraws {
+			if *f.v != 0 && given != nil && given(f.flag) {
+				a.log.Warn("--"+f.flag+" is above the global draw budget that challenge generation supplies: lowered to it (give --max-draws to keep both)",
+					"given", *f.v, "max_draws", l.MaxDraws)
+			}
+			*f.v = l.MaxDraws
 		}
 	}
 	a.log.Info("global draw budget set to what challenge generation supplies",
@@ -263,7 +279,7 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		// An LLM behind a network can be unreachable: the guard checks it
 		// at start and after a failed answer, and while it is down the
 		// node declines to be verified instead of being signed declined.
-		a.guard = skill.NewGuardedProver(prover, a.log)
+		a.guard = skill.NewGuardedProver(prover, a.log, llmReplied)
 		prover = a.guard
 		a.guard.CheckAsync()
 	}
@@ -315,8 +331,9 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		DHT:           contact.dht,
 	}
 	contact.limits.apply(&cfg)
-	if fl := cmd.Flags().Lookup("max-draws"); fl != nil && !fl.Changed {
-		a.capDraws(&cfg.Limits)
+	// node has --max-draws; attest and mcp do not, and take the cap.
+	if fl := cmd.Flags().Lookup("max-draws"); fl == nil || !fl.Changed {
+		a.capDraws(&cfg.Limits, func(name string) bool { fl := cmd.Flags().Lookup(name); return fl != nil && fl.Changed })
 	}
 	a.nat.apply(&cfg) // nat.go: --nat, --relay, --relay-service
 	if reg != nil {

@@ -70,7 +70,7 @@ var errorTable = []errorRow{
 	{CodeBadRequest, http.StatusBadRequest, errBadRequest, "the body is not the JSON object the route takes, a field is missing or malformed"},
 	{CodeBodyTooLarge, http.StatusRequestEntityTooLarge, errBodyTooLarge, "the body exceeds the route's cap"},
 	{CodeBadPeerID, http.StatusBadRequest, errBadPeerID, "peer_id is not a libp2p peer ID"},
-	{CodeBadKey, http.StatusBadRequest, errBadKey, "public_key does not decode, or the peer ID does not derive from it; the session is aborted"},
+	{CodeBadKey, http.StatusBadRequest, errBadKey, "public_key does not decode, is of a key the rules refuse (ECDSA on another curve than P-256), or the peer ID does not derive from it; the session is aborted"},
 	{CodeBadSignature, http.StatusUnauthorized, errBadSignature, "the signature over the start message does not verify with public_key; the session is aborted"},
 	{CodeUnpaid, http.StatusPaymentRequired, protocol.ErrUnpaid, "the proof of work does not pay pow_difficulty; the session is aborted and the peer's difficulty rises"},
 	{CodeQuota, http.StatusTooManyRequests, protocol.ErrPeerQuota, "the peer's, the prefix's or the node's set-draw budget is spent"},

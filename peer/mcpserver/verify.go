@@ -115,6 +115,10 @@ func DecodeRecord(s string) ([]byte, error) {
 		}
 		return nil, errors.New("record JSON holds no signed envelope (record, envelope_base64 or envelope_hex): a display view alone cannot be verified, it carries no signature")
 	}
+	// Line breaks and spaces (xxd -p, base64 -w 76) are no part of
+	// either encoding: drop them all before trying hex, whose alphabet
+	// base64 would also take (and decode to garbage).
+	s = strings.Join(strings.Fields(s), "")
 	if b, err := hex.DecodeString(s); err == nil {
 		return b, nil
 	}
