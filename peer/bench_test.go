@@ -107,7 +107,7 @@ func BenchmarkMutualAttest(b *testing.B) {
 // lifted through Config.Limits, as in the protocol benchmarks. Run it
 // with a fixed count, e.g.
 //
-//	go test -run x -bench MutualAttestConcurrent -benchtime 2000x ./peer/
+//	go test -run '^$' -bench MutualAttestConcurrent -benchtime 2000x ./peer/
 //
 // ACAPTCHA_BENCH_CPUPROFILE=FILE writes a CPU profile of the timed part
 // alone; ACAPTCHA_BENCH_MEMPROFILE=FILE writes the allocation profile

@@ -90,7 +90,7 @@ func floorSession(ctx context.Context, a, b host.Host, narratives []string) erro
 // once, with none of acaptcha's work. Compare its mutual/s and
 // cpu-ms/mutual with peer's BenchmarkMutualAttestConcurrent.
 //
-//	go test -run x -bench TransportFloor -benchtime 3000x ./protocol/
+//	go test -run '^$' -bench TransportFloor -benchtime 3000x ./protocol/
 func BenchmarkTransportFloor(b *testing.B) {
 	const pairs = 8
 	hosts := make([]host.Host, 2*pairs)
