@@ -245,7 +245,11 @@ func (a *app) rootCmd() *cobra.Command {
 			}
 			var lvl slog.Level
 			if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
-				return usageErr("--log-level: %v", err)
+				name := "--log-level"
+				if fl := cmd.Flags().Lookup("log-level"); fl != nil && !fl.Changed && os.Getenv("ACAPTCHA_LOG_LEVEL") != "" {
+					name = "ACAPTCHA_LOG_LEVEL" // the value came from the environment
+				}
+				return usageErr("%s %q: want debug, info, warn or error: %v", name, a.logLevel, err)
 			}
 			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
 			if a.jsonOut {

@@ -200,3 +200,17 @@ func TestBadKeyFileNoStore(t *testing.T) {
 		}
 	}
 }
+
+// A bad log level from the environment names the variable, one from the
+// flag names the flag.
+func TestLogLevelErrorNamesItsSource(t *testing.T) {
+	t.Setenv("ACAPTCHA_LOG_LEVEL", "bogus")
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"version"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "ACAPTCHA_LOG_LEVEL") {
+		t.Errorf("env: exit %d, stderr %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := Main(context.Background(), []string{"--log-level", "loud", "version"}, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), "--log-level \"loud\"") {
+		t.Errorf("flag: exit %d, stderr %q", code, errb.String())
+	}
+}
