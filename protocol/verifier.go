@@ -496,8 +496,17 @@ func (v *verifierRun) rounds() {
 			Kind: skill.WireKind(c.Kind), // absent for narratives (1.0.0 bytes)
 		}}}
 		if err := v.write(frame); err != nil {
-			// A partly written challenge counts as delivered.
-			v.fail(v.readErr("challenge write", err, false), true)
+			// A partly written challenge counts as delivered; a prover
+			// that stops reading it (its window full until the write
+			// deadline) is no slow answerer: protocol_error, as any
+			// stream failure once a challenge was written (spec §5
+			// step 5).
+			ferr := v.readErr("challenge write", err, false)
+			var sf *sessionFailure
+			if errors.As(ferr, &sf) && sf.reason == skill.ReasonTimeout {
+				sf.reason, sf.detail = skill.ReasonProtocolError, "challenge not read within the write deadline: "+sf.detail
+			}
+			v.fail(ferr, true)
 			return
 		}
 		t0 := s.now()

@@ -175,7 +175,18 @@ func clauseWords(text string) ([]Word, []bool) {
 			}
 		}
 		prevEnd = sp[1]
-		for _, w := range Words(text[sp[0]:sp[1]]) {
+		// The sign of a number stands before its span: Words of the
+		// span alone cannot see it, so it is read here by the same rule
+		// (a - or U+2212 that follows no letter, mark or number).
+		neg := false
+		if r1, s1 := utf8.DecodeLastRuneInString(text[:sp[0]]); r1 == '-' || r1 == '\u2212' {
+			r2, s2 := utf8.DecodeLastRuneInString(text[:sp[0]-s1])
+			neg = s2 == 0 || !wordRune(r2)
+		}
+		for k, w := range Words(text[sp[0]:sp[1]]) {
+			if k == 0 && neg && w.Number != nil {
+				w.Number = new(big.Rat).Neg(w.Number)
+			}
 			ws = append(ws, w)
 			breaks = append(breaks, brk)
 			brk = false

@@ -201,6 +201,11 @@ func (p Policy) Check() error {
 		return fmt.Errorf("%w: total %s, want at least %s", ErrPolicy, p.Total, MinBudget)
 	case p.RTTCredit < 0:
 		return fmt.Errorf("%w: negative RTT credit", ErrPolicy)
+	case p.Tau%time.Millisecond != 0 || p.Total%time.Millisecond != 0 || p.RTTCredit%time.Millisecond != 0:
+		// The wire and the attestation carry them in whole milliseconds
+		// (tau_ms, total_ms, rtt_credit_ms): a session judged on finer
+		// values than it states could not be judged again from them.
+		return fmt.Errorf("%w: tau %s, total %s and RTT credit %s must be whole milliseconds", ErrPolicy, p.Tau, p.Total, p.RTTCredit)
 	case p.Human.ReadTokensPerSec <= 0 || p.Human.TypeTokensPerSec <= 0:
 		return fmt.Errorf("%w: human model rates must be positive", ErrPolicy)
 	}
