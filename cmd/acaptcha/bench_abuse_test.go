@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -218,27 +219,32 @@ func TestAutoPow(t *testing.T) {
 // With an LLM pool, the default global draw budget is what the
 // generation's token budget supplies per hour, so fresh peer IDs paying
 // the base proof of work cannot empty the pool while the surcharge G
-// stays at zero; other sources and an explicit budget keep theirs.
+// stays at zero, and one network takes at most an eighth of it; other
+// sources and an explicit budget keep theirs.
 func TestCapDrawsToSupply(t *testing.T) {
+	defaults := peer.Limits{MaxDrawsPerPeer: 20, MaxDrawsPerPrefix: 100} // the flags' defaults
 	for _, tc := range []struct {
 		challenges                      string
 		budget, serves, size            int
-		given                           peer.Limits
+		given                           []string // flags the user gave
+		limits                          peer.Limits
 		wantDraws, wantPeer, wantPrefix int
 	}{
-		{"llm", 2_000_000, 1, 8, peer.Limits{}, 2_000_000/setTokens + 8, 0, 0},
-		{"hybrid", 2_000_000, 2, 8, peer.Limits{}, 2_000_000/setTokens*2 + 8, 0, 0},
-		{"llm", 100_000, 1, 4, peer.Limits{MaxDrawsPerPeer: 20, MaxDrawsPerPrefix: 100}, 10, 10, 10},
-		{"llm", 0, 1, 8, peer.Limits{}, 0, 0, 0},              // no token cap: no supply bound
-		{"procedural", 100_000, 1, 8, peer.Limits{}, 0, 0, 0}, // free to make
-		{"llm", 100_000_000, 1, 8, peer.Limits{}, 0, 0, 0},    // supply above the default
+		{"llm", 2_000_000, 1, 8, nil, defaults, 128, 16, 16},
+		{"hybrid", 2_000_000, 2, 8, nil, defaults, 248, 20, 31},
+		{"llm", 100_000, 1, 4, nil, defaults, 10, 1, 1},
+		{"llm", 2_000_000, 1, 8, []string{"max-draws-per-prefix"}, peer.Limits{MaxDrawsPerPeer: 20, MaxDrawsPerPrefix: 60}, 128, 20, 60},
+		{"llm", 100_000, 1, 4, []string{"max-draws-per-prefix", "max-draws-per-peer"}, defaults, 10, 10, 10},
+		{"llm", 0, 1, 8, nil, defaults, 0, 20, 100},              // no token cap: no supply bound
+		{"procedural", 100_000, 1, 8, nil, defaults, 0, 20, 100}, // free to make
+		{"llm", 100_000_000, 1, 8, nil, defaults, 0, 20, 100},    // supply above the default
 	} {
 		a := &app{challenges: tc.challenges, maxServes: tc.serves, log: slog.New(slog.DiscardHandler)}
 		a.gen.tokenBudget, a.gen.poolSize = tc.budget, tc.size
-		l := tc.given
-		a.capDraws(&l, nil)
-		if l.MaxDraws != tc.wantDraws || (tc.wantPeer != 0 && l.MaxDrawsPerPeer != tc.wantPeer) || (tc.wantPrefix != 0 && l.MaxDrawsPerPrefix != tc.wantPrefix) {
-			t.Errorf("%s budget %d serves %d: draws %d per peer %d per prefix %d, want %d %d %d", tc.challenges, tc.budget, tc.serves,
+		l := tc.limits
+		a.capDraws(&l, func(f string) bool { return slices.Contains(tc.given, f) })
+		if l.MaxDraws != tc.wantDraws || l.MaxDrawsPerPeer != tc.wantPeer || l.MaxDrawsPerPrefix != tc.wantPrefix {
+			t.Errorf("%s budget %d serves %d given %v: draws %d per peer %d per prefix %d, want %d %d %d", tc.challenges, tc.budget, tc.serves, tc.given,
 				l.MaxDraws, l.MaxDrawsPerPeer, l.MaxDrawsPerPrefix, tc.wantDraws, tc.wantPeer, tc.wantPrefix)
 		}
 	}

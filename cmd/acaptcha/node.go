@@ -155,16 +155,27 @@ func (a *app) capDraws(l *peer.Limits, given func(flag string) bool) {
 		return
 	}
 	l.MaxDraws = max(supply, 1)
+	isGiven := func(flag string) bool { return given != nil && given(flag) }
 	for _, f := range []struct {
 		v    *int
 		flag string
 	}{{&l.MaxDrawsPerPeer, "max-draws-per-peer"}, {&l.MaxDrawsPerPrefix, "max-draws-per-prefix"}} {
 		if *f.v == 0 || *f.v > l.MaxDraws {
-			if *f.v != 0 && given != nil && given(f.flag) {
+			if *f.v != 0 && isGiven(f.flag) {
 				a.log.Warn("--"+f.flag+" is above the global draw budget that challenge generation supplies: lowered to it (give --max-draws to keep both)",
 					"given", *f.v, "max_draws", l.MaxDraws)
 			}
 			*f.v = l.MaxDraws
+		}
+	}
+	// One network takes at most an eighth of so small a supply, as on
+	// the prover side (spec §9a), unless the operator said otherwise:
+	// fresh IDs of one /24 would otherwise spend all that is not kept for
+	// admitted peers.
+	if !isGiven("max-draws-per-prefix") {
+		l.MaxDrawsPerPrefix = min(l.MaxDrawsPerPrefix, max(l.MaxDraws/8, 1))
+		if !isGiven("max-draws-per-peer") {
+			l.MaxDrawsPerPeer = min(l.MaxDrawsPerPeer, l.MaxDrawsPerPrefix)
 		}
 	}
 	a.log.Info("global draw budget set to what challenge generation supplies",
