@@ -670,21 +670,30 @@ var ErrShuttingDown = fmt.Errorf("node is shutting down: %w", protocol.ErrClosed
 // running then are cut as Close cuts them, and Shutdown returns an error
 // wrapping ctx's with Close's. Close may be called meanwhile to stop at
 // once (a second interrupt): Shutdown then returns when it has. The HTTP
-// door's sessions (peer/httpgw) are not waited for: stop its server first.
+// door's sessions (peer/httpgw) are not waited for: drain the door
+// (Gateway.Drain) alongside Drain, then close both.
 func (n *Node) Shutdown(ctx context.Context) error {
+	return errors.Join(n.Drain(ctx), n.Close())
+}
+
+// Drain is Shutdown without the Close: it refuses new sessions and waits
+// until the running ones end or ctx does (then it returns an error
+// wrapping ctx's and the node keeps running them until closed). A node
+// that serves the HTTP door drains both and then closes both.
+func (n *Node) Drain(ctx context.Context) error {
 	idle := n.drain.start()
-	var err error
 	select {
 	case <-idle:
+		return nil
 	default:
-		select {
-		case <-idle:
-		case <-n.ctx.Done(): // Close was called
-		case <-ctx.Done():
-			err = fmt.Errorf("node: stopped with %d session(s) still running: %w", n.drain.sessions(), ctx.Err())
-		}
 	}
-	return errors.Join(err, n.Close())
+	select {
+	case <-idle:
+	case <-n.ctx.Done(): // Close was called
+	case <-ctx.Done():
+		return fmt.Errorf("node: stopped with %d session(s) still running: %w", n.drain.sessions(), ctx.Err())
+	}
+	return nil
 }
 
 // drainState counts the sessions running (as verifier and as prover) and,

@@ -403,7 +403,7 @@ func (a *app) nodeCmd() *cobra.Command {
 				n.Close()
 				n.Store().Close()
 			}()
-			httpURL, httpPow, stopHTTP, err := a.startHTTPDoor(n, httpAddr, proxies)
+			httpURL, httpPow, drainHTTP, stopHTTP, err := a.startHTTPDoor(n, httpAddr, proxies)
 			if err != nil {
 				return err
 			}
@@ -467,19 +467,28 @@ func (a *app) nodeCmd() *cobra.Command {
 			again := make(chan os.Signal, 1)
 			signal.Notify(again, os.Interrupt, syscall.SIGTERM)
 			defer signal.Stop(again)
-			stopHTTP() // Shutdown does not wait for the HTTP door's sessions
 			sctx, cancel := context.WithTimeout(context.Background(), drainWait)
 			defer cancel()
 			go func() {
 				select {
 				case <-again:
+					cancel()
 					n.Close()
 				case <-sctx.Done():
 				}
 			}()
-			if err := n.Shutdown(sctx); err != nil {
+			// The HTTP door's sessions drain alongside the libp2p ones:
+			// their clients keep the door to send probes and answers.
+			httpDrained := make(chan error, 1)
+			go func() { httpDrained <- drainHTTP(sctx) }()
+			if err := n.Drain(sctx); err != nil {
 				a.log.Warn("stopped before every running session finished", "err", err)
 			}
+			if err := <-httpDrained; err != nil {
+				a.log.Warn("stopped before every running HTTP door session finished", "err", err)
+			}
+			// The door first, then the node (deferred above).
+			stopHTTP()
 			return nil
 		},
 	}

@@ -2,6 +2,7 @@ package httpgw
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -669,5 +670,67 @@ func TestStartKeyRules(t *testing.T) {
 	v := a.create()
 	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), nil); st != 400 || eb.Code != CodeBadKey {
 		t.Fatalf("start with a P-384 key: %d %+v", st, eb)
+	}
+}
+
+// Drain lets a started session reach its verdict while it refuses new
+// sessions and the start of an unstarted one (unavailable, nothing
+// signed), and returns once no started session runs.
+func TestDrainFinishesRunningSessions(t *testing.T) {
+	key, _ := newAnswerKey(t)
+	g, _, base := fakeDoor(t, nil)
+	a := newAgent(t, base)
+	running := a.create()
+	var cur Session
+	path := "/v1/sessions/" + running.SessionID
+	a.post(path+"/start", a.startReq(running), &cur)
+	unstarted := a.create()
+
+	drained := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go func() { drained <- g.Drain(ctx) }()
+	waitDraining := time.Now().Add(5 * time.Second)
+	for {
+		st, eb := a.post("/v1/sessions", createRequest{PeerID: a.id.String()}, nil)
+		if st == 503 && eb.Code == CodeUnavailable {
+			break
+		}
+		if time.Now().After(waitDraining) {
+			t.Fatalf("create while draining: %d %+v", st, eb)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st, eb := a.post("/v1/sessions/"+unstarted.SessionID+"/start", a.startReq(unstarted), nil); st != 503 || eb.Code != CodeUnavailable {
+		t.Errorf("start of an unstarted session while draining: %d %+v", st, eb)
+	}
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned (%v) with a session running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	for i := 0; cur.State == StateProbing && i < 10; i++ {
+		next := Session{}
+		a.post(path+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
+		cur = next
+	}
+	for i := 0; cur.State == StateAnswering && i < 3; i++ {
+		ans := key.answer(cur.Challenge)
+		next := Session{}
+		if st, eb := a.post(path+"/answer", answerRequest{Round: ptr(cur.Challenge.Round), Answer: &ans}, &next); st != 200 {
+			t.Fatalf("answer while draining: %d %+v", st, eb)
+		}
+		cur = next
+	}
+	if cur.State != StateDone || cur.Result == nil || !cur.Result.Accepted {
+		t.Fatalf("the running session did not reach its verdict while draining: %+v", cur)
+	}
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Drain did not return after the last session ended")
 	}
 }

@@ -281,6 +281,7 @@ type Gateway struct {
 
 	mu        sync.Mutex
 	closed    bool
+	draining  bool // Drain: no new session, no start
 	sessions  map[string]*session
 	open      int            // sessions not yet ended
 	byPrefix  map[string]int // open sessions per prefix
@@ -376,6 +377,47 @@ func (g *Gateway) Serve(l net.Listener) error {
 	}()
 	g.log.Info("http gateway listening", "addr", l.Addr().String())
 	return nil
+}
+
+// Drain lets the sessions under way end: from now on a create or the
+// start of an unstarted session is refused (unavailable, nothing charged
+// or signed), and Drain returns once every started session has its
+// verdict, or with ctx's error when ctx ends first (Close then ends the
+// rest). The server keeps serving meanwhile, so the clients of running
+// sessions can send their probes and answers.
+func (g *Gateway) Drain(ctx context.Context) error {
+	g.mu.Lock()
+	g.draining = true
+	g.mu.Unlock()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for g.running() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("httpgw: drain: %d sessions still running: %w", g.running(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// running counts the started sessions without a verdict yet.
+func (g *Gateway) running() int {
+	g.mu.Lock()
+	all := make([]*session, 0, len(g.sessions))
+	for _, s := range g.sessions {
+		all = append(all, s)
+	}
+	g.mu.Unlock()
+	n := 0
+	for _, s := range all { // s.mu after g.mu is released: s.mu comes first elsewhere
+		s.mu.Lock()
+		if s.started && s.state != StateDone {
+			n++
+		}
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // Close stops the server (requests in flight get up to 5 s), ends every

@@ -229,6 +229,8 @@ func (g *Gateway) reserve(prefix, block string) error {
 	switch {
 	case g.closed:
 		return errUnavailable
+	case g.draining:
+		return fmt.Errorf("%w: the node is stopping: it finishes the sessions under way and starts none", errUnavailable)
 	case g.open >= g.cfg.MaxSessions:
 		return errorf(errTooManySessions, "%d sessions open on this node", g.open)
 	case g.byPrefix[prefix] >= g.cfg.MaxSessionsPerPrefix:
@@ -288,6 +290,9 @@ func (g *Gateway) unstartedDoneLocked(prefix, block string) {
 func (g *Gateway) admitStart(s *session) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.draining || g.closed {
+		return fmt.Errorf("%w: the node is stopping: it finishes the sessions under way and starts none", errUnavailable)
+	}
 	if g.byPeer[s.peer] >= g.cfg.MaxSessionsPerPeer {
 		return errorf(errTooManySessions, "%d sessions running for %s", g.byPeer[s.peer], s.peer)
 	}
