@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,7 +140,47 @@ func TestHTTPDoorEndToEnd(t *testing.T) {
 		t.Errorf("script: %+v", res)
 	}
 
+	// 4. The node stops (a signal) while an agent is in round 1: the
+	// door drains, the agent gets its verdict, signed and stored.
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inRound := make(chan struct{})
+	var once sync.Once
+	type outcome struct {
+		res *httpgw.Result
+		err error
+	}
+	got := make(chan outcome, 1)
+	go func() {
+		actx, acancel := context.WithTimeout(context.Background(), time.Minute)
+		defer acancel()
+		res, err := (&httpgw.Client{Base: info.HTTP, Key: key}).Attest(actx, func(ctx context.Context, c *httpgw.Challenge) (string, error) {
+			once.Do(func() { close(inRound) })
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			return answer(ctx, c)
+		})
+		got <- outcome{res, err}
+	}()
+	select {
+	case <-inRound:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent got no challenge")
+	}
 	cancel()
+	select {
+	case o := <-got:
+		if o.err != nil || !o.res.Accepted || len(o.res.Attestation) == 0 {
+			t.Fatalf("agent in round 1 when the node stopped: %+v %v\nstderr:\n%s", o.res, o.err, errb.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("the agent got no verdict")
+	}
 	select {
 	case code := <-exit:
 		if code != 0 {
@@ -148,12 +189,12 @@ func TestHTTPDoorEndToEnd(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("node did not stop")
 	}
-	// The node stored the three records as issued.
+	// The node stored the four records as issued.
 	var list, lerr syncBuffer
 	if code := Main(context.Background(), []string{"attestations", "list", "--store", store, "--json"}, &list, &lerr); code != 0 {
 		t.Fatalf("attestations list: exit %d: %s", code, lerr.String())
 	}
-	if n := strings.Count(list.String(), info.PeerID); n < 3 {
-		t.Errorf("the store lists %d records issued by the node, want 3:\n%s", n, list.String())
+	if n := strings.Count(list.String(), info.PeerID); n < 4 {
+		t.Errorf("the store lists %d records issued by the node, want 4:\n%s", n, list.String())
 	}
 }
