@@ -128,6 +128,9 @@ var asciiSpace = [utf8.RuneSelf]uint8{'\t': 1, '\n': 1, '\v': 1, '\f': 1, '\r': 
 type Policy struct {
 	// Rounds is how many chained rounds a session runs (1..3).
 	Rounds int
+	// Tau, Total and RTTCredit are whole milliseconds (Check): the wire
+	// and the attestation state them so, and a session is judged on what
+	// it states.
 	// Tau is the fixed per-round budget, MinBudget..Total. When DeriveTau
 	// is set it is ignored and each round's budget is Alpha times the
 	// human lower bound of that round's narrative (Eq. 13); a set with a

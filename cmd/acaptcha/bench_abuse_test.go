@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"github.com/spf13/cobra"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -235,6 +236,7 @@ func TestCapDrawsToSupply(t *testing.T) {
 		{"llm", 100_000, 1, 4, nil, defaults, 10, 1, 1},
 		{"llm", 2_000_000, 1, 8, []string{"max-draws-per-prefix"}, peer.Limits{MaxDrawsPerPeer: 20, MaxDrawsPerPrefix: 60}, 128, 20, 60},
 		{"llm", 100_000, 1, 4, []string{"max-draws-per-prefix", "max-draws-per-peer"}, defaults, 10, 10, 10},
+		{"llm", 2_000_000, 1, 8, []string{"max-draws-per-peer"}, peer.Limits{MaxDrawsPerPeer: 50, MaxDrawsPerPrefix: 100}, 128, 50, 50},
 		{"llm", 0, 1, 8, nil, defaults, 0, 20, 100},              // no token cap: no supply bound
 		{"procedural", 100_000, 1, 8, nil, defaults, 0, 20, 100}, // free to make
 		{"llm", 100_000_000, 1, 8, nil, defaults, 0, 20, 100},    // supply above the default
@@ -247,5 +249,23 @@ func TestCapDrawsToSupply(t *testing.T) {
 			t.Errorf("%s budget %d serves %d given %v: draws %d per peer %d per prefix %d, want %d %d %d", tc.challenges, tc.budget, tc.serves, tc.given,
 				l.MaxDraws, l.MaxDrawsPerPeer, l.MaxDrawsPerPrefix, tc.wantDraws, tc.wantPeer, tc.wantPrefix)
 		}
+	}
+}
+
+// A limit set through its ACAPTCHA_ variable counts as given, as one on
+// the command line does (bindEnv does not mark it changed).
+func TestFlagGivenFromEnv(t *testing.T) {
+	cmd := &cobra.Command{Use: "x"}
+	cmd.Flags().Int("max-draws-per-prefix", 100, "")
+	cmd.Flags().Int("max-draws-per-peer", 20, "")
+	if flagGiven(cmd, "max-draws-per-prefix") || flagGiven(cmd, "no-such-flag") {
+		t.Fatal("a default or unknown flag counted as given")
+	}
+	t.Setenv("ACAPTCHA_MAX_DRAWS_PER_PREFIX", "60")
+	if !flagGiven(cmd, "max-draws-per-prefix") || flagGiven(cmd, "max-draws-per-peer") {
+		t.Fatal("the environment's value not counted as given")
+	}
+	if err := cmd.Flags().Set("max-draws-per-peer", "5"); err != nil || !flagGiven(cmd, "max-draws-per-peer") {
+		t.Fatalf("a flag set on the command line not given (%v)", err)
 	}
 }

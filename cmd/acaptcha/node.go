@@ -112,7 +112,8 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 const powAuto = -1
 
 // drainWait bounds how long a stopping node waits for its running
-// sessions to finish (peer.Node.Shutdown).
+// sessions to finish, libp2p and HTTP door alike (peer.Node.Drain,
+// httpgw.Gateway.Drain).
 const drainWait = 30 * time.Second
 
 // llmReplied tells the LLM errors that came with a reply of the provider
@@ -120,6 +121,21 @@ const drainWait = 30 * time.Second
 // so they do not mark it down (skill.GuardedProver).
 func llmReplied(err error) bool {
 	return errors.Is(err, llm.ErrRateLimited) || errors.Is(err, llm.ErrEmptyOutput) || errors.Is(err, llm.ErrTruncated)
+}
+
+// flagGiven reports whether the user set flag name of cmd, on the
+// command line or through its ACAPTCHA_ variable (bindEnv sets values
+// without marking them changed).
+func flagGiven(cmd *cobra.Command, name string) bool {
+	fl := cmd.Flags().Lookup(name)
+	if fl == nil {
+		return false
+	}
+	if fl.Changed {
+		return true
+	}
+	_, ok := os.LookupEnv("ACAPTCHA_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
+	return ok
 }
 
 // setTokens is the generation cost of one accepted challenge set in
@@ -174,7 +190,11 @@ func (a *app) capDraws(l *peer.Limits, given func(flag string) bool) {
 	// admitted peers.
 	if !isGiven("max-draws-per-prefix") {
 		l.MaxDrawsPerPrefix = min(l.MaxDrawsPerPrefix, max(l.MaxDraws/8, 1))
-		if !isGiven("max-draws-per-peer") {
+		if isGiven("max-draws-per-peer") {
+			// A per-peer budget given alone is not undone by the
+			// prefix's default (its peer is in some prefix).
+			l.MaxDrawsPerPrefix = max(l.MaxDrawsPerPrefix, l.MaxDrawsPerPeer)
+		} else {
 			l.MaxDrawsPerPeer = min(l.MaxDrawsPerPeer, l.MaxDrawsPerPrefix)
 		}
 	}
@@ -342,9 +362,11 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		DHT:           contact.dht,
 	}
 	contact.limits.apply(&cfg)
-	// node has --max-draws; attest and mcp do not, and take the cap.
-	if fl := cmd.Flags().Lookup("max-draws"); fl == nil || !fl.Changed {
-		a.capDraws(&cfg.Limits, func(name string) bool { fl := cmd.Flags().Lookup(name); return fl != nil && fl.Changed })
+	// node has --max-draws; attest and mcp do not, and take the cap. A
+	// value from the environment (ACAPTCHA_MAX_DRAWS, ...) is given too.
+	given := func(name string) bool { return flagGiven(cmd, name) }
+	if !given("max-draws") {
+		a.capDraws(&cfg.Limits, given)
 	}
 	a.nat.apply(&cfg) // nat.go: --nat, --relay, --relay-service
 	if reg != nil {
@@ -473,6 +495,7 @@ func (a *app) nodeCmd() *cobra.Command {
 				select {
 				case <-again:
 					cancel()
+					stopHTTP() // the door first, as below
 					n.Close()
 				case <-sctx.Done():
 				}

@@ -734,3 +734,21 @@ func TestDrainFinishesRunningSessions(t *testing.T) {
 		t.Fatal("Drain did not return after the last session ended")
 	}
 }
+
+// A started session that was aborted (an unpaid proof of work) is not
+// running: Drain does not wait for it.
+func TestDrainSkipsAbortedSessions(t *testing.T) {
+	g, _, base := fakeDoor(t, func(c *Config) { c.PowDifficulty = 8 })
+	a := newAgent(t, base)
+	v := a.create()
+	req := a.startReq(v)
+	req.Pow = make([]byte, 33) // never pays
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", req, nil); st != 402 || eb.Code != CodeUnpaid {
+		t.Fatalf("unpaid start: %d %+v", st, eb)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := g.Drain(ctx); err != nil {
+		t.Fatalf("Drain with only an aborted session: %v", err)
+	}
+}

@@ -401,21 +401,15 @@ func (g *Gateway) Drain(ctx context.Context) error {
 	return nil
 }
 
-// running counts the started sessions without a verdict yet.
+// running counts the started sessions not yet ended: byPeer counts them
+// from admitStart to release (an abort or an expiry releases too), under
+// g.mu.
 func (g *Gateway) running() int {
 	g.mu.Lock()
-	all := make([]*session, 0, len(g.sessions))
-	for _, s := range g.sessions {
-		all = append(all, s)
-	}
-	g.mu.Unlock()
+	defer g.mu.Unlock()
 	n := 0
-	for _, s := range all { // s.mu after g.mu is released: s.mu comes first elsewhere
-		s.mu.Lock()
-		if s.started && s.state != StateDone {
-			n++
-		}
-		s.mu.Unlock()
+	for _, c := range g.byPeer {
+		n += c
 	}
 	return n
 }
