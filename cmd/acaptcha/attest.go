@@ -235,12 +235,24 @@ func (a *app) awaitChallengeSet(ctx context.Context) error {
 		return nil
 	}
 	fmt.Fprintf(a.stderr, "writing a challenge set with %s (--challenges %s) before contacting the peer...\n", a.llmSpec, a.challenges)
+	if err := a.waitForSet(ctx); err != nil {
+		return fmt.Errorf("no challenge set written before --timeout (the LLM failed or is slow: see the log, --log-level info): %w", err)
+	}
+	return nil
+}
+
+// waitForSet waits until the node's challenge pool holds a set (at once
+// when its source is no pool), or ctx ends.
+func (a *app) waitForSet(ctx context.Context) error {
+	if a.gen.ready == nil {
+		return nil
+	}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for a.gen.ready() == 0 {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no challenge set written before --timeout (the LLM failed or is slow: see the log, --log-level info): %w", context.Cause(ctx))
+			return context.Cause(ctx)
 		case <-t.C:
 		}
 	}

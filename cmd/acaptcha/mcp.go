@@ -108,6 +108,9 @@ a running node's (its store is locked while it runs).`,
 			srv, err := mcpserver.New(mcpserver.Config{
 				Node: n, Queue: queue, NodeAnswers: answerWith == answerLLM,
 				AttestTimeout: attestTimeout, Version: buildVersion().Version, Logger: a.log,
+				// With an LLM pool the first set is written after start:
+				// an attestation asked meanwhile waits for it.
+				Ready: a.waitForSet,
 			})
 			if err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -561,5 +562,43 @@ func TestQueueConcurrentSessions(t *testing.T) {
 	answerers.Wait()
 	if answeredN != sessions*rounds {
 		t.Fatalf("answered %d, want %d", answeredN, sessions*rounds)
+	}
+}
+
+// attest_peer waits for Config.Ready (the node's first challenge set)
+// within its timeout, and an attestation that cannot wait it out ends
+// before any peer is contacted.
+func TestMCPAttestWaitsUntilReady(t *testing.T) {
+	f := newFixture(t, mcpserver.QueueConfig{})
+	ready := make(chan struct{})
+	var waited atomic.Int64
+	srv, err := mcpserver.New(mcpserver.Config{Node: f.self, Version: "test", Logger: testLogger(t), Ready: func(ctx context.Context) error {
+		waited.Add(1)
+		select {
+		case <-ready:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cs := connect(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Not ready within the call's timeout: an error, and the target saw
+	// no session.
+	if _, err := call[mcpserver.AttestOutput](ctx, cs, "attest_peer", map[string]any{"addr": f.targetAddr(), "timeout_seconds": 0.3}); err == nil || !strings.Contains(err.Error(), "cannot verify yet") {
+		t.Fatalf("attest_peer before the node is ready: %v", err)
+	}
+	if u := f.self.PeerUsage(f.target.ID()); u.Drawn != 0 || u.Paid != 0 {
+		t.Fatalf("a session ran before the node was ready: %+v", u)
+	}
+	close(ready)
+	out, err := call[mcpserver.AttestOutput](ctx, cs, "attest_peer", map[string]any{"addr": f.targetAddr()})
+	if err != nil || !out.Ours.Accepted || waited.Load() != 2 {
+		t.Fatalf("attest_peer once ready: %+v %v (Ready called %d times)", out, err, waited.Load())
 	}
 }

@@ -68,6 +68,11 @@ type Config struct {
 	// AttestTimeout is attest_peer's default timeout (DefaultAttestTimeout
 	// when 0).
 	AttestTimeout time.Duration
+	// Ready, when set, waits until the node can verify a peer (its
+	// challenge pool holds a set: an LLM writes the first one after
+	// start) and is called before each attestation, within its timeout;
+	// an error ends the attestation before any peer is contacted.
+	Ready func(ctx context.Context) error
 	// Version is announced to clients.
 	Version string
 	Logger  *slog.Logger
@@ -261,6 +266,11 @@ var errNotAsked = errors.New("not asked: this node cannot answer challenges by i
 // node cannot answer).
 func (s *Server) attest(ctx context.Context, ai lpeer.AddrInfo, selfAnswer bool) (*AttestOutput, error) {
 	n := s.cfg.Node
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(ctx); err != nil {
+			return nil, fmt.Errorf("attest %s: this node cannot verify yet: %w", ai.ID, err)
+		}
+	}
 	var (
 		m   *peer.Mutual
 		err error
