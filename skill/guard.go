@@ -160,11 +160,16 @@ func (g *GuardedProver) Close() {
 func (g *GuardedProver) up() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.clearLocked()
+	g.gen++
+}
+
+// clearLocked marks the answerer reachable.
+func (g *GuardedProver) clearLocked() {
 	if g.down != nil {
 		g.log.Info("answerer reachable again")
 	}
 	g.down, g.backoff = nil, 0
-	g.gen++
 }
 
 // suspect starts a canary after a failed answer, unless one runs or the
@@ -206,10 +211,8 @@ func (g *GuardedProver) recordLocked(err error, gen uint64) {
 		err = nil
 	}
 	if err == nil {
-		if g.down != nil {
-			g.log.Info("answerer reachable again")
-		}
-		g.down, g.backoff, g.next = nil, 0, g.now().Add(guardMinBackoff)
+		g.clearLocked()
+		g.next = g.now().Add(guardMinBackoff)
 		return
 	}
 	if g.down == nil {

@@ -246,8 +246,8 @@ func (a *app) rootCmd() *cobra.Command {
 			var lvl slog.Level
 			if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
 				name := "--log-level"
-				if fl := cmd.Flags().Lookup("log-level"); fl != nil && !fl.Changed && os.Getenv("ACAPTCHA_LOG_LEVEL") != "" {
-					name = "ACAPTCHA_LOG_LEVEL" // the value came from the environment
+				if fl := cmd.Flags().Lookup("log-level"); fl != nil && !fl.Changed && os.Getenv(envName("log-level")) != "" {
+					name = envName("log-level") // the value came from the environment
 				}
 				return usageErr("%s %q: want debug, info, warn or error: %v", name, a.logLevel, err)
 			}
@@ -397,13 +397,19 @@ func (a *app) helpCmd() *cobra.Command {
 // bindEnv sets every flag the user did not give from ACAPTCHA_<NAME>
 // (upper case, dashes as underscores). Repeatable flags take a
 // comma-separated list.
+// envName is the variable that sets flag name: ACAPTCHA_ and the name
+// in capitals with - as _.
+func envName(flag string) string {
+	return "ACAPTCHA_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
 func bindEnv(fs *pflag.FlagSet) error {
 	var errs []error
 	fs.VisitAll(func(fl *pflag.Flag) {
 		if fl.Changed {
 			return
 		}
-		name := "ACAPTCHA_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		name := envName(fl.Name)
 		v, ok := os.LookupEnv(name)
 		if !ok {
 			return

@@ -249,7 +249,7 @@ for machine output).`,
 			// The default token budget guards a node's background pool
 			// against runaway generation; a batch the user asked for by
 			// count is capped only when the flag is given.
-			if fl := cmd.Flags().Lookup("pool-token-budget"); fl != nil && !fl.Changed && os.Getenv("ACAPTCHA_POOL_TOKEN_BUDGET") == "" {
+			if cmd.Flags().Lookup("pool-token-budget") != nil && !flagGiven(cmd, "pool-token-budget") {
 				a.gen.tokenBudget = 0
 			}
 			return a.runGenerate(cmd.Context(), f)

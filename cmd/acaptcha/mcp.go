@@ -97,6 +97,7 @@ a running node's (its store is locked while it runs).`,
 			if err != nil {
 				return err
 			}
+			a.checkLLMAtStart()
 			defer func() {
 				n.Close()
 				n.Store().Close()

@@ -116,6 +116,16 @@ const powAuto = -1
 // httpgw.Gateway.Drain).
 const drainWait = 30 * time.Second
 
+// checkLLMAtStart starts the guard's first canary in the background (a
+// long-running node or mcp server: a dead LLM is reported, and hellos
+// declined, before the first session fails). attest checks synchronously
+// instead (one canary, not two).
+func (a *app) checkLLMAtStart() {
+	if a.guard != nil {
+		a.guard.CheckAsync()
+	}
+}
+
 // llmReplied tells the LLM errors that came with a reply of the provider
 // (a rate limit, an empty or truncated output): the model is reachable,
 // so they do not mark it down (skill.GuardedProver).
@@ -134,7 +144,7 @@ func flagGiven(cmd *cobra.Command, name string) bool {
 	if fl.Changed {
 		return true
 	}
-	_, ok := os.LookupEnv("ACAPTCHA_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
+	_, ok := os.LookupEnv(envName(name))
 	return ok
 }
 
@@ -308,11 +318,11 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		prover, llmName = a.agentProver, "mcp-client"
 	} else if prover != nil {
 		// An LLM behind a network can be unreachable: the guard checks it
-		// at start and after a failed answer, and while it is down the
-		// node declines to be verified instead of being signed declined.
+		// after a failed answer (and node and mcp at start, attest before
+		// it dials: checkLLMAtStart), and while it is down the node
+		// declines to be verified instead of being signed declined.
 		a.guard = skill.NewGuardedProver(prover, a.log, llmReplied)
 		prover = a.guard
-		a.guard.CheckAsync()
 	}
 	var reg *prometheus.Registry
 	if a.metricsAddr != "" {
@@ -421,6 +431,7 @@ func (a *app) nodeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			a.checkLLMAtStart()
 			defer func() {
 				n.Close()
 				n.Store().Close()
