@@ -37,21 +37,28 @@ var guardCanary = Challenge{
 // sessions it can only fail, each of which the verifier signs as a
 // rejection. The canary is asked again after a back-off (30 s doubling to
 // 5 min) when a hello comes, one at a time, and a success clears the
-// mark. Close stops a canary under way.
+// mark. While the mark stands the canary is also asked in the background
+// when each back-off ends, so that the first verifier after the answerer
+// came back is not the one turned away (at most one canary per back-off:
+// 12 an hour at 5 min). Close stops a canary under way and the timer.
 type GuardedProver struct {
 	prover Prover
 	log    *slog.Logger
 	now    func() time.Time
 	reply  func(error) bool
+	// after runs f once after d unless the returned stop is called
+	// first (time.AfterFunc; tests replace it).
+	after  func(d time.Duration, f func()) (stop func() bool)
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	down     error     // the last canary's error; nil: reachable
-	next     time.Time // when a canary may run again
-	backoff  time.Duration
-	checking bool
-	closed   bool
+	mu        sync.Mutex
+	down      error     // the last canary's error; nil: reachable
+	next      time.Time // when a canary may run again
+	backoff   time.Duration
+	checking  bool
+	closed    bool
+	stopTimer func() bool // the pending background re-check, if any
 	// gen counts the answers that succeeded: a canary that began before
 	// one does not mark the answerer down after it (its failure is
 	// older news than the success).
@@ -72,7 +79,8 @@ func NewGuardedProver(p Prover, log *slog.Logger, reply func(error) bool) *Guard
 		reply = func(error) bool { return false }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &GuardedProver{prover: p, log: log, now: time.Now, reply: reply, ctx: ctx, cancel: cancel}
+	after := func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+	return &GuardedProver{prover: p, log: log, now: time.Now, reply: reply, after: after, ctx: ctx, cancel: cancel}
 }
 
 // NewSession implements Prover.
@@ -152,8 +160,28 @@ func (g *GuardedProver) Close() {
 	g.mu.Lock()
 	g.closed = true
 	g.cancel()
+	g.stopTimerLocked()
 	g.mu.Unlock()
 	g.wg.Wait()
+}
+
+// stopTimerLocked cancels the pending background re-check.
+func (g *GuardedProver) stopTimerLocked() {
+	if g.stopTimer != nil {
+		g.stopTimer()
+		g.stopTimer = nil
+	}
+}
+
+// recheck is the background re-check at the end of a back-off: a canary
+// unless the mark cleared, one runs or the prover closed.
+func (g *GuardedProver) recheck() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopTimer = nil
+	if g.down != nil && !g.checking {
+		g.startLocked()
+	}
 }
 
 // up clears the mark after an answer succeeded.
@@ -170,6 +198,7 @@ func (g *GuardedProver) clearLocked() {
 		g.log.Info("answerer reachable again")
 	}
 	g.down, g.backoff = nil, 0
+	g.stopTimerLocked()
 }
 
 // suspect starts a canary after a failed answer, unless one runs or the
@@ -221,6 +250,10 @@ func (g *GuardedProver) recordLocked(err error, gen uint64) {
 	g.down = err
 	g.backoff = min(max(2*g.backoff, guardMinBackoff), guardMaxBackoff)
 	g.next = g.now().Add(g.backoff)
+	g.stopTimerLocked()
+	if !g.closed {
+		g.stopTimer = g.after(g.backoff, g.recheck)
+	}
 }
 
 func (g *GuardedProver) canary(ctx context.Context) error {

@@ -207,3 +207,95 @@ func TestGuardedProverKinds(t *testing.T) {
 		t.Fatal("the guard of a prover of no kind answers narrative")
 	}
 }
+
+// While the answerer is marked down, the canary is asked again in the
+// background when each back-off ends, without waiting for a hello: the
+// first verifier after the answerer came back is not turned away.
+func TestGuardedProverBackgroundRecheck(t *testing.T) {
+	var down atomic.Bool
+	var canaries atomic.Int64
+	inner := ProverFunc(func() Answerer {
+		return AnswerFunc(func(ctx context.Context, c Challenge) (string, error) {
+			if c.Question == guardCanary.Question {
+				canaries.Add(1)
+			}
+			if down.Load() {
+				return "", errors.New("dial tcp 127.0.0.1:9: connect: connection refused")
+			}
+			return "ok", nil
+		})
+	})
+	g := NewGuardedProver(inner, nil, nil)
+	type pending struct {
+		d       time.Duration
+		f       func()
+		stopped *atomic.Bool
+	}
+	var mu sync.Mutex
+	var timers []pending
+	g.after = func(d time.Duration, f func()) func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		p := pending{d: d, f: f, stopped: new(atomic.Bool)}
+		timers = append(timers, p)
+		return func() bool { return !p.stopped.Swap(true) }
+	}
+	last := func() pending {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(timers) == 0 {
+			t.Fatal("no background re-check scheduled")
+		}
+		return timers[len(timers)-1]
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(timers) }
+	ctx := context.Background()
+
+	down.Store(true)
+	if err := g.Check(ctx); err == nil {
+		t.Fatal("Check of a dead answerer succeeded")
+	}
+	p := last()
+	if p.d != guardMinBackoff || p.stopped.Load() {
+		t.Fatalf("first re-check after %v (stopped %v), want %v", p.d, p.stopped.Load(), guardMinBackoff)
+	}
+	// The back-off ends with the answerer still down: the canary runs
+	// (no hello needed) and the next re-check waits twice as long.
+	c := canaries.Load()
+	p.f()
+	waitFor(t, "the second re-check", func() bool { return count() == 2 })
+	if canaries.Load() != c+1 {
+		t.Fatalf("%d canaries at the back-off's end, want 1", canaries.Load()-c)
+	}
+	if p = last(); p.d != 2*guardMinBackoff {
+		t.Fatalf("second re-check after %v, want %v", p.d, 2*guardMinBackoff)
+	}
+	// The answerer is back: the next background canary clears the mark
+	// before any hello asks.
+	down.Store(false)
+	p.f()
+	waitFor(t, "the background canary to clear the mark", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.down == nil && !g.checking
+	})
+	if g.Unavailable() != nil {
+		t.Fatal("still unavailable after the background canary succeeded")
+	}
+	if count() != 2 {
+		t.Fatalf("%d re-checks scheduled after the mark cleared, want none more", count()-2)
+	}
+	// Down again, then closed: Close cancels the pending re-check.
+	down.Store(true)
+	g.Check(ctx)
+	p = last()
+	g.Close()
+	if !p.stopped.Load() {
+		t.Fatal("Close left the background re-check pending")
+	}
+	c = canaries.Load()
+	p.f() // a timer that fired anyway starts nothing after Close
+	if canaries.Load() != c {
+		t.Fatal("a canary ran after Close")
+	}
+}
