@@ -9,10 +9,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -210,6 +213,11 @@ func (a *app) storePeers() (*peersReport, error) {
 		rep.Self = es[0].Attestation.Issuer.String()
 	} else if es, err := st.List(peer.Received, ""); err == nil && len(es) > 0 {
 		rep.Self = es[0].Attestation.Subject.String()
+	} else if id, ok := keyFileID(filepath.Join(filepath.Dir(a.storePath), "key")); ok {
+		// A store with no record of its own yet: the key file beside it
+		// (the data directory's layout) names the node. Read only; none
+		// is made here.
+		rep.Self = id.String()
 	}
 	return rep, nil
 }
@@ -340,4 +348,19 @@ func printPeers(w io.Writer, rep *peersReport, now time.Time) {
 			fmt.Fprintf(w, "  last gate     %s %s %s ago, %d stream(s)\n", g.Protocol, what, now.Sub(g.At).Round(time.Second), g.Streams)
 		}
 	}
+}
+
+// keyFileID is the peer ID of the key file at path when it exists and
+// holds a libp2p private key.
+func keyFileID(path string) (lpeer.ID, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		return "", false
+	}
+	k, err := crypto.UnmarshalPrivateKey(data)
+	if err != nil {
+		return "", false
+	}
+	id, err := lpeer.IDFromPrivateKey(k)
+	return id, err == nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -210,5 +211,51 @@ func TestNodeServesMetricsAndPeers(t *testing.T) {
 	_, errOut, code = peersMain(t, context.Background(), "peers", "--store", filepath.Join(dir, "db"))
 	if code != exitFailure || !strings.Contains(errOut, "--node") {
 		t.Fatalf("locked store: exit %d: %s", code, errOut)
+	}
+}
+
+// A store with no record yet still names its node when the key file
+// beside it (the data directory's layout) is there; peers makes none.
+func TestPeersSelfFromKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	path, keyPath := filepath.Join(dir, "db"), filepath.Join(dir, "key")
+	st, err := peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	k, err := peer.LoadOrCreateKey(keyPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := lpeer.IDFromPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := peersMain(t, context.Background(), "peers", "--store", path, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep peersReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.Self != id.String() {
+		t.Fatalf("self %q, want %s", rep.Self, id)
+	}
+	// No key file: no self, and none made.
+	if err := os.Remove(keyPath); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = peersMain(t, context.Background(), "peers", "--store", path, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep2 peersReport
+	if err := json.Unmarshal([]byte(out), &rep2); err != nil || rep2.Self != "" {
+		t.Fatalf("self %q without a key file (%v)", rep2.Self, err)
+	}
+	if _, err := os.Stat(keyPath); err == nil {
+		t.Fatal("peers made a key file")
 	}
 }
