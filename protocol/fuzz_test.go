@@ -112,7 +112,7 @@ func fixedKey(t testing.TB, seed byte) crypto.PrivKey {
 	return k
 }
 
-func newFuzzNode(f *testing.F) *fuzzNode {
+func newFuzzNode(f testing.TB) *fuzzNode {
 	h, err := libp2p.New(libp2p.NoListenAddrs, libp2p.Identity(fixedKey(f, 1)), libp2p.DisableRelay(), libp2p.DisableMetrics())
 	if err != nil {
 		f.Fatal(err)
