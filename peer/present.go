@@ -21,6 +21,7 @@ import (
 	"github.com/libp2p/go-msgio"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+	"github.com/multiformats/go-varint"
 
 	"github.com/acaptcha/acaptcha/internal/bounded"
 	"github.com/acaptcha/acaptcha/protocol"
@@ -455,6 +456,11 @@ func (n *Node) readPresentation(s network.Stream, p peer.ID, trial bool) (int, n
 			return learned, protocol.ErrCodeOversized, fmt.Errorf("%w: %w", protocol.ErrFrameTooLarge, err)
 		case isTimeout(err):
 			return learned, protocol.ErrCodeTimeout, err
+		case errors.Is(err, varint.ErrNotMinimal), errors.Is(err, varint.ErrOverflow),
+			errors.Is(err, varint.ErrUnderflow), errors.Is(err, io.ErrUnexpectedEOF):
+			// A bad length prefix, or a frame the presenter's close cut
+			// short (trust.md §3.5).
+			return learned, protocol.ErrCodeProtocolViolation, fmt.Errorf("%w: %w", protocol.ErrProtocolViolation, err)
 		case err != nil:
 			return learned, 0, err
 		}

@@ -104,7 +104,7 @@ func TestPresentationValidation(t *testing.T) {
 	}
 	forged := bytes.Clone(good)
 	forged[len(forged)-1] ^= 1
-	for _, c := range []struct {
+	for i, c := range []struct {
 		name string
 		data []byte
 		code network.StreamErrorCode
@@ -114,9 +114,20 @@ func TestPresentationValidation(t *testing.T) {
 		{"garbage", frames([]byte("garbage")), protocol.ErrCodeProtocolViolation},
 		{"oversized frame", binary.AppendUvarint(nil, protocol.MaxEnvelopeBytes+1), protocol.ErrCodeOversized},
 		{"too many records", frames(repeat(good, peer.MaxPresented+1)...), protocol.ErrCodeProtocolViolation},
+		// A prefix that is not minimal (5 as 0x85 0x00), and a frame cut
+		// short by the presenter's close, are violations too (trust.md
+		// §3.5), not a plain reset.
+		// (From presenters of their own: one presenter gets 8
+		// presentations, then one a minute.)
+		{"non-minimal varint", []byte{0x85, 0x00, 1, 2, 3, 4, 5}, protocol.ErrCodeProtocolViolation},
+		{"truncated frame", append(binary.AppendUvarint(nil, 100), good[:50]...), protocol.ErrCodeProtocolViolation},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := rawPresent(t, h, n.Node, c.data)
+			from := h
+			if i >= 5 {
+				from, _ = rawHost(t)
+			}
+			_, err := rawPresent(t, from, n.Node, c.data)
 			if err == nil || resetCode(err) != c.code {
 				t.Fatalf("got %v (code %#x), want code %#x", err, resetCode(err), c.code)
 			}

@@ -322,15 +322,19 @@ func TestPrefixDrawBudgetLoopback(t *testing.T) {
 // with DECLINE_REASON_REFUSED before the answerer runs.
 func TestProverTokenBudget(t *testing.T) {
 	src := sourceOf("tokens-1", "tokens-2", "tokens-3")
+	// A session's charge (spec §9a): round r is charged the prompt
+	// tokens of rounds 1..r's text.
 	exact := func(set *skill.Set) (n int) {
+		history := 0
 		for _, p := range set.Parts {
 			// Every question of a part has the same length class; the
 			// session picks one at random, so count the largest.
 			q := 0
 			for _, x := range p.Questions {
-				q = max(q, skill.CountTokens(x.Question))
+				q = max(q, skill.PromptTokens(x.Question))
 			}
-			n += skill.CountTokens(p.Narrative) + q
+			history += skill.PromptTokens(p.Narrative) + q
+			n += history
 		}
 		return n
 	}
@@ -339,7 +343,7 @@ func TestProverTokenBudget(t *testing.T) {
 		perSession = max(perSession, exact(s))
 	}
 	bound := skill.TokenBound(len(src.sets[0].Parts[0].Narrative))
-	if bound <= skill.CountTokens(src.sets[0].Parts[0].Narrative) {
+	if bound <= skill.PromptTokens(src.sets[0].Parts[0].Narrative) {
 		t.Fatalf("bound %d does not exceed the count", bound)
 	}
 	for _, tc := range []struct {

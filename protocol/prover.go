@@ -60,7 +60,7 @@ func (s *Service) handleStream(str network.Stream) {
 	// The verifier's prefix, read once off this stream's connection, is
 	// what the inbound slots and the prover's budgets charge.
 	pfx, hasPfx, _ := s.connPrefix(str.Conn().RemoteMultiaddr())
-	release := s.acquireInbound(remote, pfx, hasPfx)
+	release := s.acquireInbound(remote, pfx, hasPfx, s.budgets.trusted(remote))
 	if release == nil {
 		declineAndReset(str, declineFrame(pb.DeclineReason_DECLINE_REASON_BUSY, "inbound session limit reached"), ErrCodeBusy,
 			min(s.cfg.HandshakeTimeout, declineLinger/2))
@@ -202,6 +202,15 @@ func (p *proverRun) readFailed(what string, err error) {
 	}
 }
 
+// strikeSilent counts a silent stream against the verifier's budget
+// group (Service.strikeSilent); a stream with no group (loopback unless
+// LimitLoopback) counts nowhere.
+func (p *proverRun) strikeSilent() {
+	if p.hasPfx {
+		p.svc.strikeSilent(p.pfx, p.svc.now())
+	}
+}
+
 func (p *proverRun) violation(format string, args ...any) {
 	p.abort(ErrCodeProtocolViolation, fmt.Errorf("%w: %s", ErrProtocolViolation, fmt.Sprintf(format, args...)))
 }
@@ -214,8 +223,12 @@ func (p *proverRun) serve() {
 	p.r.open(p.str, MaxVerifierFrame)
 	defer p.r.release()
 	var f pb.Frame
-	_ = p.str.SetReadDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	// A verifier writes its hello as soon as the stream is open: a
+	// stream that holds an inbound slot without one is a silent stream
+	// (§6 step 1), and so is one that sends another frame or a bad hello.
+	_ = p.str.SetReadDeadline(time.Now().Add(s.cfg.HelloTimeout))
 	if err := readFrame(&p.r, &f); err != nil {
+		p.strikeSilent()
 		p.readFailed("hello", err)
 		return
 	}
@@ -225,6 +238,7 @@ func (p *proverRun) serve() {
 	ackBy := time.Now().Add(s.cfg.HandshakeTimeout)
 	hello := f.GetHello()
 	if hello == nil {
+		p.strikeSilent()
 		p.violation("expected hello, got %s", frameKind(&f))
 		return
 	}
@@ -233,6 +247,7 @@ func (p *proverRun) serve() {
 		code := ErrCodeDeclined
 		if reason == pb.DeclineReason_DECLINE_REASON_BAD_HELLO {
 			code = ErrCodeProtocolViolation
+			p.strikeSilent()
 		}
 		p.refuse(reason, code, err)
 		return
@@ -529,6 +544,9 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 		round         uint32 // rounds received
 		expectVerdict bool   // nothing but a verdict may come now
 		pending       *frameResult
+		// history is the prompt tokens of the rounds answered so far
+		// (skill.PromptTokens), charged again with every later round.
+		history int
 		// One probe ack frame serves all the probes (write encodes it
 		// before it returns).
 		probeAck *pb.ProbeAck
@@ -589,16 +607,20 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 				expectVerdict = true
 				break
 			}
-			// The prompt's tokens are charged before the answerer runs.
+			// The prompt's tokens are charged before the answerer runs
+			// (§9a): this round's challenge and those of the rounds
+			// before it, which a chained answerer reads again (history).
 			// Counting them is a pass over the narrative; so that the
 			// answerer need not wait for it, the budget first reserves
 			// their bound (free to compute) and the exact count is
 			// settled once the answer is sent. A budget too short for
 			// the bound gets the exact count at once.
-			tokens := skill.TokenBound(len(c.GetNarrative())) + skill.TokenBound(len(c.GetQuestion()))
+			exact := -1
+			tokens := history + skill.TokenBound(len(c.GetNarrative())) + skill.TokenBound(len(c.GetQuestion()))
 			settle := true
 			if !p.svc.budgets.chargeTokensIn(p.remote, p.pfx, p.hasPfx, tokens, p.svc.now()) {
-				tokens, settle = skill.CountTokens(c.GetNarrative())+skill.CountTokens(c.GetQuestion()), false
+				exact = skill.PromptTokens(c.GetNarrative()) + skill.PromptTokens(c.GetQuestion())
+				tokens, settle = history+exact, false
 				if !p.svc.budgets.chargeTokensIn(p.remote, p.pfx, p.hasPfx, tokens, p.svc.now()) {
 					p.refuse(pb.DeclineReason_DECLINE_REASON_REFUSED, ErrCodeDeclined,
 						fmt.Errorf("%w: round %d: token budget spent (this verifier's, its network's or the node's)", ErrBusy, round))
@@ -611,10 +633,13 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			thinkBy := p.readDeadline(msToDur(c.GetBudgetMs())+msToDur(p.hello.GetRttCreditMs())+answerSlack+idle, false)
 			var gaveUp, aborted bool
 			gaveUp, aborted, pending = p.answer(ans, c, thinkBy)
-			if settle {
-				exact := skill.CountTokens(c.GetNarrative()) + skill.CountTokens(c.GetQuestion())
-				p.svc.budgets.refundTokensIn(p.remote, p.pfx, p.hasPfx, tokens-exact, p.svc.now())
+			if exact < 0 {
+				exact = skill.PromptTokens(c.GetNarrative()) + skill.PromptTokens(c.GetQuestion())
 			}
+			if settle {
+				p.svc.budgets.refundTokensIn(p.remote, p.pfx, p.hasPfx, tokens-history-exact, p.svc.now())
+			}
+			history += exact
 			if aborted {
 				return
 			}

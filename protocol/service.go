@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +39,7 @@ const (
 	// without it a few addresses could hold every inbound slot).
 	DefaultMaxInboundPerPrefix = 16
 	DefaultHandshakeTimeout    = 10 * time.Second
+	DefaultHelloTimeout        = 3 * time.Second
 	DefaultProbeTimeout        = 5 * time.Second
 	DefaultSourceTimeout       = 30 * time.Second
 	// MaxTotal is the longest T_total a prover accepts in a hello (and a
@@ -186,6 +188,10 @@ type Config struct {
 	// 10 s); ProbeTimeout bounds one probe round trip (default 5 s).
 	HandshakeTimeout time.Duration
 	ProbeTimeout     time.Duration
+	// HelloTimeout bounds the prover's wait for the hello after an
+	// inbound stream opened (default 3 s, at most HandshakeTimeout): a
+	// verifier writes it at once, and the wait holds an inbound slot.
+	HelloTimeout time.Duration
 	// SourceTimeout bounds Source.Next before the session is declared
 	// inconclusive (default 30 s).
 	SourceTimeout time.Duration
@@ -265,6 +271,7 @@ func (c *Config) applyDefaults() error {
 		{"ReflectionWindow", &c.ReflectionWindow, DefaultReflectionWindow},
 		{"HandshakeTimeout", &c.HandshakeTimeout, DefaultHandshakeTimeout},
 		{"ProbeTimeout", &c.ProbeTimeout, DefaultProbeTimeout},
+		{"HelloTimeout", &c.HelloTimeout, DefaultHelloTimeout},
 		{"SourceTimeout", &c.SourceTimeout, DefaultSourceTimeout},
 		{"DrawWindow", &c.DrawWindow, DefaultDrawWindow},
 		{"MaxAcceptTotal", &c.MaxAcceptTotal, max(DefaultMaxAcceptTotal, c.Policy.Total)},
@@ -317,6 +324,7 @@ func (c *Config) applyDefaults() error {
 		return fmt.Errorf("acaptcha: config: MaxPowDifficulty %d exceeds %d", c.MaxPowDifficulty, MaxPowDifficulty)
 	}
 	c.PowDifficulty = min(c.PowDifficulty, c.MaxPowDifficulty)
+	c.HelloTimeout = min(c.HelloTimeout, c.HandshakeTimeout)
 	if c.MaxAcceptTotal > MaxTotal {
 		return fmt.Errorf("acaptcha: config: MaxAcceptTotal %s exceeds the protocol maximum %s", c.MaxAcceptTotal, MaxTotal)
 	}
@@ -370,7 +378,10 @@ type Service struct {
 	inbound   int
 	perPeer   map[peer.ID]int
 	perPrefix map[netip.Prefix]int
-	wg        sync.WaitGroup
+	// silent counts, per budget group, the streams that ended without a
+	// valid hello (silentGroup).
+	silent map[netip.Prefix]*silentGroup
+	wg     sync.WaitGroup
 }
 
 // NewService validates cfg, fills in its defaults and registers the
@@ -386,7 +397,7 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 		h: h, cfg: cfg, now: cfg.Now,
 		log:     cfg.Logger.With("protocol", ID, "self", h.ID()),
 		guard:   newReflectionGuard(cfg.ReflectionWindow),
-		perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{},
+		perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{}, silent: map[netip.Prefix]*silentGroup{},
 		random: rand.Reader,
 	}
 	s.budgets = newBudgets(&s.cfg)
@@ -435,13 +446,21 @@ func (s *Service) enter() bool {
 }
 
 // acquireInbound applies the per-peer, per-prefix (hasPfx false: none)
-// and global inbound limits. It returns the release function, or nil
-// when a limit is reached.
-func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx bool) func() {
+// and global inbound limits (spec §6 step 1). The last quarter of the
+// global slots is kept for trusted verifiers (Config.TrustedPeer), and a
+// group in probation for silent streams (silentGroup) has one slot for
+// the others. It returns the release function, or nil when a limit is
+// reached.
+func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx, trusted bool) func() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inbound >= s.cfg.MaxInbound || s.perPeer[p] >= s.cfg.MaxInboundPerPeer ||
-		hasPfx && s.perPrefix[pfx] >= s.cfg.MaxInboundPerPrefix {
+	total := s.cfg.MaxInbound - int(keptFor(trusted, float64(s.cfg.MaxInbound), 1))
+	perPrefix := s.cfg.MaxInboundPerPrefix
+	if hasPfx && !trusted && s.inProbationLocked(pfx, s.now()) {
+		perPrefix = 1
+	}
+	if s.inbound >= total || s.perPeer[p] >= s.cfg.MaxInboundPerPeer ||
+		hasPfx && s.perPrefix[pfx] >= perPrefix {
 		return nil
 	}
 	s.inbound++
@@ -462,6 +481,74 @@ func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx bool) func(
 			}
 		}
 	})
+}
+
+// Silent streams (spec §6 step 1): a stream that takes an inbound slot
+// and ends without a valid hello (none within HelloTimeout, another
+// frame, a bad hello) cost its sender nothing else, so the budget group
+// that sends SilentStrikes of them within SilentWindow of each other is
+// in probation for SilentWindow after the last: one inbound slot for its
+// untrusted peers at a time.
+const (
+	SilentStrikes = 4
+	SilentWindow  = 10 * time.Minute
+	// maxSilentGroups bounds the table; the oldest entries go first.
+	maxSilentGroups = 4096
+)
+
+// silentGroup is a budget group's record of silent streams.
+type silentGroup struct {
+	strikes int
+	last    time.Time
+}
+
+// strikeSilent records a silent stream of the group pfx.
+func (s *Service) strikeSilent(pfx netip.Prefix, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.silent[pfx]
+	if g == nil {
+		if len(s.silent) >= maxSilentGroups {
+			s.evictSilentLocked(now)
+		}
+		g = &silentGroup{}
+		s.silent[pfx] = g
+	} else if now.Sub(g.last) > SilentWindow {
+		g.strikes = 0
+	}
+	g.strikes++
+	g.last = now
+}
+
+// inProbationLocked reports whether the group pfx is in probation.
+func (s *Service) inProbationLocked(pfx netip.Prefix, now time.Time) bool {
+	g := s.silent[pfx]
+	return g != nil && g.strikes >= SilentStrikes && now.Sub(g.last) <= SilentWindow
+}
+
+// evictSilentLocked forgets the expired entries, or when none has
+// expired the older half (groups in probation are among them only when
+// every group is: the table cannot be grown past its bound).
+func (s *Service) evictSilentLocked(now time.Time) {
+	for k, g := range s.silent {
+		if now.Sub(g.last) > SilentWindow {
+			delete(s.silent, k)
+		}
+	}
+	if len(s.silent) < maxSilentGroups {
+		return
+	}
+	lasts := make([]time.Time, 0, len(s.silent))
+	for _, g := range s.silent {
+		lasts = append(lasts, g.last)
+	}
+	slices.SortFunc(lasts, func(a, b time.Time) int { return a.Compare(b) })
+	cut := lasts[len(lasts)/2]
+	for k, g := range s.silent {
+		if !g.last.After(cut) {
+			delete(s.silent, k)
+		}
+	}
 }
 
 // Proving reports whether a session that p runs against this node (this

@@ -42,8 +42,20 @@ func CountTokens(text string) int {
 	return int(math.Round(float64(countFields(text)) / 0.75))
 }
 
-// TokenBound is the most CountTokens can return for a text of n bytes
-// (a field takes a byte and is followed by white space or the end), at
+// PromptTokens is what a prover charges its token budgets for text an
+// answerer reads (spec/protocol.md §9a): CountTokens, or a token per 3
+// bytes when that is more. Words alone undercount text with little white
+// space (32 KiB of hyphenated words is one "word" and thousands of
+// tokens to an LLM); 3 bytes is under what a tokenizer gives English
+// prose (about 4) and over what it gives most other text. TokenBound
+// bounds it too.
+func PromptTokens(text string) int {
+	return max(CountTokens(text), (len(text)+2)/3)
+}
+
+// TokenBound is the most CountTokens and PromptTokens can return for a
+// text of n bytes (a field takes a byte and is followed by white space or
+// the end; ⌈n/3⌉ is below n/1.5 from n = 2 on, and 1 for n = 1), at
 // no cost: the prover reserves this much of a verifier's token budget
 // before its answerer starts and settles the exact count afterwards.
 func TokenBound(n int) int {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -38,6 +39,17 @@ when it is rejected.`,
 			set, err := generate.DecodeOutput(string(data))
 			if err != nil {
 				return a.inspectFailed(args[0], &generate.Report{Reason: generate.RejectMalformed, Detail: err.Error()}, nil)
+			}
+			// A set file (plain JSON, not a model's fenced reply) is
+			// also held to what a node loading it as a corpus requires
+			// (skill.DecodeSet): the model-output decoder above repairs
+			// what a model gets wrong (a long distractor list, say) and
+			// would pass a file the node refuses to start with.
+			if json.Valid(data) {
+				if _, err := skill.DecodeSet(data); err != nil {
+					return a.inspectFailed(args[0], &generate.Report{Reason: generate.RejectMalformed,
+						Detail: "a node refuses this file as a corpus set: " + err.Error()}, nil)
+				}
 			}
 			pol, err := a.policy()
 			if err != nil {

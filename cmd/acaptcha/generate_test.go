@@ -242,10 +242,25 @@ func TestInspectRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	leak := strings.Replace(string(data), "Serial BV-5518 came off 403 with", "Serial BV-5518 came off 403, identified earlier as EI-FXC, with", 1)
+	// 33 distractors: the model-output decoder keeps 32, a node loading
+	// the file as a corpus refuses it; inspect says so.
+	var many skill.Set
+	if err := json.Unmarshal(data, &many); err != nil {
+		t.Fatal(err)
+	}
+	many.Parts[0].Questions[0].Distractors = nil
+	for i := range 33 {
+		many.Parts[0].Questions[0].Distractors = append(many.Parts[0].Questions[0].Distractors, fmt.Sprintf("rival %d", i))
+	}
+	manyJSON, err := json.Marshal(&many)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, content := range map[string]string{
-		"leak.json":      leak,
-		"malformed.json": `{"domain": "x", "parts": [`,
-		"unknown.json":   strings.Replace(string(data), `"domain"`, `"topic": "x", "domain"`, 1),
+		"distractors.json": string(manyJSON),
+		"leak.json":        leak,
+		"malformed.json":   `{"domain": "x", "parts": [`,
+		"unknown.json":     strings.Replace(string(data), `"domain"`, `"topic": "x", "domain"`, 1),
 	} {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {

@@ -358,6 +358,7 @@ func (g *Gateway) Serve(l net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return g.ctx },
 	}
+	srv.ConnState = newKeepAlivePressure(srv, g.cfg.MaxConns).connState
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()

@@ -2,6 +2,7 @@ package httpgw
 
 import (
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 	"time"
@@ -147,6 +148,58 @@ func (l *rateLimits) allow(prefix string, now time.Time) bool {
 	pl.AllowN(now, 1)
 	l.global.AllowN(now, 1)
 	return true
+}
+
+// keepAlivePressure turns the server's keep-alives off while its open
+// connections are at or above high (closing the idle ones at once, and
+// every later one after its response) and back on once they are down to
+// low. The total cap (limitListener) makes Accept wait when full, and a
+// connection that idles between requests holds its slot for the idle
+// timeout: clients of a few networks, each within its network's cap and
+// the request rates, sending one request per idle timeout on every
+// connection held all of them, and a new client waited in the kernel's
+// accept queue. Under pressure a connection lives for one request, and a
+// slot is held only as long as a request takes (its header within
+// readHeaderTimeout). http.Server.SetKeepAlivesEnabled does the closing
+// (HTTP/1 connections; the door serves no HTTP/2).
+type keepAlivePressure struct {
+	srv       *http.Server
+	high, low int
+
+	mu   sync.Mutex
+	open int
+	off  bool
+}
+
+// newKeepAlivePressure watches srv's connections against a total cap:
+// keep-alives go off at three quarters of it, on again at half.
+func newKeepAlivePressure(srv *http.Server, total int) *keepAlivePressure {
+	return &keepAlivePressure{srv: srv, high: max(1, total*3/4), low: total / 2}
+}
+
+// connState is the server's ConnState hook (run outside the server's
+// lock, so it may call SetKeepAlivesEnabled).
+func (p *keepAlivePressure) connState(_ net.Conn, st http.ConnState) {
+	var d int
+	switch st {
+	case http.StateNew:
+		d = 1
+	case http.StateClosed, http.StateHijacked:
+		d = -1
+	default:
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open += d
+	switch {
+	case !p.off && p.open >= p.high:
+		p.off = true
+		p.srv.SetKeepAlivesEnabled(false)
+	case p.off && p.open <= p.low:
+		p.off = false
+		p.srv.SetKeepAlivesEnabled(true)
+	}
 }
 
 // connCaps are the per-group connection caps of limitListener.

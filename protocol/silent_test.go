@@ -1,0 +1,171 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+)
+
+// hostAt is a TCP host listening on ip (any 127.x.y.z is loopback on
+// Linux, so tests can place peers in distinct /24s).
+func hostAt(t testing.TB, ip string) host.Host {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/"+ip+"/tcp/0"), libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.DisableRelay(), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// silentStream opens a stream from m to p that sends nothing and returns
+// how long until the prover ended it (a reset or its BUSY decline).
+func silentStream(t *testing.T, ctx context.Context, m, p host.Host) time.Duration {
+	t.Helper()
+	s, err := m.NewStream(ctx, p.ID(), ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	// A lazy stream's protocol is negotiated on its first write or read:
+	// the read does it and then waits for the prover.
+	_ = s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	t0 := time.Now()
+	_, _ = io.Copy(io.Discard, s)
+	return time.Since(t0)
+}
+
+// Silent streams (spec §6 step 1): a stream that sends no hello holds an
+// inbound slot for HelloTimeout only, and a budget group that sends
+// SilentStrikes of them is in probation: one slot at a time for its
+// untrusted peers, while verifiers of other groups are served.
+func TestSilentStreamsProbation(t *testing.T) {
+	src := sourceOf("silent-1", "silent-2")
+	p := hostAt(t, "127.0.0.1")
+	const hello = 300 * time.Millisecond
+	svc := newService(t, p, Config{Prover: oracleProver(0, src.sets...), LimitLoopback: true, HelloTimeout: hello})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	m := hostAt(t, "127.0.1.1")
+	if err := p.Connect(ctx, peer.AddrInfo{ID: m.ID(), Addrs: m.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	pfx := netip.MustParsePrefix("127.0.1.0/24")
+	// Each silent stream ends after the hello timeout, not the handshake
+	// timeout (10 s), and counts a strike.
+	for i := range SilentStrikes {
+		if d := silentStream(t, ctx, m, p); d < hello/2 || d > 4*time.Second {
+			t.Fatalf("silent stream %d ended after %v, want about %v", i, d, hello)
+		}
+	}
+	waitFor(t, "the strikes to be counted", func() bool {
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		return svc.inProbationLocked(pfx, svc.now())
+	})
+	// In probation: a stream of the group holds the one slot; the next
+	// one of the group, even from another peer ID, is declined at once.
+	first := make(chan time.Duration, 1)
+	go func() { first <- silentStream(t, ctx, m, p) }()
+	waitFor(t, "the probation slot to be taken", func() bool {
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		return svc.perPrefix[pfx] == 1
+	})
+	m2 := hostAt(t, "127.0.1.2")
+	if err := p.Connect(ctx, peer.AddrInfo{ID: m2.ID(), Addrs: m2.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	if d := silentStream(t, ctx, m2, p); d >= hello/2 {
+		t.Fatalf("second stream of a group in probation held %v, want an immediate BUSY", d)
+	}
+	<-first
+	// A verifier of another group is served meanwhile.
+	v := hostAt(t, "127.0.2.1")
+	vs := newService(t, v, Config{Source: src, LimitLoopback: true})
+	if err := v.Connect(ctx, peer.AddrInfo{ID: p.ID(), Addrs: p.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := vs.Verify(ctx, p.ID(), false)
+	if err != nil || !res.Verdict.Accepted {
+		t.Fatalf("honest verifier of another group: %v %+v", err, res)
+	}
+	// The probation ends SilentWindow after the last strike.
+	svc.mu.Lock()
+	in := svc.inProbationLocked(pfx, svc.now().Add(SilentWindow+time.Second))
+	svc.mu.Unlock()
+	if in {
+		t.Fatal("probation did not end after the window")
+	}
+}
+
+// The last quarter of the global inbound slots is kept for trusted
+// verifiers (spec §6 step 1), as for the prover's budgets.
+func TestInboundReserveForTrusted(t *testing.T) {
+	svc := &Service{cfg: Config{MaxInbound: 8, MaxInboundPerPeer: 8, MaxInboundPerPrefix: 8, Now: time.Now},
+		perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{}, silent: map[netip.Prefix]*silentGroup{}}
+	for i := range 6 {
+		if svc.acquireInbound(peer.ID(fmt.Sprint("fresh", i)), netip.Prefix{}, false, false) == nil {
+			t.Fatalf("untrusted %d refused below the reserve", i)
+		}
+	}
+	if svc.acquireInbound("fresh-x", netip.Prefix{}, false, false) != nil {
+		t.Fatal("an untrusted verifier took a kept slot")
+	}
+	for i := range 2 {
+		if svc.acquireInbound(peer.ID(fmt.Sprint("trusted", i)), netip.Prefix{}, false, true) == nil {
+			t.Fatalf("trusted %d refused a kept slot", i)
+		}
+	}
+	if svc.acquireInbound("trusted-x", netip.Prefix{}, false, true) != nil {
+		t.Fatal("more slots than MaxInbound")
+	}
+	// A node that admits nobody keeps at least one slot usable: a budget
+	// of one keeps nothing.
+	one := &Service{cfg: Config{MaxInbound: 1, MaxInboundPerPeer: 1, MaxInboundPerPrefix: 1, Now: time.Now},
+		perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{}, silent: map[netip.Prefix]*silentGroup{}}
+	if one.acquireInbound("fresh", netip.Prefix{}, false, false) == nil {
+		t.Fatal("a budget of one slot kept it from everyone")
+	}
+}
+
+// The silent table is bounded: past maxSilentGroups it forgets the
+// expired entries, then the older half.
+func TestSilentTableBounded(t *testing.T) {
+	svc := &Service{silent: map[netip.Prefix]*silentGroup{}}
+	now := time.Unix(1e6, 0)
+	for i := range 3 * maxSilentGroups {
+		a := netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0})
+		svc.strikeSilent(netip.PrefixFrom(a, 24), now.Add(time.Duration(i)*time.Millisecond))
+	}
+	if n := len(svc.silent); n > maxSilentGroups || n < maxSilentGroups/2 {
+		t.Fatalf("%d groups in the table, want at most %d", n, maxSilentGroups)
+	}
+	// The newest group is kept.
+	i := 3*maxSilentGroups - 1
+	last := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)
+	if svc.silent[last] == nil {
+		t.Fatal("the newest group was evicted")
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
