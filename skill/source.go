@@ -57,6 +57,13 @@ type Ledger interface {
 	Unserve(id string) error
 }
 
+// ServeCounter is a Ledger that tells how often a set was served (the
+// node's store and MemLedger are), so that a corpus can say how many of
+// its sets it can still serve.
+type ServeCounter interface {
+	Serves(id string) (int, error)
+}
+
 // MemLedger is an in-memory Ledger.
 type MemLedger struct {
 	mu     sync.Mutex
@@ -65,6 +72,13 @@ type MemLedger struct {
 
 // NewMemLedger returns an empty in-memory ledger.
 func NewMemLedger() *MemLedger { return &MemLedger{serves: map[string]int{}} }
+
+// Serves implements ServeCounter.
+func (l *MemLedger) Serves(id string) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.serves[id], nil
+}
 
 // TryServe implements Ledger.
 func (l *MemLedger) TryServe(id string, max int) (bool, error) {
@@ -190,6 +204,26 @@ func (c *Corpus) Len() int { return len(c.sets) }
 
 // Kind implements Provenancer.
 func (c *Corpus) Kind() SourceKind { return SourceCorpus }
+
+// Remaining is how many of the corpus's sets can still be served (served
+// fewer than MaxServes times); known is false when the ledger cannot tell
+// (it is no ServeCounter).
+func (c *Corpus) Remaining() (n int, known bool, err error) {
+	sc, ok := c.ledger.(ServeCounter)
+	if !ok {
+		return 0, false, nil
+	}
+	for _, s := range c.sets {
+		k, err := sc.Serves(s.ID)
+		if err != nil {
+			return 0, false, fmt.Errorf("corpus %s: %w", c.name, err)
+		}
+		if k < c.maxServes {
+			n++
+		}
+	}
+	return n, true, nil
+}
 
 // Next implements Source: it starts at a uniformly random set and serves
 // the first one whose serve count is below the limit.

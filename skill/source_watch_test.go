@@ -80,3 +80,46 @@ func TestWatchedSourceExhaustion(t *testing.T) {
 		t.Fatalf("no callback: %v, %d", err, d.Exhausted())
 	}
 }
+
+// Remaining counts the sets a corpus can still serve, from its ledger's
+// counts (a node's store outlives the process).
+func TestCorpusRemaining(t *testing.T) {
+	a, b := testSet(), testSet()
+	b.Domain = "cybersecurity"
+	a.ID, b.ID = a.ContentID(), b.ContentID()
+	ledger := NewMemLedger()
+	c, err := NewCorpus("r", []*Set{a, b}, ledger, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(want int) {
+		t.Helper()
+		n, known, err := c.Remaining()
+		if err != nil || !known || n != want {
+			t.Fatalf("Remaining = %d, %v, %v; want %d", n, known, err, want)
+		}
+	}
+	check(2)
+	for range 2 {
+		if ok, _ := ledger.TryServe(c.sets[0].ID, 2); !ok {
+			t.Fatal("serve refused")
+		}
+	}
+	check(1)
+	ledger.TryServe(c.sets[1].ID, 2)
+	ledger.TryServe(c.sets[1].ID, 2)
+	check(0)
+	if _, err := c.Next(context.Background()); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("Next of a used-up corpus: %v", err)
+	}
+	// A ledger that cannot count: unknown.
+	c2, _ := NewCorpus("u", []*Set{a}, noCountLedger{}, 1)
+	if _, known, _ := c2.Remaining(); known {
+		t.Fatal("Remaining known without a ServeCounter")
+	}
+}
+
+type noCountLedger struct{}
+
+func (noCountLedger) TryServe(string, int) (bool, error) { return true, nil }
+func (noCountLedger) Unserve(string) error               { return nil }

@@ -20,6 +20,7 @@ import (
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/spec"
 )
 
 func peersMain(t *testing.T, ctx context.Context, args ...string) (string, string, int) {
@@ -257,5 +258,48 @@ func TestPeersSelfFromKeyFile(t *testing.T) {
 	}
 	if _, err := os.Stat(keyPath); err == nil {
 		t.Fatal("peers made a key file")
+	}
+}
+
+// A node whose corpus was used up in an earlier run (the serve counts
+// live in its store) says so at start, instead of looking healthy and
+// ending every session inconclusive.
+func TestNodeWarnsCorpusUsedUp(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db")
+	st, err := peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sets {
+		if ok, err := st.TryServe(s.ID, 1); !ok || err != nil {
+			t.Fatalf("serve %s: %v %v", s.ID, ok, err)
+		}
+	}
+	st.Close()
+	run := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, errOut, code := peersMain(t, ctx, "node", "--challenges", "examples", "--store", path, "--key", filepath.Join(dir, "key"),
+			"--listen", "/ip4/127.0.0.1/tcp/0")
+		if code != exitOK {
+			t.Fatalf("node exit %d: %s", code, errOut)
+		}
+		return errOut
+	}
+	if out := run(); !strings.Contains(out, "every set of the challenge corpus has been served") {
+		t.Fatalf("no warning for a used-up corpus:\n%s", out)
+	}
+	// With room again (--max-serves 2), no warning.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, errOut, _ := peersMain(t, ctx, "node", "--challenges", "examples", "--max-serves", "2", "--store", path, "--key", filepath.Join(dir, "key"),
+		"--listen", "/ip4/127.0.0.1/tcp/0")
+	if strings.Contains(errOut, "every set of the challenge corpus has been served") {
+		t.Fatalf("warned with sets left:\n%s", errOut)
 	}
 }

@@ -38,7 +38,7 @@ import (
 )
 
 func main() {
-	url := flag.String("url", "", "base URL of a running node's HTTP door (acaptcha node --http ADDR --challenges examples) instead of one started here")
+	url := flag.String("url", "", "base URL of a running node's HTTP door (acaptcha node --http ADDR --challenges examples) instead of one started here; the embedded corpus has 4 sets, served once each unless --max-serves is raised")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -48,7 +48,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, base string) error {
+func run(ctx context.Context, base string) (err error) {
 	sets, err := spec.Examples()
 	if err != nil {
 		return fmt.Errorf("example sets: %w", err)
@@ -77,10 +77,11 @@ func run(ctx context.Context, base string) error {
 	}
 	runs := []struct {
 		name   string
+		want   string // the verdict this agent should get
 		answer func(context.Context, *httpgw.Challenge) (string, error)
 	}{
-		{"agent (answer key)", fromKey},
-		{"slow agent (right answers, past the budget)", func(ctx context.Context, c *httpgw.Challenge) (string, error) {
+		{"agent (answer key)", "ACCEPTED", fromKey},
+		{"slow agent (right answers, past the budget)", "REJECTED", func(ctx context.Context, c *httpgw.Challenge) (string, error) {
 			select {
 			case <-time.After(time.Duration(c.BudgetMs)*time.Millisecond + time.Second):
 			case <-ctx.Done():
@@ -88,8 +89,14 @@ func run(ctx context.Context, base string) error {
 			}
 			return fromKey(ctx, c)
 		}},
-		{"script (no reading)", func(context.Context, *httpgw.Challenge) (string, error) { return "unknown", nil }},
+		{"script (no reading)", "REJECTED", func(context.Context, *httpgw.Challenge) (string, error) { return "unknown", nil }},
 	}
+	var unexpected []string
+	defer func() {
+		if len(unexpected) > 0 && err == nil {
+			err = fmt.Errorf("unexpected verdicts: %s", strings.Join(unexpected, "; "))
+		}
+	}()
 	for _, r := range runs {
 		// Each agent has its own libp2p key: the attestation binds it.
 		agentKey, _, err := crypto.GenerateEd25519Key(rand.Reader)
@@ -110,6 +117,12 @@ func run(ctx context.Context, base string) error {
 			fmt.Printf(" (round %d)", res.FailedRound)
 		}
 		fmt.Printf(", rtt %d ms\n", res.RTTMs)
+		if res.Detail != "" {
+			fmt.Printf("  detail: %s\n", res.Detail)
+		}
+		if res.Verdict != r.want {
+			unexpected = append(unexpected, fmt.Sprintf("%s: %s %s, want %s", r.name, res.Verdict, res.Reason, r.want))
+		}
 		for _, rd := range res.Rounds {
 			fmt.Printf("  round %d: correct=%t, %d ms of %d ms\n", rd.Round, rd.Correct, rd.EffectiveMs, rd.BudgetMs)
 		}

@@ -951,6 +951,21 @@ func (s *Store) Unserve(id string) error {
 	return nil
 }
 
+// Serves implements skill.ServeCounter: how often id was served.
+func (s *Store) Serves(id string) (int, error) {
+	var n uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketServed).Get([]byte(id)); len(v) == 8 {
+			n = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read served challenge: %w", err)
+	}
+	return int(min(n, 1<<31)), nil
+}
+
 // TryServe implements skill.Ledger on the store, so challenge sets served
 // once are never served again after a restart.
 func (s *Store) TryServe(id string, max int) (bool, error) {
