@@ -94,7 +94,7 @@ func TestUnstartedPerPrefix(t *testing.T) {
 			first = v
 		}
 	}
-	if st, eb := a.post("/v1/sessions", createRequest{PeerID: a.id.String()}, nil); st != http.StatusTooManyRequests || eb.Code != CodeTooManySessions {
+	if st, eb := a.post("/v1/sessions", map[string]string{"peer_id": a.id.String()}, nil); st != http.StatusTooManyRequests || eb.Code != CodeTooManySessions {
 		t.Fatalf("unstarted session %d of one /24: %d %+v, want 429 too_many_sessions", DefaultMaxUnstartedPerPrefix+1, st, eb)
 	}
 	var cur Session

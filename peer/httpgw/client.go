@@ -104,7 +104,7 @@ func (c *Client) Attest(ctx context.Context, answer func(context.Context, *Chall
 		return nil, fmt.Errorf("httpgw client: peer ID: %w", err)
 	}
 	var s Session
-	if err := c.Do(ctx, "/v1/sessions", createRequest{PeerID: id.String()}, &s); err != nil {
+	if err := c.Do(ctx, "/v1/sessions", map[string]string{"peer_id": id.String()}, &s); err != nil {
 		return nil, err
 	}
 	if s.PowDifficulty == nil {

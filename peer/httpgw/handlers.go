@@ -286,7 +286,9 @@ func checkState(s *session, want string) error {
 // ---- sessions ----
 
 type createRequest struct {
-	PeerID string `json:"peer_id"`
+	// A pointer: a body without peer_id is bad_request, one with a
+	// peer_id that is no peer ID bad_peer_id (http.md §6).
+	PeerID *string `json:"peer_id"`
 }
 
 func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
@@ -295,9 +297,13 @@ func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, err)
 		return
 	}
-	p, err := peer.Decode(req.PeerID)
+	if req.PeerID == nil {
+		g.writeError(w, errorf(errBadRequest, "peer_id missing"))
+		return
+	}
+	p, err := peer.Decode(*req.PeerID)
 	if err != nil {
-		g.writeError(w, errorf(errBadPeerID, "peer_id %q: %v", req.PeerID, err))
+		g.writeError(w, errorf(errBadPeerID, "peer_id %q: %v", *req.PeerID, err))
 		return
 	}
 	if p == g.cfg.Core.Self() {

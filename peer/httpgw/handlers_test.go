@@ -220,7 +220,7 @@ func TestHandlerErrors(t *testing.T) {
 	for range 2 {
 		a.create()
 	}
-	if st, eb := a.post("/v1/sessions", createRequest{PeerID: a.id.String()}, nil); st != 429 || eb.Code != CodeTooManySessions {
+	if st, eb := a.post("/v1/sessions", map[string]string{"peer_id": a.id.String()}, nil); st != 429 || eb.Code != CodeTooManySessions {
 		t.Errorf("4th open session from one prefix: %d %+v", st, eb)
 	}
 }
@@ -231,7 +231,7 @@ func TestQuotaAndWrongState(t *testing.T) {
 	core.mu.Lock()
 	core.quota = true
 	core.mu.Unlock()
-	if st, eb := a.post("/v1/sessions", createRequest{PeerID: a.id.String()}, nil); st != 429 || eb.Code != CodeQuota {
+	if st, eb := a.post("/v1/sessions", map[string]string{"peer_id": a.id.String()}, nil); st != 429 || eb.Code != CodeQuota {
 		t.Errorf("create over the core's draw budget: %d %+v", st, eb)
 	}
 	core.mu.Lock()
@@ -364,7 +364,7 @@ func TestStartTTLAndClose(t *testing.T) {
 	if n != 2 {
 		t.Errorf("%d core sessions aborted, want 2 (expired, closed)", n)
 	}
-	if st, eb := a.post("/v1/sessions", createRequest{PeerID: a.id.String()}, nil); st != 503 || eb.Code != CodeUnavailable {
+	if st, eb := a.post("/v1/sessions", map[string]string{"peer_id": a.id.String()}, nil); st != 503 || eb.Code != CodeUnavailable {
 		t.Errorf("create after close: %d %+v", st, eb)
 	}
 }
@@ -619,6 +619,14 @@ func TestMissingStepFieldsBadRequest(t *testing.T) {
 	key, _ := newAnswerKey(t)
 	_, _, base := fakeDoor(t, nil)
 	a := newAgent(t, base)
+	// A create without peer_id is bad_request, one with a malformed
+	// peer_id bad_peer_id (http.md §6).
+	if st, eb := a.post("/v1/sessions", map[string]any{}, nil); st != 400 || eb.Code != CodeBadRequest {
+		t.Errorf("create without peer_id: %d %+v", st, eb)
+	}
+	if st, eb := a.post("/v1/sessions", map[string]any{"peer_id": "not-a-peer"}, nil); st != 400 || eb.Code != CodeBadPeerID {
+		t.Errorf("create with a bad peer_id: %d %+v", st, eb)
+	}
 	v := a.create()
 	var cur Session
 	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
@@ -692,7 +700,7 @@ func TestDrainFinishesRunningSessions(t *testing.T) {
 	go func() { drained <- g.Drain(ctx) }()
 	waitDraining := time.Now().Add(5 * time.Second)
 	for {
-		st, eb := a.post("/v1/sessions", createRequest{PeerID: a.id.String()}, nil)
+		st, eb := a.post("/v1/sessions", map[string]string{"peer_id": a.id.String()}, nil)
 		if st == 503 && eb.Code == CodeUnavailable {
 			break
 		}

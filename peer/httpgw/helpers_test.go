@@ -128,7 +128,7 @@ func (a *agent) decode(resp *http.Response, out any) (int, ErrorBody) {
 func (a *agent) create() *Session {
 	a.t.Helper()
 	var v Session
-	if st, eb := a.post("/v1/sessions", createRequest{PeerID: a.id.String()}, &v); st != http.StatusCreated {
+	if st, eb := a.post("/v1/sessions", map[string]string{"peer_id": a.id.String()}, &v); st != http.StatusCreated {
 		a.t.Fatalf("create: %d %+v", st, eb)
 	}
 	if v.State != StateAwaitingStart || len(v.Nonce) != protocol.NonceBytes || v.PowDifficulty == nil {

@@ -80,7 +80,7 @@ func TestTrustedProxyLimits(t *testing.T) {
 		b := via(newAgent(t, base), "198.51.101.1")
 		a.create()
 		b.create() // another /24: a count of its own
-		if st, eb := a.post("/v1/sessions", createRequest{PeerID: a.id.String()}, nil); st != http.StatusTooManyRequests || eb.Code != CodeTooManySessions {
+		if st, eb := a.post("/v1/sessions", map[string]string{"peer_id": a.id.String()}, nil); st != http.StatusTooManyRequests || eb.Code != CodeTooManySessions {
 			t.Errorf("second open session from 198.51.100.0/24: %d %+v", st, eb)
 		}
 		core.mu.Lock()
@@ -95,7 +95,7 @@ func TestTrustedProxyLimits(t *testing.T) {
 		a := via(newAgent(t, base), "198.51.100.1")
 		b := via(newAgent(t, base), "198.51.101.1")
 		a.create()
-		if st, eb := b.post("/v1/sessions", createRequest{PeerID: b.id.String()}, nil); st != http.StatusTooManyRequests || eb.Code != CodeTooManySessions {
+		if st, eb := b.post("/v1/sessions", map[string]string{"peer_id": b.id.String()}, nil); st != http.StatusTooManyRequests || eb.Code != CodeTooManySessions {
 			t.Errorf("a claimed address from an untrusted peer was counted apart: %d %+v", st, eb)
 		}
 	})
