@@ -146,12 +146,16 @@ func (p *proverRun) refuse(reason pb.DeclineReason, code network.StreamErrorCode
 	if p.release != nil {
 		p.release()
 	}
+	// The detail is what the verifier prints after its own "prover
+	// busy": the sentinel's words are not repeated (spec §6 step 3 names
+	// the detail `answerer unavailable`).
+	detail := strings.TrimPrefix(err.Error(), ErrBusy.Error()+": ")
 	if p.feed == nil || !p.feed.viaReader {
-		declineAndReset(p.str, declineFrame(reason, err.Error()), code, linger)
+		declineAndReset(p.str, declineFrame(reason, detail), code, linger)
 	} else {
 		p.writeBy = time.Time{}
 		_ = p.str.SetWriteDeadline(time.Now().Add(linger))
-		if werr := writeFrame(p.str, declineFrame(reason, err.Error()), MaxProverFrame); werr == nil {
+		if werr := writeFrame(p.str, declineFrame(reason, detail), MaxProverFrame); werr == nil {
 			_ = p.str.CloseWrite()
 			_ = p.str.SetReadDeadline(time.Now().Add(linger))
 			for fr := range p.feed.ch {

@@ -546,6 +546,9 @@ func TestVerifyAnswererDown(t *testing.T) {
 	if !strings.Contains(err.Error(), "answerer unavailable") || strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("decline %q: want the reason without the local cause", err)
 	}
+	if strings.Count(err.Error(), ErrBusy.Error()) != 1 || !strings.HasSuffix(err.Error(), ": answerer unavailable") {
+		t.Errorf("decline %q: want the detail `answerer unavailable` once after the sentinel", err)
+	}
 	if got := pr.next(t); !errors.Is(got.Err, ErrBusy) {
 		t.Fatalf("prover result %+v", got)
 	}

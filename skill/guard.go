@@ -195,7 +195,10 @@ func (g *GuardedProver) up() {
 // clearLocked marks the answerer reachable.
 func (g *GuardedProver) clearLocked() {
 	if g.down != nil {
-		g.log.Info("answerer reachable again")
+		// At the level of the warning that it was down: a node logs at
+		// warn by default, and the operator who saw that should see
+		// this.
+		g.log.Warn("answerer reachable again: this node is verified again")
 	}
 	g.down, g.backoff = nil, 0
 	g.stopTimerLocked()
