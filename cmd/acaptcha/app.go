@@ -403,13 +403,27 @@ func envName(flag string) string {
 	return "ACAPTCHA_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
+// envAnnotation names, on a flag, a variable other than envName's: a flag
+// whose name another command uses for something else (mcp --http, the
+// MCP transport, against node --http, the HTTP door) must not be set by
+// the other's variable.
+const envAnnotation = "acaptcha-env"
+
+// flagEnv is the environment variable that sets fl.
+func flagEnv(fl *pflag.Flag) string {
+	if v := fl.Annotations[envAnnotation]; len(v) == 1 {
+		return v[0]
+	}
+	return envName(fl.Name)
+}
+
 func bindEnv(fs *pflag.FlagSet) error {
 	var errs []error
 	fs.VisitAll(func(fl *pflag.Flag) {
 		if fl.Changed {
 			return
 		}
-		name := envName(fl.Name)
+		name := flagEnv(fl)
 		v, ok := os.LookupEnv(name)
 		if !ok {
 			return

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"github.com/spf13/cobra"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -267,5 +268,27 @@ func TestFlagGivenFromEnv(t *testing.T) {
 	}
 	if err := cmd.Flags().Set("max-draws-per-peer", "5"); err != nil || !flagGiven(cmd, "max-draws-per-peer") {
 		t.Fatalf("a flag set on the command line not given (%v)", err)
+	}
+}
+
+// mcp --http (MCP over HTTP) has a variable of its own: ACAPTCHA_HTTP,
+// the node's HTTP door, must not turn an MCP stdio server into an HTTP
+// one.
+func TestMCPHTTPEnvName(t *testing.T) {
+	fs := (&app{stdout: io.Discard, stderr: io.Discard}).mcpCmd().Flags()
+	t.Setenv("ACAPTCHA_HTTP", "127.0.0.1:8799")
+	if err := bindEnv(fs); err != nil {
+		t.Fatal(err)
+	}
+	if v := fs.Lookup("http").Value.String(); v != "" {
+		t.Fatalf("ACAPTCHA_HTTP set mcp --http to %q", v)
+	}
+	fs = (&app{stdout: io.Discard, stderr: io.Discard}).mcpCmd().Flags()
+	t.Setenv("ACAPTCHA_MCP_HTTP", "127.0.0.1:8798")
+	if err := bindEnv(fs); err != nil {
+		t.Fatal(err)
+	}
+	if v := fs.Lookup("http").Value.String(); v != "127.0.0.1:8798" {
+		t.Fatalf("ACAPTCHA_MCP_HTTP gave mcp --http %q", v)
 	}
 }

@@ -144,7 +144,7 @@ func flagGiven(cmd *cobra.Command, name string) bool {
 	if fl.Changed {
 		return true
 	}
-	_, ok := os.LookupEnv(envName(name))
+	_, ok := os.LookupEnv(flagEnv(fl))
 	return ok
 }
 
