@@ -3,6 +3,7 @@ package peer_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -78,5 +79,43 @@ func TestSourceExhaustedWarns(t *testing.T) {
 	}
 	if st := v.Stats(); st.ChallengesExhausted != 2 || st.ChallengesServed != 1 {
 		t.Fatalf("Stats: %d sessions without a set, %d sets served; want 2 and 1", st.ChallengesExhausted, st.ChallengesServed)
+	}
+}
+
+// emptyPool is an LLM pool that has written no set yet.
+type emptyPool struct{}
+
+func (emptyPool) Name() string { return "llm-pool" }
+func (emptyPool) Kind() skill.SourceKind {
+	return skill.SourceLLM
+}
+func (emptyPool) Next(context.Context) (*skill.Set, error) {
+	return nil, fmt.Errorf("pool: no set ready: %w", skill.ErrExhausted)
+}
+
+// A pool still writing its first set is not used up: the warning says
+// so, and the exhaustion warning (rate limited to one per 10 minutes)
+// is kept for when the pool runs dry later.
+func TestPoolFillingWarns(t *testing.T) {
+	var logs lockedBuffer
+	v := testnode.New(t, testnode.Options{Config: peer.Config{
+		Source: emptyPool{},
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}})
+	prover := newGatedProver(dependentSets(t))
+	close(prover.release)
+	b := testnode.New(t, testnode.Options{Config: peer.Config{Prover: prover}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := v.Host().Connect(ctx, addrInfo(b)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := v.Verify(ctx, b.ID())
+	if err != nil || res.Verdict.Reason != skill.ReasonInconclusive {
+		t.Fatalf("verify with an empty pool: %v %+v", err, res)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "challenge pool still writing its first sets") || strings.Contains(out, `msg="challenge source exhausted`) {
+		t.Fatalf("logs:\n%s", out)
 	}
 }

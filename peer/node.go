@@ -213,6 +213,7 @@ type Node struct {
 	// rate-limits the warning that it ran out.
 	src         *skill.WatchedSource
 	exhaustWarn rateWarn
+	fillingWarn rateWarn
 	// drain counts the sessions running and refuses new ones once
 	// Shutdown began.
 	drain     drainState
@@ -788,6 +789,10 @@ func (h drainHost) SetStreamHandler(pid lpproto.ID, handler network.StreamHandle
 // challenge source ran out.
 const exhaustWarnEvery = 10 * time.Minute
 
+// fillingWarnEvery is the least time between two warnings that a pool
+// has not written its first set yet.
+const fillingWarnEvery = time.Minute
+
 // onSourceExhausted is told of every draw the challenge source refused
 // with skill.ErrExhausted (the session ends inconclusive, and the peer
 // reads "the verifier could not provide a challenge"): it counts it and
@@ -796,6 +801,16 @@ func (n *Node) onSourceExhausted(err error, served uint64) {
 	n.metrics.observeExhausted()
 	if n.ctx.Err() != nil || n.drain.isDraining() {
 		return // stopping: a pool closed under a last session
+	}
+	if served == 0 && (n.servedKind() == skill.SourceLLM || n.servedKind() == skill.SourceHybrid) {
+		// A pool writing its first sets (an LLM takes tens of seconds
+		// each) is not used up: say so, apart from the exhaustion
+		// warning, whose rate it leaves alone.
+		if missed, ok := n.fillingWarn.allow(time.Now(), fillingWarnEvery); ok {
+			n.log.Warn("challenge pool still writing its first sets: sessions end inconclusive until one is ready",
+				"source", n.cfg.Source.Name(), "refused_since_last_warning", missed, "err", err)
+		}
+		return
 	}
 	missed, ok := n.exhaustWarn.allow(time.Now(), exhaustWarnEvery)
 	if !ok {

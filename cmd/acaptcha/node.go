@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -436,6 +438,13 @@ func (a *app) nodeCmd() *cobra.Command {
 				n.Close()
 				n.Store().Close()
 			}()
+			// The announcement of the pool's first set ends with the
+			// command (before it returns: it writes to stdout), and
+			// writes through a lock the command's own lines share.
+			a.stdout = &lockedWriter{w: a.stdout}
+			var announce sync.WaitGroup
+			actx, stopAnnounce := context.WithCancel(cmd.Context())
+			defer func() { stopAnnounce(); announce.Wait() }()
 			httpURL, httpPow, drainHTTP, stopHTTP, err := a.startHTTPDoor(n, httpAddr, proxies)
 			if err != nil {
 				return err
@@ -471,6 +480,12 @@ func (a *app) nodeCmd() *cobra.Command {
 					fmt.Fprintf(a.stdout, "  %s\n", noLLMHint)
 				}
 				fmt.Fprintf(a.stdout, "  challenges: %s (attestations carry source %s); store: %s\n", a.challenges, protocol.SourceName(challengeKind(a.challenges)), a.storePath)
+				if a.gen.ready != nil && a.gen.ready() == 0 {
+					// An LLM takes tens of seconds per set: a peer that
+					// comes first gets an inconclusive session.
+					fmt.Fprintln(a.stdout, "  the pool is writing its first challenge sets: until one is ready (a line says so), the sessions this node runs end inconclusive")
+					announce.Go(func() { a.announceFirstSet(actx, time.Now()) })
+				}
 				fmt.Fprintf(a.stdout, "  admits and vouches on attestations whose challenges rank at least %s (--require-source)\n", n.RequireSource())
 				d := max(n.ProtocolConfig().PowDifficulty, 0)
 				if d > 0 {
@@ -555,4 +570,31 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.proverPowWork, "max-prover-pow-work", protocol.DefaultMaxProverPowWork, "proof-of-work hashes this node solves as a prover per hour for all verifiers (a session at difficulty D is charged 2^D; the verifiers of one IP prefix get an eighth)")
 	f.DurationVar(&l.maxAcceptTotal, "max-accept-total", protocol.DefaultMaxAcceptTotal, "longest total_ms this node accepts in a verifier's hello (raised to its own --total if longer)")
 	return cmd
+}
+
+// announceFirstSet prints when the pool's first set is ready (started
+// at start), until ctx ends.
+func (a *app) announceFirstSet(ctx context.Context, start time.Time) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for a.gen.ready() == 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	fmt.Fprintf(a.stdout, "  first challenge set ready after %s: this node verifies peers now\n", time.Since(start).Round(time.Second))
+}
+
+// lockedWriter serialises the writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

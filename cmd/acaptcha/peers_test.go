@@ -303,3 +303,35 @@ func TestNodeWarnsCorpusUsedUp(t *testing.T) {
 		t.Fatalf("warned with sets left:\n%s", errOut)
 	}
 }
+
+// A node with an LLM pool says its first sets are being written (a peer
+// that comes first gets an inconclusive session), then when the first
+// is ready.
+func TestNodeAnnouncesFirstSet(t *testing.T) {
+	srv := genStubOf(t, 3, true)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"node", "--llm", "openai:stub", "--llm-base-url", srv.URL + "/v1", "--challenges", "llm", "--pool-size", "1",
+			"--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key"), "--listen", "/ip4/127.0.0.1/tcp/0"}, out, io.Discard)
+	}()
+	deadline := time.Now().Add(90 * time.Second)
+	for !strings.Contains(out.String(), "first challenge set ready after") {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("no announcement of the first set:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("node exit %d:\n%s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "the pool is writing its first challenge sets") {
+		t.Fatalf("no word of the pool filling:\n%s", out.String())
+	}
+}
