@@ -760,3 +760,57 @@ func TestDrainSkipsAbortedSessions(t *testing.T) {
 		t.Fatalf("Drain with only an aborted session: %v", err)
 	}
 }
+
+// A stopping door still answers the late answer of a round it ended
+// itself (the client is owed the signed verdict, §4.4): Drain keeps
+// serving for lateAnswerLinger after such a round.
+func TestDrainServesLateAnswer(t *testing.T) {
+	key, sets := newAnswerKey(t)
+	p := skill.DefaultPolicy()
+	p.Rounds, p.Tau, p.Total, p.RTTCredit = 1, 300*time.Millisecond, 10*time.Second, 10*time.Millisecond
+	core := newFakeCore(t, sets[0], p)
+	g, err := New(Config{Core: core})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer func() { srv.Close(); g.Close() }()
+	a := newAgent(t, srv.URL)
+	v := a.create()
+	path := "/v1/sessions/" + v.SessionID
+	var cur Session
+	a.post(path+"/start", a.startReq(v), &cur)
+	for i := 0; cur.State == StateProbing && i < 10; i++ {
+		next := Session{}
+		a.post(path+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
+		cur = next
+	}
+	if cur.State != StateAnswering {
+		t.Fatalf("not answering: %+v", cur)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- g.Drain(ctx) }()
+	// The server ends the round (300 ms + grace); the answer comes after.
+	time.Sleep(p.Tau + p.RTTCredit + AnswerGrace + 500*time.Millisecond)
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned (%v) before a late answer could fetch its verdict", err)
+	default:
+	}
+	ans := key.answer(cur.Challenge)
+	var done Session
+	if st, eb := a.post(path+"/answer", answerRequest{Round: ptr(1), Answer: &ans}, &done); st != 200 || done.State != StateDone || done.Result == nil ||
+		done.Result.Reason != string(skill.ReasonTimeout) {
+		t.Fatalf("late answer while draining: %d %+v %+v %+v", st, eb, done, done.Result)
+	}
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(lateAnswerLinger + 5*time.Second):
+		t.Fatal("Drain did not return after the linger")
+	}
+}

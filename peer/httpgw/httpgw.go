@@ -282,6 +282,11 @@ type Gateway struct {
 	mu        sync.Mutex
 	closed    bool
 	draining  bool // Drain: no new session, no start
+	// lateUntil is when the last session whose round this server ended
+	// (no answer in time) stops expecting its client's late answer,
+	// which gets the signed verdict (§4.4): Drain keeps serving until
+	// then.
+	lateUntil time.Time
 	sessions  map[string]*session
 	open      int            // sessions not yet ended
 	byPrefix  map[string]int // open sessions per prefix
@@ -399,8 +404,26 @@ func (g *Gateway) Drain(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
-	return nil
+	// A client whose round the server ended sends its answer late and
+	// is owed the signed verdict in reply: keep serving a little.
+	for {
+		g.mu.Lock()
+		wait := time.Until(g.lateUntil)
+		g.mu.Unlock()
+		if wait <= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil // every verdict is signed; only its delivery is cut short
+		case <-time.After(min(wait, 50*time.Millisecond)):
+		}
+	}
 }
+
+// lateAnswerLinger is how long a draining door keeps serving after it
+// ended a round that its client did not answer in time.
+const lateAnswerLinger = 5 * time.Second
 
 // running counts the started sessions not yet ended: byPeer counts them
 // from admitStart to release (an abort or an expiry releases too), under

@@ -399,6 +399,9 @@ func (g *Gateway) timeout(s *session) {
 	}
 	s.core.FailRound(reason, detail, s.waited(g.now()))
 	g.finish(s)
+	g.mu.Lock()
+	g.lateUntil = time.Now().Add(lateAnswerLinger)
+	g.mu.Unlock()
 }
 
 // reflected ends a session whose challenge came back to this node as a
