@@ -236,10 +236,14 @@ func (a *app) awaitChallengeSet(ctx context.Context) error {
 	}
 	fmt.Fprintf(a.stderr, "writing a challenge set with %s (--challenges %s) before contacting the peer...\n", a.llmSpec, a.challenges)
 	if err := a.waitForSet(ctx); err != nil {
-		return fmt.Errorf("no challenge set written before --timeout (the LLM failed or is slow: see the log, --log-level info): %w", err)
+		return fmt.Errorf("no challenge set written (see the log, --log-level info): %w", err)
 	}
 	return nil
 }
+
+// waitSetFailures is how many failed generation attempts in a row make
+// waitForSet give up.
+const waitSetFailures = 3
 
 // waitForSet waits until the node's challenge pool holds a set (at once
 // when its source is no pool), or ctx ends.
@@ -250,6 +254,14 @@ func (a *app) waitForSet(ctx context.Context) error {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for a.gen.ready() == 0 {
+		if a.gen.stats != nil {
+			// A pool whose attempts keep failing (a model that does
+			// not write valid sets) backs off up to a minute between
+			// them: waiting out the whole timeout says nothing more.
+			if st := a.gen.stats(); st.ConsecutiveFailures >= waitSetFailures {
+				return fmt.Errorf("challenge generation failed %d times in a row (last: %s)", st.ConsecutiveFailures, st.LastError)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)

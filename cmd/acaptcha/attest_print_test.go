@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,5 +51,24 @@ func TestPrintMutualStoredVerdict(t *testing.T) {
 	printMutual(&out, self.String(), m)
 	if s := out.String(); strings.Contains(s, "earlier") || !strings.Contains(s, "verified us: ACCEPTED") {
 		t.Fatalf("fresh verdict printed as:\n%s", s)
+	}
+}
+
+// A one-shot attest whose LLM keeps failing to write a valid set gives
+// up after a few attempts (the pool backs off up to a minute between
+// them) instead of waiting out its whole --timeout.
+func TestAttestGivesUpOnFailingGeneration(t *testing.T) {
+	bad := testutil.BrainReply{Text: "OK"}
+	srv := genStub(t, 0, bad, bad, bad, bad, bad, bad, bad, bad)
+	dir := t.TempDir()
+	t0 := time.Now()
+	out, errOut, code := runMain(t, "attest", "--llm", "openai:stub", "--llm-base-url", srv.URL+"/v1", "--challenges", "llm",
+		"--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key"), "--listen", "/ip4/127.0.0.1/tcp/0", "--timeout", "2m",
+		"/ip4/127.0.0.1/tcp/9/p2p/12D3KooWGPwVBZLHKBYMqMotLPBtncFBe4jjAyAV5tSBg9vF4WSJ")
+	if code == exitOK || !strings.Contains(errOut, "failed 3 times in a row") {
+		t.Fatalf("exit %d after %v\n%s%s", code, time.Since(t0), out, errOut)
+	}
+	if d := time.Since(t0); d > time.Minute {
+		t.Fatalf("gave up after %v", d)
 	}
 }

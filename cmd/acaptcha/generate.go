@@ -38,6 +38,9 @@ type genOptions struct {
 	// ready is the started node's pool stock (nil: its source is no
 	// pool); attest waits for one set before it dials.
 	ready func() int
+	// stats, when the source is a generation pool, reads its counters
+	// (a one-shot attest gives up on repeated failures).
+	stats func() pool.Stats
 }
 
 // withLLMPoolDefault makes cmd (node, attest, mcp) serve freshly generated

@@ -23,6 +23,7 @@ import (
 	"github.com/acaptcha/acaptcha/peer/httpgw"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/pool"
 )
 
 // contactOptions are the first-contact and discovery flags of the node
@@ -395,6 +396,9 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	if pool, ok := src.(interface{ Ready() int }); ok {
 		n.SetPoolDepth(pool.Ready)
 		a.gen.ready = pool.Ready
+	}
+	if p, ok := src.(interface{ Stats() pool.Stats }); ok {
+		a.gen.stats = p.Stats
 	}
 	if pool, ok := src.(interface{ ConsecutiveFailures() int }); ok {
 		n.SetPoolFailures(pool.ConsecutiveFailures)
