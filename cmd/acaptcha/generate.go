@@ -552,6 +552,8 @@ func printSummary(w io.Writer, s *genSummary, dir string) {
 	fmt.Fprintf(w, "  rejected: %s\n", countList(reasonCounts(s.Stats.Rejected)))
 	if s.Stats.LastLLMError != "" {
 		fmt.Fprintf(w, "  last LLM error: %s\n", s.Stats.LastLLMError)
+	} else if s.Stats.LastRejection != "" && s.Accepted < s.Requested {
+		fmt.Fprintf(w, "  last rejection: %s\n", s.Stats.LastRejection)
 	}
 	fmt.Fprintf(w, "  questions dropped: %s\n", countList(s.Stats.Dropped))
 	if s.Source != "procedural" {

@@ -423,3 +423,15 @@ func deadAddr(t *testing.T) string {
 	l.Close()
 	return addr
 }
+
+// A model whose replies are all rejected (here: no JSON) is named in
+// generate's summary with the last rejection's detail, not only counted.
+func TestGenerateNamesLastRejection(t *testing.T) {
+	bad := testutil.BrainReply{Text: "OK"}
+	srv := genStub(t, 0, bad, bad, bad)
+	stdout, stderr, code := runMain(t, "generate", "--llm", "openai:stub", "--llm-base-url", srv.URL+"/v1",
+		"--n", "1", "--max-attempts", "2", "--out", t.TempDir())
+	if code != 1 || !strings.Contains(stdout, "last rejection: malformed_json: ") || !strings.Contains(stdout, `"OK"`) {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}

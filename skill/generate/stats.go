@@ -38,6 +38,10 @@ type Stats struct {
 	// (the provider's error, e.g. an unreachable endpoint), cut at 200
 	// bytes: the counts alone do not say why.
 	LastLLMError string `json:"last_llm_error,omitempty"`
+	// LastRejection is the reason and detail of the last rejected
+	// attempt, whatever its reason (a model's reply that is no JSON, a
+	// leak), cut at 200 bytes.
+	LastRejection string `json:"last_rejection,omitempty"`
 	// Busy is the summed wall time of the attempts.
 	Busy time.Duration `json:"busy_ns"`
 }
@@ -107,6 +111,7 @@ func (b *Recorder) Record(o *Outcome) {
 		b.s.Accepted++
 	} else {
 		b.s.Rejected[o.Reason]++
+		b.s.LastRejection = skill.CapBytes(string(o.Reason)+": "+o.Detail, 200)
 		if o.Reason == RejectLLMError && o.Detail != "" {
 			b.s.LastLLMError = skill.CapBytes(o.Detail, 200)
 		}
