@@ -91,8 +91,11 @@ func (a *app) runDemo(ctx context.Context) error {
 		if kind == skill.SourceProcedural {
 			w = wb[0]
 		}
-		provers = append(provers, demoProver{name: "white-box script (" + w.Name + ")", kind: "whitebox", prover: w.Prover,
-			note: "a script written by someone who read this code: " + w.Description + ". It passes a large share of procedural sessions (README, \"What a script can do\"); that is why real nodes write their challenges with their LLM (--challenges llm or hybrid)"})
+		note := "a script written by someone who read this code: " + w.Description + ". It passes a large share of procedural sessions (README, \"What a script can do\"); that is why real nodes write their challenges with their LLM (--challenges llm or hybrid)"
+		if kind != skill.SourceProcedural {
+			note = "a script written by someone who read this code and its prompts: " + w.Description + ". On " + string(kind) + " challenges the set validator drops the questions it answers (README, \"What a script can do\")"
+		}
+		provers = append(provers, demoProver{name: "white-box script (" + w.Name + ")", kind: "whitebox", prover: w.Prover, note: note})
 	}
 	agent, llmName, err := a.prover(ctx)
 	if err != nil {
@@ -234,9 +237,11 @@ func printDemoRows(w io.Writer, rows []demoRow) error {
 			rs = append(rs, fmt.Sprintf("r%d %s/%s %s", x.Round, msString(x.EffectiveMS), msString(x.BudgetMS), mark))
 		}
 		why := strings.Join(rs, "; ")
-		if !r.Accepted && r.Detail != "" && (len(rs) == 0 || r.Reason == skill.ReasonInconclusive) {
+		if !r.Accepted && r.Detail != "" && (len(rs) == 0 || r.Reason == skill.ReasonInconclusive || r.Reason == skill.ReasonDeclined) {
 			// An inconclusive session says why (e.g. the timing policy
-			// refused the set); a rejection's rounds say it already.
+			// refused the set), and so does a declined one (e.g. the
+			// LLM could not be reached); a rejection's rounds say it
+			// already.
 			why = strings.TrimPrefix(why+"; "+r.Detail, "; ")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Prover, verdictWord(r.Accepted, r.Reason), r.Reason, why)
