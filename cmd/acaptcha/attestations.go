@@ -135,7 +135,7 @@ as acaptcha attestations verify reads it.`,
 	var allowExpired, anyVerdict bool
 	verify := &cobra.Command{
 		Use:   "verify FILE",
-		Short: "Verify an exported attestation (binary envelope, or its hex): signature, issuer key, subject, expiry, challenge source",
+		Short: "Verify an exported attestation (binary envelope, hex, base64 or the JSON of export --json): signature, issuer key, subject, expiry, challenge source",
 		Long: `Verifies a signed attestation envelope: the signature, that the signing key
 belongs to the issuer named inside, the expected subject and issuer when given,
 the validity window and the spec version, and with --require-source KIND that
@@ -290,13 +290,13 @@ func (a *app) openExistingStore() (*peer.Store, error) {
 // (exit 1), whether another process (a running node) holds it or the file
 // is corrupt or unreadable; hint says what to do about a held store.
 func storeOpenErr(path string, err error, hint string) error {
+	if !strings.Contains(err.Error(), path) {
+		err = fmt.Errorf("store %s: %w", path, err)
+	}
 	if errors.Is(err, peer.ErrStoreLocked) && hint != "" {
-		return fmt.Errorf("store %s: %w; %s", path, err, hint)
+		return fmt.Errorf("%w; %s", err, hint)
 	}
-	if errors.Is(err, peer.ErrStoreCorrupt) || errors.Is(err, peer.ErrNotStore) {
-		return err // these name the file already
-	}
-	return fmt.Errorf("store %s: %w", path, err)
+	return err
 }
 
 // readOnlyHint is what to do when a running node holds the store.

@@ -25,7 +25,7 @@ func (a *app) benchAbuseCmd() *cobra.Command {
 	var f abuseFlags
 	cmd := &cobra.Command{
 		Use:   "abuse",
-		Short: "Attack one node on loopback with the nine abuses of issue 10 while honest peers attest with it",
+		Short: "Attack one node on loopback with nine kinds of abuse while honest peers attest with it",
 		Long: `Starts one acaptcha node in this process on loopback (procedural
 challenges, the protocol's default budgets, first contact on every peer,
 gossip and presentations on) and runs, for --duration, a mix of attacks from

@@ -47,6 +47,29 @@ func checkHTTPAddr(addr string) error {
 	return checkHostPort("--http", addr, "127.0.0.1:8080")
 }
 
+// checkDistinctPorts refuses --http and --metrics on the same port of
+// overlapping hosts (one of them unspecified, or the same host): the
+// second listener would fail with "address already in use" after the
+// node started.
+func checkDistinctPorts(httpAddr, metricsAddr string) error {
+	if httpAddr == "" || metricsAddr == "" {
+		return nil
+	}
+	hh, hp, err1 := net.SplitHostPort(httpAddr)
+	mh, mp, err2 := net.SplitHostPort(metricsAddr)
+	if err1 != nil || err2 != nil || hp != mp || hp == "0" {
+		return nil
+	}
+	unspecified := func(h string) bool {
+		ip := net.ParseIP(h)
+		return h == "" || ip != nil && ip.IsUnspecified()
+	}
+	if hh == mh || unspecified(hh) || unspecified(mh) {
+		return usageErr("--http %s and --metrics %s use the same port: give each its own", httpAddr, metricsAddr)
+	}
+	return nil
+}
+
 // checkHostPort refuses a listen address that is not HOST:PORT with a
 // port in 0..65535 (a usage error, before anything starts).
 func checkHostPort(flag, addr, example string) error {

@@ -428,6 +428,9 @@ func (a *app) nodeCmd() *cobra.Command {
 			if err := checkHTTPAddr(httpAddr); err != nil {
 				return err
 			}
+			if err := checkDistinctPorts(httpAddr, a.metricsAddr); err != nil {
+				return err
+			}
 			if a.gen.stopPools != nil {
 				// After the node's drain and close (deferred below, so
 				// this runs last).

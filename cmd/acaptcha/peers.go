@@ -243,7 +243,10 @@ func peersURL(addr string) (string, error) {
 			return "", usageErr("--node %q: port %q", addr, p)
 		}
 	}
-	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/metrics") + "/peers"
+	// The node's metrics or peers URL, or its base: /peers either way.
+	base := strings.TrimSuffix(u.Path, "/")
+	base = strings.TrimSuffix(strings.TrimSuffix(base, "/metrics"), "/peers")
+	u.Path = base + "/peers"
 	return u.String(), nil
 }
 

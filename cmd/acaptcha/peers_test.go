@@ -335,3 +335,36 @@ func TestNodeAnnouncesFirstSet(t *testing.T) {
 		t.Fatalf("no word of the pool filling:\n%s", out.String())
 	}
 }
+
+// --node takes host:port, the metrics URL or the peers URL itself.
+func TestPeersURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:9464":                      "http://127.0.0.1:9464/peers",
+		"http://127.0.0.1:9464/metrics":       "http://127.0.0.1:9464/peers",
+		"http://127.0.0.1:9464/peers":         "http://127.0.0.1:9464/peers",
+		"https://node.example:443/ops/peers/": "https://node.example:443/ops/peers",
+	} {
+		if got, err := peersURL(in); err != nil || got != want {
+			t.Errorf("peersURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// --http and --metrics on one port is a usage error before the node
+// starts (the second listener failed with "address already in use").
+func TestHTTPAndMetricsSamePort(t *testing.T) {
+	dir := t.TempDir()
+	_, errOut, code := runMain(t, "node", "--http", "127.0.0.1:18555", "--metrics", "127.0.0.1:18555",
+		"--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key"), "--listen", "/ip4/127.0.0.1/tcp/0")
+	if code != exitUsage || !strings.Contains(errOut, "same port") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, c := range [][2]string{{"127.0.0.1:8080", "127.0.0.1:9464"}, {"127.0.0.1:0", "127.0.0.1:0"}, {"127.0.0.1:8080", "127.0.0.2:8080"}} {
+		if err := checkDistinctPorts(c[0], c[1]); err != nil {
+			t.Errorf("%v: %v", c, err)
+		}
+	}
+	if err := checkDistinctPorts(":8080", "127.0.0.1:8080"); err == nil {
+		t.Error("the unspecified host overlaps every host")
+	}
+}

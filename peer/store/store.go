@@ -143,7 +143,7 @@ type Entry struct {
 }
 
 // ErrLocked is returned when another process holds the store.
-var ErrLocked = errors.New("store is locked by another process (is a node running with it? pass --store)")
+var ErrLocked = errors.New("store is locked by another process (a running node?)")
 
 // ErrCorrupt is what Open returns (wrapped in a *CorruptError) for a file
 // that is not a bbolt database it can read: damaged, cut short, or
