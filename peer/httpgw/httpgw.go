@@ -279,9 +279,9 @@ type Gateway struct {
 	rates *rateLimits // creates and verifies
 	reads *rateLimits // reads (GETs, no route, no session)
 
-	mu        sync.Mutex
-	closed    bool
-	draining  bool // Drain: no new session, no start
+	mu       sync.Mutex
+	closed   bool
+	draining bool // Drain: no new session, no start
 	// lateUntil is when the last session whose round this server ended
 	// (no answer in time) stops expecting its client's late answer,
 	// which gets the signed verdict (§4.4): Drain keeps serving until
