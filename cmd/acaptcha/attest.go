@@ -74,7 +74,7 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 				// Without its LLM this side can only fail the peer's
 				// session (signed as a rejection): say so now.
 				if err := a.guard.Check(prep); err != nil {
-					return fmt.Errorf("--llm %s does not answer, so the peer could not verify us: %w", a.llmSpec, err)
+					return fmt.Errorf("--llm %s does not answer (checked before contacting the peer, which could not have verified us): %w", a.llmSpec, err)
 				}
 			}
 			if err := a.awaitChallengeSet(prep); err != nil {
