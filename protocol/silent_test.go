@@ -51,7 +51,7 @@ func silentStream(t *testing.T, ctx context.Context, m, p host.Host) time.Durati
 func TestSilentStreamsProbation(t *testing.T) {
 	src := sourceOf("silent-1", "silent-2")
 	p := hostAt(t, "127.0.0.1")
-	const hello = 300 * time.Millisecond
+	const hello = time.Second
 	svc := newService(t, p, Config{Prover: oracleProver(0, src.sets...), LimitLoopback: true, HelloTimeout: hello})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -75,6 +75,12 @@ func TestSilentStreamsProbation(t *testing.T) {
 	})
 	// In probation: a stream of the group holds the one slot; the next
 	// one of the group, even from another peer ID, is declined at once.
+	// (The other peer connects first: the slot is held for one hello
+	// timeout only.)
+	m2 := hostAt(t, "127.0.1.2")
+	if err := p.Connect(ctx, peer.AddrInfo{ID: m2.ID(), Addrs: m2.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
 	first := make(chan time.Duration, 1)
 	go func() { first <- silentStream(t, ctx, m, p) }()
 	waitFor(t, "the probation slot to be taken", func() bool {
@@ -82,10 +88,6 @@ func TestSilentStreamsProbation(t *testing.T) {
 		defer svc.mu.Unlock()
 		return svc.perPrefix[pfx] == 1
 	})
-	m2 := hostAt(t, "127.0.1.2")
-	if err := p.Connect(ctx, peer.AddrInfo{ID: m2.ID(), Addrs: m2.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
 	if d := silentStream(t, ctx, m2, p); d >= hello/2 {
 		t.Fatalf("second stream of a group in probation held %v, want an immediate BUSY", d)
 	}

@@ -134,6 +134,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if a.guard != nil {
 		a.guard.Close() // a canary under way (the node has stopped)
 	}
+	if a.gen.stopPools != nil {
+		// The generation pools of attest and mcp (node stopped its own
+		// after draining): their workers log, so they end before the
+		// command's last words.
+		a.gen.stopPools()
+	}
 	// Under --json an error is a JSON object on stderr too (the flag may
 	// not have been parsed when cobra itself refused the arguments).
 	jsonErr := a.jsonOut || slices.Contains(args, "--json") || slices.Contains(args, "--json=true")

@@ -34,7 +34,8 @@ type genOptions struct {
 	// stopPools cancels it once the node has drained (a signal would close
 	// the pools under the sessions still drawing).
 	ctx       context.Context
-	stopPools context.CancelFunc
+	stopPools func() // cancels ctx and waits for the pools' workers
+	pools     []*pool.Pool
 	// ready is the started node's pool stock (nil: its source is no
 	// pool); attest waits for one set before it dials.
 	ready func() int
@@ -49,7 +50,14 @@ type genOptions struct {
 func (a *app) withLLMPoolDefault(cmd *cobra.Command) *cobra.Command {
 	prev := cmd.PreRunE
 	cmd.PreRunE = func(c *cobra.Command, args []string) error {
-		a.gen.ctx, a.gen.stopPools = context.WithCancel(context.WithoutCancel(c.Context()))
+		ctx, cancel := context.WithCancel(context.WithoutCancel(c.Context()))
+		a.gen.ctx = ctx
+		a.gen.stopPools = func() {
+			cancel()
+			for _, p := range a.gen.pools {
+				p.Close() // waits for its workers; a second call does nothing
+			}
+		}
 		if a.llmSpec != "" && a.challenges == "auto" {
 			a.challenges = "llm"
 		}
@@ -201,6 +209,7 @@ func (a *app) newPool(ctx context.Context, name string, prod generate.Producer, 
 		return nil, usageErr("challenge pool: %v", err)
 	}
 	context.AfterFunc(ctx, func() { p.Close() })
+	a.gen.pools = append(a.gen.pools, p)
 	return p, nil
 }
 
