@@ -96,7 +96,7 @@ func TestFirstContactSilentNetworkProbation(t *testing.T) {
 		connectDrip()
 	}
 	const deferred = "network in probation and the probation slot taken"
-	waitFor(t, 5*time.Second, "fresh peers of the silent network to be put off", func() bool { return strings.Count(logs.String(), deferred) >= fresh/2 })
+	waitFor(t, 20*time.Second, "fresh peers of the silent network to be put off", func() bool { return strings.Count(logs.String(), deferred) >= fresh/2 })
 
 	honest := startFC(t, oracle, fcOpts{policy: peer.AttestNone, tune: func(c peer.Config) peer.Config {
 		c.ListenAddrs = []string{"/ip4/127.0.1.1/tcp/0"}
