@@ -22,16 +22,21 @@ import (
 //	M0 an answer over MaxAnswerBytes is wrong;
 //	M1 exact: the normalised answer equals a normalised variant;
 //	M2 guard: an answer that names a distractor (outside the matched
-//	   variant) is wrong under M3 and M4;
+//	   variant) is wrong under M3 and M4, and under M4 so is one with a
+//	   distractor's word outside the matched variant (unless that word is
+//	   a function word, a variant's word or a question word);
 //	M3 numeric: when the canonical answer is a number (or a numbered label
 //	   such as "grade 3" whose label word the question uses), the answer
 //	   holds exactly one number, equal in value, and otherwise only allowed
 //	   words;
 //	M4 containment: the answer holds a variant as whole consecutive words
 //	   and otherwise only allowed words; description words from the
-//	   narratives are allowed only when the question lists distractors;
+//	   narratives are allowed only when the question lists distractors,
+//	   the question's own lower-case words always (unless the question
+//	   names an accepted variant);
 //	M5 clause window, for questions without distractors: the answer is the
-//	   narrative's own words around a variant, verbatim within one clause.
+//	   narrative's own words around a variant, verbatim within one clause
+//	   of one sentence.
 func Judge(q *Question, answer string, narratives []string) bool {
 	ok, _ := JudgeRule(q, answer, narratives)
 	return ok
@@ -66,7 +71,9 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	}
 	j := judgement{q: q, wa: wa, narratives: narratives}
 	for _, v := range vs {
-		j.variantWords = append(j.variantWords, Words(v)...)
+		wv := Words(v)
+		j.variants = append(j.variants, wv)
+		j.variantWords = append(j.variantWords, wv...)
 	}
 	for _, d := range q.Distractors {
 		dw := Words(d)
@@ -91,9 +98,63 @@ type judgement struct {
 	q            *Question
 	wa           []Word
 	narratives   []string
+	variants     [][]Word // the words of each accepted variant
 	variantWords []Word
 	distractors  [][]Word
 	vocab        map[string]bool // lower-case description words, lazily
+	// qwords are the question words, lazily (qwordsSet): none when an
+	// accepted variant occurs in the question's text (a question that
+	// lists the candidates must not let an answer list them too).
+	qwords    map[string]bool
+	qwordsSet bool
+}
+
+// questionWord reports whether w is a question word: a description word
+// of the question's own text (spelled there in lower case at least once,
+// no digit), or such a word less a final possessive 's or ’s ("container"
+// for "which container's"), when the question names no accepted variant.
+func (j *judgement) questionWord(w Word) bool {
+	if w.Number != nil || hasDigit(w.Text) {
+		return false
+	}
+	if !j.qwordsSet {
+		j.qwordsSet = true
+		if !j.variantInQuestion() {
+			j.qwords = lowerVocab(j.q.Question)
+		}
+	}
+	qv := j.qwords
+	if qv[w.Text] {
+		return true
+	}
+	for _, s := range []string{"'s", "’s"} {
+		if qv[w.Text+s] {
+			return true
+		}
+	}
+	return false
+}
+
+// variantInQuestion reports whether an accepted variant (whose words are
+// not all function words) occurs in the question's text.
+func (j *judgement) variantInQuestion() bool {
+	wq := Words(j.q.Question)
+	for _, wv := range j.variants {
+		if len(wv) > 0 && !allFunctionWords(wv) && occurs(wq, wv) {
+			return true
+		}
+	}
+	return false
+}
+
+// occurs reports whether phrase occurs in ws as whole consecutive words.
+func occurs(ws, phrase []Word) bool {
+	for i := 0; i+len(phrase) <= len(ws); i++ {
+		if sameWords(ws[i:i+len(phrase)], phrase) {
+			return true
+		}
+	}
+	return false
 }
 
 // window applies rule M5, for questions that list no distractors: the
@@ -129,7 +190,8 @@ func (j *judgement) window(vs []string) bool {
 }
 
 // clauseRun reports whether run occurs as consecutive words of text with
-// no clause mark (, ; : ( ) [ ] | or a line break) between any two of them.
+// no clause mark (, ; : ( ) [ ] | a line break, an en or em dash, or a
+// sentence end) between any two of them.
 func clauseRun(text string, run []Word) bool {
 	ws, breaks := clauseWords(text)
 	for i := 0; i+len(run) <= len(ws); i++ {
@@ -165,16 +227,10 @@ func clauseWords(text string) ([]Word, []bool) {
 		brk    bool
 	)
 	raw := rawWordSpans(text)
-	prevEnd := 0
+	prevStart, prevEnd := 0, 0
 	for _, sp := range raw {
-		brk = false
-		for _, r := range text[prevEnd:sp[0]] {
-			switch r {
-			case ',', ';', ':', '(', ')', '[', ']', '|', '\n', '\r', '—', '–':
-				brk = true
-			}
-		}
-		prevEnd = sp[1]
+		brk = clauseGap(text[prevEnd:sp[0]], text[prevStart:prevEnd])
+		prevStart, prevEnd = sp[0], sp[1]
 		// The sign of a number stands before its span: Words of the
 		// span alone cannot see it, so it is read here by the same rule
 		// (a - or U+2212 that follows no letter, mark or number).
@@ -199,6 +255,32 @@ func clauseWords(text string) ([]Word, []bool) {
 	clauseCache.m[text] = clauseEntry{ws, breaks}
 	clauseCache.Unlock()
 	return ws, breaks
+}
+
+// clauseGap reports whether gap, the text between two words of a
+// narrative (prev is the word before it), holds a clause mark: one of
+// , ; : ( ) [ ] |, a line break (LF or CR), an en or em dash, or a
+// sentence end. A sentence end is ? ! or … (U+2026), or a . that is not
+// directly followed by a letter, mark or number (".5" keeps its point;
+// a decimal point inside a number is part of the word, never in a gap)
+// and that does not directly follow a word holding a . and no ASCII
+// digit (the abbreviations "e.g.", "i.e.", "U.S.").
+func clauseGap(gap, prev string) bool {
+	for i, r := range gap {
+		switch r {
+		case ',', ';', ':', '(', ')', '[', ']', '|', '\n', '\r', '—', '–', '?', '!', '…':
+			return true
+		case '.':
+			if i+1 == len(gap) {
+				continue // directly before the next word: ".5"
+			}
+			if i == 0 && strings.Contains(prev, ".") && !hasDigit(prev) {
+				continue // after an abbreviation: "e.g."
+			}
+			return true
+		}
+	}
+	return false
 }
 
 type clauseEntry struct {
@@ -288,11 +370,39 @@ func (j *judgement) spanOK(a, b int, descriptions bool) bool {
 		if k >= a && k < b {
 			continue
 		}
-		if !j.allowed(w, descriptions) {
+		if !j.allowed(w, descriptions) || j.distractorWord(w) {
 			return false
 		}
 	}
 	return true
+}
+
+// distractorWord reports whether w, an answer word outside the matched
+// variant, is the same as a word of a (non-ignored) distractor and is
+// neither a function word, nor the same as a word of an accepted variant,
+// nor a question word (rule M2's word guard under M4: "red amber green"
+// names the distractor "amber status" by its word "amber").
+func (j *judgement) distractorWord(w Word) bool {
+	if functionWords[w.Text] || j.variantWord(w) {
+		return false
+	}
+	for _, d := range j.distractors {
+		for _, dw := range d {
+			if dw.Same(w) {
+				return !j.questionWord(w)
+			}
+		}
+	}
+	return false
+}
+
+func (j *judgement) variantWord(w Word) bool {
+	for _, v := range j.variantWords {
+		if v.Same(w) {
+			return true
+		}
+	}
+	return false
 }
 
 // namesDistractor reports whether a distractor occurs in the answer as
@@ -313,23 +423,20 @@ func (j *judgement) namesDistractor(a, b int) bool {
 
 // allowed reports whether an answer word outside the matched variant (or
 // beside the number) may stand there: never a joining word, else a
-// function word, a word of an accepted variant, or, when descriptions are
-// allowed, a description word (a word without digits that the narratives
-// or the question spell in lower case at least once).
+// function word, a word of an accepted variant, a question word (a
+// description word of the question's own text, when the question names
+// no accepted variant), or, when descriptions are allowed, a description
+// word (a word without digits that the narratives or the question spell
+// in lower case at least once).
 func (j *judgement) allowed(w Word, descriptions bool) bool {
 	if joinWords[w.Text] {
 		return false
 	}
-	if functionWords[w.Text] {
+	if functionWords[w.Text] || j.variantWord(w) {
 		return true
 	}
-	for _, v := range j.variantWords {
-		if v.Same(w) {
-			return true
-		}
-	}
 	if !descriptions || hasDigit(w.Text) {
-		return false
+		return j.questionWord(w)
 	}
 	if j.vocab == nil {
 		j.vocab = map[string]bool{}
@@ -342,7 +449,7 @@ func (j *judgement) allowed(w Word, descriptions bool) bool {
 			j.vocab[k] = true
 		}
 	}
-	return j.vocab[w.Text]
+	return j.vocab[w.Text] || j.questionWord(w)
 }
 
 // functionWords may surround an answer; joinWords never may (they turn an
