@@ -221,15 +221,14 @@ func clauseWords(text string) ([]Word, []bool) {
 		return e.words, e.breaks
 	}
 	clauseCache.Unlock()
-	var (
-		ws     []Word
-		breaks []bool
-		brk    bool
-	)
+	a := wordList{withMarks: true}
 	raw := rawWordSpans(text)
 	prevStart, prevEnd := 0, 0
 	for _, sp := range raw {
-		brk = clauseGap(text[prevEnd:sp[0]], text[prevStart:prevEnd])
+		gap := text[prevEnd:sp[0]]
+		brk := clauseGap(gap, text[prevStart:prevEnd])
+		r, size := utf8.DecodeRuneInString(gap)
+		sep := size == len(gap) && groupSep(r)
 		prevStart, prevEnd = sp[0], sp[1]
 		// The sign of a number stands before its span: Words of the
 		// span alone cannot see it, so it is read here by the same rule
@@ -243,11 +242,10 @@ func clauseWords(text string) ([]Word, []bool) {
 			if k == 0 && neg && w.Number != nil {
 				w.Number = new(big.Rat).Neg(w.Number)
 			}
-			ws = append(ws, w)
-			breaks = append(breaks, brk)
-			brk = false
+			a.add(w, k == 0 && sep, k == 0 && brk)
 		}
 	}
+	ws, breaks := a.ws, a.marks
 	clauseCache.Lock()
 	if len(clauseCache.m) >= maxVocabCache {
 		clear(clauseCache.m)
@@ -522,12 +520,15 @@ type Word struct {
 // ASCII digits with at most one decimal point, or digits grouped by commas
 // in threes ("125,000", "1,250.5"); a number directly preceded by a minus
 // sign (- or U+2212) that does not itself follow a letter, mark or
-// number (wordRune: Unicode L, M, N) is negative.
+// number (wordRune: Unicode L, M, N) is negative. A word whose part
+// before its first letter is a number is read as that number and the rest
+// ("10.6km": 10.6 and "km"), and digit groups after one space, U+00A0 or
+// U+202F are one number ("125 000"; mergeGroups).
 func Words(s string) []Word {
 	n := Normalize(s)
-	var out []Word
+	var a wordList
 	rs := []rune(n)
-	i := 0
+	i, prevEnd := 0, 0
 	for i < len(rs) {
 		if !wordRune(rs[i]) {
 			i++
@@ -545,17 +546,101 @@ func Words(s string) []Word {
 			}
 			break
 		}
-		text := string(rs[start:i])
-		w := Word{Text: text}
-		if v, ok := parseNumber(text); ok {
-			if start > 0 && (rs[start-1] == '-' || rs[start-1] == '\u2212') && (start < 2 || !wordRune(rs[start-2])) {
-				v.Neg(v)
-			}
-			w.Number = v
-		}
-		out = append(out, w)
+		neg := start > 0 && (rs[start-1] == '-' || rs[start-1] == '\u2212') && (start < 2 || !wordRune(rs[start-2]))
+		a.addRaw(string(rs[start:i]), neg, start == prevEnd+1 && groupSep(rs[prevEnd]), false)
+		prevEnd = i
 	}
-	return out
+	return a.ws
+}
+
+// wordList collects words as Words reads them, applying the number and
+// unit split and the digit-group merge (marks: M5's clause marks, one per
+// word, kept alongside when used).
+type wordList struct {
+	ws        []Word
+	marks     []bool
+	withMarks bool
+	run       string // the digits of an open digit-group run, "" when none
+}
+
+// addRaw adds the word(s) of one maximal run text: a number, or a number
+// and its unit when the part before text's first letter is a number
+// ("10.6km" is 10.6 and "km"), or a plain word. neg is set when a minus
+// sign stands directly before text, sep when exactly one space, no-break
+// space or narrow no-break space does.
+func (a *wordList) addRaw(text string, neg, sep, mark bool) {
+	num, rest := splitUnit(text)
+	w := Word{Text: num}
+	if v, ok := parseNumber(num); ok {
+		if neg {
+			v.Neg(v)
+		}
+		w.Number = v
+	}
+	a.add(w, sep, mark)
+	if rest != "" {
+		a.add(Word{Text: rest}, false, false)
+	}
+}
+
+// add appends w, or merges it into the open digit-group run: a number of
+// one to three ASCII digits not starting with 0 ("125"), then numbers of
+// exactly three ASCII digits, the last of which may have a decimal part
+// ("000", "250.5"), each after exactly one separator (sep). The merged
+// number has the first group's sign and keeps its mark.
+func (a *wordList) add(w Word, sep, mark bool) {
+	if a.run != "" && sep && laterGroup(w) {
+		a.run += w.Text
+		last := &a.ws[len(a.ws)-1]
+		v, _ := new(big.Rat).SetString(a.run)
+		if last.Number.Sign() < 0 {
+			v.Neg(v)
+		}
+		last.Text, last.Number = a.run, v
+		if strings.Contains(w.Text, ".") {
+			a.run = ""
+		}
+		return
+	}
+	a.ws = append(a.ws, w)
+	if a.withMarks {
+		a.marks = append(a.marks, mark)
+	}
+	a.run = ""
+	if firstGroup(w) {
+		a.run = w.Text
+	}
+}
+
+// splitUnit splits a word whose part before its first letter (Unicode L)
+// is a number into that number and the rest ("1.6mg/l": "1.6", "mg/l");
+// any other word is returned whole, with rest empty.
+func splitUnit(text string) (num, rest string) {
+	i := strings.IndexFunc(text, unicode.IsLetter)
+	if i <= 0 {
+		return text, ""
+	}
+	if _, ok := parseNumber(text[:i]); !ok {
+		return text, ""
+	}
+	return text[:i], text[i:]
+}
+
+func firstGroup(w Word) bool {
+	return w.Number != nil && len(w.Text) <= 3 && w.Text[0] != '0' && allDigits(w.Text)
+}
+
+func laterGroup(w Word) bool {
+	if w.Number == nil || len(w.Text) < 3 || !allDigits(w.Text[:3]) {
+		return false
+	}
+	return len(w.Text) == 3 || (w.Text[3] == '.' && allDigits(w.Text[4:]))
+}
+
+// groupSep reports whether r may separate digit groups: a space, a
+// no-break space or a narrow no-break space.
+func groupSep(r rune) bool {
+	return r == ' ' || r == '\u00a0' || r == '\u202f'
 }
 
 func wordRune(r rune) bool {
@@ -627,6 +712,9 @@ func lowerVocab(text string) map[string]bool {
 	vocabCache.Unlock()
 	m := map[string]bool{}
 	for _, raw := range rawWords(text) {
+		if _, rest := splitUnit(raw); rest != "" {
+			raw = rest // "km" of "10.6km"
+		}
 		if hasDigit(raw) || hasUpper(raw) {
 			continue
 		}

@@ -165,3 +165,19 @@ func TestJudgeQuestionEchoAlone(t *testing.T) {
 		}
 	}
 }
+
+// M5 reads a narrative's words as Words does: a number against its unit
+// splits, digit groups merge, and the merged number keeps its sign.
+func TestClauseWordsNumbersAsWords(t *testing.T) {
+	n := "The fine was 125 000 euros; the well reached −10.6km, e.g. deep."
+	ws, _ := clauseWords(n)
+	want := Words(n)
+	if len(ws) != len(want) {
+		t.Fatalf("clauseWords: %d words, Words: %d", len(ws), len(want))
+	}
+	for i := range ws {
+		if !ws[i].Same(want[i]) {
+			t.Errorf("word %d: clauseWords %q, Words %q", i, ws[i].Text, want[i].Text)
+		}
+	}
+}

@@ -66,6 +66,26 @@ func TestWordsNumbers(t *testing.T) {
 		{"10.4.28.30", []string{"10.4.28.30"}},
 		{"last year's drop.", []string{"last", "year's", "drop"}},
 		{"1,25,000", []string{"1,25,000"}},
+		// a number against its unit is the number and the unit
+		{"10.6km", []string{"53/5", "km"}},
+		{"1.6mg/L", []string{"8/5", "mg/l"}},
+		{"−10.6km", []string{"-53/5", "km"}},
+		{"3B", []string{"3", "b"}},
+		{"4-fold", []string{"4-fold"}},
+		{"FY2019", []string{"fy2019"}},
+		// digit groups after one space, U+00A0 or U+202F
+		{"125 000", []string{"125000"}},
+		{"£125\u202f000", []string{"125000"}},
+		{"1\u00a0250.5 kg", []string{"2501/2", "kg"}},
+		{"−1 250", []string{"-1250"}},
+		{"125 000km", []string{"125000", "km"}},
+		{"100 200 300", []string{"100200300"}},
+		{"125  000", []string{"125", "0"}},
+		{"0 250", []string{"0", "250"}},
+		{"2024 125 000", []string{"2024", "125000"}},
+		{"1,250 000", []string{"1250", "0"}},
+		{"125 0000", []string{"125", "0"}},
+		{"3 250-gram", []string{"3", "250-gram"}},
 	}
 	for _, c := range cases {
 		ws := Words(c.in)
