@@ -30,6 +30,8 @@ const (
 	NegationElim      = "negation-elimination"
 	NearestNumber     = "nearest-number"
 	LabelPattern      = "label-pattern"
+	RuleClause        = "rule-clause"
+	RuleListFirst     = "rule-list-first"
 	Router            = "router"
 	StatefulRouter    = "stateful-router"
 	DefaultRandomSeed = 1
@@ -54,6 +56,8 @@ func AllSeeded(seed uint64) []Named {
 		mk(NegationElim, "drops candidates described with explanation/transience/negation cues, then picks by cue words", negationStrategy, false),
 		mk(NearestNumber, "the candidate (a number, with unit agreement, for numeric questions) nearest the question's keywords", nearestStrategy, false),
 		mk(LabelPattern, "a label-like word next to tier/class/category/grade/level/status patterns, chosen by keyword overlap", labelStrategy, false),
+		mk(RuleClause, "the label after the first rule verb of the stated rule that best overlaps the question (\"more than 24 gives red status; ...\" -> red status)", ruleClauseStrategy, true),
+		mk(RuleListFirst, "the first label the best-overlapping stated rule lists (first quoted label, first item after a colon, first list line)", ruleListFirstStrategy, true),
 		mk(Router, "routes by guessed answer type and combines all heuristics", routerStrategy, false),
 		mk(StatefulRouter, "the router plus memory of its earlier answers and narratives in the session", statefulStrategy, true),
 	}

@@ -313,3 +313,46 @@ func TestDefaultAttackers(t *testing.T) {
 		}
 	}
 }
+
+// The rule attackers drop a label question whose answer is the first case
+// its stated rule lists, and leave it when the rule states its cases in an
+// order that does not put the answer first (what the prompt asks for).
+func TestRuleAttackersDropAnswerListedFirst(t *testing.T) {
+	t.Parallel()
+	byName := func(n string) attack.Named {
+		a, ok := attack.ByName(n)
+		if !ok {
+			t.Fatalf("no attacker %s", n)
+		}
+		return a
+	}
+	cfg := generate.ValidatorConfig{
+		Attackers: []attack.Named{byName(attack.RuleClause), byName(attack.RuleListFirst)},
+		WhiteBox:  generate.WhiteBoxOff,
+	}
+	const first = "a defect that recurs at two or more stations is filed in category Delta; one that recurs at a single station goes to Bravo; a single occurrence or one with an external explanation is filed as Echo."
+	const ordered = "a single occurrence or one with an external explanation is filed as Echo; one that recurs at a single station goes to Bravo; a defect that recurs at two or more stations is filed in category Delta."
+	s := goodSet(t)
+	if !strings.Contains(s.Parts[0].Narrative, first) || s.Parts[0].Questions[2].Answer != "Delta" {
+		t.Fatal("the example's triage rule changed: update this test")
+	}
+	rep := validator(t, cfg).Offline(context.Background(), s)
+	dropped := func(rep *generate.Report) []generate.Drop {
+		var out []generate.Drop
+		for _, d := range rep.Drops {
+			if d.Part == 1 && d.Question == 3 {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	if d := dropped(rep); len(d) != 1 || d[0].By != attack.RuleClause {
+		t.Errorf("answer listed first: drops %+v, want one by %s", rep.Drops, attack.RuleClause)
+	}
+	c := clone(t, s)
+	c.Parts[0].Narrative = strings.Replace(c.Parts[0].Narrative, first, ordered, 1)
+	rep = validator(t, cfg).Offline(context.Background(), c)
+	if !rep.Accepted() || len(dropped(rep)) != 0 {
+		t.Errorf("answer listed last: %s %s, drops %+v", rep.Reason, rep.Detail, rep.Drops)
+	}
+}
