@@ -134,6 +134,44 @@ type Variation struct {
 	Seed int
 	// Temperature is this request's sampling temperature.
 	Temperature float64
+	// RuleCases says, per part, which case of a stated rule the part's
+	// label answer falls in, so that the answer's place in the rule
+	// follows neither from the story (the case that matters tends to be
+	// the most severe) nor from the writing (the case in mind tends to be
+	// stated first).
+	RuleCases [skill.Parts]RuleCase
+}
+
+// RuleCase is a place in a stated rule's own order of cases. The first
+// place is not one: the validator's rule attackers (attack.RuleClause,
+// attack.RuleListFirst) answer with the first case, so a question whose
+// answer is listed first is dropped anyway.
+type RuleCase int
+
+// The places a label answer can take in its rule.
+const (
+	RuleMiddle RuleCase = iota // neither the first case nor the last
+	RuleLast                   // the last case
+)
+
+func (c RuleCase) String() string {
+	if c == RuleLast {
+		return "the last case"
+	}
+	return "a case between the first and the last"
+}
+
+// ruleCases spreads a variation's seed over the parts' rule cases,
+// uniformly and independently per part (taking them from the seed keeps
+// the variation's random stream as it was).
+func ruleCases(seed int) [skill.Parts]RuleCase {
+	var out [skill.Parts]RuleCase
+	x := uint32(seed)
+	for i := range out {
+		out[i] = RuleCase(x & 1)
+		x >>= 1
+	}
+	return out
 }
 
 // NewVariation draws a variation from r with a temperature jittered by
@@ -152,6 +190,7 @@ func NewVariation(r *rand.Rand, temp float64) Variation {
 	for _, i := range wp[:3] {
 		v.Words = append(v.Words, flavourWords[i])
 	}
+	v.RuleCases = ruleCases(v.Seed)
 	return v
 }
 
@@ -189,7 +228,8 @@ func systemPrompt(p Params) string {
 	w("4. Numbers: at least %d numeric values woven into the prose (measurements, counts, codes, dates, thresholds); some answer questions, the rest are plausible distractors of the same kind and unit.\n", p.MinNumbers)
 	w("5. Scattering: the facts behind each answer sit in at least %d paragraphs that are not next to each other, so every answer needs several paragraphs combined.\n", p.MinScatter)
 	w("6. Form: choose a realistic document format per part (report, memo, log, email thread, minutes, notes...); the three parts should not all share one format.\n")
-	w("7. Anti-parsing: paraphrase instead of repeating key terms; call the same entity by different names, abbreviations or descriptions in different paragraphs; put key facts in subordinate clauses, asides and footnotes; use the field's jargon so that understanding is needed.\n\n")
+	w("7. Anti-parsing: paraphrase instead of repeating key terms; call the same entity by different names, abbreviations or descriptions in different paragraphs; put key facts in subordinate clauses, asides and footnotes; use the field's jargon so that understanding is needed.\n")
+	w("8. Stated rules: a rule or threshold scheme that maps cases to labels (tiers, grades, statuses, codes, classes) has at least three cases and states them in the rule's own order, from the lowest threshold or mildest case to the highest or most severe (or in the order the scheme numbers them). That order never depends on which case a question asks about: no case is listed first because it applies. The user message says which case each part's label answer falls in.\n\n")
 
 	w("## Questions\n")
 	w("Write exactly %d questions for each part. Each question:\n", p.QuestionsPerPart)
@@ -241,5 +281,6 @@ func userPrompt(d Domain, p Params, v Variation) string {
 	w("- Suggested formats: part 1 as a %s, part 2 as a %s, part 3 as a %s.\n", v.Formats[0], v.Formats[1], v.Formats[2])
 	w("- Work these words into the story somewhere, in any sense: %s.\n", strings.Join(v.Words, ", "))
 	w("- Set \"domain\" to \"%s\" and give each part %d questions.\n", d.Name, p.QuestionsPerPart)
+	w("- Stated rules: where a part's label answer applies a stated rule, it is, in the rule's own order, %s of the rule in part 1, %s in part 2 and %s in part 3; choose the case the question asks about to fit.\n", v.RuleCases[0], v.RuleCases[1], v.RuleCases[2])
 	return b.String()
 }

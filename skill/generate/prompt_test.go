@@ -78,6 +78,9 @@ func TestPromptDemands(t *testing.T) {
 		// distractors and the expected form (issue 13)
 		`"distractors"`, "every other candidate the question weighs", "code, full name and descriptive phrase", "at most 32 entries",
 		"a number without its unit", "a label as the text names it",
+		// stated rules: the rule's own order, the answer's place drawn
+		"at least three cases", "in the rule's own order", "no case is listed first because it applies",
+		"Stated rules: where a part's label answer applies a stated rule", v.RuleCases[0].String(),
 		// output
 		"no code fence", "depends_on", `"answers"`,
 		// domain section and variation
@@ -105,6 +108,10 @@ func TestPromptDemands(t *testing.T) {
 func TestVariations(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	seen := map[string]bool{}
+	var cases [skill.Parts]map[generate.RuleCase]int
+	for i := range cases {
+		cases[i] = map[generate.RuleCase]int{}
+	}
 	for range 50 {
 		v := generate.NewVariation(r, 0.9)
 		key := fmt.Sprint(v.CaseKey, v.Formats, v.Words, v.Seed)
@@ -118,5 +125,32 @@ func TestVariations(t *testing.T) {
 		if v.Formats[0] == v.Formats[1] || v.Formats[1] == v.Formats[2] || v.Formats[0] == v.Formats[2] || len(v.Words) != 3 {
 			t.Errorf("variation %+v", v)
 		}
+		for i, c := range v.RuleCases {
+			if c != generate.RuleMiddle && c != generate.RuleLast {
+				t.Errorf("part %d rule case %d", i+1, c)
+			}
+			cases[i][c]++
+		}
+		d, _ := generate.LookupDomain("agronomy")
+		user := generate.BuildPrompt(d, generate.Params{QuestionsPerPart: 3}, v).User
+		want := fmt.Sprintf("it is, in the rule's own order, %s of the rule in part 1, %s in part 2 and %s in part 3",
+			v.RuleCases[0], v.RuleCases[1], v.RuleCases[2])
+		if !strings.Contains(user, want) {
+			t.Errorf("user prompt lacks %q:\n%s", want, user)
+		}
+	}
+	// Every place is drawn for every part: the answer's place in its rule
+	// follows from nothing a script sees.
+	for i, m := range cases {
+		if m[generate.RuleMiddle] < 10 || m[generate.RuleLast] < 10 {
+			t.Errorf("part %d rule cases over 50 variations: %v", i+1, m)
+		}
+	}
+	// The rule cases come from the variation's seed: the random stream,
+	// and with it the case keys, formats and words a seed gives, is what
+	// it was before they existed (the LLM corpus's first set has case key
+	// VJ-4171 from this seed).
+	if v := generate.NewVariation(rand.New(rand.NewPCG(7305, 2291)), 0.9); v.CaseKey != "VJ-4171" {
+		t.Errorf("case key %s: the variation's random stream changed", v.CaseKey)
 	}
 }
