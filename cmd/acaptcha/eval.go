@@ -30,6 +30,7 @@ type evalOptions struct {
 	sessions      int
 	agentSessions int
 	seed          uint64
+	attackSeed    uint64
 	out           string
 	workers       int
 	humanSamples  int
@@ -60,8 +61,11 @@ article, a unit), the human timing model (paper §6.3 Monte Carlo) and, with
 --llm, the configured agent. Reports per-class session pass rates with 95%
 Wilson intervals, per-round rates, effective-time medians and p90, a summary
 (best generic, best white-box, candidate list, oracle, agent-style), what the
-validation filter kept, the tau threshold sweep and the feasible tau window,
-and writes report.json plus two plots (PNG and SVG) to --out.
+validation filter kept and which attackers it filtered with, the tau
+threshold sweep and the feasible tau window, and writes report.json plus two
+plots (PNG and SVG) to --out. The filter drops every question its attackers
+answer, so on what it kept they fail by construction; the run's random
+attacker is therefore seeded apart from the filter's (--attack-seed).
 
 Sources: procedural, examples, corpus:DIR (every *.json of DIR, or only those
 matching --glob, e.g. --glob '*-hybrid.json'), llm and hybrid (pools that need
@@ -82,6 +86,7 @@ matching --glob, e.g. --glob '*-hybrid.json'), llm and hybrid (pools that need
 	f.IntVar(&o.sessions, "sessions", 1000, "sessions per prover class")
 	f.IntVar(&o.agentSessions, "agent-sessions", 20, "sessions per configured LLM agent (they cost real tokens)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed for sets, question picks, the agent-style brain and the human model: the same seed gives the same run")
+	f.Uint64Var(&o.attackSeed, "attack-seed", 0, fmt.Sprintf("seed of the random attacker (0: --seed, or --seed+1 when that is %d, the seed of the validation filter's random attacker, which fails what the filter kept by construction)", attack.DefaultRandomSeed))
 	f.StringVar(&o.out, "out", "acaptcha-eval", "directory for report.json and the plots")
 	f.IntVar(&o.workers, "workers", 0, fmt.Sprintf("sessions run in parallel (0: GOMAXPROCS; at most %d)", maxEvalWorkers))
 	f.IntVar(&o.humanSamples, "human-samples", 50000, "human Monte Carlo samples (50000 bounds a zero completion rate below 1e-4 at 95% confidence)")
@@ -181,6 +186,9 @@ func (a *app) runEval(ctx context.Context, o evalOptions) error {
 			why = "default for corpus sources: sets are served as acaptcha generate would have written them"
 		}
 		vrec = eval.NewValidation(fmt.Sprintf("offline validator: structure, leakage, generic script attackers, white-box attackers for %s sets", kind), why)
+		// The validator runs attack.All(): its random attacker has
+		// attack.DefaultRandomSeed.
+		vrec.Attackers, vrec.RandomSeed = vr.ScriptAttackers(kind), attack.DefaultRandomSeed
 	}
 	src, lengths, err := a.evalSource(ctx, o, pol, vr, vrec)
 	if err != nil {
@@ -201,11 +209,15 @@ func (a *app) runEval(ctx context.Context, o evalOptions) error {
 	if prover != nil {
 		agents["agent:"+llmName] = prover
 	}
-	generic, whiteBox, listing := evalAttackers(o.seed, kind)
+	attackSeed := o.attackSeed
+	if attackSeed == 0 {
+		attackSeed = eval.HeldOutSeed(o.seed)
+	}
+	generic, whiteBox, listing := evalAttackers(attackSeed, kind)
 	cfg := eval.Config{
 		Source: src, Sessions: o.sessions, Policy: pol, Seed: o.seed, SourceKind: kind,
 		Agents: agents, AgentSessions: o.agentSessions,
-		Attackers: generic, WhiteBox: whiteBox, Listing: listing,
+		Attackers: generic, AttackSeed: attackSeed, WhiteBox: whiteBox, Listing: listing,
 		HumanSamples: o.humanSamples, Workers: o.workers,
 	}
 	start := time.Now()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,16 @@ func TestEvalCorpusGlobValidates(t *testing.T) {
 	if rep.SourceKind != string(skill.SourceCorpus) || !strings.Contains(rep.Source, "a-*.json") {
 		t.Errorf("source %q kind %q", rep.Source, rep.SourceKind)
 	}
+	// The report names the filter's attackers, and its random attacker is
+	// not the filter's (which fails the kept questions by construction).
+	for _, a := range append(attack.Names(), attack.WhiteBox(skill.SourceCorpus)[0].Name) {
+		if !slices.Contains(v.Attackers, a) {
+			t.Errorf("filter attackers %v lack %s", v.Attackers, a)
+		}
+	}
+	if v.RandomSeed != attack.DefaultRandomSeed || rep.AttackSeed == 0 || rep.AttackSeed == v.RandomSeed {
+		t.Errorf("random attacker seed %d, the filter's %d", rep.AttackSeed, v.RandomSeed)
+	}
 	g := classGroups(rep)
 	for _, wb := range attack.WhiteBox(skill.SourceCorpus) {
 		if g[wb.Name] != eval.GroupWhiteBox {
@@ -108,9 +119,12 @@ func TestEvalCorpusGlobValidates(t *testing.T) {
 	}
 
 	// --validate=false serves the files as they are.
-	rep = runEvalCmd(t, "--source", "corpus:"+dir, "--glob", "b-*.json", "--sessions", "10", "--validate=false")
+	rep = runEvalCmd(t, "--source", "corpus:"+dir, "--glob", "b-*.json", "--sessions", "10", "--validate=false", "--attack-seed", "7")
 	if rep.Validation != nil {
 		t.Errorf("validation ran with --validate=false: %+v", rep.Validation)
+	}
+	if rep.AttackSeed != 7 {
+		t.Errorf("--attack-seed 7: random attacker seed %d", rep.AttackSeed)
 	}
 	// Without --glob every JSON file must be a set.
 	var out, errb bytes.Buffer

@@ -297,13 +297,17 @@ func TestGroupsAndHeadlines(t *testing.T) {
 	r.Validation = NewValidation("test filter", "because")
 	r.Validation.Record("a.json", sets[0], sets[0], "", "", []string{"script:router", "script:router"})
 	r.Validation.Record("b.json", sets[1], nil, "leakage", "part 2 names it", nil)
+	r.Validation.Attackers, r.Validation.RandomSeed = []string{attack.Random, attack.Router}, attack.DefaultRandomSeed
+	r.AttackSeed = HeldOutSeed(attack.DefaultRandomSeed)
 	var buf bytes.Buffer
 	if err := r.WriteText(&buf); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"summary: session pass rate", "best white-box", "wb-truth", "60/60 = 100.00%",
 		"candidate list", "validation filter (test filter): 1 of 2 sets kept", "script:router=2", "b.json: REJECTED leakage",
-		"agent-style wordings judged", "white-box", "source kind: corpus"} {
+		"agent-style wordings judged", "white-box", "source kind: corpus",
+		"random attacker: seed 2 (the validation filter's is seed 1)",
+		"filter attackers (each fails the kept questions by construction): random (seed 1; this run's has seed 2, held out), router"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("text report lacks %q", want)
 		}
@@ -325,6 +329,19 @@ func TestGroupsAndHeadlines(t *testing.T) {
 func (c *Config) check() error {
 	_, err := c.normalize()
 	return err
+}
+
+// The eval's random attacker is never the validation filter's, which
+// fails the questions the filter kept by construction.
+func TestHeldOutSeed(t *testing.T) {
+	if got := HeldOutSeed(attack.DefaultRandomSeed); got == attack.DefaultRandomSeed {
+		t.Errorf("HeldOutSeed(%d) = %d, the filter's seed", attack.DefaultRandomSeed, got)
+	}
+	for _, s := range []uint64{0, 2, 3, 99} {
+		if got := HeldOutSeed(s); got != s {
+			t.Errorf("HeldOutSeed(%d) = %d, want the run's seed", s, got)
+		}
+	}
 }
 
 func TestValidationRecord(t *testing.T) {

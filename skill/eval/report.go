@@ -17,11 +17,13 @@ const ReportVersion = 2
 
 // Report is the outcome of an evaluation run. All times are in seconds.
 type Report struct {
-	Version    int        `json:"version"`
-	Source     string     `json:"source"`
-	SourceKind string     `json:"source_kind,omitempty"`
-	Sessions   int        `json:"sessions"`
-	Seed       uint64     `json:"seed"`
+	Version    int    `json:"version"`
+	Source     string `json:"source"`
+	SourceKind string `json:"source_kind,omitempty"`
+	Sessions   int    `json:"sessions"`
+	Seed       uint64 `json:"seed"`
+	// AttackSeed is the random attacker's seed (Config.AttackSeed).
+	AttackSeed uint64     `json:"attack_seed,omitempty"`
 	Policy     PolicyInfo `json:"policy"`
 	Corpus     CorpusInfo `json:"corpus"`
 	Classes    []Class    `json:"classes"`
@@ -200,6 +202,7 @@ func buildReport(cfg Config, classes []class, results [][]sessionResult, st *sou
 		Source:     cfg.Source.Name(),
 		Sessions:   cfg.Sessions,
 		Seed:       cfg.Seed,
+		AttackSeed: cfg.AttackSeed,
 		SourceKind: string(cfg.SourceKind),
 		Policy: PolicyInfo{Rounds: p.Rounds, DeriveTau: p.DeriveTau, Total: p.Total.Seconds(),
 			RTTCredit: p.RTTCredit.Seconds(), MaxHumanFraction: p.MaxHumanFraction},
@@ -489,6 +492,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	ew.printf("policy: %d rounds, %s, T_total=%gs, RTT credit %gs\n", r.Policy.Rounds, tau, r.Policy.Total, r.Policy.RTTCredit)
 	if r.SourceKind != "" {
 		ew.printf("source kind: %s (picks the white-box attackers)\n", r.SourceKind)
+	}
+	if r.AttackSeed != 0 {
+		ew.printf("random attacker: seed %d", r.AttackSeed)
+		if v := r.Validation; v != nil && v.RandomSeed != 0 {
+			if v.RandomSeed == r.AttackSeed {
+				ew.printf(" (the validation filter's own: 0 by construction on what it kept)")
+			} else {
+				ew.printf(" (the validation filter's is seed %d)", v.RandomSeed)
+			}
+		}
+		ew.printf("\n")
 	}
 	ew.printf("corpus: %d sets drawn (%d distinct%s), narratives %d..%d tokens (mean %.0f)\n\n",
 		r.Corpus.Drawn, r.Corpus.Distinct, map[bool]string{true: ", cycled", false: ""}[r.Corpus.Cycled],

@@ -37,6 +37,10 @@ type Config struct {
 	// Attackers are the generic script attackers to run (attack.All() for
 	// all): they know nothing of the source.
 	Attackers []attack.Named
+	// AttackSeed is the seed the random attacker of Attackers was made
+	// with (attack.AllSeeded); reported, 0 when not known. See
+	// HeldOutSeed.
+	AttackSeed uint64
 	// WhiteBox are the white-box attackers for the source's kind
 	// (attack.WhiteBox): scripts written against this code and prompts.
 	WhiteBox []attack.Named
@@ -58,6 +62,18 @@ type Config struct {
 	// SweepPoints is the number of tau values in the threshold sweep from
 	// 1 s to 600 s; 0 means DefaultSweepPoints.
 	SweepPoints int
+}
+
+// HeldOutSeed is the random attacker's seed for a run with seed: seed
+// itself, or seed+1 when seed is the validation filter's
+// (attack.DefaultRandomSeed, the seed of attack.All()). The filter drops
+// every question its own random attacker answers, so that attacker fails
+// the kept questions by construction; a run measures another draw of it.
+func HeldOutSeed(seed uint64) uint64 {
+	if seed == attack.DefaultRandomSeed {
+		return seed + 1
+	}
+	return seed
 }
 
 // Defaults and limits of a run.

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/attack"
 )
 
 // Headline is one summary figure of a run: the session pass rate of a
@@ -116,6 +117,13 @@ type Validation struct {
 	DropsBy map[string]int `json:"drops_by,omitempty"`
 	// Rejected counts rejected sets by reason.
 	Rejected map[string]int `json:"rejected,omitempty"`
+	// Attackers names the script attackers the filter ran (a question any
+	// of them answered was dropped), RandomSeed the seed of its random
+	// attacker. On the questions kept they fail by construction: only
+	// attackers outside the list, or the random attacker with another
+	// seed, measure what a script does to the served sets.
+	Attackers  []string `json:"attackers,omitempty"`
+	RandomSeed uint64   `json:"random_seed,omitempty"`
 	// Sets lists the first MaxValidationSets sets validated.
 	Sets    []ValidatedSet `json:"sets,omitempty"`
 	Seconds float64        `json:"seconds"`
@@ -301,6 +309,9 @@ func (r *Report) writeSummary(ew *errWriter) error {
 		if v.Why != "" {
 			ew.printf("  %s\n", v.Why)
 		}
+		if len(v.Attackers) > 0 {
+			ew.printf("  filter attackers (each fails the kept questions by construction): %s\n", filterNames(v, r.AttackSeed))
+		}
 		if len(v.DropsBy) > 0 {
 			ew.printf("  questions dropped by: %s\n", topCounts(v.DropsBy, 12))
 		}
@@ -336,6 +347,24 @@ func (r *Report) writeSummary(ew *errWriter) error {
 		}
 	}
 	return ew.err
+}
+
+// filterNames lists a filter's attackers, the random attacker with its
+// seed and, when the run's random attacker has another seed, a mark that
+// the run's one is held out.
+func filterNames(v *Validation, runSeed uint64) string {
+	names := make([]string, len(v.Attackers))
+	for i, n := range v.Attackers {
+		names[i] = n
+		if n == attack.Random && v.RandomSeed != 0 {
+			names[i] = fmt.Sprintf("%s (seed %d", n, v.RandomSeed)
+			if runSeed != 0 && runSeed != v.RandomSeed {
+				names[i] += fmt.Sprintf("; this run's has seed %d, held out", runSeed)
+			}
+			names[i] += ")"
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 func formCell(f FormStat) string {

@@ -27,7 +27,8 @@ type ValidatorConfig struct {
 	// Policy, when set, rejects sets with a narrative too short for the
 	// policy to budget (see skill.Policy.Budget).
 	Policy *skill.Policy
-	// Attackers are the script attackers (attack.All() when nil).
+	// Attackers are the script attackers (attack.All() when nil, its
+	// random attacker seeded with attack.DefaultRandomSeed).
 	Attackers []attack.Named
 	// Stateful names the attackers whose answers depend on the earlier
 	// rounds of their session (default: attack.StatefulRouter). They are
@@ -98,12 +99,39 @@ func ParseWhiteBoxMode(s string) (WhiteBoxMode, error) {
 
 // whiteBoxFor returns the white-box attackers to run on s.
 func (v *Validator) whiteBoxFor(s *skill.Set) []attack.Named {
+	kind := v.cfg.WhiteBoxKind
+	if kind == skill.SourceUnknown && s != nil && s.Provenance != nil {
+		kind = s.Provenance.Source
+	}
+	return v.whiteBoxForKind(kind)
+}
+
+// ScriptAttackers names the attackers stage 3 runs on a set of the given
+// source kind, in order: the configured attackers (attack.All() by
+// default), then the white-box attackers. kind stands for the set's
+// provenance; ValidatorConfig.WhiteBoxKind, when set, overrides it as in
+// validation. Whoever measures script resistance on validated sets needs
+// the list: every attacker in it fails the kept questions by
+// construction.
+func (v *Validator) ScriptAttackers(kind skill.SourceKind) []string {
+	if v.cfg.WhiteBoxKind != skill.SourceUnknown {
+		kind = v.cfg.WhiteBoxKind
+	}
+	var out []string
+	for _, a := range v.cfg.Attackers {
+		out = append(out, a.Name)
+	}
+	for _, a := range v.whiteBoxForKind(kind) {
+		if !slices.Contains(out, a.Name) {
+			out = append(out, a.Name)
+		}
+	}
+	return out
+}
+
+func (v *Validator) whiteBoxForKind(kind skill.SourceKind) []attack.Named {
 	if v.cfg.WhiteBox == WhiteBoxOff {
 		return nil
-	}
-	kind := v.cfg.WhiteBoxKind
-	if kind == skill.SourceUnknown && s.Provenance != nil {
-		kind = s.Provenance.Source
 	}
 	switch kind {
 	case skill.SourceUnknown, skill.SourceCorpus:

@@ -286,6 +286,13 @@ func TestDefaultAttackers(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := validator(t, c.cfg)
+			kind := skill.SourceUnknown
+			if c.set.Provenance != nil {
+				kind = c.set.Provenance.Source
+			}
+			if got := v.ScriptAttackers(kind); fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("ScriptAttackers(%q) = %v, want %v", kind, got, c.want)
+			}
 			rep := v.Offline(context.Background(), c.set)
 			for _, q := range rep.Questions {
 				if q.Dropped == generate.DropAnswerInQuestion {
