@@ -1,7 +1,8 @@
 // Package attack holds deterministic script attackers against aCAPTCHA
 // challenges: programs with no language model that try to answer the
 // questions from surface features of the narrative (positions, frequencies,
-// keyword overlap, cue words, nearby numbers, label patterns).
+// keyword overlap, cue words, nearby numbers, label patterns, the first
+// label of a stated rule).
 //
 // Every attacker is a skill.Prover, so it runs through the real session
 // state machine (skill.Run) in evaluation and can be served over the libp2p
