@@ -447,7 +447,10 @@ func (v *Validator) structure(s *skill.Set, fresh bool) (Reason, string) {
 			if q.AnswerType == skill.NumericAnswer && !strings.ContainsFunc(q.Answer, unicode.IsDigit) {
 				return RejectStructure, fmt.Sprintf("%s: numeric answer %q has no digits", at, q.Answer)
 			}
-			k := skill.Normalize(q.Question)
+			// Compared after NFC, case folding and collapsing white space
+			// (generation.md stage 1): Normalize trims, strings.Fields
+			// splits on White_Space runs.
+			k := strings.Join(strings.Fields(skill.Normalize(q.Question)), " ")
 			if seen[k] {
 				return RejectStructure, fmt.Sprintf("%s: duplicate question", at)
 			}

@@ -72,6 +72,11 @@ func TestStructureRules(t *testing.T) {
 			}
 		}, "part 2: no question depends"},
 		{"duplicate question", func(s *skill.Set) { s.Parts[2].Questions[1].Question = s.Parts[0].Questions[1].Question }, "duplicate question"},
+		// generation.md stage 1: compared after NFC, case folding and
+		// collapsing white space (runs of White_Space characters).
+		{"duplicate question with other white space", func(s *skill.Set) {
+			s.Parts[2].Questions[1].Question = " " + strings.ReplaceAll(strings.ToUpper(s.Parts[0].Questions[1].Question), " ", "\u00a0 \t")
+		}, "duplicate question"},
 		{"few reasoning types", func(s *skill.Set) {
 			types := []skill.ReasoningType{skill.Negation, skill.Comparison, skill.Temporal}
 			for pi := range s.Parts {
