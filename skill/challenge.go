@@ -8,8 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"reflect"
 	"strings"
+	"sync"
 	"unicode/utf8"
+
+	"github.com/acaptcha/acaptcha/internal/strictjson"
 )
 
 // ReasoningType names the kind of inference a question needs (paper
@@ -387,6 +391,18 @@ func (q *Question) validateNarrative() error {
 // DecodeSet parses one set from paper-schema JSON, rejecting unknown
 // fields, trailing data and structurally invalid sets, and fills in ID.
 func DecodeSet(data []byte) (*Set, error) {
+	// Read as every parser reads it (generation.md, "Format"): UTF-8, no
+	// unpaired surrogate escape, no duplicate member, and member names
+	// spelled exactly as the schema does (encoding/json would match
+	// "Answer" to "answer"; DisallowUnknownFields refuses the rest).
+	if err := strictjson.Check(data, func(name string) error {
+		if !setMemberNames()[name] {
+			return fmt.Errorf("unknown member %q", name)
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("decode challenge set: %w", err)
+	}
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	var s Set
@@ -404,3 +420,42 @@ func DecodeSet(data []byte) (*Set, error) {
 	}
 	return &s, nil
 }
+
+// setMemberNames is every JSON member name of the set schema (Set and the
+// types it holds), as their json tags spell them.
+var setMemberNames = sync.OnceValue(func() map[string]bool {
+	names := map[string]bool{}
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, _, _ := strings.Cut(tag, ",")
+			if f.Anonymous && name == "" {
+				walk(f.Type)
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			names[name] = true
+			walk(f.Type)
+		}
+	}
+	walk(reflect.TypeOf(Set{}))
+	return names
+})
