@@ -1,0 +1,96 @@
+package protocol_test
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/acaptcha/acaptcha/protocol"
+)
+
+// TestAttestationProto3Decoding pins how a payload is decoded where
+// proto3 encodings differ from what an issuer writes (attestation.md §3,
+// "Decoding"): every verifier must read these alike, or a record valid
+// on one node is malformed on another.
+func TestAttestationProto3Decoding(t *testing.T) {
+	a, key, _ := attestFixture(t)
+	base := mustPayload(t, a)
+	for _, tc := range []struct {
+		name  string
+		extra func(b []byte) []byte // appended after the issuer's fields: a later value wins
+		check func(t *testing.T, r *protocol.Attestation)
+		fail  bool
+	}{
+		{"uint32 above 2^32 is cut to its low 32 bits", func(b []byte) []byte {
+			b = protowire.AppendTag(b, 5, protowire.VarintType)
+			return protowire.AppendVarint(b, 1<<32) // failed_round 0
+		}, func(t *testing.T, r *protocol.Attestation) {
+			if r.FailedRound != 0 {
+				t.Errorf("failed_round %d", r.FailedRound)
+			}
+		}, false},
+		{"bool is any non-zero varint", func(b []byte) []byte {
+			b = protowire.AppendTag(b, 3, protowire.VarintType)
+			return protowire.AppendVarint(b, 1<<40)
+		}, func(t *testing.T, r *protocol.Attestation) {
+			if !r.Accepted {
+				t.Error("accepted false")
+			}
+		}, false},
+		{"known field with another wire type is an unknown field", func(b []byte) []byte {
+			b = protowire.AppendTag(b, 4, protowire.VarintType) // reason as a varint
+			return protowire.AppendVarint(b, 7)
+		}, func(t *testing.T, r *protocol.Attestation) {
+			if r.Reason != "ok" {
+				t.Errorf("reason %q", r.Reason)
+			}
+		}, false},
+		{"unknown group is skipped", func(b []byte) []byte {
+			b = protowire.AppendTag(b, 99, protowire.StartGroupType)
+			b = protowire.AppendTag(b, 1, protowire.VarintType)
+			b = protowire.AppendVarint(b, 5)
+			return protowire.AppendTag(b, 99, protowire.EndGroupType)
+		}, nil, false},
+		{"a message field given twice is merged", func(b []byte) []byte {
+			var p []byte
+			p = protowire.AppendTag(p, 6, protowire.VarintType) // rtt_credit_ms
+			p = protowire.AppendVarint(p, 123)
+			b = protowire.AppendTag(b, 9, protowire.BytesType)
+			return protowire.AppendBytes(b, p)
+		}, func(t *testing.T, r *protocol.Attestation) {
+			if r.Policy.RTTCredit.Milliseconds() != 123 || r.Policy.Rounds != a.Policy.Rounds {
+				t.Errorf("policy %+v", r.Policy)
+			}
+		}, false},
+		{"a scalar given twice takes the last", func(b []byte) []byte {
+			b = protowire.AppendTag(b, 10, protowire.BytesType)
+			return protowire.AppendString(b, "genomics")
+		}, func(t *testing.T, r *protocol.Attestation) {
+			if r.ChallengeDomain != "genomics" {
+				t.Errorf("domain %q", r.ChallengeDomain)
+			}
+		}, false},
+		{"a varint over ten bytes is malformed", func(b []byte) []byte {
+			b = protowire.AppendTag(b, 17, protowire.VarintType)
+			return append(b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02)
+		}, nil, true},
+		{"field number 0 is malformed", func(b []byte) []byte { return append(b, 0x00, 0x01) }, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := attestSealRaw(t, rawAttestRecord(tc.extra(append([]byte(nil), base...))), key)
+			r, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{Now: a.IssuedAt})
+			if tc.fail {
+				if protocol.AttestationErrorCode(err) != "malformed" {
+					t.Fatalf("err %v, want malformed", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+		})
+	}
+}
