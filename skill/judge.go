@@ -61,6 +61,75 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	if len(answer) > MaxAnswerBytes {
 		return false, RuleTooLong
 	}
+	if ok, rule := judgeText(q, answer, narratives); ok {
+		return true, rule
+	}
+	if rest, ok := leadIn(q, answer); ok {
+		return judgeText(q, rest, narratives)
+	}
+	return false, RuleNone
+}
+
+// leadIns are the frames an agent puts before its answer (as normalised
+// raw words), longest first within each start; hedges are the words it
+// puts before a number (spec/verification.md, "Lead-in").
+var (
+	leadIns = [][]string{
+		{"the", "final", "answer", "is"}, {"the", "final", "answer"},
+		{"the", "answer", "is"}, {"the", "answer"},
+		{"final", "answer", "is"}, {"final", "answer"},
+		{"answer", "is"}, {"answer"},
+		{"it", "is"}, {"it", "was"}, {"it's"}, {"it’s"},
+	}
+	hedges = toWordSet("about approx approximately around circa roughly")
+)
+
+// leadIn returns the rest of an answer after its lead-in: at most one
+// frame, the first of leadIns that the answer's first raw words
+// (normalised) are ("Answer:", "The answer is", "It's"), then, when the
+// question has a numeric target (rule M3), at most one hedge
+// ("approximately"), each taken only when a raw word follows it, and at
+// least one of them. The rest is the answer's text after the last of
+// those words ("Answer: -3.2" leaves ": -3.2", keeping the sign); ok is
+// false when there is no lead-in.
+func leadIn(q *Question, answer string) (rest string, ok bool) {
+	spans := rawWordSpans(answer)
+	word := func(k int) string {
+		if k >= len(spans) {
+			return ""
+		}
+		return Normalize(answer[spans[k][0]:spans[k][1]])
+	}
+	k := 0
+	for _, li := range leadIns {
+		if len(li) >= len(spans) {
+			continue
+		}
+		match := true
+		for i, w := range li {
+			if word(i) != w {
+				match = false
+				break
+			}
+		}
+		if match {
+			k = len(li)
+			break
+		}
+	}
+	if k+1 < len(spans) && hedges[word(k)] {
+		if _, numeric := numericTarget(q); numeric {
+			k++
+		}
+	}
+	if k == 0 || k >= len(spans) {
+		return "", false
+	}
+	return answer[spans[k-1][1]:], true
+}
+
+// judgeText applies rules M1-M5 to an answer of at most MaxAnswerBytes.
+func judgeText(q *Question, answer string, narratives []string) (bool, string) {
 	vs := q.Variants()
 	if MatchAny(answer, vs) {
 		return true, RuleExact

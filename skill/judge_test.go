@@ -47,10 +47,14 @@ func TestJudgeNumericOneNumberOnly(t *testing.T) {
 		}
 	}
 	for _, a := range []string{"29.4", "29.40", "29.4 percent", "29.4%", "about 29.4"} {
-		want := a != "about 29.4" // "about" is neither a function nor a narrative word here
-		if got := Judge(q, a, []string{judgeNarrative}); got != want {
-			t.Errorf("%q: got %v want %v", a, got, want)
+		if !Judge(q, a, []string{judgeNarrative}) {
+			t.Errorf("%q refused", a)
 		}
+	}
+	// "about" is neither a function nor a narrative word here: it is
+	// accepted only as a hedge before the answer (rule M0's lead-in).
+	if Judge(q, "29.4 about", []string{judgeNarrative}) {
+		t.Errorf("%q accepted", "29.4 about")
 	}
 }
 
@@ -185,4 +189,56 @@ func FuzzCountFields(f *testing.F) {
 			t.Fatalf("CountTokens(%q) = %d above TokenBound %d", s, n, bound)
 		}
 	})
+}
+
+// An answer framed as a sentence ("Answer: X", "The answer is X.", "It's
+// X") or a number hedged ("approximately 29") is judged as what follows
+// the lead-in: accepted exactly when that rest is, so the frame gives a
+// script nothing it could not send without it.
+func TestJudgeLeadIns(t *testing.T) {
+	label := &Question{Question: "Which cause held up?", Answer: "assay drift", ReasoningType: Causal, AnswerType: LabelAnswer,
+		Answers:     []string{"assay drift", "assay drift at the central lab"},
+		Distractors: []string{"sample swap", "sample swap at the biobank", "reagent lot change"}}
+	num := &Question{Question: "What deviation was recorded?", Answer: "29.4", ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	neg := &Question{Question: "How far did the balance move?", Answer: "-3.2", ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	n := []string{judgeNarrative}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{label, "Answer: assay drift", true},
+		{label, "**Answer:** assay drift", true},
+		{label, "Final answer: assay drift.", true},
+		{label, "The answer is assay drift.", true},
+		{label, "The final answer is: assay drift", true},
+		{label, "It's assay drift", true},
+		{label, "It’s assay drift.", true},
+		{label, "It is assay drift at the central lab.", true},
+		{label, "it was assay drift", true},
+		{num, "approximately 29.4", true},
+		{num, "The answer is roughly 29.4 percent.", true},
+		{num, "Answer: approx. 29.4", true},
+		{num, "around 29.4%", true},
+		{num, "about 29.4", true},
+		{neg, "Answer: -3.2", true},
+		{neg, "approximately −3.2", true},
+		// the rest must be accepted on its own
+		{label, "Answer: sample swap", false},
+		{label, "The answer is assay drift or sample swap", false},
+		{label, "It is assay drift, not sample swap", false},
+		{label, "Answer:", false},
+		{label, "approximately assay drift", false}, // a hedge only for a numeric target
+		{num, "approximately 29.4 or 30", false},
+		{num, "approximately 29", false},
+		{num, "approximately approximately 29.4", false}, // one hedge
+		{num, "The answer is the answer is 29.4", false}, // one lead-in
+		{num, "29.4 is the answer", false},
+		{neg, "Answer: 3.2", false},
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, n); got != c.want {
+			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
+		}
+	}
 }
