@@ -176,6 +176,10 @@ type judgement struct {
 	// lists the candidates must not let an answer list them too).
 	qwords    map[string]bool
 	qwordsSet bool
+	// units are the rows of unitTable the question, its variants and
+	// the narratives use, lazily (unitsSet).
+	units    uint64
+	unitsSet bool
 }
 
 // questionWord reports whether w is a question word: a description word
@@ -383,12 +387,122 @@ func (j *judgement) numeric() bool {
 		if w.Number != nil {
 			continue
 		}
-		if !j.allowed(w, true) {
+		if !j.allowed(w, true) && !j.unitName(w) {
 			return false
 		}
 	}
 	return true
 }
+
+// unitTable lists, per unit, its spellings (normalised): its symbol and
+// the names and codes an answer may give it (spec/verification.md, "Unit
+// names"). A spelling of one rune that is not a letter is a symbol: words
+// never hold it, texts are searched for it.
+var unitTable = [][]string{
+	{"%", "percent", "pct", "cent"},
+	{"€", "eur", "euro", "euros"},
+	{"£", "gbp", "pound", "pounds", "sterling"},
+	{"$", "usd", "dollar", "dollars"},
+	{"×", "x", "times", "fold", "factor"},
+	{"°", "c", "celsius", "degree", "degrees"},
+	{"km", "kilometre", "kilometres", "kilometer", "kilometers"},
+	{"m", "metre", "metres", "meter", "meters"},
+	{"cm", "centimetre", "centimetres", "centimeter", "centimeters"},
+	{"mm", "millimetre", "millimetres", "millimeter", "millimeters"},
+	{"μm", "um", "micromolar", "micrometre", "micrometres", "micrometer", "micrometers"},
+	{"s", "sec", "secs", "second", "seconds"},
+	{"ms", "millisecond", "milliseconds"},
+	{"min", "mins", "minute", "minutes"},
+	{"h", "hr", "hrs", "hour", "hours"},
+	{"kg", "kilogram", "kilograms"},
+	{"g", "gram", "grams"},
+	{"mg", "milligram", "milligrams"},
+	{"μg", "ug", "microgram", "micrograms"},
+	{"t", "tonne", "tonnes"},
+	{"l", "litre", "litres", "liter", "liters"},
+	{"ml", "millilitre", "millilitres", "milliliter", "milliliters"},
+	{"ha", "hectare", "hectares"},
+}
+
+// unitRow maps a word spelling of unitTable to the bit of its row;
+// unitSymbol does so for the symbols.
+var unitRow, unitSymbol = func() (map[string]uint64, map[rune]uint64) {
+	words, symbols := map[string]uint64{}, map[rune]uint64{}
+	for i, row := range unitTable {
+		for _, sp := range row {
+			if r, n := utf8.DecodeRuneInString(sp); n == len(sp) && !unicode.IsLetter(r) {
+				symbols[r] |= 1 << i
+				continue
+			}
+			words[sp] |= 1 << i
+		}
+	}
+	return words, symbols
+}()
+
+// unitName reports whether w, a word beside a numeric answer's number
+// that no other rule allows, is a spelling of a unit the question's text,
+// an accepted variant or a shown narrative uses in any spelling
+// ("kilometres" when a text has "km", "EUR" when one has "€" or
+// "euros"). A unit no text uses is refused ("10.6 metres" for a depth in
+// km).
+func (j *judgement) unitName(w Word) bool {
+	row := unitRow[w.Text]
+	if row == 0 {
+		return false
+	}
+	if j.units&row != 0 {
+		return true
+	}
+	if !j.unitsSet {
+		j.unitsSet = true
+		j.units = unitsUsed(j.q.Question)
+		for _, v := range j.q.Variants() {
+			j.units |= unitsUsed(v)
+		}
+		for _, n := range j.narratives {
+			j.units |= unitsUsed(n)
+		}
+	}
+	return j.units&row != 0
+}
+
+// unitsUsed returns the rows of unitTable that text uses: a word of it,
+// or a part of a word between / or - characters, is a word spelling of
+// the row ("mg" and "l" of "mg/l", "fold" of "4-fold"), or the text holds
+// the row's symbol. The result is cached by text.
+func unitsUsed(text string) uint64 {
+	unitCache.Lock()
+	if m, ok := unitCache.m[text]; ok {
+		unitCache.Unlock()
+		return m
+	}
+	unitCache.Unlock()
+	var m uint64
+	for _, r := range text {
+		m |= unitSymbol[r]
+	}
+	for _, w := range Words(text) {
+		m |= unitRow[w.Text]
+		if strings.ContainsAny(w.Text, "/-") {
+			for _, part := range strings.FieldsFunc(w.Text, func(r rune) bool { return r == '/' || r == '-' }) {
+				m |= unitRow[part]
+			}
+		}
+	}
+	unitCache.Lock()
+	if len(unitCache.m) >= maxVocabCache {
+		clear(unitCache.m)
+	}
+	unitCache.m[text] = m
+	unitCache.Unlock()
+	return m
+}
+
+var unitCache = struct {
+	sync.Mutex
+	m map[string]uint64
+}{m: map[string]uint64{}}
 
 // numericTarget is the number a numeric answer must state: the canonical
 // answer's value when it is one number word, or the number of a numbered

@@ -242,3 +242,53 @@ func TestJudgeLeadIns(t *testing.T) {
 		}
 	}
 }
+
+// Beside a numeric target's number, a unit may be spelled out or written
+// as its code ("10.6 kilometres", "EUR 206,220", "4x") when the question,
+// a variant or a shown narrative uses that unit in any spelling; a unit
+// nothing mentions stays refused.
+func TestJudgeUnitNames(t *testing.T) {
+	depth := &Question{Question: "What is the final depth in km of the event?", Answer: "10.6", Answers: []string{"10.6", "10.6 km"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	net := &Question{Question: "What net amount did the subsidiary pay that vendor?", Answer: "206220",
+		Answers: []string{"206220", "€206,220"}, ReasoningType: MultiHop, AnswerType: NumericAnswer,
+		Distractors: []string{"198,400", "USD 206,220"}}
+	nitrate := &Question{Question: "By how many mg/L does the blend exceed the limit?", Answer: "1.6", Answers: []string{"1.6", "1.6 mg/L"},
+		ReasoningType: Comparison, AnswerType: NumericAnswer}
+	factor := &Question{Question: "By what factor is the analogue's IC50 lower?", Answer: "4", Answers: []string{"4", "4-fold"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	rate := &Question{Question: "What is the drug-arm rate, to one decimal?", Answer: "1.9", Answers: []string{"1.9", "1.9%"},
+		ReasoningType: Comparison, AnswerType: NumericAnswer}
+	n := []string{"The well reached 10.6 km before the stop."}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{depth, "10.6 kilometres", true},
+		{depth, "10.6 Kilometers", true},
+		{depth, "The answer is 10.6 kilometres.", true},
+		{depth, "10.6 metres", false}, // no text uses metres
+		{depth, "10.6 kilometres 10.7", false},
+		{net, "EUR 206,220", true},
+		{net, "206,220 euros", true},
+		{net, "206 220 EUR", true},
+		{net, "GBP 206,220", false}, // no text uses pounds
+		{net, "USD 206,220", false}, // names a distractor
+		{net, "EUR 206,221", false},
+		{nitrate, "1.6 milligrams per litre", true},
+		{nitrate, "1.6 mg per liter", true},
+		{nitrate, "1.6 micrograms per litre", false},
+		{factor, "4x", true},
+		{factor, "4 times", true},
+		{factor, "4×", true},
+		{rate, "1.9 per cent", true},
+		{rate, "1.9 pct", true},
+		{rate, "1.9 per mille", false},
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, n); got != c.want {
+			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
+		}
+	}
+}
