@@ -28,7 +28,8 @@ import (
 //	M3 numeric: when the canonical answer is a number (or a numbered label
 //	   such as "grade 3" whose label word the question uses), the answer
 //	   holds exactly one number, equal in value, and otherwise only allowed
-//	   words;
+//	   words or names of a unit the texts use ("10.6 kilometres" where a
+//	   text has "km", "EUR 206,220" where one has "€");
 //	M4 containment: the answer holds a variant as whole consecutive words
 //	   and otherwise only allowed words; description words from the
 //	   narratives are allowed only when the question lists distractors,
@@ -37,6 +38,10 @@ import (
 //	M5 clause window, for questions without distractors: the answer is the
 //	   narrative's own words around a variant, verbatim within one clause
 //	   of one sentence.
+//
+// An answer none of them accepts that begins with a lead-in ("Answer:",
+// "The answer is", "It's", and before a numeric target a hedge such as
+// "approximately") is judged again on the text after it.
 func Judge(q *Question, answer string, narratives []string) bool {
 	ok, _ := JudgeRule(q, answer, narratives)
 	return ok
