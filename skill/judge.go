@@ -24,7 +24,9 @@ import (
 //	M2 guard: an answer that names a distractor (outside the matched
 //	   variant) is wrong under M3 and M4, and under M4 so is one with a
 //	   distractor's word outside the matched variant (unless that word is
-//	   a function word, a variant's word or a question word);
+//	   a function word, a variant's word or a question word); when the
+//	   canonical answer is a number, so is one that puts a numbered label
+//	   the texts use before a number ("Priority 3" for a count of 3);
 //	M3 numeric: when the canonical answer is a number (or a numbered label
 //	   such as "grade 3" whose label word the question uses), the answer
 //	   holds exactly one number, equal in value, and otherwise only allowed
@@ -155,6 +157,9 @@ func judgeText(q *Question, answer string, narratives []string) (bool, string) {
 			continue
 		}
 		j.distractors = append(j.distractors, dw)
+	}
+	if j.labelledNumber() {
+		return false, RuleNone // M2: "Priority 3" for a count of 3
 	}
 	if j.numeric() {
 		return true, RuleNumeric
@@ -508,6 +513,89 @@ var unitCache = struct {
 	sync.Mutex
 	m map[string]uint64
 }{m: map[string]uint64{}}
+
+// labelledNumber applies rule M2's number-label guard: when the canonical
+// answer is one number, an answer in which a number directly follows a
+// numbered label the texts use is wrong ("Priority 3" for a count of 3
+// where a narrative writes "Priority 1").
+func (j *judgement) labelledNumber() bool {
+	for i := 1; i < len(j.wa); i++ {
+		if j.wa[i].Number == nil || j.wa[i-1].Number != nil {
+			continue
+		}
+		if wc := Words(j.q.Answer); len(wc) != 1 || wc[0].Number == nil {
+			return false // a numbered label's number ("3" for "grade 3")
+		}
+		if j.numberLabel(j.wa[i-1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// numberLabel reports whether w is a numbered label the texts use: w is
+// no function word, variant word, hedge or unit spelling, and in a shown
+// narrative or the question's text it is a raw word with an upper-case or
+// title-case first letter followed, after white space only, by a number.
+func (j *judgement) numberLabel(w Word) bool {
+	if functionWords[w.Text] || hedges[w.Text] || unitRow[w.Text] != 0 || j.variantWord(w) {
+		return false
+	}
+	if numberLabels(j.q.Question)[w.Text] {
+		return true
+	}
+	for _, n := range j.narratives {
+		if numberLabels(n)[w.Text] {
+			return true
+		}
+	}
+	return false
+}
+
+// numberLabels returns the words text uses as numbered labels: a raw word
+// without ASCII digits whose first letter is upper-case or title-case and
+// that is one word (Words), followed, after white space only, by a raw
+// word whose first word is a number ("Priority 1", "Level 2"); normalised.
+// The result is cached by text.
+func numberLabels(text string) map[string]bool {
+	labelCache.Lock()
+	if m, ok := labelCache.m[text]; ok {
+		labelCache.Unlock()
+		return m
+	}
+	labelCache.Unlock()
+	m := map[string]bool{}
+	spans := rawWordSpans(text)
+	for k := 0; k+1 < len(spans); k++ {
+		raw := text[spans[k][0]:spans[k][1]]
+		r, _ := utf8.DecodeRuneInString(raw)
+		if !(unicode.IsUpper(r) || unicode.IsTitle(r)) || hasDigit(raw) {
+			continue
+		}
+		if strings.TrimFunc(text[spans[k][1]:spans[k+1][0]], unicode.IsSpace) != "" || spans[k+1][0] == spans[k][1] {
+			continue
+		}
+		next := Words(text[spans[k+1][0]:spans[k+1][1]])
+		if len(next) == 0 || next[0].Number == nil {
+			continue
+		}
+		if ws := Words(raw); len(ws) == 1 && ws[0].Number == nil {
+			m[ws[0].Text] = true
+		}
+	}
+	labelCache.Lock()
+	if len(labelCache.m) >= maxVocabCache {
+		clear(labelCache.m)
+	}
+	labelCache.m[text] = m
+	labelCache.Unlock()
+	return m
+}
+
+var labelCache = struct {
+	sync.Mutex
+	m map[string]map[string]bool
+}{m: map[string]map[string]bool{}}
 
 // numericTarget is the number a numeric answer must state: the canonical
 // answer's value when it is one number word, or the number of a numbered

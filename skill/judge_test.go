@@ -292,3 +292,38 @@ func TestJudgeUnitNames(t *testing.T) {
 		}
 	}
 }
+
+// A number answering a count or a measure is wrong behind a word the texts
+// use as a numbered label ("Priority 3" for a count of 3 where the
+// narrative ranks incidents Priority 1 to 4); a hedge, a unit or a word
+// of no label passes as before.
+func TestJudgeNumberLabels(t *testing.T) {
+	count := &Question{Question: "How many hosts did the intruder reach?", Answer: "3", Answers: []string{"3", "3 hosts"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	grade := &Question{Question: "Which priority does the incident carry?", Answer: "Priority 3",
+		ReasoningType: Conditional, AnswerType: LabelAnswer}
+	n := []string{"The intruder reached three hosts in all. Priority 1 applies to a breach of payroll, " +
+		"priority 2 to two hosts or more, and Priority 3 otherwise. Level 4 was never used; about 30 alerts fired."}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{count, "Priority 3", false},
+		{count, "priority 3", false},
+		{count, "the Level 3", false},
+		{count, "3", true},
+		{count, "3 hosts", true},
+		{count, "3 priority", true}, // after the number: no label reading
+		{count, "It is about 3 hosts.", true},
+		{count, "the hosts were 3", true},
+		{grade, "3", true},
+		{grade, "Priority 3", true},
+		{grade, "priority 3", true},
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, n); got != c.want {
+			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
+		}
+	}
+}
