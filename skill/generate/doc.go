@@ -23,7 +23,8 @@
 //     question, in every context of earlier rounds a session can produce,
 //     the generic ones and the white-box ones of the set's source
 //     (attack.WhiteBox; see ValidatorConfig.WhiteBox); a question any of
-//     them answers, as skill.Judge judges it, is dropped;
+//     them answers, as skill.Judge judges it (an answer holding one
+//     number also by that number alone), is dropped;
 //  4. cross-validation: fresh solve.Solver sessions (the prover's own path,
 //     without the answers) and optionally a second provider must
 //     reproduce every remaining answer (judged by skill.Judge with the

@@ -368,3 +368,31 @@ func TestRuleAttackersDropAnswerListedFirst(t *testing.T) {
 		t.Errorf("answer listed last: %s %s, drops %+v", rep.Reason, rep.Detail, rep.Drops)
 	}
 }
+
+// A script's answer counts as answering a numeric question when its one
+// number alone does: "Stage 6" for a count of 6 is refused by the
+// matcher's number-label guard, but a script author who reads the guard
+// drops the label, so the question is dropped as if "6" had been answered.
+func TestScriptStageJudgesTheNumberAlone(t *testing.T) {
+	s := clone(t, goodSet(t))
+	s.Parts[1].Narrative += " Stage 1 of the review closed the file."
+	target := s.Parts[1].Questions[1]
+	if target.Answer != "6" {
+		t.Fatal("the example's count question changed: update this test")
+	}
+	if skill.Judge(&target, "Stage 6", []string{s.Parts[0].Narrative, s.Parts[1].Narrative}) {
+		t.Fatal("the matcher accepts a labelled number: this test tests nothing")
+	}
+	labeller := &recorder{knows: target.Question, answer: "Stage 6"}
+	v := validator(t, generate.ValidatorConfig{
+		Attackers: []attack.Named{{Name: "labeller", Prover: labeller}},
+		WhiteBox:  generate.WhiteBoxOff,
+	})
+	rep := v.Offline(context.Background(), s)
+	if !rep.Accepted() {
+		t.Fatalf("%s: %s", rep.Reason, rep.Detail)
+	}
+	if len(rep.Drops) != 1 || rep.Drops[0].Part != 2 || rep.Drops[0].Question != 2 || rep.Drops[0].By != "labeller" {
+		t.Fatalf("drops %+v, want question 2.2 by labeller", rep.Drops)
+	}
+}
