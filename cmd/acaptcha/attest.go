@@ -27,8 +27,8 @@ printed and their signed attestations stored. Without --llm this side cannot
 answer challenges: the peer is verified and not asked to verify us back.
 
 Exit codes: 0 the remote peer was accepted; 1 it was not (rejected, declined
-to be verified, e.g. a node without an LLM, or the session was
-inconclusive, or the session failed); 2 usage or configuration error; 3
+to be verified, e.g. a node without an LLM, busy, e.g. a node whose LLM
+does not answer, or the session was inconclusive, or the session failed); 2 usage or configuration error; 3
 network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -100,6 +100,12 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 					// failure of this command. Nothing was signed.
 					return a.printDeclined(ai.ID, err)
 				}
+				if errors.Is(err, protocol.ErrBusy) {
+					// The peer refused the session for now (its LLM does
+					// not answer, or its limits are reached): an answer
+					// too, with nothing signed.
+					return a.printBusy(ai.ID, err)
+				}
 				if errors.Is(err, peer.ErrNetwork) || errors.Is(err, protocol.ErrNetwork) || errors.Is(err, context.DeadlineExceeded) {
 					// Unreachable, or silent until --timeout.
 					return &exitError{code: exitNetwork, err: err}
@@ -142,6 +148,25 @@ func (a *app) printDeclined(p lpeer.ID, err error) error {
 		fmt.Fprintln(a.stdout, "  its verdict of us: none (a peer that declines to be verified is not asked to verify us)")
 	}
 	return verdictErr(fmt.Errorf("peer %s not accepted: it declined to be verified", p))
+}
+
+// printBusy reports a peer that refused the session for now (BUSY at the
+// hello: its answerer is down or its limits are reached): exit 1 (not
+// accepted), no record signed, worth trying again later.
+func (a *app) printBusy(p lpeer.ID, err error) error {
+	if a.jsonOut {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if e := enc.Encode(map[string]any{"peer": p.String(), "ours": map[string]any{
+			"verdict": "busy", "accepted": false, "reason": "busy", "detail": err.Error(), "signed": false,
+		}}); e != nil {
+			return e
+		}
+	} else {
+		fmt.Fprintf(a.stdout, "peer %s\n  our verdict of it: BUSY (it cannot be verified now: its LLM does not answer or its limits are reached; nothing signed, try again later)\n    %v\n", p, err)
+		fmt.Fprintln(a.stdout, "  its verdict of us: none (a peer that refuses to be verified is not waited for)")
+	}
+	return verdictErr(fmt.Errorf("peer %s not accepted: it is busy", p))
 }
 
 // errNoLLMReciprocal is why attest without --llm does not ask the peer to

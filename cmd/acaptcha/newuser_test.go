@@ -328,6 +328,48 @@ func TestNewUserAttestNodeWithoutLLMDeclined(t *testing.T) {
 	}
 }
 
+// TestNewUserAttestBusyNodeIsAResult: a node whose LLM does not answer
+// refuses to be verified (BUSY, nothing signed). attest reports that as
+// its verdict on standard output and exits 1 with no error on standard
+// error, as for a declining node; before, it printed only
+// "error: acaptcha: prover busy: ...: answerer unavailable" (with --json
+// an error object and no result).
+func TestNewUserAttestBusyNodeIsAResult(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node")
+	}
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle := testutil.NewOpenAIServer(testutil.NewOracle(sets...))
+	defer oracle.Close()
+	t.Setenv("OPENAI_API_KEY", "test")
+	dir := t.TempDir()
+	corpusA, corpusB := splitExamples(t, dir)
+	dead := "http://127.0.0.1:1/v1" // nothing listens: the node's canary fails at once
+	info := runCLINode(t, []string{"node", "--json", "--llm", "openai:stub", "--llm-base-url", dead, "--challenges", "corpus:" + corpusB,
+		"--key", filepath.Join(dir, "b", "key"), "--store", filepath.Join(dir, "b", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"})
+	time.Sleep(time.Second) // the node's start-up canary
+	args := []string{"attest", "--timeout", "40s", "--llm", "openai:stub", "--llm-base-url", oracle.URL + "/v1", "--challenges", "corpus:" + corpusA,
+		"--key", filepath.Join(dir, "a", "key"), "--store", filepath.Join(dir, "a", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"}
+	stdout, stderr, code := newUserMain(context.Background(), append(args, info.Addrs[0])...)
+	if code != exitRejected || !strings.Contains(stdout, "BUSY") || strings.HasPrefix(stderr, "error:") || strings.Contains(stderr, "\nerror:") {
+		t.Errorf("attest: exit %d, want %d with BUSY on stdout and no error:\nstdout: %s\nstderr: %s", code, exitRejected, stdout, stderr)
+	}
+	stdout, stderr, code = newUserMain(context.Background(), append(append(args, "--json"), info.Addrs[0])...)
+	var m struct {
+		Ours struct {
+			Verdict string `json:"verdict"`
+			Signed  bool   `json:"signed"`
+		} `json:"ours"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &m); err != nil || code != exitRejected || m.Ours.Verdict != "busy" || m.Ours.Signed ||
+		strings.Contains(stderr, `{"error"`) {
+		t.Errorf("attest --json: exit %d, %v:\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
+	}
+}
+
 // runCLINode runs `acaptcha node --json ...` in this process until t ends
 // and returns the addresses it printed.
 func runCLINode(t *testing.T, args []string) (info struct {
