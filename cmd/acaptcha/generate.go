@@ -251,8 +251,8 @@ procedural generator (--source procedural) or both (--source hybrid: procedural
 sets reworded by the LLM, questions and answers kept, facts checked), validates
 every set (structure, leakage, script attackers and, for LLM and hybrid sets,
 cross-checking solvers) and writes the accepted ones to --out as paper-schema
-JSON, one file per set. Progress goes to stderr, the summary to stdout (--json
-for machine output).`,
+JSON, one file per set. Progress goes to stderr (none with --json), the summary
+to stdout (--json for machine output).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.listDomains {
@@ -451,7 +451,13 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 	}
 
 	start := time.Now()
-	prog := newProgress(a.stderr, f.n)
+	// With --json standard error carries JSON only (logs, the error
+	// object), as eval's progress does: no progress lines.
+	progOut := a.stderr
+	if a.jsonOut {
+		progOut = io.Discard
+	}
+	prog := newProgress(progOut, f.n)
 	var (
 		mu       sync.Mutex
 		attempts int

@@ -160,9 +160,16 @@ func TestGenerateAndInspect(t *testing.T) {
 	if sum.PerSet == nil || sum.PerSet.Input <= 0 || sum.Stats.Check.InputTokens <= 0 {
 		t.Errorf("no token accounting: %+v", sum)
 	}
-	// Progress on stderr, one line per attempt (not a terminal).
-	if n := strings.Count(errOut, "accepted,"); n != 3 || !strings.Contains(errOut, "malformed_json 1") {
-		t.Errorf("progress:\n%s", errOut)
+	// With --json no progress lines: standard error carries JSON only.
+	if n := strings.Count(errOut, "accepted,"); n != 0 {
+		t.Errorf("progress with --json:\n%s", errOut)
+	}
+	// Without it, progress on stderr, one line per attempt (not a
+	// terminal).
+	srv2 := genStub(t, 3, testutil.BrainReply{Text: "Sure! Here is the JSON you asked for."})
+	_, errOut, code = runMain(t, "generate", "--n", "2", "--domain", "aviation_maintenance", "--out", t.TempDir(), "--llm", "openai:stub", "--llm-base-url", srv2.URL+"/v1")
+	if n := strings.Count(errOut, "accepted,"); code != 0 || n != 3 || !strings.Contains(errOut, "malformed_json 1") {
+		t.Errorf("progress: exit %d\n%s", code, errOut)
 	}
 	for _, f := range sum.Files {
 		out, _, code := runMain(t, "challenge", "inspect", f)
@@ -433,5 +440,22 @@ func TestGenerateNamesLastRejection(t *testing.T) {
 		"--n", "1", "--max-attempts", "2", "--out", t.TempDir())
 	if code != 1 || !strings.Contains(stdout, "last rejection: malformed_json: ") || !strings.Contains(stdout, `"OK"`) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// With --json every line generate writes on standard error is JSON (the
+// logs, an error object): before, its progress bar lines were text.
+func TestGenerateJSONStderrIsJSON(t *testing.T) {
+	out, errOut, code := runMain(t, "generate", "--json", "--source", "procedural", "--n", "2", "--out", t.TempDir())
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !json.Valid([]byte(out)) {
+		t.Errorf("stdout is not JSON:\n%s", out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(errOut), "\n") {
+		if l != "" && !json.Valid([]byte(l)) {
+			t.Errorf("stderr line is not JSON: %q", l)
+		}
 	}
 }
