@@ -259,7 +259,12 @@ func (a *app) awaitChallengeSet(ctx context.Context) error {
 	if a.gen.ready == nil || a.gen.ready() > 0 {
 		return nil
 	}
-	fmt.Fprintf(a.stderr, "writing a challenge set with %s (--challenges %s) before contacting the peer...\n", a.llmSpec, a.challenges)
+	if a.jsonOut {
+		// Standard error carries JSON only: the notice is a log record.
+		a.log.Info("writing a challenge set before contacting the peer", "llm", a.llmSpec, "challenges", a.challenges)
+	} else {
+		fmt.Fprintf(a.stderr, "writing a challenge set with %s (--challenges %s) before contacting the peer...\n", a.llmSpec, a.challenges)
+	}
 	if err := a.waitForSet(ctx); err != nil {
 		return fmt.Errorf("no challenge set written (see the log, --log-level info): %w", err)
 	}

@@ -72,3 +72,21 @@ func TestAttestGivesUpOnFailingGeneration(t *testing.T) {
 		t.Fatalf("gave up after %v", d)
 	}
 }
+
+// With --json, attest's notice that it writes its challenge set before it
+// dials is a JSON log record, not a text line on standard error.
+func TestAttestJSONStderrIsJSON(t *testing.T) {
+	srv := genStub(t, 1)
+	dir := t.TempDir()
+	out, errOut, code := runMain(t, "attest", "--json", "--log-level", "info", "--llm", "openai:stub", "--llm-base-url", srv.URL+"/v1", "--challenges", "llm",
+		"--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key"), "--listen", "/ip4/127.0.0.1/tcp/0", "--timeout", "1m",
+		"/ip4/127.0.0.1/tcp/9/p2p/12D3KooWGPwVBZLHKBYMqMotLPBtncFBe4jjAyAV5tSBg9vF4WSJ")
+	if code != exitNetwork || !strings.Contains(errOut, "writing a challenge set") {
+		t.Fatalf("exit %d, want %d after writing a set\n%s%s", code, exitNetwork, out, errOut)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(errOut), "\n") {
+		if l != "" && !json.Valid([]byte(l)) {
+			t.Errorf("stderr line is not JSON: %q", l)
+		}
+	}
+}

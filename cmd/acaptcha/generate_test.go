@@ -402,7 +402,7 @@ func TestNodesAttestWithGeneratedSets(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil || !res.Ours.Accepted || !res.Theirs.Accepted {
 		t.Fatalf("attest result %v: %s\nattest stderr:\n%s\nnode:\n%s", err, stdout, stderr, nodeErr.String())
 	}
-	if !strings.Contains(stderr, "writing a challenge set with") {
+	if !strings.Contains(stderr, "writing a challenge set") { // a JSON log record with --json
 		t.Errorf("attest with --llm did not write its challenge with the LLM:\n%s", stderr)
 	}
 }

@@ -163,14 +163,16 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &mcp.StreamableHTTPOptions{Logger: a.log}))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: mcpReadHeaderTimeout, IdleTimeout: mcpIdleTimeout}
-	// Say where the endpoint is: on standard error as a notice, and with
-	// --json as one JSON object on standard output (free in this mode).
+	// Say where the endpoint is: on standard error as a notice, or with
+	// --json as one JSON object on standard output (free in this mode;
+	// standard error then carries JSON only).
 	url := fmt.Sprintf("http://%s/mcp", l.Addr())
-	fmt.Fprintf(a.stderr, "acaptcha mcp: streamable HTTP at %s\n", url)
 	if a.jsonOut {
 		if err := writeJSON(a, map[string]string{"mcp_url": url}); err != nil {
 			return err
 		}
+	} else {
+		fmt.Fprintf(a.stderr, "acaptcha mcp: streamable HTTP at %s\n", url)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()

@@ -230,3 +230,35 @@ func TestMCPHTTPInProcess(t *testing.T) {
 		t.Fatal("acaptcha mcp --http did not stop within 15 s of cancellation")
 	}
 }
+
+// With --json, mcp --http announces its endpoint as one JSON object on
+// standard output and writes JSON only on standard error: before, the
+// text notice "acaptcha mcp: streamable HTTP at ..." went there too.
+func TestMCPHTTPJSONStderrIsJSON(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"mcp", "--json", "--http", "127.0.0.1:0", "--challenges", "procedural", "--key", filepath.Join(dir, "key"),
+			"--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0"}, &out, &errb)
+	}()
+	var ann struct {
+		URL string `json:"mcp_url"`
+	}
+	for i := 0; i < 200 && ann.URL == ""; i++ {
+		if err := json.Unmarshal([]byte(out.String()), &ann); err != nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	cancel()
+	if code := <-done; code != exitOK || ann.URL == "" {
+		t.Fatalf("exit %d, stdout %q\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	for _, l := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
+		if l != "" && !json.Valid([]byte(l)) {
+			t.Errorf("stderr line is not JSON: %q", l)
+		}
+	}
+}
