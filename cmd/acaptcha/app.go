@@ -288,6 +288,9 @@ func (a *app) rootCmd() *cobra.Command {
 	mcp.Flags().Lookup("listen").Usage = attest.Flags().Lookup("listen").Usage
 	demo := a.demoCmd()
 	a.addFlags(demo.Flags(), groupLLM, groupSource, groupPolicy, groupPool)
+	// demo is not a node: auto stays procedural with --llm too (the agent
+	// row is then verified on procedural challenges).
+	demo.Flags().Lookup("challenges").Usage = "challenge source: procedural (offline generator), examples (the embedded corpus), corpus:DIR, llm (a pool of sets generated and validated with --llm), hybrid (a pool of procedural sets reworded by --llm, ground truth kept); auto is procedural, with or without --llm"
 	eval := a.evalCmd()
 	a.addFlags(eval.Flags(), groupLLM, groupPolicy, groupPool)
 	generate := a.generateCmd()

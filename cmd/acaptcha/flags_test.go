@@ -214,3 +214,17 @@ func TestLogLevelErrorNamesItsSource(t *testing.T) {
 		t.Errorf("flag: exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// demo keeps --challenges auto on procedural with --llm (only node,
+// attest and mcp turn it into llm): its help said "auto picks llm with
+// --llm", and `demo --llm` then served procedural challenges.
+func TestDemoChallengesHelpSaysAutoIsProcedural(t *testing.T) {
+	out, _, code := runMain(t, "demo", "--help")
+	if code != exitOK || strings.Contains(out, "auto picks llm") || !strings.Contains(out, "auto is procedural, with or without --llm") {
+		t.Errorf("demo --help: exit %d\n%s", code, out)
+	}
+	out, _, _ = runMain(t, "node", "--help")
+	if !strings.Contains(out, "auto picks llm with --llm") {
+		t.Errorf("node --help lost its auto rule:\n%s", out)
+	}
+}
