@@ -474,8 +474,17 @@ func (a *app) nodeCmd() *cobra.Command {
 				if a.metricsURL != "" {
 					out["metrics"] = a.metricsURL
 				}
+				pending := a.gen.ready != nil && a.gen.ready() == 0
+				if pending {
+					// Sessions end inconclusive until the pool's first
+					// set: a second line says when it is there.
+					out["first_set_ready"] = false
+				}
 				b, _ := json.Marshal(out)
 				fmt.Fprintln(a.stdout, string(b))
+				if pending {
+					announce.Go(func() { a.announceFirstSet(actx, time.Now()) })
+				}
 			} else {
 				fmt.Fprintf(a.stdout, "acaptcha node %s\n", n.ID())
 				for _, m := range addrs {
@@ -580,7 +589,7 @@ func (a *app) nodeCmd() *cobra.Command {
 }
 
 // announceFirstSet prints when the pool's first set is ready (started
-// at start), until ctx ends.
+// at start), until ctx ends: a line, or with --json a JSON object.
 func (a *app) announceFirstSet(ctx context.Context, start time.Time) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
@@ -591,7 +600,13 @@ func (a *app) announceFirstSet(ctx context.Context, start time.Time) {
 		case <-t.C:
 		}
 	}
-	fmt.Fprintf(a.stdout, "  first challenge set ready after %s: this node verifies peers now\n", time.Since(start).Round(time.Second))
+	took := time.Since(start)
+	if a.jsonOut {
+		b, _ := json.Marshal(map[string]any{"first_set_ready": true, "after_ms": took.Milliseconds()})
+		fmt.Fprintln(a.stdout, string(b))
+		return
+	}
+	fmt.Fprintf(a.stdout, "  first challenge set ready after %s: this node verifies peers now\n", took.Round(time.Second))
 }
 
 // lockedWriter serialises the writes of several goroutines to w.

@@ -336,6 +336,43 @@ func TestNodeAnnouncesFirstSet(t *testing.T) {
 	}
 }
 
+// With --json the node says the same in JSON: its first line has
+// first_set_ready false, and a later line first_set_ready true. Before, a
+// program reading a --json node had no way to tell when it verifies.
+func TestNodeAnnouncesFirstSetJSON(t *testing.T) {
+	srv := genStubOf(t, 3, true)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"node", "--json", "--llm", "openai:stub", "--llm-base-url", srv.URL + "/v1", "--challenges", "llm", "--pool-size", "1",
+			"--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key"), "--listen", "/ip4/127.0.0.1/tcp/0"}, out, io.Discard)
+	}()
+	deadline := time.Now().Add(90 * time.Second)
+	for strings.Count(out.String(), "\n") < 2 {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("no announcement of the first set:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("node exit %d:\n%s", code, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var first, second map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first["first_set_ready"] != false || first["peer_id"] == nil {
+		t.Fatalf("first line %q: %v", lines[0], err)
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &second); err != nil || second["first_set_ready"] != true {
+		t.Fatalf("second line %q: %v", lines[1], err)
+	}
+}
+
 // --node takes host:port, the metrics URL or the peers URL itself.
 func TestPeersURL(t *testing.T) {
 	for in, want := range map[string]string{
