@@ -313,6 +313,11 @@ func printPeers(w io.Writer, rep *peersReport, now time.Time) {
 		req = string(rep.RequireSource)
 	}
 	fmt.Fprintf(w, "%s (from the %s; trust quorum %d; require source %s)\n", head, rep.Source, rep.TrustQuorum, req)
+	if rep.Stats != nil && rep.Stats.ChallengesExhausted > 0 {
+		// The node's own warning is in its log; whoever asks it here
+		// should see it too (challenges_exhausted in --json).
+		fmt.Fprintf(w, "challenge source exhausted: %d session(s) since the node started found no set to serve and ended inconclusive (--max-serves, the pool)\n", rep.Stats.ChallengesExhausted)
+	}
 	if len(rep.Peers) == 0 {
 		fmt.Fprintln(w, "no peers")
 		return

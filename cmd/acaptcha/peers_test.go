@@ -405,3 +405,20 @@ func TestHTTPAndMetricsSamePort(t *testing.T) {
 		t.Error("the unspecified host overlaps every host")
 	}
 }
+
+// peers --node says in text, not only in --json (challenges_exhausted),
+// that the node ran out of challenge sets.
+func TestPrintPeersSaysSourceExhausted(t *testing.T) {
+	var out bytes.Buffer
+	rep := &peersReport{Self: "self", Source: "node", Stats: &peer.Stats{ChallengesExhausted: 2}}
+	printPeers(&out, rep, time.Now())
+	if !strings.Contains(out.String(), "challenge source exhausted: 2 session(s)") {
+		t.Fatalf("peers --node output:\n%s", out.String())
+	}
+	out.Reset()
+	rep.Stats.ChallengesExhausted = 0
+	printPeers(&out, rep, time.Now())
+	if strings.Contains(out.String(), "exhausted") {
+		t.Fatalf("peers --node output with sets left:\n%s", out.String())
+	}
+}
