@@ -602,3 +602,30 @@ func TestMCPAttestWaitsUntilReady(t *testing.T) {
 		t.Fatalf("attest_peer once ready: %+v %v (Ready called %d times)", out, err, waited.Load())
 	}
 }
+
+// attest_peer's description gives the default time limit this server
+// applies (acaptcha mcp sets it from --attest-timeout, 270 s by default):
+// before, its timeout_seconds said "default 300" whatever the server used.
+func TestMCPAttestPeerDescribesItsTimeout(t *testing.T) {
+	n := startNode(t, nil, nil)
+	srv, err := mcpserver.New(mcpserver.Config{Node: n, AttestTimeout: 270 * time.Second, Version: "test", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	res, err := connect(t, srv).ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if tool.Name != "attest_peer" {
+			continue
+		}
+		schema, _ := json.Marshal(tool.InputSchema)
+		if !strings.Contains(tool.Description, "gives up after 270 s") || strings.Contains(string(schema), "default 300") {
+			t.Errorf("attest_peer: description %q\nschema %s", tool.Description, schema)
+		}
+		return
+	}
+	t.Fatal("no attest_peer tool")
+}

@@ -159,7 +159,8 @@ func (s *Server) addTools() (err error) {
 		Title: "Attest a peer",
 		Description: "Mutual attestation with a running acaptcha node: this node verifies the peer with timed, chained reading rounds, and asks the peer to verify it back " +
 			"(when this node's prover can answer: its LLM, or you with self_answer). Returns both verdicts, the rounds and the signed records (base64). " +
-			"With self_answer the peer's challenges come to you through next_challenge/answer_challenge; use background so this call returns at once with a job_id for attest_status.",
+			"With self_answer the peer's challenges come to you through next_challenge/answer_challenge; use background so this call returns at once with a job_id for attest_status. " +
+			fmt.Sprintf("Without timeout_seconds it gives up after %d s.", int(s.cfg.AttestTimeout.Seconds())),
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: &open},
 	}, s.attestPeer)
 	mcp.AddTool(s.srv, &mcp.Tool{
@@ -206,7 +207,7 @@ func (s *Server) addTools() (err error) {
 // AttestInput is attest_peer's input.
 type AttestInput struct {
 	Addr           string  `json:"addr" jsonschema:"multiaddr of the peer, ending in /p2p/PEER_ID, e.g. /ip4/127.0.0.1/tcp/4717/p2p/12D3KooW..."`
-	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"overall time limit in seconds (default 300, at most 1800)"`
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"overall time limit in seconds (default: this server's, given in the tool's description; at most 1800)"`
 	SelfAnswer     bool    `json:"self_answer,omitempty" jsonschema:"you answer the peer's challenges yourself through next_challenge/answer_challenge (needs a node started to be answered by its MCP client)"`
 	Background     bool    `json:"background,omitempty" jsonschema:"return at once with a job_id; read the outcome with attest_status"`
 }
