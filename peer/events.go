@@ -123,6 +123,11 @@ func (n *Node) recordReceived(r protocol.ProverResult) {
 		// A node without an LLM declines every verifier by design (the
 		// start-up lines said so): not worth a warning per peer.
 		n.log.Debug("declined a verifier: this node has no prover", "peer", r.Verifier)
+	case r.Err != nil && n.ctx.Err() != nil:
+		// This node is closing (a one-shot attest that has its result,
+		// a stopped demo or bench): its own sessions end with it, which
+		// is no news about the peer.
+		n.log.Debug("verification of us by peer ended as this node closed", "peer", r.Verifier, "err", r.Err)
 	case r.Err != nil:
 		n.warnPeer(r.Verifier, "verification of us by peer broke off", "err", r.Err)
 	case r.Attestation != nil:

@@ -152,3 +152,21 @@ func TestReceivedVerdictsNewestPerIssuer(t *testing.T) {
 		t.Fatalf("%d received records stored, want 2 (one per issuer)", len(es))
 	}
 }
+
+// A session of a verifier's that ends because this node is closing (an
+// attest that has its result, a stopped demo or bench) is logged at
+// DEBUG, not warned about as a peer that broke off: before, `attest`
+// against a busy node and every stopped bench printed such WARN lines.
+func TestReceivedBrokenByOwnCloseNotWarned(t *testing.T) {
+	var logs lockedBuffer
+	n := newBareNode(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	n.cancel() // what Close does first
+	_, p := testutil.NewKey(t)
+	n.recordReceived(protocol.ProverResult{Verifier: p, Err: fmt.Errorf("%w: stream reset (local)", protocol.ErrNetwork)})
+	if k := logs.lines("WARN", "broke off"); k != 0 {
+		t.Fatalf("%d WARN lines for a session this node's own close ended, want none", k)
+	}
+	if k := logs.lines("DEBUG", "as this node closed"); k != 1 {
+		t.Errorf("%d DEBUG lines, want 1", k)
+	}
+}
