@@ -305,7 +305,7 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	}
 	store, err := peer.OpenStore(a.storePath)
 	if err != nil {
-		return nil, "", storeOpenErr(a.storePath, err, "another process (a running node?) holds it: stop it, or give this one its own --store and --key")
+		return nil, "", storeOpenErr(a.storePath, err, "stop it, or give this command its own --store and --key")
 	}
 	src, err := a.source(store, a.maxServes)
 	if err != nil {

@@ -422,3 +422,20 @@ func TestPrintPeersSaysSourceExhausted(t *testing.T) {
 		t.Fatalf("peers --node output with sets left:\n%s", out.String())
 	}
 }
+
+// attest (or a second node) on a store a running node holds says so once
+// and what to do: before, "(a running node?)" came twice in one line.
+func TestLockedStoreErrorSaysItOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db")
+	st, err := peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, errOut, code := runMain(t, "attest", "--store", path, "--key", filepath.Join(dir, "key"), "--listen", "/ip4/127.0.0.1/tcp/0",
+		"/ip4/127.0.0.1/tcp/9/p2p/12D3KooWGPwVBZLHKBYMqMotLPBtncFBe4jjAyAV5tSBg9vF4WSJ")
+	if code != exitFailure || strings.Count(errOut, "a running node?") != 1 || !strings.Contains(errOut, "its own --store and --key") {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+}
