@@ -495,7 +495,11 @@ func (a *app) nodeCmd() *cobra.Command {
 				} else {
 					fmt.Fprintf(a.stdout, "  %s\n", noLLMHint)
 				}
-				fmt.Fprintf(a.stdout, "  challenges: %s (attestations carry source %s); store: %s\n", a.challenges, protocol.SourceName(challengeKind(a.challenges)), a.storePath)
+				shown := a.challenges
+				if shown == "auto" { // no --llm: what auto resolved to
+					shown = "procedural (--challenges auto without --llm)"
+				}
+				fmt.Fprintf(a.stdout, "  challenges: %s (attestations carry source %s); store: %s\n", shown, protocol.SourceName(challengeKind(a.challenges)), a.storePath)
 				if a.gen.ready != nil && a.gen.ready() == 0 {
 					// An LLM takes tens of seconds per set: a peer that
 					// comes first gets an inconclusive session.

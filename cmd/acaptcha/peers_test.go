@@ -439,3 +439,25 @@ func TestLockedStoreErrorSaysItOnce(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, errOut)
 	}
 }
+
+// A node without --llm names the source auto picked in its start-up
+// lines: before, it said "challenges: auto".
+func TestNodeNamesResolvedChallengeSource(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"node", "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key"), "--listen", "/ip4/127.0.0.1/tcp/0"}, out, io.Discard)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "attest with:") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(out.String(), "challenges: procedural") || strings.Contains(out.String(), "challenges: auto") {
+		t.Fatalf("start-up lines:\n%s", out.String())
+	}
+}
