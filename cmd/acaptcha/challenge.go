@@ -51,6 +51,11 @@ when it is rejected.`,
 						Detail: "a node refuses this file as a corpus set: " + err.Error()}, nil)
 				}
 			}
+			if set.ID == "" {
+				// The ID a node serving this file gives it, and its
+				// attestations name (set_id): as skill.DecodeSet does.
+				set.ID = set.ContentID()
+			}
 			pol, err := a.policy()
 			if err != nil {
 				return err

@@ -459,3 +459,29 @@ func TestGenerateJSONStderrIsJSON(t *testing.T) {
 		}
 	}
 }
+
+// challenge inspect names a set file without an "id" by the ID a node
+// serving it gives it and its attestations carry (set_id): before, it
+// printed "id " and an empty "id" in --json.
+func TestInspectNamesContentID(t *testing.T) {
+	data, err := os.ReadFile(exampleSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := skill.DecodeSet(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := set.ContentID()
+	out, _, _ := runMain(t, "challenge", "inspect", "--brief", exampleSet)
+	if !strings.Contains(out, "id "+want) {
+		t.Errorf("inspect does not name set %s:\n%.300s", want, out)
+	}
+	out, _, _ = runMain(t, "challenge", "inspect", "--json", exampleSet)
+	var v struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.ID != want {
+		t.Errorf("inspect --json id %q, want %s (%v)", v.ID, want, err)
+	}
+}
