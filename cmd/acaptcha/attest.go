@@ -140,6 +140,7 @@ func (a *app) printDeclined(p lpeer.ID, err error) error {
 		enc.SetIndent("", "  ")
 		if e := enc.Encode(map[string]any{"peer": p.String(), "ours": map[string]any{
 			"verdict": "declined", "accepted": false, "reason": string(skill.ReasonDeclined), "detail": err.Error(), "signed": false,
+			"attestation_signed": false, // the key a session's result has (mutualJSON)
 		}}); e != nil {
 			return e
 		}
@@ -159,6 +160,7 @@ func (a *app) printBusy(p lpeer.ID, err error) error {
 		enc.SetIndent("", "  ")
 		if e := enc.Encode(map[string]any{"peer": p.String(), "ours": map[string]any{
 			"verdict": "busy", "accepted": false, "reason": "busy", "detail": err.Error(), "signed": false,
+			"attestation_signed": false, // the key a session's result has (mutualJSON)
 		}}); e != nil {
 			return e
 		}

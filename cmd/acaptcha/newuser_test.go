@@ -360,11 +360,13 @@ func TestNewUserAttestBusyNodeIsAResult(t *testing.T) {
 	stdout, stderr, code = newUserMain(context.Background(), append(append(args, "--json"), info.Addrs[0])...)
 	var m struct {
 		Ours struct {
-			Verdict string `json:"verdict"`
-			Signed  bool   `json:"signed"`
+			Verdict           string `json:"verdict"`
+			Signed            bool   `json:"signed"`
+			AttestationSigned *bool  `json:"attestation_signed"` // as in a session's result
 		} `json:"ours"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &m); err != nil || code != exitRejected || m.Ours.Verdict != "busy" || m.Ours.Signed ||
+		m.Ours.AttestationSigned == nil || *m.Ours.AttestationSigned ||
 		strings.Contains(stderr, `{"error"`) {
 		t.Errorf("attest --json: exit %d, %v:\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
 	}
