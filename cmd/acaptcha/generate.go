@@ -339,6 +339,14 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 		return usageErr("--n must be at least 1")
 	case f.parallel < 1 || f.parallel > 64:
 		return usageErr("--parallel %d, want 1..64", f.parallel)
+	case !(f.temperature > 0 && f.temperature <= 2):
+		// The generator reads 0 or less as its default and providers
+		// take at most 2: say so rather than sample at another value.
+		return usageErr("--temperature %g: want above 0 up to 2 (0 or less would mean the default %.1f)", f.temperature, generate.DefaultTemperature)
+	case f.outputTokens < 1:
+		return usageErr("--output-tokens %d: want at least 1", f.outputTokens)
+	case f.callTimeout <= 0:
+		return usageErr("--call-timeout %s: want a positive duration", f.callTimeout)
 	}
 	if f.maxAttempts == 0 {
 		f.maxAttempts = 5 * f.n

@@ -485,3 +485,23 @@ func TestInspectNamesContentID(t *testing.T) {
 		t.Errorf("inspect --json id %q, want %s (%v)", v.ID, want, err)
 	}
 }
+
+// generate refuses generation parameters it would not use as given:
+// before, --temperature 0 (or below) sampled at the default 0.9, 5 at 2,
+// and --output-tokens or --call-timeout of 0 or below meant the defaults.
+func TestGenerateRefusesParametersItWouldNotUse(t *testing.T) {
+	for _, bad := range [][]string{
+		{"--temperature", "0"}, {"--temperature", "-1"}, {"--temperature", "5"},
+		{"--output-tokens", "0"}, {"--output-tokens", "-1"},
+		{"--call-timeout", "0s"}, {"--call-timeout", "-1s"},
+	} {
+		args := append([]string{"generate", "--source", "procedural", "--n", "1", "--out", t.TempDir()}, bad...)
+		_, errOut, code := runMain(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, bad[0]) {
+			t.Errorf("%v: exit %d, want %d naming the flag\n%s", bad, code, exitUsage, errOut)
+		}
+	}
+	if _, errOut, code := runMain(t, "generate", "--source", "procedural", "--n", "1", "--out", t.TempDir(), "--temperature", "0.2"); code != exitOK {
+		t.Errorf("--temperature 0.2: exit %d\n%s", code, errOut)
+	}
+}
