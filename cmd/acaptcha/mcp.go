@@ -83,6 +83,11 @@ a running node's (its store is locked while it runs).`,
 			if attestTimeout < 0 {
 				return usageErr("--attest-timeout must not be negative")
 			}
+			if httpAddr != "" {
+				if err := checkHostPort("--http", httpAddr, "127.0.0.1:8765"); err != nil {
+					return err
+				}
+			}
 			var queue *mcpserver.Queue
 			if answerWith == answerAgent {
 				queue = mcpserver.NewQueue(mcpserver.QueueConfig{MaxPending: maxPending, Logger: a.log})
@@ -153,7 +158,9 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return usageErr("--http: listen on %s: %v", addr, err)
+		// The address was checked (checkHostPort): a port in use or an
+		// address not of this host is a server that cannot start (exit 1).
+		return fmt.Errorf("--http: listen on %s: %w", addr, err)
 	}
 	if host, _, err := net.SplitHostPort(l.Addr().String()); err == nil {
 		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {

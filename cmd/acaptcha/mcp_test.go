@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,5 +261,26 @@ func TestMCPHTTPJSONStderrIsJSON(t *testing.T) {
 		if l != "" && !json.Valid([]byte(l)) {
 			t.Errorf("stderr line is not JSON: %q", l)
 		}
+	}
+}
+
+// mcp --http on a port another process holds is a server that cannot
+// start (exit 1), as for node --http and --metrics; a malformed address
+// stays a usage error (exit 2). Before, both exited 2.
+func TestMCPHTTPPortInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := t.TempDir()
+	base := []string{"mcp", "--challenges", "procedural", "--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0"}
+	_, errOut, code := runMain(t, append(base, "--http", l.Addr().String())...)
+	if code != exitFailure || !strings.Contains(errOut, "address already in use") {
+		t.Errorf("port in use: exit %d, want %d\n%s", code, exitFailure, errOut)
+	}
+	_, errOut, code = runMain(t, append(base, "--http", "bogus")...)
+	if code != exitUsage || !strings.Contains(errOut, "HOST:PORT") {
+		t.Errorf("malformed address: exit %d, want %d\n%s", code, exitUsage, errOut)
 	}
 }
