@@ -354,8 +354,11 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 	if f.maxAttempts < f.n {
 		return usageErr("--max-attempts %d is below --n %d", f.maxAttempts, f.n)
 	}
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return usageErr("--out: %v", err)
+	// Made and probed before a set is generated (an LLM's tokens spent
+	// on sets that cannot be saved): a directory that cannot be written
+	// is a runtime failure (exit 1), as for eval.
+	if err := checkOutDir(f.out); err != nil {
+		return fmt.Errorf("--out: %w", err)
 	}
 	params := generate.Params{QuestionsPerPart: f.questions, MinTokens: f.minTokens, MaxTokens: f.maxTokens}
 

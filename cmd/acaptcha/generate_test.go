@@ -505,3 +505,17 @@ func TestGenerateRefusesParametersItWouldNotUse(t *testing.T) {
 		t.Errorf("--temperature 0.2: exit %d\n%s", code, errOut)
 	}
 }
+
+// An --out directory generate cannot make is a file that cannot be
+// written (exit 1, README "Exit codes and output"), as for eval: before,
+// generate called it a usage error (exit 2).
+func TestGenerateOutUnwritable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runMain(t, "generate", "--source", "procedural", "--n", "1", "--out", filepath.Join(file, "sub"))
+	if code != exitFailure || !strings.Contains(errOut, "--out") {
+		t.Fatalf("exit %d, want %d\n%s", code, exitFailure, errOut)
+	}
+}
