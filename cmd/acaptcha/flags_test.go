@@ -228,3 +228,13 @@ func TestDemoChallengesHelpSaysAutoIsProcedural(t *testing.T) {
 		t.Errorf("node --help lost its auto rule:\n%s", out)
 	}
 }
+
+// node --challenges llm without --llm names the flag the user gave: the
+// error spoke of "--source llm", generate's and eval's flag only.
+func TestLLMChallengesWithoutLLMNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	_, errOut, code := runMain(t, "node", "--challenges", "llm", "--listen", "/ip4/127.0.0.1/tcp/0", "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key"))
+	if code != exitUsage || !strings.Contains(errOut, "--challenges") {
+		t.Errorf("exit %d\n%s", code, errOut)
+	}
+}
