@@ -16,6 +16,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 
+	"github.com/acaptcha/acaptcha/internal/abuse"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
@@ -290,5 +291,34 @@ func TestMCPHTTPEnvName(t *testing.T) {
 	}
 	if v := fs.Lookup("http").Value.String(); v != "127.0.0.1:8798" {
 		t.Fatalf("ACAPTCHA_MCP_HTTP gave mcp --http %q", v)
+	}
+}
+
+// bench provers --check says which P3 goals it judged and which it
+// missed, on stdout and in --json: before, a missed goal exited 1 with
+// not a word of which (the list went into an error that was not shown).
+func TestBenchProversCheckSaysWhichGoal(t *testing.T) {
+	missed := proversGoalsMissed(&abuse.ProversReport{N: 10, Accepted: 9, Failed: 1, AddedP99: time.Second, Leaked: 2})
+	if got := strings.Join(missed, "; "); !strings.Contains(got, "9 of 10 provers served") || !strings.Contains(got, "added round p99") ||
+		!strings.Contains(got, "2 goroutines leaked") {
+		t.Errorf("missed: %q", got)
+	}
+	if testing.Short() {
+		t.Skip("bench run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"bench", "provers", "-n", "5", "--baseline", "3", "--sets", "4", "--fleet", "inline", "--check"}, &out, &errb)
+	if !strings.Contains(out.String(), "P3 goals: all met") && !strings.Contains(out.String(), "P3 goals MISSED:") {
+		t.Fatalf("exit %d, no word of the goals:\n%s\n%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	Main(ctx, []string{"bench", "provers", "-n", "5", "--baseline", "3", "--sets", "4", "--fleet", "inline", "--check", "--json"}, &out, &errb)
+	var rep struct {
+		Checked *bool `json:"checked"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Checked == nil || !*rep.Checked {
+		t.Fatalf("--json: %v\n%s", err, out.String())
 	}
 }
