@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -446,5 +447,46 @@ func TestCapBytes(t *testing.T) {
 		if got := CapBytes(tc.s, tc.n); got != tc.want {
 			t.Errorf("CapBytes(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
 		}
+	}
+}
+
+// TestCorpusReproducible: a corpus made reproducible draws the same
+// sequence for one seed (another sequence for another), and still serves
+// every set at most maxServes times.
+func TestCorpusReproducible(t *testing.T) {
+	var sets []*Set
+	for _, d := range []string{"clinical", "cybersecurity", "aviation", "finance", "energy", "logistics"} {
+		s := testSet()
+		s.Domain = d
+		s.ID = s.ContentID()
+		sets = append(sets, s)
+	}
+	draws := func(seed uint64, n, maxServes int) []string {
+		c, err := NewCorpus("t", sets, nil, maxServes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Reproducible(seed)
+		var out []string
+		for range n {
+			s, err := c.Next(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s.Domain)
+		}
+		return out
+	}
+	a, b := draws(9, 40, 100), draws(9, 40, 100)
+	if !slices.Equal(a, b) {
+		t.Fatalf("seed 9 drew %v, then %v", a, b)
+	}
+	if c := draws(10, 40, 100); slices.Equal(a, c) {
+		t.Errorf("seeds 9 and 10 drew the same sequence %v", a)
+	}
+	once := draws(9, len(sets), 1)
+	slices.Sort(once)
+	if len(slices.Compact(once)) != len(sets) {
+		t.Errorf("served once each: %v", once)
 	}
 }

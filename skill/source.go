@@ -3,9 +3,11 @@ package skill
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/big"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -109,6 +111,37 @@ type Corpus struct {
 	sets      []*Set
 	ledger    Ledger
 	maxServes int
+
+	mu  sync.Mutex
+	rng *mrand.Rand // nil: crypto/rand (see Reproducible)
+}
+
+// Reproducible makes the corpus pick where each draw starts from a
+// ChaCha8 stream keyed by seed rather than from crypto/rand, so that an
+// evaluation run with a seed draws the same sets in the same order every
+// time. A node must not use it: whoever knows the seed knows which set
+// comes next.
+func (c *Corpus) Reproducible(seed uint64) {
+	var k [32]byte
+	copy(k[:], "acaptcha/corpus/draws/v1")
+	binary.BigEndian.PutUint64(k[24:], seed)
+	c.mu.Lock()
+	c.rng = mrand.New(mrand.NewChaCha8(k))
+	c.mu.Unlock()
+}
+
+// start is where a draw begins its walk over the sets.
+func (c *Corpus) start() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rng != nil {
+		return c.rng.IntN(len(c.sets)), nil
+	}
+	n, err := rand.Int(rand.Reader, big.NewInt(int64(len(c.sets))))
+	if err != nil {
+		return 0, err
+	}
+	return int(n.Int64()), nil
 }
 
 // DefaultMaxServes is how often a corpus set is served per verifier by
@@ -228,11 +261,10 @@ func (c *Corpus) Remaining() (n int, known bool, err error) {
 // Next implements Source: it starts at a uniformly random set and serves
 // the first one whose serve count is below the limit.
 func (c *Corpus) Next(ctx context.Context) (*Set, error) {
-	n, err := rand.Int(rand.Reader, big.NewInt(int64(len(c.sets))))
+	start, err := c.start()
 	if err != nil {
 		return nil, fmt.Errorf("corpus %s: %w", c.name, err)
 	}
-	start := int(n.Int64())
 	for i := range c.sets {
 		if err := ctx.Err(); err != nil {
 			return nil, err

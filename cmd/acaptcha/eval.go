@@ -327,6 +327,7 @@ func (a *app) evalSource(ctx context.Context, o evalOptions, pol skill.Policy, v
 	if err != nil {
 		return nil, lengths, usageErr("%v", err)
 	}
+	c.Reproducible(o.seed) // the same --seed draws the same sets
 	return c, setsRange(sets, pol.Rounds), nil
 }
 
