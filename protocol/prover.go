@@ -60,18 +60,18 @@ func (s *Service) handleStream(str network.Stream) {
 	// The verifier's prefix, read once off this stream's connection, is
 	// what the inbound slots and the prover's budgets charge.
 	pfx, hasPfx, _ := s.connPrefix(str.Conn().RemoteMultiaddr())
-	release := s.acquireInbound(remote, pfx, hasPfx, s.budgets.trusted(remote))
-	if release == nil {
+	hold := s.acquireInbound(remote, pfx, hasPfx, s.budgets.trusted(remote), func() { _ = str.ResetWithError(ErrCodeBusy) })
+	if hold == nil {
 		declineAndReset(str, declineFrame(pb.DeclineReason_DECLINE_REASON_BUSY, "inbound session limit reached"), ErrCodeBusy,
 			min(s.cfg.HandshakeTimeout, declineLinger/2))
 		res.Err = ErrBusy
 		return
 	}
-	defer release()
+	defer hold.release()
 	stop := context.AfterFunc(s.ctx, func() { str.Reset() })
 	defer stop()
 
-	p := &proverRun{svc: s, str: str, remote: remote, pfx: pfx, hasPfx: hasPfx, res: &res, log: log, release: release}
+	p := &proverRun{svc: s, str: str, remote: remote, pfx: pfx, hasPfx: hasPfx, res: &res, log: log, hold: hold, release: hold.release}
 	p.serve()
 }
 
@@ -94,8 +94,9 @@ type proverRun struct {
 	res    *ProverResult
 	log    *slog.Logger
 	hello  *pb.Hello
-	// release frees the inbound slot (idempotent): a declined session
-	// does not hold it while the Decline lingers.
+	// hold is the inbound slot, and release frees it (idempotent): a
+	// declined session does not hold it while the Decline lingers.
+	hold    *inboundHold
 	release func()
 
 	helloAt  time.Time // wall clock, for deadlines
@@ -254,6 +255,12 @@ func (p *proverRun) serve() {
 			p.strikeSilent()
 		}
 		p.refuse(reason, code, err)
+		return
+	}
+	// Past a valid hello the stream keeps its slot; a stream of a group
+	// in probation whose place a newer one took meanwhile was reset.
+	if p.hold != nil && !p.hold.helloValid() {
+		p.res.Err = fmt.Errorf("%w: a newer stream of this verifier's network in probation took this one's place", ErrBusy)
 		return
 	}
 	if s.cfg.Prover == nil {

@@ -379,9 +379,11 @@ type Service struct {
 	perPeer   map[peer.ID]int
 	perPrefix map[netip.Prefix]int
 	// silent counts, per budget group, the streams that ended without a
-	// valid hello (silentGroup).
-	silent map[netip.Prefix]*silentGroup
-	wg     sync.WaitGroup
+	// valid hello (silentGroup); waiting holds, per group in probation,
+	// its one untrusted stream that waits for its hello (inboundHold).
+	silent  map[netip.Prefix]*silentGroup
+	waiting map[netip.Prefix]*inboundHold
+	wg      sync.WaitGroup
 }
 
 // NewService validates cfg, fills in its defaults and registers the
@@ -398,7 +400,7 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 		log:     cfg.Logger.With("protocol", ID, "self", h.ID()),
 		guard:   newReflectionGuard(cfg.ReflectionWindow),
 		perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{}, silent: map[netip.Prefix]*silentGroup{},
-		random: rand.Reader,
+		waiting: map[netip.Prefix]*inboundHold{}, random: rand.Reader,
 	}
 	s.budgets = newBudgets(&s.cfg)
 	s.budgets.prefixOf = s.drawPrefix
@@ -445,50 +447,117 @@ func (s *Service) enter() bool {
 	return true
 }
 
-// acquireInbound applies the per-peer, per-prefix (hasPfx false: none)
-// and global inbound limits (spec §6 step 1). The last quarter of the
-// global slots is kept for trusted verifiers (Config.TrustedPeer), and a
-// group in probation for silent streams (silentGroup) has one slot for
-// the others. It returns the release function, or nil when a limit is
-// reached.
-func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx, trusted bool) func() {
+// inboundHold is one inbound stream's slot (acquireInbound).
+type inboundHold struct {
+	s       *Service
+	p       peer.ID
+	pfx     netip.Prefix
+	hasPfx  bool
+	preempt func() // resets the stream (a newer one of its group took its place)
+	// waiting: the stream of a group in probation that waits for its
+	// hello (Service.waiting); done: the slot is free again.
+	waiting, done bool
+}
+
+// release frees the slot (idempotent).
+func (h *inboundHold) release() {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	h.s.releaseLocked(h)
+}
+
+func (s *Service) releaseLocked(h *inboundHold) {
+	if h.done {
+		return
+	}
+	h.done = true
+	s.inbound--
+	if s.perPeer[h.p]--; s.perPeer[h.p] <= 0 {
+		delete(s.perPeer, h.p)
+	}
+	if h.hasPfx {
+		if s.perPrefix[h.pfx]--; s.perPrefix[h.pfx] <= 0 {
+			delete(s.perPrefix, h.pfx)
+		}
+	}
+	if h.waiting && s.waiting[h.pfx] == h {
+		delete(s.waiting, h.pfx)
+	}
+	h.waiting = false
+}
+
+// helloValid marks the slot's stream as past its hello: it no longer
+// waits, and no newer stream of its group can take its place. It reports
+// false when one already did (the slot is gone and the stream reset).
+func (h *inboundHold) helloValid() bool {
+	s := h.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	total := s.cfg.MaxInbound - int(keptFor(trusted, float64(s.cfg.MaxInbound), 1))
-	perPrefix := s.cfg.MaxInboundPerPrefix
-	if hasPfx && !trusted && s.inProbationLocked(pfx, s.now()) {
-		perPrefix = 1
+	if h.waiting && s.waiting[h.pfx] == h {
+		delete(s.waiting, h.pfx)
 	}
-	if s.inbound >= total || s.perPeer[p] >= s.cfg.MaxInboundPerPeer ||
-		hasPfx && s.perPrefix[pfx] >= perPrefix {
+	h.waiting = false
+	return !h.done
+}
+
+// acquireInbound applies the per-peer, per-prefix (hasPfx false: none)
+// and global inbound limits (spec §6 step 1). The last quarter of the
+// global slots is kept for trusted verifiers (Config.TrustedPeer). Of a
+// group in probation for silent streams (silentGroup), one untrusted
+// stream at a time may wait for its hello: a newer one takes the place
+// of the one waiting, whose stream is reset (preempt), so that a silent
+// stream of the group's abuser keeps no honest verifier of the group out;
+// streams past a valid hello (helloValid) have the group's usual slots.
+// It returns the slot, or nil when a limit is reached.
+func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx, trusted bool, preempt func()) *inboundHold {
+	s.mu.Lock()
+	total := s.cfg.MaxInbound - int(keptFor(trusted, float64(s.cfg.MaxInbound), 1))
+	probation := hasPfx && !trusted && s.inProbationLocked(pfx, s.now())
+	var victim *inboundHold
+	if probation {
+		victim = s.waiting[pfx]
+	}
+	// The counts as they are once the victim, if any, made room.
+	inbound, perPeer, perPrefix := s.inbound, s.perPeer[p], 0
+	if hasPfx {
+		perPrefix = s.perPrefix[pfx]
+	}
+	if victim != nil {
+		inbound, perPrefix = inbound-1, perPrefix-1
+		if victim.p == p {
+			perPeer--
+		}
+	}
+	if inbound >= total || perPeer >= s.cfg.MaxInboundPerPeer ||
+		hasPfx && perPrefix >= s.cfg.MaxInboundPerPrefix {
+		s.mu.Unlock()
 		return nil
 	}
+	if victim != nil {
+		s.releaseLocked(victim)
+	}
+	h := &inboundHold{s: s, p: p, pfx: pfx, hasPfx: hasPfx, preempt: preempt, waiting: probation}
 	s.inbound++
 	s.perPeer[p]++
 	if hasPfx {
 		s.perPrefix[pfx]++
 	}
-	return sync.OnceFunc(func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.inbound--
-		if s.perPeer[p]--; s.perPeer[p] <= 0 {
-			delete(s.perPeer, p)
-		}
-		if hasPfx {
-			if s.perPrefix[pfx]--; s.perPrefix[pfx] <= 0 {
-				delete(s.perPrefix, pfx)
-			}
-		}
-	})
+	if probation {
+		s.waiting[pfx] = h
+	}
+	s.mu.Unlock()
+	if victim != nil && victim.preempt != nil {
+		victim.preempt()
+	}
+	return h
 }
 
 // Silent streams (spec §6 step 1): a stream that takes an inbound slot
 // and ends without a valid hello (none within HelloTimeout, another
 // frame, a bad hello) cost its sender nothing else, so the budget group
 // that sends SilentStrikes of them within SilentWindow of each other is
-// in probation for SilentWindow after the last: one inbound slot for its
-// untrusted peers at a time.
+// in probation for SilentWindow after the last: one stream of its
+// untrusted peers at a time may wait for its hello (acquireInbound).
 const (
 	SilentStrikes = 4
 	SilentWindow  = 10 * time.Minute

@@ -73,10 +73,11 @@ func TestSilentStreamsProbation(t *testing.T) {
 		defer svc.mu.Unlock()
 		return svc.inProbationLocked(pfx, svc.now())
 	})
-	// In probation: a stream of the group holds the one slot; the next
-	// one of the group, even from another peer ID, is declined at once.
-	// (The other peer connects first: the slot is held for one hello
-	// timeout only.)
+	// In probation: one stream of the group at a time waits for its
+	// hello; the next one, even from another peer ID, takes its place
+	// and the older is reset at once, so the group never holds more than
+	// one silent stream. (The other peer connects first: the slot is
+	// held for one hello timeout only.)
 	m2 := hostAt(t, "127.0.1.2")
 	if err := p.Connect(ctx, peer.AddrInfo{ID: m2.ID(), Addrs: m2.Addrs()}); err != nil {
 		t.Fatal(err)
@@ -88,10 +89,20 @@ func TestSilentStreamsProbation(t *testing.T) {
 		defer svc.mu.Unlock()
 		return svc.perPrefix[pfx] == 1
 	})
-	if d := silentStream(t, ctx, m2, p); d >= hello/2 {
-		t.Fatalf("second stream of a group in probation held %v, want an immediate BUSY", d)
+	second := make(chan time.Duration, 1)
+	go func() { second <- silentStream(t, ctx, m2, p) }()
+	if d := <-first; d >= hello/2 {
+		t.Fatalf("the waiting stream of a group in probation held %v after a newer one came, want an immediate reset", d)
 	}
-	<-first
+	svc.mu.Lock()
+	held := svc.perPrefix[pfx]
+	svc.mu.Unlock()
+	if held != 1 {
+		t.Fatalf("the group holds %d slots, want the newer stream's one", held)
+	}
+	if d := <-second; d < hello/2 {
+		t.Fatalf("the newer stream ended after %v, want the hello timeout", d)
+	}
 	// A verifier of another group is served meanwhile.
 	v := hostAt(t, "127.0.2.1")
 	vs := newService(t, v, Config{Source: src, LimitLoopback: true})
@@ -117,26 +128,26 @@ func TestInboundReserveForTrusted(t *testing.T) {
 	svc := &Service{cfg: Config{MaxInbound: 8, MaxInboundPerPeer: 8, MaxInboundPerPrefix: 8, Now: time.Now},
 		perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{}, silent: map[netip.Prefix]*silentGroup{}}
 	for i := range 6 {
-		if svc.acquireInbound(peer.ID(fmt.Sprint("fresh", i)), netip.Prefix{}, false, false) == nil {
+		if svc.acquireInbound(peer.ID(fmt.Sprint("fresh", i)), netip.Prefix{}, false, false, nil) == nil {
 			t.Fatalf("untrusted %d refused below the reserve", i)
 		}
 	}
-	if svc.acquireInbound("fresh-x", netip.Prefix{}, false, false) != nil {
+	if svc.acquireInbound("fresh-x", netip.Prefix{}, false, false, nil) != nil {
 		t.Fatal("an untrusted verifier took a kept slot")
 	}
 	for i := range 2 {
-		if svc.acquireInbound(peer.ID(fmt.Sprint("trusted", i)), netip.Prefix{}, false, true) == nil {
+		if svc.acquireInbound(peer.ID(fmt.Sprint("trusted", i)), netip.Prefix{}, false, true, nil) == nil {
 			t.Fatalf("trusted %d refused a kept slot", i)
 		}
 	}
-	if svc.acquireInbound("trusted-x", netip.Prefix{}, false, true) != nil {
+	if svc.acquireInbound("trusted-x", netip.Prefix{}, false, true, nil) != nil {
 		t.Fatal("more slots than MaxInbound")
 	}
 	// A node that admits nobody keeps at least one slot usable: a budget
 	// of one keeps nothing.
 	one := &Service{cfg: Config{MaxInbound: 1, MaxInboundPerPeer: 1, MaxInboundPerPrefix: 1, Now: time.Now},
 		perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{}, silent: map[netip.Prefix]*silentGroup{}}
-	if one.acquireInbound("fresh", netip.Prefix{}, false, false) == nil {
+	if one.acquireInbound("fresh", netip.Prefix{}, false, false, nil) == nil {
 		t.Fatal("a budget of one slot kept it from everyone")
 	}
 }
