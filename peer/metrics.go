@@ -72,7 +72,10 @@ type Stats struct {
 	// lost its slot. PresentationsLimited counts inbound presentations
 	// refused by the per-peer or global rate; PresentedCapped the
 	// presented records not learned because the bound on records from
-	// issuers this node does not admit was reached.
+	// issuers this node does not admit was reached. GossipPriced counts
+	// the gossip messages dropped unchecked past the signature-check
+	// budgets of their forwarder or its network.
+	GossipPriced         uint64 `json:"gossip_priced"`
 	ReciprocalAsked      uint64 `json:"reciprocal_asked"`
 	ReciprocalRun        uint64 `json:"reciprocal_run"`
 	ContactLeashed       uint64 `json:"contact_leashed"`
@@ -102,7 +105,7 @@ type metrics struct {
 	presentSent, presentReceived                     atomic.Uint64
 	admissionsGranted, admissionsDenied, blockedPeer atomic.Uint64
 	reciprocalAsked, reciprocalRun, contactLeashed   atomic.Uint64
-	presentLimited, presentedCapped                  atomic.Uint64
+	presentLimited, presentedCapped, gossipPriced    atomic.Uint64
 	sourceExhausted                                  atomic.Uint64
 
 	poolDepth    atomic.Pointer[func() int]
@@ -302,6 +305,7 @@ func (n *Node) Stats() Stats {
 		ReciprocalRun:         m.reciprocalRun.Load(),
 		ContactLeashed:        m.contactLeashed.Load(),
 		PresentationsLimited:  m.presentLimited.Load(),
+		GossipPriced:          m.gossipPriced.Load(),
 		PresentedCapped:       m.presentedCapped.Load(),
 		ChallengesExhausted:   m.sourceExhausted.Load(),
 	}
