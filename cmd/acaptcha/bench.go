@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -107,6 +108,14 @@ func (a *app) runBenchSwarm(ctx context.Context, f swarmFlags) error {
 		return usageErr("--trust-quorum and --anchors must not be negative")
 	case f.timeout <= 0:
 		return usageErr("--timeout must be positive")
+	case f.mesh < 0 || f.lateLinks < 0:
+		return usageErr("--mesh and --late-links must not be negative (0: none)")
+	case f.anchorConc < 1:
+		return usageErr("--anchor-concurrency %d: want at least 1", f.anchorConc)
+	case !(f.latencyScale > 0) || math.IsInf(f.latencyScale, 0):
+		// The library reads 0 as its default; a flag the user set to 0
+		// or below must not quietly mean 0.1.
+		return usageErr("--latency-scale %g: want a positive factor", f.latencyScale)
 	}
 	requireSource := skill.SourceProcedural
 	if f.requireSource != "" {

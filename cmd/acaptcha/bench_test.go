@@ -69,6 +69,12 @@ func TestBenchSwarmBadFlags(t *testing.T) {
 		{"bench", "swarm", "--trust-quorum", "-1"},
 		{"bench", "swarm", "-n", "10", "--trust-quorum", "2", "--gossip=false"},
 		{"bench", "swarm", "--transport", "udp"},
+		// Quietly defaulted or read as 0 before.
+		{"bench", "swarm", "--latency", "realistic", "--latency-scale", "0"},
+		{"bench", "swarm", "--latency-scale", "-2"},
+		{"bench", "swarm", "--mesh", "-1"},
+		{"bench", "swarm", "--late-links", "-3"},
+		{"bench", "swarm", "--anchor-concurrency", "0"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(context.Background(), args, &out, &errb); code != exitUsage {
