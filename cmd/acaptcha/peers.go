@@ -171,7 +171,7 @@ is shown.`,
 					return err
 				}
 			} else {
-				printPeers(a.stdout, rep, time.Now())
+				printPeers(a.stdout, rep, time.Now(), only)
 			}
 			if only != "" && (len(rep.Peers) == 0 || !rep.Peers[0].Admission.Admitted) {
 				// A negative answer to "is this peer admitted?", as
@@ -303,7 +303,8 @@ func refWords(r *peer.AttestationRef) string {
 		r.IssuedAt.UTC().Format(time.RFC3339), r.ExpiresAt.UTC().Format(time.RFC3339), state, src)
 }
 
-func printPeers(w io.Writer, rep *peersReport, now time.Time) {
+// printPeers prints rep; only is the peer --peer asked for ("" for all).
+func printPeers(w io.Writer, rep *peersReport, now time.Time, only string) {
 	head := "peers known"
 	if rep.Self != "" {
 		head += " to " + rep.Self
@@ -318,7 +319,11 @@ func printPeers(w io.Writer, rep *peersReport, now time.Time) {
 		// should see it too (challenges_exhausted in --json).
 		fmt.Fprintf(w, "challenge source exhausted: %d session(s) since the node started found no set to serve and ended inconclusive (--max-serves, the pool)\n", rep.Stats.ChallengesExhausted)
 	}
-	if len(rep.Peers) == 0 {
+	switch {
+	case len(rep.Peers) == 0 && only != "":
+		fmt.Fprintf(w, "%s is unknown here: no attestation of it, by it or about it\n", only)
+		return
+	case len(rep.Peers) == 0:
 		fmt.Fprintln(w, "no peers")
 		return
 	}

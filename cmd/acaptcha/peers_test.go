@@ -130,6 +130,13 @@ func TestPeersFromStore(t *testing.T) {
 	if _, errOut, code := peersMain(t, context.Background(), "peers", "--store", path, "--peer", direct.String()); code != exitOK {
 		t.Fatalf("--peer of an admitted peer: exit %d: %s", code, errOut)
 	}
+	// A peer the store knows nothing of is named as unknown, not "no
+	// peers" (the store has peers), and is not admitted.
+	_, stranger := testKey(t)
+	out, _, code = peersMain(t, context.Background(), "peers", "--store", path, "--peer", stranger.String())
+	if code != exitRejected || !strings.Contains(out, stranger.String()+" is unknown here") || strings.Contains(out, "no peers") {
+		t.Fatalf("--peer of an unknown peer (exit %d):\n%s", code, out)
+	}
 	if _, _, code := peersMain(t, context.Background(), "peers", "--store", path, "--node", "127.0.0.1:9"); code != exitUsage {
 		t.Fatalf("--node with --store: exit %d, want %d", code, exitUsage)
 	}
@@ -411,13 +418,13 @@ func TestHTTPAndMetricsSamePort(t *testing.T) {
 func TestPrintPeersSaysSourceExhausted(t *testing.T) {
 	var out bytes.Buffer
 	rep := &peersReport{Self: "self", Source: "node", Stats: &peer.Stats{ChallengesExhausted: 2}}
-	printPeers(&out, rep, time.Now())
+	printPeers(&out, rep, time.Now(), "")
 	if !strings.Contains(out.String(), "challenge source exhausted: 2 session(s)") {
 		t.Fatalf("peers --node output:\n%s", out.String())
 	}
 	out.Reset()
 	rep.Stats.ChallengesExhausted = 0
-	printPeers(&out, rep, time.Now())
+	printPeers(&out, rep, time.Now(), "")
 	if strings.Contains(out.String(), "exhausted") {
 		t.Fatalf("peers --node output with sets left:\n%s", out.String())
 	}
