@@ -429,3 +429,26 @@ func TestAgentStyleNoDateUnit(t *testing.T) {
 		t.Errorf("unit missing: %v", got)
 	}
 }
+
+// TestSummaryAllZero: when every class of a group scored 0 the summary
+// names no "best" of it, only the class that got furthest.
+func TestSummaryAllZero(t *testing.T) {
+	r := &Report{Headlines: []Headline{
+		{Label: HeadBestGeneric, Class: "router", Pass: Wilson(0, 3000)},
+		{Label: HeadBestWhiteBox, Class: "whitebox-prompt", Pass: Wilson(12, 3000)},
+		{Label: HeadListing, Class: "candidate-list", Pass: Wilson(0, 3000)},
+	}}
+	var buf bytes.Buffer
+	if err := r.writeSummary(&errWriter{w: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"none passed (furthest: router)", "whitebox-prompt", "candidate-list"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "furthest: whitebox-prompt") || strings.Contains(out, "furthest: candidate-list") {
+		t.Errorf("a class that passed, or a single-class group, named as furthest:\n%s", out)
+	}
+}

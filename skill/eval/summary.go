@@ -283,6 +283,11 @@ func rateCell(r Rate) string {
 	return fmt.Sprintf("%d/%d = %s [%s, %s]", r.K, r.N, pct2(r.Value), pct2(r.Low), pct2(r.High))
 }
 
+// bestOf reports whether a headline is the best class of a group.
+func bestOf(label string) bool {
+	return label == HeadBestGeneric || label == HeadBestWhiteBox || label == HeadBestScript
+}
+
 // writeSummary writes the headline figures, the validation filter and the
 // agent-style probe.
 func (r *Report) writeSummary(ew *errWriter) error {
@@ -294,7 +299,13 @@ func (r *Report) writeSummary(ew *errWriter) error {
 				fmt.Fprintf(tw, "  %s\t-\tnot run\n", h.Label)
 				continue
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", h.Label, h.Class, rateCell(h.Pass))
+			class := h.Class
+			if h.Pass.K == 0 && bestOf(h.Label) {
+				// Every class of the group scored 0: the one named got
+				// furthest (rounds passed), it is no "best" attacker.
+				class = "none passed (furthest: " + h.Class + ")"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", h.Label, class, rateCell(h.Pass))
 		}
 		if err := tw.Flush(); err != nil {
 			return fmt.Errorf("write report: %w", err)
