@@ -225,7 +225,9 @@ func (b *gossipBudget) noteSeen(id string, now time.Time) {
 	if b.seen == nil {
 		b.seen = map[string]time.Time{}
 	}
-	if _, ok := b.seen[id]; !ok {
+	// A message reaches the validator again only once pubsub's seen
+	// cache forgot it (120 s): its time is then the new one.
+	if at, ok := b.seen[id]; !ok || !within(at, now, gossipSeenFor) {
 		bounded.MakeRoom(b.seen, gossipSeenTracked, func(at time.Time) bool { return !within(at, now, gossipSeenFor) })
 		b.seen[id] = now
 	}
@@ -375,6 +377,14 @@ func gossipMsgID(m *pb.Message) string {
 	return string(h[:])
 }
 
+// GossipMessageID is the GossipSub message ID of a message whose data is
+// data (spec/trust.md §3.4): 32 raw bytes, the digest of the signed
+// record it carries, or of data when data is no envelope with a public
+// key. Vectors: spec/vectors/gossip_msgid.json.
+func GossipMessageID(data []byte) []byte {
+	return []byte(gossipMsgID(&pb.Message{Data: data}))
+}
+
 // gossipIDDomain separates record message IDs from digests of raw data.
 const gossipIDDomain = "acaptcha gossip record\x00"
 
@@ -398,14 +408,23 @@ func recordMsgID(data []byte) (string, bool) {
 	return string(h.Sum(nil)), true
 }
 
-// decodeEnvelope decodes data as a signed envelope with a public key,
-// checking nothing; ok is false when it is none.
+// decodeEnvelope decodes data (at most protocol.MaxEnvelopeBytes) as a
+// signed envelope with a public key of a known type (0 to 3: RSA,
+// Ed25519, Secp256k1, ECDSA), checking nothing else; ok is false when it
+// is none. The key's Type and Data are proto2 required fields: a key
+// missing either fails to decode. Type is an int32 (the varint's low 32
+// bits); any other value would be hashed as the varint of its 64-bit
+// sign extension, which no other decoder need reproduce, so it names no
+// record (such a message is malformed).
 func decodeEnvelope(data []byte) (*recordpb.Envelope, bool) {
 	if len(data) > protocol.MaxEnvelopeBytes {
 		return nil, false
 	}
 	var env recordpb.Envelope
 	if err := proto.Unmarshal(data, &env); err != nil || env.GetPublicKey() == nil {
+		return nil, false
+	}
+	if t := env.GetPublicKey().GetType(); t < cryptopb.KeyType_RSA || t > cryptopb.KeyType_ECDSA {
 		return nil, false
 	}
 	return &env, true

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -239,5 +241,49 @@ func TestInspectGossipPrices(t *testing.T) {
 	}
 	if got, after := len(rpc.Publish), n.gossip.budget.peers["fwd"].tokens; got != 100 || after != before {
 		t.Fatalf("kept %d of 100 copies of a seen message, tokens %v -> %v", got, before, after)
+	}
+}
+
+// The key prices of spec/vectors/gossip_msgid.json (key_units) are
+// keyCost's.
+func TestGossipKeyUnitsVector(t *testing.T) {
+	data, err := os.ReadFile("../spec/vectors/gossip_msgid.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		KeyUnits []struct {
+			KeyType int `json:"key_type"`
+			DataLen int `json:"data_len"`
+			Units   int `json:"units"`
+		} `json:"key_units"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.KeyUnits) == 0 {
+		t.Fatal("no key_units")
+	}
+	for _, k := range v.KeyUnits {
+		if got := keyCost(cryptopb.KeyType(k.KeyType), k.DataLen); got != k.Units {
+			t.Errorf("key type %d of %d bytes: %d units, vector %d", k.KeyType, k.DataLen, got, k.Units)
+		}
+	}
+}
+
+// A copy is free when its message last reached the validator less than
+// 100 s before (spec/trust.md §3.4): a message validated again after
+// pubsub's seen cache forgot it is remembered from then, not from its
+// first validation.
+func TestGossipSeenRenewed(t *testing.T) {
+	var b gossipBudget
+	t0 := time.Unix(1_800_000_000, 0)
+	b.noteSeen("m", t0)
+	if !b.seenRecently("m", t0.Add(99*time.Second)) || b.seenRecently("m", t0.Add(100*time.Second)) {
+		t.Fatal("the copy window is not [0, 100 s)")
+	}
+	b.noteSeen("m", t0.Add(130*time.Second))
+	if !b.seenRecently("m", t0.Add(140*time.Second)) {
+		t.Fatal("a message validated again 10 s ago is priced as new: its first validation's time was kept")
 	}
 }
