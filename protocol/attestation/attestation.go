@@ -11,12 +11,14 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"encoding/asn1"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -841,11 +843,13 @@ func checkIssuedProvenance(pv skill.Provenance) error {
 // checkKeyRules applies the key rules of spec/attestation.md §2 that
 // go-libp2p's own verification leaves out, so that a record verifies
 // alike everywhere: an ECDSA key is on P-256 (go-libp2p also takes the
-// other NIST curves) and a Secp256k1 signature has a low S (go-libp2p also
+// other NIST curves) and its signature exact DER (go-libp2p ignores bytes
+// after it), and a Secp256k1 signature has a low S (go-libp2p also
 // takes a high one, which libsecp256k1 refuses).
 func checkKeyRules(env *record.Envelope, data []byte) error {
 	var sig []byte
-	if _, ok := env.PublicKey.(*crypto.Secp256k1PublicKey); ok {
+	switch env.PublicKey.(type) {
+	case *crypto.Secp256k1PublicKey, *crypto.ECDSAPublicKey:
 		// record.Envelope keeps its signature unexported: read it from
 		// the envelope's encoding (decoded once already, so this succeeds).
 		var pe recordpb.Envelope
@@ -859,8 +863,9 @@ func checkKeyRules(env *record.Envelope, data []byte) error {
 
 // CheckKeyRules applies the key rules of spec/attestation.md §2 to a
 // public key and a signature it made: ErrMalformed for an ECDSA key on
-// another curve than P-256, ErrBadSignature for a Secp256k1 signature
-// that is not DER or has a high S. Other key types pass (their signature
+// another curve than P-256, ErrBadSignature for an ECDSA signature that
+// is not exactly DER and for a Secp256k1 signature that is not DER or
+// has a high S. Other key types pass (their signature
 // is checked by go-libp2p's Verify). The HTTP door applies the same rules
 // to its proof of key possession (spec/http.md §1).
 func CheckKeyRules(pub crypto.PubKey, sig []byte) error {
@@ -873,6 +878,9 @@ func CheckKeyRules(pub crypto.PubKey, sig []byte) error {
 		if pk, ok := std.(*ecdsa.PublicKey); !ok || pk.Curve != elliptic.P256() {
 			return fmt.Errorf("%w: an ECDSA key must be on P-256", ErrMalformed)
 		}
+		if !exactECDSADER(sig) {
+			return fmt.Errorf("%w: ECDSA signature is not exactly the DER of its (r, s)", ErrBadSignature)
+		}
 	case *crypto.Secp256k1PublicKey:
 		parsed, err := secpecdsa.ParseDERSignature(sig)
 		if err != nil {
@@ -883,6 +891,23 @@ func CheckKeyRules(pub crypto.PubKey, sig []byte) error {
 		}
 	}
 	return nil
+}
+
+// exactECDSADER reports whether sig is exactly the DER encoding of an
+// ECDSA-Sig-Value, SEQUENCE { r INTEGER, s INTEGER } (RFC 3279 §2.2.3),
+// with nothing after it nor after s: go-libp2p's Verify decodes it with
+// encoding/asn1, which ignores both, so without this one signature had
+// endless encodings (spec/attestation.md §2). encoding/asn1 already
+// refuses non-minimal lengths and integers, so re-encoding what it read
+// gives the input back exactly when nothing was ignored.
+func exactECDSADER(sig []byte) bool {
+	var v struct{ R, S *big.Int }
+	rest, err := asn1.Unmarshal(sig, &v)
+	if err != nil || len(rest) != 0 {
+		return false
+	}
+	again, err := asn1.Marshal(v)
+	return err == nil && bytes.Equal(again, sig)
 }
 
 func unmarshalEnvelope(data []byte) (env *record.Envelope, err error) {
