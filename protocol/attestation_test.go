@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	secpecdsa "github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -993,6 +994,7 @@ func attestBuildVector(t testing.TB) []byte {
 			{Name: "unsupported_version", Description: "the record with spec_version 2.0.0, correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, &v2, ik)), VerifyAt: stamp(attestVerifyAt), Error: "unsupported_version"},
 			{Name: "procedural_below_llm", Description: "the record with provenance {source: procedural} (no model, llm_questions false), correctly signed by the issuer, verified by a party requiring source llm", EnvelopeHex: hex.EncodeToString(attestMustSeal(t, &procedural, ik)), VerifyAt: stamp(attestVerifyAt), MinSource: string(skill.SourceLLM), Error: "source_below_minimum"},
 			{Name: "secp256k1_high_s", Description: "the record with issuer " + secpID.String() + " (the Secp256k1 key of scalar 0101...01), signed by that key, with the signature's S replaced by n-S: valid ECDSA, but S is high", EnvelopeHex: hex.EncodeToString(attestHighS(t, attestMustSeal(t, &secpRec, secpKey))), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
+			{Name: "secp256k1_key_uncompressed", Description: "the record with issuer " + secpID.String() + " (the Secp256k1 key of scalar 0101...01), signed by that key (low S), in an envelope whose public_key Data is the key's 65-byte uncompressed point (04 || x || y) instead of its 33-byte compressed one: the same key and peer ID to go-libp2p", EnvelopeHex: hex.EncodeToString(attestUncompressedKey(t, attestMustSeal(t, &secpRec, secpKey))), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
 			{Name: "subject_not_peer_id", Description: "the record with subject 55 00 (a multihash of an unknown code with an empty digest, no peer ID), correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, &badSubject, ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
 			{Name: "spec_version_not_utf8", Description: "the record with spec_version the bytes 1.0.0+ and ff (not UTF-8; the version rule alone would take it), correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealRaw(t, rawAttestRecord(badVersion), ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
 			{Name: "ed25519_key_not_on_curve", Description: "an envelope whose public_key is the Ed25519 key 02 00...00 (y = 2, no curve point), over the record with that key's peer ID as issuer, with a signature of 64 zero bytes", EnvelopeHex: hex.EncodeToString(offCurve), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
@@ -1471,6 +1473,26 @@ func attestHighS(t testing.TB, low []byte) []byte {
 		t.Fatal(err)
 	}
 	return high
+}
+
+// attestUncompressedKey is a Secp256k1 envelope with its key's Data in
+// the 65-byte uncompressed form (the signature covers no key byte).
+func attestUncompressedKey(t testing.TB, compressed []byte) []byte {
+	t.Helper()
+	var env recordpb.Envelope
+	if err := proto.Unmarshal(compressed, &env); err != nil {
+		t.Fatal(err)
+	}
+	pk, err := secp256k1.ParsePubKey(env.PublicKey.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.PublicKey.Data = pk.SerializeUncompressed()
+	b, err := proto.Marshal(&env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // attestSecpKey is the Secp256k1 key of the vector's high-S case (the

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	cryptopb "github.com/libp2p/go-libp2p/core/crypto/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/acaptcha/acaptcha/internal/strictjson"
 	"github.com/acaptcha/acaptcha/protocol"
@@ -352,6 +354,14 @@ func (g *Gateway) checkKey(s *session, req startRequest) error {
 	if err != nil {
 		return errorf(errBadKey, "public_key: %v", err)
 	}
+	// UnmarshalPublicKey decoded the same message: this cannot fail.
+	var pk cryptopb.PublicKey
+	if err := proto.Unmarshal(req.PublicKey, &pk); err != nil {
+		return errorf(errBadKey, "public_key: %v", err)
+	}
+	if err := attestation.CheckKeyData(pk.GetType(), pk.GetData()); err != nil {
+		return errorf(errBadKey, "public_key: %v", err)
+	}
 	id, err := peer.IDFromPublicKey(pub)
 	if err != nil {
 		return errorf(errBadKey, "public_key: %v", err)
@@ -363,7 +373,8 @@ func (g *Gateway) checkKey(s *session, req startRequest) error {
 		return errorf(errBadSignature, "signature of %d bytes", len(req.Signature))
 	}
 	// The key rules of attestation.md §2 (http.md §1): an ECDSA key on
-	// P-256 only, a Secp256k1 signature with a low S.
+	// P-256 only, a Secp256k1 key compressed (above) and its signature
+	// with a low S.
 	if err := attestation.CheckKeyRules(pub, req.Signature); err != nil {
 		if errors.Is(err, attestation.ErrMalformed) {
 			return errorf(errBadKey, "public_key: %v", err)

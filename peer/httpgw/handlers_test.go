@@ -2,6 +2,7 @@ package httpgw
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -20,9 +21,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	cryptopb "github.com/libp2p/go-libp2p/core/crypto/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/protocol"
@@ -678,6 +682,40 @@ func TestStartKeyRules(t *testing.T) {
 	v := a.create()
 	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), nil); st != 400 || eb.Code != CodeBadKey {
 		t.Fatalf("start with a P-384 key: %d %+v", st, eb)
+	}
+
+	// A Secp256k1 key in its 65-byte uncompressed form (the same key and
+	// peer ID to go-libp2p) is a bad key; the compressed form starts.
+	b := newAgent(t, base)
+	sk, err := crypto.UnmarshalSecp256k1PrivateKey(bytes.Repeat([]byte{1}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.priv = sk
+	if b.id, err = peer.IDFromPrivateKey(sk); err != nil {
+		t.Fatal(err)
+	}
+	v = b.create()
+	req := b.startReq(v)
+	var pk cryptopb.PublicKey
+	if err := proto.Unmarshal(req.PublicKey, &pk); err != nil {
+		t.Fatal(err)
+	}
+	point, err := secp256k1.ParsePubKey(pk.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk.Data = point.SerializeUncompressed()
+	if req.PublicKey, err = proto.Marshal(&pk); err != nil {
+		t.Fatal(err)
+	}
+	if st, eb := b.post("/v1/sessions/"+v.SessionID+"/start", req, nil); st != 400 || eb.Code != CodeBadKey {
+		t.Fatalf("start with an uncompressed Secp256k1 key: %d %+v", st, eb)
+	}
+	// The refusal ended that session; a new one starts.
+	v = b.create()
+	if st, eb := b.post("/v1/sessions/"+v.SessionID+"/start", b.startReq(v), nil); st != 200 {
+		t.Fatalf("start with the compressed Secp256k1 key: %d %+v", st, eb)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 
 	secpecdsa "github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	cryptopb "github.com/libp2p/go-libp2p/core/crypto/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
 	recordpb "github.com/libp2p/go-libp2p/core/record/pb"
@@ -844,8 +845,8 @@ func checkIssuedProvenance(pv skill.Provenance) error {
 // go-libp2p's own verification leaves out, so that a record verifies
 // alike everywhere: an ECDSA key is on P-256 (go-libp2p also takes the
 // other NIST curves) and its signature exact DER (go-libp2p ignores bytes
-// after it), and a Secp256k1 signature has a low S (go-libp2p also
-// takes a high one, which libsecp256k1 refuses).
+// after it), and a Secp256k1 key is compressed and its signature has a
+// low S (go-libp2p also takes a high one, which libsecp256k1 refuses).
 func checkKeyRules(env *record.Envelope, data []byte) error {
 	var sig []byte
 	switch env.PublicKey.(type) {
@@ -857,8 +858,28 @@ func checkKeyRules(env *record.Envelope, data []byte) error {
 			return fmt.Errorf("%w: envelope: %w", ErrMalformed, err)
 		}
 		sig = pe.GetSignature()
+		if err := CheckKeyData(pe.GetPublicKey().GetType(), pe.GetPublicKey().GetData()); err != nil {
+			return err
+		}
 	}
 	return CheckKeyRules(env.PublicKey, sig)
+}
+
+// Secp256k1KeyBytes is the length of a Secp256k1 key's data: the
+// compressed SEC1 point, the form the libp2p peer-id specification names.
+const Secp256k1KeyBytes = 33
+
+// CheckKeyData applies the key-encoding rule of spec/attestation.md §2 to
+// the Type and Data of a marshalled libp2p public key: a Secp256k1 key is
+// its 33-byte compressed point. go-libp2p also decodes the 65-byte
+// uncompressed and hybrid forms to the same key and peer ID, so without
+// this rule one record had three envelopes (three gossip messages, three
+// signature checks). ErrMalformed otherwise; other types pass.
+func CheckKeyData(typ cryptopb.KeyType, data []byte) error {
+	if typ == cryptopb.KeyType_Secp256k1 && len(data) != Secp256k1KeyBytes {
+		return fmt.Errorf("%w: a Secp256k1 key must be its %d-byte compressed point, not %d bytes", ErrMalformed, Secp256k1KeyBytes, len(data))
+	}
+	return nil
 }
 
 // CheckKeyRules applies the key rules of spec/attestation.md §2 to a
