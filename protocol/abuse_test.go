@@ -229,6 +229,10 @@ func TestDrawPrefix(t *testing.T) {
 		{"::1", "", false},
 		{"127.0.0.1", "127.0.0.0/24", true},
 		{"::1", "::/48", true},
+		// NAT64 (RFC 6052's well-known prefix): the IPv4 host it carries.
+		{"64:ff9b::203.0.113.77", "203.0.113.0/24", false},
+		{"64:ff9b::198.51.100.1", "198.51.100.0/24", false},
+		{"64:ff9b:1::203.0.113.77", "64:ff9b:1::/48", false},
 	} {
 		got, ok := DrawPrefix(netip.MustParseAddr(c.ip), c.limitLoopback)
 		if (c.want == "") == ok || (ok && got.String() != c.want) {
@@ -237,6 +241,38 @@ func TestDrawPrefix(t *testing.T) {
 	}
 	if _, ok := DrawPrefix(netip.Addr{}, true); ok {
 		t.Error("DrawPrefix of the zero address")
+	}
+}
+
+// The IPv6 block of a budget group (spec §9a): the /32 of a /48; none
+// for an IPv4 /24, a NAT64 address's group or a relay's group.
+func TestBlockOf(t *testing.T) {
+	group := func(ip string) netip.Prefix {
+		pfx, ok := DrawPrefix(netip.MustParseAddr(ip), true)
+		if !ok {
+			t.Fatalf("no group for %s", ip)
+		}
+		return pfx
+	}
+	for _, c := range []struct {
+		pfx  netip.Prefix
+		want string
+	}{
+		{group("2001:db8:1234:5678::1"), "2001:db8::/32"},
+		{group("2a01:4f8:c0de:1::2"), "2a01:4f8::/32"},
+		{group("::1"), "::/32"},
+		{group("203.0.113.77"), ""},
+		{group("::ffff:203.0.113.77"), ""},
+		{group("64:ff9b::203.0.113.77"), ""},
+		{group("64:ff9b:1::1"), ""},
+		{RelayGroup(peer.ID("relay")), ""},
+		{netip.MustParsePrefix("2001:db8::/32"), ""},
+		{netip.Prefix{}, ""},
+	} {
+		got, ok := BlockOf(c.pfx)
+		if (c.want == "") == ok || (ok && got.String() != c.want) {
+			t.Errorf("BlockOf(%v) = %v %v, want %q", c.pfx, got, ok, c.want)
+		}
 	}
 }
 

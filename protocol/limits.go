@@ -39,6 +39,9 @@ const (
 	// per-prefix draw budget groups remote addresses by.
 	PrefixBitsIPv4 = 24
 	PrefixBitsIPv6 = 48
+	// BlockBitsIPv6 is the IPv6 block (an allocation: 65,536 /48s) whose
+	// peers the per-block budgets bound together (BlockOf).
+	BlockBitsIPv6 = 32
 	// DefaultProverWindow is the window of the prover's budgets.
 	DefaultProverWindow = time.Hour
 	// DefaultMaxSessionsPerVerifier is how many sessions this node answers
@@ -165,13 +168,39 @@ func (s *Service) PeerUsage(p peer.ID) PeerUsage {
 	return PeerUsage{}
 }
 
+// nat64WKP is the NAT64 well-known prefix (RFC 6052): its addresses are
+// IPv4 hosts as a local translator shows them to an IPv6 node, the IPv4
+// address in the last 32 bits. It is never routed globally (RFC 6052
+// §3.1), so no remote host can claim one of its addresses but through
+// this node's own translator.
+var nat64WKP = netip.MustParsePrefix("64:ff9b::/96")
+
+// nat64Block is the /32 of the NAT64 prefixes, the well-known one and
+// the local-use 64:ff9b:1::/48 (RFC 8215): translators' address space,
+// not a holder's allocation, so it is no block.
+var nat64Block = netip.MustParsePrefix("64:ff9b::/32")
+
+// groupAddr is the address an IP's budget groups are taken from: IPv4
+// for an IPv4-mapped address and for one of the NAT64 well-known prefix
+// (whose /48 would put every IPv4 host behind the translator in one
+// group), the address itself otherwise, without its zone.
+func groupAddr(ip netip.Addr) netip.Addr {
+	ip = ip.Unmap().WithZone("")
+	if ip.Is6() && nat64WKP.Contains(ip) {
+		b := ip.As16()
+		return netip.AddrFrom4([4]byte(b[12:]))
+	}
+	return ip
+}
+
 // DrawPrefix is the prefix whose draw budget a remote address falls in:
-// the /24 of an IPv4 address (IPv4-mapped IPv6 included), the /48 of an
-// IPv6 address. ok is false for an address without an IP, and for
-// loopback unless limitLoopback is set (loopback is exempt by default, as
-// libp2p's resource manager exempts it).
+// the /24 of an IPv4 address (IPv4-mapped IPv6 and the NAT64 well-known
+// prefix 64:ff9b::/96 included: the /24 of the IPv4 address they carry),
+// the /48 of an IPv6 address. ok is false for an address without an IP,
+// and for loopback unless limitLoopback is set (loopback is exempt by
+// default, as libp2p's resource manager exempts it).
 func DrawPrefix(ip netip.Addr, limitLoopback bool) (netip.Prefix, bool) {
-	ip = ip.Unmap()
+	ip = groupAddr(ip)
 	if !ip.IsValid() || (ip.IsLoopback() && !limitLoopback) {
 		return netip.Prefix{}, false
 	}
@@ -179,11 +208,28 @@ func DrawPrefix(ip netip.Addr, limitLoopback bool) (netip.Prefix, bool) {
 	if ip.Is4() {
 		bits = PrefixBitsIPv4
 	}
-	pfx, err := ip.WithZone("").Prefix(bits)
+	pfx, err := ip.Prefix(bits)
 	if err != nil {
 		return netip.Prefix{}, false
 	}
 	return pfx, true
+}
+
+// BlockOf is the IPv6 block (/32, BlockBitsIPv6) whose budgets the group
+// pfx (as DrawPrefix or RelayGroup give it) also counts in: the /32 of an
+// IPv6 /48; none (ok false) for an IPv4 /24 (IPv4-mapped and NAT64
+// addresses included), for a /48 of 64:ff9b::/32 (NAT64's local-use
+// prefix, RFC 8215) and for a relay's group. One holder of a /32 has
+// 65,536 /48s: the block bounds what they get together (spec §9a).
+func BlockOf(pfx netip.Prefix) (netip.Prefix, bool) {
+	if !pfx.IsValid() || !pfx.Addr().Is6() || pfx.Bits() != PrefixBitsIPv6 || nat64Block.Contains(pfx.Addr()) {
+		return netip.Prefix{}, false
+	}
+	blk, err := pfx.Addr().Prefix(BlockBitsIPv6)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	return blk, true
 }
 
 // drawPrefix is the budget group of p's current connection: a direct
