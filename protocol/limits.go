@@ -82,6 +82,20 @@ const (
 	// answerer-call and prompt-token budgets (the calls and tokens never
 	// less than one session's worth, prefixShare).
 	proverPrefixShare = 8
+	// BlockFactor: the peers of one IPv6 /32 (BlockOf) that the node does
+	// not admit get together at most this many times what one IP prefix
+	// gets, of every per-prefix budget (draws, the prover's sessions,
+	// proof of work, answerer calls and prompt tokens, inbound slots): a
+	// holder of a /32's 65,536 /48s gets two /48s' worth, and an abuser
+	// with one /48 of a shared /32 leaves its neighbours at least as much
+	// as it takes (spec §9a).
+	BlockFactor = 2
+	// DefaultMaxDrawsPerBlock, DefaultMaxSessionsPerVerifierBlock and
+	// DefaultMaxInboundPerBlock are BlockFactor times the per-prefix
+	// defaults (a zero Config field is BlockFactor times the per-prefix
+	// value in force).
+	DefaultMaxDrawsPerBlock            = BlockFactor * DefaultMaxDrawsPerPrefix
+	DefaultMaxSessionsPerVerifierBlock = BlockFactor * DefaultMaxSessionsPerVerifierPrefix
 	// DefaultMaxAcceptTotal is the longest T_total a prover accepts in a
 	// hello by default (raised to the node's own policy total if longer).
 	DefaultMaxAcceptTotal = 5 * time.Minute
@@ -98,7 +112,7 @@ const (
 	// adds one bit of difficulty.
 	loadStep = 16
 	// maxTrackedPeers bounds the per-peer budget tables, and
-	// maxTrackedPrefixes the per-prefix one.
+	// maxTrackedPrefixes each per-prefix and per-block one.
 	maxTrackedPeers    = 1 << 16
 	maxTrackedPrefixes = 1 << 14
 )
@@ -351,7 +365,9 @@ type budgets struct {
 	mu          sync.Mutex
 	peers       map[peer.ID]*peerState
 	prefixes    map[netip.Prefix]*bucket       // verifier: sets drawn per prefix
+	blocks      map[netip.Prefix]*bucket       // verifier: sets drawn per IPv6 /32
 	vprefixes   map[netip.Prefix]*proverPrefix // prover: per verifier prefix
+	vblocks     map[netip.Prefix]*proverPrefix // prover: per verifier IPv6 /32
 	draws       bucket                         // global sets drawn
 	calls       bucket                         // global answerer calls
 	sessions    bucket                         // global sessions answered
@@ -364,11 +380,12 @@ type budgets struct {
 
 func newBudgets(cfg *Config) *budgets {
 	return &budgets{cfg: cfg, peers: map[peer.ID]*peerState{}, prefixes: map[netip.Prefix]*bucket{},
-		vprefixes: map[netip.Prefix]*proverPrefix{}}
+		blocks: map[netip.Prefix]*bucket{}, vprefixes: map[netip.Prefix]*proverPrefix{},
+		vblocks: map[netip.Prefix]*proverPrefix{}}
 }
 
 // proverPrefix is what the prover's budgets remember of one verifier IP
-// prefix (or relay group).
+// prefix (or relay group), or of one IPv6 /32 block.
 type proverPrefix struct {
 	sessions bucket
 	pow      bucket
@@ -397,32 +414,77 @@ func (b *budgets) prefixTokens() float64 {
 	return prefixShare(b.cfg.MaxProverTokens, maxRoundTokens)
 }
 
-// proverPrefixLocked returns the prover budgets of pfx, refilled to now.
-// When the table is full, prefixes back to full budgets are forgotten
-// first, then any (a forgotten prefix starts full; the global budgets
-// still bound it).
-func (b *budgets) proverPrefixLocked(pfx netip.Prefix, now time.Time) *proverPrefix {
+// groupCaps are the capacities of one group's prover budgets.
+type groupCaps struct{ sessions, pow, calls, tokens float64 }
+
+// prefixCaps are those of a verifier prefix.
+func (b *budgets) prefixCaps() groupCaps {
 	c := b.cfg
-	sessions, pow := float64(c.MaxSessionsPerVerifierPrefix), float64(c.MaxProverPowWork/proverPrefixShare)
-	calls, tokens := b.prefixCalls(), b.prefixTokens()
+	return groupCaps{sessions: float64(c.MaxSessionsPerVerifierPrefix), pow: float64(c.MaxProverPowWork / proverPrefixShare),
+		calls: b.prefixCalls(), tokens: b.prefixTokens()}
+}
+
+// blockCaps are those of a verifier IPv6 /32: MaxSessionsPerVerifierBlock
+// sessions, and BlockFactor times a prefix's proof of work, calls and
+// tokens, at most the node's.
+func (b *budgets) blockCaps() groupCaps {
+	c := b.cfg
+	pc := b.prefixCaps()
+	return groupCaps{sessions: float64(c.MaxSessionsPerVerifierBlock),
+		pow:   min(float64(c.MaxProverPowWork), BlockFactor*pc.pow),
+		calls: min(float64(c.MaxProverCalls), BlockFactor*pc.calls), tokens: min(float64(c.MaxProverTokens), BlockFactor*pc.tokens)}
+}
+
+// proverPrefixLocked returns the prover budgets of pfx, refilled to now.
+func (b *budgets) proverPrefixLocked(pfx netip.Prefix, now time.Time) *proverPrefix {
+	return b.proverGroupLocked(b.vprefixes, pfx, b.prefixCaps(), now)
+}
+
+// proverBlockLocked returns the prover budgets of the IPv6 /32 blk.
+func (b *budgets) proverBlockLocked(blk netip.Prefix, now time.Time) *proverPrefix {
+	return b.proverGroupLocked(b.vblocks, blk, b.blockCaps(), now)
+}
+
+// proverGroupLocked returns the prover budgets of key in table m (of
+// capacities caps), refilled to now. When the table is full, groups
+// back to full budgets are forgotten first, then any (a forgotten group
+// starts full; the global budgets still bound it).
+func (b *budgets) proverGroupLocked(m map[netip.Prefix]*proverPrefix, key netip.Prefix, caps groupCaps, now time.Time) *proverPrefix {
+	w := b.cfg.ProverWindow
 	refill := func(pp *proverPrefix) {
-		pp.sessions.refill(sessions, c.ProverWindow, now)
-		pp.pow.refill(pow, c.ProverWindow, now)
-		pp.calls.refill(calls, c.ProverWindow, now)
-		pp.tokens.refill(tokens, c.ProverWindow, now)
+		pp.sessions.refill(caps.sessions, w, now)
+		pp.pow.refill(caps.pow, w, now)
+		pp.calls.refill(caps.calls, w, now)
+		pp.tokens.refill(caps.tokens, w, now)
 	}
-	if pp, ok := b.vprefixes[pfx]; ok {
+	if pp, ok := m[key]; ok {
 		refill(pp)
 		return pp
 	}
-	bounded.MakeRoom(b.vprefixes, maxTrackedPrefixes, func(pp *proverPrefix) bool {
+	bounded.MakeRoom(m, maxTrackedPrefixes, func(pp *proverPrefix) bool {
 		refill(pp)
-		return pp.sessions.tokens >= sessions && pp.pow.tokens >= pow && pp.calls.tokens >= calls && pp.tokens.tokens >= tokens
+		return pp.sessions.tokens >= caps.sessions && pp.pow.tokens >= caps.pow && pp.calls.tokens >= caps.calls && pp.tokens.tokens >= caps.tokens
 	})
 	pp := &proverPrefix{}
 	refill(pp)
-	b.vprefixes[pfx] = pp
+	m[key] = pp
 	return pp
+}
+
+// blockFor is the IPv6 /32 whose budgets p, of group pfx (hasPfx false:
+// none), spends besides its group's: BlockOf(pfx), unless the node
+// admits p (an admitted peer counts in its group only, so that an
+// abuser sharing its /32 cannot spend its service). It asks TrustedPeer,
+// so it runs before the budgets' lock is taken.
+func (b *budgets) blockFor(p peer.ID, pfx netip.Prefix, hasPfx bool) (netip.Prefix, bool) {
+	if !hasPfx {
+		return netip.Prefix{}, false
+	}
+	blk, ok := BlockOf(pfx)
+	if !ok || b.trusted(p) {
+		return netip.Prefix{}, false
+	}
+	return blk, true
 }
 
 // prefix returns the prefix of p, if any prefix budget applies.
@@ -433,23 +495,33 @@ func (b *budgets) prefix(p peer.ID) (netip.Prefix, bool) {
 	return b.prefixOf(p)
 }
 
-// prefixLocked returns the draw bucket of pfx, refilled to now. When the
-// table is full, prefixes whose bucket is full again are forgotten first,
-// then any (a forgotten prefix starts full; the global budget still
-// bounds it).
-func (b *budgets) prefixLocked(pfx netip.Prefix, now time.Time) *bucket {
-	c := b.cfg
-	if pb, ok := b.prefixes[pfx]; ok {
-		pb.refill(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
+// drawGroupLocked returns the draw bucket of key in m (capacity
+// capacity), refilled to now. When the table is full, groups whose
+// bucket is full again are forgotten first, then any (a forgotten group
+// starts full; the global budget still bounds it).
+func (b *budgets) drawGroupLocked(m map[netip.Prefix]*bucket, key netip.Prefix, capacity int, now time.Time) *bucket {
+	c, w := float64(capacity), b.cfg.DrawWindow
+	if pb, ok := m[key]; ok {
+		pb.refill(c, w, now)
 		return pb
 	}
-	bounded.MakeRoom(b.prefixes, maxTrackedPrefixes, func(pb *bucket) bool {
-		return pb.full(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
-	})
+	bounded.MakeRoom(m, maxTrackedPrefixes, func(pb *bucket) bool { return pb.full(c, w, now) })
 	pb := &bucket{}
-	pb.refill(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
-	b.prefixes[pfx] = pb
+	pb.refill(c, w, now)
+	m[key] = pb
 	return pb
+}
+
+// drawsLeftIn reports whether the draw bucket of key in m (capacity
+// capacity), if the table has one, holds a draw (a group it has none of
+// is full).
+func (b *budgets) drawsLeftIn(m map[netip.Prefix]*bucket, key netip.Prefix, capacity int, now time.Time) bool {
+	pb, ok := m[key]
+	if !ok {
+		return true
+	}
+	pb.refill(float64(capacity), b.cfg.DrawWindow, now)
+	return pb.tokens >= 1
 }
 
 // stateLocked returns p's state, evicting idle peers when the table is
@@ -538,19 +610,16 @@ func (b *budgets) canDraw(p peer.ID, now time.Time) bool {
 func (b *budgets) canDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now time.Time) bool {
 	c := b.cfg
 	reserve := b.reserveFor(p, float64(c.MaxDraws), 1)
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
 	if b.draws.tokens < 1+reserve {
 		return false
 	}
-	if hasPfx {
-		if pb, ok := b.prefixes[pfx]; ok {
-			pb.refill(float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
-			if pb.tokens < 1 {
-				return false
-			}
-		}
+	if hasPfx && !b.drawsLeftIn(b.prefixes, pfx, c.MaxDrawsPerPrefix, now) ||
+		hasBlk && !b.drawsLeftIn(b.blocks, blk, c.MaxDrawsPerBlock, now) {
+		return false
 	}
 	st, ok := b.peers[p]
 	if !ok {
@@ -560,7 +629,8 @@ func (b *budgets) canDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now time.T
 	return st.draws.tokens >= 1
 }
 
-// takeDraw spends one draw of p's share, of its prefix's share and of the
+// takeDraw spends one draw of p's share, of its prefix's share (and, for
+// a peer the node does not admit, of its IPv6 /32's: blockFor) and of the
 // global budget. It is called once per paid hello ack (spec §5a), so it
 // also counts p's paid sessions.
 func (b *budgets) takeDraw(p peer.ID, now time.Time) bool {
@@ -574,17 +644,21 @@ func (b *budgets) takeDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now time.
 	// The last quarter of the global draws is kept for the peers the
 	// node admits (Config.TrustedPeer, spec §9a).
 	reserve := b.reserveFor(p, float64(c.MaxDraws), 1)
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
 	st.usage.Paid++
 	st.draws.refill(float64(c.MaxDrawsPerPeer), c.DrawWindow, now)
 	b.draws.refill(float64(c.MaxDraws), c.DrawWindow, now)
-	var pb *bucket
+	var pb, bb *bucket
 	if hasPfx {
-		pb = b.prefixLocked(pfx, now)
+		pb = b.drawGroupLocked(b.prefixes, pfx, c.MaxDrawsPerPrefix, now)
 	}
-	if st.draws.tokens < 1 || b.draws.tokens < 1+reserve || (pb != nil && pb.tokens < 1) {
+	if hasBlk {
+		bb = b.drawGroupLocked(b.blocks, blk, c.MaxDrawsPerBlock, now)
+	}
+	if st.draws.tokens < 1 || b.draws.tokens < 1+reserve || (pb != nil && pb.tokens < 1) || (bb != nil && bb.tokens < 1) {
 		b.drawRefused++
 		st.usage.Refused++
 		return false
@@ -593,6 +667,9 @@ func (b *budgets) takeDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now time.
 	b.draws.tokens--
 	if pb != nil {
 		pb.tokens--
+	}
+	if bb != nil {
+		bb.tokens--
 	}
 	st.usage.Drawn++
 	return true
@@ -608,15 +685,17 @@ func (b *budgets) refundDraw(p peer.ID, now time.Time) {
 // refundDrawIn is refundDraw with the prefix given.
 func (b *budgets) refundDrawIn(p peer.ID, pfx netip.Prefix, hasPfx bool, now time.Time) {
 	c := b.cfg
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
 	st.draws.give(1, float64(c.MaxDrawsPerPeer), c.DrawWindow, now)
 	b.draws.give(1, float64(c.MaxDraws), c.DrawWindow, now)
-	if hasPfx {
-		if pb, ok := b.prefixes[pfx]; ok {
-			pb.give(1, float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
-		}
+	if pb, ok := b.prefixes[pfx]; ok && hasPfx {
+		pb.give(1, float64(c.MaxDrawsPerPrefix), c.DrawWindow, now)
+	}
+	if bb, ok := b.blocks[blk]; ok && hasBlk {
+		bb.give(1, float64(c.MaxDrawsPerBlock), c.DrawWindow, now)
 	}
 	st.usage.Returned++
 }
@@ -660,6 +739,8 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 	sessionReserve := keptFor(trusted, float64(c.MaxProverSessions), 1)
 	callReserve := keptFor(trusted, float64(c.MaxProverCalls), 1)
 	tokenReserve := keptFor(trusted, float64(c.MaxProverTokens), 1)
+	blk, hasBlk := BlockOf(pfx)
+	hasBlk = hasBlk && hasPfx && !trusted // blockFor, with trusted asked once
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
@@ -669,9 +750,12 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 	b.calls.refill(float64(c.MaxProverCalls), c.ProverWindow, now)
 	b.sessions.refill(float64(c.MaxProverSessions), c.ProverWindow, now)
 	b.tokens.refill(float64(c.MaxProverTokens), c.ProverWindow, now)
-	var pp *proverPrefix
+	var pp, bp *proverPrefix
 	if hasPfx {
 		pp = b.proverPrefixLocked(pfx, now)
+	}
+	if hasBlk {
+		bp = b.proverBlockLocked(blk, now)
 	}
 	r := float64(rounds)
 	switch {
@@ -687,6 +771,12 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 		return false, "answerer-call budget for this verifier's network spent"
 	case pp != nil && pp.tokens.tokens <= 0:
 		return false, "token budget for this verifier's network spent"
+	case bp != nil && bp.sessions.tokens < 1:
+		return false, "session budget for this verifier's IPv6 /32 spent"
+	case bp != nil && bp.calls.tokens < r:
+		return false, "answerer-call budget for this verifier's IPv6 /32 spent"
+	case bp != nil && bp.tokens.tokens <= 0:
+		return false, "token budget for this verifier's IPv6 /32 spent"
 	case b.sessions.tokens < 1:
 		return false, "session budget of this node spent"
 	case b.sessions.tokens < 1+sessionReserve:
@@ -704,9 +794,11 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 	st.calls.tokens -= r
 	b.calls.tokens -= r
 	b.sessions.tokens--
-	if pp != nil {
-		pp.sessions.tokens--
-		pp.calls.tokens -= r
+	for _, g := range []*proverPrefix{pp, bp} {
+		if g != nil {
+			g.sessions.tokens--
+			g.calls.tokens -= r
+		}
 	}
 	return true, ""
 }
@@ -760,19 +852,25 @@ func (b *budgets) chargePowIn(p peer.ID, pfx netip.Prefix, hasPfx bool, d int, n
 	c := b.cfg
 	work := math.Ldexp(1, d)
 	reserve := b.reserveFor(p, float64(c.MaxProverPowWork), work)
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.pow.refill(float64(c.MaxProverPowWork), c.ProverWindow, now)
-	var pp *proverPrefix
+	var pp, bp *proverPrefix
 	if hasPfx {
 		pp = b.proverPrefixLocked(pfx, now)
 	}
-	if b.pow.tokens < work+reserve || pp != nil && pp.pow.tokens < work {
+	if hasBlk {
+		bp = b.proverBlockLocked(blk, now)
+	}
+	if b.pow.tokens < work+reserve || pp != nil && pp.pow.tokens < work || bp != nil && bp.pow.tokens < work {
 		return false
 	}
 	b.pow.tokens -= work
-	if pp != nil {
-		pp.pow.tokens -= work
+	for _, g := range []*proverPrefix{pp, bp} {
+		if g != nil {
+			g.pow.tokens -= work
+		}
 	}
 	return true
 }
@@ -794,12 +892,16 @@ func (b *budgets) refundCallsIn(p peer.ID, pfx netip.Prefix, hasPfx bool, n int,
 		return
 	}
 	c := b.cfg
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stateLocked(p, now).calls.give(float64(n), float64(c.MaxCallsPerVerifier), c.ProverWindow, now)
 	b.calls.give(float64(n), float64(c.MaxProverCalls), c.ProverWindow, now)
 	if pp, ok := b.vprefixes[pfx]; ok && hasPfx {
 		pp.calls.give(float64(n), b.prefixCalls(), c.ProverWindow, now)
+	}
+	if bp, ok := b.vblocks[blk]; ok && hasBlk {
+		bp.calls.give(float64(n), b.blockCaps().calls, c.ProverWindow, now)
 	}
 }
 
@@ -820,12 +922,16 @@ func (b *budgets) refundTokensIn(p peer.ID, pfx netip.Prefix, hasPfx bool, n int
 		return
 	}
 	c := b.cfg
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stateLocked(p, now).tokens.give(float64(n), float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
 	b.tokens.give(float64(n), float64(c.MaxProverTokens), c.ProverWindow, now)
 	if pp, ok := b.vprefixes[pfx]; ok && hasPfx {
 		pp.tokens.give(float64(n), b.prefixTokens(), c.ProverWindow, now)
+	}
+	if bp, ok := b.vblocks[blk]; ok && hasBlk {
+		bp.tokens.give(float64(n), b.blockCaps().tokens, c.ProverWindow, now)
 	}
 }
 
@@ -850,22 +956,28 @@ func (b *budgets) chargeTokensIn(p peer.ID, pfx netip.Prefix, hasPfx bool, n int
 	c := b.cfg
 	x := float64(n)
 	reserve := b.reserveFor(p, float64(c.MaxProverTokens), x)
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
 	st.tokens.refill(float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
 	b.tokens.refill(float64(c.MaxProverTokens), c.ProverWindow, now)
-	var pp *proverPrefix
+	var pp, bp *proverPrefix
 	if hasPfx {
 		pp = b.proverPrefixLocked(pfx, now)
 	}
-	if st.tokens.tokens < x || pp != nil && pp.tokens.tokens < x || b.tokens.tokens < x+reserve {
+	if hasBlk {
+		bp = b.proverBlockLocked(blk, now)
+	}
+	if st.tokens.tokens < x || pp != nil && pp.tokens.tokens < x || bp != nil && bp.tokens.tokens < x || b.tokens.tokens < x+reserve {
 		return false
 	}
 	st.tokens.tokens -= x
 	b.tokens.tokens -= x
-	if pp != nil {
-		pp.tokens.tokens -= x
+	for _, g := range []*proverPrefix{pp, bp} {
+		if g != nil {
+			g.tokens.tokens -= x
+		}
 	}
 	return true
 }

@@ -27,9 +27,16 @@ func budgetsWith(t *testing.T, cfg Config) (*budgets, *Config, time.Time) {
 	return newBudgets(&cfg), &cfg, time.Unix(9000, 0)
 }
 
-// net48 is the i-th IPv6 /48 of 2001:db8::/32.
+// net48 is an IPv6 /48 of the i-th /32 of 3fff::/20 (RFC 9637's
+// documentation prefix), i < 4096: networks of distinct holders, each
+// in its own /32 block.
 func net48(i int) netip.Prefix {
-	return netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 8), byte(i)}), 48)
+	return in32(0x3fff0000|uint32(i&0xfff), 0)
+}
+
+// in32 is the j-th /48 of the IPv6 /32 whose first 32 bits are blk.
+func in32(blk uint32, j int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom16([16]byte{byte(blk >> 24), byte(blk >> 16), byte(blk >> 8), byte(blk), byte(j >> 8), byte(j)}), 48)
 }
 
 // sybil is the j-th fresh peer ID of network i (cheap: the budgets only

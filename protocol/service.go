@@ -214,6 +214,10 @@ type Config struct {
 	MaxDrawsPerPrefix int
 	MaxDraws          int
 	LimitLoopback     bool
+	// MaxDrawsPerBlock bounds the sets drawn per DrawWindow for the peers
+	// of one IPv6 /32 (BlockOf) that the node does not admit together
+	// (default BlockFactor times MaxDrawsPerPrefix; spec §9a).
+	MaxDrawsPerBlock int
 
 	// Bounds of the prover side (spec/protocol.md §6, §9a): the longest
 	// total_ms accepted (default DefaultMaxAcceptTotal, at least
@@ -236,6 +240,13 @@ type Config struct {
 	MaxProverCalls               int
 	MaxProverTokens              int
 	MaxProverPowWork             int
+	// MaxSessionsPerVerifierBlock bounds the sessions answered per
+	// ProverWindow for the verifiers of one IPv6 /32 (BlockOf) that the
+	// node does not admit together (default BlockFactor times
+	// MaxSessionsPerVerifierPrefix); their proof of work, answerer calls
+	// and prompt tokens get BlockFactor times a prefix's share (a quarter
+	// of the node's by default), at most the node's (spec §9a).
+	MaxSessionsPerVerifierBlock int
 	// TrustedPeer tells whether peer p may use the last quarter of the
 	// node's global budgets: as a verifier, of the prover side's session,
 	// answerer-call, prompt-token and proof-of-work budgets
@@ -306,6 +317,21 @@ func (c *Config) applyDefaults() error {
 		{"MaxProverSessions", &c.MaxProverSessions, DefaultMaxProverSessions},
 		{"MaxProverTokens", &c.MaxProverTokens, DefaultMaxProverTokens},
 		{"MaxProverPowWork", &c.MaxProverPowWork, DefaultMaxProverPowWork},
+	} {
+		if *n.v < 0 {
+			return fmt.Errorf("acaptcha: config: negative %s", n.name)
+		}
+		if *n.v == 0 {
+			*n.v = n.def
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"MaxDrawsPerBlock", &c.MaxDrawsPerBlock, BlockFactor * c.MaxDrawsPerPrefix},
+		{"MaxSessionsPerVerifierBlock", &c.MaxSessionsPerVerifierBlock, BlockFactor * c.MaxSessionsPerVerifierPrefix},
 	} {
 		if *n.v < 0 {
 			return fmt.Errorf("acaptcha: config: negative %s", n.name)
