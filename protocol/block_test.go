@@ -189,3 +189,178 @@ func TestBlockBudgetDefaults(t *testing.T) {
 		}
 	}
 }
+
+// slotService is a Service with only its inbound-slot state, at the
+// default limits (64 slots, 16 per prefix, 32 per IPv6 /32, 2 per peer).
+func slotService(t *testing.T, now func() time.Time, trusted peer.ID) *Service {
+	t.Helper()
+	cfg := Config{Now: now, TrustedPeer: func(p peer.ID) bool { return p == trusted }}
+	if err := cfg.applyDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	return &Service{cfg: cfg, now: now, perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{},
+		perBlock: map[netip.Prefix]int{}, silent: map[netip.Prefix]*silentGroup{},
+		silentBlocks: map[netip.Prefix]*silentBlock{}, waiting: map[netip.Prefix]*inboundHold{}}
+}
+
+// Inbound slots of streams past their hello: the /42 held every slot
+// open to verifiers the node does not admit (48 of 64: three /48s of 16
+// suffice); now its /32's 32, and 16 are left to other networks. One
+// abuser /48 in a shared /32 holds its 16 and leaves the /32's other 16
+// to its neighbours.
+func TestBlockInboundSlots(t *testing.T) {
+	clock := func() time.Time { return time.Unix(9000, 0) }
+	admitted := peer.ID("admitted-neighbour")
+	s := slotService(t, clock, admitted)
+	if s.cfg.MaxInboundPerBlock != BlockFactor*s.cfg.MaxInboundPerPrefix {
+		t.Fatalf("MaxInboundPerBlock %d, want %d", s.cfg.MaxInboundPerBlock, BlockFactor*s.cfg.MaxInboundPerPrefix)
+	}
+	held := 0
+	for i := range 64 {
+		for j := range 16 {
+			if h := s.acquireInbound(sybil(1000+i, j), slash42(i), true, false, nil); h != nil && h.helloValid() {
+				held++
+			}
+		}
+	}
+	open := s.cfg.MaxInbound - int(keptFor(false, float64(s.cfg.MaxInbound), 1))
+	t.Logf("a /42 holds %d of the %d inbound slots open to verifiers the node does not admit", held, open)
+	if held != s.cfg.MaxInboundPerBlock {
+		t.Fatalf("the /42 holds %d slots, want its /32's %d", held, s.cfg.MaxInboundPerBlock)
+	}
+	others := 0
+	for i := range open {
+		if s.acquireInbound(sybil(900+i, 0), net48(900+i), true, false, nil) != nil {
+			others++
+		}
+	}
+	if others != open-held {
+		t.Fatalf("other networks got %d slots, want the %d left", others, open-held)
+	}
+	if s.acquireInbound(sybil(901, 0), neighbour48, true, false, nil) != nil {
+		t.Fatal("an unadmitted verifier of the full /32 got a slot")
+	}
+	if s.acquireInbound(admitted, neighbour48, true, true, nil) == nil {
+		t.Fatal("an admitted verifier of the attacker's /32 refused")
+	}
+
+	// One abuser /48 in a shared /32.
+	s = slotService(t, clock, "")
+	var abuser []*inboundHold
+	for j := range 20 {
+		if h := s.acquireInbound(sybil(0, j), slash42(0), true, false, nil); h != nil {
+			abuser = append(abuser, h)
+		}
+	}
+	got := 0
+	for j := range 20 {
+		if s.acquireInbound(sybil(1, j), neighbour48, true, false, nil) != nil {
+			got++
+		}
+	}
+	if len(abuser) != s.cfg.MaxInboundPerPrefix || got != s.cfg.MaxInboundPerBlock-s.cfg.MaxInboundPerPrefix {
+		t.Fatalf("an abuser /48 holds %d slots and its neighbour gets %d: want %d and %d", len(abuser), got,
+			s.cfg.MaxInboundPerPrefix, s.cfg.MaxInboundPerBlock-s.cfg.MaxInboundPerPrefix)
+	}
+	// A released slot is the /32's again.
+	abuser[0].release()
+	if s.acquireInbound(sybil(2, 0), in32(attackerBlock, 2), true, false, nil) == nil {
+		t.Fatal("a released slot did not go back to the /32")
+	}
+}
+
+// Probation: 64 /48s in probation each kept one silent stream waiting
+// (48 slots, all that is open to verifiers the node does not admit); now
+// once SilentBlockNets of them are, the whole /32 has one. A newer
+// stream of the /32, an honest neighbour's, takes that place and keeps
+// its slot past its hello; an admitted neighbour is not in probation.
+func TestBlockProbation(t *testing.T) {
+	at := time.Unix(9000, 0)
+	clock := func() time.Time { return at }
+	admitted := peer.ID("admitted-neighbour")
+	s := slotService(t, clock, admitted)
+	for i := range 64 {
+		for range SilentStrikes {
+			s.strikeSilent(slash42(i), at)
+		}
+	}
+	s.mu.Lock()
+	in := s.blockInProbationLocked(netip.MustParsePrefix("2001:db8::/32"), at)
+	s.mu.Unlock()
+	if !in {
+		t.Fatal("a /32 with 64 /48s in probation is not")
+	}
+	var waiting []*inboundHold
+	preempted := 0
+	for i := range 64 {
+		if h := s.acquireInbound(sybil(1000+i, 0), slash42(i), true, false, func() { preempted++ }); h != nil {
+			waiting = append(waiting, h)
+		}
+	}
+	live := 0
+	for _, h := range waiting {
+		if !h.done {
+			live++
+		}
+	}
+	t.Logf("64 /48s in probation hold %d silent streams waiting (%d displaced)", live, preempted)
+	if live != 1 || preempted != 63 {
+		t.Fatalf("the /42 in probation holds %d waiting streams (%d displaced), want 1 (63)", live, preempted)
+	}
+	// An honest neighbour of the /32 takes the waiting place, and keeps
+	// its slot past its hello.
+	h := s.acquireInbound(sybil(901, 0), neighbour48, true, false, nil)
+	if h == nil || !waiting[63].done || !h.helloValid() {
+		t.Fatal("a neighbour's stream did not take the /32's waiting place")
+	}
+	if s.acquireInbound(sybil(1000, 1), slash42(0), true, false, nil) == nil || h.done {
+		t.Fatal("a stream past its hello lost its slot to a newer one")
+	}
+	if a := s.acquireInbound(admitted, neighbour48, true, true, nil); a == nil || a.waiting {
+		t.Fatal("an admitted verifier of the /32 is in probation")
+	}
+	// Another /32 is not in probation.
+	if o := s.acquireInbound(sybil(900, 0), net48(900), true, false, nil); o == nil || o.waiting {
+		t.Fatal("a verifier of another /32 is in probation")
+	}
+
+	// Fewer than SilentBlockNets /48s in probation: only they are.
+	at = at.Add(2 * SilentWindow)
+	for i := range SilentBlockNets - 1 {
+		for range SilentStrikes {
+			s.strikeSilent(slash42(i), at)
+		}
+	}
+	if n := s.acquireInbound(sybil(902, 0), neighbour48, true, false, nil); n == nil || n.waiting {
+		t.Fatal("a /32 with fewer than SilentBlockNets /48s in probation is in probation")
+	}
+	for range SilentStrikes {
+		s.strikeSilent(slash42(SilentBlockNets), at)
+	}
+	if n := s.acquireInbound(sybil(903, 0), neighbour48, true, false, nil); n == nil || !n.waiting {
+		t.Fatal("a /32 with SilentBlockNets /48s in probation is not")
+	}
+	// One /48 striking again and again counts once.
+	at = at.Add(2 * SilentWindow)
+	for range 10 * SilentStrikes {
+		s.strikeSilent(slash42(0), at)
+	}
+	if n := s.acquireInbound(sybil(904, 0), neighbour48, true, false, nil); n == nil || n.waiting {
+		t.Fatal("one /48's silent streams put its /32 in probation")
+	}
+}
+
+// The /32 probation table is bounded.
+func TestSilentBlocksBounded(t *testing.T) {
+	s := slotService(t, time.Now, "")
+	now := time.Unix(1e6, 0)
+	for i := range 2 * maxSilentGroups {
+		pfx := in32(0x3fff0000|uint32(i), 0)
+		for range SilentStrikes {
+			s.strikeSilent(pfx, now)
+		}
+	}
+	if n := len(s.silentBlocks); n > maxSilentGroups {
+		t.Fatalf("%d /32s in the table, want at most %d", n, maxSilentGroups)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/internal/bounded"
 	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -177,10 +178,13 @@ type Config struct {
 	// MaxInboundPerPeer, MaxInboundPerPrefix and MaxInbound bound the
 	// concurrent prover sessions per remote peer (default 2), per IP
 	// prefix of the remote peers (default 16; loopback exempt unless
-	// LimitLoopback) and in total (default 64).
+	// LimitLoopback) and in total (default 64). MaxInboundPerBlock bounds
+	// those of the peers of one IPv6 /32 (BlockOf) that the node does not
+	// admit (default BlockFactor times MaxInboundPerPrefix).
 	MaxInboundPerPeer   int
 	MaxInboundPerPrefix int
 	MaxInbound          int
+	MaxInboundPerBlock  int
 	// ReflectionWindow is how long issued challenges are remembered for
 	// reflection detection (default 10 minutes).
 	ReflectionWindow time.Duration
@@ -330,6 +334,7 @@ func (c *Config) applyDefaults() error {
 		v    *int
 		def  int
 	}{
+		{"MaxInboundPerBlock", &c.MaxInboundPerBlock, BlockFactor * c.MaxInboundPerPrefix},
 		{"MaxDrawsPerBlock", &c.MaxDrawsPerBlock, BlockFactor * c.MaxDrawsPerPrefix},
 		{"MaxSessionsPerVerifierBlock", &c.MaxSessionsPerVerifierBlock, BlockFactor * c.MaxSessionsPerVerifierPrefix},
 	} {
@@ -404,12 +409,16 @@ type Service struct {
 	inbound   int
 	perPeer   map[peer.ID]int
 	perPrefix map[netip.Prefix]int
+	perBlock  map[netip.Prefix]int // untrusted streams per IPv6 /32
 	// silent counts, per budget group, the streams that ended without a
-	// valid hello (silentGroup); waiting holds, per group in probation,
-	// its one untrusted stream that waits for its hello (inboundHold).
-	silent  map[netip.Prefix]*silentGroup
-	waiting map[netip.Prefix]*inboundHold
-	wg      sync.WaitGroup
+	// valid hello (silentGroup), and silentBlocks, per IPv6 /32, its
+	// /48s in probation last silent (silentBlock); waiting holds, per
+	// group or /32 in probation, its one untrusted stream that waits for
+	// its hello (inboundHold).
+	silent       map[netip.Prefix]*silentGroup
+	silentBlocks map[netip.Prefix]*silentBlock
+	waiting      map[netip.Prefix]*inboundHold
+	wg           sync.WaitGroup
 }
 
 // NewService validates cfg, fills in its defaults and registers the
@@ -425,7 +434,8 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 		h: h, cfg: cfg, now: cfg.Now,
 		log:     cfg.Logger.With("protocol", ID, "self", h.ID()),
 		guard:   newReflectionGuard(cfg.ReflectionWindow),
-		perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{}, silent: map[netip.Prefix]*silentGroup{},
+		perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{}, perBlock: map[netip.Prefix]int{},
+		silent: map[netip.Prefix]*silentGroup{}, silentBlocks: map[netip.Prefix]*silentBlock{},
 		waiting: map[netip.Prefix]*inboundHold{}, random: rand.Reader,
 	}
 	s.budgets = newBudgets(&s.cfg)
@@ -475,14 +485,20 @@ func (s *Service) enter() bool {
 
 // inboundHold is one inbound stream's slot (acquireInbound).
 type inboundHold struct {
-	s       *Service
-	p       peer.ID
-	pfx     netip.Prefix
-	hasPfx  bool
+	s      *Service
+	p      peer.ID
+	pfx    netip.Prefix
+	hasPfx bool
+	// blk is the IPv6 /32 the stream counts in (hasBlk: an untrusted
+	// peer's stream of a /48, BlockOf).
+	blk     netip.Prefix
+	hasBlk  bool
 	preempt func() // resets the stream (a newer one of its group took its place)
-	// waiting: the stream of a group in probation that waits for its
-	// hello (Service.waiting); done: the slot is free again.
+	// waiting: the stream of a group (or /32) in probation that waits
+	// for its hello, under waitKey in Service.waiting; done: the slot is
+	// free again.
 	waiting, done bool
+	waitKey       netip.Prefix
 }
 
 // release frees the slot (idempotent).
@@ -506,8 +522,13 @@ func (s *Service) releaseLocked(h *inboundHold) {
 			delete(s.perPrefix, h.pfx)
 		}
 	}
-	if h.waiting && s.waiting[h.pfx] == h {
-		delete(s.waiting, h.pfx)
+	if h.hasBlk {
+		if s.perBlock[h.blk]--; s.perBlock[h.blk] <= 0 {
+			delete(s.perBlock, h.blk)
+		}
+	}
+	if h.waiting && s.waiting[h.waitKey] == h {
+		delete(s.waiting, h.waitKey)
 	}
 	h.waiting = false
 }
@@ -519,57 +540,81 @@ func (h *inboundHold) helloValid() bool {
 	s := h.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h.waiting && s.waiting[h.pfx] == h {
-		delete(s.waiting, h.pfx)
+	if h.waiting && s.waiting[h.waitKey] == h {
+		delete(s.waiting, h.waitKey)
 	}
 	h.waiting = false
 	return !h.done
 }
 
-// acquireInbound applies the per-peer, per-prefix (hasPfx false: none)
-// and global inbound limits (spec §6 step 1). The last quarter of the
-// global slots is kept for trusted verifiers (Config.TrustedPeer). Of a
-// group in probation for silent streams (silentGroup), one untrusted
-// stream at a time may wait for its hello: a newer one takes the place
-// of the one waiting, whose stream is reset (preempt), so that a silent
-// stream of the group's abuser keeps no honest verifier of the group out;
-// streams past a valid hello (helloValid) have the group's usual slots.
-// It returns the slot, or nil when a limit is reached.
+// acquireInbound applies the per-peer, per-prefix (hasPfx false: none),
+// per-block (an untrusted peer's IPv6 /32, BlockOf) and global inbound
+// limits (spec §6 step 1). The last quarter of the global slots is kept
+// for trusted verifiers (Config.TrustedPeer). Of a group in probation
+// for silent streams (silentGroup), or of an IPv6 /32 in probation
+// (silentBlock: then one for the whole /32), one untrusted stream at a
+// time may wait for its hello: a newer one takes the place of the one
+// waiting, whose stream is reset (preempt), so that a silent stream of
+// the group's abuser keeps no honest verifier of the group out; streams
+// past a valid hello (helloValid) have the group's usual slots. It
+// returns the slot, or nil when a limit is reached.
 func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx, trusted bool, preempt func()) *inboundHold {
+	blk, hasBlk := BlockOf(pfx)
+	hasBlk = hasBlk && hasPfx && !trusted
 	s.mu.Lock()
 	total := s.cfg.MaxInbound - int(keptFor(trusted, float64(s.cfg.MaxInbound), 1))
-	probation := hasPfx && !trusted && s.inProbationLocked(pfx, s.now())
+	var waitKey netip.Prefix
+	probation := false
+	switch {
+	case hasBlk && s.blockInProbationLocked(blk, s.now()):
+		waitKey, probation = blk, true
+	case hasPfx && !trusted && s.inProbationLocked(pfx, s.now()):
+		waitKey, probation = pfx, true
+	}
 	var victim *inboundHold
 	if probation {
-		victim = s.waiting[pfx]
+		victim = s.waiting[waitKey]
 	}
 	// The counts as they are once the victim, if any, made room.
-	inbound, perPeer, perPrefix := s.inbound, s.perPeer[p], 0
+	inbound, perPeer, perPrefix, perBlock := s.inbound, s.perPeer[p], 0, 0
 	if hasPfx {
 		perPrefix = s.perPrefix[pfx]
 	}
+	if hasBlk {
+		perBlock = s.perBlock[blk]
+	}
 	if victim != nil {
-		inbound, perPrefix = inbound-1, perPrefix-1
+		inbound--
 		if victim.p == p {
 			perPeer--
 		}
+		if victim.hasPfx && hasPfx && victim.pfx == pfx {
+			perPrefix--
+		}
+		if victim.hasBlk && hasBlk && victim.blk == blk {
+			perBlock--
+		}
 	}
 	if inbound >= total || perPeer >= s.cfg.MaxInboundPerPeer ||
-		hasPfx && perPrefix >= s.cfg.MaxInboundPerPrefix {
+		hasPfx && perPrefix >= s.cfg.MaxInboundPerPrefix ||
+		hasBlk && perBlock >= s.cfg.MaxInboundPerBlock {
 		s.mu.Unlock()
 		return nil
 	}
 	if victim != nil {
 		s.releaseLocked(victim)
 	}
-	h := &inboundHold{s: s, p: p, pfx: pfx, hasPfx: hasPfx, preempt: preempt, waiting: probation}
+	h := &inboundHold{s: s, p: p, pfx: pfx, hasPfx: hasPfx, blk: blk, hasBlk: hasBlk, preempt: preempt, waiting: probation, waitKey: waitKey}
 	s.inbound++
 	s.perPeer[p]++
 	if hasPfx {
 		s.perPrefix[pfx]++
 	}
+	if hasBlk {
+		s.perBlock[blk]++
+	}
 	if probation {
-		s.waiting[pfx] = h
+		s.waiting[waitKey] = h
 	}
 	s.mu.Unlock()
 	if victim != nil && victim.preempt != nil {
@@ -587,6 +632,10 @@ func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx, trusted bo
 const (
 	SilentStrikes = 4
 	SilentWindow  = 10 * time.Minute
+	// SilentBlockNets: an IPv6 /32 is in probation as a whole while this
+	// many of its /48s are (one holder of a /32 has 65,536 /48s, each
+	// with its own waiting stream otherwise).
+	SilentBlockNets = 4
 	// maxSilentGroups bounds the table; the oldest entries go first.
 	maxSilentGroups = 4096
 )
@@ -597,7 +646,31 @@ type silentGroup struct {
 	last    time.Time
 }
 
-// strikeSilent records a silent stream of the group pfx.
+// silentBlock is an IPv6 /32's record of its /48s in probation: the
+// SilentBlockNets of them last silent while in probation (the zero
+// Prefix: none yet), each with that time. Each is in probation until
+// SilentWindow after its time, so the /32 has SilentBlockNets /48s in
+// probation exactly while every entry is set and within SilentWindow.
+type silentBlock struct {
+	nets [SilentBlockNets]struct {
+		pfx  netip.Prefix
+		last time.Time
+	}
+}
+
+// inProbation reports whether SilentBlockNets /48s of the block are in
+// probation at now.
+func (b *silentBlock) inProbation(now time.Time) bool {
+	for _, e := range b.nets {
+		if !e.pfx.IsValid() || now.Sub(e.last) > SilentWindow {
+			return false
+		}
+	}
+	return true
+}
+
+// strikeSilent records a silent stream of the group pfx, and for a /48
+// in probation after it, of its IPv6 /32 (silentBlock).
 func (s *Service) strikeSilent(pfx netip.Prefix, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -613,6 +686,45 @@ func (s *Service) strikeSilent(pfx netip.Prefix, now time.Time) {
 	}
 	g.strikes++
 	g.last = now
+	blk, ok := BlockOf(pfx)
+	if !ok || g.strikes < SilentStrikes {
+		return
+	}
+	b := s.silentBlocks[blk]
+	if b == nil {
+		bounded.MakeRoom(s.silentBlocks, maxSilentGroups, func(b *silentBlock) bool { return !b.inProbation(now) })
+		b = &silentBlock{}
+		s.silentBlocks[blk] = b
+	}
+	// pfx's entry, or else the one last silent longest ago (an unset one
+	// first), takes the time.
+	at := -1
+	for i, e := range b.nets {
+		if e.pfx == pfx {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		at = 0
+		for i, e := range b.nets {
+			if !e.pfx.IsValid() {
+				at = i
+				break
+			}
+			if e.last.Before(b.nets[at].last) {
+				at = i
+			}
+		}
+	}
+	b.nets[at].pfx, b.nets[at].last = pfx, now
+}
+
+// blockInProbationLocked reports whether the IPv6 /32 blk is in
+// probation: SilentBlockNets of its /48s are.
+func (s *Service) blockInProbationLocked(blk netip.Prefix, now time.Time) bool {
+	b := s.silentBlocks[blk]
+	return b != nil && b.inProbation(now)
 }
 
 // inProbationLocked reports whether the group pfx is in probation.
