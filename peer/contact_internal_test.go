@@ -142,6 +142,18 @@ func TestSilentNetsProbation(t *testing.T) {
 	if n.inSilentNets(nets("2001:db9::1"), now) {
 		t.Fatal("another /32 in probation")
 	}
+	// NAT64 (64:ff9b::/96): the IPv4 host's /24, and no /32 block, or
+	// four silent IPv4 /24s behind a translator would put every IPv4
+	// peer behind it in probation.
+	if got := nets("64:ff9b::203.0.113.9"); got.prefix != netip.MustParsePrefix("203.0.113.0/24") || got.block.IsValid() {
+		t.Fatalf("groups of a NAT64 address: %+v", got)
+	}
+	for i := range contactSilentBlockNets {
+		n.markSilentNets(nets(fmt.Sprintf("64:ff9b::198.51.%d.1", i)), now)
+	}
+	if n.inSilentNets(nets("64:ff9b::192.0.2.1"), now) {
+		t.Fatal("silent IPv4 /24s behind a NAT64 translator put another one in probation")
+	}
 	for i := range 2 * contactSilentNetsTracked {
 		n.markSilentNets(nets(fmt.Sprintf("10.%d.%d.1", i/256, i%256)), now)
 	}

@@ -85,14 +85,13 @@ const (
 	// presentTrackedNets the per-network ones (each table).
 	presentTracked     = 4096
 	presentTrackedNets = 4096
-	// v6BlockBits is the IPv6 allocation counted as one block.
-	v6BlockBits = 32
 )
 
 // addrNets are the groups a remote address counts in, as the protocol's
 // budget groups (spec/protocol.md §9a): for a direct connection its
-// prefix (IPv4 /24, IPv6 /48: protocol.DrawPrefix) and, for IPv6, its
-// /32 block; for a circuit-relayed one a group of its relay. Both are
+// prefix (IPv4 /24, IPv6 /48: protocol.DrawPrefix) and, for an IPv6
+// /48, its /32 block (protocol.BlockOf); for a circuit-relayed one a
+// group of its relay. Both are
 // invalid for an address exempt from prefix limits (loopback unless
 // limited) or without an IP.
 type addrNets struct {
@@ -125,9 +124,10 @@ func netsOfAddr(addr netip.Addr, limitLoopback bool) addrNets {
 		return addrNets{}
 	}
 	nets := addrNets{prefix: pfx}
-	if a := addr.Unmap(); a.Is6() {
-		nets.block, _ = a.WithZone("").Prefix(v6BlockBits)
-	}
+	// The protocol's /32 of an IPv6 /48 (protocol.BlockOf): none for
+	// IPv4, IPv4-mapped and NAT64 (64:ff9b::/96) addresses, whose group
+	// is an IPv4 /24, nor for 64:ff9b::/32 (translators' space).
+	nets.block, _ = protocol.BlockOf(pfx)
 	return nets
 }
 
