@@ -139,10 +139,13 @@ type Limits struct {
 	PowDifficulty int
 	// MaxDrawsPerPeer, MaxDrawsPerPrefix and MaxDraws bound the challenge
 	// sets drawn per hour for one peer, for one IPv4 /24 or IPv6 /48, and
-	// in total.
+	// in total; MaxDrawsPerBlock for the peers of one IPv6 /32 that the
+	// node does not admit (0: protocol.BlockFactor times the per-prefix
+	// budget).
 	MaxDrawsPerPeer   int
 	MaxDrawsPerPrefix int
 	MaxDraws          int
+	MaxDrawsPerBlock  int
 	// MaxSessionsPerVerifier bounds the sessions this node answers for
 	// one verifier per hour; MaxCallsPerVerifier and MaxProverCalls the
 	// answerer (LLM) calls per verifier and in total per hour.
@@ -153,19 +156,25 @@ type Limits struct {
 	// question) one verifier can make this node's prover read per hour.
 	MaxTokensPerVerifier int
 	// MaxSessionsPerVerifierPrefix bounds the sessions this node answers
-	// per hour for the verifiers of one IPv4 /24 or IPv6 /48 together;
-	// MaxProverSessions, MaxProverTokens and MaxProverPowWork the
-	// sessions, prompt tokens and proof-of-work hashes of all verifiers
-	// per hour (protocol.Config).
+	// per hour for the verifiers of one IPv4 /24 or IPv6 /48 together,
+	// MaxSessionsPerVerifierBlock for those of one IPv6 /32 that the node
+	// does not admit (0: protocol.BlockFactor times the per-prefix
+	// budget); MaxProverSessions, MaxProverTokens and MaxProverPowWork
+	// the sessions, prompt tokens and proof-of-work hashes of all
+	// verifiers per hour (protocol.Config).
 	MaxSessionsPerVerifierPrefix int
+	MaxSessionsPerVerifierBlock  int
 	MaxProverSessions            int
 	MaxProverTokens              int
 	MaxProverPowWork             int
 	// MaxInboundPerPeer, MaxInboundPerPrefix and MaxInbound bound
-	// concurrent prover sessions.
+	// concurrent prover sessions; MaxInboundPerBlock those of the
+	// untrusted verifiers of one IPv6 /32 (0: protocol.BlockFactor times
+	// the per-prefix limit).
 	MaxInboundPerPeer   int
 	MaxInboundPerPrefix int
 	MaxInbound          int
+	MaxInboundPerBlock  int
 	// MaxAcceptTotal is the longest total_ms this node accepts in a hello.
 	MaxAcceptTotal time.Duration
 }
@@ -182,6 +191,8 @@ func (l Limits) Check() error {
 		{"answerer calls", l.MaxProverCalls}, {"prompt tokens per verifier", l.MaxTokensPerVerifier}, {"inbound sessions per peer", l.MaxInboundPerPeer}, {"inbound sessions", l.MaxInbound},
 		{"inbound sessions per prefix", l.MaxInboundPerPrefix},
 		{"sessions per verifier prefix", l.MaxSessionsPerVerifierPrefix}, {"prover sessions", l.MaxProverSessions},
+		{"draws per IPv6 /32", l.MaxDrawsPerBlock}, {"sessions per verifier IPv6 /32", l.MaxSessionsPerVerifierBlock},
+		{"inbound sessions per IPv6 /32", l.MaxInboundPerBlock},
 		{"prover tokens", l.MaxProverTokens}, {"prover proof-of-work hashes", l.MaxProverPowWork},
 	} {
 		if c.v < 0 {
@@ -207,6 +218,7 @@ func (cfg *Config) protocolLimits(c protocol.Config) protocol.Config {
 	c.MaxProverTokens, c.MaxProverPowWork = l.MaxProverTokens, l.MaxProverPowWork
 	c.MaxTokensPerVerifier = l.MaxTokensPerVerifier
 	c.MaxInboundPerPeer, c.MaxInboundPerPrefix, c.MaxInbound = l.MaxInboundPerPeer, l.MaxInboundPerPrefix, l.MaxInbound
+	c.MaxDrawsPerBlock, c.MaxSessionsPerVerifierBlock, c.MaxInboundPerBlock = l.MaxDrawsPerBlock, l.MaxSessionsPerVerifierBlock, l.MaxInboundPerBlock
 	c.MaxAcceptTotal = l.MaxAcceptTotal
 	c.LimitLoopback = cfg.LimitLoopback
 	return c

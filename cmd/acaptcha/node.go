@@ -46,6 +46,8 @@ type limitOptions struct {
 	limitLoopback                 bool
 	powDifficulty                 int
 	drawsPerPeer, drawsPerPrefix  int
+	drawsPerBlock                 int
+	sessionsPerVerifierBlock      int
 	draws                         int
 	sessionsPerVerifier           int
 	callsPerVerifier              int
@@ -69,6 +71,7 @@ func (l *limitOptions) check() error {
 		{"--max-tokens-per-verifier", l.tokensPerVerifier}, {"--max-prover-calls", l.proverCalls},
 		{"--max-sessions-per-verifier-prefix", l.sessionsPerVerifierPrefix}, {"--max-prover-sessions", l.proverSessions},
 		{"--max-prover-tokens", l.proverTokens}, {"--max-prover-pow-work", l.proverPowWork},
+		{"--max-draws-per-block", l.drawsPerBlock}, {"--max-sessions-per-verifier-block", l.sessionsPerVerifierBlock},
 	} {
 		if c.v < 0 {
 			return usageErr("%s %d: must not be negative (0: the default)", c.flag, c.v)
@@ -99,6 +102,7 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 	cfg.Limits = peer.Limits{
 		PowDifficulty:   pow,
 		MaxDrawsPerPeer: l.drawsPerPeer, MaxDrawsPerPrefix: l.drawsPerPrefix, MaxDraws: l.draws,
+		MaxDrawsPerBlock: l.drawsPerBlock, MaxSessionsPerVerifierBlock: l.sessionsPerVerifierBlock,
 		MaxSessionsPerVerifier: l.sessionsPerVerifier, MaxCallsPerVerifier: l.callsPerVerifier,
 		MaxSessionsPerVerifierPrefix: l.sessionsPerVerifierPrefix, MaxProverSessions: l.proverSessions,
 		MaxProverTokens: l.proverTokens, MaxProverPowWork: l.proverPowWork,
@@ -579,11 +583,13 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.powDifficulty, "pow-difficulty", powAuto, fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn (0: none; %d, auto: %d when listening beyond loopback, else 0; failures and load add to it)", powAuto, protocol.PublicPowDifficulty))
 	f.IntVar(&l.drawsPerPeer, "max-draws-per-peer", protocol.DefaultMaxDrawsPerPeer, "challenge sets one peer can make this node draw per hour")
 	f.IntVar(&l.drawsPerPrefix, "max-draws-per-prefix", protocol.DefaultMaxDrawsPerPrefix, "challenge sets the peers of one IPv4 /24 or IPv6 /48 can make this node draw per hour")
+	f.IntVar(&l.drawsPerBlock, "max-draws-per-block", 0, fmt.Sprintf("challenge sets the peers of one IPv6 /32 that this node does not admit can make it draw per hour (0: %d times --max-draws-per-prefix)", protocol.BlockFactor))
 	f.IntVar(&l.draws, "max-draws", protocol.DefaultMaxDraws, "challenge sets this node draws per hour for all peers")
 	f.IntVar(&l.sessionsPerVerifier, "max-sessions-per-verifier", protocol.DefaultMaxSessionsPerVerifier, "sessions this node answers for one verifier per hour")
 	f.IntVar(&l.callsPerVerifier, "max-calls-per-verifier", protocol.DefaultMaxCallsPerVerifier, "LLM calls one verifier can make this node's prover spend per hour")
 	f.IntVar(&l.tokensPerVerifier, "max-tokens-per-verifier", protocol.DefaultMaxTokensPerVerifier, "prompt tokens (narrative and question) one verifier can make this node's prover read per hour")
 	f.IntVar(&l.sessionsPerVerifierPrefix, "max-sessions-per-verifier-prefix", protocol.DefaultMaxSessionsPerVerifierPrefix, "sessions this node answers per hour for the verifiers of one IPv4 /24 or IPv6 /48 together")
+	f.IntVar(&l.sessionsPerVerifierBlock, "max-sessions-per-verifier-block", 0, fmt.Sprintf("sessions this node answers per hour for the verifiers of one IPv6 /32 that it does not admit together (0: %d times --max-sessions-per-verifier-prefix; their proof of work, LLM calls and prompt tokens get %d times a prefix's share)", protocol.BlockFactor, protocol.BlockFactor))
 	f.IntVar(&l.proverSessions, "max-prover-sessions", protocol.DefaultMaxProverSessions, "sessions this node answers per hour for all verifiers")
 	f.IntVar(&l.proverCalls, "max-prover-calls", protocol.DefaultMaxProverCalls, "LLM calls this node's prover makes per hour for all verifiers")
 	f.IntVar(&l.proverTokens, "max-prover-tokens", protocol.DefaultMaxProverTokens, "prompt tokens this node's prover reads per hour for all verifiers")
