@@ -194,11 +194,12 @@ var nat64WKP = netip.MustParsePrefix("64:ff9b::/96")
 // not a holder's allocation, so it is no block.
 var nat64Block = netip.MustParsePrefix("64:ff9b::/32")
 
-// groupAddr is the address an IP's budget groups are taken from: IPv4
+// GroupAddr is the address an IP's budget groups are taken from: IPv4
 // for an IPv4-mapped address and for one of the NAT64 well-known prefix
 // (whose /48 would put every IPv4 host behind the translator in one
-// group), the address itself otherwise, without its zone.
-func groupAddr(ip netip.Addr) netip.Addr {
+// group), the address itself otherwise, without its zone. The HTTP door
+// groups its clients from it too (spec/http.md §5).
+func GroupAddr(ip netip.Addr) netip.Addr {
 	ip = ip.Unmap().WithZone("")
 	if ip.Is6() && nat64WKP.Contains(ip) {
 		b := ip.As16()
@@ -214,7 +215,7 @@ func groupAddr(ip netip.Addr) netip.Addr {
 // and for loopback unless limitLoopback is set (loopback is exempt by
 // default, as libp2p's resource manager exempts it).
 func DrawPrefix(ip netip.Addr, limitLoopback bool) (netip.Prefix, bool) {
-	ip = groupAddr(ip)
+	ip = GroupAddr(ip)
 	if !ip.IsValid() || (ip.IsLoopback() && !limitLoopback) {
 		return netip.Prefix{}, false
 	}

@@ -293,6 +293,10 @@ func TestConnGroupsIPv6(t *testing.T) {
 		{"/48s of one /32", []string{"[2001:db8:1::1]:1", "[2001:db8:2::1]:1", "[2001:db8:3::1]:1", "[2001:db8:4::1]:1", "[2001:db8:5::1]:1", "[2001:db8:6::1]:1"}, 5},
 		{"IPv4 /24, no block", []string{"198.51.100.1:1", "198.51.100.1:2", "198.51.100.1:3", "198.51.100.2:1", "198.51.101.1:1", "198.51.102.1:1", "198.51.103.1:1", "198.51.104.1:1"}, 7},
 		{"mapped IPv4 is IPv4", []string{"[::ffff:198.51.100.1]:1", "198.51.100.1:2", "[::ffff:198.51.100.1]:3"}, 2},
+		// Behind a NAT64 translator each IPv4 client is its own host
+		// (it was one /64: 2 connections for every IPv4 client at
+		// once), and /24s of it are prefixes, with no block.
+		{"NAT64 is the IPv4 it carries", []string{"[64:ff9b::198.51.100.1]:1", "[64:ff9b::198.51.100.2]:1", "[64:ff9b::198.51.100.3]:1", "[64:ff9b::198.51.100.4]:1", "[64:ff9b::198.51.101.1]:1", "[64:ff9b::198.51.102.1]:1", "[64:ff9b::198.51.103.1]:1", "[64:ff9b::198.51.104.1]:1", "[64:ff9b::198.51.105.1]:1"}, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fl := &fakeListener{remote: tc.remote}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/acaptcha/acaptcha/internal/bounded"
+	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -97,7 +98,10 @@ func (p addrPlan) keys(a netip.Addr) addrKeys {
 	if !a.IsValid() {
 		return addrKeys{}
 	}
-	a = a.Unmap().WithZone("")
+	// An IPv4-mapped or NAT64 (64:ff9b::/96) address counts as the IPv4
+	// address it carries, as in the core's budgets: as IPv6 every IPv4
+	// client behind a translator was one client of one /64.
+	a = protocol.GroupAddr(a)
 	pfx := func(bits int) netip.Prefix {
 		q, err := a.Prefix(bits)
 		if err != nil {
