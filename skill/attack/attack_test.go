@@ -34,7 +34,7 @@ func loadCorpus(t testing.TB) []*skill.Set {
 
 func TestRegistry(t *testing.T) {
 	want := []string{Random, FirstEntity, LastEntity, MostFrequent, KeywordOverlap, CueProximity,
-		NegationElim, NearestNumber, LabelPattern, RuleClause, RuleListFirst, Router, StatefulRouter}
+		NegationElim, NearestNumber, LabelPattern, RuleClause, RuleListFirst, RuleListSecond, RuleListPenult, RuleListLast, Router, StatefulRouter}
 	got := Names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Names() = %v, want %v", got, want)

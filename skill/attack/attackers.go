@@ -32,6 +32,9 @@ const (
 	LabelPattern      = "label-pattern"
 	RuleClause        = "rule-clause"
 	RuleListFirst     = "rule-list-first"
+	RuleListSecond    = "rule-list-second"
+	RuleListPenult    = "rule-list-penultimate"
+	RuleListLast      = "rule-list-last"
 	Router            = "router"
 	StatefulRouter    = "stateful-router"
 	DefaultRandomSeed = 1
@@ -58,6 +61,9 @@ func AllSeeded(seed uint64) []Named {
 		mk(LabelPattern, "a label-like word next to tier/class/category/grade/level/status patterns, chosen by keyword overlap", labelStrategy, false),
 		mk(RuleClause, "the label after the first rule verb of the stated rule that best overlaps the question (\"more than 24 gives red status; ...\" -> red status)", ruleClauseStrategy, true),
 		mk(RuleListFirst, "the first label the best-overlapping stated rule lists (first quoted label, first item after a colon, first list line)", ruleListFirstStrategy, true),
+		mk(RuleListSecond, "the second label the best-overlapping stated rule of at least three lists (the middle case of three)", ruleListPlaceStrategy(1, 3), true),
+		mk(RuleListPenult, "the label before the last that the best-overlapping stated rule of at least three lists", ruleListPlaceStrategy(-2, 3), true),
+		mk(RuleListLast, "the last label the best-overlapping stated rule of at least two lists", ruleListPlaceStrategy(-1, 2), true),
 		mk(Router, "routes by guessed answer type and combines all heuristics", routerStrategy, false),
 		mk(StatefulRouter, "the router plus memory of its earlier answers and narratives in the session", statefulStrategy, true),
 	}

@@ -600,3 +600,28 @@ func hasDigit(s string) bool {
 	}
 	return false
 }
+
+// ruleListPlaceStrategy answers with the label at a place in the rule's
+// own order, counted from the start (place >= 0) or from the end (place <
+// 0: -1 is the last), for rules that state at least min labels. The
+// generation prompt (generate.RuleCase) puts a part's label answer at a
+// place other than the first of its rule, the middle or the last, so the
+// first label is not the only place a script can read: rule-list-second,
+// rule-list-penultimate and rule-list-last answer with the others (with
+// three cases, the middle one twice and the last).
+func ruleListPlaceStrategy(place, min int) strategyFunc {
+	return func(s *Session, d *doc, q *question, _ *skill.Challenge) (string, string) {
+		r := bestRule(s, d, q)
+		if r == nil || len(r.labels) < min {
+			return fallback, ""
+		}
+		k := place
+		if k < 0 {
+			k += len(r.labels)
+		}
+		if k < 0 || k >= len(r.labels) {
+			return fallback, ""
+		}
+		return r.labels[k].text, ""
+	}
+}

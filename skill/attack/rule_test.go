@@ -205,3 +205,35 @@ func FuzzRuleAttackers(f *testing.F) {
 		}
 	})
 }
+
+// The generation prompt puts a part's label answer in the middle or at
+// the end of its rule's cases, never first: the rule-list attackers that
+// answer with the second, the one before the last and the last label read
+// those places, so the validator drops a question whose rule they parse.
+func TestRuleListAttackersReadTheLaterCases(t *testing.T) {
+	n := ruleFiller + "Network QC rule: a station whose timing error is under 0.1 s is \"accepted\"; from 0.1 s to under 0.5 s " +
+		"its picks are \"downweighted\"; at 0.5 s or more they are \"rejected\".\n\n" + ruleFiller
+	q := "Under the network's QC rule, what status do that station's picks receive?"
+	for name, want := range map[string]string{RuleListFirst: "accepted", RuleListSecond: "downweighted",
+		RuleListPenult: "downweighted", RuleListLast: "rejected"} {
+		if got := ruleAnswer(t, name, q, n); got != want {
+			t.Errorf("%s answered %q, want %q", name, got, want)
+		}
+	}
+	n4 := ruleFiller + "Alert scheme: a score under 2 gives Level 0; 2 to 4 gives Level 1; 5 to 7 gives Level 2; " +
+		"8 or more gives Level 3.\n\n" + ruleFiller
+	q4 := "Under the alert scheme, which level applies to the event?"
+	for name, want := range map[string]string{RuleListSecond: "Level 1", RuleListPenult: "Level 2", RuleListLast: "Level 3"} {
+		if got := ruleAnswer(t, name, q4, n4); got != want {
+			t.Errorf("four cases: %s answered %q, want %q", name, got, want)
+		}
+	}
+	// A rule of two cases has no middle: only its last is read.
+	n2 := ruleFiller + "A lot under 5% moisture is \"accepted\"; any other lot is \"rejected\".\n\n" + ruleFiller
+	q2 := "Under the rule, what status does that lot receive?"
+	for name, want := range map[string]string{RuleListSecond: fallback, RuleListPenult: fallback, RuleListLast: "rejected"} {
+		if got := ruleAnswer(t, name, q2, n2); got != want {
+			t.Errorf("two cases: %s answered %q, want %q", name, got, want)
+		}
+	}
+}

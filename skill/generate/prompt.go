@@ -145,7 +145,10 @@ type Variation struct {
 // RuleCase is a place in a stated rule's own order of cases. The first
 // place is not one: the validator's rule attackers (attack.RuleClause,
 // attack.RuleListFirst) answer with the first case, so a question whose
-// answer is listed first is dropped anyway.
+// answer is listed first is dropped anyway. The places used are public
+// too, so the rule attackers attack.RuleListSecond, RuleListPenult and
+// RuleListLast answer the middle and last cases: a question survives the
+// filter only when its rule is not one they read.
 type RuleCase int
 
 // The places a label answer can take in its rule.
