@@ -141,7 +141,7 @@ func TestBlockProverBudgets(t *testing.T) {
 	// Proof of work at 22 bits: the /32 solves a quarter of the node's
 	// 2^28 hashes (16 proofs), where the node's open three quarters (48)
 	// went to the /42.
-	b, cfg, now = budgetsWith(t, cfg0)
+	b, _, now = budgetsWith(t, cfg0)
 	proofs := 0
 	for i := range 64 {
 		for b.chargePowIn(sybil(1000+i, 0), slash42(i), true, 22, now) {

@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/sha256"
@@ -46,8 +47,14 @@ func attestECDSAEnvelope(t testing.TB, a *protocol.Attestation, der func([]byte)
 	n := elliptic.P256().Params().N
 	kh := sha256.Sum256(append(make32(3), h[:]...))
 	k := new(big.Int).Mod(new(big.Int).SetBytes(kh[:]), n)
-	rx, _ := elliptic.P256().ScalarBaseMult(k.Bytes())
-	r := new(big.Int).Mod(rx, n)
+	// R = kG through crypto/ecdh (k is in [1, n) for this fixed key and
+	// record: the vector is deterministic); its x is bytes 1..32 of the
+	// uncompressed point.
+	kp, err := ecdh.P256().NewPrivateKey(k.FillBytes(make([]byte, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := new(big.Int).Mod(new(big.Int).SetBytes(kp.PublicKey().Bytes()[1:33]), n)
 	d := new(big.Int).SetBytes(make32(3))
 	s := new(big.Int).Mul(r, d)
 	s.Add(s, new(big.Int).SetBytes(h[:]))
