@@ -298,12 +298,11 @@ func clauseRun(text string, run []Word) bool {
 // clauseWords splits text into words (as Words does) and marks for each
 // word whether a clause mark stands between it and the previous word.
 func clauseWords(text string) ([]Word, []bool) {
-	clauseCache.Lock()
-	if e, ok := clauseCache.m[text]; ok {
-		clauseCache.Unlock()
-		return e.words, e.breaks
-	}
-	clauseCache.Unlock()
+	e := clauseCache.get(text, clauseWordsOf)
+	return e.words, e.breaks
+}
+
+func clauseWordsOf(text string) clauseEntry {
 	a := wordList{withMarks: true}
 	raw := rawWordSpans(text)
 	prevStart, prevEnd := 0, 0
@@ -328,14 +327,7 @@ func clauseWords(text string) ([]Word, []bool) {
 			a.add(w, k == 0 && sep, k == 0 && brk)
 		}
 	}
-	ws, breaks := a.ws, a.marks
-	clauseCache.Lock()
-	if len(clauseCache.m) >= maxVocabCache {
-		clear(clauseCache.m)
-	}
-	clauseCache.m[text] = clauseEntry{ws, breaks}
-	clauseCache.Unlock()
-	return ws, breaks
+	return clauseEntry{a.ws, a.marks}
 }
 
 // clauseGap reports whether gap, the text between two words of a
@@ -369,10 +361,7 @@ type clauseEntry struct {
 	breaks []bool
 }
 
-var clauseCache = struct {
-	sync.Mutex
-	m map[string]clauseEntry
-}{m: map[string]clauseEntry{}}
+var clauseCache textCache[clauseEntry]
 
 // numeric applies rule M3.
 func (j *judgement) numeric() bool {
@@ -481,13 +470,9 @@ func (j *judgement) unitName(w Word) bool {
 // or a part of a word between / or - characters, is a word spelling of
 // the row ("mg" and "l" of "mg/l", "fold" of "4-fold"), or the text holds
 // the row's symbol. The result is cached by text.
-func unitsUsed(text string) uint64 {
-	unitCache.Lock()
-	if m, ok := unitCache.m[text]; ok {
-		unitCache.Unlock()
-		return m
-	}
-	unitCache.Unlock()
+func unitsUsed(text string) uint64 { return unitCache.get(text, unitsUsedBy) }
+
+func unitsUsedBy(text string) uint64 {
 	var m uint64
 	for _, r := range text {
 		m |= unitSymbol[r]
@@ -500,19 +485,10 @@ func unitsUsed(text string) uint64 {
 			}
 		}
 	}
-	unitCache.Lock()
-	if len(unitCache.m) >= maxVocabCache {
-		clear(unitCache.m)
-	}
-	unitCache.m[text] = m
-	unitCache.Unlock()
 	return m
 }
 
-var unitCache = struct {
-	sync.Mutex
-	m map[string]uint64
-}{m: map[string]uint64{}}
+var unitCache textCache[uint64]
 
 // labelledNumber applies rule M2's number-label guard: when the canonical
 // answer is one number, an answer in which a number directly follows a
@@ -557,13 +533,9 @@ func (j *judgement) numberLabel(w Word) bool {
 // that is one word (Words), followed, after white space only, by a raw
 // word whose first word is a number ("Priority 1", "Level 2"); normalised.
 // The result is cached by text.
-func numberLabels(text string) map[string]bool {
-	labelCache.Lock()
-	if m, ok := labelCache.m[text]; ok {
-		labelCache.Unlock()
-		return m
-	}
-	labelCache.Unlock()
+func numberLabels(text string) map[string]bool { return labelCache.get(text, numberLabelsOf) }
+
+func numberLabelsOf(text string) map[string]bool {
 	m := map[string]bool{}
 	spans := rawWordSpans(text)
 	for k := 0; k+1 < len(spans); k++ {
@@ -583,19 +555,10 @@ func numberLabels(text string) map[string]bool {
 			m[ws[0].Text] = true
 		}
 	}
-	labelCache.Lock()
-	if len(labelCache.m) >= maxVocabCache {
-		clear(labelCache.m)
-	}
-	labelCache.m[text] = m
-	labelCache.Unlock()
 	return m
 }
 
-var labelCache = struct {
-	sync.Mutex
-	m map[string]map[string]bool
-}{m: map[string]map[string]bool{}}
+var labelCache textCache[map[string]bool]
 
 // numericTarget is the number a numeric answer must state: the canonical
 // answer's value when it is one number word, or the number of a numbered
@@ -979,13 +942,9 @@ func allDigits(s string) bool {
 // contain no digit and that the text spells, at least once, with no
 // upper-case letter (so codes and proper names never qualify). The result
 // is cached by text: sessions of one set share their narratives.
-func lowerVocab(text string) map[string]bool {
-	vocabCache.Lock()
-	if m, ok := vocabCache.m[text]; ok {
-		vocabCache.Unlock()
-		return m
-	}
-	vocabCache.Unlock()
+func lowerVocab(text string) map[string]bool { return vocabCache.get(text, lowerVocabOf) }
+
+func lowerVocabOf(text string) map[string]bool {
 	m := map[string]bool{}
 	for _, raw := range rawWords(text) {
 		if _, rest := splitUnit(raw); rest != "" {
@@ -996,22 +955,43 @@ func lowerVocab(text string) map[string]bool {
 		}
 		m[Normalize(raw)] = true
 	}
-	vocabCache.Lock()
-	if len(vocabCache.m) >= maxVocabCache {
-		clear(vocabCache.m)
-	}
-	vocabCache.m[text] = m
-	vocabCache.Unlock()
 	return m
 }
 
-// maxVocabCache bounds the description-word cache (entries are narratives).
-const maxVocabCache = 1024
+var vocabCache textCache[map[string]bool]
 
-var vocabCache = struct {
-	sync.Mutex
-	m map[string]map[string]bool
-}{m: map[string]map[string]bool{}}
+// maxTextCache bounds each textCache: its texts are narratives and
+// questions (a few per set), which sessions of one set judge against
+// over and over.
+const maxTextCache = 1024
+
+// textCache memoises one analysis of a text (clause words, units,
+// numbered labels, description words). A full cache forgets every text
+// at once, so it never holds more than maxTextCache. Values are shared:
+// callers must not modify them.
+type textCache[V any] struct {
+	mu sync.Mutex
+	m  map[string]V
+}
+
+// get returns the cached analysis of text, running build on a miss.
+// Two callers missing at once both build; the results are equal.
+func (c *textCache[V]) get(text string, build func(string) V) V {
+	c.mu.Lock()
+	v, ok := c.m[text]
+	c.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = build(text)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxTextCache {
+		c.m = make(map[string]V)
+	}
+	c.m[text] = v
+	c.mu.Unlock()
+	return v
+}
 
 // rawWords splits text into words by the rule of Words, without
 // normalising, so the original spelling (case) can be inspected.

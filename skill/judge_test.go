@@ -1,6 +1,7 @@
 package skill
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -325,5 +326,26 @@ func TestJudgeNumberLabels(t *testing.T) {
 		if got := Judge(c.q, c.a, n); got != c.want {
 			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
 		}
+	}
+}
+
+// TestTextCacheBounded: a text cache never holds more than maxTextCache
+// texts, and a hit returns what build made without calling it again.
+func TestTextCacheBounded(t *testing.T) {
+	var c textCache[int]
+	builds := 0
+	build := func(s string) int { builds++; return len(s) }
+	for i := range 3 * maxTextCache {
+		if got := c.get(fmt.Sprint("text ", i), build); got != len(fmt.Sprint("text ", i)) {
+			t.Fatalf("get %d = %d", i, got)
+		}
+		if len(c.m) > maxTextCache {
+			t.Fatalf("%d texts cached, bound %d", len(c.m), maxTextCache)
+		}
+	}
+	n := builds
+	last := fmt.Sprint("text ", 3*maxTextCache-1)
+	if c.get(last, build) != len(last) || builds != n {
+		t.Errorf("a cached text was built again (%d builds, %d before)", builds, n)
 	}
 }
