@@ -43,7 +43,8 @@ import (
 //
 // An answer none of them accepts that begins with a lead-in ("Answer:",
 // "The answer is", "It's", and before a numeric target a hedge such as
-// "approximately") is judged again on the text after it.
+// "approximately") or ends with a tail frame ("is the answer", "is
+// correct") is judged again on the text between them.
 func Judge(q *Question, answer string, narratives []string) bool {
 	ok, _ := JudgeRule(q, answer, narratives)
 	return ok
@@ -89,16 +90,25 @@ var (
 		{"it", "is"}, {"it", "was"}, {"it's"}, {"it’s"},
 	}
 	hedges = toWordSet("about approx approximately around circa roughly")
+	// tailFrames are the frames an agent puts after its answer ("X is
+	// the answer"), longest first.
+	tailFrames = [][]string{
+		{"is", "the", "final", "answer"}, {"is", "the", "answer"}, {"is", "correct"},
+	}
 )
 
-// leadIn returns the rest of an answer after its lead-in: at most one
-// frame, the first of leadIns that the answer's first raw words
-// (normalised) are ("Answer:", "The answer is", "It's"), then, when the
-// question has a numeric target (rule M3), at most one hedge
-// ("approximately"), each taken only when a raw word follows it, and at
-// least one of them. The rest is the answer's text after the last of
-// those words ("Answer: -3.2" leaves ": -3.2", keeping the sign); ok is
-// false when there is no lead-in.
+// leadIn returns the rest of an answer after its lead-in and before its
+// tail frame: at most one frame, the first of leadIns that the answer's
+// first raw words (normalised) are ("Answer:", "The answer is", "It's"),
+// then, when the question has a numeric target (rule M3), at most one
+// hedge ("approximately"), each taken only when a raw word follows it;
+// and at most one tail frame, the first of tailFrames that the answer's
+// last raw words are, taken only when a raw word of the answer stands
+// between it and the lead-in. At least one of the three. The rest is the
+// answer's text after the last character of the lead-in and before the
+// first of the tail frame ("Answer: -3.2" leaves ": -3.2", keeping the
+// sign; "assay drift is the answer." leaves "assay drift "); ok is false
+// when there is none.
 func leadIn(q *Question, answer string) (rest string, ok bool) {
 	spans := rawWordSpans(answer)
 	word := func(k int) string {
@@ -129,10 +139,35 @@ func leadIn(q *Question, answer string) (rest string, ok bool) {
 			k++
 		}
 	}
-	if k == 0 || k >= len(spans) {
+	if k >= len(spans) {
 		return "", false
 	}
-	return answer[spans[k-1][1]:], true
+	end, tail := len(answer), false
+	for _, tf := range tailFrames {
+		first := len(spans) - len(tf)
+		if first <= k {
+			continue
+		}
+		match := true
+		for i, w := range tf {
+			if word(first+i) != w {
+				match = false
+				break
+			}
+		}
+		if match {
+			end, tail = spans[first][0], true
+			break
+		}
+	}
+	if k == 0 && !tail {
+		return "", false
+	}
+	start := 0
+	if k > 0 {
+		start = spans[k-1][1]
+	}
+	return answer[start:end], true
 }
 
 // judgeText applies rules M1-M5 to an answer of at most MaxAnswerBytes.

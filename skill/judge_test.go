@@ -234,7 +234,9 @@ func TestJudgeLeadIns(t *testing.T) {
 		{num, "approximately 29", false},
 		{num, "approximately approximately 29.4", false}, // one hedge
 		{num, "The answer is the answer is 29.4", false}, // one lead-in
-		{num, "29.4 is the answer", false},
+		{num, "29.4 is the answer", true},                // a tail frame (1.4.0)
+		{num, "29.4 is the answer, roughly", false},
+		{label, "sample swap is correct", false},
 		{neg, "Answer: 3.2", false},
 	}
 	for _, c := range cases {
