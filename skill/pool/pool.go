@@ -313,16 +313,17 @@ func New(cfg Config, prod Producer) (*Pool, error) {
 func (p *Pool) Name() string { return p.cfg.Name }
 
 // Close stops the workers, abandoning productions under way, and waits
-// for them. Sets already stored stay in the store.
+// for them; every call waits, the first one also stops them (a caller
+// that closes after another must not go on while a worker still runs and
+// logs). Sets already stored stay in the store.
 func (p *Pool) Close() error {
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil
-	}
+	first := !p.closed
 	p.closed = true
 	p.mu.Unlock()
-	p.cancel()
+	if first {
+		p.cancel()
+	}
 	p.wg.Wait()
 	return nil
 }
