@@ -135,40 +135,40 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 // printDeclined reports a peer that declined to be verified at the
 // hello: DECLINED, exit 1 (not accepted), no record signed.
 func (a *app) printDeclined(p lpeer.ID, err error) error {
-	if a.jsonOut {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		if e := enc.Encode(map[string]any{"peer": p.String(), "ours": map[string]any{
-			"verdict": "declined", "accepted": false, "reason": string(skill.ReasonDeclined), "detail": err.Error(), "signed": false,
-			"attestation_signed": false, // the key a session's result has (mutualJSON)
-		}}); e != nil {
-			return e
-		}
-	} else {
-		fmt.Fprintf(a.stdout, "peer %s\n  our verdict of it: DECLINED (it refused to be verified; nothing signed)\n    %v\n", p, err)
-		fmt.Fprintln(a.stdout, "  its verdict of us: none (a peer that declines to be verified is not asked to verify us)")
-	}
-	return verdictErr(fmt.Errorf("peer %s not accepted: it declined to be verified", p))
+	return a.printRefused(p, err, "declined", string(skill.ReasonDeclined),
+		"DECLINED (it refused to be verified; nothing signed)",
+		"none (a peer that declines to be verified is not asked to verify us)",
+		"it declined to be verified")
 }
 
 // printBusy reports a peer that refused the session for now (BUSY at the
 // hello: its answerer is down or its limits are reached): exit 1 (not
 // accepted), no record signed, worth trying again later.
 func (a *app) printBusy(p lpeer.ID, err error) error {
+	return a.printRefused(p, err, "busy", "busy",
+		"BUSY (it cannot be verified now: its LLM does not answer or its limits are reached; nothing signed, try again later)",
+		"none (a peer that refuses to be verified is not waited for)",
+		"it is busy")
+}
+
+// printRefused reports a peer that refused its session at the hello: the
+// verdict word (JSON verdict and reason, text ours and theirs) and why,
+// on stdout; exit 1 (not accepted), no record signed.
+func (a *app) printRefused(p lpeer.ID, err error, verdict, reason, ours, theirs, why string) error {
 	if a.jsonOut {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
 		if e := enc.Encode(map[string]any{"peer": p.String(), "ours": map[string]any{
-			"verdict": "busy", "accepted": false, "reason": "busy", "detail": err.Error(), "signed": false,
+			"verdict": verdict, "accepted": false, "reason": reason, "detail": err.Error(), "signed": false,
 			"attestation_signed": false, // the key a session's result has (mutualJSON)
 		}}); e != nil {
 			return e
 		}
 	} else {
-		fmt.Fprintf(a.stdout, "peer %s\n  our verdict of it: BUSY (it cannot be verified now: its LLM does not answer or its limits are reached; nothing signed, try again later)\n    %v\n", p, err)
-		fmt.Fprintln(a.stdout, "  its verdict of us: none (a peer that refuses to be verified is not waited for)")
+		fmt.Fprintf(a.stdout, "peer %s\n  our verdict of it: %s\n    %v\n", p, ours, err)
+		fmt.Fprintf(a.stdout, "  its verdict of us: %s\n", theirs)
 	}
-	return verdictErr(fmt.Errorf("peer %s not accepted: it is busy", p))
+	return verdictErr(fmt.Errorf("peer %s not accepted: %s", p, why))
 }
 
 // errNoLLMReciprocal is why attest without --llm does not ask the peer to
