@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +115,7 @@ func BenchmarkTransportFloor(b *testing.B) {
 	)
 	ctx := context.Background()
 	cpu0 := processCPU()
+	reads0, writes0 := processSyscalls()
 	t0 := time.Now()
 	b.ResetTimer()
 	for i := range pairs {
@@ -135,6 +138,9 @@ func BenchmarkTransportFloor(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "mutual/s")
 	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/mutual")
+	reads1, writes1 := processSyscalls()
+	b.ReportMetric(float64(reads1-reads0)/float64(b.N), "reads/mutual")
+	b.ReportMetric(float64(writes1-writes0)/float64(b.N), "writes/mutual")
 }
 
 // processCPU is the user and system CPU time this process used so far.
@@ -144,4 +150,27 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processSyscalls is the read and write system calls this process made
+// so far (Linux /proc/self/io; 0, 0 elsewhere).
+func processSyscalls() (reads, writes int64) {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "syscr":
+			reads = n
+		case "syscw":
+			writes = n
+		}
+	}
+	return reads, writes
 }
