@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
@@ -190,5 +191,47 @@ func TestRelayAddressExemptFromPerIPLimit(t *testing.T) {
 	}
 	if _, _, err := networkPrefixLimits(&Config{Relays: []string{"/ip4/192.0.2.7/tcp/1"}}, 500); err == nil {
 		t.Fatal("a relay without a peer ID was accepted")
+	}
+}
+
+// A store opened with another key: its records name the other identity,
+// so the node ignores them and says so once at start.
+func TestForeignStoreWarns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKey, oldID := testutil.NewKey(t)
+	_, subject := testutil.NewKey(t)
+	env := SealTest(oldKey, subject, true, time.Now().Truncate(time.Second), time.Hour)
+	a, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutIssued(env, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start := func(key crypto.PrivKey) string {
+		var logs bytes.Buffer
+		n, err := New(Config{Key: key, StorePath: path, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+			Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return logs.String()
+	}
+	newKey, _ := testutil.NewKey(t)
+	if got := start(newKey); !strings.Contains(got, "records of another identity are ignored") || !strings.Contains(got, oldID.String()) {
+		t.Errorf("another key: want a warning naming %s, got %q", oldID, got)
+	}
+	if got := start(oldKey); strings.Contains(got, "another identity") {
+		t.Errorf("its own key: want no warning, got %q", got)
 	}
 }

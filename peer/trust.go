@@ -324,6 +324,12 @@ func (n *Node) loadTrust() error {
 	if idx.bad > 0 {
 		n.log.Warn("skipped learned attestations that no longer verify", "count", idx.bad)
 	}
+	if idx.foreign > 0 {
+		// A store used with another --key: its issued and received
+		// records name the other identity and play no part here.
+		n.log.Warn("store: records of another identity are ignored (was this store made with another --key?)",
+			"records", idx.foreign, "their_peer_id", idx.other.String(), "our_peer_id", n.ID().String())
+	}
 	return nil
 }
 
@@ -335,6 +341,11 @@ type trustIndex struct {
 	self      map[peer.ID]*trustRec
 	revoked   map[peer.ID]time.Time
 	bad       int
+	// foreign counts the issued and received records of the store that
+	// belong to another identity than self (a store made with another
+	// key): they are left out of the index; other is one such identity.
+	foreign int
+	other   peer.ID
 }
 
 // loadTrustIndex reads a store into an index. self may be empty (the CLI
@@ -363,6 +374,8 @@ func loadTrustIndex(st *Store, self peer.ID) (*trustIndex, error) {
 	}
 	for _, e := range issued {
 		if self != "" && e.Attestation.Issuer != self {
+			idx.foreign++
+			idx.other = e.Attestation.Issuer
 			continue
 		}
 		r := newTrustRec(e.Attestation, SourceIssued)
@@ -371,7 +384,12 @@ func loadTrustIndex(st *Store, self peer.ID) (*trustIndex, error) {
 		}
 	}
 	for _, e := range received {
-		if self != "" && e.Attestation.Subject != self || !keptLifetime(e.Attestation) {
+		if self != "" && e.Attestation.Subject != self {
+			idx.foreign++
+			idx.other = e.Attestation.Subject
+			continue
+		}
+		if !keptLifetime(e.Attestation) {
 			continue
 		}
 		r := newTrustRec(e.Attestation, SourceReceived)
