@@ -161,6 +161,22 @@ func TestKindValidate(t *testing.T) {
 	}
 	// The domain must fit the wire's cap, which a prover enforces on
 	// every Challenge (protocol.md §3, §6 step 7).
+	// provenance (generation.md "Format"): a known source or none, a
+	// model of at most MaxModelBytes.
+	for _, pv := range []Provenance{{Source: "human"}, {Source: SourceLLM, Model: strings.Repeat("m", MaxModelBytes+1)}} {
+		s := glyphSet()
+		s.Provenance = &pv
+		if err := s.Validate(); !errors.Is(err, ErrInvalidSet) || !strings.Contains(err.Error(), "provenance") {
+			t.Errorf("provenance %+v: %v, want ErrInvalidSet", pv, err)
+		}
+	}
+	for _, pv := range []Provenance{{}, {Source: SourceLLM, Model: strings.Repeat("m", MaxModelBytes)}} {
+		s := glyphSet()
+		s.Provenance = &pv
+		if err := s.Validate(); err != nil {
+			t.Errorf("provenance %+v: %v, want valid", pv, err)
+		}
+	}
 	for _, d := range []string{strings.Repeat("d", MaxDomainBytes+1), "bad\xffutf8"} {
 		long := glyphSet()
 		long.Domain = d
