@@ -333,6 +333,9 @@ func tagUsageErrors(root *cobra.Command) {
 					if errors.As(err, &ee) {
 						return err
 					}
+					if msg := argCountMessage(cmd, a); msg != "" {
+						err = errors.New(msg)
+					}
 					return &exitError{code: exitUsage, err: err}
 				}
 				return nil
@@ -343,6 +346,37 @@ func tagUsageErrors(root *cobra.Command) {
 		}
 	}
 	walk(root)
+}
+
+// argCountMessage words a wrong argument count for a command whose Use
+// names its arguments ("attest MULTIADDR"): cobra's own "accepts 1
+// arg(s), received 0" names neither the command nor what it wants. It
+// returns "" for a command that names none (cobra's "unknown command"
+// then stands).
+func argCountMessage(cmd *cobra.Command, args []string) string {
+	names := strings.Fields(cmd.Use)[1:]
+	if len(names) == 0 || len(args) == len(names) {
+		return ""
+	}
+	want := strings.Join(names, " ")
+	usage := fmt.Sprintf("usage: %s %s (%q has more)", cmd.CommandPath(), want, cmd.CommandPath()+" --help")
+	if len(args) < len(names) {
+		return fmt.Sprintf("%s: missing %s; %s", cmd.CommandPath(), strings.Join(names[len(args):], " "), usage)
+	}
+	n := fmt.Sprintf("%d arguments", len(names))
+	if len(names) == 1 {
+		n = "one argument"
+	}
+	return fmt.Sprintf("%s takes %s, %s, got %d (%s; quote a path with spaces); %s",
+		cmd.CommandPath(), n, want, len(args), quoteJoinAnd(args), usage)
+}
+
+func quoteJoinAnd(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = strconv.Quote(x)
+	}
+	return strings.Join(q, ", ")
 }
 
 // groupCmd makes c, a command that groups subcommands, print its help

@@ -238,3 +238,30 @@ func TestLLMChallengesWithoutLLMNameTheFlag(t *testing.T) {
 		t.Errorf("exit %d\n%s", code, errOut)
 	}
 }
+
+// A wrong argument count names the command and what it wants, not
+// cobra's "accepts 1 arg(s), received 0".
+func TestArgCountErrorsNameTheArgument(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"attest"}, []string{"acaptcha attest: missing MULTIADDR", "usage: acaptcha attest MULTIADDR"}},
+		{[]string{"challenge", "inspect", "--json"}, []string{"acaptcha challenge inspect: missing FILE"}},
+		{[]string{"attestations", "verify", "my", "file.att"}, []string{"takes one argument, FILE, got 2", `"my", "file.att"`, "quote a path with spaces"}},
+		{[]string{"attestations", "show"}, []string{"missing KEY"}},
+	} {
+		out, errOut, code := newUserMain(context.Background(), tc.args...)
+		if code != exitUsage || out != "" {
+			t.Errorf("%v: exit %d, stdout %q", tc.args, code, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%v: stderr %q lacks %q", tc.args, errOut, w)
+			}
+		}
+		if strings.Contains(errOut, "arg(s)") {
+			t.Errorf("%v: cobra's wording: %q", tc.args, errOut)
+		}
+	}
+}
