@@ -389,8 +389,36 @@ func groupCmd(c *cobra.Command) {
 		return unknownCommand(cmd, args[0])
 	}
 	if c.RunE == nil && c.Run == nil {
-		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		c.RunE = func(cmd *cobra.Command, _ []string) error {
+			if j, err := cmd.Flags().GetBool("json"); err == nil && j {
+				return groupJSON(cmd)
+			}
+			return cmd.Help()
+		}
 	}
+}
+
+// groupJSON is a group command's help under --json: its path, what it
+// does and its subcommands, so that standard output stays JSON.
+func groupJSON(c *cobra.Command) error {
+	type sub struct {
+		Name  string `json:"name"`
+		Use   string `json:"use"`
+		Short string `json:"short"`
+	}
+	out := struct {
+		Command  string `json:"command"`
+		Short    string `json:"short"`
+		Commands []sub  `json:"commands"`
+	}{Command: c.CommandPath(), Short: c.Short, Commands: []sub{}}
+	for _, s := range c.Commands() {
+		if s.IsAvailableCommand() {
+			out.Commands = append(out.Commands, sub{Name: s.Name(), Use: s.CommandPath() + strings.TrimPrefix(s.Use, s.Name()), Short: s.Short})
+		}
+	}
+	enc := json.NewEncoder(c.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
 
 // unknownCommand is the usage error for a word that names no subcommand

@@ -265,3 +265,28 @@ func TestArgCountErrorsNameTheArgument(t *testing.T) {
 		}
 	}
 }
+
+// A group command called alone with --json prints JSON, not its help
+// text: standard output stays machine-readable.
+func TestGroupAloneJSON(t *testing.T) {
+	for _, args := range [][]string{{"bench", "--json"}, {"--json", "attestations"}, {"challenge", "--json"}, {"--json"}} {
+		out, errOut, code := newUserMain(context.Background(), args...)
+		var g struct {
+			Command  string `json:"command"`
+			Commands []struct {
+				Name string `json:"name"`
+				Use  string `json:"use"`
+			} `json:"commands"`
+		}
+		if err := json.Unmarshal([]byte(out), &g); err != nil || code != exitOK || errOut != "" {
+			t.Fatalf("%v: exit %d, stdout %q (%v), stderr %q", args, code, out, err, errOut)
+		}
+		if !strings.HasPrefix(g.Command, "acaptcha") || len(g.Commands) == 0 || !strings.HasPrefix(g.Commands[0].Use, g.Command+" ") {
+			t.Errorf("%v: %+v", args, g)
+		}
+	}
+	// Without --json it is still the help text.
+	if out, _, code := newUserMain(context.Background(), "bench"); code != exitOK || !strings.Contains(out, "Available Commands:") {
+		t.Errorf("bench alone: exit %d, %q", code, out)
+	}
+}
