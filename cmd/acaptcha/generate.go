@@ -225,7 +225,13 @@ func (p procProducer) generate(ctx context.Context) (*skill.Set, *generate.Repor
 	if err != nil {
 		return nil, nil, err
 	}
-	r := p.v.Offline(ctx, s)
+	// Run, not Offline: a validation that ctx cut short is an
+	// interrupted attempt, not a rejected set (Offline words it as a
+	// cross_check rejection, which generate then counted and printed).
+	r, err := p.v.Run(ctx, s, generate.Mode{Full: true})
+	if err != nil {
+		return nil, nil, err
+	}
 	return r.Set, r, nil
 }
 

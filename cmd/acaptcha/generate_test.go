@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -517,5 +518,42 @@ func TestGenerateOutUnwritable(t *testing.T) {
 	_, errOut, code := runMain(t, "generate", "--source", "procedural", "--n", "1", "--out", filepath.Join(file, "sub"))
 	if code != exitFailure || !strings.Contains(errOut, "--out") {
 		t.Fatalf("exit %d, want %d\n%s", code, exitFailure, errOut)
+	}
+}
+
+// endsAfterFirstCheck is a context that reports itself ended from its
+// second Err call on: the procedural generator's own check passes and the
+// validation that follows is cut short, as a Ctrl-C between the two does.
+type endsAfterFirstCheck struct {
+	context.Context
+	calls atomic.Int32
+}
+
+func (c *endsAfterFirstCheck) Err() error {
+	if c.calls.Add(1) > 1 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// An interrupted validation is an interrupted attempt, not a rejected
+// set: generate printed "rejected: cross_check 1" with "last rejection:
+// cross_check: validation cancelled" after a Ctrl-C.
+func TestProceduralAttemptInterruptedIsNoRejection(t *testing.T) {
+	pg, err := procedural.New(procedural.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := generate.NewValidator(generate.ValidatorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := &endsAfterFirstCheck{Context: context.Background()}
+	s, r, err := procProducer{g: pg, v: v}.generate(ctx)
+	if err == nil {
+		t.Fatalf("no error for an interrupted validation: set %v, report %+v", s != nil, r)
+	}
+	if ctx.calls.Load() < 2 {
+		t.Fatalf("the validation never looked at the context (%d calls)", ctx.calls.Load())
 	}
 }
