@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
@@ -127,7 +129,7 @@ a running node's (its store is locked while it runs).`,
 			if httpAddr != "" {
 				return a.serveMCPHTTP(ctx, httpAddr, srv)
 			}
-			t := &mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{a.stdout}}
+			t := answerBeforeEOF(&mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{a.stdout}})
 			err = srv.Run(ctx, t)
 			switch {
 			case err == nil, ctx.Err() != nil, errors.Is(err, io.EOF):
@@ -145,6 +147,82 @@ a running node's (its store is locked while it runs).`,
 	f.IntVar(&maxPending, "max-pending", mcpserver.DefaultMaxPending, "challenges that may wait for the MCP client's answer at once (beyond it they are declined)")
 	f.DurationVar(&attestTimeout, "attest-timeout", 0, "attest_peer's default time limit (default twice the total budget plus 30 s)")
 	return cmd
+}
+
+// answerBeforeEOF wraps a stdio transport so that the end of standard
+// input ends the session only once every request read has been answered:
+// the SDK cancels the requests in flight at EOF, so a client that writes
+// its requests and closes its end (printf ... | acaptcha mcp) got no
+// response at all, not even to initialize, and exit 0.
+func answerBeforeEOF(t mcp.Transport) mcp.Transport { return drainTransport{t} }
+
+type drainTransport struct{ mcp.Transport }
+
+func (t drainTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &drainConn{Connection: c, pending: map[jsonrpc.ID]int{}, wake: make(chan struct{}, 1), closed: make(chan struct{})}, nil
+}
+
+// drainConn counts the requests read and the responses written; its Read
+// holds back EOF until they balance, the session is closed or ctx ends.
+type drainConn struct {
+	mcp.Connection
+	mu        sync.Mutex
+	pending   map[jsonrpc.ID]int
+	wake      chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (c *drainConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.ID.IsValid() {
+		c.mu.Lock()
+		c.pending[req.ID]++
+		c.mu.Unlock()
+	}
+	if errors.Is(err, io.EOF) {
+		for {
+			c.mu.Lock()
+			n := len(c.pending)
+			c.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			select {
+			case <-c.wake:
+			case <-c.closed:
+				return msg, err
+			case <-ctx.Done():
+				return msg, err
+			}
+		}
+	}
+	return msg, err
+}
+
+func (c *drainConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
+		c.mu.Lock()
+		if c.pending[resp.ID]--; c.pending[resp.ID] <= 0 {
+			delete(c.pending, resp.ID)
+		}
+		c.mu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+func (c *drainConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Connection.Close()
 }
 
 // nopWriteCloser keeps the MCP transport from closing standard output.

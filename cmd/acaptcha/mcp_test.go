@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -282,5 +283,49 @@ func TestMCPHTTPPortInUse(t *testing.T) {
 	_, errOut, code = runMain(t, append(base, "--http", "bogus")...)
 	if code != exitUsage || !strings.Contains(errOut, "HOST:PORT") {
 		t.Errorf("malformed address: exit %d, want %d\n%s", code, exitUsage, errOut)
+	}
+}
+
+// A client that writes its requests and closes standard input at once
+// (printf ... | acaptcha mcp) gets every answer: the SDK cancels what is
+// in flight at EOF, so it used to get none, not even initialize's.
+func TestMCPStdioAnswersBeforeEOF(t *testing.T) {
+	const in = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{}}}
+{"jsonrpc":"2.0","id":"three","method":"tools/list"}
+`
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, struct{}, error) {
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, struct{}{}, ctx.Err()
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, struct{}{}, nil
+	})
+	var out bytes.Buffer
+	tr := answerBeforeEOF(&mcp.IOTransport{Reader: io.NopCloser(strings.NewReader(in)), Writer: nopWriteCloser{&out}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Run(ctx, tr); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("run: %v", err)
+	}
+	ids := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m.Result == nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		ids[string(m.ID)] = true
+		if string(m.ID) == "2" && !strings.Contains(string(m.Result), `"done"`) {
+			t.Errorf("slow tool: %s", m.Result)
+		}
+	}
+	if !ids["1"] || !ids["2"] || !ids[`"three"`] {
+		t.Fatalf("answered %v; want 1, 2 and \"three\"; stdout %q", ids, out.String())
 	}
 }
