@@ -134,6 +134,12 @@ func (g *GuardedProver) Check(ctx context.Context) error {
 	gen := g.gen
 	g.mu.Unlock()
 	err := g.canary(ctx)
+	if err != nil && ctx.Err() != nil {
+		// The caller stopped waiting (Ctrl-C during attest's start-up
+		// check): that says nothing of the answerer, so no "answerer
+		// unreachable" warning and no back-off.
+		return err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.recordLocked(err, gen)

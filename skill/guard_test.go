@@ -1,8 +1,12 @@
 package skill
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -297,5 +301,28 @@ func TestGuardedProverBackgroundRecheck(t *testing.T) {
 	p.f() // a timer that fired anyway starts nothing after Close
 	if canaries.Load() != c {
 		t.Fatal("a canary ran after Close")
+	}
+}
+
+// A start-up check its caller gave up on (Ctrl-C during attest's check)
+// says nothing of the answerer: no warning that it is unreachable, and
+// it is not marked down.
+func TestGuardedProverCheckCancelledIsNoVerdict(t *testing.T) {
+	inner := ProverFunc(func() Answerer {
+		return AnswerFunc(func(ctx context.Context, c Challenge) (string, error) {
+			<-ctx.Done()
+			return "", fmt.Errorf("call ended: %w", ctx.Err())
+		})
+	})
+	var logs bytes.Buffer
+	g := NewGuardedProver(inner, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	defer g.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if err := g.Check(ctx); err == nil {
+		t.Fatal("a cancelled check succeeded")
+	}
+	if g.Unavailable() != nil || strings.Contains(logs.String(), "unreachable") {
+		t.Fatalf("a cancelled check marked the answerer down (%v); log %q", g.Unavailable(), logs.String())
 	}
 }
