@@ -38,7 +38,12 @@ when it is rejected.`,
 			}
 			set, err := generate.DecodeOutput(string(data))
 			if err != nil {
-				return a.inspectFailed(args[0], &generate.Report{Reason: generate.RejectMalformed, Detail: err.Error()}, nil)
+				// The decoder speaks of a model's reply; here it is the
+				// user's file ("malformed generator output: empty reply"
+				// read as if a generator had run).
+				detail := strings.TrimPrefix(err.Error(), generate.ErrMalformed.Error()+": ")
+				detail = strings.Replace(detail, "reply", "file", 1)
+				return a.inspectFailed(args[0], &generate.Report{Reason: generate.RejectMalformed, Detail: "not a challenge set: " + detail}, nil)
 			}
 			// A set file (plain JSON, not a model's fenced reply) is
 			// also held to what a node loading it as a corpus requires

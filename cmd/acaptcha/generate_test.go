@@ -557,3 +557,19 @@ func TestProceduralAttemptInterruptedIsNoRejection(t *testing.T) {
 		t.Fatalf("the validation never looked at the context (%d calls)", ctx.calls.Load())
 	}
 }
+
+// inspect names the user's file, not a generator's reply, when it is no
+// set at all.
+func TestInspectNotASetSaysFile(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{"empty.json": "", "list.json": "[]", "text.json": "hello"} {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, _, code := newUserMain(context.Background(), "challenge", "inspect", f)
+		if code != exitRejected || !strings.Contains(out, "not a challenge set: ") || strings.Contains(out, "generator output") || strings.Contains(out, "reply") {
+			t.Errorf("%s: exit %d, %q", name, code, out)
+		}
+	}
+}
