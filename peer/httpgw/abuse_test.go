@@ -32,6 +32,9 @@ func as(t *testing.T, base, client, method, path, body string, out any) (int, st
 		t.Fatal(err)
 	}
 	req.Header.Set("X-Forwarded-For", client)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -12,25 +12,26 @@ import (
 // is a JSON object {code, message}, with the status of the code's row in
 // errorTable; the code strings are stable, the messages are for people.
 const (
-	CodeBadRequest      = "bad_request"
-	CodeBodyTooLarge    = "body_too_large"
-	CodeBadPeerID       = "bad_peer_id"
-	CodeBadKey          = "bad_key"
-	CodeBadSignature    = "bad_signature"
-	CodeUnpaid          = "unpaid"
-	CodeQuota           = "quota"
-	CodeTooManySessions = "too_many_sessions"
-	CodeRateLimited     = "rate_limited"
-	CodeUnknownSession  = "unknown_session"
-	CodeExpiredSession  = "expired_session"
-	CodeWrongState      = "wrong_state"
-	CodeWrongRound      = "wrong_round"
-	CodeBadProbe        = "bad_probe"
-	CodeNoSource        = "no_source"
-	CodeUnavailable     = "unavailable"
-	CodeNotFound        = "not_found"
-	CodeMethod          = "method_not_allowed"
-	CodeInternal        = "internal"
+	CodeBadRequest           = "bad_request"
+	CodeBodyTooLarge         = "body_too_large"
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeBadPeerID            = "bad_peer_id"
+	CodeBadKey               = "bad_key"
+	CodeBadSignature         = "bad_signature"
+	CodeUnpaid               = "unpaid"
+	CodeQuota                = "quota"
+	CodeTooManySessions      = "too_many_sessions"
+	CodeRateLimited          = "rate_limited"
+	CodeUnknownSession       = "unknown_session"
+	CodeExpiredSession       = "expired_session"
+	CodeWrongState           = "wrong_state"
+	CodeWrongRound           = "wrong_round"
+	CodeBadProbe             = "bad_probe"
+	CodeNoSource             = "no_source"
+	CodeUnavailable          = "unavailable"
+	CodeNotFound             = "not_found"
+	CodeMethod               = "method_not_allowed"
+	CodeInternal             = "internal"
 )
 
 // errorRow is one row of the error table.
@@ -48,6 +49,7 @@ type errorRow struct {
 var (
 	errBadRequest      = errors.New("bad request")
 	errBodyTooLarge    = errors.New("request body too large")
+	errMediaType       = errors.New("unsupported media type")
 	errBadPeerID       = errors.New("bad peer ID")
 	errBadKey          = errors.New("bad public key")
 	errBadSignature    = errors.New("bad signature")
@@ -69,6 +71,7 @@ var (
 var errorTable = []errorRow{
 	{CodeBadRequest, http.StatusBadRequest, errBadRequest, "the body is not the JSON object the route takes, a field is missing or malformed"},
 	{CodeBodyTooLarge, http.StatusRequestEntityTooLarge, errBodyTooLarge, "the body exceeds the route's cap"},
+	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType, errMediaType, "a POST request's Content-Type is not application/json (a charset, if given, utf-8)"},
 	{CodeBadPeerID, http.StatusBadRequest, errBadPeerID, "peer_id is not a libp2p peer ID"},
 	{CodeBadKey, http.StatusBadRequest, errBadKey, "public_key does not decode, is of a key the rules refuse (ECDSA on another curve than P-256), or the peer ID does not derive from it; the session is aborted"},
 	{CodeBadSignature, http.StatusUnauthorized, errBadSignature, "the signature over the start message does not verify with public_key; the session is aborted"},

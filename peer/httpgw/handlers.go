@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,6 +50,14 @@ func (g *Gateway) routes() http.Handler {
 			if read && !g.allowRead(w, r) {
 				return
 			}
+			if !read {
+				if err := checkJSONContentType(r.Header); err != nil {
+					if g.allowRead(w, r) {
+						g.writeError(w, err)
+					}
+					return
+				}
+			}
 			h(g, w, r)
 		})
 	}
@@ -76,6 +85,30 @@ func (g *Gateway) routes() http.Handler {
 }
 
 // ---- helpers ----
+
+// checkJSONContentType refuses a body not declared application/json
+// (http.md §1), before it is read: a browser sends a text/plain or form
+// body to another origin without asking it first (a CORS "simple
+// request"), so a web page could otherwise make its visitors create
+// sessions here; application/json needs a preflight the door does not
+// answer. Parameters are allowed, a charset only if it is utf-8.
+func checkJSONContentType(h http.Header) error {
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return errorf(errMediaType, "no Content-Type: send application/json")
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return errorf(errMediaType, "Content-Type %q: %v", ct, err)
+	}
+	if mt != "application/json" {
+		return errorf(errMediaType, "Content-Type %s: send application/json", mt)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return errorf(errMediaType, "charset %q: JSON bodies are utf-8", cs)
+	}
+	return nil
+}
 
 // allowRead spends one read of the client's prefix and of the door
 // (spec/http.md §5); when either bucket is empty it answers rate_limited

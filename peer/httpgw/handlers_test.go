@@ -170,6 +170,9 @@ func TestHandlerErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
+			if tc.method == http.MethodPost {
+				req.Header.Set("Content-Type", "application/json")
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -509,6 +512,7 @@ func TestRequestRateLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("X-Forwarded-For", client)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -850,5 +854,52 @@ func TestDrainServesLateAnswer(t *testing.T) {
 		}
 	case <-time.After(lateAnswerLinger + 5*time.Second):
 		t.Fatal("Drain did not return after the linger")
+	}
+}
+
+// TestContentTypeRequired (http.md 1.4.4): a POST body must be declared
+// application/json. The door took any Content-Type or none, so a web page
+// could make its visitors' browsers create sessions (text/plain needs no
+// CORS preflight) and hold the unstarted slots of their networks.
+func TestContentTypeRequired(t *testing.T) {
+	g, _, base := fakeDoor(t, nil)
+	a := newAgent(t, base)
+	body := `{"peer_id":"` + a.id.String() + `"}`
+	for _, tc := range []struct {
+		ctype  string
+		status int
+	}{
+		{"", 415},
+		{"text/plain", 415},
+		{"text/plain;charset=UTF-8", 415},
+		{"application/x-www-form-urlencoded", 415},
+		{"multipart/form-data; boundary=x", 415},
+		{"application/json; charset=iso-8859-1", 415},
+		{"application/json", 201},
+		{"Application/JSON", 201},
+		{"application/json; charset=utf-8", 201},
+		{"application/json;charset=UTF-8", 201},
+	} {
+		req, err := http.NewRequest(http.MethodPost, base+"/v1/sessions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.ctype != "" {
+			req.Header.Set("Content-Type", tc.ctype)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, eb := a.decode(resp, nil)
+		if st != tc.status || (st == 415 && eb.Code != CodeUnsupportedMediaType) {
+			t.Errorf("Content-Type %q: %d %q, want %d", tc.ctype, st, eb.Code, tc.status)
+		}
+	}
+	g.mu.Lock()
+	n := len(g.sessions)
+	g.mu.Unlock()
+	if n != 4 {
+		t.Errorf("%d sessions open, want the 4 declared application/json", n)
 	}
 }

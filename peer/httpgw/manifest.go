@@ -142,7 +142,7 @@ func (g *Gateway) Manifest() Manifest {
 		},
 		Answer: answerForm,
 		Steps: []string{
-			"POST /v1/sessions {peer_id}: get session_id, nonce, pow_difficulty, start_message and the policy",
+			"POST /v1/sessions {peer_id} (every POST with Content-Type: application/json): get session_id, nonce, pow_difficulty, start_message and the policy",
 			"solve the proof of work; sign start_message with the key of peer_id",
 			"POST /v1/sessions/{id}/start {public_key, signature, pow}: get probe 1",
 			"POST /v1/sessions/{id}/probe {seq, nonce} at once, echoing each probe, until the response carries challenge round 1",
