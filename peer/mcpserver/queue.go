@@ -30,15 +30,16 @@ import (
 // a slot (its budget, up to T_total), so no one verifier and no one
 // network may hold all of it: a session opened with NewSessionFor names
 // its verifier and the verifier's IP prefix, and at most
-// MaxPendingPerVerifier challenges of one verifier and
-// MaxPendingPerPrefix of one prefix are pending at once. A challenge
+// MaxPendingPerVerifier challenges of one verifier,
+// MaxPendingPerPrefix of one prefix and MaxPendingPerBlock of the /48s
+// of one IPv6 /32 (protocol.BlockOf) are pending at once. A challenge
 // beyond any cap is declined at once. A pending challenge expires with its
 // round's deadline (the context the protocol gives the answerer); an
 // answer after that gets ErrExpired.
 type Queue struct {
-	max, maxPerVerifier, maxPerPrefix int
-	now                               func() time.Time
-	log                               *slog.Logger
+	max, maxPerVerifier, maxPerPrefix, maxPerBlock int
+	now                                            func() time.Time
+	log                                            *slog.Logger
 
 	mu         sync.Mutex
 	pending    map[string]*pending
@@ -47,6 +48,7 @@ type Queue struct {
 	expOrd     []string
 	byVerifier map[lpeer.ID]int     // pending challenges per named verifier
 	byPrefix   map[netip.Prefix]int // pending challenges per verifier prefix
+	byBlock    map[netip.Prefix]int // pending challenges per IPv6 /32 of the prefixes
 	changed    chan struct{}        // closed and replaced whenever a challenge arrives
 	closed     bool
 	stats      QueueStats
@@ -69,6 +71,11 @@ type QueueConfig struct {
 	// prefix have pending at once together (when 0: half of MaxPending,
 	// at least 1).
 	MaxPendingPerPrefix int
+	// MaxPendingPerBlock caps the challenges the verifiers of the /48s
+	// of one IPv6 /32 have pending at once together (when 0: twice
+	// MaxPendingPerPrefix, at most MaxPending-1, at least
+	// MaxPendingPerPrefix). Its holder has 65,536 /48s for nothing.
+	MaxPendingPerBlock int
 	// Now is the clock (time.Now when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -89,7 +96,10 @@ const DefaultMaxPending = 4
 // share a cap as well, half the queue by default: one network cannot hold
 // every slot, a second verifier of the same network is still served (two
 // honest agents behind one NAT or in one cloud range), and only a third
-// at once is declined.
+// at once is declined. The /48s of one IPv6 /32 (protocol.BlockOf) share
+// twice a prefix's cap, never the whole queue (three of the default
+// four): one allocation's holder has 65,536 /48s for nothing. NAT64
+// addresses count as the IPv4 address they carry (protocol.GroupAddr).
 const DefaultMaxPendingPerVerifier = 1
 
 // fullWarnEvery is how often at most a queue-full refusal is logged at
@@ -110,6 +120,7 @@ var (
 	ErrQueueFull        = errors.New("too many challenges pending")
 	ErrVerifierShare    = errors.New("this verifier has its share of the challenge queue pending")
 	ErrPrefixShare      = errors.New("the verifiers of this IP prefix have their share of the challenge queue pending")
+	ErrBlockShare       = errors.New("the verifiers of this IPv6 /32 have their share of the challenge queue pending")
 	ErrQueueClosed      = errors.New("challenge queue closed")
 	ErrBadAnswer        = errors.New("unusable answer")
 )
@@ -140,6 +151,7 @@ type pending struct {
 type origin struct {
 	verifier lpeer.ID
 	prefix   netip.Prefix
+	block    netip.Prefix // the IPv6 /32 of prefix (invalid for IPv4 and relay groups)
 }
 
 // QueueStats counts what a queue holds and what it declined since it was
@@ -153,6 +165,9 @@ type QueueStats struct {
 	// because their verifier, or its IP prefix, had its share pending.
 	DeclinedVerifier uint64 `json:"declined_verifier"`
 	DeclinedPrefix   uint64 `json:"declined_prefix"`
+	// DeclinedBlock counts challenges declined because the verifiers of
+	// their IPv6 /32 had its share pending.
+	DeclinedBlock uint64 `json:"declined_block"`
 }
 
 type answerMsg struct {
@@ -171,6 +186,9 @@ func NewQueue(cfg QueueConfig) *Queue {
 	if cfg.MaxPendingPerPrefix <= 0 {
 		cfg.MaxPendingPerPrefix = max(cfg.MaxPending/2, 1)
 	}
+	if cfg.MaxPendingPerBlock <= 0 {
+		cfg.MaxPendingPerBlock = max(min(2*cfg.MaxPendingPerPrefix, cfg.MaxPending-1), cfg.MaxPendingPerPrefix)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -178,10 +196,10 @@ func NewQueue(cfg QueueConfig) *Queue {
 		cfg.Logger = slog.Default()
 	}
 	return &Queue{
-		max: cfg.MaxPending, maxPerVerifier: cfg.MaxPendingPerVerifier, maxPerPrefix: cfg.MaxPendingPerPrefix,
+		max: cfg.MaxPending, maxPerVerifier: cfg.MaxPendingPerVerifier, maxPerPrefix: cfg.MaxPendingPerPrefix, maxPerBlock: cfg.MaxPendingPerBlock,
 		now: cfg.Now, log: cfg.Logger,
 		pending: map[string]*pending{}, expired: map[string]time.Time{},
-		byVerifier: map[lpeer.ID]int{}, byPrefix: map[netip.Prefix]int{},
+		byVerifier: map[lpeer.ID]int{}, byPrefix: map[netip.Prefix]int{}, byBlock: map[netip.Prefix]int{},
 		changed: make(chan struct{}),
 	}
 }
@@ -203,12 +221,16 @@ var _ protocol.VerifierProver = (*Queue)(nil)
 // verifier in). The zero Prefix means none applies (an address the
 // budgets exempt, such as loopback, or none known). The session's
 // challenges count against the verifier's and the prefix's shares of the
-// queue.
+// queue, and an IPv6 /48's against its /32's (protocol.BlockOf).
 func (q *Queue) NewSessionFor(verifier lpeer.ID, prefix netip.Prefix) skill.Answerer {
+	from := origin{verifier: verifier}
 	if prefix.IsValid() {
-		prefix = prefix.Masked()
+		from.prefix = prefix.Masked()
+		if blk, ok := protocol.BlockOf(from.prefix); ok {
+			from.block = blk
+		}
 	}
-	return &queueSession{q: q, id: newID(), from: origin{verifier: verifier, prefix: prefix}}
+	return &queueSession{q: q, id: newID(), from: from}
 }
 
 type queueSession struct {
@@ -275,6 +297,10 @@ func (q *Queue) add(session string, from origin, c skill.Challenge, ctx context.
 		q.stats.DeclinedPrefix++
 		q.log.Debug("challenge declined: prefix's share pending", "verifier", from.verifier, "prefix", from.prefix, "pending", q.byPrefix[from.prefix], "round", c.Round)
 		return nil, fmt.Errorf("%w (%d of %s, the cap per prefix)", ErrPrefixShare, q.byPrefix[from.prefix], from.prefix)
+	case from.block.IsValid() && q.byBlock[from.block] >= q.maxPerBlock:
+		q.stats.DeclinedBlock++
+		q.log.Debug("challenge declined: block's share pending", "verifier", from.verifier, "block", from.block, "pending", q.byBlock[from.block], "round", c.Round)
+		return nil, fmt.Errorf("%w (%d of %s, the cap per IPv6 /32)", ErrBlockShare, q.byBlock[from.block], from.block)
 	case len(q.pending) >= q.max:
 		q.stats.DeclinedFull++
 		q.fullSince++
@@ -302,6 +328,9 @@ func (q *Queue) add(session string, from origin, c skill.Challenge, ctx context.
 	}
 	if from.prefix.IsValid() {
 		q.byPrefix[from.prefix]++
+	}
+	if from.block.IsValid() {
+		q.byBlock[from.block]++
 	}
 	close(q.changed)
 	q.changed = make(chan struct{})
@@ -339,6 +368,11 @@ func (q *Queue) removeLocked(id string) {
 	if pfx := p.from.prefix; pfx.IsValid() {
 		if q.byPrefix[pfx]--; q.byPrefix[pfx] <= 0 {
 			delete(q.byPrefix, pfx)
+		}
+	}
+	if blk := p.from.block; blk.IsValid() {
+		if q.byBlock[blk]--; q.byBlock[blk] <= 0 {
+			delete(q.byBlock, blk)
 		}
 	}
 	delete(q.pending, id)
@@ -460,6 +494,7 @@ func (q *Queue) Close() {
 	q.order = nil
 	clear(q.byVerifier)
 	clear(q.byPrefix)
+	clear(q.byBlock)
 	close(q.changed)
 }
 

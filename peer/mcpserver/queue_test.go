@@ -196,3 +196,49 @@ func TestQueueFullNotWarnedPerRefusal(t *testing.T) {
 		t.Errorf("stats %+v, want %d declined_full", st, refusals)
 	}
 }
+
+// TestQueueSharesPerBlock: the /48s of one IPv6 /32 share a cap as well.
+// The queue grouped IPv6 by /48 only, so fresh peer IDs from two /48s of
+// one allocation (65,536 of them cost its holder nothing) held all 4
+// slots, and a verifier of any other network was declined (queue full).
+// A block gets at most twice a prefix's share, and never the whole queue.
+func TestQueueSharesPerBlock(t *testing.T) {
+	q := mcpserver.NewQueue(mcpserver.QueueConfig{Logger: testLogger(t)})
+	defer q.Close()
+	h := newHolder(t, q)
+	queued := 0
+	for _, addr := range []string{"2001:db8:1::1", "2001:db8:1::2", "2001:db8:2::1", "2001:db8:3::1", "2001:db8:4::1"} {
+		ok, err := h.hold(q.NewSessionFor(newVerifier(t), prefixOf(t, addr)))
+		if ok {
+			queued++
+			continue
+		}
+		if !errors.Is(err, skill.ErrDeclined) || !errors.Is(err, mcpserver.ErrBlockShare) {
+			t.Fatalf("verifier of %s: %v, want declined ErrBlockShare", addr, err)
+		}
+	}
+	if queued != 3 {
+		t.Fatalf("one IPv6 /32 holds %d of 4 slots, want 3", queued)
+	}
+	// NAT64 (64:ff9b::/96) counts as the IPv4 address it carries:
+	// 198.51.100.7's /24.
+	if ok, err := h.hold(q.NewSessionFor(newVerifier(t), prefixOf(t, "64:ff9b::c633:6407"))); !ok {
+		t.Fatalf("verifier of another network declined while one /32 held its share: %v", err)
+	}
+	if st := q.Stats(); st.Pending != 4 || st.DeclinedBlock != 2 || st.DeclinedFull != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// An answered challenge gives the block's share back.
+	for range 4 {
+		p, err := q.Next(context.Background(), 0)
+		if err != nil || p == nil {
+			t.Fatalf("Next: %+v %v", p, err)
+		}
+		if _, err := q.Answer(p.ID, "x", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := h.hold(q.NewSessionFor(newVerifier(t), prefixOf(t, "2001:db8:5::1"))); !ok {
+		t.Fatalf("verifier of the block after its challenges were answered: %v", err)
+	}
+}
