@@ -629,3 +629,28 @@ func TestMCPAttestPeerDescribesItsTimeout(t *testing.T) {
 	}
 	t.Fatal("no attest_peer tool")
 }
+
+// TestMCPHugeTimeoutsClamped: a time limit beyond the cap is the cap, as
+// the tools say. timeout_seconds 1e300 (or 1e10) overflowed the
+// conversion to a time.Duration into a negative one, and attest_peer
+// failed at once with "context deadline exceeded"; wait_ms 1e13
+// overflowed too, and next_challenge returned at once instead of
+// waiting its 60 s.
+func TestMCPHugeTimeoutsClamped(t *testing.T) {
+	f := newFixture(t, mcpserver.QueueConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, secs := range []float64{1e10, 1e300} {
+		out, err := call[mcpserver.AttestOutput](ctx, f.cs, "attest_peer", map[string]any{"addr": f.targetAddr(), "timeout_seconds": secs})
+		if err != nil || out.Status != "done" {
+			t.Errorf("attest_peer with timeout_seconds %g: %+v, %v; want done within the 1800 s cap", secs, out, err)
+		}
+	}
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	start := time.Now()
+	nx, err := call[mcpserver.NextOutput](short, f.cs, "next_challenge", map[string]any{"wait_ms": int64(1e13)})
+	if err == nil {
+		t.Errorf("next_challenge with wait_ms 1e13 returned after %v (%+v), want it to wait (up to 60 s) until the client gave up", time.Since(start), nx)
+	}
+}

@@ -245,7 +245,12 @@ func (s *Server) attestPeer(ctx context.Context, _ *mcp.CallToolRequest, in Atte
 		return nil, nil, fmt.Errorf("timeout_seconds %v: want a positive number", in.TimeoutSeconds)
 	}
 	if in.TimeoutSeconds > 0 {
-		timeout = min(time.Duration(in.TimeoutSeconds*float64(time.Second)), MaxAttestTimeout)
+		// Compared in seconds: a large value (1e10) overflows the
+		// conversion to a Duration into a negative one.
+		timeout = MaxAttestTimeout
+		if in.TimeoutSeconds < MaxAttestTimeout.Seconds() {
+			timeout = time.Duration(in.TimeoutSeconds * float64(time.Second))
+		}
 	}
 	if !in.Background {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -399,7 +404,11 @@ func waitDuration(ms int64) (time.Duration, error) {
 	if ms < 0 {
 		return 0, fmt.Errorf("wait_ms %d: want 0 or more", ms)
 	}
-	return min(time.Duration(ms)*time.Millisecond, MaxWait), nil
+	if ms >= MaxWait.Milliseconds() {
+		// (time.Duration(ms)*time.Millisecond overflows from 2^63 ns.)
+		return MaxWait, nil
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // ListAttestationsInput is list_attestations' input.
