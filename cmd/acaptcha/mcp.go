@@ -246,7 +246,12 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, &mcp.StreamableHTTPOptions{Logger: a.log}))
+	// Sessions are bounded (mcpserver.DefaultMaxHTTPSessions open, closed
+	// after mcpserver.DefaultHTTPSessionTimeout idle): the SDK's handler
+	// kept each until its client deleted it.
+	mh := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: a.log})
+	defer mh.Close()
+	mux.Handle("/mcp", mh)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: mcpReadHeaderTimeout, IdleTimeout: mcpIdleTimeout}
 	// Say where the endpoint is: on standard error as a notice, or with
 	// --json as one JSON object on standard output (free in this mode;
