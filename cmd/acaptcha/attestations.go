@@ -95,7 +95,8 @@ func (a *app) attestationsCmd() *cobra.Command {
 		Use:   "export KEY",
 		Short: "Write one stored attestation's signed envelope to a file (binary) for others to verify",
 		Long: `Writes the signed envelope of the stored attestation KEY (as printed by
-list) to --out, or raw to standard output. With --json it prints a JSON object
+list) to --out, or raw to standard output (in hex when standard output is a
+terminal and --out is not "-"). With --json it prints a JSON object
 {key, file, bytes, envelope_base64, envelope_hex} instead (file only with
 --out): the envelope in base64 as the HTTP door's verify takes it, and in hex
 as acaptcha attestations verify reads it.`,
@@ -121,6 +122,12 @@ as acaptcha attestations verify reads it.`,
 					res["file"] = out
 				}
 				return writeJSON(a, res)
+			case toStdout && out == "" && isTerminal(a.stdout):
+				// Raw bytes would garble the terminal: hex, which
+				// verify reads as well; -o - writes the bytes.
+				fmt.Fprintln(a.stdout, hex.EncodeToString(e.Envelope))
+				fmt.Fprintln(a.stderr, "standard output is a terminal: the envelope is written in hex (acaptcha attestations verify reads it); -o FILE or -o - writes the raw bytes")
+				return nil
 			case toStdout:
 				_, err = a.stdout.Write(e.Envelope)
 				return err

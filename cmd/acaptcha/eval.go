@@ -514,12 +514,7 @@ func (s *validatingSource) record() *eval.Validation {
 // progressPrinter returns a progress callback: a redrawn bar on a
 // terminal, a line per tenth otherwise (logs, CI), nothing with --json.
 func (a *app) progressPrinter(unit string) func(eval.Progress) {
-	tty := false
-	if f, ok := a.stderr.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
+	tty := isTerminal(a.stderr)
 	var lastDraw time.Time
 	lastTenth := -1
 	return func(p eval.Progress) {

@@ -638,13 +638,7 @@ type progress struct {
 }
 
 func newProgress(w io.Writer, want int) *progress {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
-	return &progress{w: w, tty: tty, want: want}
+	return &progress{w: w, tty: isTerminal(w), want: want}
 }
 
 func (p *progress) update(accepted int, st generate.Stats, elapsed time.Duration) {

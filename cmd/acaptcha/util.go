@@ -41,3 +41,15 @@ func readAllCapped(r io.Reader, max int64) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// isTerminal reports whether w is a terminal (a character device): the
+// progress bars redraw there, and export writes hex there rather than
+// raw bytes. A variable so that tests can stand in for a terminal.
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

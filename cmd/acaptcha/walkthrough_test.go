@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -391,6 +392,18 @@ func TestExportJSON(t *testing.T) {
 	out, _, code := newUserMain(context.Background(), "attestations", "export", key, "--store", store)
 	if code != exitOK || out != string(env) {
 		t.Errorf("raw export: exit %d, %d bytes", code, len(out))
+	}
+	// On a terminal: hex, which verify reads, unless -o - asks for the
+	// bytes (raw bytes garbled the terminal).
+	isTerm := isTerminal
+	isTerminal = func(io.Writer) bool { return true }
+	defer func() { isTerminal = isTerm }()
+	out, errOut, code := newUserMain(context.Background(), "attestations", "export", key, "--store", store)
+	if code != exitOK || out != hex.EncodeToString(env)+"\n" || !strings.Contains(errOut, "terminal") {
+		t.Errorf("export to a terminal: exit %d, out %q, stderr %q", code, out, errOut)
+	}
+	if out, _, code := newUserMain(context.Background(), "attestations", "export", key, "--store", store, "-o", "-"); code != exitOK || out != string(env) {
+		t.Errorf("export -o - to a terminal: exit %d, %d bytes", code, len(out))
 	}
 }
 
