@@ -69,6 +69,18 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	if len(answer) > MaxAnswerBytes {
 		return false, RuleTooLong
 	}
+	if ok, rule := judgeFramed(q, answer, narratives); ok {
+		return true, rule
+	}
+	if head, tail, ok := explained(answer); ok && !(&judgement{q: q}).tailNamesCandidate(tail) {
+		return judgeFramed(q, head, narratives)
+	}
+	return false, RuleNone
+}
+
+// judgeFramed applies rules M1-M5 to an answer, then, when none accepts
+// it, to its rest after a lead-in and before a tail frame.
+func judgeFramed(q *Question, answer string, narratives []string) (bool, string) {
 	if ok, rule := judgeText(q, answer, narratives); ok {
 		return true, rule
 	}
@@ -76,6 +88,139 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 		return judgeText(q, rest, narratives)
 	}
 	return false, RuleNone
+}
+
+// explained splits an answer at its first explanation separator into the
+// head before it and the tail from it (spec/verification.md,
+// "Explanation"): an em dash (U+2014); an en dash (U+2013) or one or
+// two hyphen-minus characters with white space on both sides; ( or ;
+// a sentence end (. ! or ? followed by white space, the . not after an
+// abbreviation or a hedge: "e.g.", "approx."); or a comma followed by
+// white space and because, since or as. Both the head and the tail must
+// hold a raw word; ok is false when the answer has no such separator.
+func explained(answer string) (head, tail string, ok bool) {
+	spans := rawWordSpans(answer)
+	if len(spans) < 2 {
+		return "", "", false
+	}
+	// prevWord is the raw word ending at byte i, or "".
+	prevWord := func(i int) string {
+		for k := len(spans) - 1; k >= 0; k-- {
+			if spans[k][1] == i {
+				return answer[spans[k][0]:spans[k][1]]
+			}
+			if spans[k][1] < i {
+				return ""
+			}
+		}
+		return ""
+	}
+	space := func(i int) bool { // white space at byte i
+		r, _ := utf8.DecodeRuneInString(answer[i:])
+		return i < len(answer) && unicode.IsSpace(r)
+	}
+	spaceBefore := func(i int) bool {
+		r, n := utf8.DecodeLastRuneInString(answer[:i])
+		return n > 0 && unicode.IsSpace(r)
+	}
+	sep := -1
+	for i, r := range answer {
+		switch r {
+		case '—', '(', ';':
+			sep = i
+		case '–':
+			if spaceBefore(i) && space(i+len("–")) {
+				sep = i
+			}
+		case '-':
+			j := i + 1
+			if j < len(answer) && answer[j] == '-' {
+				j++
+			}
+			if spaceBefore(i) && space(j) {
+				sep = i
+			}
+		case '.', '!', '?':
+			if !space(i + 1) {
+				continue
+			}
+			if w := prevWord(i); r == '.' && (strings.Contains(w, ".") || hedges[Normalize(w)]) {
+				continue
+			}
+			sep = i
+		case ',':
+			if !space(i + 1) {
+				continue
+			}
+			rest := strings.TrimLeftFunc(answer[i+1:], unicode.IsSpace)
+			for _, w := range []string{"because", "since", "as"} {
+				if len(rest) > len(w) && asciiEqualFold(rest[:len(w)], w) {
+					if nr, _ := utf8.DecodeRuneInString(rest[len(w):]); !wordRune(nr) {
+						sep = i
+					}
+				}
+			}
+		}
+		if sep >= 0 {
+			break
+		}
+	}
+	if sep < 0 || len(rawWordSpans(answer[:sep])) == 0 || len(rawWordSpans(answer[sep:])) == 0 {
+		return "", "", false
+	}
+	return answer[:sep], answer[sep:], true
+}
+
+// asciiEqualFold reports whether a and b are equal up to ASCII case.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// tailNamesCandidate applies the explanation guard to the tail after an
+// answer's head: the tail must not name a distractor (as M2: its words in
+// order), hold a word of a distractor that is no function word, no word
+// of an accepted variant and no question word (M2's word guard), nor
+// start, after function words, with a joining word ("(or 30)", "— not
+// sample swap"). A tail that does may add a second candidate or a hedge.
+func (j *judgement) tailNamesCandidate(tail string) bool {
+	j.wa = Words(tail)
+	for _, v := range j.q.Variants() {
+		j.variantWords = append(j.variantWords, Words(v)...)
+	}
+	for _, d := range j.q.Distractors {
+		if dw := Words(d); len(dw) > 0 && !allFunctionWords(dw) {
+			j.distractors = append(j.distractors, dw)
+		}
+	}
+	if j.namesDistractor(-1, -1) {
+		return true
+	}
+	for _, w := range j.wa {
+		if j.distractorWord(w) {
+			return true
+		}
+	}
+	for _, w := range j.wa {
+		if !functionWords[w.Text] {
+			return joinWords[w.Text]
+		}
+	}
+	return false
 }
 
 // leadIns are the frames an agent puts before its answer (as normalised
@@ -179,6 +324,9 @@ func judgeText(q *Question, answer string, narratives []string) (bool, string) {
 	wa := Words(answer)
 	if len(wa) == 0 {
 		return false, RuleNone
+	}
+	if _, ok := numericTarget(q); ok {
+		wa = spelledNumbers(wa)
 	}
 	j := judgement{q: q, wa: wa, narratives: narratives}
 	for _, v := range vs {
@@ -528,7 +676,8 @@ var unitCache textCache[uint64]
 // labelledNumber applies rule M2's number-label guard: when the canonical
 // answer is one number, an answer in which a number directly follows a
 // numbered label the texts use is wrong ("Priority 3" for a count of 3
-// where a narrative writes "Priority 1").
+// where a narrative writes "Priority 1"; "priority 3" at the answer's
+// start where a narrative writes "priority 1 ... priority 2").
 func (j *judgement) labelledNumber() bool {
 	for i := 1; i < len(j.wa); i++ {
 		if j.wa[i].Number == nil || j.wa[i-1].Number != nil {
@@ -537,46 +686,63 @@ func (j *judgement) labelledNumber() bool {
 		if wc := Words(j.q.Answer); len(wc) != 1 || wc[0].Number == nil {
 			return false // a numbered label's number ("3" for "grade 3")
 		}
-		if j.numberLabel(j.wa[i-1]) {
+		if j.numberLabel(j.wa[i-1], allFunctionWords(j.wa[:i-1])) {
 			return true
 		}
 	}
 	return false
 }
+
+// quantityWords are never lower-case number labels: they quantify the
+// number after them ("all 5 labs", "within 10 days").
+var quantityWords = toWordSet("all only exactly just nearly almost over under above below within beyond up total some least most")
 
 // numberLabel reports whether w is a numbered label the texts use: w is
 // no function word, variant word, hedge or unit spelling, and in a shown
 // narrative or the question's text it is a raw word with an upper-case or
-// title-case first letter followed, after white space only, by a number.
-func (j *judgement) numberLabel(w Word) bool {
+// title-case first letter followed, after white space only, by a number;
+// or, when first (only function words before it in the answer), it is no
+// quantity word and one such text writes it with no upper-case letter
+// before numbers of two or more values ("priority 1 ... priority 2").
+func (j *judgement) numberLabel(w Word, first bool) bool {
 	if functionWords[w.Text] || hedges[w.Text] || unitRow[w.Text] != 0 || j.variantWord(w) {
 		return false
 	}
-	if numberLabels(j.q.Question)[w.Text] {
-		return true
-	}
-	for _, n := range j.narratives {
-		if numberLabels(n)[w.Text] {
+	lower := first && !quantityWords[w.Text]
+	for _, text := range append([]string{j.q.Question}, j.narratives...) {
+		l := numberLabels(text)
+		if l.upper[w.Text] || lower && l.lower[w.Text] {
 			return true
 		}
 	}
 	return false
 }
 
-// numberLabels returns the words text uses as numbered labels: a raw word
-// without ASCII digits whose first letter is upper-case or title-case and
-// that is one word (Words), followed, after white space only, by a raw
-// word whose first word is a number ("Priority 1", "Level 2"); normalised.
-// The result is cached by text.
-func numberLabels(text string) map[string]bool { return labelCache.get(text, numberLabelsOf) }
+// labelEntry is what numberLabels finds in one text.
+type labelEntry struct {
+	// upper holds the raw words without ASCII digits whose first letter
+	// is upper-case or title-case and that are one word, followed, after
+	// white space only, by a raw word whose first word is a number
+	// ("Priority 1", "Level 2"); normalised.
+	upper map[string]bool
+	// lower holds the raw words without ASCII digits and without an
+	// upper-case or title-case letter that are one word and that the
+	// text writes so before numbers of at least two values ("priority 1
+	// ... priority 3").
+	lower map[string]bool
+}
 
-func numberLabelsOf(text string) map[string]bool {
-	m := map[string]bool{}
+// numberLabels returns the words text uses as numbered labels, cached by
+// text.
+func numberLabels(text string) labelEntry { return labelCache.get(text, numberLabelsOf) }
+
+func numberLabelsOf(text string) labelEntry {
+	e := labelEntry{upper: map[string]bool{}, lower: map[string]bool{}}
+	values := map[string]string{} // a lower-case label's first value
 	spans := rawWordSpans(text)
 	for k := 0; k+1 < len(spans); k++ {
 		raw := text[spans[k][0]:spans[k][1]]
-		r, _ := utf8.DecodeRuneInString(raw)
-		if !(unicode.IsUpper(r) || unicode.IsTitle(r)) || hasDigit(raw) {
+		if hasDigit(raw) {
 			continue
 		}
 		if strings.TrimFunc(text[spans[k][1]:spans[k+1][0]], unicode.IsSpace) != "" || spans[k+1][0] == spans[k][1] {
@@ -586,14 +752,66 @@ func numberLabelsOf(text string) map[string]bool {
 		if len(next) == 0 || next[0].Number == nil {
 			continue
 		}
-		if ws := Words(raw); len(ws) == 1 && ws[0].Number == nil {
-			m[ws[0].Text] = true
+		ws := Words(raw)
+		if len(ws) != 1 || ws[0].Number != nil {
+			continue
+		}
+		r, _ := utf8.DecodeRuneInString(raw)
+		switch {
+		case unicode.IsUpper(r) || unicode.IsTitle(r):
+			e.upper[ws[0].Text] = true
+		case !hasUpper(raw):
+			v := next[0].Number.RatString()
+			if first, ok := values[ws[0].Text]; !ok {
+				values[ws[0].Text] = v
+			} else if first != v {
+				e.lower[ws[0].Text] = true
+			}
+		}
+	}
+	return e
+}
+
+var labelCache textCache[labelEntry]
+
+// spelledNumber maps the spelled-out integers 0 to 99 to their values
+// (spec/verification.md, "Spelled-out numbers"): zero to nineteen, the
+// tens twenty to ninety, and a ten joined to a unit by a hyphen
+// ("forty-two"), which words reads as one word.
+var spelledNumber = func() map[string]int64 {
+	m := map[string]int64{}
+	for i, w := range strings.Fields("zero one two three four five six seven eight nine ten eleven twelve " +
+		"thirteen fourteen fifteen sixteen seventeen eighteen nineteen") {
+		m[w] = int64(i)
+	}
+	units := strings.Fields("one two three four five six seven eight nine")
+	for i, w := range strings.Fields("twenty thirty forty fifty sixty seventy eighty ninety") {
+		t := int64(20 + 10*i)
+		m[w] = t
+		for u, uw := range units {
+			m[w+"-"+uw] = t + int64(u+1)
 		}
 	}
 	return m
-}
+}()
 
-var labelCache textCache[map[string]bool]
+// spelledNumbers returns ws with every word of the spelled-number table
+// read as the number it spells (a new slice when one is; ws otherwise).
+// Judge applies it to the answer of a question with a numeric target only.
+func spelledNumbers(ws []Word) []Word {
+	out := ws
+	for i, w := range ws {
+		n, ok := spelledNumber[w.Text]
+		if !ok || w.Number != nil {
+			continue
+		}
+		if &out[0] == &ws[0] {
+			out = append([]Word(nil), ws...)
+		}
+		out[i] = Word{Text: big.NewInt(n).String(), Number: new(big.Rat).SetInt64(n)}
+	}
+	return out
+}
 
 // numericTarget is the number a numeric answer must state: the canonical
 // answer's value when it is one number word, or the number of a numbered

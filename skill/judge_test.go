@@ -2,6 +2,7 @@ package skill
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -349,5 +350,162 @@ func TestTextCacheBounded(t *testing.T) {
 	last := fmt.Sprint("text ", 3*maxTextCache-1)
 	if c.get(last, build) != len(last) || builds != n {
 		t.Errorf("a cached text was built again (%d builds, %d before)", builds, n)
+	}
+}
+
+// An answer followed by an explanation ("X — because ...", "X (…)", "X;
+// …", "X. …", "X, because …") is judged by the head before the first
+// separator, and only when the tail names no distractor, holds no word of
+// one and does not open with a joining word (verification.md 1.5.0).
+func TestJudgeExplanations(t *testing.T) {
+	label := &Question{Question: "Which cause held up?", Answer: "assay drift", ReasoningType: Causal, AnswerType: LabelAnswer,
+		Answers:     []string{"assay drift", "assay drift at the central lab"},
+		Distractors: []string{"sample swap", "sample swap at the biobank", "reagent lot change"}}
+	num := &Question{Question: "What deviation was recorded?", Answer: "29.4", ReasoningType: MultiHop, AnswerType: NumericAnswer,
+		Distractors: []string{"31.2"}}
+	n := []string{judgeNarrative}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{label, "assay drift — the review traced the excursion to it", true},
+		{label, "assay drift—confirmed by the vendor", true},
+		{label, "assay drift - because the review traced it", true},
+		{label, "assay drift -- because the review traced it", true},
+		{label, "assay drift – the review traced it", true},
+		{label, "assay drift (the review's finding)", true},
+		{label, "assay drift; the review traced the excursion to it", true},
+		{label, "Assay drift. The review traced the excursion to it.", true},
+		{label, "assay drift, because the review traced it", true},
+		{label, "Answer: assay drift — the review traced it", true},
+		{label, "assay drift is the answer — the review traced it", true},
+		{num, "29.4 percent — the deviation the screen reached", true},
+		{num, "approx. 29.4 (as screened)", true},
+		{num, "29.4. That is the deviation.", true},
+		// the head alone decides
+		{label, "sample swap — assay drift", false},
+		{label, "sample swap (assay drift)", false},
+		{label, "Vale North — assay drift", false},
+		// the tail names no other candidate and opens with no joining word
+		{label, "assay drift — not sample swap", false},
+		{label, "assay drift (or sample swap)", false},
+		{label, "assay drift; the sample was fine", false}, // a distractor's word
+		{label, "assay drift — or maybe something else", false},
+		{label, "assay drift — the review, not the reagent lot change", false},
+		{num, "29.4 (or 31.2)", false},
+		{num, "29.4 — 31.2", false},
+		{num, "29.4 — or so", false},
+		// no separator, or nothing on one side of it
+		{label, "assay drift, the review traced it", false},
+		{label, "assay drift-the review", false},
+		{label, "assay drift —", true}, // M4 before any split
+		{label, "— assay drift", true}, // M4 before any split: "—" separates words
+		{num, "29.4-31.2", false},
+		{num, "29.4 – 31.2", false},
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, n); got != c.want {
+			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
+		}
+	}
+}
+
+// Wrapping any string in an explanation never lets it pass where the head
+// alone does not: the explanation only removes words.
+func TestJudgeExplanationNeverAddsACandidate(t *testing.T) {
+	q := &Question{Question: "Which cause held up?", Answer: "assay drift", ReasoningType: Causal, AnswerType: LabelAnswer,
+		Answers:     []string{"assay drift", "assay drift at the central lab"},
+		Distractors: []string{"sample swap", "sample swap at the biobank", "reagent lot change"}}
+	cands := []string{"assay drift", "sample swap", "sample swap at the biobank", "the sample swap", "reagent lot change", "PFK1", "HK2", "29.4", "the central lab", "the biobank", "Vale North"}
+	for _, x := range cands {
+		for _, y := range cands {
+			for _, f := range []string{"%s — %s", "%s (%s)", "%s; %s", "%s. %s", "%s - because %s", "%s, because %s", "%s—%s"} {
+				a := fmt.Sprintf(f, x, y)
+				ok, _ := judgeFramed(q, a, []string{judgeNarrative})
+				if ok || !Judge(q, a, []string{judgeNarrative}) {
+					continue // refused, or accepted whole as before 1.5.0
+				}
+				if !Judge(q, x, []string{judgeNarrative}) {
+					t.Errorf("%q accepted while its head %q is refused", a, x)
+				}
+				if slices.Contains(q.Distractors, y) {
+					t.Errorf("%q accepted: its tail names a distractor", a)
+				}
+			}
+		}
+	}
+}
+
+// Spelled-out integers 0 to 99 read as their numbers under a numeric
+// target, and so count as numbers everywhere in such an answer
+// (verification.md 1.5.0).
+func TestJudgeSpelledNumbers(t *testing.T) {
+	count := &Question{Question: "How many hosts did the intruder reach?", Answer: "3", Answers: []string{"3", "3 hosts"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer, Distractors: []string{"4"}}
+	big := &Question{Question: "How many alerts fired?", Answer: "42", ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	zero := &Question{Question: "How many alerts fired?", Answer: "0", ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	label := &Question{Question: "Which cause held up?", Answer: "assay three", ReasoningType: Causal, AnswerType: LabelAnswer}
+	n := []string{"The intruder reached 3 hosts; Priority 1 applies to a breach. About 42 alerts fired."}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{count, "three", true},
+		{count, "Three", true},
+		{count, "three hosts", true},
+		{count, "The answer is three.", true},
+		{count, "It is about three hosts.", true},
+		{big, "forty-two", true},
+		{big, "Forty-Two alerts", true},
+		{zero, "zero", true},
+		{count, "four", false},           // the wrong number
+		{count, "3 or four", false},      // a second number
+		{count, "three 5", false},        // two numbers
+		{count, "Priority three", false}, // the number-label guard
+		{big, "forty two", false},        // two numbers (40 and 2)
+		{big, "fortytwo", false},         // not in the table
+		{big, "forty-ten", false},
+		{label, "assay 3", false}, // no numeric target: no reading
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, n); got != c.want {
+			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
+		}
+	}
+	if len(spelledNumber) != 100 {
+		t.Errorf("spelled-number table has %d entries, want 100 (0-99)", len(spelledNumber))
+	}
+}
+
+// A lower-case numbered label that a text writes before two or more
+// values ("priority 1 ... priority 2") is a label too, when it opens the
+// answer; a quantity word ("all 5") and a word before one value only are
+// not (verification.md 1.5.0).
+func TestJudgeLowerCaseNumberLabels(t *testing.T) {
+	count := &Question{Question: "How many hosts did the intruder reach?", Answer: "3", Answers: []string{"3", "3 hosts"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	n := []string{"The intruder reached 3 hosts, all 3 in the lab, and all 5 labs were told. priority 1 applies to a breach of payroll, " +
+		"priority 2 to two hosts or more, and priority 3 otherwise. The bottle read 3 and later read 4; phase 3 began."}
+	cases := []struct {
+		a    string
+		want bool
+	}{
+		{"priority 3", false},
+		{"Priority 3", false},
+		{"the priority 3", false},
+		{"Answer: priority 3", false},
+		{"3", true},
+		{"3 hosts", true},
+		{"all 3", true},             // a quantity word
+		{"phase 3", true},           // one value only
+		{"the bottle read 3", true}, // not first in the answer
+		{"hosts priority 3", true},  // not first in the answer
+	}
+	for _, c := range cases {
+		if got := Judge(count, c.a, n); got != c.want {
+			t.Errorf("%q: got %v, want %v", c.a, got, c.want)
+		}
 	}
 }
