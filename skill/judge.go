@@ -95,7 +95,8 @@ func judgeFramed(q *Question, answer string, narratives []string) (bool, string)
 // "Explanation"): an em dash (U+2014); an en dash (U+2013) or one or
 // two hyphen-minus characters with white space on both sides; ( or ;
 // a sentence end (. ! or ? followed by white space, the . not after an
-// abbreviation or a hedge: "e.g.", "approx."); or a comma followed by
+// abbreviation, a hedge or an initial: "e.g.", "approx.", "P. Okonjo";
+// after a number it is: "9.4. That ..."); or a comma followed by
 // white space and because, since or as. Both the head and the tail must
 // hold a raw word; ok is false when the answer has no such separator.
 func explained(answer string) (head, tail string, ok bool) {
@@ -144,7 +145,7 @@ func explained(answer string) (head, tail string, ok bool) {
 			if !space(i + 1) {
 				continue
 			}
-			if w := prevWord(i); r == '.' && (strings.Contains(w, ".") || hedges[Normalize(w)]) {
+			if w := prevWord(i); r == '.' && (strings.Contains(w, ".") && !digitsAndDots(w) || hedges[Normalize(w)] || initial(w, answer[i+1:])) {
 				continue
 			}
 			sep = i
@@ -169,6 +170,29 @@ func explained(answer string) (head, tail string, ok bool) {
 		return "", "", false
 	}
 	return answer[:sep], answer[sep:], true
+}
+
+// digitsAndDots reports whether w is ASCII digits and dots only (a
+// number such as 9.4, which a sentence-ending . may follow).
+func digitsAndDots(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if (w[i] < '0' || w[i] > '9') && w[i] != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// initial reports whether w, a raw word a . follows, is one upper-case
+// letter and rest (the text after that .) opens, after white space, with
+// an upper-case letter: a name's initial (P. Okonjo), not a sentence end.
+func initial(w, rest string) bool {
+	r, n := utf8.DecodeRuneInString(w)
+	if n == 0 || n != len(w) || !unicode.IsUpper(r) {
+		return false
+	}
+	nr, _ := utf8.DecodeRuneInString(strings.TrimLeftFunc(rest, unicode.IsSpace))
+	return unicode.IsUpper(nr)
 }
 
 // asciiEqualFold reports whether a and b are equal up to ASCII case.

@@ -45,10 +45,28 @@ const (
 	// after that number, or the unit the question asks in ("12.5 µM",
 	// "46 days").
 	FormUnit = "unit"
+	// FormSpelled is a whole number from 0 to 99 written in words:
+	// "twelve" for "12", "forty-two" for "42".
+	FormSpelled = "spelled"
+	// FormLeadIn is the canonical answer in a sentence that announces
+	// it: "The answer is EI-FXC." or "Answer: EI-FXC".
+	FormLeadIn = "lead-in"
+	// FormExplained is the canonical answer followed by a short
+	// justification that names no other candidate: "EI-FXC — as the
+	// narrative states".
+	FormExplained = "explained"
 )
 
 // AgentForms lists the forms the agent-style brain uses, in report order.
-var AgentForms = []string{FormExact, FormPhrase, FormArticle, FormBareNumber, FormNumber, FormUnit}
+var AgentForms = []string{FormExact, FormPhrase, FormArticle, FormBareNumber, FormNumber, FormUnit, FormSpelled, FormLeadIn, FormExplained}
+
+// leadIns and explanations are the sentence frames of FormLeadIn and
+// FormExplained (%s is the answer); one of each is used per question,
+// picked by the answer's text so that a question keeps its wording.
+var (
+	leadIns      = []string{"The answer is %s.", "Answer: %s", "It is %s."}
+	explanations = []string{"%s — as the narrative states", "%s (per the record)", "%s; the text says so", "%s, because the record shows it", "%s. That is what the report gives."}
+)
 
 // AgentAnswer is one wording of the right answer.
 type AgentAnswer struct {
@@ -63,11 +81,11 @@ const maxPhraseWords = 6
 // for q, the canonical answer first, given the narratives shown so far
 // (the question's own part last). Forms longer than skill.MaxAnswerBytes
 // are left out: an agent told to answer briefly does not write them.
-func AgentStyleForms(q *skill.Question, narratives []string) []AgentAnswer {
+func AgentStyleForms(q *skill.Question, narratives []string) (out []AgentAnswer) {
 	if q == nil || strings.TrimSpace(q.Answer) == "" {
 		return nil
 	}
-	out := []AgentAnswer{{Form: FormExact, Text: q.Answer}}
+	out = []AgentAnswer{{Form: FormExact, Text: q.Answer}}
 	seen := map[string]bool{strings.ToLower(strings.TrimSpace(q.Answer)): true}
 	add := func(form, text string) {
 		text = strings.Join(strings.Fields(text), " ")
@@ -83,12 +101,25 @@ func AgentStyleForms(q *skill.Question, narratives []string) []AgentAnswer {
 		toks[i] = tokenize(n)
 	}
 	ans := strings.TrimSpace(q.Answer)
+	pick := func(frames []string) string {
+		sum := sha256.Sum256([]byte("acaptcha/eval/agent-style/frame\x00" + ans))
+		return frames[binary.BigEndian.Uint64(sum[:8])%uint64(len(frames))]
+	}
+	// Frames around the canonical answer, after the forms the text
+	// offers (deferred: they come last in out, the named result).
+	defer func() {
+		add(FormLeadIn, strings.Replace(pick(leadIns), "%s", ans, 1))
+		add(FormExplained, strings.Replace(pick(explanations), "%s", ans, 1))
+	}()
 	if num, ok := plainNumber(ans); ok {
 		for _, f := range numberForms(num) {
 			add(FormNumber, f)
 		}
 		for _, u := range units(num, q, toks) {
 			add(FormUnit, u)
+		}
+		if w, ok := spelledNumber(num); ok {
+			add(FormSpelled, w)
 		}
 		return out
 	}
@@ -615,4 +646,30 @@ func mentionsWord(text, w string) bool {
 		}
 	}
 	return false
+}
+
+// spelledNumber writes a whole number from 0 to 99 in English words
+// ("forty-two"); ok is false for any other number.
+func spelledNumber(n string) (string, bool) {
+	v := 0
+	if n == "" || len(n) > 2 {
+		return "", false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return "", false
+		}
+		v = v*10 + int(n[i]-'0')
+	}
+	ones := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+		"ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"}
+	tens := []string{"", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"}
+	switch {
+	case v < 20:
+		return ones[v], true
+	case v%10 == 0:
+		return tens[v/10], true
+	default:
+		return tens[v/10] + "-" + ones[v%10], true
+	}
 }

@@ -169,10 +169,47 @@ func TestAgentStyleAnswerDeterministic(t *testing.T) {
 	if len(seen) < 2 {
 		t.Errorf("every seed picks the same form: %v", seen)
 	}
-	// Only the canonical answer is left when the text offers nothing.
+	// Only the frames around the canonical answer are left when the
+	// text offers nothing.
 	q2 := skill.Question{Question: "Which one?", Answer: "competitive", AnswerType: skill.LabelAnswer}
-	if got := AgentStyleAnswer(&q2, []string{"Nothing here."}, 1); got.Form != FormExact || got.Text != "competitive" {
+	if got := AgentStyleAnswer(&q2, []string{"Nothing here."}, 1); got.Form != FormLeadIn && got.Form != FormExplained || !strings.Contains(got.Text, "competitive") {
 		t.Errorf("got %+v", got)
+	}
+}
+
+// TestAgentStyleFrames: every question gets one lead-in and one
+// explained form of its canonical answer, a whole number up to 99 its
+// spelling, and each is one the judge accepts.
+func TestAgentStyleFrames(t *testing.T) {
+	cases := []struct {
+		q       skill.Question
+		spelled string
+	}{
+		{skill.Question{Question: "How many lots failed?", Answer: "42", AnswerType: skill.NumericAnswer}, "forty-two"},
+		{skill.Question{Question: "How many lots failed?", Answer: "12", AnswerType: skill.NumericAnswer}, "twelve"},
+		{skill.Question{Question: "How many lots failed?", Answer: "30", AnswerType: skill.NumericAnswer}, "thirty"},
+		{skill.Question{Question: "How many lots failed?", Answer: "120", AnswerType: skill.NumericAnswer}, ""},
+		{skill.Question{Question: "How long was the delay?", Answer: "2.5", AnswerType: skill.NumericAnswer}, ""},
+		{skill.Question{Question: "Which aircraft?", Answer: "EI-FXC", AnswerType: skill.EntityAnswer}, ""},
+	}
+	for _, c := range cases {
+		got := formTexts(&c.q, "The report listed "+c.q.Answer+" in the end.")
+		if len(got[FormLeadIn]) != 1 || len(got[FormExplained]) != 1 {
+			t.Errorf("%q: lead-in %v, explained %v; want one each", c.q.Answer, got[FormLeadIn], got[FormExplained])
+		}
+		if c.spelled == "" && len(got[FormSpelled]) != 0 || c.spelled != "" && !hasText(got[FormSpelled], c.spelled) {
+			t.Errorf("%q: spelled %v, want %q", c.q.Answer, got[FormSpelled], c.spelled)
+		}
+		for _, form := range []string{FormLeadIn, FormExplained, FormSpelled} {
+			for _, text := range got[form] {
+				if !strings.Contains(text, c.q.Answer) && form != FormSpelled {
+					t.Errorf("%q: %s form %q does not hold the answer", c.q.Answer, form, text)
+				}
+				if !skill.Judge(&c.q, text, []string{"The report listed " + c.q.Answer + " in the end."}) {
+					t.Errorf("%q: the judge refuses the %s form %q", c.q.Answer, form, text)
+				}
+			}
+		}
 	}
 }
 
