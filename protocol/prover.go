@@ -125,6 +125,14 @@ type proverRun struct {
 	read     atomic.Int64
 	taken    int64
 	thinking atomic.Pointer[context.CancelFunc]
+
+	// declined: this node declined the session (a Decline of its own, not
+	// the verifier's doing); started: the verifier's round 1 challenge or
+	// its verdict was read. A stream with a valid hello that ends with
+	// neither is a stall, silent for its group (spec §6 step 1).
+	declined, started bool
+	// afterAck: the verifier's first frame after the hello ack was read.
+	afterAck bool
 }
 
 // abort resets the stream with code and records err.
@@ -143,6 +151,7 @@ func (p *proverRun) abort(code network.StreamErrorCode, err error) {
 // goroutine took the stream over (frameFeed), the frames that follow are
 // drained through it: a stream never has two concurrent readers.
 func (p *proverRun) refuse(reason pb.DeclineReason, code network.StreamErrorCode, err error) {
+	p.declined = true
 	linger := min(p.svc.cfg.HandshakeTimeout, declineLinger)
 	if p.release != nil {
 		p.release()
@@ -257,13 +266,26 @@ func (p *proverRun) serve() {
 		p.refuse(reason, code, err)
 		return
 	}
-	// Past a valid hello the stream keeps its slot; a stream of a group
-	// in probation whose place a newer one took meanwhile was reset.
+	// A stall: a valid hello that this node does not decline, and then
+	// no round 1 challenge nor verdict, whatever ends the stream (the
+	// first-frame deadline, the verifier's close or reset, its
+	// displacement, a bad frame). It held a slot as long as IdleTimeout
+	// and cost its sender one session of its budget: it is silent for its
+	// group (spec §6 step 1).
+	defer func() {
+		if !p.started && !p.declined {
+			p.strikeSilent()
+		}
+	}()
+	// Past a valid hello the stream leaves its group's place for streams
+	// waiting for their hello; a stream of a group in probation whose
+	// place a newer one took meanwhile was reset.
 	if p.hold != nil && !p.hold.helloValid() {
 		p.res.Err = fmt.Errorf("%w: a newer stream of this verifier's network in probation took this one's place", ErrBusy)
 		return
 	}
 	if s.cfg.Prover == nil {
+		p.declined = true
 		_ = p.write(declineFrame(pb.DeclineReason_DECLINE_REASON_NO_PROVER, "this node does not answer challenges"))
 		_ = p.str.Close()
 		p.res.Err = ErrNoProver
@@ -327,6 +349,13 @@ func (p *proverRun) serve() {
 		// a session back runs already: the ack goes out late rather than
 		// contradict it (the hook overran ReciprocalAllowance).
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: hello ack not ready within the handshake timeout", ErrBusy))
+		return
+	}
+	// The session is paid for: in probation, the stream waits in its
+	// group's stall place until the verifier's first frame after the ack
+	// (spec §6 step 1), and a newer paid stream of the group takes it.
+	if p.hold != nil && !p.hold.enterStall() {
+		p.res.Err = fmt.Errorf("%w: a newer stream of this verifier's network in probation took this one's place", ErrBusy)
 		return
 	}
 	if err := p.write(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow, Reciprocal: recip}}}); err != nil {
@@ -574,6 +603,19 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			p.readFailed("next frame", fr.err)
 			return
 		}
+		if !p.afterAck {
+			// The verifier's first frame after the ack: its set is drawn,
+			// so round 1 follows within its probes' round trips (spec §6
+			// step 5): by the handshake timeout from now at the latest.
+			p.afterAck = true
+			if p.hold != nil && !p.hold.leaveStall() {
+				p.res.Err = fmt.Errorf("%w: a newer stream of this verifier's network in probation took this one's place", ErrBusy)
+				return
+			}
+			if by := time.Now().Add(p.svc.cfg.HandshakeTimeout); by.Before(p.firstBy) {
+				p.firstBy = by
+			}
+		}
 		switch b := fr.f.GetBody().(type) {
 		case *pb.Frame_Probe:
 			probes++
@@ -601,6 +643,7 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 				p.violation("%v", err)
 				return
 			}
+			p.started = true
 			if p.reflected(c) {
 				return
 			}
@@ -656,6 +699,7 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			}
 			expectVerdict = gaveUp || round == p.hello.GetRounds()
 		case *pb.Frame_Verdict:
+			p.started = true
 			p.verdict(b.Verdict)
 			_ = p.str.Close()
 			return

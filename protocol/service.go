@@ -414,10 +414,13 @@ type Service struct {
 	// valid hello (silentGroup), and silentBlocks, per IPv6 /32, its
 	// /48s in probation last silent (silentBlock); waiting holds, per
 	// group or /32 in probation, its one untrusted stream that waits for
-	// its hello (inboundHold).
+	// its hello (inboundHold), and stalled its one untrusted stream past
+	// a valid hello that waits for the verifier's first frame after the
+	// hello ack (made on first use).
 	silent       map[netip.Prefix]*silentGroup
 	silentBlocks map[netip.Prefix]*silentBlock
 	waiting      map[netip.Prefix]*inboundHold
+	stalled      map[netip.Prefix]*inboundHold
 	wg           sync.WaitGroup
 }
 
@@ -499,6 +502,12 @@ type inboundHold struct {
 	// free again.
 	waiting, done bool
 	waitKey       netip.Prefix
+	// trusted: the peer was admitted when the slot was taken; stalling:
+	// the stream waits past its hello for the verifier's first frame
+	// after the ack, under stallKey in Service.stalled (enterStall).
+	trusted  bool
+	stalling bool
+	stallKey netip.Prefix
 }
 
 // release frees the slot (idempotent).
@@ -531,6 +540,82 @@ func (s *Service) releaseLocked(h *inboundHold) {
 		delete(s.waiting, h.waitKey)
 	}
 	h.waiting = false
+	s.leaveStallLocked(h)
+}
+
+func (s *Service) leaveStallLocked(h *inboundHold) {
+	if h.stalling && s.stalled[h.stallKey] == h {
+		delete(s.stalled, h.stallKey)
+	}
+	h.stalling = false
+}
+
+// probationKeyLocked is the place a stream of an untrusted peer of pfx
+// waits in: its IPv6 /32's when the /32 is in probation, else its
+// group's when the group is (ok false: neither is, or the peer is
+// trusted, or it has no group).
+func (s *Service) probationKeyLocked(pfx netip.Prefix, hasPfx, trusted bool, now time.Time) (key netip.Prefix, ok bool) {
+	if !hasPfx || trusted {
+		return netip.Prefix{}, false
+	}
+	if blk, hasBlk := BlockOf(pfx); hasBlk && s.blockInProbationLocked(blk, now) {
+		return blk, true
+	}
+	if s.inProbationLocked(pfx, now) {
+		return pfx, true
+	}
+	return netip.Prefix{}, false
+}
+
+// enterStall is called once the slot's stream has a valid hello (after
+// helloValid): a stream of an untrusted peer whose group (or /32) is in
+// probation waits in the group's stall place until the verifier's first
+// frame after the hello ack (leaveStall), and a newer such stream of the
+// group takes that place, the older one being reset (preempt). No
+// challenge can be in flight then: a verifier writes round 1 only after
+// a probe ack. It reports false when the slot is gone already.
+func (h *inboundHold) enterStall() bool {
+	s := h.s
+	s.mu.Lock()
+	if h.done {
+		s.mu.Unlock()
+		return false
+	}
+	key, ok := s.probationKeyLocked(h.pfx, h.hasPfx, h.trusted, s.now())
+	if !ok {
+		s.mu.Unlock()
+		return true
+	}
+	victim := s.stalled[key]
+	if victim == h {
+		s.mu.Unlock()
+		return true
+	}
+	if victim != nil {
+		s.releaseLocked(victim)
+	}
+	if s.stalled == nil {
+		s.stalled = map[netip.Prefix]*inboundHold{}
+	}
+	s.stalled[key] = h
+	h.stalling, h.stallKey = true, key
+	s.mu.Unlock()
+	if victim != nil && victim.preempt != nil {
+		victim.preempt()
+	}
+	return true
+}
+
+// leaveStall is called when the verifier's first frame after the hello
+// ack is read: the stream has the group's usual slots. It reports false
+// when a newer stream took its place (the slot is gone and the stream
+// reset).
+func (h *inboundHold) leaveStall() bool {
+	s := h.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leaveStallLocked(h)
+	return !h.done
 }
 
 // helloValid marks the slot's stream as past its hello: it no longer
@@ -555,8 +640,10 @@ func (h *inboundHold) helloValid() bool {
 // (silentBlock: then one for the whole /32), one untrusted stream at a
 // time may wait for its hello: a newer one takes the place of the one
 // waiting, whose stream is reset (preempt), so that a silent stream of
-// the group's abuser keeps no honest verifier of the group out; streams
-// past a valid hello (helloValid) have the group's usual slots. It
+// the group's abuser keeps no honest verifier of the group out; a stream
+// past a valid hello (helloValid) waits in the group's stall place
+// (enterStall) until the verifier's first frame after the ack, and then
+// has the group's usual slots. It
 // returns the slot, or nil when a limit is reached.
 func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx, trusted bool, preempt func()) *inboundHold {
 	blk, hasBlk := BlockOf(pfx)
@@ -604,7 +691,7 @@ func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx, trusted bo
 	if victim != nil {
 		s.releaseLocked(victim)
 	}
-	h := &inboundHold{s: s, p: p, pfx: pfx, hasPfx: hasPfx, blk: blk, hasBlk: hasBlk, preempt: preempt, waiting: probation, waitKey: waitKey}
+	h := &inboundHold{s: s, p: p, pfx: pfx, hasPfx: hasPfx, blk: blk, hasBlk: hasBlk, preempt: preempt, waiting: probation, waitKey: waitKey, trusted: trusted}
 	s.inbound++
 	s.perPeer[p]++
 	if hasPfx {
@@ -625,10 +712,15 @@ func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx, trusted bo
 
 // Silent streams (spec §6 step 1): a stream that takes an inbound slot
 // and ends without a valid hello (none within HelloTimeout, another
-// frame, a bad hello) cost its sender nothing else, so the budget group
+// frame, a bad hello), or a stall, one whose valid hello this node did not
+// decline and that ends before the verifier's round 1 challenge or
+// verdict (a hello and then silence held a slot until the first-frame
+// deadline, IdleTimeout), cost its sender nothing else, so the budget group
 // that sends SilentStrikes of them within SilentWindow of each other is
 // in probation for SilentWindow after the last: one stream of its
-// untrusted peers at a time may wait for its hello (acquireInbound).
+// untrusted peers at a time may wait for its hello (acquireInbound), and
+// one past its hello for the verifier's first frame after the ack
+// (enterStall).
 const (
 	SilentStrikes = 4
 	SilentWindow  = 10 * time.Minute

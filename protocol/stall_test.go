@@ -1,0 +1,155 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-msgio/pbio"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
+)
+
+// stallStreams opens streams from m to p in a loop (bounded), each a
+// valid hello that asks no proof of work and then silence until the
+// prover ends the stream: a stall (spec §6 step 1). It counts the
+// hellos the prover acked.
+func stallStreams(ctx context.Context, m host.Host, p peer.ID, acked *atomic.Int64) {
+	for i := 0; i < 400 && ctx.Err() == nil; i++ {
+		s, err := m.NewStream(ctx, p, ID)
+		if err != nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		_ = s.SetDeadline(time.Now().Add(30 * time.Second))
+		var f pb.Frame
+		if pbio.NewDelimitedWriter(s).WriteMsg(helloFrame(m.ID(), p, nil)) == nil &&
+			pbio.NewDelimitedReader(s, MaxVerifierFrame).ReadMsg(&f) == nil && f.GetHelloAck() != nil {
+			acked.Add(1)
+			_, _ = io.Copy(io.Discard, s) // until the prover gives up
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = s.Reset()
+	}
+}
+
+// A stall, a valid hello followed by silence, held an inbound slot until
+// the first-frame deadline (IdleTimeout, 45 s by default) and never
+// counted as silent: a few /24s of fresh peer IDs held every slot open to
+// verifiers the node does not admit (16 per /24, all 48 from three /24s
+// at the defaults), for one session of their budget each, and an honest
+// verifier of another network got BUSY. A stall now counts as silent,
+// and a stream of a group in probation waits in the group's one stall
+// place from its hello ack to the verifier's next frame, where a newer
+// paid stream of the group takes its place: after the first wave
+// each /24 holds at most two streams (one waiting for its hello, one
+// stalled).
+func TestStallsCountAsSilent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loopback run of several idle timeouts")
+	}
+	src := sourceOf("stall-a", "stall-b", "stall-c", "stall-d")
+	p := hostAt(t, "127.0.0.1")
+	const idle = 2 * time.Second
+	// 16 slots, 4 per /24, 2 per peer: the 12 not kept for admitted
+	// verifiers are those of three /24s.
+	svc := newService(t, p, Config{Prover: oracleProver(0, src.sets...), LimitLoopback: true,
+		HelloTimeout: time.Second, IdleTimeout: idle, MaxInbound: 16, MaxInboundPerPrefix: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	connect := func(h host.Host) {
+		t.Helper()
+		if err := h.Connect(ctx, peer.AddrInfo{ID: p.ID(), Addrs: p.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	actx, stop := context.WithCancel(ctx)
+	defer stop()
+	var acked atomic.Int64
+	var wg sync.WaitGroup
+	for net := 1; net <= 3; net++ {
+		for host := 1; host <= 2; host++ {
+			m := hostAt(t, fmt.Sprintf("127.0.%d.%d", net, host))
+			connect(m)
+			for range 2 {
+				wg.Add(1)
+				go func() { defer wg.Done(); stallStreams(actx, m, p.ID(), &acked) }()
+			}
+		}
+	}
+	defer func() { stop(); wg.Wait() }()
+	// The first wave (opened before any group was in probation) lasts
+	// until its first-frame deadline, and the streams reopened before the
+	// strikes were counted one more.
+	time.Sleep(2*idle + idle/2)
+	peak, peakGroup := 0, 0
+	for end := time.Now().Add(idle); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		svc.mu.Lock()
+		peak = max(peak, svc.inbound)
+		for _, n := range svc.perPrefix {
+			peakGroup = max(peakGroup, n)
+		}
+		svc.mu.Unlock()
+	}
+	// An honest verifier of another /24, which the node does not admit.
+	v := hostAt(t, "127.0.9.1")
+	vs := newService(t, v, Config{Source: src, LimitLoopback: true})
+	connect(v)
+	const tries = 3
+	served := 0
+	var last error
+	for range tries {
+		res, err := vs.Verify(ctx, p.ID(), false)
+		if err == nil && res.Verdict.Accepted {
+			served++
+		} else if err == nil {
+			last = errors.New(string(res.Verdict.Reason))
+		} else {
+			last = err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("three /24s of stalls: %d hellos acked, at most %d inbound slots held after the first wave (%d by one /24); honest verifier of another /24: %d of %d served (last error: %v)",
+		acked.Load(), peak, peakGroup, served, tries, last)
+	// One stream per /24 waits for its hello, one past it.
+	if peakGroup > 2 || peak > 6 {
+		t.Errorf("stalls of three /24s held %d inbound slots after the first wave (%d by one /24), want at most two per /24", peak, peakGroup)
+	}
+	if served != tries {
+		t.Errorf("an honest verifier of another network was served %d of %d times (%v)", served, tries, last)
+	}
+}
+
+// A verifier that probes once and then falls silent held its slot until
+// the first-frame deadline (IdleTimeout) like a plain stall, and out of
+// the stall place: once the verifier's first frame after the ack is read
+// its set is drawn, so round 1 is due within the handshake timeout (spec
+// §6 step 5).
+func TestProbeThenSilenceEndsAtHandshakeTimeout(t *testing.T) {
+	const hs, idle = time.Second, 8 * time.Second
+	m, b, pr := proverUnderTest(t, "tcp", Config{Prover: constProver("x"), HandshakeTimeout: hs, IdleTimeout: idle})
+	r := openRaw(t, m, b.ID())
+	_ = r.s.SetDeadline(time.Now().Add(2 * idle))
+	r.send(helloFrame(m.ID(), b.ID(), nil))
+	if f, err := r.recv(); err != nil || f.GetHelloAck() == nil {
+		t.Fatalf("hello: %v %v", f, err)
+	}
+	r.send(&pb.Frame{Body: &pb.Frame_Probe{Probe: &pb.Probe{Seq: 1, Nonce: []byte("12345678")}}})
+	if f, err := r.recv(); err != nil || f.GetProbeAck() == nil {
+		t.Fatalf("probe: %v %v", f, err)
+	}
+	t0 := time.Now()
+	expectReset(t, r, ErrCodeTimeout)
+	if d := time.Since(t0); d > hs+time.Second {
+		t.Fatalf("after a probe and silence the prover waited %v, want the handshake timeout (%v), not IdleTimeout (%v)", d, hs, idle)
+	}
+	pr.next(t)
+}
