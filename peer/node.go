@@ -203,8 +203,10 @@ type Node struct {
 	gossip    gossipState
 	discovery discoveryState
 	metrics   *metrics
-	// presentLimit rate-limits inbound presentations (present.go).
+	// presentLimit rate-limits inbound presentations (present.go), and
+	// presentSeen remembers the envelopes whose signature it checked.
 	presentLimit presentLimiter
+	presentSeen  verifiedEnvelopes
 	// warns rate-limits per-peer warnings (lograte.go).
 	warns warnLimiter
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/record"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
@@ -267,5 +269,49 @@ func TestNetsOf(t *testing.T) {
 	b, _ := netsOf(ma.StringCast("/ip4/203.0.113.9/tcp/4001/p2p/"+relayB+"/p2p-circuit"+dest), false)
 	if a != a2 || a == b {
 		t.Errorf("relay groups: one relay at two addresses %v %v, another relay %v", a.prefix, a2.prefix, b.prefix)
+	}
+}
+
+// A presenter that sends the same envelope again, in one presentation
+// or the next, cost a signature check each time; the node now remembers
+// the envelopes it verified (by SHA-256) and checks again only what
+// depends on the presenter and the time.
+func TestPresentedEnvelopeVerifiedOnce(t *testing.T) {
+	var checks atomic.Int64
+	verifyPresented = func(data []byte, opts protocol.VerifyOptions) (*protocol.Attestation, *record.Envelope, error) {
+		checks.Add(1)
+		return protocol.VerifyAttestation(data, opts)
+	}
+	t.Cleanup(func() { verifyPresented = protocol.VerifyAttestation })
+	vk, _ := testutil.NewKey(t)
+	v := newBareNode(t, Config{Key: vk, RequireSource: AnySource, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	a := presentHost(t)
+	ik, _ := testutil.NewKey(t)
+	env := SealTest(ik, a.ID(), true, time.Now(), time.Hour)
+	envs := make([][]byte, MaxPresented)
+	for i := range envs {
+		envs[i] = env
+	}
+	for i := range 2 {
+		if got, err := presentRaw(t, a, v, envs...); err != nil || got != uint64(1-i) {
+			t.Fatalf("presentation %d: learned %d, %v", i+1, got, err)
+		}
+	}
+	if n := checks.Load(); n != 1 {
+		t.Fatalf("%d signature checks for one envelope presented %d times, want 1", n, 2*MaxPresented)
+	}
+	// The cached record is still checked against its presenter: another
+	// peer that replays it commits a protocol violation.
+	b := presentHost(t)
+	var se *network.StreamError
+	if _, err := presentRaw(t, b, v, env); !errors.As(err, &se) || se.ErrorCode != protocol.ErrCodeProtocolViolation {
+		t.Fatalf("a replay by another presenter: %v, want a protocol violation", err)
+	}
+	// And against the time: an expired record is skipped, cached or not.
+	old := SealTest(ik, a.ID(), true, time.Now().Add(-2*time.Hour), time.Hour)
+	for i := range 2 {
+		if got, err := presentRaw(t, a, v, old); err != nil || got != 0 {
+			t.Fatalf("an expired record, presentation %d: learned %d, %v", i+1, got, err)
+		}
 	}
 }
