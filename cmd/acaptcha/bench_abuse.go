@@ -25,7 +25,7 @@ func (a *app) benchAbuseCmd() *cobra.Command {
 	var f abuseFlags
 	cmd := &cobra.Command{
 		Use:   "abuse",
-		Short: "Attack one node on loopback with nine kinds of abuse while honest peers attest with it",
+		Short: "Attack one node on loopback with ten kinds of abuse while honest peers attest with it",
 		Long: `Starts one acaptcha node in this process on loopback (procedural
 challenges, the protocol's default budgets, first contact on every peer,
 gossip and presentations on) and runs, for --duration, a mix of attacks from
@@ -40,6 +40,7 @@ hostile libp2p clients:
   7 hostile-verifiers     made-up three-round sessions against the node's answerer
   8 silent-first-contact  identities that never answer the node's hello
   9 sybil-presentation    presentations of acceptances by throw-away issuers
+ 10 stalled-hellos        valid hellos (one probe or none) and then silence
 
 Once every attacker identity is up (the ramp-up), the node verifies honest
 provers and honest verifiers verify the node until the end, one session

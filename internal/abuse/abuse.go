@@ -1,5 +1,5 @@
 // Package abuse is the abuse bench of issue 10: it starts one acaptcha
-// node in this process on loopback and plays the nine attacks of the
+// node in this process on loopback and plays the ten attacks of the
 // issue against it from hostile libp2p clients, while one honest prover
 // and one honest verifier keep attesting with it. It reports the honest
 // latency, the node's resources, and per attack what the attacker made the
@@ -45,6 +45,10 @@ const (
 	BoundHonestP99  = time.Second
 	BoundRSS        = 512 << 20
 	BoundGoroutines = 5000
+	// BoundProbeHold: a verifier that probed once owes round 1 within
+	// the node's handshake timeout (10 s; protocol.md 1.11.0, §6 step
+	// 5), where it held the slot for the idle timeout (45 s).
+	BoundProbeHold = 15 * time.Second
 )
 
 // Defaults of Config.
@@ -81,17 +85,19 @@ const (
 	AttackProverCost      = "hostile-verifiers"
 	AttackSilentContact   = "silent-first-contact"
 	AttackPresentation    = "sybil-presentation"
+	AttackStall           = "stalled-hellos"
 )
 
-// Attacks lists every attack, finding 1 to 9.
+// Attacks lists every attack, finding 1 to 10.
 var Attacks = []string{AttackReciprocalFlood, AttackGoroutineFlood, AttackIdleConns, AttackSlotPinning,
-	AttackSetDrain, AttackRelay, AttackProverCost, AttackSilentContact, AttackPresentation}
+	AttackSetDrain, AttackRelay, AttackProverCost, AttackSilentContact, AttackPresentation, AttackStall}
 
 // Identities per attack by default (the issue's figures scaled to one
 // process on a small machine; Config.Scale multiplies them).
 var defaultIdentities = map[string]int{
 	AttackReciprocalFlood: 1, AttackGoroutineFlood: 4, AttackIdleConns: 112, AttackSlotPinning: 16,
 	AttackSetDrain: 8, AttackRelay: 2, AttackProverCost: 8, AttackSilentContact: 16, AttackPresentation: 4,
+	AttackStall: 8,
 }
 
 // Config configures a bench run.
@@ -194,6 +200,9 @@ type AttackReport struct {
 	// the attack does not aim at the answerer).
 	Calls      int64 `json:"answerer_calls"`
 	CallBudget int64 `json:"answerer_call_budget"`
+	// ProbeHold is, for stalled-hellos, the longest a stream that sent
+	// one probe and then nothing held its slot (bound: BoundProbeHold).
+	ProbeHold time.Duration `json:"probe_hold_ns,omitempty"`
 	// Detail is the attack's own outcome.
 	Detail string `json:"detail"`
 }
@@ -272,6 +281,9 @@ func (r *Report) CheckCost() []string {
 	for _, a := range r.Attack {
 		if spent := a.Drawn - a.Returned; spent > a.Paid {
 			f = append(f, fmt.Sprintf("%s: %d sets spent for %d paid sessions", a.Name, spent, a.Paid))
+		}
+		if a.ProbeHold > BoundProbeHold {
+			f = append(f, fmt.Sprintf("%s: a probe then silence held a slot %s > %s", a.Name, a.ProbeHold.Round(time.Millisecond), BoundProbeHold))
 		}
 		if a.CallBudget >= 0 && a.Calls > a.CallBudget {
 			f = append(f, fmt.Sprintf("%s: %d answerer calls, budget %d", a.Name, a.Calls, a.CallBudget))
@@ -548,6 +560,7 @@ func (b *bench) attackReport(name string, pc protocol.Config) AttackReport {
 		r.Calls = b.prover.hostile.Load()
 		r.CallBudget = int64(len(ids)) * bucketBudget(pc.MaxCallsPerVerifier, pc.ProverWindow, b.cfg.Duration)
 	}
+	r.ProbeHold = time.Duration(c.get(probeHoldKey)) * time.Millisecond
 	r.Detail = c.detail()
 	return r
 }

@@ -64,6 +64,25 @@ func (c *attackCounters) add(k string, v int64) {
 	c.mu.Unlock()
 }
 
+// probeHoldKey counts the longest hold after a probe (AttackStall).
+const probeHoldKey = "longest hold after a probe, ms"
+
+func (c *attackCounters) get(k string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[k]
+}
+
+// atLeast raises the count k to v.
+func (c *attackCounters) atLeast(k string, v int64) {
+	c.mu.Lock()
+	if c.n == nil {
+		c.n = map[string]int64{}
+	}
+	c.n[k] = max(c.n[k], v)
+	c.mu.Unlock()
+}
+
 func (c *attackCounters) setErr(err error) {
 	c.mu.Lock()
 	c.err = err
@@ -108,6 +127,8 @@ func (b *bench) attack(ctx context.Context, name string, n int, c *attackCounter
 		run = b.silentContact
 	case AttackPresentation:
 		run = b.presentationFlood
+	case AttackStall:
+		run = b.stall
 	default:
 		return fmt.Errorf("unknown attack %q", name)
 	}
@@ -328,6 +349,66 @@ func (b *bench) slotPinning(ctx context.Context, h host.Host, c *attackCounters)
 				c.inc("hellos with 1 h accepted")
 				// Hold the slot: say nothing until the node gives up.
 				_, _ = r.recv(time.Hour)
+			})
+		}()
+	}
+	wg.Wait()
+}
+
+// Finding 10 (protocol.md 1.11.0): two streams per identity send valid
+// hellos that ask no proof of work and then say nothing (a stall), one of
+// them after sending one probe. A stall held an inbound
+// slot for the idle timeout (45 s) and was never silent; one probe then
+// silence did too. Now a stall is silent for its group (on loopback,
+// which has none, only the per-peer and global slots bound it), and
+// round 1 is due within the handshake timeout of the first probe.
+func (b *bench) stall(ctx context.Context, h host.Host, c *attackCounters) {
+	var wg sync.WaitGroup
+	for i := range 2 {
+		probe := i == 1
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.loop(ctx, b.cfg.Pace, func() {
+				if !b.connect(ctx, h) {
+					c.inc("connect failures")
+					return
+				}
+				r, err := openRaw(ctx, h, b.node.ID())
+				if err != nil {
+					c.inc("streams refused")
+					return
+				}
+				defer r.s.Reset()
+				c.sessions.Add(1)
+				if r.send(helloFrame(h.ID(), b.node.ID(), nil)) != nil {
+					return
+				}
+				f, err := r.recv(frameWait)
+				if err != nil || f.GetHelloAck() == nil {
+					c.inc("hellos refused")
+					return
+				}
+				key := "stalls after the ack"
+				if probe {
+					key = "stalls after a probe"
+					if r.send(&pb.Frame{Body: &pb.Frame_Probe{Probe: &pb.Probe{Seq: 1, Nonce: make([]byte, 8)}}}) != nil {
+						return
+					}
+					if f, err := r.recv(frameWait); err != nil || f.GetProbeAck() == nil {
+						return
+					}
+				}
+				c.inc(key)
+				// Hold the slot: say nothing until the node gives up.
+				t0 := time.Now()
+				// (the run's end cuts a longer hold short: recv's deadline
+				// is the stream's, the reset below ends it)
+				stop := context.AfterFunc(ctx, func() { _ = r.s.Reset() })
+				defer stop()
+				if _, err := r.recv(time.Hour); err != nil && probe {
+					c.atLeast(probeHoldKey, time.Since(t0).Milliseconds())
+				}
 			})
 		}()
 	}
