@@ -83,8 +83,40 @@ func connLimitConfig(high int) rcmgr.ConcreteLimitConfig {
 	// File descriptors bound TCP connections too; the OS limit still
 	// applies on top.
 	part.System.FD = rcmgr.LimitVal(max(part.System.FD.Build(0), in+out/2+64))
+	// Our services' streams: serviceStreamsPerPeer inbound per peer, and
+	// room in the service (and the system) for that many of every
+	// inbound connection, so that peers cannot fill the service's scope
+	// (libp2p's default service limits let one peer hold 139 inbound
+	// streams and 19 peers all 2,530).
+	svcIn := in*serviceStreamsPerPeer + 64
+	if part.Service == nil {
+		part.Service = map[string]rcmgr.ResourceLimits{}
+	}
+	if part.ServicePeer == nil {
+		part.ServicePeer = map[string]rcmgr.ResourceLimits{}
+	}
+	for _, svc := range []string{protocol.ServiceName, PresentServiceName} {
+		l := part.Service[svc]
+		l.StreamsInbound = rcmgr.LimitVal(max(part.ServiceDefault.StreamsInbound.Build(0), svcIn))
+		l.Streams = rcmgr.LimitVal(max(part.ServiceDefault.Streams.Build(0), svcIn+part.ServiceDefault.StreamsOutbound.Build(0)))
+		part.Service[svc] = l
+		pl := part.ServicePeer[svc]
+		pl.StreamsInbound = rcmgr.LimitVal(serviceStreamsPerPeer)
+		pl.Streams = rcmgr.LimitVal(serviceStreamsPerPeer + part.ServicePeerDefault.StreamsOutbound.Build(0))
+		part.ServicePeer[svc] = pl
+	}
+	part.System.StreamsInbound = rcmgr.LimitVal(max(part.System.StreamsInbound.Build(0), 2*svcIn))
+	part.System.Streams = rcmgr.LimitVal(max(part.System.Streams.Build(0), 2*svcIn+part.System.StreamsOutbound.Build(0)))
 	return part.Build(base)
 }
+
+// serviceStreamsPerPeer bounds one peer's inbound streams to the
+// attestation and presentation protocols (each): the protocol's two
+// inbound sessions per peer (protocol.Config.MaxInboundPerPeer) and two
+// refused ones lingering for their Decline to be read (spec/protocol.md
+// §6 step 1); a stream over it is reset as the handler attaches it to the
+// service.
+const serviceStreamsPerPeer = 4
 
 // newConnLimits builds the connection manager and the resource manager of
 // a node from its config.
