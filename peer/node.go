@@ -204,9 +204,10 @@ type Node struct {
 	discovery discoveryState
 	metrics   *metrics
 	// presentLimit rate-limits inbound presentations (present.go), and
-	// presentSeen remembers the envelopes whose signature it checked.
+	// presentSeen remembers the presented envelopes it verified (a
+	// replayed one costs a hash, not a signature check; trust.md §3.5).
 	presentLimit presentLimiter
-	presentSeen  verifiedEnvelopes
+	presentSeen  protocol.AttestationCache
 	// warns rate-limits per-peer warnings (lograte.go).
 	warns warnLimiter
 

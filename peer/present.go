@@ -7,7 +7,6 @@ package peer
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -471,7 +470,7 @@ func (n *Node) readPresentation(s network.Stream, p peer.ID, trial bool) (int, n
 		}
 		env := append([]byte(nil), msg...)
 		r.ReleaseMsg(msg)
-		a, err := n.presentSeen.verify(env, p, n.trustNow())
+		a, _, err := n.presentSeen.Verify(env, protocol.VerifyOptions{Subject: p, Now: n.trustNow()})
 		switch {
 		case errors.Is(err, protocol.ErrExpired), errors.Is(err, protocol.ErrNotYetValid), errors.Is(err, protocol.ErrUnsupportedVersion):
 			continue
@@ -511,57 +510,3 @@ func (n *Node) admitsDirectly(p peer.ID) bool { return n.trust.direct(p, n.trust
 // presentedUntrusted counts the indexed records learned by presentation
 // whose issuer this node does not admit directly.
 func (n *Node) presentedUntrusted() int { return n.trust.presentedUntrusted(n.trustNow()) }
-
-// maxVerifiedEnvelopes bounds the verifiedEnvelopes cache.
-const maxVerifiedEnvelopes = 4096
-
-// verifyPresented is protocol.VerifyAttestation (a variable for tests
-// that count signature checks).
-var verifyPresented = protocol.VerifyAttestation
-
-// verifiedEnvelopes remembers, by SHA-256 of the envelope's bytes, the
-// presented records whose envelope verified (signature, key rules,
-// structure, issuer = signer): a presenter that sends the same envelope
-// again, in one presentation or the next, costs a hash and the checks
-// that depend on the reader and the time (the subject, the validity
-// window), not another signature check (trust.md §3.5). Fresh envelopes
-// cost their signer a signature each. The cache holds at most
-// maxVerifiedEnvelopes records and makes room a sixteenth at a time,
-// expired records first.
-type verifiedEnvelopes struct {
-	mu sync.Mutex
-	m  map[[sha256.Size]byte]*protocol.Attestation
-}
-
-// verify is protocol.VerifyAttestation(env, {Subject: subject, Now: now})
-// with the cache.
-func (c *verifiedEnvelopes) verify(env []byte, subject peer.ID, now time.Time) (*protocol.Attestation, error) {
-	key := sha256.Sum256(env)
-	c.mu.Lock()
-	a := c.m[key]
-	c.mu.Unlock()
-	if a == nil {
-		// Every check but the expiry, which is the reader's at the time,
-		// applied below (a cached record has its subject checked again:
-		// another presenter may replay it).
-		v, _, err := verifyPresented(env, protocol.VerifyOptions{Subject: subject, Now: now, AllowExpired: true})
-		if err != nil {
-			return nil, err
-		}
-		a = v
-		c.mu.Lock()
-		if c.m == nil {
-			c.m = map[[sha256.Size]byte]*protocol.Attestation{}
-		}
-		bounded.MakeRoom(c.m, maxVerifiedEnvelopes, func(x *protocol.Attestation) bool { return !now.Before(x.ExpiresAt) })
-		c.m[key] = a
-		c.mu.Unlock()
-	}
-	if a.Subject != subject {
-		return nil, fmt.Errorf("verify attestation: %w: about %s, expected %s", protocol.ErrSubjectMismatch, a.Subject, subject)
-	}
-	if err := a.Check(now); err != nil {
-		return nil, fmt.Errorf("verify attestation: %w", err)
-	}
-	return a, nil
-}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/record"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
@@ -277,12 +275,6 @@ func TestNetsOf(t *testing.T) {
 // the envelopes it verified (by SHA-256) and checks again only what
 // depends on the presenter and the time.
 func TestPresentedEnvelopeVerifiedOnce(t *testing.T) {
-	var checks atomic.Int64
-	verifyPresented = func(data []byte, opts protocol.VerifyOptions) (*protocol.Attestation, *record.Envelope, error) {
-		checks.Add(1)
-		return protocol.VerifyAttestation(data, opts)
-	}
-	t.Cleanup(func() { verifyPresented = protocol.VerifyAttestation })
 	vk, _ := testutil.NewKey(t)
 	v := newBareNode(t, Config{Key: vk, RequireSource: AnySource, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	a := presentHost(t)
@@ -297,7 +289,7 @@ func TestPresentedEnvelopeVerifiedOnce(t *testing.T) {
 			t.Fatalf("presentation %d: learned %d, %v", i+1, got, err)
 		}
 	}
-	if n := checks.Load(); n != 1 {
+	if n := v.presentSeen.Checked(); n != 1 {
 		t.Fatalf("%d signature checks for one envelope presented %d times, want 1", n, 2*MaxPresented)
 	}
 	// The cached record is still checked against its presenter: another

@@ -1199,6 +1199,9 @@ func TestAttestationVectorDecode(t *testing.T) {
 			}
 		})
 	}
+	// One cache for every case, each verified twice (a miss, then a
+	// hit): the same outcome as without it (AttestationCache).
+	var cache protocol.AttestationCache
 	for _, n := range f.Negative {
 		t.Run(n.Name, func(t *testing.T) {
 			data := unhex("envelope", f.EnvelopeHex)
@@ -1221,6 +1224,11 @@ func TestAttestationVectorDecode(t *testing.T) {
 			attestWantErr(t, err, want)
 			if got := protocol.AttestationErrorCode(err); got != n.Error {
 				t.Fatalf("AttestationErrorCode = %q, want %q", got, n.Error)
+			}
+			for i := range 2 {
+				if _, _, cerr := cache.Verify(data, opts); protocol.AttestationErrorCode(cerr) != n.Error {
+					t.Fatalf("cached verification %d: %v, want %s", i+1, cerr, n.Error)
+				}
 			}
 			if n.MinSource != "" {
 				// Without the minimum the record is valid: only the policy refuses it.
@@ -1520,5 +1528,60 @@ func TestAttestationNegativeZeroAlpha(t *testing.T) {
 	neg.Policy.Alpha = math.Copysign(0, -1)
 	if got := attestMustSeal(t, &neg, ik); !bytes.Equal(got, want) {
 		t.Fatal("alpha -0.0 sealed to other bytes than alpha 0")
+	}
+}
+
+// A cache of verified envelopes checks the signature of the same bytes
+// once, and gives each later call the outcome Verify gives: the issuer,
+// the subject, the validity window and the source are checked again.
+func TestAttestationCache(t *testing.T) {
+	a, ik, _ := attestFixture(t)
+	env := attestMustSeal(t, a, ik)
+	var c protocol.AttestationCache
+	at := a.IssuedAt.Add(time.Minute)
+	other := peer.ID("someone else")
+	cases := []struct {
+		opts protocol.VerifyOptions
+		want error
+	}{
+		{protocol.VerifyOptions{Subject: a.Subject, Issuer: a.Issuer, Now: at}, nil},
+		{protocol.VerifyOptions{Subject: other, Now: at}, protocol.ErrSubjectMismatch},
+		{protocol.VerifyOptions{Issuer: other, Now: at}, protocol.ErrIssuerMismatch},
+		{protocol.VerifyOptions{Now: a.ExpiresAt}, protocol.ErrExpired},
+		{protocol.VerifyOptions{Now: a.ExpiresAt, AllowExpired: true}, nil},
+		{protocol.VerifyOptions{Now: a.IssuedAt.Add(-time.Hour)}, protocol.ErrNotYetValid},
+		{protocol.VerifyOptions{Subject: other, Now: a.IssuedAt.Add(-time.Hour)}, protocol.ErrSubjectMismatch},
+		{protocol.VerifyOptions{Now: at, MinSource: skill.SourceKind("llm")}, nil},
+	}
+	for i, tc := range cases {
+		_, _, direct := protocol.VerifyAttestation(env, tc.opts)
+		got, _, err := c.Verify(env, tc.opts)
+		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) || protocol.AttestationErrorCode(err) != protocol.AttestationErrorCode(direct) {
+			t.Fatalf("case %d: %v, want %v (uncached: %v)", i, err, tc.want, direct)
+		}
+		if err == nil && !reflect.DeepEqual(got, a) {
+			t.Fatalf("case %d: record %+v", i, got)
+		}
+	}
+	if n := c.Checked(); n != 1 {
+		t.Fatalf("%d envelopes checked in full for one envelope verified %d times", n, len(cases))
+	}
+	// A forged copy is other bytes: checked, and refused.
+	bad := bytes.Clone(env)
+	bad[len(bad)-1] ^= 1
+	if _, _, err := c.Verify(bad, protocol.VerifyOptions{Now: at}); err == nil {
+		t.Fatal("a forged envelope verified")
+	}
+	// Bounded.
+	small := protocol.AttestationCache{Max: 32}
+	for i := range 100 {
+		b := *a
+		b.SetID = fmt.Sprintf("set-%d", i)
+		if _, _, err := small.Verify(attestMustSeal(t, &b, ik), protocol.VerifyOptions{Now: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if small.Len() > 32 {
+		t.Fatalf("%d envelopes kept, want at most 32", small.Len())
 	}
 }

@@ -63,6 +63,11 @@ func VerifyAttestation(data []byte, opts VerifyOptions) (*Attestation, *record.E
 	return attestation.Verify(data, opts)
 }
 
+// AttestationCache is a bounded cache of verified envelopes
+// (attestation.Cache): VerifyAttestation of bytes it verified before runs
+// only the checks that depend on the options and the time.
+type AttestationCache = attestation.Cache
+
 // CheckSource refuses a record below min (attestation.CheckSource).
 func CheckSource(a *Attestation, min skill.SourceKind) error { return attestation.CheckSource(a, min) }
 

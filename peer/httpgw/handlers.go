@@ -640,7 +640,7 @@ func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, errorf(errBadRequest, "attestation missing: give the signed envelope in standard base64"))
 		return
 	}
-	a, _, err := protocol.VerifyAttestation(req.Attestation, opts)
+	a, _, err := g.verified.Verify(req.Attestation, opts)
 	if err != nil {
 		_ = g.writeJSON(w, http.StatusOK, verifyResponse{Error: err.Error(), ErrorCode: protocol.AttestationErrorCode(err),
 			SourceBelowMinimum: errors.Is(err, protocol.ErrSourceBelowMinimum)})

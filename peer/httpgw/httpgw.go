@@ -278,6 +278,9 @@ type Gateway struct {
 	plan  addrPlan
 	rates *rateLimits // creates and verifies
 	reads *rateLimits // reads (GETs, no route, no session)
+	// verified remembers the envelopes the verify route checked: the
+	// same bytes again cost a hash, not a signature check.
+	verified protocol.AttestationCache
 
 	mu       sync.Mutex
 	closed   bool

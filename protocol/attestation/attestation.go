@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/sha256"
 	"encoding/asn1"
 	"encoding/binary"
 	"encoding/hex"
@@ -21,6 +22,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -719,6 +721,19 @@ type VerifyOptions struct {
 // attestation and the envelope; on failure it returns only an error that
 // wraps exactly one of the Err* sentinels of this file.
 func Verify(data []byte, opts VerifyOptions) (*Record, *record.Envelope, error) {
+	a, env, err := verifySigned(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkOptions(a, opts); err != nil {
+		return nil, nil, err
+	}
+	return a, env, nil
+}
+
+// verifySigned runs Verify's steps up to the signer's (issuer = signer):
+// those that depend on the bytes alone.
+func verifySigned(data []byte) (*Record, *record.Envelope, error) {
 	const op = "verify attestation"
 	if len(data) > MaxEnvelopeBytes {
 		return nil, nil, fmt.Errorf("%s: %w: %d bytes exceeds %d", op, ErrTooLarge, len(data), MaxEnvelopeBytes)
@@ -760,23 +775,128 @@ func Verify(data []byte, opts VerifyOptions) (*Record, *record.Envelope, error) 
 	if signer != a.Issuer {
 		return nil, nil, fmt.Errorf("%s: %w: signed by %s, issuer field is %s", op, ErrIssuerMismatch, signer, a.Issuer)
 	}
+	return a, env, nil
+}
+
+// checkOptions applies the steps of Verify that follow the signature's
+// (the expected issuer and subject, the validity window, the source) to
+// a record whose envelope verified.
+func checkOptions(a *Record, opts VerifyOptions) error {
+	const op = "verify attestation"
 	if opts.Issuer != "" && a.Issuer != opts.Issuer {
-		return nil, nil, fmt.Errorf("%s: %w: issued by %s, expected %s", op, ErrIssuerMismatch, a.Issuer, opts.Issuer)
+		return fmt.Errorf("%s: %w: issued by %s, expected %s", op, ErrIssuerMismatch, a.Issuer, opts.Issuer)
 	}
 	if opts.Subject != "" && a.Subject != opts.Subject {
-		return nil, nil, fmt.Errorf("%s: %w: about %s, expected %s", op, ErrSubjectMismatch, a.Subject, opts.Subject)
+		return fmt.Errorf("%s: %w: about %s, expected %s", op, ErrSubjectMismatch, a.Subject, opts.Subject)
 	}
 	now := opts.Now
 	if now.IsZero() {
 		now = time.Now()
 	}
 	if err := a.checkTime(now, opts.AllowExpired); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	if err := CheckSource(a, opts.MinSource); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
-	return a, env, nil
+	return nil
+}
+
+// Cache remembers envelopes that passed Verify's checks up to the
+// signer's (the signature, the key rules, the encoding, the version, the
+// structure, issuer = signer), by SHA-256 of their bytes: Verify of the
+// same bytes again runs only the checks that depend on the options and
+// the time, with the same outcome, and costs a hash instead of a
+// signature check (a replayed envelope costs its sender nothing). It
+// holds at most Max envelopes (DefaultCacheSize when 0) and, when full,
+// forgets a sixteenth at once, expired records first. Safe for
+// concurrent use; the zero Cache is ready.
+type Cache struct {
+	Max int
+
+	mu     sync.Mutex
+	m      map[[sha256.Size]byte]cached
+	checks uint64
+}
+
+// Len is how many envelopes the cache holds.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
+// Checked is how many envelopes the cache has checked in full (its
+// misses: a signature check each, unless the envelope failed before).
+func (c *Cache) Checked() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.checks
+}
+
+// DefaultCacheSize is a Cache's size when Max is 0.
+const DefaultCacheSize = 4096
+
+type cached struct {
+	rec *Record
+	env *record.Envelope
+}
+
+// Verify is the package's Verify with the cache. The record returned is
+// shared with later calls for the same bytes: callers must not modify
+// it.
+func (c *Cache) Verify(data []byte, opts VerifyOptions) (*Record, *record.Envelope, error) {
+	key := sha256.Sum256(data)
+	c.mu.Lock()
+	e, ok := c.m[key]
+	c.mu.Unlock()
+	if !ok {
+		// The checks that depend on the bytes alone; the options' and
+		// the time's below.
+		c.mu.Lock()
+		c.checks++
+		c.mu.Unlock()
+		a, env, err := verifySigned(data)
+		if err != nil {
+			return nil, nil, err
+		}
+		e = cached{a, env}
+		now := opts.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		c.mu.Lock()
+		if c.m == nil {
+			c.m = map[[sha256.Size]byte]cached{}
+		}
+		limit := c.Max
+		if limit <= 0 {
+			limit = DefaultCacheSize
+		}
+		if len(c.m) >= limit {
+			target := limit - limit/16
+			for k, v := range c.m {
+				if len(c.m) <= target {
+					break
+				}
+				if !now.Before(v.rec.ExpiresAt) {
+					delete(c.m, k)
+				}
+			}
+			for k := range c.m {
+				if len(c.m) <= target {
+					break
+				}
+				delete(c.m, k)
+			}
+		}
+		c.m[key] = e
+		c.mu.Unlock()
+	}
+	if err := checkOptions(e.rec, opts); err != nil {
+		return nil, nil, err
+	}
+	return e.rec, e.env, nil
 }
 
 // CheckSource applies the provenance policy of spec/attestation.md
