@@ -186,15 +186,20 @@ func inspectGossipRPC(_ peer.ID, rpc *pubsub.RPC) error {
 // under an attached RSA-8192 key: 2.4 ms of the node's CPU each). Before
 // an RPC's messages are queued for validation they are priced in units
 // of about one ed25519 check (gossipCost) against a bucket of the
-// forwarding peer and one of its network (its IPv4 /24, IPv6 /48 or
+// forwarding peer, one of its network (its IPv4 /24, IPv6 /48 or
 // relay; loopback exempt unless Config.LimitLoopback, as the protocol's
-// budget groups); the messages past what the buckets hold are dropped
+// budget groups) and, for an IPv6 /48, one of its /32; the messages past what the buckets hold are dropped
 // unchecked (the RPC's control messages are kept).
 const (
 	GossipCostBurst     = 2048
 	GossipCostPerSec    = 128
 	GossipNetCostBurst  = 4 * GossipCostBurst
 	GossipNetCostPerSec = 4 * GossipCostPerSec
+	// The forwarders of one IPv6 /32 (protocol.BlockOf: 65,536 /48s,
+	// each with its own network bucket otherwise) share a bucket of
+	// protocol.BlockFactor networks' worth.
+	GossipBlockCostBurst  = protocol.BlockFactor * GossipNetCostBurst
+	GossipBlockCostPerSec = protocol.BlockFactor * GossipNetCostPerSec
 	// gossipSeenFor is how long a message that reached the validator is
 	// known to be in pubsub's seen cache (pubsub.TimeCacheDuration, 2
 	// min from its first sight, less a margin): its copies are dropped
@@ -209,9 +214,10 @@ const (
 // their networks; each table holds at most gossipIssuersTracked keys (a
 // full one forgets those whose bucket is full again first).
 type gossipBudget struct {
-	mu    sync.Mutex
-	peers map[peer.ID]*tokenBucket
-	nets  map[netip.Prefix]*tokenBucket
+	mu     sync.Mutex
+	peers  map[peer.ID]*tokenBucket
+	nets   map[netip.Prefix]*tokenBucket
+	blocks map[netip.Prefix]*tokenBucket
 	// seen holds the IDs of messages that reached the validator, and
 	// when (gossipSeenFor).
 	seen map[string]time.Time
@@ -248,10 +254,17 @@ func (b *gossipBudget) take(p peer.ID, pfx netip.Prefix, cost int, now time.Time
 	if cost < 1 || cost > GossipCostBurst {
 		return cost < 1
 	}
+	blk, hasBlk := protocol.BlockOf(pfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.peers == nil {
-		b.peers, b.nets = map[peer.ID]*tokenBucket{}, map[netip.Prefix]*tokenBucket{}
+		b.peers, b.nets, b.blocks = map[peer.ID]*tokenBucket{}, map[netip.Prefix]*tokenBucket{}, map[netip.Prefix]*tokenBucket{}
+	}
+	var bb *tokenBucket
+	if hasBlk {
+		if bb = bucketIn(b.blocks, blk, GossipBlockCostBurst, time.Second/GossipBlockCostPerSec, now); bb != nil && bb.tokens < float64(cost) {
+			return false
+		}
 	}
 	pb := bucketIn(b.peers, p, GossipCostBurst, time.Second/GossipCostPerSec, now)
 	if pb != nil && pb.tokens < float64(cost) {
@@ -268,6 +281,10 @@ func (b *gossipBudget) take(p peer.ID, pfx netip.Prefix, cost int, now time.Time
 	if pfx.IsValid() {
 		takeIn(b.nets, nb, pfx, GossipNetCostBurst, time.Second/GossipNetCostPerSec, gossipIssuersTracked, now)
 		b.nets[pfx].tokens -= float64(cost - 1)
+	}
+	if hasBlk {
+		takeIn(b.blocks, bb, blk, GossipBlockCostBurst, time.Second/GossipBlockCostPerSec, gossipIssuersTracked, now)
+		b.blocks[blk].tokens -= float64(cost - 1)
 	}
 	return true
 }

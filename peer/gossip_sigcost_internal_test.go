@@ -287,3 +287,29 @@ func TestGossipSeenRenewed(t *testing.T) {
 		t.Fatal("a message validated again 10 s ago is priced as new: its first validation's time was kept")
 	}
 }
+
+// The forwarders of one IPv6 /32 share a bucket of two networks' worth:
+// the /48s of a /42 (64 of them, each with its network's bucket) passed
+// 64 networks' bursts of signature checks at once.
+func TestGossipBudgetBlock(t *testing.T) {
+	var b gossipBudget
+	now := time.Unix(1e6, 0)
+	units := 0
+	for i := range 64 {
+		pfx := netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i)}), 48)
+		for j := range 8 { // fresh peer IDs of each /48
+			for k := 0; k < GossipCostBurst && b.take(peer.ID(fmt.Sprint("sybil", i, j)), pfx, 2, now); k++ {
+				units += 2
+			}
+		}
+	}
+	t.Logf("a /42 of fresh peer IDs: %d units of signature checks at once (an ed25519 record is 2)", units)
+	if units > GossipBlockCostBurst {
+		t.Fatalf("one /32 passed %d units at once, want at most %d", units, GossipBlockCostBurst)
+	}
+	// Another /32 is not affected.
+	other := netip.MustParsePrefix("2001:db9::/48")
+	if !b.take("neighbour", other, 2, now) {
+		t.Fatal("a forwarder of another /32 refused")
+	}
+}
