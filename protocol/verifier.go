@@ -436,7 +436,16 @@ func (v *verifierRun) handshake() error {
 	nonce := make([]byte, probeNonceBytes)
 	probe := &pb.Probe{Nonce: nonce}
 	probeFrame := &pb.Frame{Body: &pb.Frame_Probe{Probe: probe}}
+	var first time.Time
+	var slowest time.Duration
 	for seq := 1; seq <= s.cfg.Probes; seq++ {
+		// A prover waits for round 1 at most the handshake timeout from
+		// the first probe (spec §6 step 5): no probe starts that could
+		// end, at the slowest round trip seen, past half of it (the rest
+		// is left for round 1 to arrive).
+		if seq > 1 && s.now().Sub(first)+slowest > s.cfg.HandshakeTimeout/2 {
+			break
+		}
 		if _, err := io.ReadFull(s.random, nonce); err != nil {
 			return failure(skill.ReasonInconclusive, 0, "probe nonce: %v", err)
 		}
@@ -445,10 +454,14 @@ func (v *verifierRun) handshake() error {
 			return v.readErr("probe write", err, true)
 		}
 		t0 := s.now()
+		if seq == 1 {
+			first = t0
+		}
 		if err := v.read(&f, s.cfg.ProbeTimeout); err != nil {
 			return v.readErr("probe ack", err, true)
 		}
 		t1 := s.now()
+		slowest = max(slowest, t1.Sub(t0))
 		switch b := f.GetBody().(type) {
 		case *pb.Frame_ProbeAck:
 			if b.ProbeAck.GetSeq() != uint32(seq) || !bytes.Equal(b.ProbeAck.GetNonce(), nonce) {
