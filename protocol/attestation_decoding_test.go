@@ -1,7 +1,9 @@
 package protocol_test
 
 import (
+	"math"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -90,6 +92,41 @@ func TestAttestationProto3Decoding(t *testing.T) {
 			}
 			if tc.check != nil {
 				tc.check(t, r)
+			}
+		})
+	}
+}
+
+// TestAttestationTimesBeyondGoTime: issued_at and expires_at are int64 Unix
+// seconds compared as such (attestation.md §6 steps 11 and 12). Go's
+// time.Time cannot hold a Unix second above about 2^63 − 6.2·10^10 and
+// wrapped: an expires_at of 2^63 − 1 read as expired, and an issued_at of
+// 2^63 − 2 as expired instead of not yet valid. A second implementation with
+// 64-bit seconds found both (the record is valid, and not_yet_valid).
+func TestAttestationTimesBeyondGoTime(t *testing.T) {
+	a, key, _ := attestFixture(t)
+	base := mustPayload(t, a)
+	for _, tc := range []struct {
+		name            string
+		issued, expires int64
+		want            string
+	}{
+		{"expires_at 2^63-1 is valid", 0, math.MaxInt64, ""},
+		{"expires_at just past Go's range is valid", 0, math.MaxInt64 - 62135596799, ""},
+		{"issued_at 2^63-2 is not yet valid", math.MaxInt64 - 1, math.MaxInt64, "not_yet_valid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := append([]byte(nil), base...)
+			if tc.issued != 0 {
+				b = protowire.AppendTag(b, 12, protowire.VarintType)
+				b = protowire.AppendVarint(b, uint64(tc.issued))
+			}
+			b = protowire.AppendTag(b, 13, protowire.VarintType)
+			b = protowire.AppendVarint(b, uint64(tc.expires))
+			env := attestSealRaw(t, rawAttestRecord(b), key)
+			_, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{Now: a.IssuedAt.Add(time.Hour)})
+			if got := protocol.AttestationErrorCode(err); got != tc.want {
+				t.Fatalf("error %v (code %q), want %q", err, got, tc.want)
 			}
 		})
 	}

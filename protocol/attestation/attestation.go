@@ -604,11 +604,16 @@ func (p PolicySummary) check() error {
 }
 
 // checkTime applies the validity-window checks at now.
+// The window is compared in whole Unix seconds, the record's own unit: a
+// time.Time made from a Unix second above about 2^63 − 6.2·10^10 (year
+// 292 277 024 627) wraps around inside the time package, and Before/After on
+// it would read an expires_at of 2^63 − 1 as long past (attestation.md §6
+// steps 11 and 12 compare the int64 values).
 func (a *Record) checkTime(now time.Time, allowExpired bool) error {
-	if a.IssuedAt.After(now.Add(MaxClockSkew)) {
+	if a.IssuedAt.Unix() > now.Add(MaxClockSkew).Unix() {
 		return fmt.Errorf("%w: issued at %s, now %s", ErrNotYetValid, a.IssuedAt.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
-	if !allowExpired && !now.Before(a.ExpiresAt) {
+	if !allowExpired && now.Unix() >= a.ExpiresAt.Unix() {
 		return fmt.Errorf("%w: expired at %s, now %s", ErrExpired, a.ExpiresAt.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	return nil
