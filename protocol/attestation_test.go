@@ -994,6 +994,8 @@ func attestBuildVector(t testing.TB) []byte {
 			{Name: "unsupported_version", Description: "the record with spec_version 2.0.0, correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, &v2, ik)), VerifyAt: stamp(attestVerifyAt), Error: "unsupported_version"},
 			{Name: "procedural_below_llm", Description: "the record with provenance {source: procedural} (no model, llm_questions false), correctly signed by the issuer, verified by a party requiring source llm", EnvelopeHex: hex.EncodeToString(attestMustSeal(t, &procedural, ik)), VerifyAt: stamp(attestVerifyAt), MinSource: string(skill.SourceLLM), Error: "source_below_minimum"},
 			{Name: "secp256k1_high_s", Description: "the record with issuer " + secpID.String() + " (the Secp256k1 key of scalar 0101...01), signed by that key, with the signature's S replaced by n-S: valid ECDSA, but S is high", EnvelopeHex: hex.EncodeToString(attestHighS(t, attestMustSeal(t, &secpRec, secpKey))), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
+			{Name: "secp256k1_signature_trailing_byte", Description: "the record with issuer " + secpID.String() + " (the Secp256k1 key of scalar 0101...01), signed by that key (low S), with a byte 00 appended after its DER SEQUENCE", EnvelopeHex: hex.EncodeToString(attestSecpSig(t, attestMustSeal(t, &secpRec, secpKey), derTrailingByte)), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
+			{Name: "secp256k1_signature_non_minimal_integer", Description: "the same Secp256k1 record and signature with r written with one superfluous leading 00 byte (its INTEGER length one more, the SEQUENCE's too): BER, not DER", EnvelopeHex: hex.EncodeToString(attestSecpSig(t, attestMustSeal(t, &secpRec, secpKey), derPadR)), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
 			{Name: "secp256k1_key_uncompressed", Description: "the record with issuer " + secpID.String() + " (the Secp256k1 key of scalar 0101...01), signed by that key (low S), in an envelope whose public_key Data is the key's 65-byte uncompressed point (04 || x || y) instead of its 33-byte compressed one: the same key and peer ID to go-libp2p", EnvelopeHex: hex.EncodeToString(attestUncompressedKey(t, attestMustSeal(t, &secpRec, secpKey))), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
 			{Name: "subject_not_peer_id", Description: "the record with subject 55 00 (a multihash of an unknown code with an empty digest, no peer ID), correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, &badSubject, ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
 			{Name: "spec_version_not_utf8", Description: "the record with spec_version the bytes 1.0.0+ and ff (not UTF-8; the version rule alone would take it), correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealRaw(t, rawAttestRecord(badVersion), ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
@@ -1481,6 +1483,34 @@ func attestHighS(t testing.TB, low []byte) []byte {
 		t.Fatal(err)
 	}
 	return high
+}
+
+// attestSecpSig is env, a record signed by a Secp256k1 key, with its
+// signature rewritten by f (attestation.md §2: a Secp256k1 signature is
+// exactly DER, as an ECDSA one is).
+func attestSecpSig(t testing.TB, env []byte, f func([]byte) []byte) []byte {
+	t.Helper()
+	var e recordpb.Envelope
+	if err := proto.Unmarshal(env, &e); err != nil {
+		t.Fatal(err)
+	}
+	e.Signature = f(bytes.Clone(e.Signature))
+	b, err := proto.Marshal(&e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// derTrailingByte appends a byte after a DER SEQUENCE.
+func derTrailingByte(sig []byte) []byte { return append(sig, 0x00) }
+
+// derPadR writes the r INTEGER of a short-form DER ECDSA-Sig-Value with
+// one more leading 00 byte than DER allows.
+func derPadR(sig []byte) []byte {
+	rlen := int(sig[3])
+	out := []byte{0x30, sig[1] + 1, 0x02, byte(rlen + 1), 0x00}
+	return append(out, sig[4:]...)
 }
 
 // attestUncompressedKey is a Secp256k1 envelope with its key's Data in
