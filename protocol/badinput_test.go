@@ -261,6 +261,11 @@ func TestProverChecksAttestation(t *testing.T) {
 	if got := pr.next(t); !errors.Is(got.Err, ErrProtocolViolation) {
 		t.Fatalf("prover result %+v", got)
 	}
+	// ... and the stream is closed as after any verdict, not reset (§6
+	// step 8).
+	if _, err := r.recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after an inconsistent verdict: %v, want EOF (a close, no reset)", err)
+	}
 }
 
 // ---- a fake prover: m handles ID itself; the real verifier a verifies it ----
