@@ -131,9 +131,9 @@ type Config struct {
 	// prover side declines every session with "no_prover".
 	Prover skill.Prover
 	// Probes is how many RTT probes a verifier sends (default
-	// DefaultProbes, at most MaxProbes): fewer when another could end,
-	// at the slowest round trip seen, past half the handshake timeout
-	// from the first (a prover waits that long for round 1).
+	// DefaultProbes, at most MaxProbes): fewer when two more of the
+	// fastest round trips seen would end past the handshake timeout from
+	// the first (a prover waits that long for round 1).
 	Probes int
 	// AttestationTTL is how long issued attestations are valid (default
 	// DefaultAttestationTTL).

@@ -437,13 +437,14 @@ func (v *verifierRun) handshake() error {
 	probe := &pb.Probe{Nonce: nonce}
 	probeFrame := &pb.Frame{Body: &pb.Frame_Probe{Probe: probe}}
 	var first time.Time
-	var slowest time.Duration
 	for seq := 1; seq <= s.cfg.Probes; seq++ {
 		// A prover waits for round 1 at most the handshake timeout from
-		// the first probe (spec §6 step 5): no probe starts that could
-		// end, at the slowest round trip seen, past half of it (the rest
-		// is left for round 1 to arrive).
-		if seq > 1 && s.now().Sub(first)+slowest > s.cfg.HandshakeTimeout/2 {
+		// the first probe (spec §6 step 5): no probe starts unless two
+		// more of the fastest round trips seen (its own, and round 1's
+		// way with room to spare) fit in that time. The fastest, not the
+		// slowest: a prover that holds one ack does not end the probing
+		// (a long-held first ack does, but the credit is capped).
+		if seq > 1 && s.now().Sub(first)+2*v.rtt > s.cfg.HandshakeTimeout {
 			break
 		}
 		if _, err := io.ReadFull(s.random, nonce); err != nil {
@@ -461,7 +462,6 @@ func (v *verifierRun) handshake() error {
 			return v.readErr("probe ack", err, true)
 		}
 		t1 := s.now()
-		slowest = max(slowest, t1.Sub(t0))
 		switch b := f.GetBody().(type) {
 		case *pb.Frame_ProbeAck:
 			if b.ProbeAck.GetSeq() != uint32(seq) || !bytes.Equal(b.ProbeAck.GetNonce(), nonce) {
