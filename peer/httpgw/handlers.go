@@ -346,6 +346,14 @@ func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, err)
 		return
 	}
+	// A missing (or null) key or signature is a malformed request, as a
+	// missing field of every route (http.md §6): the session stays as it
+	// was; one present but empty or undecodable aborts it (bad_key,
+	// bad_signature).
+	if req.PublicKey == nil || req.Signature == nil {
+		g.writeError(w, errorf(errBadRequest, "start: public_key and signature are required"))
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := checkState(s, StateAwaitingStart); err != nil {

@@ -903,3 +903,31 @@ func TestContentTypeRequired(t *testing.T) {
 		t.Errorf("%d sessions open, want the 4 declared application/json", n)
 	}
 }
+
+// A start without public_key or signature (absent or null) is bad_request
+// and leaves the session awaiting its start (http.md §6: a missing field);
+// one present but empty is bad_key and aborts it (§5: 1 to 2 048 bytes).
+func TestStartMissingKeyIsBadRequest(t *testing.T) {
+	_, _, base := fakeDoor(t, nil)
+	a := newAgent(t, base)
+	v := a.create()
+	path := "/v1/sessions/" + v.SessionID + "/start"
+	for _, body := range []map[string]any{
+		{"signature": a.startReq(v).Signature},
+		{"public_key": nil, "signature": a.startReq(v).Signature},
+		{"public_key": a.startReq(v).PublicKey},
+	} {
+		if st, eb := a.post(path, body, nil); st != 400 || eb.Code != CodeBadRequest {
+			t.Errorf("start %v: %d %+v, want 400 bad_request", body, st, eb)
+		}
+	}
+	var cur Session
+	if st, _ := a.get("/v1/sessions/"+v.SessionID, &cur); st != 200 || cur.State != StateAwaitingStart {
+		t.Fatalf("session after starts without a key: %d %+v, want awaiting its start", st, cur)
+	}
+	empty := a.startReq(v)
+	empty.PublicKey = []byte{}
+	if st, eb := a.post(path, empty, nil); st != 400 || eb.Code != CodeBadKey {
+		t.Errorf("start with an empty key: %d %+v, want 400 bad_key", st, eb)
+	}
+}
