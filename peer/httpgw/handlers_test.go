@@ -167,6 +167,7 @@ func TestHandlerErrors(t *testing.T) {
 		{"no route", "GET", "/v2/nothing", "", 404, CodeNotFound},
 		{"verify without record", "POST", "/v1/attestations/verify", `{}`, 400, CodeBadRequest},
 		{"verify bad source", "POST", "/v1/attestations/verify", `{"attestation":"AAAA","require_source":"gold"}`, 400, CodeBadRequest},
+		{"byte-order mark", "POST", "/v1/sessions", "\ufeff{\"peer_id\":\"" + peer.ID("x").String() + "\"}", 400, CodeBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
@@ -929,5 +930,27 @@ func TestStartMissingKeyIsBadRequest(t *testing.T) {
 	empty.PublicKey = []byte{}
 	if st, eb := a.post(path, empty, nil); st != 400 || eb.Code != CodeBadKey {
 		t.Errorf("start with an empty key: %d %+v, want 400 bad_key", st, eb)
+	}
+}
+
+// An integer member written with a fraction or an exponent is bad_request
+// (http.md §1).
+func TestIntegerMembersAreIntegers(t *testing.T) {
+	_, _, base := fakeDoor(t, nil)
+	a := newAgent(t, base)
+	v := a.create()
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), nil); st != 200 {
+		t.Fatalf("start: %d %+v", st, eb)
+	}
+	for _, body := range []string{`{"seq":1.0,"nonce":"AAAA"}`, `{"seq":1e0,"nonce":"AAAA"}`} {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/sessions/"+v.SessionID+"/probe", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, eb := a.decode(resp, nil); st != 400 || eb.Code != CodeBadRequest {
+			t.Errorf("probe %s: %d %+v, want 400 bad_request", body, st, eb)
+		}
 	}
 }
