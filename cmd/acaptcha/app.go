@@ -308,6 +308,17 @@ func (a *app) rootCmd() *cobra.Command {
 		c.Annotations = map[string]string{annotServe: "true"}
 	}
 	root.SetHelpCommand(a.helpCmd())
+	// --help --json and help CMD --json: the help as one JSON object, as
+	// every other output under --json.
+	textHelp := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if a.jsonOut {
+			if err := helpJSON(c); err == nil {
+				return
+			}
+		}
+		textHelp(c, args)
+	})
 	root.InitDefaultCompletionCmd()
 	tagUsageErrors(root)
 	return root
@@ -400,22 +411,50 @@ func groupCmd(c *cobra.Command) {
 
 // groupJSON is a group command's help under --json: its path, what it
 // does and its subcommands, so that standard output stays JSON.
-func groupJSON(c *cobra.Command) error {
+func groupJSON(c *cobra.Command) error { return helpJSON(c) }
+
+// helpJSON is a command's help under --json (--help --json, help CMD
+// --json, a group command alone): its path, usage, what it does, its
+// subcommands and its flags with their defaults and environment
+// variables, so that standard output stays JSON.
+func helpJSON(c *cobra.Command) error {
 	type sub struct {
 		Name  string `json:"name"`
 		Use   string `json:"use"`
 		Short string `json:"short"`
 	}
+	type flag struct {
+		Name      string `json:"name"`
+		Shorthand string `json:"shorthand,omitempty"`
+		Type      string `json:"type"`
+		Default   string `json:"default"`
+		Usage     string `json:"usage"`
+		Env       string `json:"env"`
+	}
 	out := struct {
-		Command  string `json:"command"`
-		Short    string `json:"short"`
-		Commands []sub  `json:"commands"`
-	}{Command: c.CommandPath(), Short: c.Short, Commands: []sub{}}
+		Command     string `json:"command"`
+		Use         string `json:"use"`
+		Short       string `json:"short"`
+		Long        string `json:"long,omitempty"`
+		Commands    []sub  `json:"commands"`
+		Flags       []flag `json:"flags"`
+		GlobalFlags []flag `json:"global_flags"`
+	}{Command: c.CommandPath(), Use: c.UseLine(), Short: c.Short, Long: c.Long, Commands: []sub{}, Flags: []flag{}, GlobalFlags: []flag{}}
 	for _, s := range c.Commands() {
 		if s.IsAvailableCommand() {
 			out.Commands = append(out.Commands, sub{Name: s.Name(), Use: s.CommandPath() + strings.TrimPrefix(s.Use, s.Name()), Short: s.Short})
 		}
 	}
+	add := func(to *[]flag) func(*pflag.Flag) {
+		return func(fl *pflag.Flag) {
+			if fl.Hidden || fl.Name == "help" {
+				return
+			}
+			*to = append(*to, flag{Name: fl.Name, Shorthand: fl.Shorthand, Type: fl.Value.Type(), Default: fl.DefValue, Usage: fl.Usage, Env: flagEnv(fl)})
+		}
+	}
+	c.NonInheritedFlags().VisitAll(add(&out.Flags))
+	c.InheritedFlags().VisitAll(add(&out.GlobalFlags))
 	enc := json.NewEncoder(c.OutOrStdout())
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)

@@ -290,3 +290,53 @@ func TestGroupAloneJSON(t *testing.T) {
 		t.Errorf("bench alone: exit %d, %q", code, out)
 	}
 }
+
+// --help --json and help CMD --json print the help as one JSON object
+// (the command, its usage, subcommands and flags with their variables),
+// as every output under --json; before, both printed the help text.
+func TestHelpJSON(t *testing.T) {
+	for _, args := range [][]string{{"--help", "--json"}, {"help", "attest", "--json"}, {"attest", "--help", "--json"}, {"--json", "attestations", "list", "-h"}, {"help", "--json"}} {
+		out, errOut, code := newUserMain(context.Background(), args...)
+		var h struct {
+			Command string `json:"command"`
+			Use     string `json:"use"`
+			Flags   []struct {
+				Name, Env string
+			} `json:"flags"`
+			GlobalFlags []struct {
+				Name, Env string
+			} `json:"global_flags"`
+			Commands []struct{ Name string } `json:"commands"`
+		}
+		if err := json.Unmarshal([]byte(out), &h); err != nil || code != exitOK || errOut != "" {
+			t.Fatalf("%v: exit %d, stdout %q (%v), stderr %q", args, code, out, err, errOut)
+		}
+		json := false
+		for _, f := range append(h.GlobalFlags, h.Flags...) {
+			json = json || f.Name == "json"
+		}
+		if !strings.HasPrefix(h.Use, h.Command) || !json {
+			t.Errorf("%v: %+v", args, h)
+		}
+		switch h.Command {
+		case "acaptcha":
+			if len(h.Commands) == 0 {
+				t.Errorf("%v: no commands: %+v", args, h)
+			}
+		case "acaptcha attest":
+			found := false
+			for _, f := range h.Flags {
+				found = found || f.Name == "llm" && f.Env == "ACAPTCHA_LLM"
+			}
+			if !found {
+				t.Errorf("%v: no --llm flag with its variable: %+v", args, h.Flags)
+			}
+		case "acaptcha attestations list":
+		default:
+			t.Errorf("%v: command %q", args, h.Command)
+		}
+	}
+	if out, _, code := newUserMain(context.Background(), "help", "attest"); code != exitOK || !strings.Contains(out, "Usage:") {
+		t.Errorf("help attest without --json: exit %d, %q", code, out)
+	}
+}
