@@ -111,6 +111,9 @@ type app struct {
 	agentProver skill.Prover
 
 	log *slog.Logger
+	// fromEnv names the flags of the running command whose value came
+	// from their ACAPTCHA_ variable (bindEnv): errors name the variable.
+	fromEnv map[string]bool
 	// warned: the sources checkFeasible has warned about (sources.go).
 	warned map[string]bool
 }
@@ -144,13 +147,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// not have been parsed when cobra itself refused the arguments).
 	jsonErr := a.jsonOut || slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
 	report := func(code int, e error) int {
+		// A value the user set through ACAPTCHA_<FLAG> is named as that
+		// variable, not as a flag they never typed.
+		msg := a.envNamed(cmd, e.Error())
 		if jsonErr {
 			_ = json.NewEncoder(stderr).Encode(struct {
 				Error    string `json:"error"`
 				ExitCode int    `json:"exit_code"`
-			}{e.Error(), code})
+			}{msg, code})
 		} else {
-			fmt.Fprintln(stderr, "error:", e)
+			fmt.Fprintln(stderr, "error:", msg)
 		}
 		return code
 	}
@@ -174,6 +180,64 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Anything not tagged as a usage error is a runtime failure.
 	return report(exitFailure, err)
+}
+
+// envNamed rewrites, in an error message of cmd, each flag the user set
+// only through its environment variable (bindEnv, a.fromEnv) as that
+// variable:
+// "--llm bogus: ..." becomes "ACAPTCHA_LLM=bogus: ...", a bare "--llm"
+// becomes "ACAPTCHA_LLM". A flag given on the command line is left as
+// it is (it wins over the variable).
+func (a *app) envNamed(cmd *cobra.Command, msg string) string {
+	if cmd == nil || len(a.fromEnv) == 0 {
+		return msg
+	}
+	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+		if fl.Changed || !a.fromEnv[fl.Name] {
+			return
+		}
+		name := flagEnv(fl)
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return
+		}
+		shown := v
+		if shown == "" || strings.ContainsAny(shown, " \t\"") {
+			shown = strconv.Quote(v)
+		}
+		flag := "--" + fl.Name
+		if val := fl.Value.String(); val != "" {
+			msg = replaceToken(msg, flag+" "+strconv.Quote(val), name+"="+shown)
+			msg = replaceToken(msg, flag+" "+val, name+"="+shown)
+		}
+		msg = replaceToken(msg, flag, name)
+	})
+	return msg
+}
+
+// replaceToken replaces in s every old that neither a flag-name
+// character precedes nor follows ("--llm" is not in "--llm-base-url").
+func replaceToken(s, old, repl string) string {
+	word := func(b byte) bool {
+		return b == '-' || b == '_' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
+	}
+	var out strings.Builder
+	for {
+		i := strings.Index(s, old)
+		if i < 0 {
+			out.WriteString(s)
+			return out.String()
+		}
+		end := i + len(old)
+		if (i > 0 && word(s[i-1])) || (end < len(s) && word(s[end]) && word(old[len(old)-1])) {
+			out.WriteString(s[:end])
+			s = s[end:]
+			continue
+		}
+		out.WriteString(s[:i])
+		out.WriteString(repl)
+		s = s[end:]
+	}
 }
 
 func commandName(cmd *cobra.Command) string {
@@ -249,6 +313,12 @@ func (a *app) rootCmd() *cobra.Command {
 			if err := bindEnv(cmd.Flags()); err != nil {
 				return usageErr("%v", err)
 			}
+			a.fromEnv = map[string]bool{}
+			cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+				if _, ok := os.LookupEnv(flagEnv(fl)); ok && !fl.Changed {
+					a.fromEnv[fl.Name] = true
+				}
+			})
 			var lvl slog.Level
 			if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
 				name := "--log-level"

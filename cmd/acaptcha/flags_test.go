@@ -340,3 +340,39 @@ func TestHelpJSON(t *testing.T) {
 		t.Errorf("help attest without --json: exit %d, %q", code, out)
 	}
 }
+
+// An error about a value the user set through its ACAPTCHA_ variable
+// names the variable, not a flag they never typed: ACAPTCHA_LLM=bogus
+// was "LLM bogus" (node, generate) or "--llm bogus" (demo, eval), and
+// ACAPTCHA_REQUIRE_SOURCE=zz "--require-source: ...". A flag given on
+// the command line is named as a flag, even with its variable set.
+func TestErrorsNameTheEnvironmentVariable(t *testing.T) {
+	dir := t.TempDir()
+	store := []string{"--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key")}
+	for _, c := range []struct {
+		env, val string
+		args     []string
+		want     string
+	}{
+		{"ACAPTCHA_LLM", "bogus", append([]string{"node"}, store...), "ACAPTCHA_LLM=bogus: "},
+		{"ACAPTCHA_LLM", "bogus", []string{"demo"}, "ACAPTCHA_LLM=bogus: "},
+		{"ACAPTCHA_LLM", "bogus", []string{"generate", "--out", dir}, "ACAPTCHA_LLM=bogus: "},
+		{"ACAPTCHA_LLM", "bogus", []string{"eval", "--sessions", "1"}, "ACAPTCHA_LLM=bogus: "},
+		{"ACAPTCHA_REQUIRE_SOURCE", "zz", []string{"peers", "--store", filepath.Join(dir, "db")}, "ACAPTCHA_REQUIRE_SOURCE: unknown"},
+		{"ACAPTCHA_POOL_WAIT", "1m", []string{"demo"}, "ACAPTCHA_POOL_WAIT=1m: at most"},
+		{"ACAPTCHA_MAX_DRAWS", "5", append([]string{"node", "--max-draws-per-peer", "10"}, store...), "--max-draws-per-peer 10 exceeds ACAPTCHA_MAX_DRAWS=5"},
+	} {
+		t.Run(c.env+"/"+c.args[0], func(t *testing.T) {
+			t.Setenv(c.env, c.val)
+			_, errOut, code := newUserMain(context.Background(), c.args...)
+			if code != exitUsage || !strings.Contains(errOut, c.want) {
+				t.Errorf("%s=%s acaptcha %v: exit %d, stderr %q, want %q", c.env, c.val, c.args, code, errOut, c.want)
+			}
+		})
+	}
+	// The command line wins and is named as such.
+	t.Setenv("ACAPTCHA_LLM", "openai:m")
+	if _, errOut, code := newUserMain(context.Background(), "demo", "--llm", "bogus"); code != exitUsage || !strings.Contains(errOut, "--llm bogus: ") {
+		t.Errorf("--llm bogus with ACAPTCHA_LLM set: exit %d, stderr %q", code, errOut)
+	}
+}

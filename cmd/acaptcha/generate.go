@@ -81,7 +81,11 @@ func (a *app) newModel(ctx context.Context, spec string, timeout time.Duration) 
 	}
 	m, err := llm.New(ctx, cfg)
 	if err != nil {
-		return nil, usageErr("LLM %s: %v", spec, err)
+		flag := "--llm"
+		if spec != a.llmSpec && spec == a.gen.crossCheck {
+			flag = "--cross-check-llm"
+		}
+		return nil, usageErr("%s %s: %v", flag, spec, err)
 	}
 	return m, nil
 }
