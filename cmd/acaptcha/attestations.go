@@ -33,7 +33,7 @@ func (a *app) attestationsCmd() *cobra.Command {
 		Short: "List the attestations in the store (issued by this node and received from verifiers)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := a.openExistingStore()
+			st, err := a.openExistingStore(listLockedHint)
 			if err != nil {
 				return err
 			}
@@ -261,7 +261,7 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 
 // storedEntry reads one entry from the store (opened read and closed again).
 func (a *app) storedEntry(key string) (*peer.Entry, error) {
-	st, err := a.openExistingStore()
+	st, err := a.openExistingStore(recordLockedHint)
 	if err != nil {
 		return nil, err
 	}
@@ -282,13 +282,14 @@ func (a *app) storedEntry(key string) (*peer.Entry, error) {
 // a store file that does not exist is a usage error naming the path (a
 // mistyped --store would otherwise create an empty database and report
 // "no attestations"). node and attest create the store; this does not.
-func (a *app) openExistingStore() (*peer.Store, error) {
+// lockedHint says what to do when a running node holds it.
+func (a *app) openExistingStore(lockedHint string) (*peer.Store, error) {
 	if err := a.checkStoreExists(); err != nil {
 		return nil, err
 	}
 	st, err := peer.OpenStoreReadOnly(a.storePath)
 	if err != nil {
-		return nil, storeOpenErr(a.storePath, err, readOnlyHint)
+		return nil, storeOpenErr(a.storePath, err, lockedHint)
 	}
 	return st, nil
 }
@@ -306,8 +307,14 @@ func storeOpenErr(path string, err error, hint string) error {
 	return err
 }
 
-// readOnlyHint is what to do when a running node holds the store.
-const readOnlyHint = "stop the node first, or, for its peers, start it with --metrics ADDR and run acaptcha peers --node ADDR"
+// What to do when a running node holds the store: attestations show and
+// export need the store itself (nothing else serves a stored record);
+// list can also be had, as the verdicts behind each peer, from peers
+// --node.
+const (
+	recordLockedHint = "stop the node first (a clean stop leaves every record in the store), then run this again"
+	listLockedHint   = recordLockedHint + "; while it runs, acaptcha peers --node ADDR shows each peer with the attestations behind it (the node started with --metrics ADDR)"
+)
 
 // checkStoreExists refuses a --store path with no file behind it.
 func (a *app) checkStoreExists() error {

@@ -468,3 +468,27 @@ func TestNodeNamesResolvedChallengeSource(t *testing.T) {
 		t.Fatalf("start-up lines:\n%s", out.String())
 	}
 }
+
+// attestations list, show and export on a store a running node holds say
+// what fits them: stop the node (show and export need the store itself);
+// list may point to peers --node for the verdicts behind each peer.
+// Before, all three said "or, for its peers, ... run acaptcha peers
+// --node ADDR", a way to peers, not to a record.
+func TestAttestationsOnLockedStoreHint(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db")
+	st, err := peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, args := range [][]string{{"attestations", "list"}, {"attestations", "show", "0123456789abcdef"}, {"attestations", "export", "0123456789abcdef", "-o", filepath.Join(dir, "x.att")}} {
+		_, errOut, code := newUserMain(context.Background(), append(args, "--store", path)...)
+		if code != exitFailure || !strings.Contains(errOut, "locked") || !strings.Contains(errOut, "stop the node first") {
+			t.Fatalf("%v on a held store: exit %d, stderr %q", args, code, errOut)
+		}
+		if peersHint := strings.Contains(errOut, "peers --node"); peersHint != (args[1] == "list") || strings.Contains(errOut, "for its peers") {
+			t.Errorf("%v on a held store: %q", args, errOut)
+		}
+	}
+}
