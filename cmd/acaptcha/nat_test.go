@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,6 +45,35 @@ func TestNATRelayFlagRefused(t *testing.T) {
 		code := Main(context.Background(), []string{"node", "--relay", relay}, &out, &errb)
 		if code != exitUsage || !strings.Contains(errb.String(), "--relay") {
 			t.Errorf("--relay %s: exit %d, stderr %q", relay, code, errb.String())
+		}
+	}
+}
+
+// A node started with --relay-service says at start that it relays for
+// others (in text and in the --json start-up object), and with --relay
+// through how many relays it is reached; before, neither was said.
+func TestNodeSaysItRelays(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node")
+	}
+	for _, jsonOut := range []bool{false, true} {
+		dir := t.TempDir()
+		args := []string{"node", "--challenges", "procedural", "--relay-service", "--nat=false",
+			"--relay", "/ip4/192.0.2.1/tcp/4717/p2p/12D3KooWDmk3Lap6BGxB3XELbLnqzrzG9gXSMhWsPmFj9JtQqy1g",
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key")}
+		until := "attest with:"
+		if jsonOut {
+			args, until = append(args, "--json"), "\n"
+		}
+		out := startNodeText(t, args, until)
+		if jsonOut {
+			if !strings.Contains(out, `"relay_service":true`) || !strings.Contains(out, `"relays":["/ip4/192.0.2.1/tcp/4717/p2p/`) {
+				t.Errorf("start-up object: %s", out)
+			}
+			continue
+		}
+		if !strings.Contains(out, "relays for others") || !strings.Contains(out, "--relay-service") || !strings.Contains(out, "1 static relay(s)") {
+			t.Errorf("start-up lines:\n%s", out)
 		}
 	}
 }

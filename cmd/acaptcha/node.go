@@ -478,6 +478,12 @@ func (a *app) nodeCmd() *cobra.Command {
 				if a.metricsURL != "" {
 					out["metrics"] = a.metricsURL
 				}
+				if a.nat.relayService {
+					out["relay_service"] = true
+				}
+				if len(a.nat.relays) > 0 {
+					out["relays"] = a.nat.relays
+				}
 				pending := a.gen.ready != nil && a.gen.ready() == 0
 				if pending {
 					// Sessions end inconclusive until the pool's first
@@ -516,6 +522,9 @@ func (a *app) nodeCmd() *cobra.Command {
 					fmt.Fprintf(a.stdout, "  a libp2p peer pays %d bits of proof of work before this node draws a set for it (--pow-difficulty; failures and load add to it)\n", d)
 				} else {
 					fmt.Fprintln(a.stdout, "  no proof of work asked of libp2p peers on an idle node (--pow-difficulty; failures and load add to it)")
+				}
+				for _, l := range a.nat.startLines() {
+					fmt.Fprintf(a.stdout, "  %s\n", l)
 				}
 				fmt.Fprintln(a.stdout, "  attest with: acaptcha attest <one of the addresses above>   (Ctrl-C stops)")
 				if a.metricsURL != "" {
