@@ -418,12 +418,19 @@ func filterSets(ctx context.Context, vr *generate.Validator, vrec *eval.Validati
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			reps[i] = vr.Offline(ctx, s)
+			// Run, not Offline: a validation ctx cut short is no verdict
+			// on the set (Offline words it as a cross_check rejection).
+			if rep, err := vr.Run(ctx, s, generate.Mode{Full: true}); err == nil {
+				reps[i] = rep
+			}
 		}()
 	}
 	wg.Wait()
 	var kept []*skill.Set
 	for i, rep := range reps {
+		if rep == nil {
+			continue // interrupted: the caller reports ctx's error
+		}
 		if k := recordValidation(vrec, names[i], sets[i], rep); k != nil {
 			kept = append(kept, k)
 		}
@@ -486,8 +493,8 @@ func (s *validatingSource) Next(ctx context.Context) (*skill.Set, error) {
 		if set == nil {
 			return nil, fmt.Errorf("source %s returned no set", s.inner.Name())
 		}
-		rep := s.v.Offline(ctx, set)
-		if err := ctx.Err(); err != nil {
+		rep, err := s.v.Run(ctx, set, generate.Mode{Full: true})
+		if err != nil {
 			return nil, fmt.Errorf("validation filter: %w", err)
 		}
 		name := set.ID

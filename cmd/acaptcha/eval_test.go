@@ -15,6 +15,7 @@ import (
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/attack"
 	"github.com/acaptcha/acaptcha/skill/eval"
+	"github.com/acaptcha/acaptcha/skill/generate"
 	"github.com/acaptcha/acaptcha/spec"
 )
 
@@ -226,4 +227,44 @@ func TestEvalCorpusSeedReproducible(t *testing.T) {
 	if other := domains(runEvalCmd(t, append(args, "--seed", "4")...)); maps.Equal(first, other) {
 		t.Errorf("--seed 3 and --seed 4 drew the same domains %v", first)
 	}
+}
+
+// A corpus validation that Ctrl-C cut short records no rejection: the
+// sets it did not finish are no verdict (generate's procedural attempts
+// had the same fix). Before, every set was recorded rejected
+// "cross_check", as the validator words a cancelled check.
+func TestFilterSetsInterruptedIsNoRejection(t *testing.T) {
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := skill.DefaultPolicy()
+	vr, err := generate.NewValidator(generate.ValidatorConfig{Policy: &pol, WhiteBoxKind: skill.SourceCorpus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(sets))
+	for i, s := range sets {
+		names[i] = s.ID
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	vrec := eval.NewValidation("test", "test")
+	if kept := filterSets(ctx, vr, vrec, sets, names); len(kept) != 0 || len(vrec.Rejected) != 0 {
+		t.Errorf("interrupted validation: kept %d, rejected %v", len(kept), vrec.Rejected)
+	}
+	// Not interrupted, the same sets are judged.
+	vrec = eval.NewValidation("test", "test")
+	kept := filterSets(context.Background(), vr, vrec, sets, names)
+	if n := len(kept) + countRejected(vrec.Rejected); n != len(sets) {
+		t.Errorf("validation judged %d of %d sets (kept %d, rejected %v)", n, len(sets), len(kept), vrec.Rejected)
+	}
+}
+
+func countRejected(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
