@@ -40,8 +40,8 @@ func (a *app) attestationsCmd() *cobra.Command {
 			defer st.Close()
 			var p lpeer.ID
 			if peerFilter != "" {
-				if p, err = lpeer.Decode(peerFilter); err != nil {
-					return usageErr("--peer: %v", err)
+				if p, err = decodePeerFlag("--peer", peerFilter); err != nil {
+					return err
 				}
 			}
 			switch peer.Direction(dir) {
@@ -196,13 +196,13 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 				}
 			}
 			if subject != "" {
-				if opts.Subject, err = lpeer.Decode(subject); err != nil {
-					return usageErr("--subject: %v", err)
+				if opts.Subject, err = decodePeerFlag("--subject", subject); err != nil {
+					return err
 				}
 			}
 			if issuer != "" {
-				if opts.Issuer, err = lpeer.Decode(issuer); err != nil {
-					return usageErr("--issuer: %v", err)
+				if opts.Issuer, err = decodePeerFlag("--issuer", issuer); err != nil {
+					return err
 				}
 			}
 			at, _, err := protocol.VerifyAttestation(data, opts)
@@ -328,6 +328,17 @@ func (a *app) checkStoreExists() error {
 		return usageErr("store %s is a directory, not a store file (check --store)", a.storePath)
 	}
 	return nil
+}
+
+// decodePeerFlag parses the peer ID given to flag, or says what a peer
+// ID looks like (the decoder's own "invalid cid: expected 1 as the cid
+// version number, got: 113" does not).
+func decodePeerFlag(flag, s string) (lpeer.ID, error) {
+	id, err := lpeer.Decode(s)
+	if err != nil {
+		return "", usageErr("%s %q is not a peer ID (want one as acaptcha prints them, 12D3KooW... or Qm...): %v", flag, s, err)
+	}
+	return id, nil
 }
 
 func shortKey(k string) string {

@@ -151,9 +151,9 @@ is shown.`,
 				}
 			}
 			if only != "" {
-				id, err := lpeer.Decode(only)
+				id, err := decodePeerFlag("--peer", only)
 				if err != nil {
-					return usageErr("--peer: %v", err)
+					return err
 				}
 				var ps []peer.PeerInfo
 				for _, p := range rep.Peers {

@@ -492,3 +492,32 @@ func TestAttestationsOnLockedStoreHint(t *testing.T) {
 		}
 	}
 }
+
+// A flag that takes a peer ID says, when it does not hold one, what a
+// peer ID looks like; before, the decoder's "failed to parse peer ID:
+// invalid cid: invalid cid: expected 1 as the cid version number, got:
+// 113" was the whole message.
+func TestPeerIDFlagsSayWhatAPeerIDIs(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db")
+	st, err := peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	att := filepath.Join(dir, "x.att")
+	if err := os.WriteFile(att, []byte("00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"peers", "--store", path, "--peer", "bogus"},
+		{"attestations", "list", "--store", path, "--peer", "bogus"},
+		{"attestations", "verify", att, "--subject", "bogus"},
+		{"attestations", "verify", att, "--issuer", "bogus"},
+	} {
+		_, errOut, code := newUserMain(context.Background(), args...)
+		if code != exitUsage || !strings.Contains(errOut, `"bogus" is not a peer ID (want one as acaptcha prints them, 12D3KooW`) {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
