@@ -628,6 +628,17 @@ func (a *app) policy() (skill.Policy, error) {
 	p.DeriveTau = a.deriveTau
 	p.Total = a.total
 	if err := p.Check(); err != nil {
+		// The policy names tau, total and rounds; say which of them came
+		// from the environment, where no flag on the command line shows.
+		var env []string
+		for _, name := range []string{"rounds", "tau", "total"} {
+			if a.fromEnv[name] {
+				env = append(env, envName(name)+"="+os.Getenv(envName(name)))
+			}
+		}
+		if len(env) > 0 {
+			return p, usageErr("%v (set by %s)", err, strings.Join(env, ", "))
+		}
 		return p, usageErr("%v", err)
 	}
 	return p, nil

@@ -361,6 +361,7 @@ func TestErrorsNameTheEnvironmentVariable(t *testing.T) {
 		{"ACAPTCHA_REQUIRE_SOURCE", "zz", []string{"peers", "--store", filepath.Join(dir, "db")}, "ACAPTCHA_REQUIRE_SOURCE: unknown"},
 		{"ACAPTCHA_POOL_WAIT", "1m", []string{"demo"}, "ACAPTCHA_POOL_WAIT=1m: at most"},
 		{"ACAPTCHA_MAX_DRAWS", "5", append([]string{"node", "--max-draws-per-peer", "10"}, store...), "--max-draws-per-peer 10 exceeds ACAPTCHA_MAX_DRAWS=5"},
+		{"ACAPTCHA_TAU", "1h", []string{"demo"}, "shorter than one round's tau 1h0m0s (set by ACAPTCHA_TAU=1h)"},
 	} {
 		t.Run(c.env+"/"+c.args[0], func(t *testing.T) {
 			t.Setenv(c.env, c.val)
