@@ -72,7 +72,15 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	if ok, rule := judgeFramed(q, answer, narratives); ok {
 		return true, rule
 	}
-	if head, tail, ok := explained(answer); ok && !(&judgement{q: q}).tailNamesCandidate(tail) {
+	exact := func(head string) bool { // M1, after a lead-in too
+		vs := q.Variants()
+		if MatchAny(head, vs) {
+			return true
+		}
+		rest, ok := leadIn(q, head)
+		return ok && MatchAny(rest, vs)
+	}
+	if head, tail, ok := explained(answer, exact); ok && !(&judgement{q: q}).tailNamesCandidate(tail) {
 		return judgeFramed(q, head, narratives)
 	}
 	return false, RuleNone
@@ -95,11 +103,12 @@ func judgeFramed(q *Question, answer string, narratives []string) (bool, string)
 // "Explanation"): an em dash (U+2014); an en dash (U+2013) or one or
 // two hyphen-minus characters with white space on both sides; ( or ;
 // a sentence end (. ! or ? followed by white space, the . not after an
-// abbreviation, a hedge or an initial: "e.g.", "approx.", "P. Okonjo";
-// after a number it is: "9.4. That ..."); or a comma followed by
+// abbreviation, a hedge or an initial: "e.g.", "approx.", "P. Okonjo",
+// unless exact, rule M1, accepts the text before it: "class I. That
+// ..."; after a number it is one: "9.4. That ..."); or a comma followed by
 // white space and because, since or as. Both the head and the tail must
 // hold a raw word; ok is false when the answer has no such separator.
-func explained(answer string) (head, tail string, ok bool) {
+func explained(answer string, exact func(head string) bool) (head, tail string, ok bool) {
 	spans := rawWordSpans(answer)
 	if len(spans) < 2 {
 		return "", "", false
@@ -145,7 +154,10 @@ func explained(answer string) (head, tail string, ok bool) {
 			if !space(i + 1) {
 				continue
 			}
-			if w := prevWord(i); r == '.' && (strings.Contains(w, ".") && !digitsAndDots(w) || hedges[Normalize(w)] || initial(w, answer[i+1:])) {
+			// A . after an abbreviation, a hedge or an initial ends no
+			// sentence, unless the text before it is an accepted
+			// variant (M1): "class I. That ...", "NoV-GII.2. That ...".
+			if w := prevWord(i); r == '.' && (strings.Contains(w, ".") && !digitsAndDots(w) || hedges[Normalize(w)] || initial(w, answer[i+1:])) && !exact(answer[:i]) {
 				continue
 			}
 			sep = i
