@@ -106,8 +106,10 @@ func judgeFramed(q *Question, answer string, narratives []string) (bool, string)
 // abbreviation, a hedge or an initial: "e.g.", "approx.", "P. Okonjo",
 // unless exact, rule M1, accepts the text before it: "class I. That
 // ..."; after a number it is one: "9.4. That ..."); or a comma followed by
-// white space and because, since or as. Both the head and the tail must
-// hold a raw word; ok is false when the answer has no such separator.
+// white space and because, since or as, at the end of the answer or
+// before a character that is no letter, mark or number. Both the head
+// and the tail must hold a raw word; ok is false when the answer has no
+// such separator.
 func explained(answer string, exact func(head string) bool) (head, tail string, ok bool) {
 	spans := rawWordSpans(answer)
 	if len(spans) < 2 {
@@ -167,7 +169,7 @@ func explained(answer string, exact func(head string) bool) (head, tail string, 
 			}
 			rest := strings.TrimLeftFunc(answer[i+1:], unicode.IsSpace)
 			for _, w := range []string{"because", "since", "as"} {
-				if len(rest) > len(w) && asciiEqualFold(rest[:len(w)], w) {
+				if len(rest) >= len(w) && asciiEqualFold(rest[:len(w)], w) {
 					if nr, _ := utf8.DecodeRuneInString(rest[len(w):]); !wordRune(nr) {
 						sep = i
 					}
@@ -233,8 +235,13 @@ func asciiEqualFold(a, b string) bool {
 // of an accepted variant and no question word (M2's word guard), nor
 // start, after function words, with a joining word ("(or 30)", "— not
 // sample swap"). A tail that does may add a second candidate or a hedge.
+//
+// With a numeric target the tail is read twice, as words reads it and
+// with its spelled-out numbers as numbers, and refused when either
+// reading names a distractor or holds a distractor's word: "3 — four"
+// names the distractor "four", "3 — two" the distractor "2".
 func (j *judgement) tailNamesCandidate(tail string) bool {
-	j.wa = Words(tail)
+	plain := Words(tail)
 	for _, v := range j.q.Variants() {
 		j.variantWords = append(j.variantWords, Words(v)...)
 	}
@@ -243,15 +250,22 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 			j.distractors = append(j.distractors, dw)
 		}
 	}
-	if j.namesDistractor(-1, -1) {
-		return true
+	readings := [][]Word{plain}
+	if _, ok := numericTarget(j.q); ok {
+		readings = append(readings, spelledNumbers(plain))
 	}
-	for _, w := range j.wa {
-		if j.distractorWord(w) {
+	for _, wa := range readings {
+		j.wa = wa
+		if j.namesDistractor(-1, -1) {
 			return true
 		}
+		for _, w := range j.wa {
+			if j.distractorWord(w) {
+				return true
+			}
+		}
 	}
-	for _, w := range j.wa {
+	for _, w := range plain {
 		if !functionWords[w.Text] {
 			return joinWords[w.Text]
 		}
