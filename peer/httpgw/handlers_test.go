@@ -905,6 +905,44 @@ func TestContentTypeRequired(t *testing.T) {
 	}
 }
 
+// TestContentTypeOrder (http.md 1.4.7): the Content-Type is checked once
+// the route and method are known and before the session is looked up; a
+// header that does not parse as a media type is unsupported_media_type,
+// a quoted charset "utf-8" is utf-8.
+func TestContentTypeOrder(t *testing.T) {
+	_, _, base := fakeDoor(t, nil)
+	for _, tc := range []struct {
+		method, path, ctype string
+		status              int
+		code                string
+	}{
+		{http.MethodPost, "/v1/nothing", "text/plain", 404, CodeNotFound},
+		{http.MethodPost, "/openapi.json", "text/plain", 405, CodeMethod},
+		{http.MethodPost, "/v1/sessions/AAAAAAAAAAAAAAAAAAAAAA/start", "text/plain", 415, CodeUnsupportedMediaType},
+		{http.MethodPost, "/v1/sessions/AAAAAAAAAAAAAAAAAAAAAA/start", "application/json", 404, CodeUnknownSession},
+		{http.MethodPost, "/v1/attestations/verify", "application/json; charset=utf-8; charset=latin1", 415, CodeUnsupportedMediaType},
+		{http.MethodPost, "/v1/attestations/verify", "application/json; charset=", 415, CodeUnsupportedMediaType},
+		{http.MethodPost, "/v1/attestations/verify", `application/json; charset="UTF-8"`, 200, ""},
+		{http.MethodPost, "/v1/attestations/verify", "application/json;", 200, ""},
+	} {
+		req, err := http.NewRequest(tc.method, base+tc.path, strings.NewReader(`{"attestation":"AAAA"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", tc.ctype)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var eb struct{ Code string }
+		_ = json.NewDecoder(resp.Body).Decode(&eb)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || (tc.code != "" && eb.Code != tc.code) {
+			t.Errorf("%s %s %q: %d %q, want %d %q", tc.method, tc.path, tc.ctype, resp.StatusCode, eb.Code, tc.status, tc.code)
+		}
+	}
+}
+
 // A start without public_key or signature (absent or null) is bad_request
 // and leaves the session awaiting its start (http.md §6: a missing field);
 // one present but empty is bad_key and aborts it (§5: 1 to 2 048 bytes).
