@@ -576,6 +576,12 @@ func (fd *frameFeed) stop() {
 // exchange answers probes and challenges until the verdict.
 func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 	idle := min(p.svc.cfg.IdleTimeout, total+proverSlack)
+	// Once a round was answered or declined (or its answer abandoned),
+	// the verifier's next frame, the next challenge or the verdict, is
+	// due within the handshake timeout: it judges an answer at once
+	// (spec §6 step 5). An answer then silence held the slot for idle
+	// after every answerer call.
+	judged := min(idle, p.svc.cfg.HandshakeTimeout)
 	p.setReadDeadline(p.readDeadline(idle, true))
 	p.feed = newFrameFeed(p)
 	defer p.feed.stop()
@@ -707,7 +713,11 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			p.violation("unexpected %s frame", frameKind(fr.f))
 			return
 		}
-		p.setReadDeadline(p.readDeadline(idle, round == 0))
+		wait := idle
+		if round > 0 {
+			wait = judged
+		}
+		p.setReadDeadline(p.readDeadline(wait, round == 0))
 	}
 }
 

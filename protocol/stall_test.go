@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 
 	"github.com/acaptcha/acaptcha/protocol/pb"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // stallStreams opens streams from m to p in a loop (bounded), each a
@@ -152,4 +153,44 @@ func TestProbeThenSilenceEndsAtHandshakeTimeout(t *testing.T) {
 		t.Fatalf("after a probe and silence the prover waited %v, want the handshake timeout (%v), not IdleTimeout (%v)", d, hs, idle)
 	}
 	pr.next(t)
+}
+
+// A verifier that sends a challenge, reads the answer and then falls
+// silent held its slot for the idle wait (min(IdleTimeout, total_ms +
+// 10 s), 45 s by default) after every answerer call. It judges an answer
+// at once (its rounds are drawn, the matching rules are local and fast),
+// so its next frame, the next challenge or the verdict, is due within the
+// handshake timeout of the answer (spec §6 step 5).
+func TestAnswerThenSilenceEndsAtHandshakeTimeout(t *testing.T) {
+	const hs, idle = time.Second, 8 * time.Second
+	for _, tc := range []struct {
+		name string
+		ans  skill.Prover
+		want func(*pb.Frame) bool
+	}{
+		{"answer", constProver("x"), func(f *pb.Frame) bool { return f.GetAnswer() != nil }},
+		{"decline", skill.ProverFunc(func() skill.Answerer {
+			return skill.AnswerFunc(func(context.Context, skill.Challenge) (string, error) { return "", skill.ErrDeclined })
+		}), func(f *pb.Frame) bool { return f.GetDecline() != nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, b, pr := proverUnderTest(t, "tcp", Config{Prover: tc.ans, HandshakeTimeout: hs, IdleTimeout: idle})
+			r := openRaw(t, m, b.ID())
+			_ = r.s.SetDeadline(time.Now().Add(2 * idle))
+			r.send(helloFrame(m.ID(), b.ID(), nil))
+			if f, err := r.recv(); err != nil || f.GetHelloAck() == nil {
+				t.Fatalf("hello: %v %v", f, err)
+			}
+			r.send(challengeFrame(1, "Mara keeps three lamps in the shed.", "How many lamps?"))
+			if f, err := r.recv(); err != nil || !tc.want(f) {
+				t.Fatalf("round 1: %v %v", f, err)
+			}
+			t0 := time.Now()
+			expectReset(t, r, ErrCodeTimeout)
+			if d := time.Since(t0); d > hs+time.Second {
+				t.Fatalf("after round 1's %s and silence the prover waited %v, want the handshake timeout (%v), not the idle wait (%v)", tc.name, d, hs, idle)
+			}
+			pr.next(t)
+		})
+	}
 }
