@@ -246,9 +246,10 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 		}
 	}
 	mux := http.NewServeMux()
-	// Sessions are bounded (mcpserver.DefaultMaxHTTPSessions open, closed
-	// after mcpserver.DefaultHTTPSessionTimeout idle): the SDK's handler
-	// kept each until its client deleted it.
+	// Sessions are bounded (mcpserver.DefaultMaxHTTPSessions open, shared
+	// by network beyond loopback, closed after
+	// mcpserver.DefaultHTTPSessionTimeout idle): the SDK's handler kept
+	// each until its client deleted it.
 	mh := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: a.log})
 	defer mh.Close()
 	mux.Handle("/mcp", mh)

@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -89,4 +90,105 @@ func TestHTTPSessionsBounded(t *testing.T) {
 			t.Fatalf("initialize after the idle sessions closed: %d", st)
 		}
 	}
+}
+
+// TestHTTPSessionsSharedByNetworks: with --http bound beyond loopback,
+// one caller filled the whole session cap (64) and held it for the idle
+// timeout (an hour), and every other MCP client, the node's own agent on
+// loopback included, got 503. A network (IPv4 /24, IPv6 /48; the /48s
+// of an IPv6 /32 together twice that; NAT64 as the IPv4 it carries) holds
+// at most an eighth of the cap, callers beyond loopback together at most
+// three quarters of it, and loopback callers the rest.
+func TestHTTPSessionsSharedByNetworks(t *testing.T) {
+	_, sets, _ := splitSets(t)
+	srv, err := mcpserver.New(mcpserver.Config{Node: startNode(t, sets, nil), Version: "test", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	const capN = 16 // 2 per network, 4 per /32, 12 beyond loopback
+	h := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{MaxSessions: capN, Logger: testLogger(t)})
+	// The test server listens on loopback: X-Test-Remote stands for the
+	// caller's address.
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("X-Test-Remote"); a != "" {
+			r.RemoteAddr = a
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ts.Close()
+		h.Close()
+	})
+	from := func(addr string) int {
+		t.Helper()
+		st, _ := initializeFrom(t, ts.URL, addr)
+		return st
+	}
+	opened := 0
+	for i := range 20 {
+		if from(fmt.Sprintf("192.0.2.%d:4000", 10+i)) == http.StatusOK {
+			opened++
+		}
+	}
+	t.Logf("one /24: %d of %d initializes opened a session (cap %d)", opened, 20, capN)
+	if opened != 2 {
+		t.Errorf("one /24 opened %d sessions, want 2 (an eighth of %d)", opened, capN)
+	}
+	// NAT64 addresses count as the IPv4 address they carry.
+	if st := from("[64:ff9b::c000:263]:4000"); st != http.StatusServiceUnavailable {
+		t.Errorf("NAT64 address of the same /24: %d, want 503", st)
+	}
+	// The /48s of one IPv6 /32 share twice a network's share.
+	opened = 0
+	for i := range 6 {
+		if from(fmt.Sprintf("[2001:db8:%x::1]:4000", i)) == http.StatusOK {
+			opened++
+		}
+	}
+	if opened != 4 {
+		t.Errorf("the /48s of one /32 opened %d sessions, want 4", opened)
+	}
+	// Callers beyond loopback hold three quarters at most.
+	opened = 0
+	for i := range 10 {
+		if from(fmt.Sprintf("198.51.%d.1:4000", i)) == http.StatusOK {
+			opened++
+		}
+	}
+	if opened != 6 {
+		t.Errorf("other networks opened %d sessions, want 6 (12 beyond loopback, 6 held)", opened)
+	}
+	// Loopback keeps the last quarter.
+	for range capN / 4 {
+		if st := from(""); st != http.StatusOK {
+			t.Fatalf("loopback initialize with the networks' share taken: %d", st)
+		}
+	}
+	if st := from(""); st != http.StatusServiceUnavailable {
+		t.Errorf("initialize beyond the cap: %d, want 503", st)
+	}
+}
+
+// initializeFrom is initialize with the caller's address in X-Test-Remote
+// (none: the loopback address of the test client).
+func initializeFrom(t *testing.T, url, addr string) (int, string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if addr != "" {
+		req.Header.Set("X-Test-Remote", addr)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
 }
