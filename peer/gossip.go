@@ -188,8 +188,10 @@ func inspectGossipRPC(_ peer.ID, rpc *pubsub.RPC) error {
 // of about one ed25519 check (gossipCost) against a bucket of the
 // forwarding peer, one of its network (its IPv4 /24, IPv6 /48 or
 // relay; loopback exempt unless Config.LimitLoopback, as the protocol's
-// budget groups) and, for an IPv6 /48, one of its /32; the messages past what the buckets hold are dropped
-// unchecked (the RPC's control messages are kept).
+// budget groups), for an IPv6 /48, one of its /32, and the node's total,
+// whose last quarter is kept for forwarders the node admits; the messages
+// past what the buckets hold are dropped unchecked (the RPC's control
+// messages are kept).
 const (
 	GossipCostBurst     = 2048
 	GossipCostPerSec    = 128
@@ -200,6 +202,14 @@ const (
 	// protocol.BlockFactor networks' worth.
 	GossipBlockCostBurst  = protocol.BlockFactor * GossipNetCostBurst
 	GossipBlockCostPerSec = protocol.BlockFactor * GossipNetCostPerSec
+	// All forwarders share a total bucket of 8 networks' worth (65,536
+	// units, about 3 s of one core at once; 4,096 a second, a fifth of
+	// one), whose last quarter (GossipTotalReserve) only forwarders the
+	// node admits take: each network having its own bucket, the
+	// forwarders of 256 /24s passed 2,097,152 units at once.
+	GossipTotalCostBurst  = 8 * GossipNetCostBurst
+	GossipTotalCostPerSec = 8 * GossipNetCostPerSec
+	GossipTotalReserve    = GossipTotalCostBurst / 4
 	// gossipSeenFor is how long a message that reached the validator is
 	// known to be in pubsub's seen cache (pubsub.TimeCacheDuration, 2
 	// min from its first sight, less a margin): its copies are dropped
@@ -218,6 +228,7 @@ type gossipBudget struct {
 	peers  map[peer.ID]*tokenBucket
 	nets   map[netip.Prefix]*tokenBucket
 	blocks map[netip.Prefix]*tokenBucket
+	total  tokenBucket
 	// seen holds the IDs of messages that reached the validator, and
 	// when (gossipSeenFor).
 	seen map[string]time.Time
@@ -248,9 +259,16 @@ func (b *gossipBudget) seenRecently(id string, now time.Time) bool {
 	return ok && within(at, now, gossipSeenFor)
 }
 
-// take spends cost of p's bucket and of its network's (none when pfx is
-// invalid), or reports false, spending nothing, when either is short.
+// take is takeAs for a forwarder the node does not admit.
 func (b *gossipBudget) take(p peer.ID, pfx netip.Prefix, cost int, now time.Time) bool {
+	return b.takeAs(p, pfx, cost, false, now)
+}
+
+// takeAs spends cost of p's bucket, of its network's (none when pfx is
+// invalid), of its IPv6 /32's (an IPv6 /48 only) and of the total (down
+// to GossipTotalReserve unless admitted), or reports false, spending
+// nothing, when any is short.
+func (b *gossipBudget) takeAs(p peer.ID, pfx netip.Prefix, cost int, admitted bool, now time.Time) bool {
 	if cost < 1 || cost > GossipCostBurst {
 		return cost < 1
 	}
@@ -259,6 +277,14 @@ func (b *gossipBudget) take(p peer.ID, pfx netip.Prefix, cost int, now time.Time
 	defer b.mu.Unlock()
 	if b.peers == nil {
 		b.peers, b.nets, b.blocks = map[peer.ID]*tokenBucket{}, map[netip.Prefix]*tokenBucket{}, map[netip.Prefix]*tokenBucket{}
+	}
+	b.total.refill(now, GossipTotalCostBurst, time.Second/GossipTotalCostPerSec)
+	floor := float64(GossipTotalReserve)
+	if admitted {
+		floor = 0
+	}
+	if b.total.tokens-float64(cost) < floor {
+		return false
 	}
 	var bb *tokenBucket
 	if hasBlk {
@@ -286,6 +312,7 @@ func (b *gossipBudget) take(p peer.ID, pfx netip.Prefix, cost int, now time.Time
 		takeIn(b.blocks, bb, blk, GossipBlockCostBurst, time.Second/GossipBlockCostPerSec, gossipIssuersTracked, now)
 		b.blocks[blk].tokens -= float64(cost - 1)
 	}
+	b.total.tokens -= float64(cost)
 	return true
 }
 
@@ -353,13 +380,14 @@ func (n *Node) inspectGossip(p peer.ID, rpc *pubsub.RPC) error {
 		pfx = nets.prefix
 	}
 	now := time.Now()
+	admitted := n.admitsDirectly(p)
 	kept := msgs[:0]
 	for _, m := range msgs {
 		if n.gossip.budget.seenRecently(gossipMsgID(m), now) {
 			kept = append(kept, m) // a copy: dropped unchecked
 			continue
 		}
-		if n.gossip.budget.take(p, pfx, gossipCost(m), now) {
+		if n.gossip.budget.takeAs(p, pfx, gossipCost(m), admitted, now) {
 			kept = append(kept, m)
 		}
 	}

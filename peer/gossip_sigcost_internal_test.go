@@ -313,3 +313,34 @@ func TestGossipBudgetBlock(t *testing.T) {
 		t.Fatal("a forwarder of another /32 refused")
 	}
 }
+
+// The signature-check pricing had no total bucket: each network (an IPv4
+// /24, an IPv6 /48 or /32, a relay) had its own, so the forwarders of 256
+// /24s passed 256 networks' bursts at once (2,097,152 units, about 100 s
+// of one core at ed25519's 50 µs), and as much again every 16 s. All
+// forwarders now share a total bucket, whose last quarter is kept for
+// forwarders the node admits.
+func TestGossipBudgetTotal(t *testing.T) {
+	var b gossipBudget
+	now := time.Unix(1e6, 0)
+	units := 0
+	for i := range 256 {
+		pfx := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 0}), 24)
+		for j := range 8 { // fresh peer IDs of each /24
+			for k := 0; k < GossipCostBurst && b.take(peer.ID(fmt.Sprint("sybil", i, j)), pfx, 2, now); k++ {
+				units += 2
+			}
+		}
+	}
+	t.Logf("256 /24s of fresh peer IDs: %d units of signature checks at once (an ed25519 record is 2)", units)
+	if units > GossipTotalCostBurst-GossipTotalCostBurst/4 {
+		t.Fatalf("all networks together passed %d units at once, want at most %d (the total bucket less its reserve)", units, GossipTotalCostBurst-GossipTotalCostBurst/4)
+	}
+	// A forwarder the node admits still has the reserve.
+	if !b.takeAs("admitted", netip.MustParsePrefix("192.0.2.0/24"), 2, true, now) {
+		t.Fatal("an admitted forwarder refused: the reserve is gone")
+	}
+	if b.take("unadmitted", netip.MustParsePrefix("198.51.100.0/24"), 2, now) {
+		t.Fatal("an unadmitted forwarder of a fresh network took from the reserve")
+	}
+}
