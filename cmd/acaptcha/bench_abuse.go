@@ -40,7 +40,8 @@ hostile libp2p clients:
   7 hostile-verifiers     made-up three-round sessions against the node's answerer
   8 silent-first-contact  identities that never answer the node's hello
   9 sybil-presentation    presentations of acceptances by throw-away issuers
- 10 stalled-hellos        valid hellos (one probe or none) and then silence
+ 10 stalled-hellos        valid hellos (one probe, round 1 and its answer, or
+                          none) and then silence
 
 Once every attacker identity is up (the ramp-up), the node verifies honest
 provers and honest verifiers verify the node until the end, one session
@@ -64,7 +65,8 @@ addresses as identities.
 --check exits 1 when an acceptance bound fails: honest p99 below 1 s, peak
 RSS below 512 MB, goroutines below 5,000, no attacker set spent beyond the
 attacker's paid sessions, no answerer call beyond budget, every honest
-session accepted.`,
+session accepted, a probe then silence and an answer then silence holding
+a slot at most 15 s.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runBenchAbuse(cmd.Context(), f)

@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,10 @@ const (
 	// the node's handshake timeout (10 s; protocol.md 1.11.0, §6 step
 	// 5), where it held the slot for the idle timeout (45 s).
 	BoundProbeHold = 15 * time.Second
+	// BoundAnswerHold: a verifier that read an answer owes its next
+	// frame within the node's handshake timeout (10 s; protocol.md
+	// 1.12.0, §6 step 5), where it held the slot for the idle wait (45 s).
+	BoundAnswerHold = 15 * time.Second
 )
 
 // Defaults of Config.
@@ -203,6 +208,10 @@ type AttackReport struct {
 	// ProbeHold is, for stalled-hellos, the longest a stream that sent
 	// one probe and then nothing held its slot (bound: BoundProbeHold).
 	ProbeHold time.Duration `json:"probe_hold_ns,omitempty"`
+	// AnswerHold is, for stalled-hellos, the longest a stream that sent
+	// round 1, read its answer and then sent nothing held its slot
+	// (bound: BoundAnswerHold).
+	AnswerHold time.Duration `json:"answer_hold_ns,omitempty"`
 	// Detail is the attack's own outcome.
 	Detail string `json:"detail"`
 }
@@ -284,6 +293,9 @@ func (r *Report) CheckCost() []string {
 		}
 		if a.ProbeHold > BoundProbeHold {
 			f = append(f, fmt.Sprintf("%s: a probe then silence held a slot %s > %s", a.Name, a.ProbeHold.Round(time.Millisecond), BoundProbeHold))
+		}
+		if a.AnswerHold > BoundAnswerHold {
+			f = append(f, fmt.Sprintf("%s: an answer then silence held a slot %s > %s", a.Name, a.AnswerHold.Round(time.Millisecond), BoundAnswerHold))
 		}
 		if a.CallBudget >= 0 && a.Calls > a.CallBudget {
 			f = append(f, fmt.Sprintf("%s: %d answerer calls, budget %d", a.Name, a.Calls, a.CallBudget))
@@ -485,10 +497,11 @@ func newKey() (crypto.PrivKey, error) {
 
 // countingProver is the node's prover: it answers from the bench answer
 // key and counts every answerer call, and the calls for challenges the
-// key does not know (those hostile verifiers made up).
+// key does not know (those hostile verifiers made up, and apart those of
+// stalled-hellos).
 type countingProver struct {
-	oracle         *swarm.BenchOracle
-	calls, hostile atomic.Int64
+	oracle                  *swarm.BenchOracle
+	calls, hostile, stalled atomic.Int64
 }
 
 func (p *countingProver) NewSession() skill.Answerer {
@@ -496,6 +509,10 @@ func (p *countingProver) NewSession() skill.Answerer {
 		p.calls.Add(1)
 		if a, ok := p.oracle.Lookup(c); ok {
 			return a, nil
+		}
+		if strings.HasPrefix(c.Narrative, stallNarrative) {
+			p.stalled.Add(1)
+			return "unknown", nil
 		}
 		p.hostile.Add(1)
 		return "unknown", nil
@@ -560,7 +577,12 @@ func (b *bench) attackReport(name string, pc protocol.Config) AttackReport {
 		r.Calls = b.prover.hostile.Load()
 		r.CallBudget = int64(len(ids)) * bucketBudget(pc.MaxCallsPerVerifier, pc.ProverWindow, b.cfg.Duration)
 	}
+	if name == AttackStall {
+		r.Calls = b.prover.stalled.Load()
+		r.CallBudget = int64(len(ids)) * bucketBudget(pc.MaxCallsPerVerifier, pc.ProverWindow, b.cfg.Duration)
+	}
 	r.ProbeHold = time.Duration(c.get(probeHoldKey)) * time.Millisecond
+	r.AnswerHold = time.Duration(c.get(answerHoldKey)) * time.Millisecond
 	r.Detail = c.detail()
 	return r
 }

@@ -64,8 +64,16 @@ func (c *attackCounters) add(k string, v int64) {
 	c.mu.Unlock()
 }
 
-// probeHoldKey counts the longest hold after a probe (AttackStall).
-const probeHoldKey = "longest hold after a probe, ms"
+// probeHoldKey counts the longest hold after a probe, answerHoldKey
+// after an answer (AttackStall).
+const (
+	probeHoldKey  = "longest hold after a probe, ms"
+	answerHoldKey = "longest hold after an answer, ms"
+)
+
+// stallNarrative opens the narratives of stalled-hellos' challenges (the
+// node's answerer counts their calls apart).
+const stallNarrative = "stalled narrative "
 
 func (c *attackCounters) get(k string) int64 {
 	c.mu.Lock()
@@ -355,17 +363,20 @@ func (b *bench) slotPinning(ctx context.Context, h host.Host, c *attackCounters)
 	wg.Wait()
 }
 
-// Finding 10 (protocol.md 1.11.0): two streams per identity send valid
+// Finding 10 (protocol.md 1.11.0): three streams per identity send valid
 // hellos that ask no proof of work and then say nothing (a stall), one of
-// them after sending one probe. A stall held an inbound
+// them after sending one probe, one after sending round 1 and reading its
+// answer. A stall held an inbound
 // slot for the idle timeout (45 s) and was never silent; one probe then
-// silence did too. Now a stall is silent for its group (on loopback,
-// which has none, only the per-peer and global slots bound it), and
-// round 1 is due within the handshake timeout of the first probe.
+// silence did too, and so did an answer then silence, after every
+// answerer call. Now a stall is silent for its group (on loopback,
+// which has none, only the per-peer and global slots bound it), round 1
+// is due within the handshake timeout of the first probe, and the next
+// frame within the handshake timeout of an answer (protocol.md 1.12.0).
 func (b *bench) stall(ctx context.Context, h host.Host, c *attackCounters) {
 	var wg sync.WaitGroup
-	for i := range 2 {
-		probe := i == 1
+	for i := range 3 {
+		probe, answer := i == 1, i == 2
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -399,6 +410,17 @@ func (b *bench) stall(ctx context.Context, h host.Host, c *attackCounters) {
 						return
 					}
 				}
+				if answer {
+					key = "silences after an answer"
+					ch := &pb.Challenge{Round: 1, Rounds: 3, Domain: "stalled", Narrative: stallNarrative + hostileNarrative(0), Question: "Which one?", BudgetMs: 20_000}
+					if r.send(&pb.Frame{Body: &pb.Frame_Challenge{Challenge: ch}}) != nil {
+						return
+					}
+					if f, err := r.recv(30 * time.Second); err != nil || f.GetAnswer() == nil {
+						c.inc("rounds refused")
+						return
+					}
+				}
 				c.inc(key)
 				// Hold the slot: say nothing until the node gives up.
 				t0 := time.Now()
@@ -406,8 +428,13 @@ func (b *bench) stall(ctx context.Context, h host.Host, c *attackCounters) {
 				// is the stream's, the reset below ends it)
 				stop := context.AfterFunc(ctx, func() { _ = r.s.Reset() })
 				defer stop()
-				if _, err := r.recv(time.Hour); err != nil && probe {
-					c.atLeast(probeHoldKey, time.Since(t0).Milliseconds())
+				if _, err := r.recv(time.Hour); err != nil {
+					switch {
+					case probe:
+						c.atLeast(probeHoldKey, time.Since(t0).Milliseconds())
+					case answer:
+						c.atLeast(answerHoldKey, time.Since(t0).Milliseconds())
+					}
 				}
 			})
 		}()
