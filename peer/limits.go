@@ -70,7 +70,7 @@ func connWatermarks(cfg *Config) (low, high int, err error) {
 // connLimitConfig returns the resource-manager limits for a high
 // watermark: libp2p's autoscaled defaults (with its service limits), with
 // the system and transient connection limits raised above the watermark.
-func connLimitConfig(high int) rcmgr.ConcreteLimitConfig {
+func connLimitConfig(high, attestPerPeer int) rcmgr.ConcreteLimitConfig {
 	scaling := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&scaling)
 	base := scaling.AutoScale()
@@ -83,12 +83,14 @@ func connLimitConfig(high int) rcmgr.ConcreteLimitConfig {
 	// File descriptors bound TCP connections too; the OS limit still
 	// applies on top.
 	part.System.FD = rcmgr.LimitVal(max(part.System.FD.Build(0), in+out/2+64))
-	// Our services' streams: serviceStreamsPerPeer inbound per peer, and
-	// room in the service (and the system) for that many of every
-	// inbound connection, so that peers cannot fill the service's scope
+	// Our services' streams: serviceStreamsPerPeer inbound per peer
+	// (attestPerPeer for the attestation service), and room in the
+	// service (and the system) for that many of every inbound
+	// connection, so that peers cannot fill the service's scope
 	// (libp2p's default service limits let one peer hold 139 inbound
 	// streams and 19 peers all 2,530).
-	svcIn := in*serviceStreamsPerPeer + 64
+	attestPerPeer = max(attestPerPeer, serviceStreamsPerPeer)
+	svcIn := in*attestPerPeer + 64
 	if part.Service == nil {
 		part.Service = map[string]rcmgr.ResourceLimits{}
 	}
@@ -100,9 +102,13 @@ func connLimitConfig(high int) rcmgr.ConcreteLimitConfig {
 		l.StreamsInbound = rcmgr.LimitVal(max(part.ServiceDefault.StreamsInbound.Build(0), svcIn))
 		l.Streams = rcmgr.LimitVal(max(part.ServiceDefault.Streams.Build(0), svcIn+part.ServiceDefault.StreamsOutbound.Build(0)))
 		part.Service[svc] = l
+		perPeer := serviceStreamsPerPeer
+		if svc == protocol.ServiceName {
+			perPeer = attestPerPeer
+		}
 		pl := part.ServicePeer[svc]
-		pl.StreamsInbound = rcmgr.LimitVal(serviceStreamsPerPeer)
-		pl.Streams = rcmgr.LimitVal(serviceStreamsPerPeer + part.ServicePeerDefault.StreamsOutbound.Build(0))
+		pl.StreamsInbound = rcmgr.LimitVal(perPeer)
+		pl.Streams = rcmgr.LimitVal(perPeer + part.ServicePeerDefault.StreamsOutbound.Build(0))
 		part.ServicePeer[svc] = pl
 	}
 	part.System.StreamsInbound = rcmgr.LimitVal(max(part.System.StreamsInbound.Build(0), 2*svcIn))
@@ -115,8 +121,24 @@ func connLimitConfig(high int) rcmgr.ConcreteLimitConfig {
 // inbound sessions per peer (protocol.Config.MaxInboundPerPeer) and two
 // refused ones lingering for their Decline to be read (spec/protocol.md
 // §6 step 1); a stream over it is reset as the handler attaches it to the
-// service.
-const serviceStreamsPerPeer = 4
+// service. A node whose Limits.MaxInboundPerPeer is higher gives the
+// attestation service that many and serviceLingerStreams more
+// (attestStreamsPerPeer).
+const (
+	serviceStreamsPerPeer = protocol.DefaultMaxInboundPerPeer + serviceLingerStreams
+	serviceLingerStreams  = 2
+)
+
+// attestStreamsPerPeer is the per-peer inbound stream limit of the
+// attestation service for l: its sessions per peer and two refused
+// streams lingering, serviceStreamsPerPeer at least.
+func attestStreamsPerPeer(l Limits) int {
+	sessions := l.MaxInboundPerPeer
+	if sessions <= 0 {
+		sessions = protocol.DefaultMaxInboundPerPeer
+	}
+	return max(serviceStreamsPerPeer, min(sessions, math.MaxInt32/2)+serviceLingerStreams)
+}
 
 // newConnLimits builds the connection manager and the resource manager of
 // a node from its config.
@@ -153,7 +175,7 @@ func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, network.ResourceManager,
 		// trace event on every stream and reservation for nobody.
 		opts = append(opts, rcmgr.WithMetricsDisabled())
 	}
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(connLimitConfig(high)), opts...)
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(connLimitConfig(high, attestStreamsPerPeer(cfg.Limits))), opts...)
 	if err != nil {
 		cm.Close()
 		return nil, nil, fmt.Errorf("resource manager: %w", err)

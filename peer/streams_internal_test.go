@@ -69,11 +69,51 @@ func TestAttestStreamsPerPeerBounded(t *testing.T) {
 	}
 	// The inbound connections cannot fill the service's scope with their
 	// per-peer shares.
-	lc := connLimitConfig(DefaultConnHighWater).ToPartialLimitConfig()
+	lc := connLimitConfig(DefaultConnHighWater, serviceStreamsPerPeer).ToPartialLimitConfig()
 	for _, svc := range []string{protocol.ServiceName, PresentServiceName} {
 		total := lc.Service[svc].StreamsInbound.Build(0)
 		if per := lc.ServicePeer[svc].StreamsInbound.Build(0); per*InboundConnLimit(DefaultConnHighWater) >= total {
 			t.Errorf("%s: %d inbound connections of %d streams each fill the service's %d", svc, InboundConnLimit(DefaultConnHighWater), per, total)
 		}
+	}
+}
+
+// The resource manager's per-peer stream limit of the attestation service
+// was 4 whatever Limits.MaxInboundPerPeer said: a node configured for 6
+// concurrent sessions per peer served 4 at most (and had no room left for
+// the refused ones' Declines at 4). It follows the setting: the sessions
+// and two refused streams lingering.
+func TestAttestStreamsPerPeerFollowLimits(t *testing.T) {
+	const sessions = 6
+	n := newBareNode(t, Config{Limits: Limits{MaxInboundPerPeer: sessions}})
+	m := presentHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	const streams = 12
+	var wg sync.WaitGroup
+	for range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := m.NewStream(ctx, n.ID(), protocol.ID)
+			if err != nil {
+				return
+			}
+			defer s.Reset()
+			_ = s.SetReadDeadline(time.Now().Add(2 * time.Second))
+			_, _ = io.Copy(io.Discard, s)
+		}()
+	}
+	peak := 0
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		peak = max(peak, serviceStreams(t, n))
+	}
+	wg.Wait()
+	t.Logf("MaxInboundPerPeer %d, one peer opening %d streams at once: %d in the attestation service at most", sessions, streams, peak)
+	if peak < sessions || peak > sessions+2 {
+		t.Fatalf("one peer held %d inbound streams of the attestation service, want %d to %d (its sessions and two refused)", peak, sessions, sessions+2)
 	}
 }
