@@ -102,3 +102,67 @@ func TestRelayedConnGroupLive(t *testing.T) {
 		t.Fatalf("the loopback relay's own connection has a group: %v", pfx)
 	}
 }
+
+// Live, on loopback: a stall (a valid hello, then silence) that reaches
+// the prover through a circuit-v2 relay counts as silent for the relay's
+// group (spec §6 step 1, §13), as a direct one does for its IP prefix: a
+// relayed connection is no address without a group, and probation
+// bounds its stalls like any group's.
+func TestRelayedStallCountsForRelayGroup(t *testing.T) {
+	relay, prover := relayTestHost(t, true), relayTestHost(t, false)
+	const idle = time.Second
+	svc := newService(t, prover, Config{Prover: constProver("x"), HandshakeTimeout: idle, IdleTimeout: idle})
+	relayInfo := peer.AddrInfo{ID: relay.ID(), Addrs: relay.Addrs()}
+	ctx := testCtx(t, 20*time.Second)
+	if err := prover.Connect(ctx, relayInfo); err != nil {
+		t.Fatal(err)
+	}
+	var reserved bool
+	for i := 0; i < 50 && !reserved; i++ {
+		if _, err := client.Reserve(ctx, prover, relayInfo); err == nil {
+			reserved = true
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if !reserved {
+		t.Fatal("no reservation on the relay")
+	}
+	circuit := ma.StringCast("/p2p/" + relay.ID().String() + "/p2p-circuit")
+	var addrs []ma.Multiaddr
+	for _, a := range relay.Addrs() {
+		addrs = append(addrs, a.Encapsulate(circuit))
+	}
+	v := relayTestHost(t, false)
+	lctx := network.WithAllowLimitedConn(ctx, "test")
+	if err := v.Connect(lctx, peer.AddrInfo{ID: prover.ID(), Addrs: addrs}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := v.NewStream(lctx, prover.ID(), ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	_ = s.SetDeadline(time.Now().Add(10 * time.Second))
+	r := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxVerifierFrame}
+	r.send(helloFrame(v.ID(), prover.ID(), nil))
+	if f, err := r.recv(); err != nil || f.GetHelloAck() == nil {
+		t.Fatalf("hello through the relay: %v %v", f, err)
+	}
+	t0 := time.Now()
+	expectReset(t, r, ErrCodeTimeout)
+	held := time.Since(t0)
+	group := RelayGroup(relay.ID())
+	strikes := 0
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end) && strikes == 0; time.Sleep(10 * time.Millisecond) {
+		svc.mu.Lock()
+		if g := svc.silent[group]; g != nil {
+			strikes = g.strikes
+		}
+		svc.mu.Unlock()
+	}
+	t.Logf("a relayed stall held its slot %v and struck the relay's group %d time(s)", held.Round(time.Millisecond), strikes)
+	if strikes != 1 {
+		t.Fatalf("a relayed stall struck the relay's group %d times, want 1", strikes)
+	}
+}
