@@ -169,6 +169,14 @@ func TestAnswerThenSilenceEndsAtHandshakeTimeout(t *testing.T) {
 		want func(*pb.Frame) bool
 	}{
 		{"answer", constProver("x"), func(f *pb.Frame) bool { return f.GetAnswer() != nil }},
+		// An answer slower than readerAfter: the feed's reader goroutine
+		// holds the stream's read when the wait is set.
+		{"slow answer", skill.ProverFunc(func() skill.Answerer {
+			return skill.AnswerFunc(func(context.Context, skill.Challenge) (string, error) {
+				time.Sleep(50 * time.Millisecond)
+				return "x", nil
+			})
+		}), func(f *pb.Frame) bool { return f.GetAnswer() != nil }},
 		{"decline", skill.ProverFunc(func() skill.Answerer {
 			return skill.AnswerFunc(func(context.Context, skill.Challenge) (string, error) { return "", skill.ErrDeclined })
 		}), func(f *pb.Frame) bool { return f.GetDecline() != nil }},
