@@ -72,15 +72,7 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	if ok, rule := judgeFramed(q, answer, narratives); ok {
 		return true, rule
 	}
-	exact := func(head string) bool { // M1, after a lead-in too
-		vs := q.Variants()
-		if MatchAny(head, vs) {
-			return true
-		}
-		rest, ok := leadIn(q, head)
-		return ok && MatchAny(rest, vs)
-	}
-	if head, tail, ok := explained(answer, exact); ok && !(&judgement{q: q}).tailNamesCandidate(tail) {
+	if head, tail, ok := explained(answer, candidatesOf(q)); ok && !(&judgement{q: q}).tailNamesCandidate(tail) {
 		return judgeFramed(q, head, narratives)
 	}
 	return false, RuleNone
@@ -103,14 +95,14 @@ func judgeFramed(q *Question, answer string, narratives []string) (bool, string)
 // "Explanation"): an em dash (U+2014); an en dash (U+2013) or one or
 // two hyphen-minus characters with white space on both sides; ( or ;
 // a sentence end (. ! or ? followed by white space, the . not after an
-// abbreviation, a hedge or an initial: "e.g.", "approx.", "P. Okonjo",
-// unless exact, rule M1, accepts the text before it: "class I. That
-// ..."; after a number it is one: "9.4. That ..."); or a comma followed by
+// abbreviation that is no candidate's word, a hedge, or an initial where
+// a candidate holds one: "e.g.", "approx.", "P. Okonjo"; after a number
+// it is one: "9.4. That ..."); or a comma followed by
 // white space and because, since or as, at the end of the answer or
 // before a character that is no letter, mark or number. Both the head
 // and the tail must hold a raw word; ok is false when the answer has no
 // such separator.
-func explained(answer string, exact func(head string) bool) (head, tail string, ok bool) {
+func explained(answer string, cands candidateForms) (head, tail string, ok bool) {
 	spans := rawWordSpans(answer)
 	if len(spans) < 2 {
 		return "", "", false
@@ -157,9 +149,13 @@ func explained(answer string, exact func(head string) bool) (head, tail string, 
 				continue
 			}
 			// A . after an abbreviation, a hedge or an initial ends no
-			// sentence, unless the text before it is an accepted
-			// variant (M1): "class I. That ...", "NoV-GII.2. That ...".
-			if w := prevWord(i); r == '.' && (strings.Contains(w, ".") && !digitsAndDots(w) || hedges[Normalize(w)] || initial(w, answer[i+1:])) && !exact(answer[:i]) {
+			// sentence. Which words are abbreviations and whether a
+			// letter may be an initial follow from the question's
+			// candidates (variants and distractors), never from which
+			// one is right: "NoV-GII.2" is a candidate's word, so
+			// "NoV-GII.2. That ..." is cut; "class I. That ..." is cut
+			// unless a candidate holds an initial ("P. Okonjo").
+			if w := prevWord(i); r == '.' && (strings.Contains(w, ".") && !digitsAndDots(w) && !cands.hasWord(w) || hedges[Normalize(w)] || cands.initials && initial(w, answer[i+1:])) {
 				continue
 			}
 			sep = i
@@ -208,6 +204,33 @@ func initial(w, rest string) bool {
 	nr, _ := utf8.DecodeRuneInString(strings.TrimLeftFunc(rest, unicode.IsSpace))
 	return unicode.IsUpper(nr)
 }
+
+// candidateForms is what explained reads of a question's candidates (its
+// accepted variants and its distractors): their raw words, normalised,
+// and whether one holds an initial (one upper-case letter directly
+// followed by a .).
+type candidateForms struct {
+	words    map[string]bool
+	initials bool
+}
+
+func candidatesOf(q *Question) candidateForms {
+	c := candidateForms{words: map[string]bool{}}
+	for _, t := range append(q.Variants(), q.Distractors...) {
+		for _, sp := range rawWordSpans(t) {
+			w := t[sp[0]:sp[1]]
+			c.words[Normalize(w)] = true
+			if r, n := utf8.DecodeRuneInString(w); n == len(w) && unicode.IsUpper(r) && strings.HasPrefix(t[sp[1]:], ".") {
+				c.initials = true
+			}
+		}
+	}
+	return c
+}
+
+// hasWord reports whether w (a raw word) is, normalised, a word of a
+// candidate.
+func (c candidateForms) hasWord(w string) bool { return c.words[Normalize(w)] }
 
 // asciiEqualFold reports whether a and b are equal up to ASCII case.
 func asciiEqualFold(a, b string) bool {
@@ -378,7 +401,14 @@ func judgeText(q *Question, answer string, narratives []string) (bool, string) {
 	if _, ok := numericTarget(q); ok {
 		wa = spelledNumbers(wa)
 	}
-	j := judgement{q: q, wa: wa, narratives: narratives}
+	j := judgement{q: q, wa: wa, narratives: narratives, head: len(wa)}
+	if head, _, ok := explained(answer, candidatesOf(q)); ok {
+		// An answer with an explanation gives its answer first: M3's
+		// number and M4's (so M5's) variant must lie in the head ("Tier
+		// A — Tier C" must not answer Tier C where its head answers Tier
+		// A). Words reads the head as the answer's first words.
+		j.head = min(len(Words(head)), len(wa))
+	}
 	for _, v := range vs {
 		wv := Words(v)
 		j.variants = append(j.variants, wv)
@@ -407,9 +437,13 @@ func judgeText(q *Question, answer string, narratives []string) (bool, string) {
 }
 
 type judgement struct {
-	q            *Question
-	wa           []Word
-	narratives   []string
+	q          *Question
+	wa         []Word
+	narratives []string
+	// head is the number of the answer's first words that lie before its
+	// first explanation separator (len(wa) when it has none): M3's number
+	// and M4's variant occurrence must lie among them.
+	head         int
 	variants     [][]Word // the words of each accepted variant
 	variantWords []Word
 	distractors  [][]Word
@@ -603,12 +637,12 @@ func (j *judgement) numeric() bool {
 		return false
 	}
 	found := false
-	for _, w := range j.wa {
+	for k, w := range j.wa {
 		if w.Number == nil {
 			continue
 		}
-		if found || w.Number.Cmp(target) != 0 {
-			return false // a second number, or the wrong one
+		if found || w.Number.Cmp(target) != 0 || k >= j.head {
+			return false // a second number, the wrong one, or one after an explanation separator
 		}
 		found = true
 	}
@@ -890,7 +924,7 @@ func (j *judgement) contains(vs []string, descriptions bool) bool {
 		if len(wv) == 0 || allFunctionWords(wv) {
 			continue
 		}
-		for i := 0; i+len(wv) <= len(j.wa); i++ {
+		for i := 0; i+len(wv) <= j.head; i++ {
 			if !sameWords(j.wa[i:i+len(wv)], wv) {
 				continue
 			}

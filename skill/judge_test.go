@@ -437,6 +437,62 @@ func TestJudgeExplanationNeverAddsACandidate(t *testing.T) {
 	}
 }
 
+// One answer with an explanation covers at most one candidate: no
+// separator form of two candidates is accepted in two worlds that differ
+// only in which candidate is right (verification.md 1.5.5: "Tier A — Tier
+// C" answered Tier C by M4 on the whole, Tier A by its head).
+func TestJudgeExplanationCoversOneCandidate(t *testing.T) {
+	tiers := `A reservoir whose nitrate is below 45 mg/L is "Tier A", blend only; from 45 to 50 mg/L, "Tier B"; above 50 mg/L, "Tier C". The Hollin reservoir read 52 mg/L, the Marsh reservoir 12 mg/L.`
+	nodes := "The containers left the quay sealed and the drayage to the DC was clean; the cartons went missing at the Lowmoor cross-dock."
+	counts := "Priority 1 covers 12 hosts; the scan found 13 hosts in the lab and twelve in the annex."
+	type world struct {
+		q *Question
+		n string
+	}
+	label := func(question, narrative string, answers ...string) world {
+		return world{&Question{Question: question, Answer: answers[0], Answers: answers, ReasoningType: Conditional, AnswerType: LabelAnswer}, narrative}
+	}
+	groups := []struct {
+		worlds []world
+		cands  []string
+	}{
+		{[]world{
+			label("Which tier applies to the Hollin reservoir?", tiers, "Tier A", "A"),
+			label("Which tier applies to the Hollin reservoir?", tiers, "Tier B", "B"),
+			label("Which tier applies to the Hollin reservoir?", tiers, "Tier C", "C"),
+		}, []string{"Tier A", "Tier B", "Tier C", "A", "B", "C", "tier", "the tier A", "Tier A Tier"}},
+		{[]world{
+			label("Was the quay at fault, and if not, at which node did the cartons go missing?", nodes, "quay", "the quay"),
+			label("Was the quay at fault, and if not, at which node did the cartons go missing?", nodes, "Lowmoor", "Lowmoor cross-dock"),
+			label("Was the quay at fault, and if not, at which node did the cartons go missing?", nodes, "DC"),
+		}, []string{"quay", "the quay", "Lowmoor", "the node", "DC", "Lowmoor cross-dock", "cross-dock"}},
+		{[]world{
+			{&Question{Question: "How many hosts did the scan find?", Answer: "12", ReasoningType: MultiHop, AnswerType: NumericAnswer}, counts},
+			{&Question{Question: "How many hosts did the scan find?", Answer: "13", ReasoningType: MultiHop, AnswerType: NumericAnswer}, counts},
+		}, []string{"12", "13", "twelve", "thirteen", "12 hosts", "hosts", "the hosts", "thirteen hosts"}},
+	}
+	forms := []string{"%s — %s", "%s (%s)", "%s; %s", "%s. %s", "%s - because %s", "%s, because %s", "%s—%s",
+		"Answer: %s — %s", "%s — %s is the answer", "The answer is %s (%s)", "%s. %s, because of it"}
+	for _, g := range groups {
+		for _, x := range g.cands {
+			for _, y := range g.cands {
+				for _, f := range forms {
+					a := fmt.Sprintf(f, x, y)
+					var in []string
+					for _, w := range g.worlds {
+						if Judge(w.q, a, []string{w.n}) {
+							in = append(in, w.q.Answer)
+						}
+					}
+					if len(in) > 1 {
+						t.Errorf("%q is accepted for each of %v", a, in)
+					}
+				}
+			}
+		}
+	}
+}
+
 // Spelled-out integers 0 to 99 read as their numbers under a numeric
 // target, and so count as numbers everywhere in such an answer
 // (verification.md 1.5.0).
