@@ -472,7 +472,8 @@ func TestJudgeExplanationCoversOneCandidate(t *testing.T) {
 		}, []string{"12", "13", "twelve", "thirteen", "12 hosts", "hosts", "the hosts", "thirteen hosts"}},
 	}
 	forms := []string{"%s — %s", "%s (%s)", "%s; %s", "%s. %s", "%s - because %s", "%s, because %s", "%s—%s",
-		"Answer: %s — %s", "%s — %s is the answer", "The answer is %s (%s)", "%s. %s, because of it"}
+		"Answer: %s — %s", "%s — %s is the answer", "The answer is %s (%s)", "%s. %s, because of it",
+		"%s\u00a0-\u00a0%s", "%s（%s）", "%s\u200b—%s", "%s, as %s", "%s ― %s", "%s is the answer — %s"}
 	for _, g := range groups {
 		for _, x := range g.cands {
 			for _, y := range g.cands {
