@@ -78,10 +78,13 @@ func TestIdleConnectionsCannotHoldTheDoor(t *testing.T) {
 			closed++
 		}
 	}
-	// At least those idle when the sixth connection came (the first
-	// five); later ones may be kept alive again once the closes brought
-	// the count down to half.
-	if closed < total*3/4-1 {
+	// At least those idle when the sixth connection came: the first
+	// four surely (the fifth may not be idle yet in the server's eyes:
+	// its response reaches the client before the server's connection
+	// state turns idle, and CI saw 4 of 8 once); later ones may be kept
+	// alive again once the closes brought the count down to half. None
+	// was closed before keep-alives went off under pressure.
+	if closed < total*3/4-2 {
 		t.Fatalf("%d of %d idle connections closed under pressure", closed, total)
 	}
 	// Load gone: keep-alives are back (a connection serves two requests).
