@@ -2,6 +2,7 @@ package skill
 
 import (
 	"math/big"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -268,13 +269,21 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 	for _, v := range j.q.Variants() {
 		j.variantWords = append(j.variantWords, Words(v)...)
 	}
+	_, numeric := numericTarget(j.q)
 	for _, d := range j.q.Distractors {
 		if dw := Words(d); len(dw) > 0 && !allFunctionWords(dw) {
 			j.distractors = append(j.distractors, dw)
+			// A distractor spelled in words is also met by its digits
+			// in the tail ("3 — 4" beside the distractor "four").
+			if numeric {
+				if sw := spelledNumbers(dw); !slices.EqualFunc(sw, dw, func(a, b Word) bool { return a.Text == b.Text }) {
+					j.distractors = append(j.distractors, sw)
+				}
+			}
 		}
 	}
 	readings := [][]Word{plain}
-	if _, ok := numericTarget(j.q); ok {
+	if numeric {
 		readings = append(readings, spelledNumbers(plain))
 	}
 	for _, wa := range readings {
