@@ -10,17 +10,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/acaptcha/acaptcha/internal/swarm"
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/procedural"
@@ -240,8 +238,8 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	if f := os.Getenv("ACAPTCHA_BENCH_CPUPROFILE"); f != "" {
 		stopProfile = profileCPU(b, f)
 	}
-	cpu0 := processCPU()
-	reads0, writes0 := processSyscalls()
+	cpu0 := testutil.ProcessCPU()
+	reads0, writes0 := testutil.ProcessSyscalls()
 	commits0 := storeCommits(nodes)
 	b.ResetTimer()
 	for range workers {
@@ -268,8 +266,8 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	cpu := processCPU() - cpu0
-	reads1, writes1 := processSyscalls()
+	cpu := testutil.ProcessCPU() - cpu0
+	reads1, writes1 := testutil.ProcessSyscalls()
 	commits := storeCommits(nodes) - commits0
 	stopProfile()
 
@@ -333,15 +331,6 @@ func writeHeap(b *testing.B, file string) {
 	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
 		b.Fatal(err)
 	}
-}
-
-// processCPU is the user and system CPU time this process used so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // roundRobinPair is the i-th pair of a round-robin schedule of n (even)
@@ -416,27 +405,4 @@ func TestRoundRobinPair(t *testing.T) {
 			}
 		}
 	}
-}
-
-// processSyscalls is the read and write system calls this process made
-// so far (Linux /proc/self/io; 0, 0 elsewhere).
-func processSyscalls() (reads, writes int64) {
-	b, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ": ")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		switch k {
-		case "syscr":
-			reads = n
-		case "syscw":
-			writes = n
-		}
-	}
-	return reads, writes
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/protocol/pb"
 )
 
@@ -198,12 +199,12 @@ func BenchmarkVerifySession(b *testing.B) {
 	for _, tr := range transports {
 		b.Run(tr, func(b *testing.B) {
 			va, hb := benchPair(b, tr, DefaultProbes)
-			cpu0 := processCPU()
+			cpu0 := testutil.ProcessCPU()
 			for b.Loop() {
 				verifyAccepted(b, va, hb)
 			}
 			// Both sides' CPU (verifier and prover run in this process).
-			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/session")
+			b.ReportMetric(float64((testutil.ProcessCPU()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/session")
 		})
 	}
 }

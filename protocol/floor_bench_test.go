@@ -2,18 +2,16 @@ package protocol
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/protocol/pb"
 )
 
@@ -114,8 +112,8 @@ func BenchmarkTransportFloor(b *testing.B) {
 		fail atomic.Pointer[error]
 	)
 	ctx := context.Background()
-	cpu0 := processCPU()
-	reads0, writes0 := processSyscalls()
+	cpu0 := testutil.ProcessCPU()
+	reads0, writes0 := testutil.ProcessSyscalls()
 	t0 := time.Now()
 	b.ResetTimer()
 	for i := range pairs {
@@ -137,40 +135,8 @@ func BenchmarkTransportFloor(b *testing.B) {
 		b.Fatal(*err)
 	}
 	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "mutual/s")
-	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/mutual")
-	reads1, writes1 := processSyscalls()
+	b.ReportMetric(float64((testutil.ProcessCPU()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/mutual")
+	reads1, writes1 := testutil.ProcessSyscalls()
 	b.ReportMetric(float64(reads1-reads0)/float64(b.N), "reads/mutual")
 	b.ReportMetric(float64(writes1-writes0)/float64(b.N), "writes/mutual")
-}
-
-// processCPU is the user and system CPU time this process used so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// processSyscalls is the read and write system calls this process made
-// so far (Linux /proc/self/io; 0, 0 elsewhere).
-func processSyscalls() (reads, writes int64) {
-	b, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ": ")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		switch k {
-		case "syscr":
-			reads = n
-		case "syscw":
-			writes = n
-		}
-	}
-	return reads, writes
 }

@@ -224,6 +224,34 @@ func (r *rawStream) recv(d time.Duration) (*pb.Frame, error) {
 }
 
 // helloFrame is a hello from verifier h to prover to.
+// helloAcked connects h to the node, opens a raw stream and sends a hello
+// (edit, if not nil, changes it), counting a session; it returns the
+// stream once the node acked the hello, else nil with the failure
+// counted (a refused hello under refused). The caller resets the stream.
+func (b *bench) helloAcked(ctx context.Context, h host.Host, c *attackCounters, edit func(*pb.Hello), refused string) *rawStream {
+	if !b.connect(ctx, h) {
+		c.inc("connect failures")
+		return nil
+	}
+	r, err := openRaw(ctx, h, b.node.ID())
+	if err != nil {
+		c.inc("streams refused")
+		return nil
+	}
+	c.sessions.Add(1)
+	if r.send(helloFrame(h.ID(), b.node.ID(), edit)) != nil {
+		r.s.Reset()
+		return nil
+	}
+	f, err := r.recv(frameWait)
+	if err != nil || f.GetHelloAck() == nil {
+		c.inc(refused)
+		r.s.Reset()
+		return nil
+	}
+	return r
+}
+
 func helloFrame(h, to lpeer.ID, edit func(*pb.Hello)) *pb.Frame {
 	nonce := make([]byte, protocol.NonceBytes)
 	_, _ = rand.Read(nonce)
@@ -335,25 +363,11 @@ func (b *bench) slotPinning(ctx context.Context, h host.Host, c *attackCounters)
 		go func() {
 			defer wg.Done()
 			b.loop(ctx, b.cfg.Pace, func() {
-				if !b.connect(ctx, h) {
-					c.inc("connect failures")
-					return
-				}
-				r, err := openRaw(ctx, h, b.node.ID())
-				if err != nil {
-					c.inc("streams refused")
+				r := b.helloAcked(ctx, h, c, func(x *pb.Hello) { x.TotalMs = 3_600_000 }, "hellos refused")
+				if r == nil {
 					return
 				}
 				defer r.s.Reset()
-				c.sessions.Add(1)
-				if r.send(helloFrame(h.ID(), b.node.ID(), func(x *pb.Hello) { x.TotalMs = 3_600_000 })) != nil {
-					return
-				}
-				f, err := r.recv(frameWait)
-				if err != nil || f.GetHelloAck() == nil {
-					c.inc("hellos refused")
-					return
-				}
 				c.inc("hellos with 1 h accepted")
 				// Hold the slot: say nothing until the node gives up.
 				_, _ = r.recv(time.Hour)
@@ -381,25 +395,11 @@ func (b *bench) stall(ctx context.Context, h host.Host, c *attackCounters) {
 		go func() {
 			defer wg.Done()
 			b.loop(ctx, b.cfg.Pace, func() {
-				if !b.connect(ctx, h) {
-					c.inc("connect failures")
-					return
-				}
-				r, err := openRaw(ctx, h, b.node.ID())
-				if err != nil {
-					c.inc("streams refused")
+				r := b.helloAcked(ctx, h, c, nil, "hellos refused")
+				if r == nil {
 					return
 				}
 				defer r.s.Reset()
-				c.sessions.Add(1)
-				if r.send(helloFrame(h.ID(), b.node.ID(), nil)) != nil {
-					return
-				}
-				f, err := r.recv(frameWait)
-				if err != nil || f.GetHelloAck() == nil {
-					c.inc("hellos refused")
-					return
-				}
 				key := "stalls after the ack"
 				if probe {
 					key = "stalls after a probe"
@@ -573,25 +573,11 @@ func hostileNarrative(i int) string {
 func (b *bench) hostileVerifier(ctx context.Context, h host.Host, c *attackCounters) {
 	i := 0
 	b.loop(ctx, b.cfg.Pace, func() {
-		if !b.connect(ctx, h) {
-			c.inc("connect failures")
-			return
-		}
-		r, err := openRaw(ctx, h, b.node.ID())
-		if err != nil {
-			c.inc("streams refused")
+		r := b.helloAcked(ctx, h, c, nil, "sessions refused")
+		if r == nil {
 			return
 		}
 		defer r.s.Reset()
-		c.sessions.Add(1)
-		if r.send(helloFrame(h.ID(), b.node.ID(), nil)) != nil {
-			return
-		}
-		f, err := r.recv(frameWait)
-		if err != nil || f.GetHelloAck() == nil {
-			c.inc("sessions refused")
-			return
-		}
 		for round := uint32(1); round <= 3; round++ {
 			i++
 			ch := &pb.Challenge{Round: round, Rounds: 3, Domain: "hostile", Narrative: hostileNarrative(i), Question: "Which one?", BudgetMs: 20_000}
