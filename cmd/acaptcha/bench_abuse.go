@@ -73,7 +73,7 @@ a slot at most 15 s.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&f.duration, "duration", abuse.DefaultDuration, "how long the attack runs")
+	fl.DurationVar(&f.duration, "duration", abuse.DefaultDuration, "how long the attack runs (longer when deploying the attackers takes more than three quarters of it: the honest flows always get a quarter)")
 	fl.DurationVar(&f.honestEvery, "honest-every", abuse.DefaultHonestEvery, "pause between two sessions of each honest flow")
 	fl.DurationVar(&f.pace, "pace", abuse.DefaultPace, "pause between two iterations of an attacker's loop")
 	fl.StringSliceVar(&f.attacks, "attacks", nil, "attacks to run, comma-separated (default all: "+strings.Join(abuse.Attacks, ",")+")")
@@ -156,7 +156,7 @@ func printAbuseReport(w io.Writer, r *abuse.Report, interrupted bool) error {
 		fmt.Fprintln(w, "\nINTERRUPTED: the run was stopped early; the figures below are partial")
 	}
 	fmt.Fprintf(w, "\nabuse bench: %d attacks for %s against one node on loopback (procedural challenges, default budgets; connection watermarks %d/%d, inbound limit %d)\n",
-		len(r.Attacks), r.Duration, r.ConnLow, r.ConnHigh, r.InboundLimit)
+		len(r.Attacks), r.Duration.Round(100*time.Millisecond), r.ConnLow, r.ConnHigh, r.InboundLimit)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	for _, l := range []struct {
 		name string

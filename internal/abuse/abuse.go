@@ -218,6 +218,8 @@ type AttackReport struct {
 
 // Report is the outcome of a run.
 type Report struct {
+	// Duration is how long the run lasted: the configured duration, or
+	// RampUp plus a quarter of it when deploying took longer.
 	Duration time.Duration `json:"duration_ns"`
 	Attacks  []string      `json:"attacks"`
 	// ConnLow and ConnHigh are the node's watermarks, InboundLimit its
@@ -351,8 +353,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Duration: cfg.Duration, Attacks: cfg.Attacks, StoreBefore: fileSize(storePath),
 		ConnLow: cfg.ConnLow, ConnHigh: cfg.ConnHigh, InboundLimit: peer.InboundConnLimit(cfg.ConnHigh)}
 
-	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	// The run lasts Duration, and its honest flows (which start once the
+	// attackers are deployed) at least a quarter of it: on a loaded
+	// machine, or under the race detector, deploying 170 identities can
+	// take the whole Duration, and a run whose honest flows never started
+	// measures nothing. Deployment itself is bounded by Duration plus
+	// that quarter.
+	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	end := time.AfterFunc(cfg.Duration+honestWindow(cfg.Duration, cfg.Duration), cancel)
+	defer end.Stop()
 	stopSample := b.sample(rep)
 	cfg.Progress("node %s up; %d attacks for %s", b.node.ID(), len(cfg.Attacks), cfg.Duration)
 
@@ -377,13 +387,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// (170 identities dialling at once).
 	deploying.Wait()
 	rep.RampUp = time.Since(started)
+	if end.Stop() {
+		end = time.AfterFunc(honestWindow(cfg.Duration, rep.RampUp), cancel)
+	}
 	cfg.Progress("attackers deployed in %s; honest flows start", rep.RampUp.Round(time.Millisecond))
 	var hp, hv latencies
 	wg.Add(2)
 	go func() { defer wg.Done(); b.honestProver(runCtx, &hp) }()
 	go func() { defer wg.Done(); b.honestVerifier(runCtx, &hv) }()
 	wg.Wait()
-	cfg.Progress("attack over; collecting figures")
+	// The budgets below are over the run as it was.
+	rep.Duration = time.Since(started)
+	cfg.Progress("attack over after %s; collecting figures", rep.Duration.Round(time.Millisecond))
 
 	// Node-side figures, before the node closes.
 	rep.HonestProver, rep.HonestVerifier = hp.summary(), hv.summary()
@@ -394,11 +409,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.SetsServed = b.oracle.Served()
 	rep.AnswererCalls = b.prover.calls.Load()
 	pc := b.node.ProtocolConfig()
-	rep.AnswererBudget = bucketBudget(pc.MaxProverCalls, pc.ProverWindow, cfg.Duration)
+	rep.AnswererBudget = bucketBudget(pc.MaxProverCalls, pc.ProverWindow, rep.Duration)
 	rep.Stats = b.node.Stats()
 	rep.NodeConnections = len(b.node.Host().Network().Peers())
 	for _, name := range cfg.Attacks {
-		rep.Attack = append(rep.Attack, b.attackReport(name, pc))
+		rep.Attack = append(rep.Attack, b.attackReport(name, pc, rep.Duration))
 	}
 	stopSample()
 	b.closeAll()
@@ -409,6 +424,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.GoroutinesLeft = settleGoroutines(goroutinesBefore, 5*time.Second)
 	rep.Check()
 	return rep, nil
+}
+
+// honestWindow is how long the honest flows run after a ramp-up: to the
+// end of d, and at least a quarter of d.
+func honestWindow(d, rampUp time.Duration) time.Duration {
+	return max(d-rampUp, d/4)
 }
 
 func cmpOr(a, b string) string {
@@ -559,7 +580,7 @@ func (b *bench) addIDs(name string, ids ...lpeer.ID) {
 	b.mu.Unlock()
 }
 
-func (b *bench) attackReport(name string, pc protocol.Config) AttackReport {
+func (b *bench) attackReport(name string, pc protocol.Config, d time.Duration) AttackReport {
 	c := b.counters[name]
 	b.mu.Lock()
 	ids := slices.Clone(b.ids[name])
@@ -575,11 +596,11 @@ func (b *bench) attackReport(name string, pc protocol.Config) AttackReport {
 	}
 	if name == AttackProverCost {
 		r.Calls = b.prover.hostile.Load()
-		r.CallBudget = int64(len(ids)) * bucketBudget(pc.MaxCallsPerVerifier, pc.ProverWindow, b.cfg.Duration)
+		r.CallBudget = int64(len(ids)) * bucketBudget(pc.MaxCallsPerVerifier, pc.ProverWindow, d)
 	}
 	if name == AttackStall {
 		r.Calls = b.prover.stalled.Load()
-		r.CallBudget = int64(len(ids)) * bucketBudget(pc.MaxCallsPerVerifier, pc.ProverWindow, b.cfg.Duration)
+		r.CallBudget = int64(len(ids)) * bucketBudget(pc.MaxCallsPerVerifier, pc.ProverWindow, d)
 	}
 	r.ProbeHold = time.Duration(c.get(probeHoldKey)) * time.Millisecond
 	r.AnswerHold = time.Duration(c.get(answerHoldKey)) * time.Millisecond

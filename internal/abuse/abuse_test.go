@@ -100,3 +100,21 @@ func TestFleetLines(t *testing.T) {
 		t.Fatal("a fleet that never got ready was accepted")
 	}
 }
+
+// A run whose attackers took the whole duration to deploy (a loaded
+// machine, the race detector) still gives the honest flows a quarter of
+// it: before, they never started and the run reported no honest session.
+func TestHonestWindowAfterSlowRampUp(t *testing.T) {
+	const d = 20 * time.Second
+	for _, c := range []struct{ ramp, want time.Duration }{
+		{0, d},
+		{2 * time.Second, 18 * time.Second},
+		{15 * time.Second, 5 * time.Second},
+		{20 * time.Second, 5 * time.Second},
+		{40 * time.Second, 5 * time.Second},
+	} {
+		if got := honestWindow(d, c.ramp); got != c.want {
+			t.Errorf("ramp-up %s: honest window %s, want %s", c.ramp, got, c.want)
+		}
+	}
+}
