@@ -1,0 +1,633 @@
+package secondimpl2
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+)
+
+func loadVector(t *testing.T, name string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "spec", "vectors", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+func unhex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func b64(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var declineNames = map[string]int32{"DECLINE_REASON_UNSPECIFIED": 0, "DECLINE_REASON_NO_PROVER": 1,
+	"DECLINE_REASON_BUSY": 2, "DECLINE_REASON_BAD_HELLO": 3, "DECLINE_REASON_UNSUPPORTED_VERSION": 4,
+	"DECLINE_REASON_PROVER_ERROR": 5, "DECLINE_REASON_REFUSED": 6, "DECLINE_REASON_REFLECTION": 7,
+	"DECLINE_REASON_UNSUPPORTED_KIND": 8}
+
+var reciprocalNames = map[string]int32{"RECIPROCAL_UNSPECIFIED": 0, "RECIPROCAL_WILL": 1,
+	"RECIPROCAL_ATTESTED": 2, "RECIPROCAL_BACKING_OFF": 3, "RECIPROCAL_BUSY": 4,
+	"RECIPROCAL_NOT_OFFERED": 5, "RECIPROCAL_ADMITTED": 6}
+
+// frameFromJSON builds a frame from the proto3 JSON mapping.
+func frameFromJSON(t *testing.T, m map[string]json.RawMessage) *frame {
+	t.Helper()
+	type hj struct {
+		SpecVersion, VerifierID, ProverID, Nonce string
+		Rounds, TauMs, TotalMs                   uint32
+		Reciprocal                               bool
+		RttCreditMs, PowDifficulty               uint32
+	}
+	for k, raw := range m {
+		switch k {
+		case "hello":
+			var h hj
+			json.Unmarshal(raw, &h)
+			return &frame{Body: bHello, Hello: &hello{h.SpecVersion, b64(t, h.VerifierID), b64(t, h.ProverID),
+				b64(t, h.Nonce), h.Rounds, h.TauMs, h.TotalMs, h.Reciprocal, h.RttCreditMs, h.PowDifficulty}}
+		case "helloAck":
+			var a struct{ Nonce, Pow, Reciprocal string }
+			json.Unmarshal(raw, &a)
+			return &frame{Body: bHelloAck, HelloAck: &helloAck{b64(t, a.Nonce), b64(t, a.Pow), reciprocalNames[a.Reciprocal]}}
+		case "probe", "probeAck":
+			var p struct {
+				Seq   uint32
+				Nonce string
+			}
+			json.Unmarshal(raw, &p)
+			body := bProbe
+			if k == "probeAck" {
+				body = bProbeAck
+			}
+			return &frame{Body: body, Probe: &probe{p.Seq, b64(t, p.Nonce)}}
+		case "challenge":
+			var c challenge
+			json.Unmarshal(raw, &c)
+			return &frame{Body: bChallenge, Challenge: &c}
+		case "answer":
+			var a answer
+			json.Unmarshal(raw, &a)
+			return &frame{Body: bAnswer, Answer: &a}
+		case "decline":
+			var d struct{ Reason, Detail string }
+			json.Unmarshal(raw, &d)
+			return &frame{Body: bDecline, Decline: &decline{declineNames[d.Reason], d.Detail}}
+		case "verdict":
+			var v struct {
+				Accepted    bool
+				Reason      string
+				FailedRound uint32
+				Detail      string
+				Rounds      []roundResult
+				Attestation string
+			}
+			json.Unmarshal(raw, &v)
+			return &frame{Body: bVerdict, Verdict: &verdict{v.Accepted, v.Reason, v.FailedRound, v.Detail, v.Rounds, b64(t, v.Attestation)}}
+		}
+	}
+	t.Fatalf("no body in %v", m)
+	return nil
+}
+
+func TestVectorFrames(t *testing.T) {
+	var v struct {
+		Frames []struct {
+			Name, Sender string
+			Message      map[string]json.RawMessage
+			FrameHex     string `json:"frame_hex"`
+		}
+	}
+	loadVector(t, "frames.json", &v)
+	for _, f := range v.Frames {
+		want := frameFromJSON(t, f.Message)
+		enc := encodeFrame(want)
+		if hex.EncodeToString(enc) != f.FrameHex {
+			t.Errorf("%s: encoded %x, vector %s", f.Name, enc, f.FrameHex)
+		}
+		capB := capProver
+		if f.Sender == "verifier" {
+			capB = capVerifier
+		}
+		raw := unhex(t, f.FrameHex)
+		if len(raw) > capB+3 {
+			t.Errorf("%s: over the %s cap", f.Name, f.Sender)
+		}
+		got, err := readFrame(bufioReader(raw), capB)
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name, err)
+		}
+		if !reflect.DeepEqual(normFrame(got), normFrame(want)) {
+			t.Errorf("%s: decoded %+v, want %+v", f.Name, got, want)
+		}
+	}
+	if len(v.Frames) != 8 {
+		t.Errorf("frames.json has %d frames, want one per body (8)", len(v.Frames))
+	}
+}
+
+// normFrame maps nil and empty byte slices alike for comparison.
+func normFrame(f *frame) string {
+	b, _ := json.Marshal(f)
+	return string(bytes.ReplaceAll(b, []byte("null"), []byte(`""`)))
+}
+
+func TestVectorPow(t *testing.T) {
+	var v struct {
+		Cases []struct {
+			Name                                      string
+			NonceHex, RequesterHex, PowHex, DigestHex string `json:"-"`
+			Nonce                                     string `json:"nonce_hex"`
+			Requester                                 string `json:"requester"`
+			ReqHex                                    string `json:"requester_hex"`
+			Pow                                       string `json:"pow_hex"`
+			Digest                                    string `json:"digest_hex"`
+			LZ                                        int    `json:"leading_zero_bits"`
+			Difficulty                                int
+			Valid                                     bool
+		}
+	}
+	loadVector(t, "pow.json", &v)
+	for _, c := range v.Cases {
+		req := unhex(t, c.ReqHex)
+		id, err := lpeer.Decode(c.Requester)
+		if err != nil || !bytes.Equal([]byte(id), req) {
+			t.Errorf("%s: requester %s is not %s", c.Name, c.Requester, c.ReqHex)
+		}
+		d := powDigest(unhex(t, c.Nonce), req, unhex(t, c.Pow))
+		if c.Digest != "" && hex.EncodeToString(d[:]) != c.Digest {
+			t.Errorf("%s: digest %x want %s", c.Name, d, c.Digest)
+		}
+		if c.Digest != "" && leadingZeros(d) != c.LZ {
+			t.Errorf("%s: lz %d want %d", c.Name, leadingZeros(d), c.LZ)
+		}
+		if got := powValid(unhex(t, c.Nonce), req, unhex(t, c.Pow), c.Difficulty); got != c.Valid {
+			t.Errorf("%s: valid %v want %v", c.Name, got, c.Valid)
+		}
+	}
+}
+
+func TestVectorSetIDAndCut(t *testing.T) {
+	var v struct {
+		Set          specSet
+		HashedInput  string  `json:"hashed_input_hex"`
+		SetID        string  `json:"set_id"`
+		WithOwnID    specSet `json:"set_with_own_id"`
+		SetIDWithOwn string  `json:"set_id_with_own_id"`
+	}
+	loadVector(t, "set_id.json", &v)
+	if hex.EncodeToString(setIDInput(&v.Set)) != v.HashedInput || setID(&v.Set) != v.SetID {
+		t.Errorf("set_id.json: %s", setID(&v.Set))
+	}
+	if setID(&v.WithOwnID) != v.SetIDWithOwn {
+		t.Errorf("set_id.json own id: %s", setID(&v.WithOwnID))
+	}
+	var c struct {
+		Max   int `json:"max_answer_bytes"`
+		Cases []struct {
+			Name, Answer string
+			Cut          string `json:"cut_hex"`
+			CutBytes     int    `json:"cut_bytes"`
+		}
+		Transcript struct {
+			Rounds []struct {
+				Round                       int
+				Narrative, Question, Answer string
+			}
+			Digest string `json:"digest_hex"`
+		}
+	}
+	loadVector(t, "answer_cut.json", &c)
+	for _, k := range c.Cases {
+		if got := cutAnswer(k.Answer); hex.EncodeToString([]byte(got)) != k.Cut || len(got) != k.CutBytes {
+			t.Errorf("answer_cut %s: %x", k.Name, got)
+		}
+	}
+	var rs []tRound
+	for _, r := range c.Transcript.Rounds {
+		rs = append(rs, tRound{r.Round, r.Narrative, r.Question, r.Answer})
+	}
+	if hex.EncodeToString(transcriptDigest("", rs)) != c.Transcript.Digest {
+		t.Errorf("answer_cut transcript digest")
+	}
+}
+
+func TestVectorDerivedTau(t *testing.T) {
+	var v struct {
+		Tokens []struct {
+			Name, Text    string
+			Words, Tokens int
+		} `json:"token_cases"`
+		Budgets []struct {
+			L       int     `json:"narrative_tokens"`
+			Alpha   float64 `json:"alpha"`
+			LB      int64   `json:"lower_bound_ns"`
+			Budget  int64   `json:"budget_ms"`
+			Allowed bool
+		} `json:"budget_cases"`
+	}
+	loadVector(t, "derived_tau.json", &v)
+	for _, c := range v.Tokens {
+		if got := narrativeTokens(c.Text); got != c.Tokens {
+			t.Errorf("tokens %s: %d want %d", c.Name, got, c.Tokens)
+		}
+	}
+	for _, c := range v.Budgets {
+		if lowerBoundNs(c.L) != c.LB {
+			t.Errorf("L=%d lower bound %d want %d", c.L, lowerBoundNs(c.L), c.LB)
+		}
+		ms, ok := derivedBudgetMs(c.L, c.Alpha)
+		if !ok {
+			ms = 0
+		}
+		if ok != c.Allowed || ms != c.Budget {
+			t.Errorf("L=%d alpha=%v: %d %v want %d %v", c.L, c.Alpha, ms, ok, c.Budget, c.Allowed)
+		}
+	}
+}
+
+func TestVectorReflection(t *testing.T) {
+	var v struct {
+		Cases []struct {
+			Name, Narrative, Question, Normalized, Digest string
+			Words                                         []string
+			WordHashes                                    []string `json:"word_hashes"`
+			ShingleHashes                                 []string `json:"shingle_hashes"`
+			Sketch                                        []string
+		}
+	}
+	loadVector(t, "reflection.json", &v)
+	hx := func(xs []uint64) []string {
+		var out []string
+		for _, x := range xs {
+			out = append(out, fmt.Sprintf("%016x", x))
+		}
+		return out
+	}
+	for _, c := range v.Cases {
+		n := reflNorm(c.Narrative) + "\x00" + reflNorm(c.Question)
+		if n != c.Normalized {
+			t.Errorf("%s: normalized %q", c.Name, n)
+		}
+		d := reflDigest(c.Narrative, c.Question)
+		if hex.EncodeToString(d[:]) != c.Digest {
+			t.Errorf("%s: digest", c.Name)
+		}
+		words := append(reflWords(reflNorm(c.Narrative)), reflWords(reflNorm(c.Question))...)
+		if !reflect.DeepEqual(words, c.Words) {
+			t.Errorf("%s: words %q want %q", c.Name, words, c.Words)
+		}
+		var wh []uint64
+		for _, w := range words {
+			wh = append(wh, wordHash(w))
+		}
+		if !reflect.DeepEqual(hx(wh), c.WordHashes) {
+			t.Errorf("%s: word hashes", c.Name)
+		}
+		if !reflect.DeepEqual(hx(shingles(words)), c.ShingleHashes) {
+			t.Errorf("%s: shingles", c.Name)
+		}
+		if !reflect.DeepEqual(hx(sketch(c.Narrative, c.Question)), c.Sketch) {
+			t.Errorf("%s: sketch", c.Name)
+		}
+	}
+}
+
+type jsonRound struct {
+	Round           uint32 `json:"round"`
+	BudgetMs        uint64 `json:"budget_ms"`
+	EffectiveMs     uint64 `json:"effective_ms"`
+	NarrativeTokens uint32 `json:"narrative_tokens"`
+	Correct         bool   `json:"correct"`
+}
+
+type jsonView struct {
+	Issuer, Subject string
+	Accepted        bool
+	Reason          string
+	FailedRound     uint32 `json:"failed_round"`
+	Nonce           string
+	Digest          string `json:"transcript_digest"`
+	Rounds          []jsonRound
+	Policy          struct {
+		Rounds      uint32  `json:"rounds"`
+		TauMs       uint64  `json:"tau_ms"`
+		DerivedTau  bool    `json:"derived_tau"`
+		Alpha       float64 `json:"alpha"`
+		TotalMs     uint64  `json:"total_ms"`
+		RTTCreditMs uint64  `json:"rtt_credit_ms"`
+	}
+	Domain      string
+	SetID       string `json:"set_id"`
+	IssuedAt    string `json:"issued_at"`
+	ExpiresAt   string `json:"expires_at"`
+	SpecVersion string `json:"spec_version"`
+	Provenance  struct {
+		Source       string `json:"source"`
+		Rank         int    `json:"rank"`
+		Model        string `json:"model"`
+		LLMQuestions bool   `json:"llm_questions"`
+	}
+	Kind string `json:"kind,omitempty"`
+}
+
+func idString(b []byte) string {
+	id, err := lpeer.IDFromBytes(b)
+	if err != nil {
+		return "!" + hex.EncodeToString(b)
+	}
+	return id.String()
+}
+
+// view renders a record as attestation.md §8's JSON view.
+func view(r *attRecord) jsonView {
+	var v jsonView
+	v.Issuer, v.Subject = idString(r.Issuer), idString(r.Subject)
+	v.Accepted, v.Reason, v.FailedRound = r.Accepted, r.Reason, r.FailedRound
+	v.Nonce, v.Digest = hex.EncodeToString(r.Nonce), hex.EncodeToString(r.Digest)
+	v.Rounds = []jsonRound{}
+	for _, x := range r.Rounds {
+		v.Rounds = append(v.Rounds, jsonRound{x.Round, x.BudgetMs, x.EffectiveMs, x.NarrativeTokens, x.Correct})
+	}
+	p := r.Policy
+	v.Policy.Rounds, v.Policy.TauMs, v.Policy.DerivedTau, v.Policy.Alpha = p.Rounds, p.TauMs, p.DerivedTau, p.Alpha
+	v.Policy.TotalMs, v.Policy.RTTCreditMs = p.TotalMs, p.RTTCreditMs
+	v.Domain, v.SetID, v.SpecVersion = r.Domain, r.SetID, r.SpecVersion
+	v.IssuedAt = time.Unix(r.IssuedAt, 0).UTC().Format(time.RFC3339)
+	v.ExpiresAt = time.Unix(r.ExpiresAt, 0).UTC().Format(time.RFC3339)
+	v.Provenance.Source, v.Provenance.Rank = r.Provenance.Source, sourceRank[r.Provenance.Source]
+	v.Provenance.Model, v.Provenance.LLMQuestions = r.Provenance.Model, r.Provenance.LLMQuestions
+	if r.Kind != "narrative" {
+		v.Kind = r.Kind
+	}
+	return v
+}
+
+func unixOf(t *testing.T, s string) int64 {
+	tt, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tt.Unix()
+}
+
+func TestVectorAttestation(t *testing.T) {
+	var v struct {
+		IssuerSeed string `json:"issuer_seed_hex"`
+		IssuerPK   string `json:"issuer_public_key_hex"`
+		IssuerID   string `json:"issuer_peer_id"`
+		SubjectID  string `json:"subject_peer_id"`
+		Transcript []struct {
+			Round                       int
+			Narrative, Question, Answer string
+		}
+		Payload   string `json:"payload_hex"`
+		Signed    string `json:"signed_bytes_hex"`
+		Signature string `json:"signature_hex"`
+		Envelope  string `json:"envelope_hex"`
+		VerifyAt  string `json:"verify_at"`
+		MinSource string `json:"verify_min_source"`
+		Expected  jsonView
+		Negative  []struct {
+			Name, Error string
+			Envelope    string `json:"envelope_hex"`
+			VerifyAt    string `json:"verify_at"`
+			MinSource   string `json:"min_source"`
+			Subject     string `json:"expected_subject"`
+		}
+		Variants []struct {
+			Name       string
+			Transcript []struct {
+				Round                       int
+				Narrative, Question, Answer string
+			}
+			Payload  string `json:"payload_hex"`
+			Envelope string `json:"envelope_hex"`
+			VerifyAt string `json:"verify_at"`
+			Expected jsonView
+		}
+	}
+	loadVector(t, "attestation.json", &v)
+	env := unhex(t, v.Envelope)
+	r, err := verifyAttestation(env, verifyOpts{Now: unixOf(t, v.VerifyAt), MinSource: v.MinSource})
+	if err != nil {
+		t.Fatalf("vector envelope: %v", err)
+	}
+	if got := view(r); !reflect.DeepEqual(got, v.Expected) {
+		t.Errorf("view\n got %+v\nwant %+v", got, v.Expected)
+	}
+	if hex.EncodeToString(encodeRecord(r)) != v.Payload {
+		t.Errorf("re-encoded payload differs from payload_hex")
+	}
+	if hex.EncodeToString(signedBytes(unhex(t, v.Payload))) != v.Signed {
+		t.Errorf("signed bytes")
+	}
+	var rs []tRound
+	for _, x := range v.Transcript {
+		rs = append(rs, tRound{x.Round, x.Narrative, x.Question, x.Answer})
+	}
+	if !bytes.Equal(transcriptDigest("", rs), r.Digest) {
+		t.Errorf("transcript digest")
+	}
+	// Sealing the decoded record with the seed gives the vector envelope.
+	priv := ed25519FromSeed(unhex(t, v.IssuerSeed))
+	if got := sealRecord(r, priv); !bytes.Equal(got, env) {
+		t.Errorf("sealed envelope differs:\n%x\n%s", got, v.Envelope)
+	}
+	if hex.EncodeToString(marshalPubKey(1, priv.Public().(ed25519PublicKey))) != v.IssuerPK {
+		t.Errorf("issuer key encoding")
+	}
+	for _, n := range v.Negative {
+		data := env
+		if n.Envelope != "" {
+			data = unhex(t, n.Envelope)
+		}
+		o := verifyOpts{Now: unixOf(t, n.VerifyAt), MinSource: n.MinSource}
+		if n.Subject != "" {
+			id, err := lpeer.Decode(n.Subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Subject = []byte(id)
+		}
+		_, err := verifyAttestation(data, o)
+		if err == nil || err.Error() != n.Error {
+			t.Errorf("negative %s: got %v, want %s", n.Name, err, n.Error)
+		}
+		if n.MinSource != "" { // verifies without the minimum
+			o.MinSource = ""
+			if _, err := verifyAttestation(data, o); err != nil {
+				t.Errorf("negative %s without a minimum: %v", n.Name, err)
+			}
+		}
+	}
+	for _, vr := range v.Variants {
+		r, err := verifyAttestation(unhex(t, vr.Envelope), verifyOpts{Now: unixOf(t, vr.VerifyAt)})
+		if err != nil {
+			t.Errorf("variant %s: %v", vr.Name, err)
+			continue
+		}
+		if got := view(r); !reflect.DeepEqual(got, vr.Expected) {
+			t.Errorf("variant %s view\n got %+v\nwant %+v", vr.Name, got, vr.Expected)
+		}
+		if hex.EncodeToString(encodeRecord(r)) != vr.Payload {
+			t.Errorf("variant %s: payload not in the deterministic encoding", vr.Name)
+		}
+		var rs []tRound
+		for _, x := range vr.Transcript {
+			rs = append(rs, tRound{x.Round, x.Narrative, x.Question, x.Answer})
+		}
+		if !bytes.Equal(transcriptDigest(r.Kind, rs), r.Digest) {
+			t.Errorf("variant %s: transcript digest", vr.Name)
+		}
+		if r.Policy.DerivedTau {
+			for i, x := range r.Rounds {
+				l := narrativeTokens(vr.Transcript[i].Narrative)
+				ms, _ := derivedBudgetMs(l, r.Policy.Alpha)
+				if uint32(l) != x.NarrativeTokens || uint64(ms) != x.BudgetMs {
+					t.Errorf("variant %s round %d: tokens %d budget %d, record %d %d", vr.Name, i+1, l, ms, x.NarrativeTokens, x.BudgetMs)
+				}
+			}
+		}
+	}
+}
+
+func TestVectorKind(t *testing.T) {
+	var v struct {
+		Kind           string
+		Set            specSet
+		HashedInput    string `json:"hashed_input_hex"`
+		SetID          string `json:"set_id"`
+		NarrativeSetID string `json:"narrative_set_id"`
+		Transcript     []struct {
+			Round                       int
+			Narrative, Question, Answer string
+		}
+		Digest         string `json:"transcript_digest_hex"`
+		NarrDigest     string `json:"narrative_transcript_digest_hex"`
+		NoRoundInput   string `json:"no_round_transcript_input_hex"`
+		NoRoundDigest  string `json:"no_round_transcript_digest_hex"`
+		ChallengeFrame string `json:"challenge_frame_hex"`
+		DeclineFrame   string `json:"decline_frame_hex"`
+		Payload        string `json:"payload_hex"`
+		Envelope       string `json:"envelope_hex"`
+		VerifyAt       string `json:"verify_at"`
+		Expected       jsonView
+		Negative       []struct {
+			Name, Error string
+			Envelope    string `json:"envelope_hex"`
+			VerifyAt    string `json:"verify_at"`
+		}
+	}
+	loadVector(t, "kind.json", &v)
+	if hex.EncodeToString(setIDInput(&v.Set)) != v.HashedInput || setID(&v.Set) != v.SetID {
+		t.Errorf("kind set id %s", setID(&v.Set))
+	}
+	ns := v.Set
+	ns.Kind = ""
+	if setID(&ns) != v.NarrativeSetID {
+		t.Errorf("narrative set id")
+	}
+	var rs []tRound
+	for _, x := range v.Transcript {
+		rs = append(rs, tRound{x.Round, x.Narrative, x.Question, x.Answer})
+	}
+	if hex.EncodeToString(transcriptDigest(v.Kind, rs)) != v.Digest || hex.EncodeToString(transcriptDigest("", rs)) != v.NarrDigest {
+		t.Errorf("kind transcript digests")
+	}
+	if hex.EncodeToString(transcriptInput(v.Kind, nil)) != v.NoRoundInput || hex.EncodeToString(transcriptDigest(v.Kind, nil)) != v.NoRoundDigest {
+		t.Errorf("kind no-round digest")
+	}
+	cf, err := decodeFrame(unhex(t, v.ChallengeFrame))
+	if err != nil || cf.Body != bChallenge || cf.Challenge.Kind != v.Kind || cf.Challenge.Narrative != v.Transcript[0].Narrative {
+		t.Errorf("kind challenge frame: %+v %v", cf, err)
+	}
+	if enc := encodeFrame(cf); !bytes.HasSuffix(enc, unhex(t, v.ChallengeFrame)) {
+		t.Errorf("kind challenge frame re-encoding")
+	}
+	df, err := decodeFrame(unhex(t, v.DeclineFrame))
+	if err != nil || df.Body != bDecline || df.Decline.Reason != 8 {
+		t.Errorf("kind decline frame: %+v %v", df, err)
+	}
+	r, err := verifyAttestation(unhex(t, v.Envelope), verifyOpts{Now: unixOf(t, v.VerifyAt)})
+	if err != nil {
+		t.Fatalf("kind envelope: %v", err)
+	}
+	if got := view(r); !reflect.DeepEqual(got, v.Expected) {
+		t.Errorf("kind view\n got %+v\nwant %+v", got, v.Expected)
+	}
+	if hex.EncodeToString(encodeRecord(r)) != v.Payload {
+		t.Errorf("kind payload encoding")
+	}
+	for _, n := range v.Negative {
+		if _, err := verifyAttestation(unhex(t, n.Envelope), verifyOpts{Now: unixOf(t, n.VerifyAt)}); err == nil || err.Error() != n.Error {
+			t.Errorf("kind negative %s: %v", n.Name, err)
+		}
+	}
+}
+
+func TestVectorGossipMessageID(t *testing.T) {
+	var v struct {
+		Cases []struct {
+			Name     string
+			Data     string `json:"data_hex"`
+			NamedBy  string `json:"named_by"`
+			Input    string `json:"hashed_input_hex"`
+			ID       string `json:"message_id_hex"`
+			SameIDAs string `json:"same_id_as"`
+		}
+		KeyUnits []struct {
+			DataLen int   `json:"data_len"`
+			KeyType int32 `json:"key_type"`
+			Units   int
+		} `json:"key_units"`
+	}
+	loadVector(t, "gossip_msgid.json", &v)
+	ids := map[string]string{}
+	for _, c := range v.Cases {
+		in, byRecord := gossipIDInput(unhex(t, c.Data))
+		id := gossipMessageID(unhex(t, c.Data))
+		if hex.EncodeToString(id) != c.ID {
+			t.Errorf("%s: id %x want %s", c.Name, id, c.ID)
+		}
+		if byRecord != (c.NamedBy == "record") || (byRecord && hex.EncodeToString(in) != c.Input) {
+			t.Errorf("%s: named by record %v, input %x", c.Name, byRecord, in)
+		}
+		if h := sha256.Sum256(unhex(t, c.Input)); byRecord && hex.EncodeToString(h[:]) != c.ID {
+			t.Errorf("%s: vector id is not the hash of its input", c.Name)
+		}
+		ids[c.Name] = c.ID
+		if c.SameIDAs != "" && ids[c.SameIDAs] != c.ID {
+			t.Errorf("%s: not the id of %s", c.Name, c.SameIDAs)
+		}
+	}
+	for _, k := range v.KeyUnits {
+		if got := keyUnits(k.KeyType, k.DataLen); got != k.Units {
+			t.Errorf("key units type %d len %d: %d want %d", k.KeyType, k.DataLen, got, k.Units)
+		}
+	}
+}
