@@ -110,6 +110,16 @@ var (
 // powAllowance is the extra time a verifier waits for a hello ack that
 // must carry a proof of work of d bits: 50 ms per 2^16 expected hashes
 // above 2^16.
+// ackWait is how long a verifier waits for the HelloAck from writing its
+// hello (spec §5a): the prover's handshake timeout, counted from its
+// reading the hello, plus a path allowance of a fifth of it (2 s by
+// default) for the hello's and the ack's way and a hello read late, plus
+// the proof of work's allowance. Without the path allowance a prover that
+// acked within its deadline was found unresponsive.
+func ackWait(handshake time.Duration, d int) time.Duration {
+	return handshake + handshake/5 + powAllowance(d)
+}
+
 func powAllowance(d int) time.Duration {
 	if d <= 16 {
 		return 0

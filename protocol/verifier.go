@@ -394,7 +394,7 @@ func (v *verifierRun) handshake() error {
 		return errNoSession{fmt.Errorf("%w: send hello to %s: %w", ErrNetwork, v.peer, err)}
 	}
 	var f pb.Frame
-	if err := v.read(&f, s.cfg.HandshakeTimeout+powAllowance(v.vs.PowDifficulty())); err != nil {
+	if err := v.read(&f, ackWait(s.cfg.HandshakeTimeout, v.vs.PowDifficulty())); err != nil {
 		return v.readErr("hello ack", err, true)
 	}
 	switch b := f.GetBody().(type) {
