@@ -105,8 +105,10 @@ func (s *Service) giveBack(set *skill.Set, p peer.ID) {
 }
 
 // firstProbeMargin is what a verifier keeps of the prover's wait for the
-// first frame after the ack (spec §5 step 1) for writing it.
-const firstProbeMargin = 2 * time.Second
+// first frame after the ack (spec §5 step 1): the path allowance (2 s; the
+// prover's wait runs from its writing the ack, before this node read it)
+// and a second for writing it.
+const firstProbeMargin = 3 * time.Second
 
 // newSession draws a set from the source and starts a session on it. A
 // failure is the verifier's own fault: the session will be inconclusive.
