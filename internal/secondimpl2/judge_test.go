@@ -2,6 +2,7 @@ package secondimpl2
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,6 +53,7 @@ func noAnswerReason(roundStart, credit, budget, total time.Duration) string {
 
 func TestVectorReasons(t *testing.T) {
 	var v struct {
+		Desc   string `json:"description"`
 		Set    specSet
 		Policy struct {
 			Rounds             int
@@ -92,6 +94,10 @@ func TestVectorReasons(t *testing.T) {
 		}
 	}
 	loadVector(t, "reasons.json", &v)
+	// Part 1 has two questions: the vector must say which one is asked.
+	if !strings.Contains(v.Desc, "first question of its part") {
+		t.Errorf("reasons.json does not say which question each round asks")
+	}
 	ms := func(x int64) time.Duration { return time.Duration(x) * time.Millisecond }
 	budget, total := ms(v.Policy.TauMs), ms(v.Policy.TotalMs)
 	for _, c := range v.Cases {
@@ -99,7 +105,7 @@ func TestVectorReasons(t *testing.T) {
 		reason := ""
 		var rounds []jsonRound
 		for i, a := range c.Answers {
-			// the first question of each part (the vector's answers say so)
+			// the first question of each part, as the vector says
 			q := &v.Set.Parts[i].Questions[0]
 			r, ok, eff := judgeAnswer(q, a.Answer, ms(a.Elapsed), ms(a.Since), credit, budget, total)
 			rounds = append(rounds, jsonRound{Round: uint32(i + 1), BudgetMs: uint64(v.Policy.TauMs), EffectiveMs: uint64(eff / time.Millisecond), Correct: ok})
