@@ -107,9 +107,6 @@ var (
 	ErrPeerQuota = errors.New("acaptcha: set-draw budget spent")
 )
 
-// powAllowance is the extra time a verifier waits for a hello ack that
-// must carry a proof of work of d bits: 50 ms per 2^16 expected hashes
-// above 2^16.
 // ackWait is how long a verifier waits for the HelloAck from writing its
 // hello (spec §5a): the prover's handshake timeout, counted from its
 // reading the hello, plus a path allowance of a fifth of it (2 s by
@@ -120,6 +117,9 @@ func ackWait(handshake time.Duration, d int) time.Duration {
 	return handshake + handshake/5 + powAllowance(d)
 }
 
+// powAllowance is the extra time a verifier waits for a hello ack that
+// must carry a proof of work of d bits: 50 ms per 2^16 expected hashes
+// above 2^16.
 func powAllowance(d int) time.Duration {
 	if d <= 16 {
 		return 0
