@@ -48,6 +48,14 @@ type BeginOptions struct {
 	// the draw budget of its prefix applies (DrawPrefix). When invalid
 	// the prefix of the subject's libp2p connection applies, if any.
 	Addr netip.Addr
+	// CountLoopback counts a loopback Addr in the prefix budget (as one
+	// network, 127.0.0.0/24 or ::1's /48) even when Config.LimitLoopback
+	// is off. A door whose loopback clients are a reverse proxy's (every
+	// client behind an untrusted proxy is the proxy) sets it: loopback
+	// is exempt by default for local libp2p peers, and the exemption
+	// gave fresh peer IDs behind the proxy the node's whole draw budget
+	// instead of one network's (spec/http.md §5).
+	CountLoopback bool
 	// MinPowDifficulty, when above Config.PowDifficulty, replaces it as
 	// the base of the session's proof of work (failures and load still
 	// add; capped by Config.MaxPowDifficulty): a door open to anonymous
@@ -115,7 +123,7 @@ func (v *Verifier) Begin(subject peer.ID, opt BeginOptions) (*VerifierSession, e
 		return nil, fmt.Errorf("acaptcha: session nonce: %w", err)
 	}
 	if opt.Addr.IsValid() {
-		vs.pfx, vs.hasPfx = DrawPrefix(opt.Addr, s.cfg.LimitLoopback)
+		vs.pfx, vs.hasPfx = DrawPrefix(opt.Addr, s.cfg.LimitLoopback || opt.CountLoopback)
 	} else {
 		vs.pfx, vs.hasPfx = s.budgets.prefix(subject)
 	}

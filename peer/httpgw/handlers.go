@@ -278,7 +278,10 @@ func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, err)
 		return
 	}
-	cs, err := g.cfg.Core.Begin(p, BeginOptions{Addr: ip, MinPowDifficulty: g.cfg.PowDifficulty, DeferLoad: true})
+	// A loopback client is counted as one network in the node's draw
+	// budgets as in the door's own limits (CountLoopback): behind a
+	// proxy the door does not trust, every client is loopback.
+	cs, err := g.cfg.Core.Begin(p, BeginOptions{Addr: ip, CountLoopback: true, MinPowDifficulty: g.cfg.PowDifficulty, DeferLoad: true})
 	if err != nil {
 		g.unreserve(prefix, block)
 		g.writeError(w, fmt.Errorf("begin session for %s: %w", p, err))

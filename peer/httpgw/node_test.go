@@ -160,3 +160,62 @@ func TestManifestMinDifficultyFollowsNodeBase(t *testing.T) {
 		t.Fatalf("manifest min_difficulty %d, want %d", m.Pow.MinDifficulty, DefaultPowDifficulty+2)
 	}
 }
+
+// TestLoopbackClientsShareOnePrefixDraws: behind a reverse proxy the door
+// does not trust, every client reaches it from loopback. Those clients
+// are one network for the node's draw budgets too (the door's own limits
+// already count them as 127.0.0.0/24): the core exempted loopback from
+// the per-prefix draw budget (libp2p's exemption of local peers), so
+// fresh peer IDs behind the proxy drew up to the node's whole budget.
+func TestLoopbackClientsShareOnePrefixDraws(t *testing.T) {
+	const perPrefix = 3
+	key, n := newRealNodeWith(t, peer.Limits{MaxDrawsPerPrefix: perPrefix})
+	g, err := ForNode(n.Door(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer func() { srv.CloseClientConnections(); srv.Close(); g.Close() }()
+	drawn, refused := 0, 0
+	for range perPrefix + 3 {
+		a := newAgent(t, srv.URL)
+		var v Session
+		st, eb := a.post("/v1/sessions", map[string]string{"peer_id": a.id.String()}, &v)
+		if st == http.StatusTooManyRequests && eb.Code == CodeQuota {
+			refused++
+			continue
+		}
+		if st != http.StatusCreated {
+			t.Fatalf("create: %d %+v", st, eb)
+		}
+		var cur Session
+		st, eb = a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(&v), &cur)
+		switch {
+		case st == http.StatusOK:
+			drawn++
+			for cur.State == StateProbing {
+				next := Session{}
+				if st, eb := a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next); st != http.StatusOK {
+					t.Fatalf("probe: %d %+v", st, eb)
+				}
+				cur = next
+			}
+			for cur.State == StateAnswering {
+				ans := key.answer(cur.Challenge)
+				next := Session{}
+				if st, eb := a.post("/v1/sessions/"+v.SessionID+"/answer", answerRequest{Round: ptr(cur.Challenge.Round), Answer: &ans}, &next); st != http.StatusOK {
+					t.Fatalf("answer: %d %+v", st, eb)
+				}
+				cur = next
+			}
+		case eb.Code == CodeQuota:
+			refused++
+		default:
+			t.Fatalf("start: %d %+v", st, eb)
+		}
+	}
+	t.Logf("%d sets drawn for %d loopback clients, %d refused (per-prefix draw budget %d)", drawn, perPrefix+3, refused, perPrefix)
+	if drawn > perPrefix {
+		t.Fatalf("%d sets drawn for fresh peer IDs behind loopback, want at most the prefix budget %d", drawn, perPrefix)
+	}
+}
