@@ -36,6 +36,7 @@ func (a *app) mcpCmd() *cobra.Command {
 		httpAddr      string
 		answerWith    string
 		maxPending    int
+		maxAttests    int
 		attestTimeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -75,6 +76,9 @@ a running node's (its store is locked while it runs).`,
 			}
 			if maxPending < 1 {
 				return usageErr("--max-pending %d: want at least 1", maxPending)
+			}
+			if maxAttests < 1 {
+				return usageErr("--max-attests %d: want at least 1", maxAttests)
 			}
 			if fl := cmd.Flags().Lookup("pool-size"); fl != nil && !fl.Changed {
 				// An agent's MCP server verifies a peer now and then: a
@@ -116,6 +120,7 @@ a running node's (its store is locked while it runs).`,
 			srv, err := mcpserver.New(mcpserver.Config{
 				Node: n, Queue: queue, NodeAnswers: answerWith == answerLLM,
 				AttestTimeout: attestTimeout, Version: buildVersion().Version, Logger: a.log,
+				MaxAttests: maxAttests,
 				// With an LLM pool the first set is written after start:
 				// an attestation asked meanwhile waits for it.
 				Ready: a.waitForSet,
@@ -145,6 +150,7 @@ a running node's (its store is locked while it runs).`,
 	_ = f.SetAnnotation("http", envAnnotation, []string{"ACAPTCHA_MCP_HTTP"})
 	f.StringVar(&answerWith, "answer-with", answerAuto, "who answers the challenges verifiers send this node: agent (the MCP client, through next_challenge and answer_challenge), llm (--llm), or auto (llm with --llm, else agent)")
 	f.IntVar(&maxPending, "max-pending", mcpserver.DefaultMaxPending, "challenges that may wait for the MCP client's answer at once (beyond it they are declined)")
+	f.IntVar(&maxAttests, "max-attests", mcpserver.DefaultMaxAttests, fmt.Sprintf("attest_peer calls (foreground and background) running at once; one MCP session runs at most %d of them (beyond, a call is refused at once)", mcpserver.DefaultMaxAttestsPerSession))
 	f.DurationVar(&attestTimeout, "attest-timeout", 0, "attest_peer's default time limit (default twice the total budget plus 30 s)")
 	return cmd
 }

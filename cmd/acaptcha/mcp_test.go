@@ -34,6 +34,7 @@ func TestMCPFlags(t *testing.T) {
 		{[]string{"mcp", "--answer-with", "bogus"}, "--answer-with"},
 		{[]string{"mcp", "--answer-with", "llm"}, "no LLM configured"},
 		{[]string{"mcp", "--max-pending", "0"}, "--max-pending"},
+		{[]string{"mcp", "--max-attests", "0"}, "--max-attests"},
 		{[]string{"mcp", "extra"}, "unknown command"},
 	} {
 		var out, errb bytes.Buffer

@@ -654,3 +654,70 @@ func TestMCPHugeTimeoutsClamped(t *testing.T) {
 		t.Errorf("next_challenge with wait_ms 1e13 returned after %v (%+v), want it to wait (up to 60 s) until the client gave up", time.Since(start), nx)
 	}
 }
+
+// TestMCPAttestationsInFlightBounded: an MCP client could run any number
+// of attest_peer calls at once (background ones were capped, foreground
+// ones not): each holds a goroutine, dials an address the client names
+// and draws a set for a peer ID the client makes up. Attestations in
+// flight are capped per MCP session and in total; a call beyond a cap is
+// refused at once.
+func TestMCPAttestationsInFlightBounded(t *testing.T) {
+	n := startNode(t, nil, nil)
+	release := make(chan struct{})
+	var inReady, maxInReady atomic.Int64
+	srv, err := mcpserver.New(mcpserver.Config{Node: n, Version: "test", Logger: testLogger(t), Ready: func(ctx context.Context) error {
+		v := inReady.Add(1)
+		defer inReady.Add(-1)
+		for {
+			m := maxInReady.Load()
+			if v <= m || maxInReady.CompareAndSwap(m, v) {
+				break
+			}
+		}
+		select {
+		case <-release:
+			return errors.New("released")
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	a, b := connect(t, srv), connect(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const calls = 20
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for i := range calls {
+		cs := a
+		if i%4 == 3 {
+			cs = b
+		}
+		_, id := testutil.NewKey(t)
+		args := map[string]any{"addr": "/ip4/127.0.0.1/tcp/9/p2p/" + id.String(), "timeout_seconds": 20, "background": i%2 == 1}
+		wg.Go(func() {
+			_, err := call[mcpserver.AttestOutput](ctx, cs, "attest_peer", args)
+			if err != nil && strings.Contains(err.Error(), "attestations running") {
+				refused.Add(1)
+			}
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for inReady.Load()+refused.Load() < calls && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	peak := maxInReady.Load()
+	close(release)
+	wg.Wait()
+	t.Logf("%d of %d concurrent attest_peer calls of 2 sessions in flight at once, %d refused", peak, calls, refused.Load())
+	if peak > mcpserver.DefaultMaxAttests {
+		t.Fatalf("%d attestations in flight at once, want at most %d", peak, mcpserver.DefaultMaxAttests)
+	}
+	if peak == 0 {
+		t.Fatal("no attestation ran")
+	}
+}

@@ -41,6 +41,14 @@ const (
 	// are kept for attest_status up to maxJobsKept.
 	MaxJobs     = 8
 	maxJobsKept = 32
+	// DefaultMaxAttests caps the attestations (attest_peer, foreground
+	// and background) running at once on the server, and
+	// DefaultMaxAttestsPerSession those of one MCP session: each holds a
+	// goroutine and a connection to an address the client names, and
+	// draws a set of this node's for a peer ID the client may make up. A
+	// call beyond a cap is refused at once.
+	DefaultMaxAttests           = 8
+	DefaultMaxAttestsPerSession = 4
 	// DefaultListLimit and MaxListLimit bound list_attestations.
 	DefaultListLimit = 20
 	MaxListLimit     = 500
@@ -73,6 +81,12 @@ type Config struct {
 	// start) and is called before each attestation, within its timeout;
 	// an error ends the attestation before any peer is contacted.
 	Ready func(ctx context.Context) error
+	// MaxAttests caps the attestations running at once, foreground and
+	// background (DefaultMaxAttests when 0); MaxAttestsPerSession those
+	// of one MCP session (DefaultMaxAttestsPerSession when 0, at most
+	// MaxAttests).
+	MaxAttests           int
+	MaxAttestsPerSession int
 	// Version is announced to clients.
 	Version string
 	Logger  *slog.Logger
@@ -91,6 +105,10 @@ type Server struct {
 	mu   sync.Mutex
 	jobs map[string]*job
 	ord  []string // job IDs, oldest first
+	// attests counts the attestations running, by the MCP session that
+	// asked (nil: none known), and attesting all of them.
+	attests   map[*mcp.ServerSession]int
+	attesting int
 }
 
 // New builds the server and registers its tools.
@@ -107,11 +125,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.MaxAttests <= 0 {
+		cfg.MaxAttests = DefaultMaxAttests
+	}
+	if cfg.MaxAttestsPerSession <= 0 {
+		cfg.MaxAttestsPerSession = DefaultMaxAttestsPerSession
+	}
+	cfg.MaxAttestsPerSession = min(cfg.MaxAttestsPerSession, cfg.MaxAttests)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, jobs: map[string]*job{}}
+	s := &Server{cfg: cfg, log: log, jobs: map[string]*job{}, attests: map[*mcp.ServerSession]int{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "acaptcha node", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
@@ -225,7 +250,7 @@ type AttestOutput struct {
 	Error  string       `json:"error,omitempty" jsonschema:"why the attestation failed (status failed)"`
 }
 
-func (s *Server) attestPeer(ctx context.Context, _ *mcp.CallToolRequest, in AttestInput) (*mcp.CallToolResult, *AttestOutput, error) {
+func (s *Server) attestPeer(ctx context.Context, req *mcp.CallToolRequest, in AttestInput) (*mcp.CallToolResult, *AttestOutput, error) {
 	if len(in.Addr) > MaxAddrBytes {
 		return nil, nil, fmt.Errorf("addr of %d bytes: at most %d", len(in.Addr), MaxAddrBytes)
 	}
@@ -252,13 +277,22 @@ func (s *Server) attestPeer(ctx context.Context, _ *mcp.CallToolRequest, in Atte
 			timeout = time.Duration(in.TimeoutSeconds * float64(time.Second))
 		}
 	}
+	var sess *mcp.ServerSession
+	if req != nil {
+		sess = req.Session
+	}
 	if !in.Background {
+		done, err := s.startAttest(sess)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer done()
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		out, err := s.attest(ctx, ai, in.SelfAnswer)
 		return nil, out, err
 	}
-	j, err := s.startJob(ai, in.SelfAnswer, timeout)
+	j, err := s.startJob(sess, ai, in.SelfAnswer, timeout)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -313,7 +347,35 @@ type job struct {
 	out     *AttestOutput // set before done is closed
 }
 
-func (s *Server) startJob(ai lpeer.AddrInfo, selfAnswer bool, timeout time.Duration) (*job, error) {
+// startAttest counts an attestation asked by sess as running, or reports
+// why it may not run now (Config.MaxAttests, MaxAttestsPerSession); done
+// counts it as ended.
+func (s *Server) startAttest(sess *mcp.ServerSession) (done func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.startAttestLocked(sess)
+}
+
+func (s *Server) startAttestLocked(sess *mcp.ServerSession) (done func(), err error) {
+	switch {
+	case s.attests[sess] >= s.cfg.MaxAttestsPerSession:
+		return nil, fmt.Errorf("%d attestations running for this MCP session (the cap per session): wait for one to end", s.attests[sess])
+	case s.attesting >= s.cfg.MaxAttests:
+		return nil, fmt.Errorf("%d attestations running on this server (the cap): wait for one to end", s.attesting)
+	}
+	s.attests[sess]++
+	s.attesting++
+	return sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.attests[sess]--; s.attests[sess] <= 0 {
+			delete(s.attests, sess)
+		}
+		s.attesting--
+	}), nil
+}
+
+func (s *Server) startJob(sess *mcp.ServerSession, ai lpeer.AddrInfo, selfAnswer bool, timeout time.Duration) (*job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.ctx.Err(); err != nil {
@@ -330,6 +392,10 @@ func (s *Server) startJob(ai lpeer.AddrInfo, selfAnswer bool, timeout time.Durat
 	if running >= MaxJobs {
 		return nil, fmt.Errorf("%d background attestations already running (the cap): wait for one with attest_status", running)
 	}
+	ended, err := s.startAttestLocked(sess)
+	if err != nil {
+		return nil, err
+	}
 	j := &job{id: newID(), peer: ai.ID.String(), started: time.Now(), done: make(chan struct{})}
 	s.jobs[j.id] = j
 	s.ord = append(s.ord, j.id)
@@ -338,6 +404,9 @@ func (s *Server) startJob(ai lpeer.AddrInfo, selfAnswer bool, timeout time.Durat
 		ctx, cancel := context.WithTimeout(s.ctx, timeout)
 		defer cancel()
 		out, err := s.attest(ctx, ai, selfAnswer)
+		// Counted as ended before it reads as done: a client that starts
+		// the next one when it sees this one done is not refused.
+		ended()
 		if err != nil {
 			out = &AttestOutput{Status: "failed", Self: s.cfg.Node.ID().String(), Peer: ai.ID.String(), Error: err.Error()}
 			s.log.Warn("background attestation failed", "job", j.id, "peer", ai.ID, "err", err)
