@@ -24,12 +24,9 @@ const (
 	answerLLM   = "llm"
 )
 
-// Limits of the streamable HTTP transport's server.
-const (
-	mcpReadHeaderTimeout = 10 * time.Second
-	mcpIdleTimeout       = 5 * time.Minute
-	mcpShutdownTimeout   = 5 * time.Second
-)
+// mcpShutdownTimeout bounds the streamable HTTP server's shutdown (its
+// other limits are mcpserver.NewHTTPServer's and HTTPConfig's).
+const mcpShutdownTimeout = 5 * time.Second
 
 func (a *app) mcpCmd() *cobra.Command {
 	var (
@@ -37,6 +34,7 @@ func (a *app) mcpCmd() *cobra.Command {
 		answerWith    string
 		maxPending    int
 		maxAttests    int
+		httpMaxConns  int
 		attestTimeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -79,6 +77,9 @@ a running node's (its store is locked while it runs).`,
 			}
 			if maxAttests < 1 {
 				return usageErr("--max-attests %d: want at least 1", maxAttests)
+			}
+			if httpMaxConns < 1 {
+				return usageErr("--http-max-conns %d: want at least 1", httpMaxConns)
 			}
 			if fl := cmd.Flags().Lookup("pool-size"); fl != nil && !fl.Changed {
 				// An agent's MCP server verifies a peer now and then: a
@@ -132,7 +133,7 @@ a running node's (its store is locked while it runs).`,
 			a.log.Info("acaptcha mcp node started", "peer_id", n.ID(), "addrs", n.Addrs(), "answers", answerWith, "llm", llmName, "challenges", a.challenges)
 			ctx := cmd.Context()
 			if httpAddr != "" {
-				return a.serveMCPHTTP(ctx, httpAddr, srv)
+				return a.serveMCPHTTP(ctx, httpAddr, srv, httpMaxConns)
 			}
 			t := answerBeforeEOF(&mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{a.stdout}})
 			err = srv.Run(ctx, t)
@@ -150,6 +151,7 @@ a running node's (its store is locked while it runs).`,
 	_ = f.SetAnnotation("http", envAnnotation, []string{"ACAPTCHA_MCP_HTTP"})
 	f.StringVar(&answerWith, "answer-with", answerAuto, "who answers the challenges verifiers send this node: agent (the MCP client, through next_challenge and answer_challenge), llm (--llm), or auto (llm with --llm, else agent)")
 	f.IntVar(&maxPending, "max-pending", mcpserver.DefaultMaxPending, "challenges that may wait for the MCP client's answer at once (beyond it they are declined)")
+	f.IntVar(&httpMaxConns, "http-max-conns", mcpserver.DefaultMaxHTTPConns, "with --http: connections open at once (beyond loopback an eighth per IPv4 /24 or IPv6 /48 and three quarters for all networks; one beyond is closed at once)")
 	f.IntVar(&maxAttests, "max-attests", mcpserver.DefaultMaxAttests, fmt.Sprintf("attest_peer calls (foreground and background) running at once; one MCP session runs at most %d of them (beyond, a call is refused at once)", mcpserver.DefaultMaxAttestsPerSession))
 	f.DurationVar(&attestTimeout, "attest-timeout", 0, "attest_peer's default time limit (default twice the total budget plus 30 s)")
 	return cmd
@@ -238,7 +240,7 @@ func (nopWriteCloser) Close() error { return nil }
 
 // serveMCPHTTP serves the MCP server over streamable HTTP at /mcp until
 // ctx ends.
-func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Server) error {
+func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Server, maxConns int) error {
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
@@ -255,11 +257,13 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 	// Sessions are bounded (mcpserver.DefaultMaxHTTPSessions open, shared
 	// by network beyond loopback, closed after
 	// mcpserver.DefaultHTTPSessionTimeout idle): the SDK's handler kept
-	// each until its client deleted it.
-	mh := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: a.log})
+	// each until its client deleted it. Connections are capped the same
+	// way (mh.Listener), and a request's body must arrive within
+	// mcpserver.DefaultHTTPBodyTimeout.
+	mh := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: a.log, MaxConns: maxConns})
 	defer mh.Close()
 	mux.Handle("/mcp", mh)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: mcpReadHeaderTimeout, IdleTimeout: mcpIdleTimeout}
+	hs := mcpserver.NewHTTPServer(mux)
 	// Say where the endpoint is: on standard error as a notice, or with
 	// --json as one JSON object on standard output (free in this mode;
 	// standard error then carries JSON only).
@@ -272,7 +276,7 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 		fmt.Fprintf(a.stderr, "acaptcha mcp: streamable HTTP at %s\n", url)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(l) }()
+	go func() { errc <- hs.Serve(mh.Listener(l)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("mcp http server: %w", err)

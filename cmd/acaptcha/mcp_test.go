@@ -35,6 +35,7 @@ func TestMCPFlags(t *testing.T) {
 		{[]string{"mcp", "--answer-with", "llm"}, "no LLM configured"},
 		{[]string{"mcp", "--max-pending", "0"}, "--max-pending"},
 		{[]string{"mcp", "--max-attests", "0"}, "--max-attests"},
+		{[]string{"mcp", "--http-max-conns", "0"}, "--http-max-conns"},
 		{[]string{"mcp", "extra"}, "unknown command"},
 	} {
 		var out, errb bytes.Buffer

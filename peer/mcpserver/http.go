@@ -1,7 +1,11 @@
 package mcpserver
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -24,6 +28,25 @@ const (
 	// client that comes back after it re-initializes, as the MCP
 	// specification says for a session the server no longer knows.
 	DefaultHTTPSessionTimeout = time.Hour
+	// DefaultMaxHTTPConns caps the connections open at once
+	// (HTTPConfig.MaxConns): a connection holds a goroutine and its
+	// buffers for as long as its client keeps it.
+	DefaultMaxHTTPConns = 256
+	// DefaultHTTPBodyTimeout bounds the arrival of a request's body
+	// (HTTPConfig.BodyTimeout): the server's header timeout did not
+	// cover it, so a client that trickled a body held its connection
+	// and goroutine for as long as it liked.
+	DefaultHTTPBodyTimeout = 10 * time.Second
+	// DefaultMaxHTTPBodyBytes caps a request's body. A tool call's
+	// arguments are small: the largest, verify_attestation's record, is
+	// a few KiB.
+	DefaultMaxHTTPBodyBytes = 1 << 20
+	// HTTPReadHeaderTimeout, HTTPIdleTimeout and HTTPMaxHeaderBytes are
+	// NewHTTPServer's header timeout, keep-alive idle timeout and header
+	// size cap.
+	HTTPReadHeaderTimeout = 10 * time.Second
+	HTTPIdleTimeout       = 5 * time.Minute
+	HTTPMaxHeaderBytes    = 64 << 10
 )
 
 // HTTPConfig configures NewHTTPHandler.
@@ -40,7 +63,21 @@ type HTTPConfig struct {
 	// SessionTimeout closes a session idle this long
 	// (DefaultHTTPSessionTimeout when 0).
 	SessionTimeout time.Duration
-	Logger         *slog.Logger
+	// MaxConns caps the connections open at once (DefaultMaxHTTPConns
+	// when 0) on the listener Listener wraps; a connection beyond it, or
+	// beyond its network's share, is closed at once. The shares are the
+	// sessions': beyond loopback an eighth per network (at least 1),
+	// twice that per IPv6 /32, three quarters for all networks together;
+	// loopback callers count against the total only.
+	MaxConns int
+	// BodyTimeout bounds the time a request's body takes to arrive from
+	// the end of its header (DefaultHTTPBodyTimeout when 0); a body not
+	// in by then is answered 408 and its connection closed.
+	BodyTimeout time.Duration
+	// MaxBodyBytes caps a request's body (DefaultMaxHTTPBodyBytes when
+	// 0); a longer one is answered 413.
+	MaxBodyBytes int64
+	Logger       *slog.Logger
 }
 
 // HTTPHandler serves a Server over MCP's streamable HTTP transport, with
@@ -52,6 +89,10 @@ type HTTPHandler struct {
 	inner http.Handler
 	max   int
 	log   *slog.Logger
+
+	bodyTimeout time.Duration
+	maxBody     int64
+	conns       *connLimits
 
 	// perGroup, perBlock and remote are the shares of callers beyond
 	// loopback (HTTPConfig.MaxSessions).
@@ -78,14 +119,24 @@ func NewHTTPHandler(s *Server, cfg HTTPConfig) *HTTPHandler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxHTTPConns
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultHTTPBodyTimeout
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxHTTPBodyBytes
+	}
 	srv := s.MCP()
 	perGroup := max(1, cfg.MaxSessions/8)
 	return &HTTPHandler{
 		srv: srv, max: cfg.MaxSessions, log: cfg.Logger,
 		perGroup: perGroup, perBlock: 2 * perGroup, remote: max(1, cfg.MaxSessions-cfg.MaxSessions/4),
 		owner: map[string]netip.Prefix{}, startingIn: map[netip.Prefix]int{},
+		bodyTimeout: cfg.BodyTimeout, maxBody: cfg.MaxBodyBytes, conns: newConnLimits(cfg.MaxConns),
 		inner: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-			&mcp.StreamableHTTPOptions{Logger: cfg.Logger, SessionTimeout: cfg.SessionTimeout}),
+			&mcp.StreamableHTTPOptions{Logger: cfg.Logger, SessionTimeout: cfg.SessionTimeout, MaxRequestBodyBytes: cfg.MaxBodyBytes}),
 	}
 }
 
@@ -114,6 +165,9 @@ func (h *HTTPHandler) Close() {
 // session: it is refused when the sessions open and being opened reach
 // the cap, or the share of the caller's network (HTTPConfig.MaxSessions).
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.readBody(w, r) {
+		return
+	}
 	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
 		h.inner.ServeHTTP(w, r)
 		return
@@ -163,6 +217,41 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer done()
 	h.inner.ServeHTTP(&startWriter{ResponseWriter: w, started: done}, r)
+}
+
+// readBody reads r's body within the body timeout and at most the body
+// cap, and hands it on from memory; it reports false when it answered
+// (408, 413, 400). The server's header timeout ends at the header: the
+// SDK read the body with no deadline, so a client that sent a byte now
+// and then held its connection and goroutine without end.
+func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(h.bodyTimeout))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	var mbe *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &mbe):
+		http.Error(w, "request body over "+strconv.FormatInt(h.maxBody, 10)+" bytes", http.StatusRequestEntityTooLarge)
+		return false
+	case errors.As(err, &ne) && ne.Timeout():
+		w.Header().Set("Connection", "close")
+		http.Error(w, "request body not received within "+h.bodyTimeout.String(), http.StatusRequestTimeout)
+		return false
+	default:
+		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	// No deadline from here: a tool call's response may stream for
+	// minutes (attest_peer), and the server watches the connection for
+	// its client going away.
+	_ = rc.SetReadDeadline(time.Time{})
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	return true
 }
 
 // overShareLocked reports why a caller of group may open no session now
@@ -241,3 +330,108 @@ func (w *startWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach the connection.
 func (w *startWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// NewHTTPServer is the http.Server acaptcha mcp --http serves handler
+// with (serve it on HTTPHandler.Listener): a header must arrive within
+// HTTPReadHeaderTimeout and hold at most HTTPMaxHeaderBytes, an idle
+// keep-alive connection is closed after HTTPIdleTimeout. (No read or
+// write timeout on the whole request: a tool call's response may stream
+// for minutes; HTTPHandler bounds the body's arrival.)
+func NewHTTPServer(handler http.Handler) *http.Server {
+	return &http.Server{Handler: handler, ReadHeaderTimeout: HTTPReadHeaderTimeout, IdleTimeout: HTTPIdleTimeout, MaxHeaderBytes: HTTPMaxHeaderBytes}
+}
+
+// Listener wraps l so that the connections it accepts are capped in total
+// and per network (HTTPConfig.MaxConns): one beyond a cap is closed at
+// once. Without it, a client opened any number of connections, each a
+// goroutine of the server for as long as it kept it.
+func (h *HTTPHandler) Listener(l net.Listener) net.Listener {
+	return &limitedListener{Listener: l, lim: h.conns}
+}
+
+// connLimits counts open connections in total and, beyond loopback, per
+// network (protocol.DrawPrefix), per IPv6 /32 and for all networks, with
+// the sessions' shares.
+type connLimits struct {
+	max, perGroup, perBlock, remote int
+
+	mu               sync.Mutex
+	open, remoteOpen int
+	group, block     map[netip.Prefix]int
+}
+
+func newConnLimits(maxConns int) *connLimits {
+	perGroup := max(1, maxConns/8)
+	return &connLimits{max: maxConns, perGroup: perGroup, perBlock: 2 * perGroup, remote: max(1, maxConns-maxConns/4),
+		group: map[netip.Prefix]int{}, block: map[netip.Prefix]int{}}
+}
+
+// take counts a connection from remote (a net.Conn's RemoteAddr string);
+// it reports false, counting nothing, when a cap is reached.
+func (c *connLimits) take(remote string) (release func(), ok bool) {
+	group, grouped := callerGroup(remote)
+	blk, hasBlk := protocol.BlockOf(group)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.open >= c.max:
+		return nil, false
+	case grouped && (c.group[group] >= c.perGroup || hasBlk && c.block[blk] >= c.perBlock || c.remoteOpen >= c.remote):
+		return nil, false
+	}
+	c.open++
+	if grouped {
+		c.remoteOpen++
+		c.group[group]++
+		if hasBlk {
+			c.block[blk]++
+		}
+	}
+	return sync.OnceFunc(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.open--
+		if grouped {
+			c.remoteOpen--
+			if c.group[group]--; c.group[group] <= 0 {
+				delete(c.group, group)
+			}
+			if hasBlk {
+				if c.block[blk]--; c.block[blk] <= 0 {
+					delete(c.block, blk)
+				}
+			}
+		}
+	}), true
+}
+
+type limitedListener struct {
+	net.Listener
+	lim *connLimits
+}
+
+func (l *limitedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		release, ok := l.lim.take(c.RemoteAddr().String())
+		if !ok {
+			_ = c.Close()
+			continue
+		}
+		return &limitedConn{Conn: c, release: release}, nil
+	}
+}
+
+type limitedConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}

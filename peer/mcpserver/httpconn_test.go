@@ -1,0 +1,223 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acaptcha/acaptcha/peer/mcpserver"
+)
+
+// serveMCP serves h as acaptcha mcp --http does (mcpserver.NewHTTPServer
+// over h.Listener) on a loopback port and returns its address.
+func serveMCP(t *testing.T, h *mcpserver.HTTPHandler) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	hs := mcpserver.NewHTTPServer(mux)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = hs.Serve(h.Listener(l)) }()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		<-done
+		h.Close()
+	})
+	return l.Addr().String()
+}
+
+func newHTTPHandler(t *testing.T, cfg mcpserver.HTTPConfig) *mcpserver.HTTPHandler {
+	t.Helper()
+	_, sets, _ := splitSets(t)
+	srv, err := mcpserver.New(mcpserver.Config{Node: startNode(t, sets, nil), Version: "test", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cfg.Logger = testLogger(t)
+	return mcpserver.NewHTTPHandler(srv, cfg)
+}
+
+// closedBy reports whether the server closed c (or answered and closed)
+// within d.
+func closedBy(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 4096)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			ne, ok := err.(net.Error)
+			return !ok || !ne.Timeout()
+		}
+	}
+}
+
+// TestHTTPSlowBodyCut: a POST whose body trickles in held its connection
+// and its goroutine for as long as the client kept sending (the server
+// had a header timeout only), and connections were not capped: a client
+// held any number. The body must arrive within the body timeout.
+func TestHTTPSlowBodyCut(t *testing.T) {
+	h := newHTTPHandler(t, mcpserver.HTTPConfig{BodyTimeout: 400 * time.Millisecond})
+	addr := serveMCP(t, h)
+	const conns = 8
+	var held []net.Conn
+	for range conns {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100000\r\n\r\n{", addr)
+		held = append(held, c)
+	}
+	// Trickle a byte a connection every 100 ms for 2 s.
+	stop := time.Now().Add(2 * time.Second)
+	for time.Now().Before(stop) {
+		for _, c := range held {
+			_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			_, _ = c.Write([]byte(" "))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	open := 0
+	for _, c := range held {
+		if !closedBy(c, 200*time.Millisecond) {
+			open++
+		}
+	}
+	t.Logf("%d of %d slow-body connections still open after 2 s (body timeout 400 ms)", open, conns)
+	if open > 0 {
+		t.Fatalf("%d slow-body connections still open after 2 s, want none past the body timeout", open)
+	}
+}
+
+// TestHTTPConnsCapped: connections beyond MaxConns are closed at once
+// (loopback callers count against the total only).
+func TestHTTPConnsCapped(t *testing.T) {
+	const maxConns = 8
+	h := newHTTPHandler(t, mcpserver.HTTPConfig{MaxConns: maxConns})
+	addr := serveMCP(t, h)
+	var conns []net.Conn
+	for range 3 * maxConns {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conns = append(conns, c)
+	}
+	time.Sleep(200 * time.Millisecond)
+	closed := 0
+	for _, c := range conns {
+		if closedBy(c, 100*time.Millisecond) {
+			closed++
+		}
+	}
+	t.Logf("%d idle connections opened, %d closed at once (cap %d)", len(conns), closed, maxConns)
+	if open := len(conns) - closed; open > maxConns {
+		t.Fatalf("%d connections held open, want at most %d", open, maxConns)
+	}
+	// A closed connection's slot is given back: a request is served.
+	for _, c := range conns {
+		c.Close()
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET /nope HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err == nil && strings.HasPrefix(line, "HTTP/1.1 404") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no request served after the held connections closed: %q %v", line, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// fakeConnListener hands out connections from the given remote addresses.
+type fakeConnListener struct {
+	mu     sync.Mutex
+	remote []string
+}
+
+type fakeRemoteConn struct {
+	net.Conn
+	remote net.Addr
+	closed *bool
+}
+
+func (c *fakeRemoteConn) RemoteAddr() net.Addr { return c.remote }
+func (c *fakeRemoteConn) Close() error         { *c.closed = true; return nil }
+
+func (l *fakeConnListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.remote) == 0 {
+		return nil, net.ErrClosed
+	}
+	ap := netip.MustParseAddrPort(l.remote[0])
+	l.remote = l.remote[1:]
+	return &fakeRemoteConn{remote: net.TCPAddrFromAddrPort(ap), closed: new(bool)}, nil
+}
+func (l *fakeConnListener) Close() error   { return nil }
+func (l *fakeConnListener) Addr() net.Addr { return &net.TCPAddr{} }
+
+// TestHTTPConnsSharedByNetworks: beyond loopback, one network holds an
+// eighth of the connections, the /48s of one /32 a quarter, all networks
+// three quarters; loopback keeps the rest.
+func TestHTTPConnsSharedByNetworks(t *testing.T) {
+	const maxConns = 32 // 4 per network, 8 per /32, 24 beyond loopback
+	h := newHTTPHandler(t, mcpserver.HTTPConfig{MaxConns: maxConns})
+	var remote []string
+	for i := range 10 {
+		remote = append(remote, fmt.Sprintf("192.0.2.%d:4000", 10+i))
+	}
+	for i := range 12 {
+		remote = append(remote, fmt.Sprintf("[2001:db8:%x::1]:4000", i))
+	}
+	for i := range 40 {
+		remote = append(remote, fmt.Sprintf("198.51.%d.1:4000", i))
+	}
+	for range 12 {
+		remote = append(remote, "127.0.0.1:4000")
+	}
+	l := h.Listener(&fakeConnListener{remote: remote})
+	byKind := map[string]int{}
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			break
+		}
+		ap := netip.MustParseAddrPort(c.RemoteAddr().String())
+		switch a := ap.Addr(); {
+		case a.IsLoopback():
+			byKind["loopback"]++
+		case a.Is6():
+			byKind["/32"]++
+		case strings.HasPrefix(a.String(), "192.0.2."):
+			byKind["/24"]++
+		default:
+			byKind["others"]++
+		}
+	}
+	t.Logf("accepted %v (cap %d)", byKind, maxConns)
+	if byKind["/24"] != 4 || byKind["/32"] != 8 || byKind["others"] != 12 || byKind["loopback"] != 8 {
+		t.Fatalf("accepted %v, want 4 of one /24, 8 of one /32, 12 of other networks (24 beyond loopback) and 8 of loopback", byKind)
+	}
+}
+
