@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 
+	"github.com/acaptcha/acaptcha/internal/bounded"
 	"github.com/acaptcha/acaptcha/protocol"
 )
 
@@ -44,6 +46,18 @@ const (
 	// HTTPReadHeaderTimeout, HTTPIdleTimeout and HTTPMaxHeaderBytes are
 	// NewHTTPServer's header timeout, keep-alive idle timeout and header
 	// size cap.
+	// DefaultHTTPRequestRate and DefaultHTTPRequestBurst are one
+	// network's requests per second beyond loopback (HTTPConfig), and
+	// DefaultHTTPRemoteRate all networks' together: as the HTTP door's
+	// creates and verifies (spec/http.md §5), since a request may be a
+	// signature check (verify_attestation) or a read of the whole store
+	// (list_attestations).
+	DefaultHTTPRequestRate  = 10
+	DefaultHTTPRequestBurst = 50
+	DefaultHTTPRemoteRate   = 200
+	// maxRateGroups bounds the table of networks' buckets (a sixteenth
+	// is forgotten when full, full buckets first).
+	maxRateGroups         = 1 << 12
 	HTTPReadHeaderTimeout = 10 * time.Second
 	HTTPIdleTimeout       = 5 * time.Minute
 	HTTPMaxHeaderBytes    = 64 << 10
@@ -77,6 +91,15 @@ type HTTPConfig struct {
 	// MaxBodyBytes caps a request's body (DefaultMaxHTTPBodyBytes when
 	// 0); a longer one is answered 413.
 	MaxBodyBytes int64
+	// RequestRate and RequestBurst are the requests per second one
+	// network beyond loopback may send (DefaultHTTPRequestRate,
+	// DefaultHTTPRequestBurst when 0); all networks beyond loopback
+	// together get RemoteRate per second (bursts of twice it;
+	// DefaultHTTPRemoteRate when 0). A request beyond is answered 429
+	// before its body is read. Loopback callers are not limited.
+	RequestRate  float64
+	RequestBurst int
+	RemoteRate   float64
 	Logger       *slog.Logger
 }
 
@@ -93,6 +116,7 @@ type HTTPHandler struct {
 	bodyTimeout time.Duration
 	maxBody     int64
 	conns       *connLimits
+	rates       *rateLimits
 
 	// perGroup, perBlock and remote are the shares of callers beyond
 	// loopback (HTTPConfig.MaxSessions).
@@ -128,6 +152,15 @@ func NewHTTPHandler(s *Server, cfg HTTPConfig) *HTTPHandler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxHTTPBodyBytes
 	}
+	if cfg.RequestRate <= 0 {
+		cfg.RequestRate = DefaultHTTPRequestRate
+	}
+	if cfg.RequestBurst <= 0 {
+		cfg.RequestBurst = DefaultHTTPRequestBurst
+	}
+	if cfg.RemoteRate <= 0 {
+		cfg.RemoteRate = DefaultHTTPRemoteRate
+	}
 	srv := s.MCP()
 	perGroup := max(1, cfg.MaxSessions/8)
 	return &HTTPHandler{
@@ -135,6 +168,8 @@ func NewHTTPHandler(s *Server, cfg HTTPConfig) *HTTPHandler {
 		perGroup: perGroup, perBlock: 2 * perGroup, remote: max(1, cfg.MaxSessions-cfg.MaxSessions/4),
 		owner: map[string]netip.Prefix{}, startingIn: map[netip.Prefix]int{},
 		bodyTimeout: cfg.BodyTimeout, maxBody: cfg.MaxBodyBytes, conns: newConnLimits(cfg.MaxConns),
+		rates: &rateLimits{rate: rate.Limit(cfg.RequestRate), burst: cfg.RequestBurst,
+			remote: rate.NewLimiter(rate.Limit(cfg.RemoteRate), max(1, int(2*cfg.RemoteRate))), groups: map[netip.Prefix]*rate.Limiter{}},
 		inner: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 			&mcp.StreamableHTTPOptions{Logger: cfg.Logger, SessionTimeout: cfg.SessionTimeout, MaxRequestBodyBytes: cfg.MaxBodyBytes}),
 	}
@@ -165,6 +200,12 @@ func (h *HTTPHandler) Close() {
 // session: it is refused when the sessions open and being opened reach
 // the cap, or the share of the caller's network (HTTPConfig.MaxSessions).
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	group, grouped := callerGroup(r.RemoteAddr)
+	if grouped && !h.rates.allow(group, time.Now()) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many requests from this network or from beyond loopback: retry after a second", http.StatusTooManyRequests)
+		return
+	}
 	if !h.readBody(w, r) {
 		return
 	}
@@ -172,7 +213,6 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.inner.ServeHTTP(w, r)
 		return
 	}
-	group, grouped := callerGroup(r.RemoteAddr)
 	h.mu.Lock()
 	open := h.Sessions()
 	why := ""
@@ -217,6 +257,35 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer done()
 	h.inner.ServeHTTP(&startWriter{ResponseWriter: w, started: done}, r)
+}
+
+// rateLimits are the request buckets of the networks beyond loopback.
+type rateLimits struct {
+	rate   rate.Limit
+	burst  int
+	remote *rate.Limiter
+
+	mu     sync.Mutex
+	groups map[netip.Prefix]*rate.Limiter
+}
+
+// allow spends a request of group's bucket and of the remote one; it
+// reports false, spending nothing, when either is empty.
+func (l *rateLimits) allow(group netip.Prefix, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gl, ok := l.groups[group]
+	if !ok {
+		bounded.MakeRoom(l.groups, maxRateGroups, func(v *rate.Limiter) bool { return v.TokensAt(now) >= float64(l.burst) })
+		gl = rate.NewLimiter(l.rate, l.burst)
+		l.groups[group] = gl
+	}
+	if gl.TokensAt(now) < 1 || l.remote.TokensAt(now) < 1 {
+		return false
+	}
+	gl.AllowN(now, 1)
+	l.remote.AllowN(now, 1)
+	return true
 }
 
 // readBody reads r's body within the body timeout and at most the body

@@ -3,8 +3,10 @@ package mcpserver_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -221,3 +223,61 @@ func TestHTTPConnsSharedByNetworks(t *testing.T) {
 	}
 }
 
+// TestHTTPRequestsRateLimitedByNetwork: beyond loopback, requests were not
+// rate-limited: a caller could send verify_attestation (a signature
+// check, up to 1.6 ms of CPU for an RSA-8192 record it replays) or
+// list_attestations (the whole store read) as fast as it could post.
+// Each network gets a bucket (HTTPConfig.RequestRate, RequestBurst), all
+// networks beyond loopback one together; loopback callers none.
+func TestHTTPRequestsRateLimitedByNetwork(t *testing.T) {
+	h := newHTTPHandler(t, mcpserver.HTTPConfig{RequestRate: 1, RequestBurst: 10})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("X-Test-Remote"); a != "" {
+			r.RemoteAddr = a
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ts.Close()
+		h.Close()
+	})
+	post := func(from string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", "no-such-session")
+		if from != "" {
+			req.Header.Set("X-Test-Remote", from)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const n = 100
+	served := 0
+	for i := range n {
+		if post(fmt.Sprintf("192.0.2.%d:4000", 1+i%200)) != http.StatusTooManyRequests {
+			served++
+		}
+	}
+	t.Logf("one /24: %d of %d requests reached the MCP server in a burst (rate 1/s, burst 10)", served, n)
+	if served > 12 {
+		t.Fatalf("one /24 had %d of %d requests served at once, want about the burst (10)", served, n)
+	}
+	if st := post("198.51.100.1:4000"); st == http.StatusTooManyRequests {
+		t.Errorf("another network was refused: %d", st)
+	}
+	for range 20 {
+		if st := post(""); st == http.StatusTooManyRequests {
+			t.Fatalf("a loopback caller was rate-limited: %d", st)
+		}
+	}
+}
