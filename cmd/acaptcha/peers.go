@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -83,14 +85,10 @@ func (a *app) serveOps(ctx context.Context, addr string, reg *prometheus.Registr
 	a.metricsURL = "http://" + l.Addr().String() + "/metrics"
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Timeout: opsWriteTimeout / 2}))
-	mux.HandleFunc("GET /peers", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("GET /peers", newPeersEndpoint(func() any {
 		st := n.Stats()
-		rep := peersReport{Self: n.ID().String(), TrustQuorum: a.trustQuorum, RequireSource: n.RequireSource(), Source: "node", Stats: &st, Peers: n.Peers(), At: time.Now().UTC()}
-		w.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(w).Encode(rep); err != nil {
-			a.log.Debug("write /peers", "err", err)
-		}
-	})
+		return peersReport{Self: n.ID().String(), TrustQuorum: a.trustQuorum, RequireSource: n.RequireSource(), Source: "node", Stats: &st, Peers: n.Peers(), At: time.Now().UTC()}
+	}, a.log))
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: opsReadHeaderTimeout,
@@ -111,6 +109,55 @@ func (a *app) serveOps(ctx context.Context, addr string, reg *prometheus.Registr
 	})
 	a.log.Info("serving metrics", "url", "http://"+l.Addr().String()+"/metrics")
 	return nil
+}
+
+// opsPeersTTL is how long the operations port serves one rendering of
+// /peers: every GET rendered the whole trust index (up to 65,536 learned
+// records and their peers, tens of MB of JSON, under the trust lock), as
+// many at once as clients asked.
+const opsPeersTTL = 2 * time.Second
+
+// newPeersEndpoint serves the report render makes, as JSON: rendered one
+// at a time (a GET waits for the rendering under way) and served from
+// memory for opsPeersTTL, then forgotten.
+func newPeersEndpoint(render func() any, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	var (
+		mu   sync.Mutex
+		body []byte
+		gen  int
+	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		b := body
+		if b == nil {
+			var err error
+			if b, err = json.Marshal(render()); err != nil {
+				mu.Unlock()
+				log.Error("encode /peers", "err", err)
+				http.Error(w, "cannot encode the report", http.StatusInternalServerError)
+				return
+			}
+			b = append(b, '\n')
+			body, gen = b, gen+1
+			mine := gen
+			time.AfterFunc(opsPeersTTL, func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if gen == mine {
+					body = nil
+				}
+			})
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		if _, err := w.Write(b); err != nil {
+			log.Debug("write /peers", "err", err)
+		}
+	})
 }
 
 func (a *app) peersCmd() *cobra.Command {
