@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -66,6 +67,7 @@ type discoveryState struct {
 	bootstrap []peer.AddrInfo
 	mdns      mdns.Service
 	dht       *dht.IpfsDHT
+	dhtStore  *dhtStore
 
 	dialSem chan struct{}
 	mu      sync.Mutex
@@ -273,10 +275,18 @@ func (n *Node) keepBootstrap(ai peer.AddrInfo) {
 
 func (n *Node) startDHT() error {
 	d := &n.discovery
+	// The records other peers make it store are bounded (dhtstore.go);
+	// value records, which acaptcha never reads, are not stored.
+	d.dhtStore = newDHTStore(n.host.ID(), func(p peer.ID) (netip.Prefix, bool) {
+		pfx := n.peerNets(p).prefix
+		return pfx, pfx.IsValid()
+	})
 	kad, err := dht.New(n.host,
 		dht.ProtocolPrefix(DHTProtocolPrefix),
 		dht.Mode(dht.ModeAutoServer),
 		dht.BootstrapPeers(d.bootstrap...),
+		dht.Datastore(d.dhtStore),
+		dht.DisableValues(),
 	)
 	if err != nil {
 		return fmt.Errorf("start DHT: %w", err)

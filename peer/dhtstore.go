@@ -1,0 +1,156 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"sync"
+
+	ds "github.com/ipfs/go-datastore"
+	dsq "github.com/ipfs/go-datastore/query"
+	dssync "github.com/ipfs/go-datastore/sync"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/multiformats/go-base32"
+)
+
+// Bounds of the records the node's DHT stores for other peers (--dht;
+// the DHT serves in server mode). A provider record is one ADD_PROVIDER
+// message of about 100 bytes, for a key of the sender's choosing, kept in
+// memory for 48 hours; the DHT kept every one it was sent. acaptcha nodes
+// provide one key each (the rendezvous namespace) and store providers for
+// the keys they are close to, so these leave room for tens of thousands
+// of nodes while a peer, a network and all of them together are bounded.
+// Value records (PUT_VALUE) are not stored at all: acaptcha reads none.
+const (
+	// maxDHTProvidersPerPeer caps the provider records of one provider
+	// peer (the sender: the DHT takes no record it does not sign for).
+	maxDHTProvidersPerPeer = 16
+	// maxDHTProvidersPerGroup caps those of the peers of one IP prefix
+	// (or relay; DrawPrefix, RelayGroup) together: peer IDs cost nothing.
+	maxDHTProvidersPerGroup = 1024
+	// maxDHTProviders caps the provider records stored in all (about 300
+	// bytes each with the DHT's own keys: some 10 MB).
+	maxDHTProviders = 1 << 15
+)
+
+// errDHTFull refuses a provider record over a bound (the DHT logs it at
+// its own debug level and the sender gets an error for its message).
+var errDHTFull = errors.New("acaptcha: DHT provider records of this peer, its network or in total at their cap")
+
+// dhtProvidersPrefix is the datastore namespace of the DHT's provider
+// records: /providers/<base32 key>/<base32 provider peer ID>.
+const dhtProvidersPrefix = "/providers/"
+
+// dhtStore is the DHT's datastore: in memory, as the DHT's default, with
+// its provider records counted per provider peer, per network and in
+// total, and refused beyond the caps. The node's own records are not
+// counted. A record refreshed (the same key and provider) takes no new
+// room.
+type dhtStore struct {
+	ds.Batching
+	self    peer.ID
+	groupOf func(peer.ID) (netip.Prefix, bool)
+
+	perPeer, perGroup, total int
+
+	mu      sync.Mutex
+	rec     map[ds.Key]dhtRec
+	byPeer  map[peer.ID]int
+	byGroup map[netip.Prefix]int
+}
+
+type dhtRec struct {
+	p        peer.ID
+	group    netip.Prefix
+	hasGroup bool
+}
+
+func newDHTStore(self peer.ID, groupOf func(peer.ID) (netip.Prefix, bool)) *dhtStore {
+	return &dhtStore{
+		Batching: dssync.MutexWrap(ds.NewMapDatastore()), self: self, groupOf: groupOf,
+		perPeer: maxDHTProvidersPerPeer, perGroup: maxDHTProvidersPerGroup, total: maxDHTProviders,
+		rec: map[ds.Key]dhtRec{}, byPeer: map[peer.ID]int{}, byGroup: map[netip.Prefix]int{},
+	}
+}
+
+// providerOf is the provider peer a provider record's key names.
+func providerOf(k ds.Key) (peer.ID, bool) {
+	s := k.String()
+	if !strings.HasPrefix(s, dhtProvidersPrefix) {
+		return "", false
+	}
+	i := strings.LastIndexByte(s, '/')
+	b, err := base32.RawStdEncoding.DecodeString(s[i+1:])
+	if err != nil {
+		return "", false
+	}
+	id, err := peer.IDFromBytes(b)
+	return id, err == nil
+}
+
+func (d *dhtStore) Put(ctx context.Context, k ds.Key, v []byte) error {
+	p, isProv := providerOf(k)
+	if !isProv || p == d.self {
+		return d.Batching.Put(ctx, k, v)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.rec[k]; ok {
+		return d.Batching.Put(ctx, k, v)
+	}
+	r := dhtRec{p: p}
+	r.group, r.hasGroup = d.groupOf(p)
+	if d.byPeer[p] >= d.perPeer || len(d.rec) >= d.total || (r.hasGroup && d.byGroup[r.group] >= d.perGroup) {
+		return errDHTFull
+	}
+	if err := d.Batching.Put(ctx, k, v); err != nil {
+		return err
+	}
+	d.rec[k] = r
+	d.byPeer[p]++
+	if r.hasGroup {
+		d.byGroup[r.group]++
+	}
+	return nil
+}
+
+func (d *dhtStore) Delete(ctx context.Context, k ds.Key) error {
+	err := d.Batching.Delete(ctx, k)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r, ok := d.rec[k]; ok {
+		delete(d.rec, k)
+		uncountDHT(d.byPeer, r.p)
+		if r.hasGroup {
+			uncountDHT(d.byGroup, r.group)
+		}
+	}
+	return err
+}
+
+// Batch goes through Put and Delete (the map datastore applies a batch
+// at once anyway).
+func (d *dhtStore) Batch(context.Context) (ds.Batch, error) { return ds.NewBasicBatch(d), nil }
+
+// values counts the records stored that are not provider records (tests).
+func (d *dhtStore) values() int {
+	res, err := d.Batching.Query(context.Background(), dsq.Query{KeysOnly: true})
+	if err != nil {
+		return 0
+	}
+	defer res.Close()
+	n := 0
+	for e := range res.Next() {
+		if e.Error == nil && !strings.HasPrefix(e.Key, dhtProvidersPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func uncountDHT[K comparable](m map[K]int, k K) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
+	}
+}
