@@ -163,7 +163,7 @@ func NewHTTPHandler(s *Server, cfg HTTPConfig) *HTTPHandler {
 	}
 	srv := s.MCP()
 	perGroup := max(1, cfg.MaxSessions/8)
-	return &HTTPHandler{
+	h := &HTTPHandler{
 		srv: srv, max: cfg.MaxSessions, log: cfg.Logger,
 		perGroup: perGroup, perBlock: 2 * perGroup, remote: max(1, cfg.MaxSessions-cfg.MaxSessions/4),
 		owner: map[string]netip.Prefix{}, startingIn: map[netip.Prefix]int{},
@@ -173,6 +173,17 @@ func NewHTTPHandler(s *Server, cfg HTTPConfig) *HTTPHandler {
 		inner: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 			&mcp.StreamableHTTPOptions{Logger: cfg.Logger, SessionTimeout: cfg.SessionTimeout, MaxRequestBodyBytes: cfg.MaxBodyBytes}),
 	}
+	s.setGroupOf(h.sessionGroup)
+	return h
+}
+
+// sessionGroup is the network of a session opened from beyond loopback
+// (ok false for a session opened from loopback, or unknown).
+func (h *HTTPHandler) sessionGroup(ss *mcp.ServerSession) (netip.Prefix, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g, ok := h.owner[ss.ID()]
+	return g, ok
 }
 
 // Sessions counts the sessions open.

@@ -2,6 +2,8 @@ package mcpserver_test
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,9 +12,13 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/peer/mcpserver"
 )
 
@@ -279,5 +285,95 @@ func TestHTTPRequestsRateLimitedByNetwork(t *testing.T) {
 		if st := post(""); st == http.StatusTooManyRequests {
 			t.Fatalf("a loopback caller was rate-limited: %d", st)
 		}
+	}
+}
+
+// headerTransport adds X-Test-Remote to every request (the test server
+// takes it as the caller's address).
+type headerTransport struct{ remote string }
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if t.remote != "" {
+		r.Header.Set("X-Test-Remote", t.remote)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestHTTPAttestationsSharedByNetworks: over HTTP, the MCP sessions of one
+// network beyond loopback ran every attestation the server allows at
+// once (8 by default: 2 sessions of 4), and the node's own agent on
+// loopback got none. Sessions beyond loopback share three quarters of
+// the cap, one network a quarter.
+func TestHTTPAttestationsSharedByNetworks(t *testing.T) {
+	_, sets, _ := splitSets(t)
+	release := make(chan struct{})
+	var inReady atomic.Int64
+	srv, err := mcpserver.New(mcpserver.Config{Node: startNode(t, sets, nil), Version: "test", Logger: testLogger(t), Ready: func(ctx context.Context) error {
+		inReady.Add(1)
+		defer inReady.Add(-1)
+		select {
+		case <-release:
+			return errors.New("released")
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	h := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: testLogger(t)})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("X-Test-Remote"); a != "" {
+			r.RemoteAddr = a
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		close(release)
+		ts.Close()
+		h.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	session := func(remote string) *mcp.ClientSession {
+		t.Helper()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
+			Endpoint: ts.URL, HTTPClient: &http.Client{Transport: headerTransport{remote}}, MaxRetries: -1,
+		}, nil)
+		if err != nil {
+			t.Fatalf("connect from %q: %v", remote, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	attest := func(cs *mcp.ClientSession) bool {
+		_, id := testutil.NewKey(t)
+		_, err := call[mcpserver.AttestOutput](ctx, cs, "attest_peer", map[string]any{"addr": "/ip4/127.0.0.1/tcp/9/p2p/" + id.String(), "background": true, "timeout_seconds": 25})
+		return err == nil
+	}
+	started := 0
+	for i := range 2 {
+		cs := session(fmt.Sprintf("192.0.2.%d:4000", 10+i))
+		for range 4 {
+			if attest(cs) {
+				started++
+			}
+		}
+	}
+	local := 0
+	lcs := session("")
+	for range 4 {
+		if attest(lcs) {
+			local++
+		}
+	}
+	t.Logf("one /24's 2 sessions started %d of 8 attestations; then loopback %d of 4 (cap %d)", started, local, mcpserver.DefaultMaxAttests)
+	if started > mcpserver.DefaultMaxAttests/4 {
+		t.Errorf("one network ran %d attestations at once, want at most a quarter of %d", started, mcpserver.DefaultMaxAttests)
+	}
+	if local == 0 {
+		t.Error("the loopback caller could start no attestation")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sort"
 	"sync"
 	"time"
@@ -84,7 +85,9 @@ type Config struct {
 	// MaxAttests caps the attestations running at once, foreground and
 	// background (DefaultMaxAttests when 0); MaxAttestsPerSession those
 	// of one MCP session (DefaultMaxAttestsPerSession when 0, at most
-	// MaxAttests).
+	// MaxAttests). Over HTTP, the sessions opened from beyond loopback
+	// run at most three quarters of MaxAttests together and those of one
+	// network (HTTPConfig.MaxSessions) a quarter (at least 1 each).
 	MaxAttests           int
 	MaxAttestsPerSession int
 	// Version is announced to clients.
@@ -106,9 +109,14 @@ type Server struct {
 	jobs map[string]*job
 	ord  []string // job IDs, oldest first
 	// attests counts the attestations running, by the MCP session that
-	// asked (nil: none known), and attesting all of them.
+	// asked (nil: none known), and attesting all of them; byGroup and
+	// remote count those of sessions opened from beyond loopback over
+	// HTTP, by network and together (groupOf tells their network).
 	attests   map[*mcp.ServerSession]int
 	attesting int
+	byGroup   map[netip.Prefix]int
+	remote    int
+	groupOf   func(*mcp.ServerSession) (netip.Prefix, bool)
 }
 
 // New builds the server and registers its tools.
@@ -136,7 +144,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, jobs: map[string]*job{}, attests: map[*mcp.ServerSession]int{}}
+	s := &Server{cfg: cfg, log: log, jobs: map[string]*job{}, attests: map[*mcp.ServerSession]int{}, byGroup: map[netip.Prefix]int{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "acaptcha node", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
@@ -357,14 +365,28 @@ func (s *Server) startAttest(sess *mcp.ServerSession) (done func(), err error) {
 }
 
 func (s *Server) startAttestLocked(sess *mcp.ServerSession) (done func(), err error) {
+	var group netip.Prefix
+	remote := false
+	if s.groupOf != nil && sess != nil {
+		group, remote = s.groupOf(sess)
+	}
+	perGroup, remoteMax := max(1, s.cfg.MaxAttests/4), max(1, s.cfg.MaxAttests-s.cfg.MaxAttests/4)
 	switch {
 	case s.attests[sess] >= s.cfg.MaxAttestsPerSession:
 		return nil, fmt.Errorf("%d attestations running for this MCP session (the cap per session): wait for one to end", s.attests[sess])
 	case s.attesting >= s.cfg.MaxAttests:
 		return nil, fmt.Errorf("%d attestations running on this server (the cap): wait for one to end", s.attesting)
+	case remote && s.byGroup[group] >= perGroup:
+		return nil, fmt.Errorf("%d attestations running for the MCP sessions of this network (its share): wait for one to end", s.byGroup[group])
+	case remote && s.remote >= remoteMax:
+		return nil, fmt.Errorf("%d attestations running for MCP sessions from beyond loopback (their share): wait for one to end", s.remote)
 	}
 	s.attests[sess]++
 	s.attesting++
+	if remote {
+		s.byGroup[group]++
+		s.remote++
+	}
 	return sync.OnceFunc(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -372,7 +394,23 @@ func (s *Server) startAttestLocked(sess *mcp.ServerSession) (done func(), err er
 			delete(s.attests, sess)
 		}
 		s.attesting--
+		if remote {
+			if s.byGroup[group]--; s.byGroup[group] <= 0 {
+				delete(s.byGroup, group)
+			}
+			s.remote--
+		}
 	}), nil
+}
+
+// setGroupOf tells the server the network of an MCP session opened from
+// beyond loopback (HTTPHandler): those sessions share a part of the
+// attestations that may run at once (Config.MaxAttests), so that callers
+// from the network cannot take the node's own agent's.
+func (s *Server) setGroupOf(f func(*mcp.ServerSession) (netip.Prefix, bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groupOf = f
 }
 
 func (s *Server) startJob(sess *mcp.ServerSession, ai lpeer.AddrInfo, selfAnswer bool, timeout time.Duration) (*job, error) {
