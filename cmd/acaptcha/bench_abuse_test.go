@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/acaptcha/acaptcha/internal/abuse"
 	"github.com/acaptcha/acaptcha/peer"
@@ -153,7 +156,7 @@ func TestNodeLimitFlagsRefused(t *testing.T) {
 
 // The limit flags reach the node's attestation service.
 func TestNodeLimitsApplied(t *testing.T) {
-	l := limitOptions{connLow: 5, connHigh: 9, connsPerIP: 2, limitLoopback: true, powDifficulty: 16,
+	l := limitOptions{connLow: 5, connHigh: 9, connsPerIP: 2, limitLoopback: loopbackOn, powDifficulty: 16,
 		drawsPerPeer: 3, drawsPerPrefix: 7, draws: 11, sessionsPerVerifier: 4, callsPerVerifier: 12, maxAcceptTotal: time.Minute,
 		sessionsPerVerifierPrefix: 13, proverSessions: 17, proverTokens: 19, proverPowWork: 23, tokensPerVerifier: 29, proverCalls: 31,
 		drawsPerBlock: 37, sessionsPerVerifierBlock: 41}
@@ -322,5 +325,89 @@ func TestBenchProversCheckSaysWhichGoal(t *testing.T) {
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Checked == nil || !*rep.Checked {
 		t.Fatalf("--json: %v\n%s", err, out.String())
+	}
+}
+
+// --limit-loopback's default (auto) limits loopback peers of a node that
+// listens beyond loopback: behind a local proxy, tunnel or sidecar every
+// peer it forwards is a loopback peer, and loopback was exempt from every
+// per-IP and per-prefix limit whatever the node listened on. A node on
+// loopback only keeps the exemption; on and off force it.
+func TestLimitLoopbackAuto(t *testing.T) {
+	for _, tc := range []struct {
+		addrs []string
+		mode  string
+		want  bool
+	}{
+		{nil, "", true}, // the defaults: 0.0.0.0
+		{[]string{"/ip4/127.0.0.1/tcp/0"}, "", false},
+		{[]string{"/ip4/127.0.0.1/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}, "auto", true},
+		{nil, "off", false},
+		{nil, "false", false},
+		{[]string{"/ip4/127.0.0.1/tcp/0"}, "on", true},
+		{[]string{"/ip4/127.0.0.1/tcp/0"}, "true", true},
+	} {
+		l := limitOptions{powDifficulty: powAuto}
+		if tc.mode != "" {
+			if err := l.limitLoopback.Set(tc.mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := peer.Config{ListenAddrs: tc.addrs}
+		l.apply(&cfg)
+		if cfg.LimitLoopback != tc.want {
+			t.Errorf("listen %q, --limit-loopback %q: LimitLoopback %v, want %v", tc.addrs, tc.mode, cfg.LimitLoopback, tc.want)
+		}
+	}
+	var m loopbackMode
+	if err := m.Set("sometimes"); err == nil {
+		t.Error("--limit-loopback sometimes accepted")
+	}
+
+	// A node listening on every interface, reached from loopback (as
+	// through a local proxy) by fresh peer IDs: the per-IP connection
+	// limit applies.
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	l := limitOptions{connLow: peer.DefaultConnLowWater, connHigh: peer.DefaultConnHighWater, connsPerIP: 4, powDifficulty: powAuto,
+		drawsPerPeer: protocol.DefaultMaxDrawsPerPeer, drawsPerPrefix: protocol.DefaultMaxDrawsPerPrefix, draws: protocol.DefaultMaxDraws}
+	cfg := peer.Config{Key: key, StorePath: filepath.Join(t.TempDir(), "n.db"), ListenAddrs: []string{"/ip4/0.0.0.0/tcp/0"}, MDNS: false}
+	cfg.Policy = skill.DefaultPolicy()
+	l.apply(&cfg)
+	n, err := peer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	var port string
+	for _, a := range n.Host().Addrs() {
+		if p, err := a.ValueForProtocol(ma.P_TCP); err == nil {
+			port = p
+			break
+		}
+	}
+	target, err := ma.NewMultiaddr("/ip4/127.0.0.1/tcp/" + port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const dialers = 12
+	connected := 0
+	for range dialers {
+		h, err := libp2p.New(libp2p.NoListenAddrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		if h.Connect(ctx, lpeer.AddrInfo{ID: n.ID(), Addrs: []ma.Multiaddr{target}}) == nil {
+			time.Sleep(50 * time.Millisecond)
+			if len(n.Host().Network().ConnsToPeer(h.ID())) > 0 {
+				connected++
+			}
+		}
+	}
+	t.Logf("%d of %d fresh peer IDs connected from loopback to a node listening on 0.0.0.0 (--conns-per-ip 4)", connected, dialers)
+	if connected > 4 {
+		t.Fatalf("%d loopback peers connected, want at most --conns-per-ip 4", connected)
 	}
 }

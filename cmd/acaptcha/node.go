@@ -43,7 +43,7 @@ type contactOptions struct {
 // spec/protocol.md §5a, §9a).
 type limitOptions struct {
 	connLow, connHigh, connsPerIP int
-	limitLoopback                 bool
+	limitLoopback                 loopbackMode
 	powDifficulty                 int
 	drawsPerPeer, drawsPerPrefix  int
 	drawsPerBlock                 int
@@ -94,7 +94,8 @@ func (l *limitOptions) check() error {
 
 // apply copies the limits into a node config.
 func (l *limitOptions) apply(cfg *peer.Config) {
-	cfg.ConnLowWater, cfg.ConnHighWater, cfg.ConnsPerIP, cfg.LimitLoopback = l.connLow, l.connHigh, l.connsPerIP, l.limitLoopback
+	cfg.ConnLowWater, cfg.ConnHighWater, cfg.ConnsPerIP = l.connLow, l.connHigh, l.connsPerIP
+	cfg.LimitLoopback = l.limitLoopback.limits(cfg.ListenAddrs)
 	pow := l.powDifficulty
 	if pow == powAuto {
 		pow = autoPow(cfg.ListenAddrs)
@@ -112,6 +113,56 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 		// A node accepts at least its own policy's total.
 		cfg.Limits.MaxAcceptTotal = max(l.maxAcceptTotal, cfg.Policy.Total)
 	}
+}
+
+// loopbackMode is --limit-loopback: loopbackAuto (the zero value), on or
+// off.
+type loopbackMode string
+
+const (
+	loopbackAuto = "auto"
+	loopbackOn   = "on"
+	loopbackOff  = "off"
+)
+
+func (m *loopbackMode) Set(v string) error {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case loopbackAuto:
+		*m = loopbackAuto
+	case loopbackOn, "true", "1":
+		*m = loopbackOn
+	case loopbackOff, "false", "0":
+		*m = loopbackOff
+	default:
+		return fmt.Errorf("%q: want auto, on or off", v)
+	}
+	return nil
+}
+
+func (m *loopbackMode) String() string {
+	if *m == "" {
+		return loopbackAuto
+	}
+	return string(*m)
+}
+
+func (m *loopbackMode) Type() string { return "auto|on|off" }
+
+// limits reports whether loopback peers of a node listening on addrs
+// count in the per-IP and per-prefix limits: auto limits them when any
+// address is beyond loopback (autoPow's rule). Loopback was exempt
+// whatever the node listened on, so behind a local proxy, an SSH or Tor
+// tunnel or a service mesh's sidecar (every peer it forwards arrives from
+// 127.0.0.1) fresh peer IDs had the node's whole budgets: no per-prefix
+// draw, session or inbound limit, no per-IP connection limit.
+func (m loopbackMode) limits(addrs []string) bool {
+	switch m {
+	case loopbackOn:
+		return true
+	case loopbackOff:
+		return false
+	}
+	return autoPow(addrs) != 0
 }
 
 // powAuto as --pow-difficulty (the default) picks the base proof of work
@@ -588,7 +639,8 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.connLow, "conn-low", peer.DefaultConnLowWater, "connection manager low watermark: trimming stops at this many connections")
 	f.IntVar(&l.connHigh, "conn-high", peer.DefaultConnHighWater, "connection manager high watermark: above it unattested idle peers are trimmed first (the inbound connection limit is set above it)")
 	f.IntVar(&l.connsPerIP, "conns-per-ip", peer.DefaultConnsPerIP, "inbound connections per IPv4 address or IPv6 /56")
-	f.BoolVar(&l.limitLoopback, "limit-loopback", false, "apply the per-IP and per-prefix limits to loopback peers too (exempt by default)")
+	f.Var(&l.limitLoopback, "limit-loopback", "apply the per-IP and per-prefix limits to loopback peers too: auto (the default) when the node listens beyond loopback (a local proxy, tunnel or sidecar makes every peer it forwards a loopback peer), on always, off never (loopback exempt, libp2p's default); --limit-loopback alone is on")
+	f.Lookup("limit-loopback").NoOptDefVal = loopbackOn
 	f.IntVar(&l.powDifficulty, "pow-difficulty", powAuto, fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn (0: none; %d, auto: %d when listening beyond loopback, else 0; failures and load add to it)", powAuto, protocol.PublicPowDifficulty))
 	f.IntVar(&l.drawsPerPeer, "max-draws-per-peer", protocol.DefaultMaxDrawsPerPeer, "challenge sets one peer can make this node draw per hour")
 	f.IntVar(&l.drawsPerPrefix, "max-draws-per-prefix", protocol.DefaultMaxDrawsPerPrefix, "challenge sets the peers of one IPv4 /24 or IPv6 /48 can make this node draw per hour")
