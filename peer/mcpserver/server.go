@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"sort"
 	"sync"
 	"time"
 
@@ -553,15 +552,17 @@ func (s *Server) listAttestations(_ context.Context, _ *mcp.CallToolRequest, in 
 	case limit > MaxListLimit:
 		limit = MaxListLimit
 	}
-	es, err := s.cfg.Node.Store().List(dir, p)
+	// The newest limit only are verified again (Store.ListNewest): the
+	// issued records are about peer IDs HTTP clients make up, and List
+	// verified every one of them for each call.
+	es, total, err := s.cfg.Node.Store().ListNewest(dir, p, limit)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list attestations: %w", err)
 	}
-	sort.SliceStable(es, func(i, j int) bool { return es[i].Attestation.IssuedAt.After(es[j].Attestation.IssuedAt) })
-	out := &ListAttestationsOutput{Total: len(es), Attestations: []EntryView{}}
+	out := &ListAttestationsOutput{Total: total, Attestations: []EntryView{}}
 	now := time.Now()
-	for i := 0; i < len(es) && i < limit; i++ {
-		out.Attestations = append(out.Attestations, entryView(es[i], now, in.IncludeRecords))
+	for _, e := range es {
+		out.Attestations = append(out.Attestations, entryView(e, now, in.IncludeRecords))
 	}
 	return nil, out, nil
 }

@@ -781,24 +781,45 @@ func putIssuedRejection(tx *bolt.Tx, k, env []byte, a *protocol.Attestation) err
 // peer (empty for all), verifying each envelope again (expired records are
 // listed; their Attestation.Valid tells).
 func (s *Store) List(d Direction, p peer.ID) ([]Entry, error) {
-	dirs := []Direction{Issued, Received}
+	dirs, raw, err := s.stored(d, p)
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for i, dir := range dirs {
+		for _, kv := range raw[i] {
+			e, err := verifiedEntry(dir, kv)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// stored returns the records of direction d ("" for both: dirs) about or
+// from p (empty for all), by direction in key order, the write-ahead
+// log's records of a read-only store applied.
+func (s *Store) stored(d Direction, p peer.ID) (dirs []Direction, raw [][]storedKV, err error) {
+	dirs = []Direction{Issued, Received}
 	if d != "" {
 		if _, err := bucketFor(d); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		dirs = []Direction{d}
 	}
 	// Records still in the log that the listing could show go to bbolt
 	// first.
 	if err := s.flushFor(p); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var prefix []byte
 	if p != "" {
 		prefix = append([]byte(p), 0)
 	}
-	raw := make([][]storedKV, len(dirs))
-	err := s.view(func(tx *bolt.Tx) error {
+	raw = make([][]storedKV, len(dirs))
+	err = s.view(func(tx *bolt.Tx) error {
 		for i, dir := range dirs {
 			b, _ := bucketFor(dir)
 			bk := tx.Bucket(b)
@@ -813,23 +834,74 @@ func (s *Store) List(d Direction, p peer.ID) ([]Entry, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []Entry
+	if len(s.replay) > 0 {
+		for i, dir := range dirs {
+			raw[i] = overlay(s.replay, dir, prefix, raw[i])
+		}
+	}
+	return dirs, raw, nil
+}
+
+// verifyEnvelope checks a stored envelope (a variable: tests count the
+// checks).
+var verifyEnvelope = func(env []byte, o protocol.VerifyOptions) (*protocol.Attestation, error) {
+	a, _, err := protocol.VerifyAttestation(env, o)
+	return a, err
+}
+
+// verifiedEntry is the entry of a stored record, its envelope verified
+// again.
+func verifiedEntry(dir Direction, kv storedKV) (Entry, error) {
+	a, err := verifyEnvelope(kv.v, protocol.VerifyOptions{AllowExpired: true})
+	if err != nil {
+		return Entry{}, fmt.Errorf("stored attestation %x does not verify: %w", kv.k, err)
+	}
+	return Entry{Key: fmt.Sprintf("%x", kv.k), Direction: dir, Attestation: a, Envelope: kv.v}, nil
+}
+
+// ListNewest returns the limit newest entries List would return (by
+// IssuedAt, newest first; all of them when limit is 0 or less) and how
+// many List would return. Every record is decoded, but only those
+// returned are verified again: List verifies each record's signature,
+// and the records of the issued direction are about peer IDs that cost
+// nothing (one per HTTP client, kept their lifetime and the keep-expired
+// time), so a listing of the newest few verified them all.
+func (s *Store) ListNewest(d Direction, p peer.ID, limit int) ([]Entry, int, error) {
+	dirs, raw, err := s.stored(d, p)
+	if err != nil {
+		return nil, 0, err
+	}
+	type cand struct {
+		dir    Direction
+		kv     storedKV
+		issued time.Time
+	}
+	var cs []cand
 	for i, dir := range dirs {
-		kvs := raw[i]
-		if len(s.replay) > 0 {
-			kvs = overlay(s.replay, dir, prefix, kvs)
-		}
-		for _, kv := range kvs {
-			a, _, err := protocol.VerifyAttestation(kv.v, protocol.VerifyOptions{AllowExpired: true})
-			if err != nil {
-				return nil, fmt.Errorf("stored attestation %x does not verify: %w", kv.k, err)
+		for _, kv := range raw[i] {
+			a, ok := decodeStored(kv.v)
+			if !ok {
+				return nil, 0, fmt.Errorf("stored attestation %x does not decode", kv.k)
 			}
-			out = append(out, Entry{Key: fmt.Sprintf("%x", kv.k), Direction: dir, Attestation: a, Envelope: kv.v})
+			cs = append(cs, cand{dir: dir, kv: kv, issued: a.IssuedAt})
 		}
 	}
-	return out, nil
+	slices.SortStableFunc(cs, func(a, b cand) int { return b.issued.Compare(a.issued) })
+	n := len(cs)
+	if limit > 0 && limit < n {
+		cs = cs[:limit]
+	}
+	out := make([]Entry, 0, len(cs))
+	for _, c := range cs {
+		e, err := verifiedEntry(c.dir, c.kv)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, e)
+	}
+	return out, n, nil
 }
 
 // storedKV is a key and value of a bucket.

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/protocol"
+)
+
+// TestListNewestVerifiesWhatItReturns: listing the newest attestations
+// (MCP list_attestations, at most 500) verified the signature of every
+// record of the direction again, newest or not: the store keeps an issued
+// record per subject for its lifetime plus 30 days, and the subjects are
+// peer IDs any client of the HTTP door makes up (the draw budget lets
+// 1,000 an hour), so one listing of 20 cost up to hundreds of thousands of
+// signature checks. ListNewest decodes every record but verifies only
+// those it returns.
+func TestListNewestVerifiesWhatItReturns(t *testing.T) {
+	s, _ := openTemp(t)
+	defer s.Close()
+	key, _ := testutil.NewKey(t)
+	const n = 600
+	base := time.Now().Add(-time.Hour)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 {
+				_, subject := testutil.NewKey(t)
+				env, a := sealed(t, key, subject, base.Add(time.Duration(i)*time.Second), 24*time.Hour)
+				if err := s.Put(Issued, env, a); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var checks atomic.Int64
+	old := verifyEnvelope
+	verifyEnvelope = func(env []byte, o protocol.VerifyOptions) (*protocol.Attestation, error) {
+		checks.Add(1)
+		return old(env, o)
+	}
+	t.Cleanup(func() { verifyEnvelope = old })
+
+	all, err := s.List(Issued, "")
+	if err != nil || len(all) != n {
+		t.Fatalf("List: %d entries, %v", len(all), err)
+	}
+	listChecks := checks.Swap(0)
+	start := time.Now()
+	es, total, err := s.ListNewest(Issued, "", 20)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d records: List verified %d signatures; ListNewest(20) verified %d in %v", n, listChecks, checks.Load(), took)
+	if total != n || len(es) != 20 {
+		t.Fatalf("ListNewest: %d entries of %d, want 20 of %d", len(es), total, n)
+	}
+	for i, e := range es {
+		if want := base.Add(time.Duration(n-1-i) * time.Second).UTC().Truncate(time.Second); !e.Attestation.IssuedAt.Equal(want) {
+			t.Fatalf("entry %d issued at %v, want %v (newest first)", i, e.Attestation.IssuedAt, want)
+		}
+	}
+	if c := checks.Load(); c > 20 {
+		t.Fatalf("ListNewest(20) verified %d signatures, want 20", c)
+	}
+}
