@@ -69,3 +69,44 @@ func TestListNewestVerifiesWhatItReturns(t *testing.T) {
 		t.Fatalf("ListNewest(20) verified %d signatures, want 20", c)
 	}
 }
+
+// TestLatestVerifiesOne: Latest (a node reads its newest issued record of
+// a peer at every contact with it) verified every record of the peer
+// again, and the issued acceptances of a peer accumulate (one per
+// session, up to its draw budget of 20 an hour, kept their lifetime plus
+// 30 days): it verifies the one it returns.
+func TestLatestVerifiesOne(t *testing.T) {
+	s, _ := openTemp(t)
+	defer s.Close()
+	key, _ := testutil.NewKey(t)
+	_, subject := testutil.NewKey(t)
+	const n = 300
+	base := time.Now().Add(-time.Hour)
+	for i := range n {
+		env, a := sealed(t, key, subject, base.Add(time.Duration(i)*time.Second), 24*time.Hour)
+		if err := s.Put(Issued, env, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var checks atomic.Int64
+	old := verifyEnvelope
+	verifyEnvelope = func(env []byte, o protocol.VerifyOptions) (*protocol.Attestation, error) {
+		checks.Add(1)
+		return old(env, o)
+	}
+	t.Cleanup(func() { verifyEnvelope = old })
+	e, err := s.Latest(Issued, subject, time.Now())
+	if err != nil || e == nil {
+		t.Fatalf("Latest: %v %v", e, err)
+	}
+	t.Logf("%d records of one subject: Latest verified %d signatures", n, checks.Load())
+	if want := base.Add((n - 1) * time.Second).UTC().Truncate(time.Second); !e.Attestation.IssuedAt.Equal(want) {
+		t.Fatalf("Latest issued at %v, want %v", e.Attestation.IssuedAt, want)
+	}
+	if c := checks.Load(); c != 1 {
+		t.Fatalf("Latest verified %d signatures, want 1", c)
+	}
+	if e, err := s.Latest(Issued, subject, base.Add(48*time.Hour)); err != nil || e != nil {
+		t.Fatalf("Latest after every record expired: %v %v", e, err)
+	}
+}

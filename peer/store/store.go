@@ -968,23 +968,45 @@ func overlay(recs []*walRecord, d Direction, prefix []byte, kvs []storedKV) []st
 }
 
 // Latest returns the newest valid (unexpired, accepted or not) attestation
-// of direction d about or from peer p.
+// of direction d about or from peer p. Every record of p is decoded, but
+// only the one returned is verified again: a node reads its newest issued
+// record of a peer at each contact with it, and a peer's issued
+// acceptances accumulate (one per session, kept their lifetime and the
+// keep-expired time), so verifying them all made each contact cost a
+// signature check per session the peer ever passed.
 func (s *Store) Latest(d Direction, p peer.ID, now time.Time) (*Entry, error) {
-	es, err := s.List(d, p)
+	dirs, raw, err := s.stored(d, p)
 	if err != nil {
 		return nil, err
 	}
-	var best *Entry
-	for i := range es {
-		e := &es[i]
-		if !e.Attestation.Valid(now) {
-			continue
-		}
-		if best == nil || e.Attestation.IssuedAt.After(best.Attestation.IssuedAt) {
-			best = e
+	var (
+		best    storedKV
+		bestDir Direction
+		bestAt  time.Time
+		found   bool
+	)
+	for i, dir := range dirs {
+		for _, kv := range raw[i] {
+			a, ok := decodeStored(kv.v)
+			if !ok {
+				return nil, fmt.Errorf("stored attestation %x does not decode", kv.k)
+			}
+			if !a.Valid(now) {
+				continue
+			}
+			if !found || a.IssuedAt.After(bestAt) {
+				best, bestDir, bestAt, found = kv, dir, a.IssuedAt, true
+			}
 		}
 	}
-	return best, nil
+	if !found {
+		return nil, nil
+	}
+	e, err := verifiedEntry(bestDir, best)
+	if err != nil {
+		return nil, err
+	}
+	return &e, nil
 }
 
 // Get returns the entry with the given key (as printed by List).
