@@ -362,7 +362,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	end := time.AfterFunc(cfg.Duration+honestWindow(cfg.Duration, cfg.Duration), cancel)
-	defer end.Stop()
+	defer func() { end.Stop() }()
 	stopSample := b.sample(rep)
 	cfg.Progress("node %s up; %d attacks for %s", b.node.ID(), len(cfg.Attacks), cfg.Duration)
 

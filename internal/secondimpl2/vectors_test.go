@@ -371,7 +371,7 @@ func view(r *attRecord) jsonView {
 	v.Nonce, v.Digest = hex.EncodeToString(r.Nonce), hex.EncodeToString(r.Digest)
 	v.Rounds = []jsonRound{}
 	for _, x := range r.Rounds {
-		v.Rounds = append(v.Rounds, jsonRound{x.Round, x.BudgetMs, x.EffectiveMs, x.NarrativeTokens, x.Correct})
+		v.Rounds = append(v.Rounds, jsonRound(x))
 	}
 	p := r.Policy
 	v.Policy.Rounds, v.Policy.TauMs, v.Policy.DerivedTau, v.Policy.Alpha = p.Rounds, p.TauMs, p.DerivedTau, p.Alpha
