@@ -662,11 +662,29 @@ func (j *judgement) numeric() bool {
 		if w.Number != nil {
 			continue
 		}
-		if !j.allowed(w, true) && !j.unitName(w) {
+		if !j.allowed(w, true) && !j.unitName(w) && !j.compoundUnit(w) {
 			return false
 		}
 	}
 	return true
+}
+
+// compoundUnit reports whether w, a non-number word beside a numeric
+// answer's number, is a compound unit the question's text writes: a word
+// of the question's text that begins with a letter and holds a / and an
+// ASCII digit ("ml/min/1.73" of "in mL/min/1.73 m² per year"). The
+// question fixes it; M3 judges the one number all the same.
+func (j *judgement) compoundUnit(w Word) bool {
+	r, _ := utf8.DecodeRuneInString(w.Text)
+	if w.Number != nil || !unicode.IsLetter(r) || !strings.Contains(w.Text, "/") || !hasDigit(w.Text) {
+		return false
+	}
+	for _, q := range Words(j.q.Question) {
+		if q.Number == nil && q.Text == w.Text {
+			return true
+		}
+	}
+	return false
 }
 
 // unitTable lists, per unit, its spellings (normalised): its symbol and

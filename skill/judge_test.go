@@ -297,6 +297,40 @@ func TestJudgeUnitNames(t *testing.T) {
 	}
 }
 
+// A compound unit the question writes ("in mL/min/1.73 m² per year") may
+// stand beside the number; its digits are no second number, and a
+// compound unit the question does not write is refused (verification.md
+// 1.5.8).
+func TestJudgeCompoundUnit(t *testing.T) {
+	q := &Question{Question: "What benefit, in mL/min/1.73 m² per year, does the estimate give once the site is dropped?", Answer: "3.0",
+		Answers: []string{"3.0", "3", "3.0 mL/min"}, ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	n := []string{"Dropping the site left 3.0 mL/min/1.73 m² per year of benefit; the full analysis gave 3.4 mL/min/1.73 m² per year."}
+	cases := []struct {
+		a    string
+		want bool
+	}{
+		{"3.0 mL/min/1.73 m² per year", true},
+		{"3 mL/min/1.73 m² per year", true},
+		{"The answer is 3.0 mL/min/1.73 m² per year.", true},
+		{"3.0 mL/min/1.73 m² per year — the sensitivity estimate", true},
+		{"3.4 mL/min/1.73 m² per year", false},     // the wrong number
+		{"3.0 mL/min/3.4 m² per year", false},      // no word of the question
+		{"3.0 mL/min/1.73 m² per year 3.4", false}, // two numbers
+		{"mL/min/1.73 m² per year", false},         // no number
+		{"3.0 1.73", false},                        // 1.73 alone is a number
+	}
+	for _, c := range cases {
+		if got := Judge(q, c.a, n); got != c.want {
+			t.Errorf("%q: got %v, want %v", c.a, got, c.want)
+		}
+	}
+	// Only under M3: a label question gains nothing from such a word.
+	l := &Question{Question: "Which subgroup, in mL/min/1.73 m² per year, gained most?", Answer: "KIM-9-high", ReasoningType: MultiHop, AnswerType: EntityAnswer}
+	if Judge(l, "KIM-9-high mL/min/1.73", n) {
+		t.Error("a compound unit was allowed outside M3")
+	}
+}
+
 // A number answering a count or a measure is wrong behind a word the texts
 // use as a numbered label ("Priority 3" for a count of 3 where the
 // narrative ranks incidents Priority 1 to 4); a hedge, a unit or a word

@@ -537,6 +537,17 @@ func units(n string, q *skill.Question, toks [][]tok) []string {
 		switch {
 		case w == "in" && qt[i+1].word && unitLike(qt[i+1]) && (i+2 >= len(qt) || !qt[i+2].word):
 			out = append(out, n+" "+qt[i+1].text)
+		case w == "in" && qt[i+1].word && compoundUnit(qt[i+1].text):
+			// a unit with a number in it, echoed with the words after
+			// it up to the question's next mark ("in mL/min/1.73 m²
+			// per year?"), at most four
+			end := i + 2
+			for end < len(qt) && end < i+6 && qt[end].word {
+				end++
+			}
+			if end >= len(qt) || !qt[end].word {
+				out = append(out, n+" "+joinToks(qt[i+1:end]))
+			}
 		case w == "how" && i+2 < len(qt) && lower(qt[i+1]) == "many" && nounLike(qt[i+2]):
 			// the counted noun: through the first plural within three
 			// words ("how many valid hourly exceedances"), else one word
@@ -612,6 +623,13 @@ func unitLike(t tok) bool {
 		}
 	}
 	return (other && utf8.RuneCountInString(w) <= 8) || letters <= 3 || unitWords[w]
+}
+
+// compoundUnit reports whether w is a unit written with a number in it:
+// it begins with a letter and holds a / and a digit ("mL/min/1.73").
+func compoundUnit(w string) bool {
+	r, _ := utf8.DecodeRuneInString(w)
+	return unicode.IsLetter(r) && strings.Contains(w, "/") && strings.ContainsFunc(w, unicode.IsDigit)
 }
 
 // calendarWords follow a number in a date ("3 Dec"), not as its unit.

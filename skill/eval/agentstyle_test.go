@@ -58,6 +58,12 @@ func TestAgentStyleFormsIssueExamples(t *testing.T) {
 			want:      []string{"contrast agent for imaging", "exposure to a contrast agent", "exposure to a contrast agent for imaging"},
 		},
 		{
+			q:         skill.Question{Question: "What benefit, in mL/min/1.73 m² per year, does the estimate give?", Answer: "3.0", AnswerType: skill.NumericAnswer},
+			narrative: "Dropping the site left 3.0 mL/min/1.73 m² per year of benefit.",
+			form:      FormUnit,
+			want:      []string{"3.0 mL/min/1.73 m² per year"},
+		},
+		{
 			q:         skill.Question{Question: "Which enzyme limits the rate?", Answer: "PFK1", AnswerType: skill.EntityAnswer},
 			narrative: "Flux fell as the glycolytic enzyme PFK1 saturated.",
 			form:      FormPhrase,
