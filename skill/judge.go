@@ -95,7 +95,7 @@ func judgeFramed(q *Question, answer string, narratives []string) (bool, string)
 // head before it and the tail from it (spec/verification.md,
 // "Explanation"): an em dash (U+2014); an en dash (U+2013) or one or
 // two hyphen-minus characters with white space on both sides; ( or ;
-// a sentence end (. ! or ? followed by white space, the . not after an
+// a line break (LF or CR); a sentence end (. ! or ? followed by white space, the . not after an
 // abbreviation that is no candidate's word, a hedge, or an initial where
 // a candidate holds one: "e.g.", "approx.", "P. Okonjo"; after a number
 // it is one: "9.4. That ..."); or a comma followed by
@@ -131,7 +131,7 @@ func explained(answer string, cands candidateForms) (head, tail string, ok bool)
 	sep := -1
 	for i, r := range answer {
 		switch r {
-		case '—', '(', ';':
+		case '—', '(', ';', '\n', '\r':
 			sep = i
 		case '–':
 			if spaceBefore(i) && space(i+len("–")) {

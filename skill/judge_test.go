@@ -331,6 +331,37 @@ func TestJudgeCompoundUnit(t *testing.T) {
 	}
 }
 
+// A line break is an explanation separator: the answer on its first line
+// is judged by its head, under the tail guard (verification.md 1.5.9).
+func TestJudgeLineBreakSeparator(t *testing.T) {
+	node := &Question{Question: "At which node of the chain did the cartons go missing?", Answer: "Lowmoor",
+		Answers: []string{"Lowmoor", "Lowmoor hub"}, ReasoningType: MultiHop, AnswerType: EntityAnswer,
+		Distractors: []string{"Daventry", "Daventry DC"}}
+	count := &Question{Question: "How many lots failed the second inspection?", Answer: "3", ReasoningType: MultiHop,
+		AnswerType: NumericAnswer, Distractors: []string{"four"}}
+	n := []string{"The cartons left Felixstowe complete. The Lowmoor hub counted 40 short; Daventry DC received what Lowmoor sent. Three lots failed the second inspection; four had failed the first."}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{node, "Lowmoor\n\nExplanation: the count fell short at the hub.", true},
+		{node, "Lowmoor hub\r\nThe hub counted short.", true},
+		{node, "Answer:\nLowmoor", true}, // no raw word before the break: no split
+		{node, "Daventry\nLowmoor", false},
+		{node, "Lowmoor\nnot Daventry", false},
+		{node, "Lowmoor\nDaventry DC", false},
+		{count, "3\n\nThree lots failed the second inspection.", true},
+		{count, "3\nfour", false},
+		{count, "4\n3", false},
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, n); got != c.want {
+			t.Errorf("%q: got %v, want %v", c.a, got, c.want)
+		}
+	}
+}
+
 // A number answering a count or a measure is wrong behind a word the texts
 // use as a numbered label ("Priority 3" for a count of 3 where the
 // narrative ranks incidents Priority 1 to 4); a hedge, a unit or a word

@@ -52,7 +52,7 @@ func TestMeasureJudgeForms(t *testing.T) {
 
 // explanationForms wraps an answer in the forms an agent adds a
 // justification with.
-var explanationForms = []string{"%s — %s", "%s - because %s", "%s (%s)", "%s; %s", "%s. %s", "%s, because %s", "%s—%s"}
+var explanationForms = []string{"%s — %s", "%s - because %s", "%s (%s)", "%s; %s", "%s. %s", "%s, because %s", "%s—%s", "%s\n\n%s"}
 
 func measureForms(t *testing.T, label string, sets []*skill.Set) {
 	var (

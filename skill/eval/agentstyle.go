@@ -53,7 +53,7 @@ const (
 	FormLeadIn = "lead-in"
 	// FormExplained is the canonical answer followed by a short
 	// justification that names no other candidate: "EI-FXC — as the
-	// narrative states".
+	// narrative states", or the justification on a line of its own.
 	FormExplained = "explained"
 )
 
@@ -65,7 +65,7 @@ var AgentForms = []string{FormExact, FormPhrase, FormArticle, FormBareNumber, Fo
 // picked by the answer's text so that a question keeps its wording.
 var (
 	leadIns      = []string{"The answer is %s.", "Answer: %s", "It is %s."}
-	explanations = []string{"%s — as the narrative states", "%s (per the record)", "%s; the text says so", "%s, because the record shows it", "%s. That is what the report gives."}
+	explanations = []string{"%s — as the narrative states", "%s (per the record)", "%s; the text says so", "%s, because the record shows it", "%s. That is what the report gives.", "%s\n\nExplanation: the record gives it."}
 )
 
 // AgentAnswer is one wording of the right answer.
@@ -88,7 +88,11 @@ func AgentStyleForms(q *skill.Question, narratives []string) (out []AgentAnswer)
 	out = []AgentAnswer{{Form: FormExact, Text: q.Answer}}
 	seen := map[string]bool{strings.ToLower(strings.TrimSpace(q.Answer)): true}
 	add := func(form, text string) {
-		text = strings.Join(strings.Fields(text), " ")
+		if form == FormExplained {
+			text = strings.TrimSpace(text) // keeps a frame's line break
+		} else {
+			text = strings.Join(strings.Fields(text), " ")
+		}
 		k := strings.ToLower(text)
 		if text == "" || seen[k] || len(text) > skill.MaxAnswerBytes {
 			return
