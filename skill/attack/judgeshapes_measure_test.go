@@ -281,7 +281,12 @@ func shapesEntity(q, text string) string {
 		low := strings.ToLower(s)
 		pos := len(jsPos.FindAllString(s, -1))
 		neg := len(jsNeg.FindAllString(s, -1))
+		keys := make([]string, 0, len(names))
 		for x := range names {
+			keys = append(keys, x)
+		}
+		sort.Strings(keys) // a deterministic first mention
+		for _, x := range keys {
 			c := cands[x]
 			if c == nil {
 				c = &cand{name: x, first: order}
@@ -323,7 +328,7 @@ func shapesEntity(q, text string) string {
 	return best.name
 }
 
-// TestMeasureJudgeShapes measures judgeShapes on the LLM-written sample
+// TestMeasureJudgeShapes measures judgeShapes and attributeValue on the LLM-written sample
 // sets and hybrid rewordings (JUDGE_SHAPES_MEASURE=1; skipped when the
 // corpus is absent) on the questions the filter's attackers leave: a
 // question counts as kept when no attacker of All() and WhiteBox(kind)
@@ -345,7 +350,16 @@ func TestMeasureJudgeShapes(t *testing.T) {
 	}{{"/sets/*.json", skill.SourceLLM}, {"/hybrid/*-hybrid.json", skill.SourceHybrid}, {"/hybrid/*-hybrid-q.json", skill.SourceHybrid}} {
 		files, _ := filepath.Glob(dir + g.pat)
 		filter := append(All(), WhiteBox(g.kind)...)
-		js := judgeShapes()
+		for _, js := range []Named{judgeShapes(), attributeValue()} {
+			measureShapes(t, g.pat, files, filter, js)
+		}
+	}
+}
+
+// measureShapes measures one attacker on files, on the questions that
+// no attacker of filter answers.
+func measureShapes(t *testing.T, pat string, files []string, filter []Named, js Named) {
+	{
 		var r1, sess float64
 		nsets, hits, kept := 0, 0, 0
 		for _, f := range files {
@@ -399,8 +413,8 @@ func TestMeasureJudgeShapes(t *testing.T) {
 			r1 += frac[0]
 			sess += frac[0] * frac[1] * frac[2]
 		}
-		t.Logf("%-24s sets served %d, kept questions %d, judge-shapes answers %d; round 1 %.1f%%, sessions %.2f%%",
-			g.pat, nsets, kept, hits, 100*r1/float64(max(nsets, 1)), 100*sess/float64(max(nsets, 1)))
+		t.Logf("%-24s %-16s sets served %d, kept questions %d, answered %d; round 1 %.1f%%, sessions %.2f%%",
+			pat, js.Name, nsets, kept, hits, 100*r1/float64(max(nsets, 1)), 100*sess/float64(max(nsets, 1)))
 	}
 }
 
