@@ -276,7 +276,7 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 			// A distractor spelled in words is also met by its digits
 			// in the tail ("3 — 4" beside the distractor "four").
 			if numeric {
-				if sw := spelledNumbers(dw); !slices.EqualFunc(sw, dw, func(a, b Word) bool { return a.Text == b.Text }) {
+				if sw := numberReadings(dw); !slices.EqualFunc(sw, dw, func(a, b Word) bool { return a.Text == b.Text }) {
 					j.distractors = append(j.distractors, sw)
 				}
 			}
@@ -284,7 +284,7 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 	}
 	readings := [][]Word{plain}
 	if numeric {
-		readings = append(readings, spelledNumbers(plain))
+		readings = append(readings, numberReadings(plain))
 	}
 	for _, wa := range readings {
 		j.wa = wa
@@ -407,8 +407,9 @@ func judgeText(q *Question, answer string, narratives []string) (bool, string) {
 	if len(wa) == 0 {
 		return false, RuleNone
 	}
-	if _, ok := numericTarget(q); ok {
-		wa = spelledNumbers(wa)
+	_, numeric := numericTarget(q)
+	if numeric {
+		wa = numberReadings(wa)
 	}
 	j := judgement{q: q, wa: wa, narratives: narratives, head: len(wa)}
 	if head, _, ok := explained(answer, candidatesOf(q)); ok {
@@ -416,7 +417,11 @@ func judgeText(q *Question, answer string, narratives []string) (bool, string) {
 		// number and M4's (so M5's) variant must lie in the head ("Tier
 		// A — Tier C" must not answer Tier C where its head answers Tier
 		// A). Words reads the head as the answer's first words.
-		j.head = min(len(Words(head)), len(wa))
+		hw := Words(head)
+		if numeric {
+			hw = numberReadings(hw)
+		}
+		j.head = min(len(hw), len(wa))
 	}
 	for _, v := range vs {
 		wv := Words(v)
@@ -429,6 +434,13 @@ func judgeText(q *Question, answer string, narratives []string) (bool, string) {
 			continue
 		}
 		j.distractors = append(j.distractors, dw)
+		// The answer's number readings apply to a distractor too, so
+		// that it occurs in the answer read so ("3-MCPD" as 3 and mcpd).
+		if numeric {
+			if nw := numberReadings(dw); !slices.EqualFunc(nw, dw, func(a, b Word) bool { return a.Text == b.Text }) {
+				j.distractors = append(j.distractors, nw)
+			}
+		}
 	}
 	if j.labelledNumber() {
 		return false, RuleNone // M2: "Priority 3" for a count of 3
@@ -905,6 +917,51 @@ var spelledNumber = func() map[string]int64 {
 	}
 	return m
 }()
+
+// numberReadings returns ws as an answer to a question with a numeric
+// target reads it: spelled-out numbers as numbers (spelledNumbers), then
+// a word that is a number or a spelled-out number, one `-` and a rest
+// that begins with a letter as two words, that number and the rest
+// (hyphenNumbers: "4-fold", "10.6-km", "four-fold").
+func numberReadings(ws []Word) []Word { return hyphenNumbers(spelledNumbers(ws)) }
+
+// hyphenNumbers returns ws with every word that is a number (ASCII, as
+// words reads numbers, never negative) or a word of the spelled-number
+// table, then one -, then a rest beginning with a letter, read as two
+// words: the number and the rest (a new slice when one is; ws
+// otherwise). Judge applies it to the answer of a question with a
+// numeric target only, after spelledNumbers: "4-fold" is 4 and "fold",
+// "forty-two" stays the one number 42.
+func hyphenNumbers(ws []Word) []Word {
+	var out []Word
+	for i, w := range ws {
+		var num Word
+		k := strings.IndexByte(w.Text, '-')
+		if w.Number == nil && k > 0 && k+1 < len(w.Text) {
+			r, _ := utf8.DecodeRuneInString(w.Text[k+1:])
+			head := w.Text[:k]
+			if v, ok := parseNumber(head); ok && unicode.IsLetter(r) {
+				num = Word{Text: head, Number: v}
+			} else if n, ok := spelledNumber[head]; ok && unicode.IsLetter(r) {
+				num = Word{Text: big.NewInt(n).String(), Number: new(big.Rat).SetInt64(n)}
+			}
+		}
+		if num.Number == nil {
+			if out != nil {
+				out = append(out, w)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]Word, 0, len(ws)+1), ws[:i]...)
+		}
+		out = append(out, num, Word{Text: w.Text[k+1:]})
+	}
+	if out == nil {
+		return ws
+	}
+	return out
+}
 
 // spelledNumbers returns ws with every word of the spelled-number table
 // read as the number it spells (a new slice when one is; ws otherwise).

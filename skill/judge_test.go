@@ -362,6 +362,44 @@ func TestJudgeLineBreakSeparator(t *testing.T) {
 	}
 }
 
+// In an answer to a numeric question a number, a hyphen and a word are the
+// number and the word ("3-fold"), under every rule and in the tail guard;
+// a distractor is read so too (verification.md 1.5.10).
+func TestJudgeHyphenatedNumbers(t *testing.T) {
+	factor := &Question{Question: "By what factor did the rate fall at the plant?", Answer: "3", Answers: []string{"3", "3x"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer, Distractors: []string{"4", "4x"}}
+	depth := &Question{Question: "What final depth in km did the well reach?", Answer: "10.6", Answers: []string{"10.6", "10.6 km"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	code := &Question{Question: "Which contaminant did the screen flag?", Answer: "3-MCPD", ReasoningType: MultiHop,
+		AnswerType: EntityAnswer, Distractors: []string{"glycidol"}}
+	n := []string{"The rate fell 3-fold at the plant and 4-fold at the annex; the well reached 10.6 km. The screen flagged 3-MCPD, not glycidol."}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{factor, "3-fold", true},
+		{factor, "three-fold", true},
+		{factor, "about 3-fold", true},
+		{factor, "3-fold — the plant's drop", true},
+		{factor, "4-fold", false},
+		{factor, "3 — 4-fold", false},
+		{factor, "3 — four-fold", false},
+		{factor, "3-fold\n4-fold", false},
+		{factor, "3-4-fold", false},
+		{factor, "3-fold 4", false},
+		{depth, "10.6-km", true},
+		{depth, "10.6-metre", false}, // no text uses metres
+		{code, "3-MCPD", true},       // no numeric target: read whole
+		{code, "the 3-MCPD", true},
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, n); got != c.want {
+			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
+		}
+	}
+}
+
 // A number answering a count or a measure is wrong behind a word the texts
 // use as a numbered label ("Priority 3" for a count of 3 where the
 // narrative ranks incidents Priority 1 to 4); a hedge, a unit or a word

@@ -572,6 +572,10 @@ func units(n string, q *skill.Question, toks [][]tok) []string {
 	}
 	for _, t := range qt {
 		if ratioWords[lower(t)] {
+			// a factor asked as such is given as one ("4-fold")
+			if w := lower(t); w == "factor" || w == "fold" || w == "times" {
+				out = append(out, n+"-fold")
+			}
 			return out
 		}
 	}

@@ -58,6 +58,12 @@ func TestAgentStyleFormsIssueExamples(t *testing.T) {
 			want:      []string{"contrast agent for imaging", "exposure to a contrast agent", "exposure to a contrast agent for imaging"},
 		},
 		{
+			q:         skill.Question{Question: "By what factor is the analogue's IC50 lower?", Answer: "3", AnswerType: skill.NumericAnswer},
+			narrative: "The analogue came in at a third of the parent's IC50; the earlier lot was off by half.",
+			form:      FormUnit,
+			want:      []string{"3-fold"},
+		},
+		{
 			q:         skill.Question{Question: "What benefit, in mL/min/1.73 m² per year, does the estimate give?", Answer: "3.0", AnswerType: skill.NumericAnswer},
 			narrative: "Dropping the site left 3.0 mL/min/1.73 m² per year of benefit.",
 			form:      FormUnit,
