@@ -300,7 +300,7 @@ func TestJudgeUnitNames(t *testing.T) {
 // A compound unit the question writes ("in mL/min/1.73 m² per year") may
 // stand beside the number; its digits are no second number, and a
 // compound unit the question does not write is refused (verification.md
-// 1.5.8).
+// 1.5.9).
 func TestJudgeCompoundUnit(t *testing.T) {
 	q := &Question{Question: "What benefit, in mL/min/1.73 m² per year, does the estimate give once the site is dropped?", Answer: "3.0",
 		Answers: []string{"3.0", "3", "3.0 mL/min"}, ReasoningType: MultiHop, AnswerType: NumericAnswer}
@@ -332,7 +332,7 @@ func TestJudgeCompoundUnit(t *testing.T) {
 }
 
 // A line break is an explanation separator: the answer on its first line
-// is judged by its head, under the tail guard (verification.md 1.5.9).
+// is judged by its head, under the tail guard (verification.md 1.5.10).
 func TestJudgeLineBreakSeparator(t *testing.T) {
 	node := &Question{Question: "At which node of the chain did the cartons go missing?", Answer: "Lowmoor",
 		Answers: []string{"Lowmoor", "Lowmoor hub"}, ReasoningType: MultiHop, AnswerType: EntityAnswer,
@@ -364,7 +364,7 @@ func TestJudgeLineBreakSeparator(t *testing.T) {
 
 // In an answer to a numeric question a number, a hyphen and a word are the
 // number and the word ("3-fold"), under every rule and in the tail guard;
-// a distractor is read so too (verification.md 1.5.10).
+// a distractor is read so too (verification.md 1.5.11).
 func TestJudgeHyphenatedNumbers(t *testing.T) {
 	factor := &Question{Question: "By what factor did the rate fall at the plant?", Answer: "3", Answers: []string{"3", "3x"},
 		ReasoningType: MultiHop, AnswerType: NumericAnswer, Distractors: []string{"4", "4x"}}
