@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -185,8 +186,20 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 			// door or the MCP tools) is decoded as the MCP tool does;
 			// anything else is the envelope's bytes.
 			if utf8.Valid(data) {
-				if b, derr := mcpserver.DecodeRecord(string(data)); derr == nil {
+				b, derr := mcpserver.DecodeRecord(string(data))
+				switch {
+				case derr == nil:
 					data = b
+				case bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")):
+					// JSON that holds no envelope: say so, rather than
+					// "cannot parse invalid wire-format data".
+					err := fmt.Errorf("%w: %v", protocol.ErrMalformed, derr)
+					if a.jsonOut {
+						_ = writeJSON(a, map[string]any{"ok": false, "valid": false, "accepted": false, "error": err.Error(), "error_code": protocol.AttestationErrorCode(err), "source_below_minimum": false})
+					} else {
+						fmt.Fprintf(a.stdout, "INVALID: %v\n", err)
+					}
+					return verdictErr(err)
 				}
 			}
 			opts := protocol.VerifyOptions{AllowExpired: allowExpired}

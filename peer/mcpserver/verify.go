@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -22,7 +23,7 @@ const maxRecordChars = 4 * protocol.MaxEnvelopeBytes
 
 // VerifyInput is verify_attestation's input.
 type VerifyInput struct {
-	Record        string `json:"record" jsonschema:"the signed envelope: base64 or hex, or a JSON object holding it as record, envelope_base64 or envelope_hex"`
+	Record        string `json:"record" jsonschema:"the signed envelope: base64 or hex, or a JSON object holding it as record, envelope_base64, envelope_hex or attestation (the HTTP door's result or session)"`
 	RequireSource string `json:"require_source,omitempty" jsonschema:"refuse unless the challenges came from a source ranked at least this: procedural, corpus, hybrid or llm (default any)"`
 	AnyVerdict    bool   `json:"any_verdict,omitempty" jsonschema:"ok for any valid record, whatever its verdict (default: ok only when ACCEPTED)"`
 	Subject       string `json:"subject,omitempty" jsonschema:"expected subject peer ID"`
@@ -91,7 +92,10 @@ func (s *Server) verifyAttestation(_ context.Context, _ *mcp.CallToolRequest, in
 
 // DecodeRecord turns a textual record into envelope bytes: hex (what
 // `acaptcha attestations export | xxd -p` and the CLI's JSON give), base64
-// (standard or URL, padded or not), or a JSON object carrying either.
+// (standard or URL, padded or not), or a JSON object carrying either: the
+// CLI's and the MCP tools' output (record, envelope_base64, envelope_hex),
+// the HTTP door's result and verify request (attestation), or the door's
+// session object (its result's attestation).
 func DecodeRecord(s string) ([]byte, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -102,18 +106,7 @@ func DecodeRecord(s string) ([]byte, error) {
 		if err := json.Unmarshal([]byte(s), &obj); err != nil {
 			return nil, fmt.Errorf("record looks like JSON but does not parse: %w", err)
 		}
-		for _, k := range []string{"record", "envelope_base64", "record_base64", "envelope_hex", "envelope"} {
-			raw, ok := obj[k]
-			if !ok {
-				continue
-			}
-			var inner string
-			if err := json.Unmarshal(raw, &inner); err != nil {
-				return nil, fmt.Errorf("record JSON: field %s is not a string", k)
-			}
-			return DecodeRecord(inner)
-		}
-		return nil, errors.New("record JSON holds no signed envelope (record, envelope_base64 or envelope_hex): a display view alone cannot be verified, it carries no signature")
+		return decodeRecordObject(obj, 0)
 	}
 	// Line breaks and spaces (xxd -p, base64 -w 76) are no part of
 	// either encoding: drop them all before trying hex, whose alphabet
@@ -128,4 +121,41 @@ func DecodeRecord(s string) ([]byte, error) {
 		}
 	}
 	return nil, errors.New("record is neither base64 nor hex")
+}
+
+// recordFields are the members of a JSON object that may hold the signed
+// envelope as a string, in the order they are tried. A member of the same
+// name holding an object is a display view (the HTTP door's record, the
+// CLI's attestation) and is passed over.
+var recordFields = []string{"record", "envelope_base64", "record_base64", "envelope_hex", "envelope", "attestation"}
+
+// decodeRecordObject finds the envelope in obj, or in the HTTP door's
+// session object (result) or error body (session) it nests.
+func decodeRecordObject(obj map[string]json.RawMessage, depth int) ([]byte, error) {
+	for _, k := range recordFields {
+		raw, ok := obj[k]
+		if !ok {
+			continue
+		}
+		if t := bytes.TrimSpace(raw); len(t) > 0 && (t[0] == '{' || string(t) == "null") {
+			continue
+		}
+		var inner string
+		if err := json.Unmarshal(raw, &inner); err != nil {
+			return nil, fmt.Errorf("record JSON: field %s is not a string", k)
+		}
+		return DecodeRecord(inner)
+	}
+	if depth < 2 {
+		for _, k := range []string{"result", "session"} {
+			var nested map[string]json.RawMessage
+			if raw, ok := obj[k]; !ok || json.Unmarshal(raw, &nested) != nil || nested == nil {
+				continue
+			}
+			if b, err := decodeRecordObject(nested, depth+1); err == nil {
+				return b, nil
+			}
+		}
+	}
+	return nil, errors.New("record JSON holds no signed envelope (record, attestation, envelope_base64 or envelope_hex, or an HTTP session's result.attestation): a display view alone cannot be verified, it carries no signature")
 }
