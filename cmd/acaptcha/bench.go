@@ -85,6 +85,13 @@ nodes admit on procedural attestations (--require-source procedural) unless
 	fl.Float64Var(&f.latencyScale, "latency-scale", swarm.DefaultLatencyScale, "factor on realistic delays")
 	fl.DurationVar(&f.timeout, "timeout", swarm.DefaultTimeout, "give up after this long")
 	a.addFlags(fl, groupPolicy, groupTrust, groupGossip)
+	// The bench serves procedural challenges and so requires source
+	// procedural unless told (RunE): its help says so, not the node's
+	// hybrid.
+	if rs := fl.Lookup("require-source"); rs != nil {
+		rs.DefValue = string(skill.SourceProcedural)
+		rs.Usage += "; the bench's challenges are procedural, so it requires procedural unless given"
+	}
 	return cmd
 }
 

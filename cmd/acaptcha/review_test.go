@@ -80,3 +80,42 @@ func TestVerifyReadsHTTPDoorOutput(t *testing.T) {
 		t.Errorf("verify --json a JSON view without an envelope: exit %d, %v, want ok false, error_code malformed:\n%s", code, err, out)
 	}
 }
+
+// TestBenchSwarmHelpShowsItsRequireSource: the swarm's nodes require
+// source procedural unless --require-source is given (its challenges are
+// procedural), but 809b1b3's help and --help --json said default
+// "hybrid", the node's.
+func TestBenchSwarmHelpShowsItsRequireSource(t *testing.T) {
+	ctx := context.Background()
+	out, errOut, code := newUserMain(ctx, "bench", "swarm", "--help")
+	if code != exitOK || !strings.Contains(out, `requires procedural unless given (default "procedural")`) {
+		t.Errorf("bench swarm --help: exit %d, want the require-source default procedural:\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = newUserMain(ctx, "bench", "swarm", "--help", "--json")
+	var h struct {
+		Flags []struct {
+			Name    string `json:"name"`
+			Default string `json:"default"`
+		} `json:"flags"`
+	}
+	if err := json.Unmarshal([]byte(out), &h); err != nil || code != exitOK {
+		t.Fatalf("bench swarm --help --json: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	found := false
+	for _, f := range h.Flags {
+		if f.Name == "require-source" {
+			found = true
+			if f.Default != string(skill.SourceProcedural) {
+				t.Errorf("bench swarm --help --json: require-source default %q, want procedural", f.Default)
+			}
+		}
+	}
+	if !found {
+		t.Error("bench swarm --help --json lists no require-source flag")
+	}
+	// The node keeps its own default.
+	out, _, _ = newUserMain(ctx, "node", "--help")
+	if !strings.Contains(out, `or any (default "hybrid")`) {
+		t.Errorf("node --help lost its require-source default hybrid:\n%s", out)
+	}
+}
