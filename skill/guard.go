@@ -130,6 +130,20 @@ func (g *GuardedProver) Unavailable() error {
 // of a command that needs its answerer); it records the result as a
 // background canary would.
 func (g *GuardedProver) Check(ctx context.Context) error {
+	err := g.CheckAnswers(ctx)
+	if err != nil && ctx.Err() == nil && g.reply(err) {
+		return nil // there, only busy or unhappy
+	}
+	return err
+}
+
+// CheckAnswers is Check for a command about to be verified once (attest):
+// it also returns the errors that came with a reply but no answer (a rate
+// limit, an empty or cut output), which Check passes as "there". A
+// session started now would fail on them, and its verifier sign the
+// failure as a rejection that then stands. It records the result as
+// Check does (such a reply does not mark the answerer down).
+func (g *GuardedProver) CheckAnswers(ctx context.Context) error {
 	g.mu.Lock()
 	gen := g.gen
 	g.mu.Unlock()
@@ -143,9 +157,6 @@ func (g *GuardedProver) Check(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.recordLocked(err, gen)
-	if err != nil && g.reply(err) {
-		return nil // there, only busy or unhappy
-	}
 	return err
 }
 

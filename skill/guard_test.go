@@ -326,3 +326,27 @@ func TestGuardedProverCheckCancelledIsNoVerdict(t *testing.T) {
 		t.Fatalf("a cancelled check marked the answerer down (%v); log %q", g.Unavailable(), logs.String())
 	}
 }
+
+// CheckAnswers (attest's check before it dials) refuses a rate limit and
+// an empty reply, which Check passes as "there" (809b1b3's attest used
+// Check, dialed, failed the peer's session and stored the peer's signed
+// rejection, which then stood); neither marks the answerer down.
+func TestGuardedProverCheckAnswersRefusesReplies(t *testing.T) {
+	errLimited := errors.New("429 rate limit")
+	inner := ProverFunc(func() Answerer {
+		return AnswerFunc(func(ctx context.Context, c Challenge) (string, error) {
+			return "", errLimited
+		})
+	})
+	g := NewGuardedProver(inner, nil, func(err error) bool { return errors.Is(err, errLimited) })
+	defer g.Close()
+	if err := g.CheckAnswers(context.Background()); !errors.Is(err, errLimited) {
+		t.Fatalf("CheckAnswers of a rate-limited answerer: %v, want the rate limit", err)
+	}
+	if err := g.Unavailable(); err != nil {
+		t.Fatalf("a rate-limited canary marked the answerer down: %v", err)
+	}
+	if err := g.Check(context.Background()); err != nil {
+		t.Fatalf("Check of a rate-limited answerer: %v, want nil (there, only busy)", err)
+	}
+}

@@ -72,8 +72,9 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 			defer cancelPrep()
 			if a.guard != nil {
 				// Without its LLM this side can only fail the peer's
-				// session (signed as a rejection): say so now.
-				if err := a.guard.Check(prep); err != nil {
+				// session (signed as a rejection that then stands): say
+				// so now, for a rate limit or an empty reply too.
+				if err := a.guard.CheckAnswers(prep); err != nil {
 					return fmt.Errorf("--llm %s does not answer (checked before contacting the peer, which could not have verified us): %w", a.llmSpec, err)
 				}
 			}

@@ -6,15 +6,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/peer/httpgw"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/spec"
 )
 
 // TestVerifyReadsHTTPDoorOutput: `attestations verify` takes "a JSON
@@ -117,5 +120,50 @@ func TestBenchSwarmHelpShowsItsRequireSource(t *testing.T) {
 	out, _, _ = newUserMain(ctx, "node", "--help")
 	if !strings.Contains(out, `or any (default "hybrid")`) {
 		t.Errorf("node --help lost its require-source default hybrid:\n%s", out)
+	}
+}
+
+// TestAttestRefusesRateLimitedLLMBeforeDialing: attest checks its LLM
+// before it dials and "exits 1 when it does not answer"; 809b1b3 passed an
+// LLM answering 429 or an empty reply (a reply: "there, only busy"),
+// dialed, declined the peer's session and stored the peer's signed
+// rejection (declined), which then stood: the next attest, with the LLM
+// back, was "not asked again while it stands".
+func TestAttestRefusesRateLimitedLLMBeforeDialing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node")
+	}
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle := testutil.NewOpenAIServer(testutil.NewOracle(sets...))
+	defer oracle.Close()
+	limited := testutil.NewOpenAIServer(testutil.BrainFunc(func(testutil.BrainRequest) testutil.BrainReply {
+		return testutil.BrainReply{Status: http.StatusTooManyRequests}
+	}))
+	defer limited.Close()
+	empty := testutil.NewOpenAIServer(testutil.BrainFunc(func(testutil.BrainRequest) testutil.BrainReply { return testutil.BrainReply{} }))
+	defer empty.Close()
+	t.Setenv("OPENAI_API_KEY", "test")
+	dir := t.TempDir()
+	corpusA, corpusB := splitExamples(t, dir)
+	info := runCLINode(t, []string{"node", "--json", "--llm", "openai:stub", "--llm-base-url", oracle.URL + "/v1", "--challenges", "corpus:" + corpusB,
+		"--key", filepath.Join(dir, "b", "key"), "--store", filepath.Join(dir, "b", "db"), "--listen", "/ip4/127.0.0.1/tcp/0"})
+	for _, tc := range []struct{ name, url string }{{"rate limit", limited.URL}, {"empty reply", empty.URL}} {
+		stdout, stderr, code := newUserMain(context.Background(), "attest", "--timeout", "40s", "--llm", "openai:stub", "--llm-base-url", tc.url+"/v1",
+			"--challenges", "corpus:"+corpusA, "--key", filepath.Join(dir, "a", "key"), "--store", filepath.Join(dir, "a", "db"),
+			"--listen", "/ip4/127.0.0.1/tcp/0", info.Addrs[0])
+		if code != exitRejected || !strings.Contains(stderr, "does not answer") || strings.Contains(stdout, "verified us") {
+			t.Errorf("attest with an LLM answering a %s: exit %d, want %d refusing before it dials:\nstdout: %s\nstderr: %s", tc.name, code, exitRejected, stdout, stderr)
+		}
+	}
+	// Nothing about us was signed: with the LLM answering, the peer
+	// verifies us.
+	stdout, stderr, code := newUserMain(context.Background(), "attest", "--timeout", "40s", "--llm", "openai:stub", "--llm-base-url", oracle.URL+"/v1",
+		"--challenges", "corpus:"+corpusA, "--key", filepath.Join(dir, "a", "key"), "--store", filepath.Join(dir, "a", "db"),
+		"--listen", "/ip4/127.0.0.1/tcp/0", info.Addrs[0])
+	if code != exitOK || !strings.Contains(stdout, "verified us: ACCEPTED") {
+		t.Errorf("attest with the LLM back: exit %d, want %d and the peer's acceptance of us:\nstdout: %s\nstderr: %s", code, exitOK, stdout, stderr)
 	}
 }
