@@ -542,7 +542,7 @@ func (a *app) progressPrinter(unit string) func(eval.Progress) {
 		}
 		if tenth := p.Done * 10 / p.Total; tenth != lastTenth {
 			lastTenth = tenth
-			fmt.Fprintf(a.stderr, "%d/%d %s (%d%%) %s\n", p.Done, p.Total, unit, tenth*10, p.Elapsed.Round(time.Second))
+			fmt.Fprintf(a.stderr, "%d/%d %s (%d%%) %s\n", p.Done, p.Total, unit, p.Done*100/p.Total, p.Elapsed.Round(time.Second))
 		}
 	}
 }

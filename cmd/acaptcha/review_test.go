@@ -6,6 +6,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/acaptcha/acaptcha/peer/httpgw"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/eval"
 	"github.com/acaptcha/acaptcha/spec"
 )
 
@@ -165,5 +168,25 @@ func TestAttestRefusesRateLimitedLLMBeforeDialing(t *testing.T) {
 		"--listen", "/ip4/127.0.0.1/tcp/0", info.Addrs[0])
 	if code != exitOK || !strings.Contains(stdout, "verified us: ACCEPTED") {
 		t.Errorf("attest with the LLM back: exit %d, want %d and the peer's acceptance of us:\nstdout: %s\nstderr: %s", code, exitOK, stdout, stderr)
+	}
+}
+
+// TestEvalProgressPercentIsTheShareDone: eval's progress lines (standard
+// error not a terminal) printed the tenth crossed as the percentage:
+// "5/20 sessions (20%)", "1/3 sessions (30%)" on 809b1b3.
+func TestEvalProgressPercentIsTheShareDone(t *testing.T) {
+	var errb strings.Builder
+	progress := (&app{stdout: io.Discard, stderr: &errb}).progressPrinter("sessions")
+	for done := 1; done <= 20; done++ {
+		progress(eval.Progress{Done: done, Total: 20, Elapsed: time.Second})
+	}
+	for _, line := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
+		var done, total, pct int
+		if _, err := fmt.Sscanf(line, "%d/%d sessions (%d%%)", &done, &total, &pct); err != nil {
+			t.Fatalf("progress line %q: %v", line, err)
+		}
+		if pct != done*100/total {
+			t.Errorf("progress line %q: %d%%, want %d%%", line, pct, done*100/total)
+		}
 	}
 }
