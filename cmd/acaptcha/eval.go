@@ -384,6 +384,13 @@ func loadEvalCorpus(source, glob string) (sets []*skill.Set, names []string, nam
 	} else {
 		name += "/" + glob
 	}
+	// A mistyped directory is not an empty one (filepath.Glob finds
+	// nothing in either).
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, nil, "", usageErr("corpus directory: %v", err)
+	} else if !fi.IsDir() {
+		return nil, nil, "", usageErr("corpus directory %s is not a directory", dir)
+	}
 	files, err := filepath.Glob(filepath.Join(dir, pattern))
 	if err != nil {
 		return nil, nil, "", usageErr("--glob %q: %v", glob, err)

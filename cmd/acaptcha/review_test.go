@@ -190,3 +190,22 @@ func TestEvalProgressPercentIsTheShareDone(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalCorpusMissingDirectory: eval --source corpus:DIR with a
+// mistyped DIR said "corpus directory DIR holds no challenge sets
+// matching *.json" on 809b1b3, as for an empty one; node says "no such
+// file or directory".
+func TestEvalCorpusMissingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "typo")
+	file := filepath.Join(dir, "file.json")
+	if err := os.WriteFile(file, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ dir, want string }{{missing, "no such file or directory"}, {file, "not a directory"}} {
+		_, errOut, code := newUserMain(context.Background(), "eval", "--source", "corpus:"+tc.dir, "--sessions", "1", "--out", filepath.Join(dir, "out"))
+		if code != exitUsage || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "holds no challenge sets") {
+			t.Errorf("eval --source corpus:%s: exit %d, want %d saying %q:\n%s", tc.dir, code, exitUsage, tc.want, errOut)
+		}
+	}
+}
