@@ -357,6 +357,19 @@ func (p *Pool) ConsecutiveFailures() int {
 	return p.st.ConsecutiveFailures
 }
 
+// failureNote says why the pool is empty when its productions keep
+// failing (the caller's "no challenge set ready" alone reads as a pool
+// drained by demand, not one whose LLM writes nothing usable); "" when
+// the latest production succeeded.
+func (p *Pool) failureNote() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st.ConsecutiveFailures == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (generation failed %d time(s) in a row, last: %s)", p.st.ConsecutiveFailures, p.st.LastError)
+}
+
 // Added returns a channel closed when the next set is stored (tests and
 // monitoring wait on it instead of polling).
 func (p *Pool) Added() <-chan struct{} {
@@ -401,10 +414,10 @@ func (p *Pool) Next(ctx context.Context) (*skill.Set, error) {
 		case <-added:
 		case <-timer.C:
 			p.count(func(s *Stats) { s.Exhausted++ })
-			return nil, fmt.Errorf("%s: no challenge set ready within %s: %w", p.cfg.Name, p.cfg.Wait, skill.ErrExhausted)
+			return nil, fmt.Errorf("%s: no challenge set ready within %s%s: %w", p.cfg.Name, p.cfg.Wait, p.failureNote(), skill.ErrExhausted)
 		case <-ctx.Done():
 			p.count(func(s *Stats) { s.Exhausted++ })
-			return nil, fmt.Errorf("%s: no challenge set ready: %w (%w)", p.cfg.Name, skill.ErrExhausted, ctx.Err())
+			return nil, fmt.Errorf("%s: no challenge set ready%s: %w (%w)", p.cfg.Name, p.failureNote(), skill.ErrExhausted, ctx.Err())
 		}
 	}
 }
