@@ -182,6 +182,22 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 			if err != nil {
 				return usageErr("%v", err)
 			}
+			opts := protocol.VerifyOptions{AllowExpired: allowExpired}
+			if requireSource != "" && !strings.EqualFold(requireSource, "any") {
+				if opts.MinSource, err = skill.ParseSourceKind(requireSource); err != nil {
+					return usageErr("--require-source: %v, or any", err)
+				}
+			}
+			if subject != "" {
+				if opts.Subject, err = decodePeerFlag("--subject", subject); err != nil {
+					return err
+				}
+			}
+			if issuer != "" {
+				if opts.Issuer, err = decodePeerFlag("--issuer", issuer); err != nil {
+					return err
+				}
+			}
 			// Text (hex, base64, or the JSON of export --json, the HTTP
 			// door or the MCP tools) is decoded as the MCP tool does;
 			// anything else is the envelope's bytes.
@@ -200,22 +216,6 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 						fmt.Fprintf(a.stdout, "INVALID: %v\n", err)
 					}
 					return verdictErr(err)
-				}
-			}
-			opts := protocol.VerifyOptions{AllowExpired: allowExpired}
-			if requireSource != "" && !strings.EqualFold(requireSource, "any") {
-				if opts.MinSource, err = skill.ParseSourceKind(requireSource); err != nil {
-					return usageErr("--require-source: %v, or any", err)
-				}
-			}
-			if subject != "" {
-				if opts.Subject, err = decodePeerFlag("--subject", subject); err != nil {
-					return err
-				}
-			}
-			if issuer != "" {
-				if opts.Issuer, err = decodePeerFlag("--issuer", issuer); err != nil {
-					return err
 				}
 			}
 			at, _, err := protocol.VerifyAttestation(data, opts)

@@ -77,6 +77,10 @@ func TestVerifyReadsHTTPDoorOutput(t *testing.T) {
 	if code != exitRejected || !strings.Contains(out, "holds no signed envelope") || strings.Contains(out, "wire-format") {
 		t.Errorf("verify a JSON view without an envelope: exit %d, want %d saying it holds no envelope\n%s\n%s", code, exitRejected, out, errOut)
 	}
+	// A bad flag is still a usage error, whatever the file holds.
+	if _, errOut, code := newUserMain(ctx, "attestations", "verify", viewOnly, "--require-source", "bogus"); code != exitUsage {
+		t.Errorf("verify a JSON view with --require-source bogus: exit %d, want %d\n%s", code, exitUsage, errOut)
+	}
 	out, _, code = newUserMain(ctx, "attestations", "verify", viewOnly, "--json")
 	var v struct {
 		OK        *bool  `json:"ok"`
