@@ -74,7 +74,22 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 				// Without its LLM this side can only fail the peer's
 				// session (signed as a rejection that then stands): say
 				// so now, for a rate limit or an empty reply too.
-				if err := a.guard.CheckAnswers(prep); err != nil {
+				// A slow answerer (a local model loading) holds the check
+				// up to a minute: say what we wait for.
+				noticed := make(chan struct{})
+				slow := time.AfterFunc(llmCheckNotice, func() {
+					defer close(noticed)
+					if a.jsonOut {
+						a.log.Info("checking the LLM before contacting the peer", "llm", a.llmSpec)
+					} else {
+						fmt.Fprintf(a.stderr, "checking --llm %s before contacting the peer (it has not answered yet)...\n", a.llmSpec)
+					}
+				})
+				err := a.guard.CheckAnswers(prep)
+				if !slow.Stop() {
+					<-noticed // the notice is written before what follows
+				}
+				if err != nil {
 					return fmt.Errorf("--llm %s does not answer (checked before contacting the peer, which could not have verified us): %w", a.llmSpec, err)
 				}
 			}
@@ -253,6 +268,10 @@ func printMutual(w io.Writer, self string, m *peer.Mutual) {
 		}
 	}
 }
+
+// llmCheckNotice is how long attest's LLM check runs before it says on
+// standard error what it waits for.
+var llmCheckNotice = 2 * time.Second
 
 // awaitChallengeSet waits until the node's challenge pool (--challenges
 // llm or hybrid, the default with --llm) holds a set, so that the

@@ -213,3 +213,25 @@ func TestEvalCorpusMissingDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestAttestSaysItWaitsForASlowLLM: attest checks its LLM before it dials
+// (up to a minute); with a slow model (a local one loading) 809b1b3 said
+// nothing meanwhile, with or without --challenges llm.
+func TestAttestSaysItWaitsForASlowLLM(t *testing.T) {
+	slow := testutil.NewOpenAIServer(testutil.BrainFunc(func(testutil.BrainRequest) testutil.BrainReply {
+		return testutil.BrainReply{Text: "02:10", Delay: 600 * time.Millisecond}
+	}))
+	defer slow.Close()
+	t.Setenv("OPENAI_API_KEY", "test")
+	defer func(d time.Duration) { llmCheckNotice = d }(llmCheckNotice)
+	llmCheckNotice = 50 * time.Millisecond
+	dir := t.TempDir()
+	_, unreachable := testKey(t)
+	addr := "/ip4/127.0.0.1/tcp/1/p2p/" + unreachable.String()
+	args := []string{"attest", "--llm", "openai:stub", "--llm-base-url", slow.URL + "/v1", "--challenges", "procedural", "--timeout", "20s",
+		"--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", addr}
+	_, errOut, code := newUserMain(context.Background(), args...)
+	if code != exitNetwork || !strings.Contains(errOut, "checking --llm openai:stub before contacting the peer") {
+		t.Errorf("attest with a slow LLM: exit %d, want %d and a notice of the check:\n%s", code, exitNetwork, errOut)
+	}
+}
