@@ -360,14 +360,17 @@ func (p *Pool) ConsecutiveFailures() int {
 // failureNote says why the pool is empty when its productions keep
 // failing (the caller's "no challenge set ready" alone reads as a pool
 // drained by demand, not one whose LLM writes nothing usable); "" when
-// the latest production succeeded.
+// the latest production succeeded. It names the failures' reasons only:
+// the error reaches remote peers (the HTTP door's result detail), and
+// the last error's text (a provider's message, an address, a fragment of
+// a rejected set) is for the log.
 func (p *Pool) failureNote() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.st.ConsecutiveFailures == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (generation failed %d time(s) in a row, last: %s)", p.st.ConsecutiveFailures, p.st.LastError)
+	return fmt.Sprintf(" (generation failed %d time(s) in a row: %s; the log has the last error)", p.st.ConsecutiveFailures, formatReasons(p.st.FailureReasons))
 }
 
 // Added returns a channel closed when the next set is stored (tests and
