@@ -579,6 +579,11 @@ func (v *verifierRun) rounds() {
 	}
 }
 
+// NoChallengeDetail is the detail a remote prover gets for a session that
+// ended inconclusive before a challenge set was drawn: the source's error
+// (a corpus path, a model, a provider's message) stays in the node's log.
+const NoChallengeDetail = "the verifier could not provide a challenge"
+
 // finish sends the verdict of the finished core session and closes the
 // stream.
 func (v *verifierRun) finish(res *Result) (*Result, error) {
@@ -590,7 +595,7 @@ func (v *verifierRun) finish(res *Result) (*Result, error) {
 	}
 	detail := verdict.Detail
 	if v.vs.sess == nil {
-		detail = "the verifier could not provide a challenge" // keep source errors local
+		detail = NoChallengeDetail // keep source errors local
 	}
 	vf := &pb.Verdict{
 		Accepted: verdict.Accepted, Reason: string(verdict.Reason),

@@ -382,6 +382,7 @@ func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.core.Done() { // no set could be drawn: inconclusive
+		s.noSet = true
 		g.finish(s)
 		_ = g.writeJSON(w, http.StatusOK, g.view(s))
 		return

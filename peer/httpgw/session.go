@@ -83,6 +83,7 @@ type session struct {
 	totalCut bool            // T_total, not the round's budget, set the deadline
 
 	result *protocol.Result // done
+	noSet  bool             // done before a set was drawn: the detail stays local
 	endErr error            // expired: why
 }
 

@@ -159,6 +159,11 @@ func (g *Gateway) view(s *session) *Session {
 	case StateDone:
 		if s.result != nil {
 			v.Result = newResultView(s.result)
+			if s.noSet {
+				// As on libp2p: the source's error (a corpus path, a
+				// model, a provider's message) is for the node's log.
+				v.Result.Detail = protocol.NoChallengeDetail
+			}
 		}
 	case StateExpired:
 		v.Error = &ErrorBody{Code: CodeExpiredSession, Message: s.endErr.Error()}
