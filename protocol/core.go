@@ -39,6 +39,11 @@ func (v *Verifier) Policy() skill.Policy { return v.s.cfg.Policy }
 // is above it.
 func (v *Verifier) PowBase() int { return max(v.s.cfg.PowDifficulty, 0) }
 
+// PowMax is the most proof of work in bits a session asks
+// (Config.MaxPowDifficulty): failures and load add to the base up to it,
+// and a door's minimum is clamped to it.
+func (v *Verifier) PowMax() int { return v.s.cfg.MaxPowDifficulty }
+
 // BeginOptions are the options of Verifier.Begin.
 type BeginOptions struct {
 	// Reciprocal records that the session asks its subject to verify this

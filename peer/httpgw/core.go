@@ -87,6 +87,9 @@ func (c nodeCore) Policy() skill.Policy { return c.v.Policy() }
 // PowBase is the node's base proof of work (Gateway.MinPowDifficulty).
 func (c nodeCore) PowBase() int { return c.v.PowBase() }
 
+// PowMax is the most proof of work the node asks (Gateway.MaxPowDifficulty).
+func (c nodeCore) PowMax() int { return c.v.PowMax() }
+
 var _ CoreSession = (*protocol.VerifierSession)(nil)
 
 // ForNode builds the HTTP door of a running node: sessions run on the

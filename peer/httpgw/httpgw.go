@@ -331,10 +331,22 @@ func (g *Gateway) Handler() http.Handler { return g.handler }
 // this much over HTTP, where peer IDs are free to anonymous clients,
 // spec/http.md §8), and the core's load surcharge comes on top.
 func (g *Gateway) MinPowDifficulty() int {
+	d := g.cfg.PowDifficulty
 	if b, ok := g.cfg.Core.(interface{ PowBase() int }); ok {
-		return max(g.cfg.PowDifficulty, b.PowBase())
+		d = max(d, b.PowBase())
 	}
-	return g.cfg.PowDifficulty
+	return min(d, g.MaxPowDifficulty())
+}
+
+// MaxPowDifficulty is the most proof of work a session of this door asks
+// (the manifest's max_difficulty): the core's maximum (a node's
+// MaxPowDifficulty, 22 bits by default) when the core says it, else the
+// protocol's 32. A client that pays this much can start any session.
+func (g *Gateway) MaxPowDifficulty() int {
+	if m, ok := g.cfg.Core.(interface{ PowMax() int }); ok && m.PowMax() > 0 {
+		return min(m.PowMax(), protocol.MaxPowDifficulty)
+	}
+	return protocol.MaxPowDifficulty
 }
 
 // Listen listens on addr (host:port) and serves the gateway in the

@@ -114,7 +114,7 @@ func (g *Gateway) Manifest() Manifest {
 			Algorithm:     "sha256-leading-zero-bits",
 			Tag:           protocol.PowTag,
 			Digest:        "SHA-256(tag || nonce || binary peer ID || pow) has at least pow_difficulty leading zero bits",
-			MinDifficulty: g.MinPowDifficulty(), MaxDifficulty: protocol.MaxPowDifficulty, MaxPowBytes: protocol.MaxPowBytes,
+			MinDifficulty: g.MinPowDifficulty(), MaxDifficulty: g.MaxPowDifficulty(), MaxPowBytes: protocol.MaxPowBytes,
 			Note: "pow_difficulty of each session is in its creation response; it rises with this peer's and this prefix's failures and the node's load",
 		},
 		KeyProof: ManifestKey{

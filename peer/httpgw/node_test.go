@@ -139,7 +139,8 @@ func newRealNodeWith(t *testing.T, limits peer.Limits) (answerKey, *peer.Node) {
 }
 
 // The manifest's min_difficulty is the least a session asks: the door's
-// floor, or the node's base when that is higher.
+// floor, or the node's base when that is higher; its max_difficulty the
+// most.
 func TestManifestMinDifficultyFollowsNodeBase(t *testing.T) {
 	_, n := newRealNodeWith(t, peer.Limits{PowDifficulty: DefaultPowDifficulty + 2})
 	gw, err := ForNode(n.Door(), Config{})
@@ -158,6 +159,11 @@ func TestManifestMinDifficultyFollowsNodeBase(t *testing.T) {
 	}
 	if m.Pow.MinDifficulty != DefaultPowDifficulty+2 {
 		t.Fatalf("manifest min_difficulty %d, want %d", m.Pow.MinDifficulty, DefaultPowDifficulty+2)
+	}
+	// max_difficulty is the most a session asks, the node's maximum (it
+	// said the protocol's 32, which no session of the node ever asks).
+	if m.Pow.MaxDifficulty != protocol.DefaultMaxPowDifficulty || gw.MaxPowDifficulty() != protocol.DefaultMaxPowDifficulty {
+		t.Fatalf("manifest max_difficulty %d, gateway %d, want the node's %d", m.Pow.MaxDifficulty, gw.MaxPowDifficulty(), protocol.DefaultMaxPowDifficulty)
 	}
 }
 
