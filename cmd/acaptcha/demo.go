@@ -51,7 +51,8 @@ func (a *app) demoCmd() *cobra.Command {
 in this process, and runs a full verification of each prover over libp2p:
 a keyword-matching script, a responder that reads at human speed, and, when
 an LLM is configured with --llm, an agent backed by it. Nothing is stored
-outside a temporary directory.`,
+outside a temporary directory. Exits 0 when the demo ran; with --llm, 1
+when the agent was not accepted (so a script can check an LLM with it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runDemo(cmd.Context())
@@ -195,7 +196,7 @@ func (a *app) runDemo(ctx context.Context) error {
 		if err := writeJSON(a, out); err != nil {
 			return err
 		}
-		return demoInterrupted(ctx)
+		return demoOutcome(ctx, rows, agent != nil)
 	}
 	if interrupted {
 		fmt.Fprintln(a.stdout, "INTERRUPTED: the sessions were stopped early; the rows below are partial")
@@ -207,7 +208,30 @@ func (a *app) runDemo(ctx context.Context) error {
 	for _, r := range rows {
 		fmt.Fprintf(a.stdout, "- %s: %s\n", r.Prover, r.Note)
 	}
-	return demoInterrupted(ctx)
+	return demoOutcome(ctx, rows, agent != nil)
+}
+
+// demoOutcome is the demo's exit: interrupted (130), or, when an LLM is
+// configured, a negative result (exit 1, the rows said why) if its agent
+// was not accepted, so that `acaptcha demo --llm ...` checks an LLM in a
+// script. Without an LLM the demo shows the other rows and exits 0.
+func demoOutcome(ctx context.Context, rows []demoRow, withAgent bool) error {
+	if err := demoInterrupted(ctx); err != nil {
+		return err
+	}
+	if !withAgent {
+		return nil
+	}
+	for _, r := range rows {
+		if r.Kind == "agent" && !r.Accepted {
+			why := string(r.Reason)
+			if why == "" {
+				why = r.Detail
+			}
+			return verdictErr(fmt.Errorf("demo: the agent (%s) was not accepted: %s", r.Prover, why))
+		}
+	}
+	return nil
 }
 
 // printDemoRows prints the demo's verdict table.

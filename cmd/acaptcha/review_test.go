@@ -235,3 +235,46 @@ func TestAttestSaysItWaitsForASlowLLM(t *testing.T) {
 		t.Errorf("attest with a slow LLM: exit %d, want %d and a notice of the check:\n%s", code, exitNetwork, errOut)
 	}
 }
+
+// TestDemoExitsOneWhenTheAgentFails: `demo --llm ...` exited 0 whatever
+// its agent row said (on 809b1b3 a keyword script behind --llm, or an LLM
+// answering 500, still exited 0), so a script could not use the demo to
+// check an LLM. With an LLM configured, an agent that is not accepted is
+// a negative result: exit 1, the rows on standard output, no error
+// object. An accepted agent exits 0.
+func TestDemoExitsOneWhenTheAgentFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo")
+	}
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle := testutil.NewOpenAIServer(testutil.NewOracle(sets...))
+	defer oracle.Close()
+	script := testutil.NewOpenAIServer(testutil.NewKeywordScript())
+	defer script.Close()
+	t.Setenv("OPENAI_API_KEY", "test")
+	for _, tc := range []struct {
+		name, url string
+		code      int
+	}{{"oracle", oracle.URL, exitOK}, {"keyword script", script.URL, exitRejected}} {
+		stdout, stderr, code := newUserMain(context.Background(), "demo", "--json", "--challenges", "examples", "--tau", "3s", "--total", "30s",
+			"--llm", "openai:stub", "--llm-base-url", tc.url+"/v1")
+		var out struct {
+			Rows []demoRow `json:"rows"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatalf("%s: demo --json output: %v\n%s\n%s", tc.name, err, stdout, stderr)
+		}
+		agentAccepted := false
+		for _, r := range out.Rows {
+			if r.Kind == "agent" {
+				agentAccepted = r.Accepted
+			}
+		}
+		if code != tc.code || agentAccepted != (tc.code == exitOK) || strings.Contains(stderr, `"error"`) {
+			t.Errorf("demo with the %s as LLM: exit %d (want %d), agent accepted %v\nstdout: %s\nstderr: %s", tc.name, code, tc.code, agentAccepted, stdout, stderr)
+		}
+	}
+}
