@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,7 +33,7 @@ func (a *app) attestationsCmd() *cobra.Command {
 	var peerFilter, dir string
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List the attestations in the store (issued by this node and received from verifiers)",
+		Short: "List the attestations in the store (issued by this node and received from verifiers), oldest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := a.openExistingStore(listLockedHint)
@@ -54,6 +56,11 @@ func (a *app) attestationsCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read store %s: %w", a.storePath, err)
 			}
+			// Oldest first, as a log reads (the store's order is its
+			// keys': direction, then peer).
+			slices.SortStableFunc(es, func(x, y peer.Entry) int {
+				return cmp.Or(x.Attestation.IssuedAt.Compare(y.Attestation.IssuedAt), cmp.Compare(x.Key, y.Key))
+			})
 			if a.jsonOut {
 				out := []any{}
 				for _, e := range es {

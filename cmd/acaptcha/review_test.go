@@ -11,11 +11,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/peer/httpgw"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
@@ -276,5 +278,53 @@ func TestDemoExitsOneWhenTheAgentFails(t *testing.T) {
 		if code != tc.code || agentAccepted != (tc.code == exitOK) || strings.Contains(stderr, `"error"`) {
 			t.Errorf("demo with the %s as LLM: exit %d (want %d), agent accepted %v\nstdout: %s\nstderr: %s", tc.name, code, tc.code, agentAccepted, stdout, stderr)
 		}
+	}
+}
+
+// TestAttestationsListOldestFirst: `attestations list` printed the store's
+// key order (direction, then peer ID), so the newest record could be
+// anywhere in the table; it lists oldest first, text and JSON alike.
+func TestAttestationsListOldestFirst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	st, err := peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	selfKey, _ := testKey(t)
+	var want []string // subjects, oldest first
+	for i := range 6 {
+		_, subject := testKey(t)
+		a, _ := sealAccepted(t, selfKey, subject)
+		// Issued an hour apart, newest first, so that the peer IDs'
+		// random order is not the answer by chance.
+		a.IssuedAt = a.IssuedAt.Add(-time.Duration(i) * time.Hour)
+		env, err := protocol.Seal(a, selfKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(peer.Issued, env, a); err != nil {
+			t.Fatal(err)
+		}
+		want = append([]string{subject.String()}, want...)
+	}
+	st.Close()
+	stdout, stderr, code := newUserMain(context.Background(), "attestations", "list", "--json", "--store", path)
+	if code != exitOK {
+		t.Fatalf("list: exit %d: %s", code, stderr)
+	}
+	var rows []struct {
+		Attestation struct {
+			Subject string `json:"subject"`
+		} `json:"attestation"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Attestation.Subject)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("list order %v, want oldest first %v", got, want)
 	}
 }
