@@ -944,27 +944,24 @@ func (n *Node) pruneBackoff(now time.Time) {
 	}
 }
 
-// loadVerified loads the peers we accepted directly from the store.
+// loadVerified loads the peers we accepted directly: our newest issued
+// record of each subject, as the trust index (started before first
+// contact) read it from the store. It listed the store's issued records
+// again, verifying every signature a second time at start-up (a store
+// of 740,000 issued records: 1.5 million checks), picked the newest by
+// issue time alone where the index follows store.Supersedes (a rejection
+// wins a tie), and counted records of another identity (a store made
+// with another --key) that the index leaves out.
 func (n *Node) loadVerified(now time.Time) {
 	c := &n.contact
-	es, err := n.store.List(Issued, "")
-	if err != nil {
-		n.log.Warn("first contact: list issued attestations", "err", err)
-		return
-	}
-	latest := map[peer.ID]*protocol.Attestation{}
-	for _, e := range es {
-		a := e.Attestation
-		if l := latest[a.Subject]; l == nil || a.IssuedAt.After(l.IssuedAt) {
-			latest[a.Subject] = a
-		}
-	}
 	v := map[peer.ID]time.Time{}
-	for p, a := range latest {
-		if a.Accepted && a.Valid(now) {
-			v[p] = a.ExpiresAt
+	n.trust.mu.RLock()
+	for p, r := range n.trust.issued {
+		if r.accepted && r.valid(now) {
+			v[p] = r.expiresAt
 		}
 	}
+	n.trust.mu.RUnlock()
 	c.mu.Lock()
 	c.verified = v
 	c.mu.Unlock()
