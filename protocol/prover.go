@@ -32,6 +32,12 @@ func (s *Service) handleStream(str network.Stream) {
 	log := s.log.With("peer", remote, "role", "prover")
 	res := ProverResult{Verifier: remote}
 	started := s.now()
+	// The session counts for Proving until its result is reported, not
+	// only while it holds its inbound slot (released first): a node
+	// waiting for this verifier's verdict (Attest) must not give up
+	// between the two.
+	s.reportingAdd(remote, 1)
+	defer s.reportingAdd(remote, -1)
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("prover handler panicked", "panic", r, "stack", string(debug.Stack()))

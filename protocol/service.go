@@ -416,10 +416,14 @@ type Service struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	closed    bool
-	inbound   int
-	perPeer   map[peer.ID]int
+	mu      sync.Mutex
+	closed  bool
+	inbound int
+	perPeer map[peer.ID]int
+	// reporting counts, per verifier, the prover sessions whose result
+	// OnProved has not returned yet: a session's inbound slot is freed
+	// before its result is recorded (Proving).
+	reporting map[peer.ID]int
 	perPrefix map[netip.Prefix]int
 	perBlock  map[netip.Prefix]int // untrusted streams per IPv6 /32
 	// silent counts, per budget group, the streams that ended without a
@@ -449,7 +453,7 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 		h: h, cfg: cfg, now: cfg.Now,
 		log:     cfg.Logger.With("protocol", ID, "self", h.ID()),
 		guard:   newReflectionGuard(cfg.ReflectionWindow),
-		perPeer: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{}, perBlock: map[netip.Prefix]int{},
+		perPeer: map[peer.ID]int{}, reporting: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{}, perBlock: map[netip.Prefix]int{},
 		silent: map[netip.Prefix]*silentGroup{}, silentBlocks: map[netip.Prefix]*silentBlock{},
 		waiting: map[netip.Prefix]*inboundHold{}, random: rand.Reader,
 	}
@@ -863,12 +867,24 @@ func (s *Service) evictSilentLocked(now time.Time) {
 }
 
 // Proving reports whether a session that p runs against this node (this
-// node the prover) is in progress: its verdict may still come whatever p
+// node the prover) is in progress, or ended and its result is still
+// being reported (Config.OnProved has not returned: the node is checking
+// and storing p's verdict): its verdict may still come whatever p
 // answered to a reciprocal request.
 func (s *Service) Proving(p peer.ID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.perPeer[p] > 0
+	return s.perPeer[p] > 0 || s.reporting[p] > 0
+}
+
+// reportingAdd counts a prover session of p until its result is reported
+// (d = 1 when it starts, -1 once OnProved returned).
+func (s *Service) reportingAdd(p peer.ID, d int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reporting[p] += d; s.reporting[p] <= 0 {
+		delete(s.reporting, p)
+	}
 }
 
 // msToDur and durToMs convert wire milliseconds, saturating.

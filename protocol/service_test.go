@@ -556,3 +556,38 @@ func TestVerifyAnswererDown(t *testing.T) {
 		t.Fatalf("%d sets drawn for a prover that declined at the hello", u.Drawn)
 	}
 }
+
+// TestProvingUntilReported: a prover session counts for Proving until its
+// result is reported (OnProved returned), not only while it holds its
+// inbound slot. The slot was freed first, so a node waiting for the
+// verifier's verdict (peer.Node.Attest) could see no session running
+// and give up while the verdict was being checked and stored (CI, on a
+// loaded machine: "peer did not verify us within 2.372s").
+func TestProvingUntilReported(t *testing.T) {
+	a, b := newHost(t), newHost(t)
+	src := sourceOf("proving-until-reported")
+	va := newService(t, a, Config{Source: src})
+	var svcB *Service
+	seen := make(chan bool, 1)
+	svcB = newService(t, b, Config{Prover: oracleProver(0, src.sets...), OnProved: func(r ProverResult) {
+		seen <- svcB.Proving(r.Verifier)
+	}})
+	connect(t, a, b, "tcp")
+	res, err := va.Verify(testCtx(t, 10*time.Second), b.ID(), false)
+	if err != nil || !res.Verdict.Accepted {
+		t.Fatalf("verify: %v %+v", err, res)
+	}
+	select {
+	case during := <-seen:
+		if !during {
+			t.Fatal("Proving was false while the session's result was being reported")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no prover result")
+	}
+	for deadline := time.Now().Add(5 * time.Second); svcB.Proving(a.ID()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Proving still true 5 s after the report")
+		}
+	}
+}
