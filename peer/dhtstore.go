@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	lru "github.com/hashicorp/golang-lru/simplelru"
 	ds "github.com/ipfs/go-datastore"
 	dsq "github.com/ipfs/go-datastore/query"
 	dssync "github.com/ipfs/go-datastore/sync"
@@ -32,6 +33,9 @@ const (
 	// maxDHTProviders caps the provider records stored in all (about 300
 	// bytes each with the DHT's own keys: some 10 MB).
 	maxDHTProviders = 1 << 15
+	// dhtProviderCacheKeys is the size of the provider manager's cache
+	// of keys' provider sets (the DHT's own default).
+	dhtProviderCacheKeys = 256
 )
 
 // errDHTFull refuses a provider record over a bound (the DHT logs it at
@@ -54,6 +58,14 @@ type dhtStore struct {
 
 	perPeer, perGroup, total int
 
+	// cache is the provider manager's cache of the provider sets of the
+	// keys last asked for (records.Cache). The manager adds a provider
+	// to a cached set before it writes the record here, and kept it
+	// there when Put refused the record: Put drops the key's set then
+	// (it is read again from the datastore). Put runs under the
+	// manager's lock, which guards the cache.
+	cache lru.LRUCache
+
 	mu      sync.Mutex
 	rec     map[ds.Key]dhtRec
 	byPeer  map[peer.ID]int
@@ -67,7 +79,8 @@ type dhtRec struct {
 }
 
 func newDHTStore(self peer.ID, groupOf func(peer.ID) (netip.Prefix, bool)) *dhtStore {
-	return &dhtStore{
+	cache, _ := lru.NewLRU(dhtProviderCacheKeys, nil) // err only for a size below 1
+	return &dhtStore{cache: cache,
 		Batching: dssync.MutexWrap(ds.NewMapDatastore()), self: self, groupOf: groupOf,
 		perPeer: maxDHTProvidersPerPeer, perGroup: maxDHTProvidersPerGroup, total: maxDHTProviders,
 		rec: map[ds.Key]dhtRec{}, byPeer: map[peer.ID]int{}, byGroup: map[netip.Prefix]int{},
@@ -89,6 +102,21 @@ func providerOf(k ds.Key) (peer.ID, bool) {
 	return id, err == nil
 }
 
+// providedKey is the key a provider record's datastore key is for, as
+// the provider manager's cache names it (the key's bytes).
+func providedKey(k ds.Key) (string, bool) {
+	s, ok := strings.CutPrefix(k.String(), dhtProvidersPrefix)
+	if !ok {
+		return "", false
+	}
+	enc, _, ok := strings.Cut(s, "/")
+	if !ok {
+		return "", false
+	}
+	b, err := base32.RawStdEncoding.DecodeString(enc)
+	return string(b), err == nil
+}
+
 func (d *dhtStore) Put(ctx context.Context, k ds.Key, v []byte) error {
 	p, isProv := providerOf(k)
 	if !isProv || p == d.self {
@@ -102,6 +130,9 @@ func (d *dhtStore) Put(ctx context.Context, k ds.Key, v []byte) error {
 	r := dhtRec{p: p}
 	r.group, r.hasGroup = d.groupOf(p)
 	if d.byPeer[p] >= d.perPeer || len(d.rec) >= d.total || (r.hasGroup && d.byGroup[r.group] >= d.perGroup) {
+		if pk, ok := providedKey(k); ok {
+			d.cache.Remove(pk)
+		}
 		return errDHTFull
 	}
 	if err := d.Batching.Put(ctx, k, v); err != nil {

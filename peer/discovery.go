@@ -25,6 +25,7 @@ import (
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p-kad-dht/records"
 	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -286,6 +287,8 @@ func (n *Node) startDHT() error {
 		dht.Mode(dht.ModeAutoServer),
 		dht.BootstrapPeers(d.bootstrap...),
 		dht.Datastore(d.dhtStore),
+		// Its cache of provider sets keeps no record the store refused.
+		dht.ProviderManagerOpts(records.Cache(d.dhtStore.cache)),
 		dht.DisableValues(),
 	)
 	if err != nil {
