@@ -49,6 +49,13 @@ const (
 	// call beyond a cap is refused at once.
 	DefaultMaxAttests           = 8
 	DefaultMaxAttestsPerSession = 4
+	// DefaultMaxWaitsPerSession caps the long-polls (next_challenge,
+	// attest_status with wait_ms) one MCP session has waiting at once:
+	// a call runs on after its HTTP client went away (the SDK does not
+	// cancel it), so a caller that posted waits and hung up held a
+	// goroutine per call for up to MaxWait. A call beyond the cap
+	// answers at once, as with wait_ms 0.
+	DefaultMaxWaitsPerSession = 4
 	// DefaultListLimit and MaxListLimit bound list_attestations.
 	DefaultListLimit = 20
 	MaxListLimit     = 500
@@ -89,6 +96,10 @@ type Config struct {
 	// network (HTTPConfig.MaxSessions) a quarter (at least 1 each).
 	MaxAttests           int
 	MaxAttestsPerSession int
+	// MaxWaitsPerSession caps the long-polls of one MCP session waiting
+	// at once (DefaultMaxWaitsPerSession when 0); beyond it a call does
+	// not wait.
+	MaxWaitsPerSession int
 	// Version is announced to clients.
 	Version string
 	Logger  *slog.Logger
@@ -116,6 +127,9 @@ type Server struct {
 	byGroup   map[netip.Prefix]int
 	remote    int
 	groupOf   func(*mcp.ServerSession) (netip.Prefix, bool)
+	// waits counts the long-polls waiting, by MCP session
+	// (Config.MaxWaitsPerSession).
+	waits map[*mcp.ServerSession]int
 }
 
 // New builds the server and registers its tools.
@@ -139,11 +153,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxAttestsPerSession = DefaultMaxAttestsPerSession
 	}
 	cfg.MaxAttestsPerSession = min(cfg.MaxAttestsPerSession, cfg.MaxAttests)
+	if cfg.MaxWaitsPerSession <= 0 {
+		cfg.MaxWaitsPerSession = DefaultMaxWaitsPerSession
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, jobs: map[string]*job{}, attests: map[*mcp.ServerSession]int{}, byGroup: map[netip.Prefix]int{}}
+	s := &Server{cfg: cfg, log: log, jobs: map[string]*job{}, attests: map[*mcp.ServerSession]int{}, byGroup: map[netip.Prefix]int{}, waits: map[*mcp.ServerSession]int{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "acaptcha node", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
@@ -484,7 +501,7 @@ type StatusInput struct {
 	WaitMs int64  `json:"wait_ms,omitempty" jsonschema:"wait up to this long for the job to finish (at most 60000)"`
 }
 
-func (s *Server) attestStatus(ctx context.Context, _ *mcp.CallToolRequest, in StatusInput) (*mcp.CallToolResult, *AttestOutput, error) {
+func (s *Server) attestStatus(ctx context.Context, req *mcp.CallToolRequest, in StatusInput) (*mcp.CallToolResult, *AttestOutput, error) {
 	s.mu.Lock()
 	j, ok := s.jobs[in.JobID]
 	s.mu.Unlock()
@@ -495,6 +512,8 @@ func (s *Server) attestStatus(ctx context.Context, _ *mcp.CallToolRequest, in St
 	if err != nil {
 		return nil, nil, err
 	}
+	wait, waited := s.startWait(req, wait)
+	defer waited()
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
@@ -504,6 +523,30 @@ func (s *Server) attestStatus(ctx context.Context, _ *mcp.CallToolRequest, in St
 	case <-ctx.Done():
 	}
 	return nil, &AttestOutput{Status: "running", JobID: j.id, Self: s.cfg.Node.ID().String(), Peer: j.peer}, nil
+}
+
+// startWait counts a long-poll of wait asked by req's session as waiting
+// and returns the wait it may have: none once the session has
+// Config.MaxWaitsPerSession waiting (the call answers at once); done
+// counts it as ended.
+func (s *Server) startWait(req *mcp.CallToolRequest, wait time.Duration) (time.Duration, func()) {
+	if wait <= 0 || req == nil || req.Session == nil {
+		return wait, func() {}
+	}
+	sess := req.Session
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waits[sess] >= s.cfg.MaxWaitsPerSession {
+		return 0, func() {}
+	}
+	s.waits[sess]++
+	return wait, sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.waits[sess]--; s.waits[sess] <= 0 {
+			delete(s.waits, sess)
+		}
+	})
 }
 
 func waitDuration(ms int64) (time.Duration, error) {
@@ -619,7 +662,7 @@ type NextOutput struct {
 	Note         string `json:"note,omitempty"`
 }
 
-func (s *Server) nextChallenge(ctx context.Context, _ *mcp.CallToolRequest, in NextInput) (*mcp.CallToolResult, *NextOutput, error) {
+func (s *Server) nextChallenge(ctx context.Context, req *mcp.CallToolRequest, in NextInput) (*mcp.CallToolResult, *NextOutput, error) {
 	q := s.cfg.Queue
 	if q == nil {
 		return nil, nil, errNoQueue
@@ -628,6 +671,8 @@ func (s *Server) nextChallenge(ctx context.Context, _ *mcp.CallToolRequest, in N
 	if err != nil {
 		return nil, nil, err
 	}
+	wait, waited := s.startWait(req, wait)
+	defer waited()
 	p, err := q.Next(ctx, wait)
 	if err != nil {
 		return nil, nil, err
