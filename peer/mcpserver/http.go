@@ -47,7 +47,8 @@ const (
 	// NewHTTPServer's header timeout, keep-alive idle timeout and header
 	// size cap.
 	// DefaultHTTPRequestRate and DefaultHTTPRequestBurst are one
-	// network's requests per second beyond loopback (HTTPConfig), and
+	// network's requests per second beyond loopback (HTTPConfig; the
+	// /48s of one IPv6 /32 twice that together), and
 	// DefaultHTTPRemoteRate all networks' together: as the HTTP door's
 	// creates and verifies (spec/http.md §5), since a request may be a
 	// signature check (verify_attestation) or a read of the whole store
@@ -93,9 +94,10 @@ type HTTPConfig struct {
 	MaxBodyBytes int64
 	// RequestRate and RequestBurst are the requests per second one
 	// network beyond loopback may send (DefaultHTTPRequestRate,
-	// DefaultHTTPRequestBurst when 0); all networks beyond loopback
-	// together get RemoteRate per second (bursts of twice it;
-	// DefaultHTTPRemoteRate when 0). A request beyond is answered 429
+	// DefaultHTTPRequestBurst when 0), the /48s of one IPv6 /32 twice
+	// that together; all networks beyond loopback together get
+	// RemoteRate per second (bursts of twice it; DefaultHTTPRemoteRate
+	// when 0). A request beyond is answered 429
 	// before its body is read. Loopback callers are not limited.
 	RequestRate  float64
 	RequestBurst int
@@ -280,23 +282,42 @@ type rateLimits struct {
 	groups map[netip.Prefix]*rate.Limiter
 }
 
-// allow spends a request of group's bucket and of the remote one; it
-// reports false, spending nothing, when either is empty.
+// allow spends a request of group's bucket, of its IPv6 /32's
+// (protocol.BlockOf: twice a network's rate and burst, as the sessions'
+// and connections' shares) and of the remote one; it reports false,
+// spending nothing, when any is empty. Without the /32's bucket the
+// holder of one /32 spent as many networks' buckets as it had /48s, and
+// so the whole remote rate: every other caller beyond loopback was
+// answered 429.
 func (l *rateLimits) allow(group netip.Prefix, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	gl, ok := l.groups[group]
-	if !ok {
-		bounded.MakeRoom(l.groups, maxRateGroups, func(v *rate.Limiter) bool { return v.TokensAt(now) >= float64(l.burst) })
-		gl = rate.NewLimiter(l.rate, l.burst)
-		l.groups[group] = gl
+	gl := l.bucket(group, now, 1)
+	var bl *rate.Limiter
+	if blk, ok := protocol.BlockOf(group); ok {
+		bl = l.bucket(blk, now, 2)
 	}
-	if gl.TokensAt(now) < 1 || l.remote.TokensAt(now) < 1 {
+	if gl.TokensAt(now) < 1 || (bl != nil && bl.TokensAt(now) < 1) || l.remote.TokensAt(now) < 1 {
 		return false
 	}
 	gl.AllowN(now, 1)
+	if bl != nil {
+		bl.AllowN(now, 1)
+	}
 	l.remote.AllowN(now, 1)
 	return true
+}
+
+// bucket is the bucket of a network or an IPv6 /32 (one table: a /48
+// and a /32 never share a key), factor times a network's rate and burst.
+func (l *rateLimits) bucket(key netip.Prefix, now time.Time, factor int) *rate.Limiter {
+	b, ok := l.groups[key]
+	if !ok {
+		bounded.MakeRoom(l.groups, maxRateGroups, func(v *rate.Limiter) bool { return v.TokensAt(now) >= float64(v.Burst()) })
+		b = rate.NewLimiter(l.rate*rate.Limit(factor), factor*l.burst)
+		l.groups[key] = b
+	}
+	return b
 }
 
 // readBody reads r's body within the body timeout and at most the body
