@@ -80,7 +80,11 @@ func TestFirstContactSilentNetworkProbation(t *testing.T) {
 	v := startFC(t, oracle, fcOpts{policy: peer.AttestAll, tune: func(c peer.Config) peer.Config {
 		c.LimitLoopback, c.ConnsPerIP = true, 200
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		return peer.WithContactLeash(c, 200*time.Millisecond)
+		// A leash of 1 s keeps the probation slot taken while the
+		// fresh peers connect, even on a loaded machine under -race (at
+		// 200 ms they could trickle in one per free slot: CI waited 20 s
+		// for the deferrals once).
+		return peer.WithContactLeash(c, time.Second)
 	}})
 	connectDrip := func() {
 		h, _ := rawHost(t)
