@@ -931,18 +931,31 @@ func numberReadings(ws []Word) []Word { return hyphenNumbers(spelledNumbers(ws))
 // words: the number and the rest (a new slice when one is; ws
 // otherwise). Judge applies it to the answer of a question with a
 // numeric target only, after spelledNumbers: "4-fold" is 4 and "fold",
-// "forty-two" stays the one number 42.
+// "forty-two" stays the one number 42, and the number is the longest one
+// before a hyphen ("forty-six-fold" is 46 and "fold").
 func hyphenNumbers(ws []Word) []Word {
 	var out []Word
 	for i, w := range ws {
 		var num Word
-		k := strings.IndexByte(w.Text, '-')
-		if w.Number == nil && k > 0 && k+1 < len(w.Text) {
+		// The longest number before a hyphen: "forty-six-fold" is 46 and
+		// "fold", never 40 and "six-fold".
+		k := len(w.Text)
+		for w.Number == nil && num.Number == nil {
+			k = strings.LastIndexByte(w.Text[:k], '-')
+			if k <= 0 {
+				break
+			}
+			if k+1 >= len(w.Text) {
+				continue
+			}
 			r, _ := utf8.DecodeRuneInString(w.Text[k+1:])
+			if !unicode.IsLetter(r) {
+				continue
+			}
 			head := w.Text[:k]
-			if v, ok := parseNumber(head); ok && unicode.IsLetter(r) {
+			if v, ok := parseNumber(head); ok {
 				num = Word{Text: head, Number: v}
-			} else if n, ok := spelledNumber[head]; ok && unicode.IsLetter(r) {
+			} else if n, ok := spelledNumber[head]; ok {
 				num = Word{Text: big.NewInt(n).String(), Number: new(big.Rat).SetInt64(n)}
 			}
 		}
