@@ -1,0 +1,239 @@
+package secondmatch2
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+const corpusDir = "/work/shared/llm-corpus"
+
+// item is one question with the narratives shown up to its part.
+type item struct {
+	src  string
+	q    skill.Question
+	narr []string
+}
+
+func corpusItems(t *testing.T) []item {
+	var files []string
+	for _, g := range []string{"sets/*.json", "hybrid/*-hybrid.json", "hybrid/*-hybrid-q.json"} {
+		m, _ := filepath.Glob(filepath.Join(corpusDir, g))
+		files = append(files, m...)
+	}
+	var out []item
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s struct {
+			Parts []struct {
+				Narrative string           `json:"narrative"`
+				Questions []skill.Question `json:"questions"`
+			} `json:"parts"`
+		}
+		if err := json.Unmarshal(data, &s); err != nil {
+			t.Logf("%s: %v", f, err)
+			continue
+		}
+		var narr []string
+		for _, p := range s.Parts {
+			narr = append(narr, p.Narrative)
+			for _, q := range p.Questions {
+				out = append(out, item{filepath.Base(f), q, append([]string{}, narr...)})
+			}
+		}
+	}
+	return out
+}
+
+func vectorItems(t *testing.T) []item {
+	var out []item
+	seen := map[string]bool{}
+	for _, c := range loadVectors(t) {
+		k := fmt.Sprint(c.Question, c.Narratives)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		q := skill.Question{Question: c.Question.Question, Answer: c.Question.Answer, Answers: c.Question.Answers,
+			Distractors: c.Question.Distractors, ReasoningType: skill.MultiHop, AnswerType: skill.LabelAnswer}
+		out = append(out, item{"vectors:" + c.Name, q, c.Narratives})
+	}
+	return out
+}
+
+func toQS(q *skill.Question) *Q {
+	return &Q{Question: q.Question, Answer: q.Answer, Answers: q.Answers, Distractors: q.Distractors}
+}
+
+var spelledOf = func() map[int]string {
+	m := map[int]string{}
+	for k, v := range spelled {
+		m[v] = k
+	}
+	return m
+}()
+
+var seps = []string{" — ", "—", " - ", " -- ", " – ", " (", "; ", ". ", ", because ", ", as ", "\n", "\r", "\r\n", "\n\n",
+	" ", ", ", " or ", " and ", "-", " to ", "-to-", "/", "\u2010", "\u2011", "\u2212", " \u2212 ", "\u00a0—\u00a0", "\u3000",
+	"\u2028", "\u0085", "\t", ". \n", "!\n", "\n—", " \n "}
+
+// candidates returns the strings an answer is built from for a question.
+func candidates(q *skill.Question) []string {
+	set := map[string]bool{}
+	add := func(s string) {
+		if s != "" {
+			set[s] = true
+		}
+	}
+	add(q.Answer)
+	for _, v := range q.Answers {
+		add(v)
+	}
+	for _, d := range q.Distractors {
+		add(d)
+	}
+	c := newCtx(toQS(q), nil)
+	nums := []string{}
+	if c.hasTarget {
+		nums = append(nums, c.target.FloatString(0), c.target.RatString())
+		for _, d := range q.Distractors {
+			for _, w := range words(d, false) {
+				if w.num {
+					nums = append(nums, w.text)
+				}
+			}
+		}
+		one := big.NewRat(1, 1)
+		nums = append(nums, new(big.Rat).Add(c.target, one).RatString())
+	}
+	for _, n := range nums {
+		add(n)
+		v, ok := new(big.Rat).SetString(strings.ReplaceAll(n, ",", ""))
+		if ok && v.IsInt() && v.Sign() >= 0 && v.Num().Int64() < 100 {
+			sp := spelledOf[int(v.Num().Int64())]
+			add(sp)
+			add(sp + "-fold")
+			add(strings.ToUpper(sp[:1]) + sp[1:])
+		}
+		add(n + "-fold")
+		add(n + "-km")
+		add(n + "x")
+		add(n + " percent")
+		add(n + ".0")
+		add("-" + n)
+		add("−" + n)
+		// compound units of the question
+		for _, w := range words(q.Question, false) {
+			if strings.Contains(w.text, "/") && hasDigit(w.text) && !w.num {
+				add(n + " " + w.text)
+				add(n + w.text)
+				add(n + "-" + w.text)
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func wrappers(a string) []string {
+	return []string{a, "the " + a, "Answer: " + a, a + " is the answer", "\n" + a, "\r\n" + a, a + "\n", a + "\r\n",
+		strings.ToUpper(a), "The answer is approximately " + a, "It's " + a + ".", "**" + a + "**", "(" + a + ")",
+		"\u00a0" + a, a + ".", "— " + a, "about " + a}
+}
+
+func answersFor(q *skill.Question) []string {
+	cs := candidates(q)
+	if len(cs) > 24 {
+		cs = cs[:24]
+	}
+	core := map[string]bool{q.Answer: true}
+	for i, d := range q.Distractors {
+		if i < 2 {
+			core[d] = true
+		}
+	}
+	set := map[string]bool{}
+	for _, x := range cs {
+		for _, w := range wrappers(x) {
+			set[w] = true
+		}
+		for _, y := range cs {
+			ss := seps
+			if !core[x] && !core[y] {
+				ss = seps[:14]
+			}
+			for _, s := range ss {
+				set[x+s+y] = true
+			}
+		}
+	}
+	for x := range core {
+		for _, s := range []string{" — because it is ", "\n\nExplanation: ", "\nthe narrative says "} {
+			for _, y := range cs {
+				set[x+s+y] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		if len(s) <= 64 {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestDifferential compares the second matcher with skill.JudgeRule on
+// many generated answers per question.
+func TestDifferential(t *testing.T) {
+	items := vectorItems(t)
+	if os.Getenv("SECONDMATCH2_CORPUS") == "" {
+		t.Log("vectors' questions only (SECONDMATCH2_CORPUS=1 adds the LLM corpus)")
+	} else if _, err := os.Stat(corpusDir); err != nil {
+		t.Skip("LLM corpus absent")
+	} else {
+		items = append(items, corpusItems(t)...)
+	}
+	stride := 1
+	if os.Getenv("SECONDMATCH2_CORPUS") == "" {
+		stride = 7 // a sample, to keep go test ./... quick
+	}
+	n, bad, k := 0, 0, 0
+	byKind := map[string]int{}
+	for _, it := range items {
+		q := it.q
+		c := newCtx(toQS(&q), it.narr)
+		for _, a := range answersFor(&q) {
+			if k++; k%stride != 0 {
+				continue
+			}
+			n++
+			g, gr := skill.JudgeRule(&q, a, it.narr)
+			m, mr := c.judge(a)
+			if g != m || (g && gr != mr) {
+				bad++
+				kind := fmt.Sprintf("go=%v/%s second=%v/%s", g, gr, m, mr)
+				byKind[kind]++
+				if byKind[kind] <= 15 || os.Getenv("DIFF_ALL") != "" {
+					t.Errorf("%s: q=%q answer=%q variants=%q distractors=%q: %s", it.src, q.Question, a, q.Variants(), q.Distractors, kind)
+				}
+			}
+		}
+	}
+	t.Logf("%d questions, %d answers compared, %d disagreements %v", len(items), n, bad, byKind)
+}

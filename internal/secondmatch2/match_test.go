@@ -1,0 +1,1050 @@
+// Package secondmatch2 is a second, independent implementation of the
+// answer matcher of spec/verification.md (document 1.5.11 onwards), written
+// from the text alone, and a differential test against skill.JudgeRule.
+// Test-only: nothing here is used by the runtime.
+package secondmatch2
+
+import (
+	"math/big"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
+)
+
+// Q is the part of a question the matcher reads.
+type Q struct {
+	Question    string
+	Answer      string
+	Answers     []string
+	Distractors []string
+}
+
+func (q *Q) variants() []string {
+	if len(q.Answers) > 0 {
+		return q.Answers
+	}
+	return []string{q.Answer}
+}
+
+var folder = cases.Fold()
+
+func isWS(r rune) bool { return unicode.Is(unicode.White_Space, r) }
+
+func normS(s string) string {
+	s = strings.TrimFunc(s, isWS)
+	s = norm.NFC.String(s)
+	return folder.String(s)
+}
+
+func isLMN(r rune) bool { return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.IsNumber(r) }
+
+func isJoiner(r rune) bool {
+	switch r {
+	case '-', '.', ',', '/', '\'', '’', '_', ':':
+		return true
+	}
+	return false
+}
+
+// rawWord is a maximal run as words reads it, with its byte span.
+type rawWord struct {
+	text       string
+	start, end int
+}
+
+// runs splits s (not normalised) into raw words.
+func runs(s string) []rawWord {
+	type rp struct {
+		r   rune
+		off int
+	}
+	var rs []rp
+	for i, r := range s {
+		rs = append(rs, rp{r, i})
+	}
+	var out []rawWord
+	i := 0
+	for i < len(rs) {
+		if !isLMN(rs[i].r) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(rs) {
+			if isLMN(rs[j].r) {
+				j++
+				continue
+			}
+			if isJoiner(rs[j].r) && j+1 < len(rs) && isLMN(rs[j+1].r) {
+				j += 2
+				continue
+			}
+			break
+		}
+		end := len(s)
+		if j < len(rs) {
+			end = rs[j].off
+		}
+		out = append(out, rawWord{s[rs[i].off:end], rs[i].off, end})
+		i = j
+	}
+	return out
+}
+
+var (
+	reNum   = regexp.MustCompile(`^(?:[0-9]+(?:\.[0-9]+)?|[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?)$`)
+	reLead  = regexp.MustCompile(`^[1-9][0-9]{0,2}$`)
+	reGroup = regexp.MustCompile(`^[0-9]{3}$`)
+	reLast  = regexp.MustCompile(`^[0-9]{3}(?:\.[0-9]+)?$`)
+)
+
+func numVal(s string) *big.Rat {
+	r, ok := new(big.Rat).SetString(strings.ReplaceAll(s, ",", ""))
+	if !ok {
+		panic(s)
+	}
+	return r
+}
+
+// W is one word.
+type W struct {
+	text       string
+	num        bool
+	val        *big.Rat
+	start, end int // span in the normalised text
+	raw        int // index of the raw word it comes from
+	neg        bool
+}
+
+func same(a, b W) bool {
+	if a.num != b.num {
+		return false
+	}
+	if a.num {
+		return a.val.Cmp(b.val) == 0
+	}
+	return a.text == b.text
+}
+
+var spelled = func() map[string]int {
+	m := map[string]int{}
+	units := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"}
+	for i, u := range units {
+		m[u] = i
+	}
+	tens := []string{"twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"}
+	for i, t := range tens {
+		m[t] = 20 + 10*i
+		for k := 1; k <= 9; k++ {
+			m[t+"-"+units[k]] = 20 + 10*i + k
+		}
+	}
+	return m
+}()
+
+// words reads s (normalising it first). answerReadings applies the
+// spelled-out and hyphenated-number readings.
+func words(s string, answerReadings bool) []W {
+	n := normS(s)
+	return wordsN(n, answerReadings)
+}
+
+func firstLetter(s string) int {
+	for i, r := range s {
+		if unicode.IsLetter(r) {
+			return i
+		}
+	}
+	return -1
+}
+
+func wordsN(n string, answerReadings bool) []W {
+	rw := runs(n)
+	var ws []W
+	for ri, r := range rw {
+		neg := false
+		if r.start > 0 {
+			p, sz := utf8.DecodeLastRuneInString(n[:r.start])
+			if p == '-' || p == '−' {
+				if r.start-sz == 0 {
+					neg = true
+				} else {
+					pp, _ := utf8.DecodeLastRuneInString(n[:r.start-sz])
+					if !isLMN(pp) {
+						neg = true
+					}
+				}
+			}
+		}
+		mk := func(t string, st, en int) W {
+			w := W{text: t, start: st, end: en, raw: ri}
+			if reNum.MatchString(t) {
+				w.num = true
+				w.val = numVal(t)
+				if neg {
+					w.val.Neg(w.val)
+					w.neg = true
+				}
+			}
+			return w
+		}
+		fl := firstLetter(r.text)
+		if fl > 0 && reNum.MatchString(r.text[:fl]) {
+			ws = append(ws, mk(r.text[:fl], r.start, r.start+fl))
+			ws = append(ws, W{text: r.text[fl:], start: r.start + fl, end: r.end, raw: ri})
+			continue
+		}
+		ws = append(ws, mk(r.text, r.start, r.end))
+	}
+	// digit groups
+	var out []W
+	for i := 0; i < len(ws); i++ {
+		w := ws[i]
+		if w.num && reLead.MatchString(w.text) {
+			j := i
+			txt := w.text
+			for j+1 < len(ws) {
+				nx := ws[j+1]
+				gap := n[ws[j].end:nx.start]
+				if !(gap == " " || gap == "\u00a0" || gap == "\u202f") || !nx.num || nx.neg {
+					break
+				}
+				if reGroup.MatchString(nx.text) {
+					txt += nx.text
+					j++
+					continue
+				}
+				if reLast.MatchString(nx.text) {
+					txt += nx.text
+					j++
+				}
+				break
+			}
+			if j > i {
+				m := W{text: txt, num: true, val: numVal(txt), start: w.start, end: ws[j].end, raw: w.raw, neg: w.neg}
+				if w.neg {
+					m.val.Neg(m.val)
+				}
+				out = append(out, m)
+				i = j
+				continue
+			}
+		}
+		out = append(out, w)
+	}
+	if !answerReadings {
+		return out
+	}
+	var out2 []W
+	for _, w := range out {
+		if !w.num {
+			if v, ok := spelled[w.text]; ok {
+				w.num = true
+				w.val = big.NewRat(int64(v), 1)
+				out2 = append(out2, w)
+				continue
+			}
+			// hyphenated number: longest number prefix before a '-'
+			split := -1
+			for k := len(w.text) - 1; k > 0; k-- {
+				if w.text[k] != '-' {
+					continue
+				}
+				pre, rest := w.text[:k], w.text[k+1:]
+				r, _ := utf8.DecodeRuneInString(rest)
+				if rest == "" || !unicode.IsLetter(r) {
+					continue
+				}
+				if reNum.MatchString(pre) {
+					split = k
+					break
+				}
+				if _, ok := spelled[pre]; ok {
+					split = k
+					break
+				}
+			}
+			if split > 0 {
+				pre := w.text[:split]
+				var v *big.Rat
+				if reNum.MatchString(pre) {
+					v = numVal(pre)
+				} else {
+					v = big.NewRat(int64(spelled[pre]), 1)
+				}
+				out2 = append(out2, W{text: pre, num: true, val: v, start: w.start, end: w.start + split, raw: w.raw})
+				out2 = append(out2, W{text: w.text[split+1:], start: w.start + split + 1, end: w.end, raw: w.raw})
+				continue
+			}
+		}
+		out2 = append(out2, w)
+	}
+	return out2
+}
+
+func set(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, f := range strings.Fields(s) {
+		m[f] = true
+	}
+	return m
+}
+
+var (
+	functionWords = set("a an the of at in on by from for to with via per its their this that which is was were are be")
+	joiningWords  = set("and or nor not no none neither either both versus vs plus also but than except")
+	hedges        = set("about approx approximately around circa roughly")
+	quantityWords = set("all only exactly just nearly almost over under above below within beyond up total some least most")
+)
+
+func isFn(w W) bool   { return !w.num && functionWords[w.text] }
+func isJoin(w W) bool { return !w.num && joiningWords[w.text] }
+
+var unitRows = [][]string{
+	{"%", "percent", "pct", "cent"},
+	{"€", "eur", "euro", "euros"},
+	{"£", "gbp", "pound", "pounds", "sterling"},
+	{"$", "usd", "dollar", "dollars"},
+	{"×", "x", "times", "fold", "factor"},
+	{"°", "c", "celsius", "degree", "degrees"},
+	{"km", "kilometre", "kilometres", "kilometer", "kilometers"},
+	{"m", "metre", "metres", "meter", "meters"},
+	{"cm", "centimetre", "centimetres", "centimeter", "centimeters"},
+	{"mm", "millimetre", "millimetres", "millimeter", "millimeters"},
+	{"μm", "um", "micromolar", "micrometre", "micrometres", "micrometer", "micrometers"},
+	{"s", "sec", "secs", "second", "seconds"},
+	{"ms", "millisecond", "milliseconds"},
+	{"min", "mins", "minute", "minutes"},
+	{"h", "hr", "hrs", "hour", "hours"},
+	{"kg", "kilogram", "kilograms"},
+	{"g", "gram", "grams"},
+	{"mg", "milligram", "milligrams"},
+	{"μg", "ug", "microgram", "micrograms"},
+	{"t", "tonne", "tonnes"},
+	{"l", "litre", "litres", "liter", "liters"},
+	{"ml", "millilitre", "millilitres", "milliliter", "milliliters"},
+	{"ha", "hectare", "hectares"},
+}
+
+var unitSpelling = func() map[string]bool {
+	m := map[string]bool{}
+	for _, row := range unitRows {
+		for _, s := range row {
+			m[normS(s)] = true
+		}
+	}
+	return m
+}()
+
+func hasDigit(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return r >= '0' && r <= '9' }) >= 0
+}
+func hasUpper(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsUpper(r) || unicode.IsTitle(r) }) >= 0
+}
+
+// lowerWords: words of text that contain no ASCII digit and that the text
+// spells with no upper-case or title-case letter.
+func lowerWords(text string, into map[string]bool) {
+	for _, r := range runs(text) {
+		t := r.text
+		fl := firstLetter(t)
+		if fl > 0 && reNum.MatchString(t[:fl]) {
+			t = t[fl:]
+		}
+		if hasDigit(t) || hasUpper(t) {
+			continue
+		}
+		into[normS(t)] = true
+	}
+}
+
+func occursAt(hay, needle []W, i int) bool {
+	if i+len(needle) > len(hay) {
+		return false
+	}
+	for k := range needle {
+		if !same(hay[i+k], needle[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func occurs(hay, needle []W) bool {
+	for i := 0; i+len(needle) <= len(hay); i++ {
+		if occursAt(hay, needle, i) {
+			return true
+		}
+	}
+	return false
+}
+
+func allFn(ws []W) bool {
+	for _, w := range ws {
+		if !isFn(w) {
+			return false
+		}
+	}
+	return true
+}
+
+// ctx holds what the matcher derives from a question and its narratives.
+type ctx struct {
+	q           *Q
+	narr        []string
+	vars        [][]W // plain
+	dists       [][]W // plain, non-ignored
+	distsR      [][]W // with the answer's readings, non-ignored (nil when no target)
+	allDistW    [][]W // plain, every distractor
+	desc        map[string]bool
+	qwords      map[string]bool
+	target      *big.Rat
+	hasTarget   bool
+	usedUnits   map[string]bool
+	candRaw     map[string]bool
+	candInitial bool
+	upLabels    map[string]bool
+	lowLabels   map[string]bool
+	canonOneNum bool
+	qWordsAll   []W
+	nnorm       []string
+	nwords      [][]W
+}
+
+func newCtx(q *Q, narr []string) *ctx {
+	c := &ctx{q: q, narr: narr}
+	for _, n := range narr {
+		nn := normS(n)
+		c.nnorm = append(c.nnorm, nn)
+		c.nwords = append(c.nwords, wordsN(nn, false))
+	}
+	for _, v := range q.variants() {
+		c.vars = append(c.vars, words(v, false))
+	}
+	// target
+	cw := words(q.Answer, false)
+	qw := words(q.Question, false)
+	c.qWordsAll = qw
+	if len(cw) == 1 && cw[0].num {
+		c.target, c.hasTarget = cw[0].val, true
+		c.canonOneNum = true
+	} else if len(cw) == 2 && !cw[0].num && !hasDigit(cw[0].text) && cw[1].num {
+		for _, w := range qw {
+			if same(w, cw[0]) {
+				c.target, c.hasTarget = cw[1].val, true
+			}
+		}
+	}
+	for _, d := range q.Distractors {
+		dw := words(d, false)
+		if len(dw) == 0 || allFn(dw) {
+			continue
+		}
+		c.dists = append(c.dists, dw)
+		if c.hasTarget {
+			c.distsR = append(c.distsR, words(d, true))
+		}
+	}
+	for _, d := range q.Distractors {
+		c.allDistW = append(c.allDistW, words(d, false))
+	}
+	c.desc = map[string]bool{}
+	for _, n := range narr {
+		lowerWords(n, c.desc)
+	}
+	lowerWords(q.Question, c.desc)
+	c.qwords = map[string]bool{}
+	named := false
+	for _, v := range c.vars {
+		if len(v) == 0 || allFn(v) {
+			continue
+		}
+		if occurs(qw, v) {
+			named = true
+		}
+	}
+	if !named {
+		lowerWords(q.Question, c.qwords)
+		for w := range c.qwords {
+			for _, suf := range []string{"'s", "’s"} {
+				if strings.HasSuffix(w, suf) && len(w) > len(suf) {
+					c.qwords[strings.TrimSuffix(w, suf)] = true
+				}
+			}
+		}
+	}
+	// used unit rows
+	c.usedUnits = map[string]bool{}
+	texts := append([]string{q.Question}, q.variants()...)
+	texts = append(texts, narr...)
+	toks := map[string]bool{}
+	var joined strings.Builder
+	for _, t := range texts {
+		nt := normS(t)
+		joined.WriteString(nt)
+		joined.WriteString(" ")
+		for _, w := range wordsN(nt, false) {
+			toks[w.text] = true
+			for _, part := range strings.FieldsFunc(w.text, func(r rune) bool { return r == '/' || r == '-' }) {
+				toks[part] = true
+			}
+		}
+	}
+	all := joined.String()
+	for _, row := range unitRows {
+		used := false
+		for _, sp := range row {
+			sp = normS(sp)
+			r, _ := utf8.DecodeRuneInString(sp)
+			if utf8.RuneCountInString(sp) == 1 && !unicode.IsLetter(r) && strings.Contains(all, sp) {
+				used = true
+			}
+			if toks[sp] {
+				used = true
+			}
+		}
+		if used {
+			for _, sp := range row {
+				c.usedUnits[normS(sp)] = true
+			}
+		}
+	}
+	// candidates' raw words and initials
+	c.candRaw = map[string]bool{}
+	cands := append(append([]string{}, q.variants()...), q.Distractors...)
+	for _, cd := range cands {
+		for _, r := range runs(cd) {
+			c.candRaw[normS(r.text)] = true
+			if utf8.RuneCountInString(r.text) == 1 {
+				ch, _ := utf8.DecodeRuneInString(r.text)
+				if unicode.Is(unicode.Lu, ch) && strings.HasPrefix(cd[r.end:], ".") {
+					c.candInitial = true
+				}
+			}
+		}
+	}
+	// number labels
+	c.upLabels = map[string]bool{}
+	c.lowLabels = map[string]bool{}
+	ltexts := append(append([]string{}, narr...), q.Question)
+	for _, t := range ltexts {
+		rw := runs(t)
+		lowVals := map[string]map[string]bool{}
+		for i := 0; i+1 < len(rw); i++ {
+			gap := t[rw[i].end:rw[i+1].start]
+			if gap == "" || strings.TrimFunc(gap, isWS) != "" {
+				continue
+			}
+			nw := words(rw[i+1].text, false)
+			if len(nw) == 0 || !nw[0].num {
+				continue
+			}
+			lw := words(rw[i].text, false)
+			if len(lw) != 1 || hasDigit(rw[i].text) {
+				continue
+			}
+			f, _ := utf8.DecodeRuneInString(rw[i].text)
+			if unicode.IsUpper(f) || unicode.IsTitle(f) {
+				c.upLabels[lw[0].text] = true
+			}
+			if !hasUpper(rw[i].text) {
+				if lowVals[lw[0].text] == nil {
+					lowVals[lw[0].text] = map[string]bool{}
+				}
+				lowVals[lw[0].text][nw[0].val.RatString()] = true
+			}
+		}
+		for l, vs := range lowVals {
+			if len(vs) >= 2 {
+				c.lowLabels[l] = true
+			}
+		}
+	}
+	return c
+}
+
+func (c *ctx) isVarWord(w W) bool {
+	for _, v := range c.vars {
+		for _, x := range v {
+			if same(w, x) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (c *ctx) isQWord(w W) bool { return !w.num && c.qwords[w.text] }
+
+func (c *ctx) allowed(w W, desc bool) bool {
+	if isJoin(w) {
+		return false
+	}
+	if isFn(w) || c.isVarWord(w) || c.isQWord(w) {
+		return true
+	}
+	return desc && !w.num && c.desc[w.text]
+}
+
+func (c *ctx) isDistWord(w W, dists [][]W) bool {
+	for _, d := range dists {
+		for _, x := range d {
+			if same(w, x) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// labelGuard reports whether the answer words break the number-label guard.
+func (c *ctx) labelGuard(aw []W) bool {
+	if !c.canonOneNum {
+		return false
+	}
+	isLabelBase := func(w W) bool {
+		return !w.num && !isFn(w) && !hedges[w.text] && !unitSpelling[w.text] && !c.isVarWord(w)
+	}
+	firstNonFn := -1
+	for i, w := range aw {
+		if !isFn(w) {
+			firstNonFn = i
+			break
+		}
+	}
+	for i := 1; i < len(aw); i++ {
+		if !aw[i].num {
+			continue
+		}
+		l := aw[i-1]
+		if !isLabelBase(l) {
+			continue
+		}
+		if c.upLabels[l.text] {
+			return true
+		}
+		if i-1 == firstNonFn && !quantityWords[l.text] && c.lowLabels[l.text] {
+			return true
+		}
+	}
+	return false
+}
+
+// distOccurs: a non-ignored distractor occurs in aw outside [lo,hi) (any
+// occurrence not entirely inside it).
+func (c *ctx) distOccurs(aw []W, lo, hi int) bool {
+	ds := append(append([][]W{}, c.dists...), c.distsR...)
+	for _, d := range ds {
+		for i := 0; i+len(d) <= len(aw); i++ {
+			if occursAt(aw, d, i) && !(i >= lo && i+len(d) <= hi) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sepInfo returns the byte index of the first separator of text (as given)
+// or -1, and whether it splits (a raw word on both sides).
+func (c *ctx) firstSep(text string) int {
+	type rp struct {
+		r   rune
+		off int
+	}
+	var rs []rp
+	for i, r := range text {
+		rs = append(rs, rp{r, i})
+	}
+	rw := runs(text)
+	rawEndingAt := func(off int) (rawWord, bool) {
+		for _, r := range rw {
+			if r.end == off {
+				return r, true
+			}
+		}
+		return rawWord{}, false
+	}
+	for i, x := range rs {
+		prevWS := i > 0 && isWS(rs[i-1].r)
+		nextWS := i+1 < len(rs) && isWS(rs[i+1].r)
+		switch x.r {
+		case '—', '(', ';', '\n', '\r':
+			return x.off
+		case '–':
+			if prevWS && nextWS {
+				return x.off
+			}
+		case '-':
+			if prevWS && nextWS {
+				return x.off
+			}
+			if prevWS && i+2 < len(rs) && rs[i+1].r == '-' && isWS(rs[i+2].r) {
+				return x.off
+			}
+		case '!', '?':
+			if nextWS {
+				return x.off
+			}
+		case '.':
+			if !nextWS {
+				continue
+			}
+			if r, ok := rawEndingAt(x.off); ok {
+				t := r.text
+				if strings.Contains(t, ".") && strings.IndexFunc(t, func(r rune) bool { return r != '.' && (r < '0' || r > '9') }) >= 0 && !c.candRaw[normS(t)] {
+					continue
+				}
+				if hedges[normS(t)] {
+					continue
+				}
+				if utf8.RuneCountInString(t) == 1 {
+					ch, _ := utf8.DecodeRuneInString(t)
+					if unicode.Is(unicode.Lu, ch) && c.candInitial {
+						k := i + 1
+						for k < len(rs) && isWS(rs[k].r) {
+							k++
+						}
+						if k < len(rs) && unicode.Is(unicode.Lu, rs[k].r) {
+							continue
+						}
+					}
+				}
+			}
+			return x.off
+		case ',':
+			k := i + 1
+			for k < len(rs) && isWS(rs[k].r) {
+				k++
+			}
+			if k == i+1 {
+				continue
+			}
+			rest := text[rs[k-1].off+utf8.RuneLen(rs[k-1].r):]
+			for _, conn := range []string{"because", "since", "as"} {
+				if len(rest) >= len(conn) && strings.EqualFold(rest[:len(conn)], conn) {
+					after, _ := utf8.DecodeRuneInString(rest[len(conn):])
+					if len(rest) == len(conn) || !isLMN(after) {
+						return x.off
+					}
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// splitAt returns the index of the first separator when it splits text
+// (a raw word before and from it), else -1.
+func (c *ctx) splitAt(text string) int {
+	i := c.firstSep(text)
+	if i < 0 {
+		return -1
+	}
+	if len(runs(text[:i])) == 0 || len(runs(text[i:])) == 0 {
+		return -1
+	}
+	return i
+}
+
+// limit is the number of the text's words before its first separator.
+func (c *ctx) limit(text string, aw []W) int {
+	i := c.splitAt(text)
+	if i < 0 {
+		return len(aw)
+	}
+	return len(words(text[:i], c.hasTarget))
+}
+
+func (c *ctx) m1(text string) bool {
+	n := normS(text)
+	for _, v := range c.q.variants() {
+		if n == normS(v) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *ctx) compound(w W) bool {
+	if w.num {
+		return false
+	}
+	r, _ := utf8.DecodeRuneInString(w.text)
+	if !unicode.IsLetter(r) || !strings.Contains(w.text, "/") || !hasDigit(w.text) {
+		return false
+	}
+	for _, x := range c.qWordsAll {
+		if same(x, w) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *ctx) m3(text string) bool {
+	if !c.hasTarget {
+		return false
+	}
+	aw := words(text, true)
+	lim := c.limit(text, aw)
+	n := -1
+	for i, w := range aw {
+		if w.num {
+			if n >= 0 {
+				return false
+			}
+			n = i
+		}
+	}
+	if n < 0 || n >= lim || aw[n].val.Cmp(c.target) != 0 {
+		return false
+	}
+	if c.distOccurs(aw, 0, 0) || c.labelGuard(aw) {
+		return false
+	}
+	for i, w := range aw {
+		if i == n {
+			continue
+		}
+		if c.allowed(w, true) || (!w.num && c.usedUnits[w.text]) || c.compound(w) {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+func (c *ctx) m4(text string, desc bool) bool {
+	aw := words(text, c.hasTarget)
+	lim := c.limit(text, aw)
+	if c.labelGuard(aw) {
+		return false
+	}
+	for _, v := range c.vars {
+		if len(v) == 0 || allFn(v) {
+			continue
+		}
+		for i := 0; i+len(v) <= lim; i++ {
+			if !occursAt(aw, v, i) {
+				continue
+			}
+			if c.distOccurs(aw, i, i+len(v)) {
+				continue
+			}
+			ok := true
+			for k, w := range aw {
+				if k >= i && k < i+len(v) {
+					continue
+				}
+				if !isFn(w) && c.isDistWord(w, c.dists) && !c.isVarWord(w) && !c.isQWord(w) {
+					ok = false
+					break
+				}
+				if !c.allowed(w, desc) {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// narrative words with the raw text between consecutive ones.
+func (c *ctx) m5(text string) bool {
+	if len(c.dists) > 0 {
+		return false
+	}
+	aw := words(text, c.hasTarget)
+	lo, hi := 0, len(aw)
+	for lo < hi && isFn(aw[lo]) {
+		lo++
+	}
+	for hi > lo && isFn(aw[hi-1]) {
+		hi--
+	}
+	if hi-lo < 2 {
+		return false
+	}
+	run := aw[lo:hi]
+	found := false
+	for ni, nn := range c.nnorm {
+		nw := c.nwords[ni]
+		for i := 0; i+len(run) <= len(nw) && !found; i++ {
+			if !occursAt(nw, run, i) {
+				continue
+			}
+			ok := true
+			for k := i; k+1 < i+len(run); k++ {
+				if clauseMark(nn, nw[k], nw[k+1]) {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				found = true
+			}
+		}
+	}
+	if !found {
+		return false
+	}
+	return c.m4(text, true)
+}
+
+func clauseMark(n string, a, b W) bool {
+	between := n[a.end:b.start]
+	for i, r := range between {
+		switch r {
+		case ',', ';', ':', '(', ')', '[', ']', '|', '\n', '\r', '–', '—', '?', '!', '…':
+			return true
+		case '.':
+			if i == len(between)-1 {
+				continue
+			}
+			if i == 0 && strings.Contains(a.text, ".") && !hasDigit(a.text) {
+				continue
+			}
+			return true
+		}
+	}
+	return false
+}
+
+func (c *ctx) steps(text string) (bool, string) {
+	if c.m1(text) {
+		return true, "M1"
+	}
+	if c.m3(text) {
+		return true, "M3"
+	}
+	if c.m4(text, len(c.dists) > 0) {
+		return true, "M4"
+	}
+	if c.m5(text) {
+		return true, "M5"
+	}
+	return false, "none"
+}
+
+var frames = [][]string{
+	{"the", "final", "answer", "is"}, {"the", "final", "answer"}, {"the", "answer", "is"}, {"the", "answer"},
+	{"final", "answer", "is"}, {"final", "answer"}, {"answer", "is"}, {"answer"},
+	{"it", "is"}, {"it", "was"}, {"it's"}, {"it’s"},
+}
+var tailFrames = [][]string{{"is", "the", "final", "answer"}, {"is", "the", "answer"}, {"is", "correct"}}
+
+func (c *ctx) rest(text string) (string, bool) {
+	rw := runs(text)
+	nr := make([]string, len(rw))
+	for i, r := range rw {
+		nr[i] = normS(r.text)
+	}
+	li := 0 // raw words consumed by the lead-in
+	for _, f := range frames {
+		if len(f) < len(rw) && eqs(nr[:len(f)], f) {
+			li = len(f)
+			break
+		}
+	}
+	if c.hasTarget && li+1 < len(rw) && hedges[nr[li]] {
+		li++
+	}
+	ti := len(rw)
+	for _, f := range tailFrames {
+		if len(rw)-len(f) > li && eqs(nr[len(rw)-len(f):], f) {
+			ti = len(rw) - len(f)
+			break
+		}
+	}
+	if li == 0 && ti == len(rw) {
+		return "", false
+	}
+	start, end := 0, len(text)
+	if li > 0 {
+		start = rw[li-1].end
+	}
+	if ti < len(rw) {
+		end = rw[ti].start
+	}
+	return text[start:end], true
+}
+
+func eqs(a, b []string) bool {
+	for i := range b {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *ctx) withLeadIn(text string) (bool, string) {
+	if ok, r := c.steps(text); ok {
+		return ok, r
+	}
+	if rest, ok := c.rest(text); ok {
+		return c.steps(rest)
+	}
+	return false, "none"
+}
+
+func (c *ctx) tailOK(tail string) bool {
+	readings := [][]W{words(tail, false)}
+	if c.hasTarget {
+		readings = append(readings, words(tail, true))
+	}
+	ds := append(append([][]W{}, c.dists...), c.distsR...)
+	for _, tw := range readings {
+		for _, d := range ds {
+			if occurs(tw, d) {
+				return false
+			}
+		}
+		for _, w := range tw {
+			if !isFn(w) && c.isDistWord(w, ds) && !c.isVarWord(w) && !c.isQWord(w) {
+				return false
+			}
+		}
+	}
+	for _, w := range readings[0] {
+		if isFn(w) {
+			continue
+		}
+		return !isJoin(w)
+	}
+	return true
+}
+
+// Judge decides an answer and names the rule.
+func Judge(q *Q, answer string, narr []string) (bool, string) {
+	if len(answer) > 64 {
+		return false, "M0"
+	}
+	return newCtx(q, narr).judge(answer)
+}
+
+func (c *ctx) judge(answer string) (bool, string) {
+	if len(answer) > 64 {
+		return false, "M0"
+	}
+	if ok, r := c.withLeadIn(answer); ok {
+		return ok, r
+	}
+	i := c.splitAt(answer)
+	if i < 0 {
+		return false, "none"
+	}
+	if !c.tailOK(answer[i:]) {
+		return false, "none"
+	}
+	return c.withLeadIn(answer[:i])
+}
