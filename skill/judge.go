@@ -932,7 +932,8 @@ func numberReadings(ws []Word) []Word { return hyphenNumbers(spelledNumbers(ws))
 // otherwise). Judge applies it to the answer of a question with a
 // numeric target only, after spelledNumbers: "4-fold" is 4 and "fold",
 // "forty-two" stays the one number 42, and the number is the longest one
-// before a hyphen ("forty-six-fold" is 46 and "fold").
+// before a hyphen ("forty-six-fold" is 46 and "fold"). The rest is read
+// with both readings again ("3-four" is 3 and 4).
 func hyphenNumbers(ws []Word) []Word {
 	var out []Word
 	for i, w := range ws {
@@ -968,7 +969,10 @@ func hyphenNumbers(ws []Word) []Word {
 		if out == nil {
 			out = append(make([]Word, 0, len(ws)+1), ws[:i]...)
 		}
-		out = append(out, num, Word{Text: w.Text[k+1:]})
+		// The rest is read so too: "3-four" is 3 and 4, two numbers as
+		// "3 four" is, and "3-four-fold" 3, 4 and "fold".
+		out = append(out, num)
+		out = append(out, numberReadings([]Word{{Text: w.Text[k+1:]}})...)
 	}
 	if out == nil {
 		return ws

@@ -241,12 +241,20 @@ func wordsN(n string, answerReadings bool) []W {
 	}
 	var out2 []W
 	for _, w := range out {
+		out2 = append(out2, readRest(w)...)
+	}
+	return out2
+}
+
+// readRest applies the spelled-out and hyphenated-number readings to one word.
+func readRest(w W) []W {
+	var out2 []W
+	{
 		if !w.num {
 			if v, ok := spelled[w.text]; ok {
 				w.num = true
 				w.val = big.NewRat(int64(v), 1)
-				out2 = append(out2, w)
-				continue
+				return append(out2, w)
 			}
 			// hyphenated number: longest number prefix before a '-'
 			split := -1
@@ -277,8 +285,8 @@ func wordsN(n string, answerReadings bool) []W {
 					v = big.NewRat(int64(spelled[pre]), 1)
 				}
 				out2 = append(out2, W{text: pre, num: true, val: v, start: w.start, end: w.start + split, raw: w.raw})
-				out2 = append(out2, W{text: w.text[split+1:], start: w.start + split + 1, end: w.end, raw: w.raw})
-				continue
+				// the rest is read with the answer's readings again (1.5.13)
+				return append(out2, readRest(W{text: w.text[split+1:], start: w.start + split + 1, end: w.end, raw: w.raw})...)
 			}
 		}
 		out2 = append(out2, w)
