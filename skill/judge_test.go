@@ -548,6 +548,7 @@ func TestJudgeExplanationCoversOneCandidate(t *testing.T) {
 	tiers := `A reservoir whose nitrate is below 45 mg/L is "Tier A", blend only; from 45 to 50 mg/L, "Tier B"; above 50 mg/L, "Tier C". The Hollin reservoir read 52 mg/L, the Marsh reservoir 12 mg/L.`
 	nodes := "The containers left the quay sealed and the drayage to the DC was clean; the cartons went missing at the Lowmoor cross-dock."
 	counts := "Priority 1 covers 12 hosts; the scan found 13 hosts in the lab and twelve in the annex."
+	egfr := "The decline was 3.0 mL/min/1.73 m² per year on the trial drug and 3.4 mL/min/1.73 m² per year on placebo, a 1.1-fold gap."
 	type world struct {
 		q *Question
 		n string
@@ -572,11 +573,20 @@ func TestJudgeExplanationCoversOneCandidate(t *testing.T) {
 		{[]world{
 			{&Question{Question: "How many hosts did the scan find?", Answer: "12", ReasoningType: MultiHop, AnswerType: NumericAnswer}, counts},
 			{&Question{Question: "How many hosts did the scan find?", Answer: "13", ReasoningType: MultiHop, AnswerType: NumericAnswer}, counts},
-		}, []string{"12", "13", "twelve", "thirteen", "12 hosts", "hosts", "the hosts", "thirteen hosts"}},
+		}, []string{"12", "13", "twelve", "thirteen", "12 hosts", "hosts", "the hosts", "thirteen hosts",
+			"12-13", "12-to-13", "twelve-13", "twelve-thirteen", "13-fold", "twelve-fold", "12-hosts"}},
+		// a compound unit the question writes (verification.md 1.5.9)
+		{[]world{
+			{&Question{Question: "What was the eGFR decline in mL/min/1.73 m² per year?", Answer: "3.0", ReasoningType: MultiHop, AnswerType: NumericAnswer}, egfr},
+			{&Question{Question: "What was the eGFR decline in mL/min/1.73 m² per year?", Answer: "3.4", ReasoningType: MultiHop, AnswerType: NumericAnswer}, egfr},
+		}, []string{"3.0", "3.4", "3.0 mL/min/1.73 m²", "3.4 mL/min/1.73", "mL/min/1.73", "mL/min/3.4", "3.0-mL/min/1.73", "3-fold"}},
 	}
 	forms := []string{"%s — %s", "%s (%s)", "%s; %s", "%s. %s", "%s - because %s", "%s, because %s", "%s—%s",
 		"Answer: %s — %s", "%s — %s is the answer", "The answer is %s (%s)", "%s. %s, because of it",
-		"%s\u00a0-\u00a0%s", "%s（%s）", "%s\u200b—%s", "%s, as %s", "%s ― %s", "%s is the answer — %s"}
+		"%s\u00a0-\u00a0%s", "%s（%s）", "%s\u200b—%s", "%s, as %s", "%s ― %s", "%s is the answer — %s",
+		// line breaks (verification.md 1.5.10) and hyphens (1.5.11)
+		"%s\n%s", "%s\r%s", "%s\r\n%s", "%s\n\n%s", "\n%s\n%s", "\r\n%s\r\n%s", "\n%s — %s", "%s —\n%s", "%s\n— %s",
+		"Answer:\n%s\n%s", "%s\u2028%s", "%s\u0085%s", "%s-%s", "%s-to-%s", "%s\u2011%s", "%s\u2212%s", " \n %s \n %s"}
 	for _, g := range groups {
 		for _, x := range g.cands {
 			for _, y := range g.cands {
