@@ -187,6 +187,12 @@ func answersFor(q *skill.Question) []string {
 				set[x+s+y] = true
 			}
 		}
+		for _, y := range cs {
+			for _, f := range []string{"\n%s\n%s", "\r\n%s\r\n%s", "Answer:\n%s\n%s", "%s —\n%s", "%s-%s-fold", "%s—%s\n"} {
+				set[fmt.Sprintf(f, x, y)] = true
+				set[fmt.Sprintf(f, y, x)] = true
+			}
+		}
 	}
 	out := make([]string, 0, len(set))
 	for s := range set {

@@ -47,7 +47,11 @@ func TestOneAnswerOneWorld(t *testing.T) {
 		}
 		items = append(items, corpusItems(t)...)
 	}
-	n, acc, bad := 0, 0, 0
+	stride := 1
+	if os.Getenv("SECONDMATCH2_CORPUS") == "" {
+		stride = 5 // a sample, to keep go test ./... quick
+	}
+	n, acc, bad, k := 0, 0, 0, 0
 	for _, it := range items {
 		q := it.q
 		worlds := otherWorlds(&q)
@@ -55,6 +59,9 @@ func TestOneAnswerOneWorld(t *testing.T) {
 			continue
 		}
 		for _, a := range answersFor(&q) {
+			if k++; k%stride != 0 {
+				continue
+			}
 			n++
 			if !skill.Judge(&q, a, it.narr) {
 				continue
