@@ -292,7 +292,11 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 			return true
 		}
 		for _, w := range j.wa {
-			if j.distractorWord(w) {
+			// A pronoun refers back, it names nothing: "the record shows
+			// it" beside the distractor "Singapore IT machine" holds no
+			// word of it (a distractor that is only "IT" still occurs in
+			// that tail, above).
+			if !tailPronouns[w.Text] && j.distractorWord(w) {
 				return true
 			}
 		}
@@ -1132,6 +1136,9 @@ func (j *judgement) allowed(w Word, descriptions bool) bool {
 var (
 	functionWords = toWordSet("a an the of at in on by from for to with via per its their this that which is was were are be")
 	joinWords     = toWordSet("and or nor not no none neither either both versus vs plus also but than except")
+	// tailPronouns are words of a tail that the tail guard's word check
+	// passes over (spec/verification.md, "Explanations").
+	tailPronouns = toWordSet("it they them he him she her these those")
 )
 
 func toWordSet(s string) map[string]bool {

@@ -304,6 +304,7 @@ func set(s string) map[string]bool {
 
 var (
 	functionWords = set("a an the of at in on by from for to with via per its their this that which is was were are be")
+	tailPronouns  = set("it they them he him she her these those")
 	joiningWords  = set("and or nor not no none neither either both versus vs plus also but than except")
 	hedges        = set("about approx approximately around circa roughly")
 	quantityWords = set("all only exactly just nearly almost over under above below within beyond up total some least most")
@@ -1018,7 +1019,8 @@ func (c *ctx) tailOK(tail string) bool {
 			}
 		}
 		for _, w := range tw {
-			if !isFn(w) && c.isDistWord(w, ds) && !c.isVarWord(w) && !c.isQWord(w) {
+			// 1.5.14: a pronoun is no distractor word of a tail.
+			if !isFn(w) && !(!w.num && tailPronouns[w.text]) && c.isDistWord(w, ds) && !c.isVarWord(w) && !c.isQWord(w) {
 				return false
 			}
 		}
