@@ -515,9 +515,19 @@ func TestDoorWalkThrough(t *testing.T) {
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
-		full(t, func(round int, _ *challengeObj, h oracleHit) (string, bool) {
+		var within, budget int64
+		rec, _ := full(t, func(round int, ch *challengeObj, h oracleHit) (string, bool) {
+			within, budget = ch.AnswerWithinMs, ch.BudgetMs
 			return h.answer, round != 1
 		}, "timeout")
+		// §4: round 1's wait is budget + credit (credit at most 500 ms).
+		if within < budget || within > budget+500 {
+			t.Errorf("answer_within_ms %d, budget %d", within, budget)
+		}
+		// attestation.md §3.2: a timeout shows effective_ms above budget_ms.
+		if r := rec.Rounds[0]; r.Correct || r.EffectiveMs <= r.BudgetMs {
+			t.Errorf("timed-out round %+v", r)
+		}
 	})
 }
 
