@@ -767,7 +767,8 @@ func (n *Node) checkGossip(data []byte, author peer.ID) (pubsub.ValidationResult
 	switch res := n.trust.admitGossip(a, self, now, &n.gossip.limits); res {
 	case learnedNew:
 		if !a.Accepted {
-			// A retraction of the same issuer's earlier acceptance.
+			// A retraction of the same issuer's earlier acceptance (held
+			// here, or by an issuer this node admits directly).
 			return pubsub.ValidationAccept, gossipSupersedes, a
 		}
 		return pubsub.ValidationAccept, gossipOK, a

@@ -749,7 +749,8 @@ func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now 
 // of a held pair (due, peekLearnLocked) is reserved on the held record, so
 // that a second version validated before the first is delivered finds the
 // pair's interval taken. A rejection is accepted only as a retraction of
-// the same issuer's acceptance. lim's lock is taken under the trust lock.
+// the same issuer's acceptance held here, or when its issuer is admitted
+// directly. lim's lock is taken under the trust lock.
 func (t *trustState) admitGossip(a *protocol.Attestation, self peer.ID, now time.Time, lim *gossipLimiter) learnResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -761,8 +762,18 @@ func (t *trustState) admitGossip(a *protocol.Attestation, self peer.ID, now time
 			return learnAboutUsRate
 		}
 		return learnAboutUs
-	case res == learnAboutUs, res == learnedNew && !a.Accepted && (old == nil || !old.accepted):
+	case res == learnAboutUs:
 		return learnNotRetraction
+	case res == learnedNew && !a.Accepted && (old == nil || !old.accepted):
+		// A rejection that retracts no acceptance held here. By an issuer
+		// this node admits directly it is learned all the same (step 11):
+		// the node may have missed the acceptance it retracts, which the
+		// subject keeps and can present later; the rejection, newer,
+		// makes that acceptance stale. Anyone else's is junk to it.
+		if ok, _ := t.directLocked(a.Issuer, now); !ok || a.Subject == self {
+			return learnNotRetraction
+		}
+		return res
 	case res != learnedNew:
 		return res
 	}
