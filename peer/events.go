@@ -110,7 +110,7 @@ func (n *Node) recordReceived(r protocol.ProverResult) {
 		// The verifier picks the expiry: a record valid for longer than
 		// this node keeps records is not stored, indexed or shared.
 		r.Attestation, r.Envelope = nil, nil
-		r.AttestationErr = fmt.Errorf("record valid for %s, longer than the %s this node keeps: not kept", a.ExpiresAt.Sub(a.IssuedAt), MaxKeptLifetime)
+		r.AttestationErr = fmt.Errorf("record valid for %d s, longer than the %s this node keeps: not kept", keptLifetimeSecs(a), MaxKeptLifetime)
 	}
 	switch {
 	case r.Err != nil && refusedForLoad(r.Err):

@@ -222,9 +222,18 @@ func (r *trustRec) reserve(a *protocol.Attestation, now time.Time) {
 }
 
 // keptLifetime reports whether a record's validity is short enough for
-// this node to keep it (MaxKeptLifetime).
+// this node to keep it (MaxKeptLifetime). It compares Unix seconds, the
+// record's own unit: a time.Time made from an expires_at above about
+// 2^63 − 6.2·10^10 wraps into the distant past, and ExpiresAt.Sub gave a
+// negative lifetime for a record valid for ever (attestation.md §6).
 func keptLifetime(a *protocol.Attestation) bool {
-	return a.ExpiresAt.Sub(a.IssuedAt) <= MaxKeptLifetime
+	return keptLifetimeSecs(a) <= int64(MaxKeptLifetime/time.Second)
+}
+
+// keptLifetimeSecs is a record's validity, expires_at − issued_at, in
+// seconds (no overflow: a valid record has 0 < issued_at < expires_at).
+func keptLifetimeSecs(a *protocol.Attestation) int64 {
+	return a.ExpiresAt.Unix() - a.IssuedAt.Unix()
 }
 
 func newTrustRec(a *protocol.Attestation, source string) *trustRec {
@@ -973,7 +982,7 @@ func (n *Node) pruneLearned(now time.Time) {
 		}
 	}
 	t.mu.Unlock()
-	if k, err := n.store.PruneLearned(now); err != nil {
+	if k, err := n.store.PruneLearned(now, MaxKeptLifetime); err != nil {
 		n.log.Warn("prune learned attestations", "err", err)
 	} else if k > 0 {
 		n.log.Debug("pruned expired learned attestations", "count", k)

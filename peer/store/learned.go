@@ -188,9 +188,14 @@ func (s *Store) ListLearned(subject peer.ID) (out []Learned, bad int, err error)
 	return out, bad, nil
 }
 
-// PruneLearned deletes the learned entries that expired at or before now
-// and returns how many it deleted.
-func (s *Store) PruneLearned(now time.Time) (int, error) {
+// PruneLearned deletes the learned entries that expired at or before now,
+// and those valid for longer than maxLifetime (expires_at − issued_at;
+// none when maxLifetime is 0), and returns how many it deleted. A node
+// does not learn the latter (spec/trust.md §3.6), but one that read their
+// lifetime wrongly did (an expires_at near 2^63, whose time.Time wraps);
+// without this they were never deleted.
+func (s *Store) PruneLearned(now time.Time, maxLifetime time.Duration) (int, error) {
+	maxSecs := int64(maxLifetime / time.Second)
 	n := 0
 	err := s.update1(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLearned)
@@ -200,7 +205,8 @@ func (s *Store) PruneLearned(now time.Time) (int, error) {
 		var dead [][]byte
 		err := b.ForEach(func(k, v []byte) error {
 			var lv learnedValue
-			if json.Unmarshal(v, &lv) != nil || lv.ExpiresAt <= now.Unix() {
+			if json.Unmarshal(v, &lv) != nil || lv.ExpiresAt <= now.Unix() ||
+				(maxSecs > 0 && (lv.IssuedAt <= 0 || lv.ExpiresAt-lv.IssuedAt > maxSecs)) {
 				dead = append(dead, bytes.Clone(k))
 			}
 			return nil
