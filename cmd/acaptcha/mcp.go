@@ -35,6 +35,7 @@ func (a *app) mcpCmd() *cobra.Command {
 		maxPending    int
 		maxAttests    int
 		httpMaxConns  int
+		privateDials  bool
 		attestTimeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -122,6 +123,9 @@ a running node's (its store is locked while it runs).`,
 				Node: n, Queue: queue, NodeAnswers: answerWith == answerLLM,
 				AttestTimeout: attestTimeout, Version: buildVersion().Version, Logger: a.log,
 				MaxAttests: maxAttests,
+				// Sessions from beyond loopback name public addresses
+				// only unless the operator allows more.
+				RemotePrivateDials: privateDials,
 				// With an LLM pool the first set is written after start:
 				// an attestation asked meanwhile waits for it.
 				Ready: a.waitForSet,
@@ -152,6 +156,7 @@ a running node's (its store is locked while it runs).`,
 	f.StringVar(&answerWith, "answer-with", answerAuto, "who answers the challenges verifiers send this node: agent (the MCP client, through next_challenge and answer_challenge), llm (--llm), or auto (llm with --llm, else agent)")
 	f.IntVar(&maxPending, "max-pending", mcpserver.DefaultMaxPending, "challenges that may wait for the MCP client's answer at once (beyond it they are declined)")
 	f.IntVar(&httpMaxConns, "http-max-conns", mcpserver.DefaultMaxHTTPConns, "with --http: connections open at once (beyond loopback an eighth per IPv4 /24 or IPv6 /48 and three quarters for all networks; one beyond is closed at once)")
+	f.BoolVar(&privateDials, "http-private-dials", false, "with --http: MCP sessions from beyond loopback may have attest_peer dial loopback, private and link-local addresses and DNS names (by default they name a public IP address; loopback sessions dial anything)")
 	f.IntVar(&maxAttests, "max-attests", mcpserver.DefaultMaxAttests, fmt.Sprintf("attest_peer calls (foreground and background) running at once; one MCP session runs at most %d of them (beyond, a call is refused at once)", mcpserver.DefaultMaxAttestsPerSession))
 	f.DurationVar(&attestTimeout, "attest-timeout", 0, "attest_peer's default time limit (default twice the total budget plus 30 s)")
 	return cmd

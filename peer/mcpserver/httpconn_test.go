@@ -309,7 +309,7 @@ func TestHTTPAttestationsSharedByNetworks(t *testing.T) {
 	_, sets, _ := splitSets(t)
 	release := make(chan struct{})
 	var inReady atomic.Int64
-	srv, err := mcpserver.New(mcpserver.Config{Node: startNode(t, sets, nil), Version: "test", Logger: testLogger(t), Ready: func(ctx context.Context) error {
+	srv, err := mcpserver.New(mcpserver.Config{Node: startNode(t, sets, nil), Version: "test", Logger: testLogger(t), RemotePrivateDials: true, Ready: func(ctx context.Context) error {
 		inReady.Add(1)
 		defer inReady.Add(-1)
 		select {

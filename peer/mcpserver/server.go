@@ -21,8 +21,13 @@ import (
 
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+	"golang.org/x/time/rate"
 
+	"github.com/acaptcha/acaptcha/internal/bounded"
 	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
 )
 
 // Name is the MCP implementation name the server announces.
@@ -61,6 +66,22 @@ const (
 	MaxListLimit     = 500
 	// MaxAddrBytes caps an address argument.
 	MaxAddrBytes = 1024
+	// RemoteAttestInterval and RemoteAttestBurst pace the attestations
+	// that MCP sessions opened from beyond loopback start (each dials an
+	// address the caller names): one network of callers (an IPv4 /24,
+	// an IPv6 /48) starts one per interval after a burst, the /48s of
+	// one IPv6 /32 twice that together, and the attestations asked from
+	// beyond loopback toward one network of targets are paced alike,
+	// whoever asks; all of them together start at most
+	// RemoteAttestTotalBurst at once and then RemoteAttestTotalPerMinute
+	// a minute. A call beyond is refused at once, before any dial.
+	RemoteAttestInterval       = 6 * time.Second
+	RemoteAttestBurst          = 4
+	RemoteAttestTotalPerMinute = 60
+	RemoteAttestTotalBurst     = 16
+	// maxDialBuckets bounds the table of those pacing buckets (a
+	// sixteenth is forgotten when full, full buckets first).
+	maxDialBuckets = 1 << 12
 )
 
 // AnswerForm is the answer format hint next_challenge gives with every
@@ -92,14 +113,24 @@ type Config struct {
 	// background (DefaultMaxAttests when 0); MaxAttestsPerSession those
 	// of one MCP session (DefaultMaxAttestsPerSession when 0, at most
 	// MaxAttests). Over HTTP, the sessions opened from beyond loopback
-	// run at most three quarters of MaxAttests together and those of one
-	// network (HTTPConfig.MaxSessions) a quarter (at least 1 each).
+	// run at most three quarters of MaxAttests together, those of one
+	// network (HTTPConfig.MaxSessions) a quarter (at least 1 each) and
+	// those of the /48s of one IPv6 /32 twice that; their starts are
+	// paced too (RemoteAttestInterval).
 	MaxAttests           int
 	MaxAttestsPerSession int
 	// MaxWaitsPerSession caps the long-polls of one MCP session waiting
 	// at once (DefaultMaxWaitsPerSession when 0); beyond it a call does
 	// not wait.
 	MaxWaitsPerSession int
+	// RemotePrivateDials lets the MCP sessions opened from beyond
+	// loopback (over HTTP) have attest_peer dial any address. Without
+	// it such a session names a public IP address (no DNS name, no
+	// loopback, private, link-local, shared, documentation or multicast
+	// address): the node would otherwise connect, for whoever reaches
+	// its HTTP port, to its own loopback services and to the networks
+	// behind it. Loopback sessions (the node's own agent) dial anything.
+	RemotePrivateDials bool
 	// Version is announced to clients.
 	Version string
 	Logger  *slog.Logger
@@ -125,11 +156,24 @@ type Server struct {
 	attests   map[*mcp.ServerSession]int
 	attesting int
 	byGroup   map[netip.Prefix]int
+	byBlock   map[netip.Prefix]int
 	remote    int
 	groupOf   func(*mcp.ServerSession) (netip.Prefix, bool)
 	// waits counts the long-polls waiting, by MCP session
 	// (Config.MaxWaitsPerSession).
 	waits map[*mcp.ServerSession]int
+	// dials pace the attestations started from beyond loopback, by the
+	// caller's network and IPv6 /32 and by the target's network
+	// (dialKey), and dialsAll all of them (RemoteAttestInterval).
+	dials    map[dialKey]*rate.Limiter
+	dialsAll *rate.Limiter
+}
+
+// dialKey is a pacing bucket's key: a caller's network or /32 (target
+// false) or a target's network (target true).
+type dialKey struct {
+	pfx    netip.Prefix
+	target bool
 }
 
 // New builds the server and registers its tools.
@@ -160,7 +204,8 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, jobs: map[string]*job{}, attests: map[*mcp.ServerSession]int{}, byGroup: map[netip.Prefix]int{}, waits: map[*mcp.ServerSession]int{}}
+	s := &Server{cfg: cfg, log: log, jobs: map[string]*job{}, attests: map[*mcp.ServerSession]int{}, byGroup: map[netip.Prefix]int{}, byBlock: map[netip.Prefix]int{}, waits: map[*mcp.ServerSession]int{},
+		dials: map[dialKey]*rate.Limiter{}, dialsAll: rate.NewLimiter(rate.Limit(RemoteAttestTotalPerMinute)/60, RemoteAttestTotalBurst)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "acaptcha node", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
@@ -305,8 +350,15 @@ func (s *Server) attestPeer(ctx context.Context, req *mcp.CallToolRequest, in At
 	if req != nil {
 		sess = req.Session
 	}
+	if _, remote := s.sessionGroup(sess); remote && !s.cfg.RemotePrivateDials {
+		for _, a := range ai.Addrs {
+			if err := publicDialAddr(a); err != nil {
+				return nil, nil, fmt.Errorf("addr: %w", err)
+			}
+		}
+	}
 	if !in.Background {
-		done, err := s.startAttest(sess)
+		done, err := s.startAttest(sess, ai)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -374,18 +426,31 @@ type job struct {
 // startAttest counts an attestation asked by sess as running, or reports
 // why it may not run now (Config.MaxAttests, MaxAttestsPerSession); done
 // counts it as ended.
-func (s *Server) startAttest(sess *mcp.ServerSession) (done func(), err error) {
+func (s *Server) startAttest(sess *mcp.ServerSession, ai lpeer.AddrInfo) (done func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.startAttestLocked(sess)
+	return s.startAttestLocked(sess, ai)
 }
 
-func (s *Server) startAttestLocked(sess *mcp.ServerSession) (done func(), err error) {
+// sessionGroup is the network of sess when it was opened from beyond
+// loopback over HTTP (remote false otherwise).
+func (s *Server) sessionGroup(sess *mcp.ServerSession) (group netip.Prefix, remote bool) {
+	s.mu.Lock()
+	f := s.groupOf
+	s.mu.Unlock()
+	if f == nil || sess == nil {
+		return netip.Prefix{}, false
+	}
+	return f(sess)
+}
+
+func (s *Server) startAttestLocked(sess *mcp.ServerSession, ai lpeer.AddrInfo) (done func(), err error) {
 	var group netip.Prefix
 	remote := false
 	if s.groupOf != nil && sess != nil {
 		group, remote = s.groupOf(sess)
 	}
+	blk, hasBlk := protocol.BlockOf(group)
 	perGroup, remoteMax := max(1, s.cfg.MaxAttests/4), max(1, s.cfg.MaxAttests-s.cfg.MaxAttests/4)
 	switch {
 	case s.attests[sess] >= s.cfg.MaxAttestsPerSession:
@@ -394,13 +459,23 @@ func (s *Server) startAttestLocked(sess *mcp.ServerSession) (done func(), err er
 		return nil, fmt.Errorf("%d attestations running on this server (the cap): wait for one to end", s.attesting)
 	case remote && s.byGroup[group] >= perGroup:
 		return nil, fmt.Errorf("%d attestations running for the MCP sessions of this network (its share): wait for one to end", s.byGroup[group])
+	case remote && hasBlk && s.byBlock[blk] >= 2*perGroup:
+		return nil, fmt.Errorf("%d attestations running for the MCP sessions of this IPv6 /32 (its share): wait for one to end", s.byBlock[blk])
 	case remote && s.remote >= remoteMax:
 		return nil, fmt.Errorf("%d attestations running for MCP sessions from beyond loopback (their share): wait for one to end", s.remote)
+	}
+	if remote {
+		if err := s.paceRemoteLocked(group, ai, time.Now()); err != nil {
+			return nil, err
+		}
 	}
 	s.attests[sess]++
 	s.attesting++
 	if remote {
 		s.byGroup[group]++
+		if hasBlk {
+			s.byBlock[blk]++
+		}
 		s.remote++
 	}
 	return sync.OnceFunc(func() {
@@ -414,9 +489,131 @@ func (s *Server) startAttestLocked(sess *mcp.ServerSession) (done func(), err er
 			if s.byGroup[group]--; s.byGroup[group] <= 0 {
 				delete(s.byGroup, group)
 			}
+			if hasBlk {
+				if s.byBlock[blk]--; s.byBlock[blk] <= 0 {
+					delete(s.byBlock, blk)
+				}
+			}
 			s.remote--
 		}
 	}), nil
+}
+
+// paceRemoteLocked spends a start of an attestation asked from beyond
+// loopback by a caller of group toward ai: from the caller's network's
+// bucket, its IPv6 /32's (twice a network's), the bucket of each network
+// ai's addresses are in, and the bucket of all of them
+// (RemoteAttestInterval); it spends nothing and says why when one is
+// empty. Without it, a caller started an attestation, and so a dial of
+// an address it named, for each request its HTTP rate allowed (10 a
+// second per network, 200 for all): the node connected for it to any
+// host as fast as it asked, and a thousand callers' requests toward one
+// victim came from the node.
+func (s *Server) paceRemoteLocked(group netip.Prefix, ai lpeer.AddrInfo, now time.Time) error {
+	type spend struct {
+		b    *rate.Limiter
+		what string
+	}
+	spends := []spend{{s.dialBucketLocked(dialKey{pfx: group}, 1, now), "this network's"}}
+	if blk, ok := protocol.BlockOf(group); ok {
+		spends = append(spends, spend{s.dialBucketLocked(dialKey{pfx: blk}, 2, now), "this IPv6 /32's"})
+	}
+	seen := map[netip.Prefix]bool{}
+	for _, a := range ai.Addrs {
+		ip, ok := firstIP(a)
+		if !ok {
+			continue
+		}
+		pfx, ok := protocol.DrawPrefix(ip, true)
+		if !ok || seen[pfx] {
+			continue
+		}
+		seen[pfx] = true
+		spends = append(spends, spend{s.dialBucketLocked(dialKey{pfx: pfx, target: true}, 1, now), "the target network's (" + pfx.String() + ")"})
+	}
+	spends = append(spends, spend{s.dialsAll, "all callers' beyond loopback"})
+	for _, sp := range spends {
+		if sp.b.TokensAt(now) < 1 {
+			return fmt.Errorf("too many attestations started from beyond loopback (%s pace: %d at once, then one every %s): retry later", sp.what, sp.b.Burst(), time.Duration(float64(time.Second)/float64(sp.b.Limit())).Round(time.Millisecond))
+		}
+	}
+	for _, sp := range spends {
+		sp.b.AllowN(now, 1)
+	}
+	return nil
+}
+
+// dialBucketLocked is the pacing bucket of key, factor times a
+// network's rate and burst.
+func (s *Server) dialBucketLocked(key dialKey, factor int, now time.Time) *rate.Limiter {
+	b, ok := s.dials[key]
+	if !ok {
+		bounded.MakeRoom(s.dials, maxDialBuckets, func(v *rate.Limiter) bool { return v.TokensAt(now) >= float64(v.Burst()) })
+		b = rate.NewLimiter(rate.Every(RemoteAttestInterval)*rate.Limit(factor), factor*RemoteAttestBurst)
+		s.dials[key] = b
+	}
+	return b
+}
+
+// firstIP is the IP address a multiaddr starts with.
+func firstIP(a ma.Multiaddr) (netip.Addr, bool) {
+	if len(a) == 0 {
+		return netip.Addr{}, false
+	}
+	switch c := a[0]; c.Code() {
+	case ma.P_IP4, ma.P_IP6:
+		ip, ok := netip.AddrFromSlice(c.RawValue())
+		return ip.Unmap(), ok
+	}
+	return netip.Addr{}, false
+}
+
+// publicDialAddr reports why a session from beyond loopback may not
+// have the node dial a (Config.RemotePrivateDials): it must start with
+// an IP address, and every IP address in it (a relay's, a NAT64 address's
+// IPv4 address) must be public; a DNS name is refused, since it may
+// resolve to loopback or a private network when the node dials.
+func publicDialAddr(a ma.Multiaddr) error {
+	if _, ok := firstIP(a); !ok {
+		return fmt.Errorf("%s: a caller beyond loopback names a public IP address (/ip4 or /ip6), not a DNS name or another transport", a)
+	}
+	for _, c := range a {
+		switch c.Code() {
+		case ma.P_DNS, ma.P_DNS4, ma.P_DNS6, ma.P_DNSADDR, ma.P_IP6ZONE:
+			return fmt.Errorf("%s: a caller beyond loopback names a public IP address, not a DNS name or a zone", a)
+		case ma.P_IP4, ma.P_IP6:
+			ip, ok := netip.AddrFromSlice(c.RawValue())
+			if !ok {
+				return fmt.Errorf("%s: bad IP address", a)
+			}
+			if !publicIP(ip) {
+				return fmt.Errorf("%s: %s is not a public address (loopback, private, link-local, shared or reserved): a caller beyond loopback may not have this node dial it", a, ip)
+			}
+		}
+	}
+	return nil
+}
+
+// publicIP reports whether ip is a public unicast address: what
+// manet.IsPublicAddr says of it, and of the IPv4 address that an IPv4-
+// mapped or NAT64 well-known-prefix address carries.
+func publicIP(ip netip.Addr) bool {
+	for _, x := range []netip.Addr{ip, protocol.GroupAddr(ip)} {
+		if x.IsUnspecified() || x.IsLoopback() || x.IsPrivate() || x.IsLinkLocalUnicast() || x.IsMulticast() ||
+			!manet.IsPublicAddr(ma.Multiaddr{ipComponent(x)}) {
+			return false
+		}
+	}
+	return true
+}
+
+func ipComponent(ip netip.Addr) ma.Component {
+	if ip.Is4() {
+		c, _ := ma.NewComponent("ip4", ip.String())
+		return *c
+	}
+	c, _ := ma.NewComponent("ip6", ip.String())
+	return *c
 }
 
 // setGroupOf tells the server the network of an MCP session opened from
@@ -446,7 +643,7 @@ func (s *Server) startJob(sess *mcp.ServerSession, ai lpeer.AddrInfo, selfAnswer
 	if running >= MaxJobs {
 		return nil, fmt.Errorf("%d background attestations already running (the cap): wait for one with attest_status", running)
 	}
-	ended, err := s.startAttestLocked(sess)
+	ended, err := s.startAttestLocked(sess, ai)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ import (
 func TestHTTPAbandonedWaitsBounded(t *testing.T) {
 	_, sets, _ := splitSets(t)
 	release := make(chan struct{})
-	srv, err := mcpserver.New(mcpserver.Config{Node: startNode(t, sets, nil), Version: "test", Logger: testLogger(t), Ready: func(ctx context.Context) error {
+	srv, err := mcpserver.New(mcpserver.Config{Node: startNode(t, sets, nil), Version: "test", Logger: testLogger(t), RemotePrivateDials: true, Ready: func(ctx context.Context) error {
 		select {
 		case <-release:
 			return errors.New("released")
