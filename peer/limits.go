@@ -185,8 +185,9 @@ func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, network.ResourceManager,
 
 // Limits are the attestation protocol's budgets of a node
 // (spec/protocol.md §5a, §9a; protocol.Config). A zero field means the
-// protocol's default. Config.LimitLoopback applies the per-prefix draw
-// budget to loopback peers too.
+// protocol's default. Loopback peers count in the per-prefix budgets as
+// Config.LimitLoopback and ExemptLoopback decide (by default: when the
+// node listens beyond loopback).
 type Limits struct {
 	// PowDifficulty is the base proof of work asked before a set is drawn
 	// (protocol.NoPow, the default, for none; 16 for a public node).
@@ -287,7 +288,8 @@ func (n *Node) PeerUsage(p peer.ID) protocol.PeerUsage { return n.svc.PeerUsage(
 func (n *Node) ProtocolConfig() protocol.Config { return n.svc.Config() }
 
 // networkPrefixLimits are the addresses exempt from the per-IP limit:
-// loopback (libp2p's default, dropped with Config.LimitLoopback) and the
+// loopback (libp2p's default, dropped when loopback is limited: Config.
+// LimitLoopback, resolved by New) and the
 // node's static relays. Every connection relayed to this node arrives
 // from its relay's address, so with the per-IP limit a node reachable only
 // through a relay would accept ConnsPerIP peers in all; a relay's address

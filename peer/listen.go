@@ -23,6 +23,36 @@ var DefaultListenAddrs = []string{
 	"/ip4/0.0.0.0/udp/" + strconv.Itoa(DefaultPort) + "/quic-v1",
 }
 
+// ListensBeyondLoopback reports whether a node listening on addrs
+// (DefaultListenAddrs when none) can be reached from beyond loopback:
+// one of them starts with an IP address other than loopback (an
+// unspecified one covers every interface) or a DNS name, or does not
+// parse (refused later; erring on the safe side).
+func ListensBeyondLoopback(addrs []string) bool {
+	if len(addrs) == 0 {
+		addrs = DefaultListenAddrs
+	}
+	for _, s := range addrs {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return true
+		}
+		first, _ := ma.SplitFirst(a)
+		if first == nil {
+			continue
+		}
+		switch first.Protocol().Code {
+		case ma.P_IP4, ma.P_IP6:
+			if !manet.IsIPLoopback(a) {
+				return true
+			}
+		case ma.P_DNS, ma.P_DNS4, ma.P_DNS6:
+			return true
+		}
+	}
+	return false
+}
+
 // ErrPortInUse reports a listen address whose port another process holds.
 var ErrPortInUse = errors.New("port already in use")
 

@@ -133,13 +133,25 @@ type Config struct {
 	// watermark so that the manager, not the limit, decides who stays.
 	// ConnGracePeriod protects new connections from trimming (default
 	// 1 min). ConnsPerIP bounds inbound connections per IPv4 address and
-	// IPv6 /56 (default 8); LimitLoopback applies it to loopback too
-	// (libp2p exempts loopback by default; tests set it).
+	// IPv6 /56 (default 8).
+	//
+	// Loopback peers count in the per-IP and per-prefix limits (this
+	// one, the protocol's draws, sessions and inbound streams, first
+	// contact's, gossip's) when the node listens beyond loopback
+	// (ListensBeyondLoopback of ListenAddrs, the defaults included),
+	// since behind a local proxy, tunnel or sidecar every peer is a
+	// loopback peer; a node on loopback only exempts them, as libp2p
+	// does. LimitLoopback counts them always, ExemptLoopback never
+	// (LimitLoopback wins), as `acaptcha node --limit-loopback on|off`.
+	// The zero value was "exempt" whatever the node listened on: a
+	// library node on its default 0.0.0.0 behind a local proxy had no
+	// per-IP limit at all, where the CLI's had.
 	ConnLowWater    int
 	ConnHighWater   int
 	ConnGracePeriod time.Duration
 	ConnsPerIP      int
 	LimitLoopback   bool
+	ExemptLoopback  bool
 	// Limits are the attestation protocol's budgets (limits.go; zero
 	// fields: the protocol defaults).
 	Limits Limits
@@ -263,6 +275,8 @@ func New(cfg Config) (*Node, error) {
 		}
 		key = k
 	}
+	// Resolved once: every limit below reads cfg.LimitLoopback.
+	cfg.LimitLoopback = cfg.LimitLoopback || !cfg.ExemptLoopback && ListensBeyondLoopback(cfg.ListenAddrs)
 	n := &Node{cfg: cfg, log: log, t: defaultTiming(), inflight: map[peer.ID]*call{}, waiters: map[peer.ID][]chan protocol.ProverResult{}}
 	if cfg.timing != nil {
 		n.t = *cfg.timing

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
-	manet "github.com/multiformats/go-multiaddr/net"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
@@ -96,6 +95,7 @@ func (l *limitOptions) check() error {
 func (l *limitOptions) apply(cfg *peer.Config) {
 	cfg.ConnLowWater, cfg.ConnHighWater, cfg.ConnsPerIP = l.connLow, l.connHigh, l.connsPerIP
 	cfg.LimitLoopback = l.limitLoopback.limits(cfg.ListenAddrs)
+	cfg.ExemptLoopback = !cfg.LimitLoopback
 	pow := l.powDifficulty
 	if pow == powAuto {
 		pow = autoPow(cfg.ListenAddrs)
@@ -276,24 +276,8 @@ func (a *app) capDraws(l *peer.Limits, given func(flag string) bool) {
 // interface), so that a peer from the network pays before this node draws
 // a set for it; none for a node only loopback can reach.
 func autoPow(addrs []string) int {
-	if len(addrs) == 0 {
-		addrs = peer.DefaultListenAddrs
-	}
-	for _, s := range addrs {
-		a, err := ma.NewMultiaddr(s)
-		if err != nil {
-			return protocol.PublicPowDifficulty // refused later; err on the safe side
-		}
-		first, _ := ma.SplitFirst(a)
-		if first == nil {
-			continue
-		}
-		if c := first.Protocol().Code; (c == ma.P_IP4 || c == ma.P_IP6) && !manet.IsIPLoopback(a) {
-			return protocol.PublicPowDifficulty
-		}
-		if c := first.Protocol().Code; c == ma.P_DNS || c == ma.P_DNS4 || c == ma.P_DNS6 {
-			return protocol.PublicPowDifficulty
-		}
+	if peer.ListensBeyondLoopback(addrs) {
+		return protocol.PublicPowDifficulty
 	}
 	return 0
 }
