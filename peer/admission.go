@@ -291,7 +291,7 @@ func PeerReport(st *Store, quorum int, requireSource skill.SourceKind, now time.
 	if err != nil {
 		return nil, fmt.Errorf("require source: %w", err)
 	}
-	idx, err := loadTrustIndex(st, "")
+	idx, err := loadTrustIndex(st, "", nil)
 	if err != nil {
 		return nil, err
 	}

@@ -119,7 +119,7 @@ func TestReceivedVerdictsNewestPerIssuer(t *testing.T) {
 	presented := func() (now, reloaded [][]byte) {
 		t.Helper()
 		at := time.Now()
-		idx, err := loadTrustIndex(n.store, n.ID())
+		idx, err := loadTrustIndex(n.store, n.ID(), n.host.Peerstore().PubKey(n.ID()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/conngater"
 
@@ -324,7 +325,7 @@ func (n *Node) startTrust() error {
 
 // loadTrust builds the index from the store.
 func (n *Node) loadTrust() error {
-	idx, err := loadTrustIndex(n.store, n.ID())
+	idx, err := loadTrustIndex(n.store, n.ID(), n.host.Peerstore().PubKey(n.ID()))
 	if err != nil {
 		return err
 	}
@@ -359,13 +360,17 @@ type trustIndex struct {
 
 // loadTrustIndex reads a store into an index. self may be empty (the CLI
 // reading a store offline): it is then inferred from the issued and
-// received records.
-func loadTrustIndex(st *Store, self peer.ID) (*trustIndex, error) {
+// received records. selfKey, when known, is self's public key: the
+// issued records sealed with it are read without a second signature
+// check (Store.ListOwn; remote peers make the node issue up to some
+// 744,000 records at the default draw budget and retention), the others
+// (received, learned, another identity's) are verified.
+func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex, error) {
 	idx := &trustIndex{
 		issued: map[peer.ID]*trustRec{}, learned: map[peer.ID]map[peer.ID]*trustRec{},
 		perIssuer: map[peer.ID]int{}, self: map[peer.ID]*trustRec{},
 	}
-	issued, err := st.List(Issued, "")
+	issued, err := st.ListOwn(Issued, selfKey)
 	if err != nil {
 		return nil, err
 	}

@@ -1389,6 +1389,17 @@ func FuzzVerifyAttestationPayload(f *testing.F) {
 			t.Fatal(err)
 		}
 		attestFuzzCheck(t, data, attestVerifyAt)
+		// What Verify accepts (its signature good), DecodeOwn decodes
+		// alike without checking the signature.
+		if a, _, err := protocol.VerifyAttestation(data, protocol.VerifyOptions{AllowExpired: true, Now: attestVerifyAt}); err == nil {
+			own, err := protocol.DecodeOwnAttestation(data, ik.GetPublic(), "")
+			if err != nil {
+				t.Fatalf("DecodeOwn refused what Verify accepts: %v", err)
+			}
+			if own.Issuer != a.Issuer || own.Subject != a.Subject || !own.IssuedAt.Equal(a.IssuedAt) || !own.ExpiresAt.Equal(a.ExpiresAt) || own.Accepted != a.Accepted {
+				t.Fatalf("DecodeOwn %+v, Verify %+v", own, a)
+			}
+		}
 	})
 }
 

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
 
 	"github.com/acaptcha/acaptcha/protocol/attestation"
@@ -61,6 +62,13 @@ func Seal(a *Attestation, key crypto.PrivKey) ([]byte, error) { return attestati
 // VerifyAttestation checks a sealed attestation (attestation.Verify).
 func VerifyAttestation(data []byte, opts VerifyOptions) (*Attestation, *record.Envelope, error) {
 	return attestation.Verify(data, opts)
+}
+
+// DecodeOwnAttestation decodes an envelope this node sealed with the key
+// whose public key is signer, without checking its signature again
+// (attestation.DecodeOwn: for the node's own store only).
+func DecodeOwnAttestation(data []byte, signer crypto.PubKey, id peer.ID) (*Attestation, error) {
+	return attestation.DecodeOwn(data, signer, id)
 }
 
 // AttestationCache is a bounded cache of verified envelopes
