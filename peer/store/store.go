@@ -25,6 +25,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -905,12 +906,92 @@ func verifiedEntry(dir Direction, kv storedKV) (Entry, error) {
 
 // ListNewest returns the limit newest entries List would return (by
 // IssuedAt, newest first; all of them when limit is 0 or less) and how
-// many List would return. Every record is decoded, but only those
-// returned are verified again: List verifies each record's signature,
-// and the records of the issued direction are about peer IDs that cost
-// nothing (one per HTTP client, kept their lifetime and the keep-expired
-// time), so a listing of the newest few verified them all.
+// many List would return. Only the entries returned are copied out of
+// the database, decoded and verified again: the issue time is in every
+// key (entryKey), so the newest are chosen from the keys. The records of
+// the issued direction are about peer IDs that cost nothing (one per
+// HTTP client, kept their lifetime and the keep-expired time: some
+// 744,000 at the default draw budget); a listing of the newest few
+// verified them all (before), then copied and decoded them all (~4 KiB
+// and ~13 µs a record for each call of MCP list_attestations).
 func (s *Store) ListNewest(d Direction, p peer.ID, limit int) ([]Entry, int, error) {
+	if limit <= 0 || len(s.replay) > 0 {
+		return s.listNewestAll(d, p, limit)
+	}
+	dirs := []Direction{Issued, Received}
+	if d != "" {
+		if _, err := bucketFor(d); err != nil {
+			return nil, 0, err
+		}
+		dirs = []Direction{d}
+	}
+	if err := s.flushFor(p); err != nil {
+		return nil, 0, err
+	}
+	var prefix []byte
+	if p != "" {
+		prefix = append([]byte(p), 0)
+	}
+	// top holds the newest candidates seen, newest first; ties keep the
+	// scan's order (direction, then key), as List's order.
+	type cand struct {
+		at  uint64
+		seq int
+		dir Direction
+		kv  storedKV
+	}
+	var top []cand
+	n := 0
+	err := s.view(func(tx *bolt.Tx) error {
+		for _, dir := range dirs {
+			b, _ := bucketFor(dir)
+			bk := tx.Bucket(b)
+			if bk == nil {
+				continue
+			}
+			c := bk.Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				seq := n
+				n++
+				if len(k) < 17 {
+					return fmt.Errorf("stored attestation key %x is too short", k)
+				}
+				at := binary.BigEndian.Uint64(k[len(k)-16 : len(k)-8])
+				i := sort.Search(len(top), func(i int) bool { return top[i].at < at })
+				if i >= limit {
+					continue
+				}
+				if len(top) == limit {
+					top = top[:limit-1]
+				}
+				top = slices.Insert(top, i, cand{at: at, seq: seq, dir: dir, kv: storedKV{k: bytes.Clone(k)}})
+			}
+			for i := range top {
+				if top[i].dir == dir && top[i].kv.v == nil {
+					top[i].kv.v = bytes.Clone(bk.Get(top[i].kv.k))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]Entry, 0, len(top))
+	for _, c := range top {
+		e, err := verifiedEntry(c.dir, c.kv)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, e)
+	}
+	return out, n, nil
+}
+
+// listNewestAll is ListNewest over a full listing: for every entry
+// (limit 0) and for a read-only store whose log's records overlay the
+// database's.
+func (s *Store) listNewestAll(d Direction, p peer.ID, limit int) ([]Entry, int, error) {
 	dirs, raw, err := s.stored(d, p)
 	if err != nil {
 		return nil, 0, err
