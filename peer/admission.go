@@ -328,13 +328,60 @@ func (t *trustState) refLocked(r *trustRec, now time.Time) *AttestationRef {
 	return a
 }
 
-func (t *trustState) peersLocked(self peer.ID, now time.Time, quorum int) []PeerInfo {
-	known := map[peer.ID]bool{}
-	add := func(p peer.ID) {
-		if p != "" && p != self {
-			known[p] = true
+// PeersPage lists at most limit of the peers Peers lists (limit 0 or
+// less: all), those whose ID sorts after after ("" for the first page),
+// in the same order; more says whether others follow (ask again with the
+// last ID given). Peers built the whole list, and the issued records
+// alone name one peer per session drawn (some 744,000 at the default
+// draw budget and retention): a caller that wanted a screenful (MCP
+// list_peers, from beyond loopback over --http too) had the node build,
+// and encode, a view of every peer under the trust index's lock. A page
+// costs a pass over the index's keys and the views of its peers.
+func (n *Node) PeersPage(after peer.ID, limit int) (page []PeerInfo, more bool) {
+	t := &n.trust
+	now := n.trustNow()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if limit <= 0 {
+		all := t.peersLocked(n.ID(), now, n.cfg.TrustQuorum)
+		i := 0
+		for after != "" && i < len(all) && all[i].Peer <= after {
+			i++
 		}
+		return all[i:], false
 	}
+	self := n.ID()
+	// top holds the smallest IDs after after seen so far, sorted, at most
+	// limit of them.
+	top := make([]peer.ID, 0, limit)
+	add := func(p peer.ID) {
+		if p == "" || p == self || p <= after {
+			return
+		}
+		i, found := slices.BinarySearch(top, p)
+		switch {
+		case found:
+			return
+		case i >= limit:
+			more = true
+			return
+		case len(top) == limit:
+			top = top[:limit-1]
+			more = true
+		}
+		top = slices.Insert(top, i, p)
+	}
+	t.eachKnownLocked(add)
+	page = make([]PeerInfo, 0, len(top))
+	for _, p := range top {
+		page = append(page, t.peerInfoLocked(p, self, now, n.cfg.TrustQuorum))
+	}
+	return page, more
+}
+
+// eachKnownLocked calls add with every peer ID the index knows (some more
+// than once).
+func (t *trustState) eachKnownLocked(add func(peer.ID)) {
 	for p := range t.issued {
 		add(p)
 	}
@@ -355,35 +402,49 @@ func (t *trustState) peersLocked(self peer.ID, now time.Time, quorum int) []Peer
 	for p := range t.gates {
 		add(p)
 	}
+}
+
+func (t *trustState) peersLocked(self peer.ID, now time.Time, quorum int) []PeerInfo {
+	known := map[peer.ID]bool{}
+	t.eachKnownLocked(func(p peer.ID) {
+		if p != "" && p != self {
+			known[p] = true
+		}
+	})
 	out := make([]PeerInfo, 0, len(known))
 	for _, p := range slices.Sorted(maps.Keys(known)) {
-		pi := PeerInfo{Peer: p, Admission: t.admissionLocked(p, self, now, quorum)}
-		if r := t.issued[p]; r != nil {
-			pi.Direct = t.refLocked(r, now)
-		}
-		if r := t.self[p]; r != nil {
-			pi.AboutUs = t.refLocked(r, now)
-		}
-		revokedAt, revoked := t.revoked[p]
-		if revoked {
-			at := revokedAt
-			pi.RevokedAt = &at
-		}
-		if until, ok := t.blocked[p]; ok && now.Before(until) {
-			u := until
-			pi.BlockedUntil = &u
-		}
-		for _, q := range slices.Sorted(maps.Keys(t.learned[p])) {
-			r := t.learned[p][q]
-			ref := t.refLocked(r, now)
-			ref.Counts = quorum > 0 && t.countsLocked(r, p, self, now, revoked, revokedAt)
-			pi.Vouchers = append(pi.Vouchers, *ref)
-		}
-		if g := t.gates[p]; g != nil {
-			c := *g
-			pi.LastGate = &c
-		}
-		out = append(out, pi)
+		out = append(out, t.peerInfoLocked(p, self, now, quorum))
 	}
 	return out
+}
+
+// peerInfoLocked is the view of p in Peers.
+func (t *trustState) peerInfoLocked(p, self peer.ID, now time.Time, quorum int) PeerInfo {
+	pi := PeerInfo{Peer: p, Admission: t.admissionLocked(p, self, now, quorum)}
+	if r := t.issued[p]; r != nil {
+		pi.Direct = t.refLocked(r, now)
+	}
+	if r := t.self[p]; r != nil {
+		pi.AboutUs = t.refLocked(r, now)
+	}
+	revokedAt, revoked := t.revoked[p]
+	if revoked {
+		at := revokedAt
+		pi.RevokedAt = &at
+	}
+	if until, ok := t.blocked[p]; ok && now.Before(until) {
+		u := until
+		pi.BlockedUntil = &u
+	}
+	for _, q := range slices.Sorted(maps.Keys(t.learned[p])) {
+		r := t.learned[p][q]
+		ref := t.refLocked(r, now)
+		ref.Counts = quorum > 0 && t.countsLocked(r, p, self, now, revoked, revokedAt)
+		pi.Vouchers = append(pi.Vouchers, *ref)
+	}
+	if g := t.gates[p]; g != nil {
+		c := *g
+		pi.LastGate = &c
+	}
+	return pi
 }

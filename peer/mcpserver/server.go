@@ -280,7 +280,7 @@ func (s *Server) addTools() (err error) {
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "list_peers",
 		Title:       "List known peers",
-		Description: "Every peer this node knows from attestations, gossip, blocks and gate decisions, with its admission state (admitted directly, by trust quorum, or why not) and the attestations behind it.",
+		Description: "The peers this node knows from attestations, gossip, blocks and gate decisions, by peer ID, a page at a time (limit, default 100; next_after names the next page), with their admission state (admitted directly, by trust quorum, or why not) and the attestations behind it.",
 		Annotations: ro,
 	}, s.listPeers)
 	mcp.AddTool(s.srv, &mcp.Tool{
@@ -807,23 +807,53 @@ func (s *Server) listAttestations(_ context.Context, _ *mcp.CallToolRequest, in 
 	return nil, out, nil
 }
 
-// ListPeersInput is list_peers' (empty) input.
-type ListPeersInput struct{}
+// ListPeersInput is list_peers' input.
+type ListPeersInput struct {
+	Limit int    `json:"limit,omitempty" jsonschema:"at most this many peers (default 100, at most 500)"`
+	After string `json:"after,omitempty" jsonschema:"the peers whose ID sorts after this one (next_after of the previous page)"`
+}
 
 // ListPeersOutput is list_peers' output.
 type ListPeersOutput struct {
 	Self  string          `json:"self" jsonschema:"this node's peer ID"`
 	Addrs []string        `json:"addrs" jsonschema:"this node's addresses (give one to another node to be attested)"`
-	Count int             `json:"count"`
+	Count int             `json:"count" jsonschema:"the peers on this page"`
 	Peers []peer.PeerInfo `json:"peers"`
-	Stats peer.Stats      `json:"stats" jsonschema:"the node's counters since it started"`
+	// NextAfter, when set, is the after of the next page.
+	NextAfter string     `json:"next_after,omitempty" jsonschema:"more peers follow: call again with after set to this"`
+	Stats     peer.Stats `json:"stats" jsonschema:"the node's counters since it started"`
 }
 
-func (s *Server) listPeers(context.Context, *mcp.CallToolRequest, ListPeersInput) (*mcp.CallToolResult, *ListPeersOutput, error) {
+// DefaultPeersLimit is list_peers' page without a limit (at most
+// MaxListLimit): the node names one peer per session it drew a set for,
+// and a list of all of them was built, encoded and sent for every call.
+const DefaultPeersLimit = 100
+
+func (s *Server) listPeers(_ context.Context, _ *mcp.CallToolRequest, in ListPeersInput) (*mcp.CallToolResult, *ListPeersOutput, error) {
 	n := s.cfg.Node
-	out := &ListPeersOutput{Self: n.ID().String(), Addrs: []string{}, Peers: n.Peers(), Stats: n.Stats()}
+	limit := in.Limit
+	switch {
+	case limit < 0:
+		return nil, nil, fmt.Errorf("limit %d: want a positive number", limit)
+	case limit == 0:
+		limit = DefaultPeersLimit
+	case limit > MaxListLimit:
+		limit = MaxListLimit
+	}
+	var after lpeer.ID
+	if in.After != "" {
+		var err error
+		if after, err = lpeer.Decode(in.After); err != nil {
+			return nil, nil, fmt.Errorf("after %q: %w", in.After, err)
+		}
+	}
+	page, more := n.PeersPage(after, limit)
+	out := &ListPeersOutput{Self: n.ID().String(), Addrs: []string{}, Peers: page, Stats: n.Stats()}
 	if out.Peers == nil {
 		out.Peers = []peer.PeerInfo{}
+	}
+	if more && len(page) > 0 {
+		out.NextAfter = page[len(page)-1].Peer.String()
 	}
 	out.Count = len(out.Peers)
 	for _, a := range n.Addrs() {
