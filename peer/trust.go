@@ -946,7 +946,12 @@ func (n *Node) trustJanitor() {
 const DefaultKeepExpired = 30 * 24 * time.Hour
 
 // pruneExpired deletes the issued and received attestations that expired
-// more than Config.KeepExpired before now.
+// more than Config.KeepExpired before now, from the store and from the
+// trust index's issued records: the index kept the newest issued record of
+// every subject for as long as the node ran, one per session drawn, while
+// the store let them go (a node up for a year at the default draw budget
+// held some 8.7 million; a restart loads only the store's). The index then
+// holds no record the store let go.
 func (n *Node) pruneExpired(now time.Time) {
 	keep := n.cfg.KeepExpired
 	switch {
@@ -955,6 +960,15 @@ func (n *Node) pruneExpired(now time.Time) {
 	case keep == 0:
 		keep = DefaultKeepExpired
 	}
+	cutoff := now.Add(-keep)
+	t := &n.trust
+	t.mu.Lock()
+	for p, r := range t.issued {
+		if r.expiresAt.Before(cutoff) {
+			delete(t.issued, p)
+		}
+	}
+	t.mu.Unlock()
 	if k, err := n.store.PruneExpired(n.ctx, now.Add(-keep)); err != nil {
 		if n.ctx.Err() == nil {
 			n.log.Warn("prune expired attestations", "err", err)
