@@ -97,7 +97,8 @@ type app struct {
 	gossip        bool
 	blockRejected time.Duration
 	metricsAddr   string
-	metricsURL    string // where serveOps listens (the bound address)
+	metricsURL    string // where serveOps listens (the bound address; loopback for all interfaces)
+	metricsAll    bool   // serveOps listens on every interface
 
 	// First contact and discovery: flags of the node command only. The
 	// flag package assigns their defaults when the node command is built,

@@ -20,23 +20,26 @@ import (
 // (before the node closes: sessions in flight end first).
 // startHTTPDoor serves the HTTP door on addr (none when empty). drain
 // lets its running sessions end (httpgw.Gateway.Drain), stop closes it.
-func (a *app) startHTTPDoor(n *peer.Node, addr string, proxies []netip.Prefix) (url string, pow int, drain func(context.Context) error, stop func(), err error) {
+// all says the door listens on every interface (url then names the
+// loopback address, which a user on this machine can open).
+func (a *app) startHTTPDoor(n *peer.Node, addr string, proxies []netip.Prefix) (url string, all bool, pow int, drain func(context.Context) error, stop func(), err error) {
 	if addr == "" {
-		return "", 0, func(context.Context) error { return nil }, func() {}, nil
+		return "", false, 0, func(context.Context) error { return nil }, func() {}, nil
 	}
 	gw, err := httpgw.ForNode(n.Door(), httpgw.Config{Logger: a.log, TrustedProxies: proxies})
 	if err != nil {
-		return "", 0, nil, nil, fmt.Errorf("--http: %w", err)
+		return "", false, 0, nil, nil, fmt.Errorf("--http: %w", err)
 	}
 	bound, err := gw.Listen(addr)
 	if err != nil {
 		// The address was checked (checkHTTPAddr): the port is taken, or
 		// the host is not this machine's.
 		_ = gw.Close()
-		return "", 0, nil, nil, fmt.Errorf("--http: %w", err)
+		return "", false, 0, nil, nil, fmt.Errorf("--http: %w", err)
 	}
 	// The stop runs twice (the node's drain, and deferred): once is enough.
-	return "http://" + bound.String(), gw.MinPowDifficulty(), gw.Drain, sync.OnceFunc(func() { _ = gw.Close() }), nil
+	hostport, all := openableHostPort(bound)
+	return "http://" + hostport, all, gw.MinPowDifficulty(), gw.Drain, sync.OnceFunc(func() { _ = gw.Close() }), nil
 }
 
 // checkHTTPAddr refuses an --http value that is not HOST:PORT.

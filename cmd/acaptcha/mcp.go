@@ -272,13 +272,20 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 	// Say where the endpoint is: on standard error as a notice, or with
 	// --json as one JSON object on standard output (free in this mode;
 	// standard error then carries JSON only).
-	url := fmt.Sprintf("http://%s/mcp", l.Addr())
+	// A listener on every interface is announced by its loopback URL,
+	// which a client on this machine opens (http://[::]:PORT is not).
+	hostport, all := openableHostPort(l.Addr())
+	url := fmt.Sprintf("http://%s/mcp", hostport)
 	if a.jsonOut {
-		if err := writeJSON(a, map[string]string{"mcp_url": url}); err != nil {
+		ann := map[string]any{"mcp_url": url}
+		if all {
+			ann["all_interfaces"] = true
+		}
+		if err := writeJSON(a, ann); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.stderr, "acaptcha mcp: streamable HTTP at %s\n", url)
+		fmt.Fprintf(a.stderr, "acaptcha mcp: streamable HTTP at %s%s\n", url, allInterfaces(all))
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(mh.Listener(l)) }()

@@ -491,7 +491,7 @@ func (a *app) nodeCmd() *cobra.Command {
 			var announce sync.WaitGroup
 			actx, stopAnnounce := context.WithCancel(cmd.Context())
 			defer func() { stopAnnounce(); announce.Wait() }()
-			httpURL, httpPow, drainHTTP, stopHTTP, err := a.startHTTPDoor(n, httpAddr, proxies)
+			httpURL, httpAll, httpPow, drainHTTP, stopHTTP, err := a.startHTTPDoor(n, httpAddr, proxies)
 			if err != nil {
 				return err
 			}
@@ -508,10 +508,16 @@ func (a *app) nodeCmd() *cobra.Command {
 				out["addrs"] = as
 				if httpURL != "" {
 					out["http"] = httpURL
+					if httpAll {
+						out["http_all_interfaces"] = true
+					}
 					out["http_pow_difficulty"] = max(n.ProtocolConfig().PowDifficulty, httpPow)
 				}
 				if a.metricsURL != "" {
 					out["metrics"] = a.metricsURL
+					if a.metricsAll {
+						out["metrics_all_interfaces"] = true
+					}
 				}
 				if a.nat.relayService {
 					out["relay_service"] = true
@@ -563,10 +569,10 @@ func (a *app) nodeCmd() *cobra.Command {
 				}
 				fmt.Fprintln(a.stdout, "  attest with: acaptcha attest <one of the addresses above>   (Ctrl-C stops)")
 				if a.metricsURL != "" {
-					fmt.Fprintf(a.stdout, "  metrics at %s, live peers with: acaptcha peers --node %s\n", a.metricsURL, strings.TrimSuffix(strings.TrimPrefix(a.metricsURL, "http://"), "/metrics"))
+					fmt.Fprintf(a.stdout, "  metrics at %s%s, live peers with: acaptcha peers --node %s\n", a.metricsURL, allInterfaces(a.metricsAll), strings.TrimSuffix(strings.TrimPrefix(a.metricsURL, "http://"), "/metrics"))
 				}
 				if httpURL != "" {
-					fmt.Fprintf(a.stdout, "  HTTP door for agents without libp2p: %s (manifest %s%s)\n", httpURL, httpURL, httpgw.ManifestPath)
+					fmt.Fprintf(a.stdout, "  HTTP door for agents without libp2p: %s%s (manifest %s%s)\n", httpURL, allInterfaces(httpAll), httpURL, httpgw.ManifestPath)
 					// The door keeps a floor for anonymous clients, whatever
 					// --pow-difficulty says (spec/http.md §8).
 					fmt.Fprintf(a.stdout, "  an HTTP client pays at least %d bits of proof of work (the door's floor for anonymous clients, spec/http.md §8; load adds to it)\n", max(d, httpPow))

@@ -82,7 +82,8 @@ func (a *app) serveOps(ctx context.Context, addr string, reg *prometheus.Registr
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	a.metricsURL = "http://" + l.Addr().String() + "/metrics"
+	hostport, all := openableHostPort(l.Addr())
+	a.metricsURL, a.metricsAll = "http://"+hostport+"/metrics", all
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Timeout: opsWriteTimeout / 2}))
 	mux.Handle("GET /peers", newPeersEndpoint(func() any {
@@ -107,7 +108,7 @@ func (a *app) serveOps(ctx context.Context, addr string, reg *prometheus.Registr
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	})
-	a.log.Info("serving metrics", "url", "http://"+l.Addr().String()+"/metrics")
+	a.log.Info("serving metrics", "url", a.metricsURL, "listen", l.Addr().String())
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"time"
 
@@ -52,4 +53,25 @@ var isTerminal = func(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// openableHostPort is the HOST:PORT a user on this machine opens to reach
+// a listener bound at a: a listener on every interface (":0", "0.0.0.0",
+// "[::]") prints as http://[::]:PORT, which a browser refuses and a user
+// cannot reach from another machine either, so its host becomes the
+// loopback address (Go binds "tcp" on [::] dual-stack); all says so.
+func openableHostPort(a net.Addr) (hostport string, all bool) {
+	if ta, ok := a.(*net.TCPAddr); ok && (ta.IP == nil || ta.IP.IsUnspecified()) {
+		return net.JoinHostPort("127.0.0.1", fmt.Sprint(ta.Port)), true
+	}
+	return a.String(), false
+}
+
+// allInterfaces is the note a start-up line adds after a URL whose
+// listener is bound to every interface.
+func allInterfaces(all bool) string {
+	if all {
+		return " (listening on all interfaces)"
+	}
+	return ""
 }

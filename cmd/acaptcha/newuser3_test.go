@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A node bound to all interfaces (`--http :0`, `--metrics :0`) printed
+// http://[::]:PORT, which is not an address a user can open (curl:
+// "Could not resolve host" / connection refused on some systems, a browser
+// refuses it). It now prints a loopback URL that reaches the node from
+// this machine, and says it listens on all interfaces.
+func TestUnspecifiedHostPrintsOpenableURL(t *testing.T) {
+	dir := t.TempDir()
+	out := startNodeText(t, []string{"node", "--http", ":0", "--metrics", ":0", "--challenges", "examples",
+		"--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0",
+		"--mdns=false", "--gossip=false"}, "HTTP door")
+	door := regexp.MustCompile(`HTTP door for agents without libp2p: (\S+)`).FindStringSubmatch(out)
+	metrics := regexp.MustCompile(`metrics at (\S+)`).FindStringSubmatch(out)
+	if door == nil || metrics == nil {
+		t.Fatalf("no door or metrics line:\n%s", out)
+	}
+	for _, u := range []string{door[1], metrics[1]} {
+		if strings.Contains(u, "[::]") || strings.Contains(u, "0.0.0.0") {
+			t.Errorf("printed %s: not an address a user can open", u)
+			continue
+		}
+		c := &http.Client{Timeout: 5 * time.Second}
+		target := u
+		if !strings.HasSuffix(u, "/metrics") {
+			target = u + "/.well-known/acaptcha.json"
+		}
+		resp, err := c.Get(target)
+		if err != nil {
+			t.Errorf("GET %s: %v", target, err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %s", target, resp.Status)
+		}
+	}
+	if !strings.Contains(out, "all interfaces") {
+		t.Errorf("the output does not say the door listens on all interfaces:\n%s", out)
+	}
+}
+
+// The same for mcp --http :0: its announced endpoint was
+// http://[::]:PORT/mcp.
+func TestMCPHTTPUnspecifiedHostPrintsOpenableURL(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"mcp", "--json", "--http", ":0", "--challenges", "procedural", "--key", filepath.Join(dir, "key"),
+			"--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0"}, &out, &errb)
+	}()
+	var ann struct {
+		URL string `json:"mcp_url"`
+	}
+	for i := 0; i < 200 && ann.URL == ""; i++ {
+		if err := json.Unmarshal([]byte(out.String()), &ann); err != nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	cancel()
+	if code := <-done; code != exitOK || ann.URL == "" {
+		t.Fatalf("exit %d, stdout %q\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	if !strings.HasPrefix(ann.URL, "http://127.0.0.1:") || !strings.HasSuffix(ann.URL, "/mcp") {
+		t.Errorf("mcp_url %q: want http://127.0.0.1:PORT/mcp", ann.URL)
+	}
+}
