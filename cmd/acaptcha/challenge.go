@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -52,7 +53,14 @@ when it is rejected.`,
 			// would pass a file the node refuses to start with.
 			if json.Valid(data) {
 				if _, err := skill.DecodeSet(data); err != nil {
-					return a.inspectFailed(args[0], &generate.Report{Reason: generate.RejectMalformed,
+					// Well-formed JSON that decodes but breaks a rule of
+					// the set ({}: 0 parts) is a structure failure, not
+					// malformed JSON (spec/generation.md's reasons).
+					reason := generate.RejectMalformed
+					if errors.Is(err, skill.ErrInvalidSet) {
+						reason = generate.RejectStructure
+					}
+					return a.inspectFailed(args[0], &generate.Report{Reason: reason,
 						Detail: "a node refuses this file as a corpus set: " + err.Error()}, nil)
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -77,5 +78,34 @@ func TestMCPHTTPUnspecifiedHostPrintsOpenableURL(t *testing.T) {
 	}
 	if !strings.HasPrefix(ann.URL, "http://127.0.0.1:") || !strings.HasSuffix(ann.URL, "/mcp") {
 		t.Errorf("mcp_url %q: want http://127.0.0.1:PORT/mcp", ann.URL)
+	}
+}
+
+// challenge inspect on well-formed JSON that is not a challenge set ({}, a
+// set with no parts) said malformed_json, the reason for a file that is
+// not JSON at all: it is a structural failure (generation.md: "structure:
+// a structural rule above failed"). Syntax errors stay malformed_json.
+func TestInspectWellFormedNonSetIsStructure(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ body, reason string }{
+		{`{}`, "structure"},
+		{`{"domain":"x","parts":[]}`, "structure"},
+		{`{"x"`, "malformed_json"},
+		{`[]`, "malformed_json"},
+		{`{"bogus":1}`, "malformed_json"},
+	} {
+		f := filepath.Join(dir, "s.json")
+		if err := os.WriteFile(f, []byte(c.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, code := runMain(t, "challenge", "inspect", "--json", f)
+		var got struct {
+			Accepted bool   `json:"accepted"`
+			Reason   string `json:"reason"`
+			Detail   string `json:"detail"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != exitRejected || got.Accepted || got.Reason != c.reason {
+			t.Errorf("inspect %s: exit %d, reason %q (%v), want %s\nstdout %s\nstderr %s", c.body, code, got.Reason, err, c.reason, stdout, stderr)
+		}
 	}
 }
