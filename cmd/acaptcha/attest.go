@@ -153,7 +153,7 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 func (a *app) printDeclined(p lpeer.ID, err error) error {
 	return a.printRefused(p, err, "declined", string(skill.ReasonDeclined),
 		"DECLINED (it refused to be verified; nothing signed)",
-		"none (a peer that declines to be verified is not asked to verify us)",
+		"a peer that declines to be verified is not asked to verify us",
 		"it declined to be verified")
 }
 
@@ -163,26 +163,31 @@ func (a *app) printDeclined(p lpeer.ID, err error) error {
 func (a *app) printBusy(p lpeer.ID, err error) error {
 	return a.printRefused(p, err, "busy", "busy",
 		"BUSY (it cannot be verified now: its LLM does not answer or its limits are reached; nothing signed, try again later)",
-		"none (a peer that refuses to be verified is not waited for)",
+		"a peer that refuses to be verified is not asked to verify us now",
 		"it is busy")
 }
 
 // printRefused reports a peer that refused its session at the hello: the
-// verdict word (JSON verdict and reason, text ours and theirs) and why,
+// verdict word (JSON verdict and reason, text ours), why the peer was not
+// asked to verify us (text and JSON theirs) and why it is not accepted,
 // on stdout; exit 1 (not accepted), no record signed.
-func (a *app) printRefused(p lpeer.ID, err error, verdict, reason, ours, theirs, why string) error {
+func (a *app) printRefused(p lpeer.ID, err error, verdict, reason, ours, notAsked, why string) error {
 	if a.jsonOut {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
 		if e := enc.Encode(map[string]any{"peer": p.String(), "ours": map[string]any{
 			"verdict": verdict, "accepted": false, "reason": reason, "detail": err.Error(), "signed": false,
 			"attestation_signed": false, // the key a session's result has (mutualJSON)
-		}}); e != nil {
+		},
+			// theirs as a session's result without a verdict back has it
+			// (mutualJSON): the text's "its verdict of us" line.
+			"theirs": map[string]any{"error": "not asked: " + notAsked},
+		}); e != nil {
 			return e
 		}
 	} else {
 		fmt.Fprintf(a.stdout, "peer %s\n  our verdict of it: %s\n    %v\n", p, ours, err)
-		fmt.Fprintf(a.stdout, "  its verdict of us: %s\n", theirs)
+		fmt.Fprintf(a.stdout, "  its verdict of us: none (%s)\n", notAsked)
 	}
 	return verdictErr(fmt.Errorf("peer %s not accepted: %s", p, why))
 }

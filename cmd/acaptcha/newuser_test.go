@@ -322,9 +322,17 @@ func TestNewUserAttestNodeWithoutLLMDeclined(t *testing.T) {
 			Verdict string `json:"verdict"`
 			Signed  bool   `json:"signed"`
 		} `json:"ours"`
+		// As the text's "its verdict of us" line, and as a session's
+		// result has it: before, the JSON had no theirs at all.
+		Theirs *struct {
+			Error string `json:"error"`
+		} `json:"theirs"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &m); err != nil || code != exitRejected || m.Ours.Verdict != "declined" || m.Ours.Signed {
 		t.Errorf("attest --json: exit %d, %v:\n%s", code, err, stdout)
+	}
+	if m.Theirs == nil || !strings.Contains(m.Theirs.Error, "not asked") {
+		t.Errorf("attest --json does not say why the peer did not verify us (theirs.error):\n%s", stdout)
 	}
 }
 
