@@ -150,7 +150,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	report := func(code int, e error) int {
 		// A value the user set through ACAPTCHA_<FLAG> is named as that
 		// variable, not as a flag they never typed.
-		msg := a.envNamed(cmd, e.Error())
+		msg := oneLine(a.envNamed(cmd, e.Error()))
 		if jsonErr {
 			_ = json.NewEncoder(stderr).Encode(struct {
 				Error    string `json:"error"`
@@ -737,4 +737,21 @@ func (a *app) addFlags(f *pflag.FlagSet, groups ...flagGroup) {
 			a.addFlags(f, groupTrust, groupGossip)
 		}
 	}
+}
+
+// oneLine joins the lines of a multi-line error message (libp2p's "all
+// dials failed" lists each address tried on an indented line of its own)
+// with "; ", so that the error stays the one line "error: ..." the README
+// promises.
+func oneLine(msg string) string {
+	if !strings.ContainsAny(msg, "\r\n") {
+		return msg
+	}
+	var parts []string
+	for _, l := range strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, "; ")
 }

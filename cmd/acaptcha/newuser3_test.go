@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -106,6 +108,39 @@ func TestInspectWellFormedNonSetIsStructure(t *testing.T) {
 		}
 		if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != exitRejected || got.Accepted || got.Reason != c.reason {
 			t.Errorf("inspect %s: exit %d, reason %q (%v), want %s\nstdout %s\nstderr %s", c.body, code, got.Reason, err, c.reason, stdout, stderr)
+		}
+	}
+}
+
+// README ("Exit codes and output"): an error is one line "error: ..." on
+// standard error. An unreachable peer's error (libp2p's "all dials
+// failed" with one indented line per address tried) took two or more
+// lines, so `2>&1 | tail -1` or a line-reading program saw
+// "  * [/ip4/...] dial tcp4 ...: connection refused" without the
+// "error:" that says what failed.
+func TestErrorIsOneLine(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().(*net.TCPAddr)
+	l.Close() // nothing listens there now: connection refused
+	dir := t.TempDir()
+	target := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/12D3KooWCHRxU7HALLkCqz5d6UgSmrCgaVpfCt2yTKQpyGkY4XtL", addr.Port)
+	for _, json := range []bool{false, true} {
+		args := []string{"attest", "--timeout", "5s", "--challenges", "procedural", "--log-level", "error",
+			"--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", target}
+		if json {
+			args = append(args, "--json")
+		}
+		_, stderr, code := runMain(t, args...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		want := "error: "
+		if json {
+			want = `{"error":`
+		}
+		if code != exitNetwork || len(lines) != 1 || !strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], "connection refused") {
+			t.Errorf("attest (json %v) to a closed port: exit %d, want %d and one line %q...:\n%s", json, code, exitNetwork, want, stderr)
 		}
 	}
 }
