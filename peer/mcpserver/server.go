@@ -28,6 +28,7 @@ import (
 	"github.com/acaptcha/acaptcha/internal/bounded"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // Name is the MCP implementation name the server announces.
@@ -396,11 +397,35 @@ func (s *Server) attest(ctx context.Context, ai lpeer.AddrInfo, selfAnswer bool)
 	} else {
 		m, err = s.verifyOnly(ctx, ai)
 	}
+	self := n.ID().String()
 	if err != nil {
+		// A peer that refused its session at the hello (it cannot be
+		// verified: no LLM, another version; or not now: its LLM is
+		// down, its limits are reached) gave an answer, as `acaptcha
+		// attest` reports it: nothing was signed, and it was not asked
+		// to verify us.
+		if verdict, reason, notAsked, ok := refusal(err); ok {
+			return &AttestOutput{Status: "done", Self: self, Peer: ai.ID.String(),
+				Ours:   &VerdictView{Verifier: self, Subject: ai.ID.String(), Verdict: verdict, Reason: reason, Detail: err.Error()},
+				Theirs: &VerdictView{Verifier: ai.ID.String(), Subject: self, Verdict: "NONE", Error: "not asked: " + notAsked},
+			}, nil
+		}
 		return nil, fmt.Errorf("attest %s: %w", ai.ID, err)
 	}
-	self := n.ID().String()
 	return &AttestOutput{Status: "done", Self: self, Peer: m.Peer.String(), Ours: oursView(self, m.Ours), Theirs: theirsView(self, m)}, nil
+}
+
+// refusal reads an attestation error that is the peer's refusal of its
+// session at the hello: the verdict word and reason of our verification
+// of it, and why it was not asked to verify us.
+func refusal(err error) (verdict, reason, notAsked string, ok bool) {
+	switch {
+	case errors.Is(err, protocol.ErrDeclined):
+		return "DECLINED", string(skill.ReasonDeclined), "a peer that declines to be verified is not asked to verify us", true
+	case errors.Is(err, protocol.ErrBusy):
+		return "BUSY", "busy", "a peer that refuses to be verified is not asked to verify us now", true
+	}
+	return "", "", "", false
 }
 
 func (s *Server) verifyOnly(ctx context.Context, ai lpeer.AddrInfo) (*peer.Mutual, error) {

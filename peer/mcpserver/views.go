@@ -16,9 +16,11 @@ type VerdictView struct {
 	Verifier string `json:"verifier" jsonschema:"peer ID of the verifier"`
 	Subject  string `json:"subject" jsonschema:"peer ID of the verified peer"`
 	Accepted bool   `json:"accepted"`
-	// Verdict is ACCEPTED, REJECTED or INCONCLUSIVE.
-	Verdict     string `json:"verdict" jsonschema:"ACCEPTED, REJECTED or INCONCLUSIVE"`
-	Reason      string `json:"reason" jsonschema:"machine reason: ok, wrong_answer, timeout, total_timeout, protocol_error, declined or inconclusive"`
+	// Verdict is ACCEPTED, REJECTED or INCONCLUSIVE; DECLINED or BUSY
+	// for a peer that refused its session at the hello (nothing signed);
+	// NONE for a verdict that did not come.
+	Verdict     string `json:"verdict" jsonschema:"ACCEPTED, REJECTED or INCONCLUSIVE; DECLINED or BUSY when the peer refused to be verified at the hello (nothing signed); NONE when there is no verdict (error says why)"`
+	Reason      string `json:"reason" jsonschema:"machine reason: ok, wrong_answer, timeout, total_timeout, protocol_error, declined, busy or inconclusive"`
 	FailedRound int    `json:"failed_round,omitempty" jsonschema:"the round that decided a rejection"`
 	Detail      string `json:"detail,omitempty"`
 	// Rounds are the rounds as the verifier measured them (our own
