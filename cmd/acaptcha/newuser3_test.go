@@ -144,3 +144,31 @@ func TestErrorIsOneLine(t *testing.T) {
 		}
 	}
 }
+
+// README's configuration table gives --pow-difficulty's default as auto
+// and explains "auto is 16 ... when the node listens beyond loopback", so
+// a user writes --pow-difficulty auto (or ACAPTCHA_POW_DIFFICULTY=auto):
+// it was refused with `invalid argument "auto" for "--pow-difficulty"
+// flag: strconv.ParseInt: parsing "auto": invalid syntax` (exit 2); only
+// the -1 of --help meant auto.
+func TestPowDifficultyAuto(t *testing.T) {
+	dir := t.TempDir()
+	out := startNodeText(t, []string{"node", "--pow-difficulty", "auto", "--challenges", "examples",
+		"--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0",
+		"--mdns=false", "--gossip=false"}, "attest with")
+	if !strings.Contains(out, "no proof of work asked of libp2p peers") {
+		t.Errorf("--pow-difficulty auto on loopback: want no proof of work:\n%s", out)
+	}
+	for _, v := range []string{"auto", "AUTO", "16", "0", "-1"} {
+		var l limitOptions
+		if err := (&powFlag{&l.powDifficulty}).Set(v); err != nil {
+			t.Errorf("--pow-difficulty %s: %v", v, err)
+		}
+	}
+	for _, v := range []string{"x", "1.5", ""} {
+		var l limitOptions
+		if err := (&powFlag{&l.powDifficulty}).Set(v); err == nil {
+			t.Errorf("--pow-difficulty %q accepted", v)
+		}
+	}
+}

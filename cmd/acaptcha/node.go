@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,7 +83,7 @@ func (l *limitOptions) check() error {
 	case l.connHigh > 1<<20:
 		return usageErr("--conn-high %d: at most %d", l.connHigh, 1<<20)
 	case l.powDifficulty < powAuto || l.powDifficulty > protocol.DefaultMaxPowDifficulty:
-		return usageErr("--pow-difficulty %d: want 0 (none) to %d bits, or %d (auto: %d when listening beyond loopback, else 0)", l.powDifficulty, protocol.DefaultMaxPowDifficulty, powAuto, protocol.PublicPowDifficulty)
+		return usageErr("--pow-difficulty %d: want 0 (none) to %d bits, or auto (%d when listening beyond loopback, else 0)", l.powDifficulty, protocol.DefaultMaxPowDifficulty, protocol.PublicPowDifficulty)
 	case l.maxAcceptTotal < 0 || l.maxAcceptTotal > protocol.MaxTotal:
 		return usageErr("--max-accept-total %s: want 0 (default) up to %s", l.maxAcceptTotal, protocol.MaxTotal)
 	case l.drawsPerPeer > 0 && l.draws > 0 && l.drawsPerPeer > l.draws:
@@ -168,6 +169,33 @@ func (m loopbackMode) limits(addrs []string) bool {
 // powAuto as --pow-difficulty (the default) picks the base proof of work
 // from the listen addresses (autoPow).
 const powAuto = -1
+
+// powFlag is --pow-difficulty: bits, or auto (powAuto; -1 is read as
+// auto too, as --help said before it took the word).
+type powFlag struct{ p *int }
+
+func (f *powFlag) Set(v string) error {
+	v = strings.TrimSpace(v)
+	if strings.EqualFold(v, "auto") {
+		*f.p = powAuto
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("%q: want auto or a number of bits", v)
+	}
+	*f.p = n
+	return nil
+}
+
+func (f *powFlag) String() string {
+	if f.p == nil || *f.p == powAuto {
+		return "auto"
+	}
+	return strconv.Itoa(*f.p)
+}
+
+func (f *powFlag) Type() string { return "auto|bits" }
 
 // drainWait bounds how long a stopping node waits for its running
 // sessions to finish, libp2p and HTTP door alike (peer.Node.Drain,
@@ -631,7 +659,8 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.connsPerIP, "conns-per-ip", peer.DefaultConnsPerIP, "inbound connections per IPv4 address or IPv6 /56")
 	f.Var(&l.limitLoopback, "limit-loopback", "apply the per-IP and per-prefix limits to loopback peers too: auto (the default) when the node listens beyond loopback (a local proxy, tunnel or sidecar makes every peer it forwards a loopback peer), on always, off never (loopback exempt, libp2p's default); --limit-loopback alone is on")
 	f.Lookup("limit-loopback").NoOptDefVal = loopbackOn
-	f.IntVar(&l.powDifficulty, "pow-difficulty", powAuto, fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn (0: none; %d, auto: %d when listening beyond loopback, else 0; failures and load add to it)", powAuto, protocol.PublicPowDifficulty))
+	l.powDifficulty = powAuto
+	f.Var(&powFlag{&l.powDifficulty}, "pow-difficulty", fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn: auto (or %d) asks %d when listening beyond loopback, else 0; 0 asks none; failures and load add to it", powAuto, protocol.PublicPowDifficulty))
 	f.IntVar(&l.drawsPerPeer, "max-draws-per-peer", protocol.DefaultMaxDrawsPerPeer, "challenge sets one peer can make this node draw per hour")
 	f.IntVar(&l.drawsPerPrefix, "max-draws-per-prefix", protocol.DefaultMaxDrawsPerPrefix, "challenge sets the peers of one IPv4 /24 or IPv6 /48 can make this node draw per hour")
 	f.IntVar(&l.drawsPerBlock, "max-draws-per-block", 0, fmt.Sprintf("challenge sets the peers of one IPv6 /32 that this node does not admit can make it draw per hour (0: %d times --max-draws-per-prefix)", protocol.BlockFactor))
