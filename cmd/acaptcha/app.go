@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,7 +145,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Under --json an error is a JSON object on stderr too (the flag may
 	// not have been parsed when cobra itself refused the arguments).
-	jsonErr := a.jsonOut || slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
+	jsonErr := a.jsonOut || jsonRequested(args)
 	report := func(code int, e error) int {
 		// A value the user set through ACAPTCHA_<FLAG> is named as that
 		// variable, not as a flag they never typed.
@@ -754,4 +753,28 @@ func oneLine(msg string) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// jsonRequested reports whether args or the environment ask for --json,
+// for an error met before the flags were parsed or bound to the
+// environment (an unknown command or flag, a missing argument): the last
+// --json or --json=BOOL before a "--" decides, else ACAPTCHA_JSON.
+func jsonRequested(args []string) bool {
+	set, on := false, false
+	for _, arg := range args {
+		if arg == "--" {
+			break
+		}
+		if arg == "--json" {
+			set, on = true, true
+		} else if v, ok := strings.CutPrefix(arg, "--json="); ok {
+			b, err := strconv.ParseBool(v)
+			set, on = true, err == nil && b
+		}
+	}
+	if set {
+		return on
+	}
+	b, err := strconv.ParseBool(os.Getenv(envName("json")))
+	return err == nil && b
 }

@@ -172,3 +172,43 @@ func TestPowDifficultyAuto(t *testing.T) {
 		}
 	}
 }
+
+// README: every flag can be set as ACAPTCHA_<FLAG>, and with --json an
+// error is one JSON object. With ACAPTCHA_JSON=true an error cobra meets
+// before the environment is read (an unknown command or flag, a missing
+// argument) was the text line "error: ...", and so was any error under
+// --json=1 (only "--json" and "--json=true" were looked for).
+func TestJSONErrorsFromEnvAndBoolForms(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		args []string
+		json bool
+	}{
+		{"true", []string{"bogus"}, true},
+		{"1", []string{"attest"}, true},
+		{"true", []string{"attest", "--bogus", "x"}, true},
+		{"", []string{"attest", "--json=1"}, true},
+		{"", []string{"bogus", "--json=T"}, true},
+		{"true", []string{"bogus", "--json=false"}, false},
+		{"", []string{"bogus"}, false},
+		{"", []string{"bogus", "--", "--json"}, false},
+	} {
+		t.Run(c.env+" "+strings.Join(c.args, " "), func(t *testing.T) {
+			if c.env != "" {
+				t.Setenv("ACAPTCHA_JSON", c.env)
+			} else {
+				t.Setenv("ACAPTCHA_JSON", "")
+				os.Unsetenv("ACAPTCHA_JSON")
+			}
+			_, stderr, code := runMain(t, c.args...)
+			var obj struct {
+				Error    string `json:"error"`
+				ExitCode int    `json:"exit_code"`
+			}
+			isJSON := json.Unmarshal([]byte(stderr), &obj) == nil && obj.Error != ""
+			if code != exitUsage || isJSON != c.json || (isJSON && obj.ExitCode != exitUsage) || (!isJSON && !strings.HasPrefix(stderr, "error: ")) {
+				t.Errorf("exit %d, want %d; JSON error %v, want %v:\n%s", code, exitUsage, isJSON, c.json, stderr)
+			}
+		})
+	}
+}
