@@ -219,7 +219,9 @@ type AttackReport struct {
 // Report is the outcome of a run.
 type Report struct {
 	// Duration is how long the run lasted: the configured duration, or
-	// RampUp plus a quarter of it when deploying took longer.
+	// RampUp plus a quarter of it when deploying took longer; when
+	// deploying was still under way at the configured duration plus a
+	// quarter, the run ended then and the honest flows never ran.
 	Duration time.Duration `json:"duration_ns"`
 	Attacks  []string      `json:"attacks"`
 	// ConnLow and ConnHigh are the node's watermarks, InboundLimit its
@@ -284,7 +286,15 @@ func (r *Report) Check() []string {
 func (r *Report) CheckCost() []string {
 	var f []string
 	if r.Honest.Count == 0 {
-		f = append(f, "no honest session completed")
+		if honest := r.Duration - r.RampUp; honest < r.Duration/5 {
+			// The attackers' deployment ran into the end of the run
+			// (a short --duration, a loaded machine): the honest
+			// flows, which start after it, had no time at all.
+			f = append(f, fmt.Sprintf("no honest session completed: deploying the attackers took %s of the %s run, leaving the honest flows %s; give a longer --duration",
+				r.RampUp.Round(time.Millisecond), r.Duration.Round(time.Millisecond), max(honest, 0).Round(time.Millisecond)))
+		} else {
+			f = append(f, "no honest session completed")
+		}
 	}
 	if r.Honest.Failures > 0 {
 		f = append(f, fmt.Sprintf("%d honest sessions failed (last: %s)", r.Honest.Failures, r.Honest.LastError))
