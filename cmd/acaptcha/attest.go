@@ -36,6 +36,11 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
+			if len(ai.Addrs) == 0 {
+				// attest discovers no peers (no mDNS, DHT or peer
+				// store to look the ID up in): there is nothing to dial.
+				return usageErr("%s names no address to dial, only a peer ID (attest discovers no peers): give the node's full multiaddr as it prints it, e.g. /ip4/203.0.113.5/tcp/4717/p2p/%s", args[0], ai.ID)
+			}
 			if timeout < 0 {
 				return usageErr("--timeout %s: want a positive duration, or 0 for the default", timeout)
 			}

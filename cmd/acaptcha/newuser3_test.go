@@ -212,3 +212,25 @@ func TestJSONErrorsFromEnvAndBoolForms(t *testing.T) {
 		})
 	}
 }
+
+// attest /p2p/PEER_ID (the peer ID with no address: attest discovers no
+// peers, so there is nothing to dial) started a node, dialled nothing
+// and exited 3, a network error, with "failed to dial ...: no
+// addresses". It is a wrong argument: exit 2 with what to give instead.
+func TestAttestPeerIDOnlyIsUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, json := range []bool{false, true} {
+		args := []string{"attest", "--log-level", "error", "--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"),
+			"/p2p/12D3KooWCHRxU7HALLkCqz5d6UgSmrCgaVpfCt2yTKQpyGkY4XtL"}
+		if json {
+			args = append(args, "--json")
+		}
+		_, stderr, code := runMain(t, args...)
+		if code != exitUsage || !strings.Contains(stderr, "no address") {
+			t.Errorf("attest /p2p/ID (json %v): exit %d, want %d naming the missing address:\n%s", json, code, exitUsage, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "db")); err == nil {
+		t.Error("a store was created for an attest refused as a usage error")
+	}
+}
