@@ -116,6 +116,8 @@ type app struct {
 	fromEnv map[string]bool
 	// warned: the sources checkFeasible has warned about (sources.go).
 	warned map[string]bool
+	// corpusSets: the sets of each corpus:DIR read (loadCorpusDir).
+	corpusSets map[string][]*skill.Set
 }
 
 // Main runs the CLI with args and returns the process exit code.

@@ -94,7 +94,7 @@ func (a *app) newModel(ctx context.Context, spec string, timeout time.Duration) 
 // global options.
 func (a *app) generatorConfig(ctx context.Context) (generate.Config, error) {
 	if a.llmSpec == "" {
-		return generate.Config{}, usageErr("llm and hybrid challenges (--challenges of node, attest, mcp and demo; --source of generate and eval) are written by an LLM (procedural needs none): configure one with --llm openai:MODEL (OPENAI_API_KEY, optionally --llm-base-url or OPENAI_BASE_URL), --llm anthropic:MODEL, --llm googleai:MODEL or --llm ollama:MODEL")
+		return generate.Config{}, usageErr("%s", errLLMSourceNeedsLLM)
 	}
 	m, err := a.newModel(ctx, a.llmSpec, 0)
 	if err != nil {

@@ -234,3 +234,37 @@ func TestAttestPeerIDOnlyIsUsage(t *testing.T) {
 		t.Error("a store was created for an attest refused as a usage error")
 	}
 }
+
+// A node (or attest, mcp) refused as a usage error made its key and store
+// first when the error was in --llm or in a --challenges source found
+// only when built: `node --llm gpt-4o --store /tmp/a/db` (no provider)
+// or `--challenges corpus:/mistyped` left a fresh identity and an empty
+// store behind an exit 2. They are checked before anything is created.
+func TestUsageErrorsCreateNoKeyOrStore(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "emptydir")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i, extra := range [][]string{
+		{"node", "--llm", "gpt-4o"},
+		{"node", "--challenges", "corpus:" + filepath.Join(dir, "nonexist")},
+		{"node", "--challenges", "corpus:" + empty},
+		{"node", "--challenges", "llm"},
+		{"node", "--challenges", "hybrid"},
+		{"attest", "--llm", "openai:", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWCHRxU7HALLkCqz5d6UgSmrCgaVpfCt2yTKQpyGkY4XtL"},
+		{"mcp", "--challenges", "corpus:" + filepath.Join(dir, "nonexist")},
+	} {
+		key, store := filepath.Join(dir, fmt.Sprint("key", i)), filepath.Join(dir, fmt.Sprint("db", i))
+		args := append(append([]string{}, extra...), "--key", key, "--store", store, "--listen", "/ip4/127.0.0.1/tcp/0", "--log-level", "error")
+		_, stderr, code := runMain(t, args...)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d:\n%s", extra, code, exitUsage, stderr)
+		}
+		for _, f := range []string{key, store} {
+			if _, err := os.Stat(f); err == nil {
+				t.Errorf("%v: %s was created:\n%s", extra, filepath.Base(f), stderr)
+			}
+		}
+	}
+}

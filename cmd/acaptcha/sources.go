@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/generate"
 	"github.com/acaptcha/acaptcha/skill/procedural"
@@ -53,9 +54,9 @@ var challengeSources = []challengeSource{
 		return a.corpus("examples", sets, ledger, maxServes)
 	}},
 	{name: "corpus", arg: "DIR", kind: skill.SourceCorpus, static: true, build: func(a *app, dir string, ledger skill.Ledger, maxServes int) (skill.Source, error) {
-		sets, err := skill.LoadDir(dir)
+		sets, err := a.loadCorpusDir(dir)
 		if err != nil {
-			return nil, usageErr("%v", err)
+			return nil, err
 		}
 		return a.corpus(dir, sets, ledger, maxServes)
 	}},
@@ -81,16 +82,57 @@ func sourceRange(name string) (tokenRange, bool) {
 }
 
 // checkSourcePolicy checks the policy against the source --challenges
-// names before anything is built or opened (checkFeasible).
+// names before anything is built or opened (checkFeasible), and what else
+// of --challenges and --llm can be checked then: a command refused for a
+// usage error leaves no fresh key or empty store behind.
 func (a *app) checkSourcePolicy(p skill.Policy) error {
-	s, _, err := lookupChallenges(a.challenges)
+	s, arg, err := lookupChallenges(a.challenges)
 	if err != nil {
 		return usageErr("--challenges: %v", err)
+	}
+	for _, c := range []struct{ flag, spec string }{{"--llm", a.llmSpec}, {"--cross-check-llm", a.gen.crossCheck}} {
+		if c.spec == "" {
+			continue
+		}
+		if _, err := llm.ParseSpec(c.spec); err != nil {
+			return usageErr("%s %s: %v", c.flag, c.spec, err)
+		}
+	}
+	switch s.name {
+	case "llm", "hybrid":
+		if a.llmSpec == "" {
+			return usageErr("%s", errLLMSourceNeedsLLM)
+		}
+	case "corpus":
+		if _, err := a.loadCorpusDir(arg); err != nil {
+			return err
+		}
 	}
 	if r, ok := sourceRange(s.name); ok {
 		_, err = a.checkFeasible(p, "challenge source "+s.name, r, s.name != "procedural")
 	}
 	return err
+}
+
+// errLLMSourceNeedsLLM is the usage error of an llm or hybrid source
+// without --llm.
+const errLLMSourceNeedsLLM = "llm and hybrid challenges (--challenges of node, attest, mcp and demo; --source of generate and eval) are written by an LLM (procedural needs none): configure one with --llm openai:MODEL (OPENAI_API_KEY, optionally --llm-base-url or OPENAI_BASE_URL), --llm anthropic:MODEL, --llm googleai:MODEL or --llm ollama:MODEL"
+
+// loadCorpusDir reads the sets of --challenges corpus:DIR once (the
+// check before the store is opened, then the source built on it).
+func (a *app) loadCorpusDir(dir string) ([]*skill.Set, error) {
+	if sets, ok := a.corpusSets[dir]; ok {
+		return sets, nil
+	}
+	sets, err := skill.LoadDir(dir)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	if a.corpusSets == nil {
+		a.corpusSets = map[string][]*skill.Set{}
+	}
+	a.corpusSets[dir] = sets
+	return sets, nil
 }
 
 // procRange is the narrative range of the procedural generator with its
