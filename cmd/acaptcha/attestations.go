@@ -213,9 +213,10 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 				switch {
 				case derr == nil:
 					data = b
-				case bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")):
-					// JSON that holds no envelope: say so, rather than
-					// "cannot parse invalid wire-format data".
+				case bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")), bytes.HasPrefix(bytes.TrimSpace(data), []byte("[")):
+					// JSON that holds no envelope (or a list of more
+					// than one, as list --json prints): say so, rather
+					// than "cannot parse invalid wire-format data".
 					err := fmt.Errorf("%w: %v", protocol.ErrMalformed, derr)
 					if a.jsonOut {
 						_ = writeJSON(a, map[string]any{"ok": false, "valid": false, "accepted": false, "error": err.Error(), "error_code": protocol.AttestationErrorCode(err), "source_below_minimum": false})

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,6 +14,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
 )
 
 // A node bound to all interfaces (`--http :0`, `--metrics :0`) printed
@@ -266,5 +272,38 @@ func TestUsageErrorsCreateNoKeyOrStore(t *testing.T) {
 				t.Errorf("%v: %s was created:\n%s", extra, filepath.Base(f), stderr)
 			}
 		}
+	}
+}
+
+// `acaptcha attestations list --json | acaptcha attestations verify -`:
+// the list (a JSON array) was read as the envelope's raw bytes and
+// refused as "envelope: proto: cannot parse invalid wire-format data". A
+// list of one record verifies that record; a longer one says it is a
+// list of N and how to give one.
+func TestVerifyListJSON(t *testing.T) {
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, _ := lpeer.IDFromPrivateKey(other)
+	env := sealRejectedFrom(t, key, subject, skill.SourceLLM)
+	dir := t.TempDir()
+	item := `{"key":"k","direction":"issued","envelope_hex":"` + hex.EncodeToString(env) + `"}`
+	one, two := filepath.Join(dir, "one.json"), filepath.Join(dir, "two.json")
+	if err := os.WriteFile(one, []byte("["+item+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(two, []byte("["+item+","+item+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if stdout, stderr, code := runMain(t, "attestations", "verify", "--any-verdict", one); code != exitOK || !strings.Contains(stdout, "VALID") {
+		t.Errorf("a list of one record: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if stdout, stderr, code := runMain(t, "attestations", "verify", two); code != exitRejected || !strings.Contains(stdout, "array of 2") {
+		t.Errorf("a list of two records: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }

@@ -108,6 +108,23 @@ func DecodeRecord(s string) ([]byte, error) {
 		}
 		return decodeRecordObject(obj, 0)
 	}
+	if strings.HasPrefix(s, "[") {
+		// A list (acaptcha attestations list --json, list_attestations'
+		// attestations): one record is its element; of more, which one
+		// is meant is the caller's to say.
+		var arr []json.RawMessage
+		if err := json.Unmarshal([]byte(s), &arr); err != nil {
+			return nil, fmt.Errorf("record looks like a JSON array but does not parse: %w", err)
+		}
+		if len(arr) != 1 {
+			return nil, fmt.Errorf("record is a JSON array of %d records (a list's output): give one of them, e.g. acaptcha attestations export KEY --json", len(arr))
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(arr[0], &obj); err != nil || obj == nil {
+			return nil, errors.New("record is a JSON array whose element is not an object holding a signed envelope")
+		}
+		return decodeRecordObject(obj, 0)
+	}
 	// Line breaks and spaces (xxd -p, base64 -w 76) are no part of
 	// either encoding: drop them all before trying hex, whose alphabet
 	// base64 would also take (and decode to garbage).

@@ -47,3 +47,25 @@ func TestDecodeRecordHTTPDoorShapes(t *testing.T) {
 		t.Errorf("attestation 42: error %v, want one saying it is not a string", err)
 	}
 }
+
+// A JSON array (what `acaptcha attestations list --json` and
+// list_attestations print) was read as base64 or hex and refused as
+// "record is neither base64 nor hex" (the CLI, reading it as raw bytes:
+// "envelope: proto: cannot parse invalid wire-format data"). A
+// one-element array is its element; a longer one is refused by name.
+func TestDecodeRecordArray(t *testing.T) {
+	env := []byte{0x0a, 0x24, 0x08, 0x01}
+	one := `[{"key":"k","direction":"issued","envelope_hex":"` + hex.EncodeToString(env) + `"}]`
+	if got, err := mcpserver.DecodeRecord(one); err != nil || !bytes.Equal(got, env) {
+		t.Errorf("one-element array: %x, %v", got, err)
+	}
+	two := `[{"envelope_hex":"00"},{"envelope_hex":"01"}]`
+	if _, err := mcpserver.DecodeRecord(two); err == nil || !strings.Contains(err.Error(), "array of 2") {
+		t.Errorf("two-element array: %v", err)
+	}
+	for _, in := range []string{`[]`, `[1]`, `[`} {
+		if _, err := mcpserver.DecodeRecord(in); err == nil || !strings.Contains(err.Error(), "array") {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
+}
