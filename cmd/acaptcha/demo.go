@@ -102,7 +102,11 @@ func (a *app) runDemo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The agent's own errors: a prover does not tell its verifier why it
+	// failed ("answerer failed"), but the demo runs both sides and says.
+	var agentErr demoErr
 	if agent != nil {
+		agent = agentErr.wrap(agent)
 		provers = append(provers, demoProver{name: "agent (" + llmName + ")", kind: "agent", prover: agent, note: "answers with the configured LLM, all rounds in one conversation"})
 	}
 	dir, err := os.MkdirTemp("", "acaptcha-demo-")
@@ -165,6 +169,11 @@ func (a *app) runDemo(ctx context.Context) error {
 				return
 			}
 			fillRow(row, res)
+			if p.kind == "agent" && !row.Accepted {
+				if e := agentErr.get(); e != nil {
+					row.Detail = strings.TrimPrefix(row.Detail+"; the LLM: "+e.Error(), "; ")
+				}
+			}
 		}(&rows[i], n)
 	}
 	wg.Wait()
@@ -326,4 +335,33 @@ func (h humanReader) NewSession() skill.Answerer {
 		}
 		return guess.Answer(ctx, c)
 	})
+}
+
+// demoErr records the first error of the demo agent's answerer.
+type demoErr struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (d *demoErr) wrap(p skill.Prover) skill.Prover {
+	return skill.ProverFunc(func() skill.Answerer {
+		ans := p.NewSession()
+		return skill.AnswerFunc(func(ctx context.Context, c skill.Challenge) (string, error) {
+			out, err := ans.Answer(ctx, c)
+			if err != nil && ctx.Err() == nil {
+				d.mu.Lock()
+				if d.err == nil {
+					d.err = err
+				}
+				d.mu.Unlock()
+			}
+			return out, err
+		})
+	})
+}
+
+func (d *demoErr) get() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
 }

@@ -307,3 +307,38 @@ func TestVerifyListJSON(t *testing.T) {
 		t.Errorf("a list of two records: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
+
+// demo --llm with an LLM that cannot be reached: its agent row said only
+// "prover declined (DECLINE_REASON_PROVER_ERROR): answerer failed" (the
+// verifier's view: a prover does not tell its verifier why), and the
+// reason ("network error: failed to reach API server") was in a WARN log
+// line among others. The demo runs the prover itself, so its row now
+// carries the LLM's error.
+func TestDemoAgentRowSaysWhyTheLLMFailed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String() + "/v1"
+	l.Close()
+	t.Setenv("OPENAI_API_KEY", "test")
+	stdout, stderr, code := runMain(t, "demo", "--json", "--challenges", "examples", "--tau", "2s", "--total", "20s",
+		"--llm", "openai:stub", "--llm-base-url", dead)
+	var out struct {
+		Rows []demoRow `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("demo --json: %v\n%s\n%s", err, stdout, stderr)
+	}
+	for _, r := range out.Rows {
+		if r.Kind == "agent" && (r.Accepted || !strings.Contains(r.Detail, "the LLM: ") || !strings.Contains(r.Detail, "failed to reach")) {
+			t.Errorf("agent row %+v: want the LLM's error (failed to reach API server)", r)
+		}
+	}
+	if code != exitRejected {
+		t.Errorf("exit %d, want %d", code, exitRejected)
+	}
+}
