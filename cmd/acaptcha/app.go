@@ -433,11 +433,16 @@ func tagUsageErrors(root *cobra.Command) {
 
 // argCountMessage words a wrong argument count for a command whose Use
 // names its arguments ("attest MULTIADDR"): cobra's own "accepts 1
-// arg(s), received 0" names neither the command nor what it wants. It
-// returns "" for a command that names none (cobra's "unknown command"
-// then stands).
+// arg(s), received 0" names neither the command nor what it wants. A
+// command that takes none says so: cobra's "unknown command \"X\" for
+// \"acaptcha node\"" read as if node had subcommands, for what is
+// mostly a flag's value given without its flag.
 func argCountMessage(cmd *cobra.Command, args []string) string {
 	names := strings.Fields(cmd.Use)[1:]
+	if len(names) == 0 && len(args) > 0 {
+		return fmt.Sprintf("%s takes no arguments, got %d (%s): flags start with -- (%q lists them)",
+			cmd.CommandPath(), len(args), quoteJoinAnd(args), cmd.CommandPath()+" --help")
+	}
 	if len(names) == 0 || len(args) == len(names) {
 		return ""
 	}

@@ -36,7 +36,7 @@ func TestMCPFlags(t *testing.T) {
 		{[]string{"mcp", "--max-pending", "0"}, "--max-pending"},
 		{[]string{"mcp", "--max-attests", "0"}, "--max-attests"},
 		{[]string{"mcp", "--http-max-conns", "0"}, "--http-max-conns"},
-		{[]string{"mcp", "extra"}, "unknown command"},
+		{[]string{"mcp", "extra"}, "takes no arguments"},
 	} {
 		var out, errb bytes.Buffer
 		args := append(tc.args, "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key"))

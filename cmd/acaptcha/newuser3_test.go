@@ -342,3 +342,22 @@ func TestDemoAgentRowSaysWhyTheLLMFailed(t *testing.T) {
 		t.Errorf("exit %d, want %d", code, exitRejected)
 	}
 }
+
+// A command that takes no arguments, given one (`acaptcha node
+// /ip4/0.0.0.0/tcp/4717` for --listen, `acaptcha peers 12D3KooW...` for
+// --peer), said `unknown command "/ip4/..." for "acaptcha node"`, as if
+// node had subcommands. It says the command takes no arguments and that
+// flags start with --.
+func TestLeafCommandRefusesArgumentsByName(t *testing.T) {
+	for _, args := range [][]string{
+		{"node", "/ip4/0.0.0.0/tcp/4717"},
+		{"peers", "12D3KooWCHRxU7HALLkCqz5d6UgSmrCgaVpfCt2yTKQpyGkY4XtL"},
+		{"demo", "extra", "more"},
+		{"version", "x"},
+	} {
+		_, stderr, code := runMain(t, args...)
+		if code != exitUsage || strings.Contains(stderr, "unknown command") || !strings.Contains(stderr, "acaptcha "+args[0]+" takes no arguments") {
+			t.Errorf("%v: exit %d, want %d saying it takes no arguments:\n%s", args, code, exitUsage, stderr)
+		}
+	}
+}
