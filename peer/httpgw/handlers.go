@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,7 +175,11 @@ func (g *Gateway) writeErrorView(w http.ResponseWriter, err error, v *Session) {
 // duplicate and turn a lone surrogate into U+FFFD, where other parsers
 // fail or take the first, and an answer's bytes enter the transcript
 // digest.
-func decode(w http.ResponseWriter, r *http.Request, max int64, v any) error {
+//
+// members, when not nil, is called with each member name, exactly as
+// sent (encoding/json alone would match names case-insensitively), and
+// refuses the body when it returns an error.
+func decode(w http.ResponseWriter, r *http.Request, max int64, v any, members func(string) error) error {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -183,7 +188,7 @@ func decode(w http.ResponseWriter, r *http.Request, max int64, v any) error {
 		}
 		return errorf(errBadRequest, "body: %v", err)
 	}
-	if err := strictJSON(data); err != nil {
+	if err := strictjson.Check(data, members); err != nil {
 		return errorf(errBadRequest, "body: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -196,10 +201,17 @@ func decode(w http.ResponseWriter, r *http.Request, max int64, v any) error {
 	return nil
 }
 
-// strictJSON refuses what encoding/json would take silently (http.md §1):
-// bytes that are not UTF-8, a \u escape of an unpaired surrogate, and an
-// object with two members of the same name.
-func strictJSON(data []byte) error { return strictjson.Check(data, nil) }
+// onlyMembers refuses a member name that is not one of names (http.md
+// §4.6: the verify route's options narrow what it accepts, so a
+// misspelt one, ignored, would widen it silently).
+func onlyMembers(names ...string) func(string) error {
+	return func(name string) error {
+		if slices.Contains(names, name) {
+			return nil
+		}
+		return fmt.Errorf("unknown member %q (this route takes %s; a misspelt option is refused, not ignored)", name, strings.Join(names, ", "))
+	}
+}
 
 // sessionFor looks up the {id} session.
 func (g *Gateway) sessionFor(r *http.Request) (*session, error) {
@@ -246,7 +258,7 @@ type createRequest struct {
 
 func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
-	if err := decode(w, r, MaxBodyBytes, &req); err != nil {
+	if err := decode(w, r, MaxBodyBytes, &req, nil); err != nil {
 		g.writeError(w, err)
 		return
 	}
@@ -345,7 +357,7 @@ func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req startRequest
-	if err := decode(w, r, MaxBodyBytes, &req); err != nil {
+	if err := decode(w, r, MaxBodyBytes, &req, nil); err != nil {
 		g.writeError(w, err)
 		return
 	}
@@ -471,7 +483,7 @@ func (g *Gateway) probeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req probeRequest
-	derr := decode(w, r, MaxBodyBytes, &req)
+	derr := decode(w, r, MaxBodyBytes, &req, nil)
 	t1 := g.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -545,7 +557,7 @@ func (g *Gateway) answerSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req answerRequest
-	derr := decode(w, r, MaxBodyBytes, &req)
+	derr := decode(w, r, MaxBodyBytes, &req, nil)
 	t1 := g.now() // the answer has arrived
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -588,6 +600,10 @@ func (g *Gateway) answerSession(w http.ResponseWriter, r *http.Request) {
 
 // ---- attestations ----
 
+// verifyMembers are the members of a verifyRequest, the only ones the
+// verify route takes.
+var verifyMembers = []string{"attestation", "require_source", "any_verdict", "subject", "issuer", "allow_expired"}
+
 type verifyRequest struct {
 	Attestation   []byte `json:"attestation"`
 	RequireSource string `json:"require_source,omitempty"`
@@ -624,7 +640,7 @@ func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req verifyRequest
-	if err := decode(w, r, MaxVerifyBodyBytes, &req); err != nil {
+	if err := decode(w, r, MaxVerifyBodyBytes, &req, onlyMembers(verifyMembers...)); err != nil {
 		g.writeError(w, err)
 		return
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/acaptcha/acaptcha/internal/strictjson"
 )
 
 // TestStrictJSON covers the body rules of http.md §1 that encoding/json
@@ -28,7 +30,7 @@ func TestStrictJSON(t *testing.T) {
 		{"{\"answer\":\"\xff\"}", "not UTF-8"},
 		{`{"a":1,`, ""}, // a syntax error is the decoder's to report
 	} {
-		err := strictJSON([]byte(c.body))
+		err := strictjson.Check([]byte(c.body), nil)
 		switch {
 		case c.bad == "" && err != nil:
 			t.Errorf("%s: %v", c.body, err)
@@ -39,7 +41,7 @@ func TestStrictJSON(t *testing.T) {
 }
 
 // TestDecodeStrict: every handler's body goes through decode, which
-// answers bad_request for what strictJSON refuses.
+// answers bad_request for what strictjson.Check refuses.
 func TestDecodeStrict(t *testing.T) {
 	for body, bad := range map[string]bool{
 		`{"answer":"x"}`:              false,
@@ -49,7 +51,7 @@ func TestDecodeStrict(t *testing.T) {
 	} {
 		var v struct{ Answer string }
 		r := httptest.NewRequest(http.MethodPost, "/v1/sessions/x/answer", strings.NewReader(body))
-		err := decode(httptest.NewRecorder(), r, 1<<10, &v)
+		err := decode(httptest.NewRecorder(), r, 1<<10, &v, nil)
 		if bad != (err != nil) || bad && classify(err).Code != CodeBadRequest {
 			t.Errorf("%s: %v", body, err)
 		}

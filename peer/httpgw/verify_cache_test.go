@@ -67,3 +67,40 @@ func TestVerifyRouteChecksAnEnvelopeOnce(t *testing.T) {
 		t.Fatalf("%d signature checks for one envelope verified 7 times, want 1", n)
 	}
 }
+
+// The verify route ignored members it did not know, so a misspelt
+// option ("requre_source", or "Require_Source", which encoding/json
+// alone matches case-insensitively) was dropped, or taken, silently: a
+// procedural-backed record passed a check the caller meant to require
+// llm. The route now refuses any member it does not know by its exact
+// name (http.md 1.4.13, §4.6).
+func TestVerifyRouteRefusesUnknownMembers(t *testing.T) {
+	_, _, base := fakeDoor(t, nil)
+	post := func(body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/attestations/verify", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e ErrorBody
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e.Code + ": " + e.Message
+	}
+	for _, body := range []string{
+		`{"attestation":"AAAA","requre_source":"llm"}`,
+		`{"attestation":"AAAA","Require_Source":"llm"}`,
+		`{"attestation":"AAAA","subjekt":"12D3KooWxx"}`,
+		`{"Attestation":"AAAA"}`,
+	} {
+		code, msg := post(body)
+		if code != http.StatusBadRequest || !strings.HasPrefix(msg, CodeBadRequest+":") || !strings.Contains(msg, "unknown member") {
+			t.Errorf("%s: %d %s, want 400 bad_request naming the unknown member", body, code, msg)
+		}
+	}
+	// Every known member is taken (the record is refused as a record: 200).
+	code, msg := post(`{"attestation":"AAAA","require_source":"any","any_verdict":true,"allow_expired":false}`)
+	if code != http.StatusOK {
+		t.Errorf("known members: %d %s, want 200", code, msg)
+	}
+}
