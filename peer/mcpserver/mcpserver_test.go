@@ -269,6 +269,12 @@ func TestMCPAttestAndProveSelfAnswer(t *testing.T) {
 	if err != nil || v.OK || !v.SourceBelowMinimum || v.ErrorCode != "source_below_minimum" {
 		t.Fatalf("verify_attestation with require_source hybrid: %+v, %v", v, err)
 	}
+	// A misspelt option is refused, not ignored (the tool's input schema
+	// has additionalProperties false, as the HTTP door's verify route
+	// refuses unknown members, http.md §4.6).
+	if v, err = call[mcpserver.VerifyOutput](ctx, f.cs, "verify_attestation", map[string]any{"record": out.Ours.Record, "requre_source": "hybrid"}); err == nil {
+		t.Fatalf("verify_attestation with a misspelt requre_source: %+v, want an error", v)
+	}
 
 	// Both records are in the store.
 	la, err := call[mcpserver.ListAttestationsOutput](ctx, f.cs, "list_attestations", map[string]any{"peer": f.target.ID().String(), "include_records": true})
