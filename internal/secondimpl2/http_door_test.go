@@ -1,4 +1,4 @@
-package secondhttp
+package secondimpl2
 
 import (
 	"bytes"
@@ -198,7 +198,7 @@ func startSession(t *testing.T, c *client, id identity, s *session) (*session, [
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := map[string]any{"public_key": b64(id.pubKey), "signature": b64(ed25519.Sign(id.priv, msg)), "pow": b64(pow)}
+	body := map[string]any{"public_key": b64s(id.pubKey), "signature": b64s(ed25519.Sign(id.priv, msg)), "pow": b64s(pow)}
 	r, err := c.do("POST", "/v1/sessions/"+s.SessionID+"/start", body)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func probeUntilChallenge(t *testing.T, c *client, s *session) *session {
 		if p == nil || p.Seq != i+1 || p.Of < 1 || p.Of > 16 || len(p.Nonce) != 8 || p.WithinMs <= 0 {
 			t.Fatalf("probe %d: %s", i+1, s.Raw)
 		}
-		r, err := c.do("POST", "/v1/sessions/"+s.SessionID+"/probe", map[string]any{"seq": p.Seq, "nonce": b64(p.Nonce)})
+		r, err := c.do("POST", "/v1/sessions/"+s.SessionID+"/probe", map[string]any{"seq": p.Seq, "nonce": b64s(p.Nonce)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +260,7 @@ func answerRounds(t *testing.T, c *client, s *session, oracle map[string]oracleH
 		hits = append(hits, hit)
 		a, send := answer(ch.Round, ch, hit)
 		if !send {
-			rounds = append(rounds, tRound{ch.Narrative, ch.Question, ""})
+			rounds = append(rounds, tRound{Round: ch.Round, Narrative: ch.Narrative, Question: ch.Question})
 			// the server ends the round itself (§2): poll, bounded.
 			wait := time.Duration(ch.AnswerWithinMs+250+2000) * time.Millisecond
 			deadline := time.Now().Add(wait)
@@ -279,7 +279,7 @@ func answerRounds(t *testing.T, c *client, s *session, oracle map[string]oracleH
 			}
 			return s, rounds, hits
 		}
-		rounds = append(rounds, tRound{ch.Narrative, ch.Question, a})
+		rounds = append(rounds, tRound{Round: ch.Round, Narrative: ch.Narrative, Question: ch.Question, Answer: a})
 		r, err := c.do("POST", "/v1/sessions/"+s.SessionID+"/answer", map[string]any{"round": ch.Round, "answer": a})
 		if err != nil {
 			t.Fatal(err)
@@ -323,14 +323,14 @@ func checkResult(t *testing.T, s *session, id identity, nonce, verifier []byte, 
 	if !bytes.Equal(rec.Nonce, nonce) {
 		t.Errorf("record nonce %x, session nonce %x", rec.Nonce, nonce)
 	}
-	if want := transcriptDigest(rounds); !bytes.Equal(rec.Digest, want) {
+	if want := transcriptDigest("", rounds); !bytes.Equal(rec.Digest, want) {
 		t.Errorf("transcript digest %x, recomputed %x", rec.Digest, want)
 	}
 	if rec.Reason != wantReason {
 		t.Errorf("record reason %q", rec.Reason)
 	}
 	if len(hits) > 0 {
-		if want := contentID(hits[0].set); rec.SetID != want {
+		if want := setID(hits[0].set); rec.SetID != want {
 			t.Errorf("set_id %q, content ID %q", rec.SetID, want)
 		}
 		if rec.Domain != hits[0].set.Domain {
@@ -487,15 +487,15 @@ func TestDoorWalkThrough(t *testing.T) {
 
 	t.Run("accepted", func(t *testing.T) {
 		_, env := full(t, func(_ int, _ *challengeObj, h oracleHit) (string, bool) { return h.answer, true }, "ok")
-		v := verifyAt(t, c, map[string]any{"attestation": b64(env)})
+		v := verifyAt(t, c, map[string]any{"attestation": b64s(env)})
 		if !v.OK || !v.Valid || !v.Accepted || v.Verdict != "ACCEPTED" || v.Reason != "ok" || v.ErrorCode != "" {
 			t.Errorf("verify: %+v", v)
 		}
-		v = verifyAt(t, c, map[string]any{"attestation": b64(env), "require_source": "hybrid"})
+		v = verifyAt(t, c, map[string]any{"attestation": b64s(env), "require_source": "hybrid"})
 		if v.OK || v.Valid || !v.SourceBelowMinimum || v.ErrorCode != "source_below_minimum" {
 			t.Errorf("verify hybrid: %+v", v)
 		}
-		v = verifyAt(t, c, map[string]any{"attestation": b64(env), "require_source": " Corpus "})
+		v = verifyAt(t, c, map[string]any{"attestation": b64s(env), "require_source": " Corpus "})
 		if !v.OK {
 			t.Errorf("verify corpus: %+v", v)
 		}
@@ -507,11 +507,11 @@ func TestDoorWalkThrough(t *testing.T) {
 			}
 			return h.answer, true
 		}, "wrong_answer")
-		v := verifyAt(t, c, map[string]any{"attestation": b64(env)})
+		v := verifyAt(t, c, map[string]any{"attestation": b64s(env)})
 		if v.OK || !v.Valid || v.Accepted || v.ErrorCode != "not_accepted" || v.Verdict != "REJECTED" {
 			t.Errorf("verify: %+v", v)
 		}
-		v = verifyAt(t, c, map[string]any{"attestation": b64(env), "any_verdict": true})
+		v = verifyAt(t, c, map[string]any{"attestation": b64s(env), "any_verdict": true})
 		if !v.OK || !v.Valid || v.ErrorCode != "" {
 			t.Errorf("verify any_verdict: %+v", v)
 		}
@@ -599,7 +599,7 @@ func TestDoorErrors(t *testing.T) {
 	t.Run("bad_signature", func(t *testing.T) {
 		id := newIdentity()
 		s := createSession(t, c, m, id)
-		body := map[string]any{"public_key": b64(id.pubKey), "signature": b64(ed25519.Sign(id.priv, []byte("other"))), "pow": ""}
+		body := map[string]any{"public_key": b64s(id.pubKey), "signature": b64s(ed25519.Sign(id.priv, []byte("other"))), "pow": ""}
 		r, err := c.do("POST", "/v1/sessions/"+s.SessionID+"/start", body)
 		if err != nil {
 			t.Fatal(err)
@@ -611,7 +611,7 @@ func TestDoorErrors(t *testing.T) {
 		s := createSession(t, c, m, id)
 		verifier, _ := b58Decode(s.Verifier)
 		msg := startMessage(s.SessionID, s.Nonce, verifier, id.id)
-		body := map[string]any{"public_key": b64(other.pubKey), "signature": b64(ed25519.Sign(other.priv, msg))}
+		body := map[string]any{"public_key": b64s(other.pubKey), "signature": b64s(ed25519.Sign(other.priv, msg))}
 		r, err := c.do("POST", "/v1/sessions/"+s.SessionID+"/start", body)
 		if err != nil {
 			t.Fatal(err)
@@ -629,12 +629,12 @@ func TestDoorErrors(t *testing.T) {
 		for ctr := uint64(0); ctr < 1000; ctr++ {
 			p := binary.BigEndian.AppendUint64(nil, ctr)
 			h := sha256.Sum256(append(append([]byte{}, pre...), p...))
-			if leadingZeros(h[:]) < *s.PowDifficulty {
+			if leadingZeros(h) < *s.PowDifficulty {
 				pow = p
 				break
 			}
 		}
-		body := map[string]any{"public_key": b64(id.pubKey), "signature": b64(ed25519.Sign(id.priv, msg)), "pow": b64(pow)}
+		body := map[string]any{"public_key": b64s(id.pubKey), "signature": b64s(ed25519.Sign(id.priv, msg)), "pow": b64s(pow)}
 		r, err := c.do("POST", "/v1/sessions/"+s.SessionID+"/start", body)
 		if err != nil {
 			t.Fatal(err)
@@ -646,7 +646,7 @@ func TestDoorErrors(t *testing.T) {
 		s := createSession(t, c, m, id)
 		nonce := s.Nonce
 		s, verifier := startSession(t, c, id, s)
-		r, err := c.do("POST", "/v1/sessions/"+s.SessionID+"/probe", map[string]any{"seq": s.Probe.Seq, "nonce": b64(make([]byte, 8))})
+		r, err := c.do("POST", "/v1/sessions/"+s.SessionID+"/probe", map[string]any{"seq": s.Probe.Seq, "nonce": b64s(make([]byte, 8))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -677,7 +677,7 @@ func TestDoorErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkResult(t, es, id, nonce, verifier, []tRound{{ch.Narrative, ch.Question, ""}}, []oracleHit{hit}, "protocol_error")
+		checkResult(t, es, id, nonce, verifier, []tRound{{Round: 1, Narrative: ch.Narrative, Question: ch.Question}}, []oracleHit{hit}, "protocol_error")
 		// §4.4: an answer for a done session is answered 200 with its result.
 		r, err = c.do("POST", "/v1/sessions/"+s.SessionID+"/answer", map[string]any{"round": 1, "answer": hit.answer})
 		if err != nil {

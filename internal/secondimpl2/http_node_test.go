@@ -1,4 +1,4 @@
-package secondhttp
+package secondimpl2
 
 import (
 	"bufio"

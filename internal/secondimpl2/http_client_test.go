@@ -1,4 +1,4 @@
-package secondhttp
+package secondimpl2
 
 import (
 	"bytes"
@@ -20,7 +20,6 @@ import (
 
 const (
 	startTag = "acaptcha/http/start/v1"
-	powTag   = "acaptcha/attest/pow/v1\x00"
 )
 
 // ---- peer IDs (http.md §1: base58btc multihash) ----
@@ -102,21 +101,6 @@ func startMessage(sessionID string, nonce, verifier, subject []byte) []byte {
 	return b
 }
 
-func leadingZeros(d []byte) int {
-	n := 0
-	for _, c := range d {
-		if c == 0 {
-			n += 8
-			continue
-		}
-		for m := byte(0x80); m != 0 && c&m == 0; m >>= 1 {
-			n++
-		}
-		break
-	}
-	return n
-}
-
 // solvePoW is http.md §4.2 step 4 with the walk-through's counter (§7).
 func solvePoW(nonce, subject []byte, d int) ([]byte, error) {
 	if d == 0 {
@@ -126,7 +110,7 @@ func solvePoW(nonce, subject []byte, d int) ([]byte, error) {
 	for c := uint64(0); c < 1<<32; c++ {
 		p := binary.BigEndian.AppendUint64(nil, c)
 		h := sha256.Sum256(append(append([]byte{}, pre...), p...))
-		if leadingZeros(h[:]) >= d {
+		if leadingZeros(h) >= d {
 			return p, nil
 		}
 	}
@@ -271,4 +255,4 @@ func decodeErr(b []byte) (*errObj, error) {
 	return &e, nil
 }
 
-func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+func b64s(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
