@@ -326,6 +326,7 @@ func findMentions(ts []tok, key []tok) []int {
 // or after maxPhraseWords words, and loses dangling function words.
 var (
 	prepositions = wordSet("at in on from during between for of by within across under over after before near among inside outside through via with into to along around behind beyond")
+	contrastive  = wordSet("over behind beyond")
 	participles  = wordSet("run made done seen found held built kept sent taken given written shown known left set put read led drawn grown worn caught brought bought sold told paid laid lost met cut")
 	clauseWords  = wordSet("was were is are be been being has have had will would could should may might can must did does do which that who whose whom where when while and or but so because since although though if as than then not no nor yet also it its they their there this these those whether")
 	articles     = wordSet("the a an")
@@ -372,7 +373,9 @@ func phrases(ts []tok, a, b int) []string {
 	}
 	if common {
 		suffix := ""
-		if b < len(ts) && plainLower(ts[b]) && (prepositions[lower(ts[b])] ||
+		// A preposition that ranks the item against another ("favoured
+		// A over B", "behind B") opens no description: it names B.
+		if b < len(ts) && plainLower(ts[b]) && !contrastive[lower(ts[b])] && (prepositions[lower(ts[b])] ||
 			(participle(lower(ts[b])) && b+1 < len(ts) && lower(ts[b+1]) == "by")) {
 			end := b
 			for end < len(ts) && end-b < maxPhraseWords && plainLower(ts[end]) && !clauseWords[lower(ts[end])] {
@@ -535,6 +538,13 @@ func numberForms(n string) []string {
 // when every mention of n carries that same unit.
 func units(n string, q *skill.Question, toks [][]tok) []string {
 	var out []string
+	// A question that asks for a plain number gets none: an agent told
+	// so gives the bare value, and an equal number in the narrative may
+	// measure something else ("14.7 GB" of staged data for a difference
+	// of anomaly scores).
+	if strings.Contains(strings.ToLower(q.Question), "plain number") {
+		return nil
+	}
 	qt := tokenize(q.Question)
 	for i := 0; i+1 < len(qt); i++ {
 		w := lower(qt[i])

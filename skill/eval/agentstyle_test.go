@@ -501,3 +501,41 @@ func TestSummaryAllZero(t *testing.T) {
 		t.Errorf("a class that passed, or a single-class group, named as furthest:\n%s", out)
 	}
 }
+
+// TestAgentStylePlainNumberNoUnit: a question that asks for a plain number
+// gets no unit from the narrative, whose equal number may measure
+// something else (procedural eval, seed 1: "14.7 GB" for a difference of
+// anomaly scores, where 14.7 GB was a host's staged data).
+func TestAgentStylePlainNumberNoUnit(t *testing.T) {
+	q := skill.Question{Question: "What is the gap between its anomaly score and the highest among the other hosts? Give the value as a plain number.",
+		Answer: "14.7", AnswerType: skill.NumericAnswer}
+	got := formTexts(&q, "Host lon-7 staged 14.7 GB for exfiltration. Its anomaly score was 52.1.")
+	if len(got[FormUnit]) != 0 {
+		t.Errorf("a unit for a plain number: %v", got[FormUnit])
+	}
+	q.Question = "How much data did host lon-7 stage?"
+	if got := formTexts(&q, "Host lon-7 staged 14.7 GB for exfiltration."); !hasText(got[FormUnit], "14.7 GB") {
+		t.Errorf("unit missing: %v", got)
+	}
+}
+
+// TestAgentStylePhraseNoContrast: a descriptive phrase does not run on
+// into "over" (or "behind", "beyond") and the item it is ranked against:
+// "favoured Cronobacter sakazakii ST126 over the multi-host serovar"
+// gave "Cronobacter sakazakii ST126 over the multi-host serovar", which
+// names another candidate (procedural eval, seed 1).
+func TestAgentStylePhraseNoContrast(t *testing.T) {
+	q := skill.Question{Question: "Which pathogen had the lowest share? Give the pathogen's identifier or name.", Answer: "Cs-ST126",
+		Answers: []string{"Cs-ST126", "Cronobacter sakazakii ST126", "infant-formula opportunist"}, AnswerType: skill.EntityAnswer}
+	n := "An interim summary favoured the infant-formula opportunist over the multi-host serovar, citing its re-tests. " +
+		"The infant-formula opportunist behind the multi-host serovar was ranked second. The infant-formula opportunist in the sprouted seeds batch was found."
+	got := formTexts(&q, n)
+	for _, p := range got[FormPhrase] {
+		if strings.Contains(p, "serovar") {
+			t.Errorf("phrase names another candidate: %q", p)
+		}
+	}
+	if !hasText(got[FormPhrase], "infant-formula opportunist in the sprouted seeds batch") {
+		t.Errorf("phrase missing: %v", got[FormPhrase])
+	}
+}
