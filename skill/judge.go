@@ -70,6 +70,8 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	if len(answer) > MaxAnswerBytes {
 		return false, RuleTooLong
 	}
+	answer = asciiHyphens(answer)
+	q, narratives = hyphenTexts(q, narratives)
 	if ok, rule := judgeFramed(q, answer, narratives); ok {
 		return true, rule
 	}
@@ -77,6 +79,60 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 		return judgeFramed(q, head, narratives)
 	}
 	return false, RuleNone
+}
+
+// unicodeHyphens are the hyphens other than U+002D that language models
+// write in codes and compounds ("FL‑0417" with U+2011): U+2010 HYPHEN and
+// U+2011 NON-BREAKING HYPHEN. Every text Judge reads has them replaced by
+// "-" first (spec/verification.md, "Hyphens").
+const unicodeHyphens = "\u2010\u2011"
+
+var hyphenReplacer = strings.NewReplacer("\u2010", "-", "\u2011", "-")
+
+// asciiHyphens returns s with U+2010 and U+2011 replaced by "-" (s itself
+// when it holds neither).
+func asciiHyphens(s string) string {
+	if !strings.ContainsAny(s, unicodeHyphens) {
+		return s
+	}
+	return hyphenReplacer.Replace(s)
+}
+
+// hyphenTexts returns q and narratives with asciiHyphens applied to the
+// question's text, its canonical answer, variants and distractors and to
+// every narrative: copies where one holds a Unicode hyphen, else the
+// arguments themselves.
+func hyphenTexts(q *Question, narratives []string) (*Question, []string) {
+	texts := func(ss []string) bool {
+		for _, s := range ss {
+			if strings.ContainsAny(s, unicodeHyphens) {
+				return true
+			}
+		}
+		return false
+	}
+	if texts([]string{q.Question, q.Answer}) || texts(q.Answers) || texts(q.Distractors) {
+		c := *q
+		c.Question, c.Answer = asciiHyphens(q.Question), asciiHyphens(q.Answer)
+		c.Answers = mapStrings(q.Answers, asciiHyphens)
+		c.Distractors = mapStrings(q.Distractors, asciiHyphens)
+		q = &c
+	}
+	if texts(narratives) {
+		narratives = mapStrings(narratives, asciiHyphens)
+	}
+	return q, narratives
+}
+
+func mapStrings(ss []string, f func(string) string) []string {
+	if ss == nil {
+		return nil
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = f(s)
+	}
+	return out
 }
 
 // judgeFramed applies rules M1-M5 to an answer, then, when none accepts

@@ -679,3 +679,43 @@ func TestJudgeLowerCaseNumberLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeUnicodeHyphens: U+2010 HYPHEN and U+2011 NON-BREAKING HYPHEN,
+// which language models write in codes and compounds ("FL‑0417"), read
+// as "-" in every text (verification.md 1.5.15): an agent's "FL‑0417"
+// was two words, refused for the variant FL-0417 (10 of the 12 hyphenated
+// variants of the LLM sample sets).
+func TestJudgeUnicodeHyphens(t *testing.T) {
+	code := &Question{Question: "Which fuel stock carried the sulphur?", Answer: "FL-0417", Answers: []string{"FL-0417", "FL0417"},
+		ReasoningType: MultiHop, AnswerType: EntityAnswer}
+	nbCode := &Question{Question: "Which fuel stock carried the sulphur?", Answer: "FL\u20110417",
+		ReasoningType: MultiHop, AnswerType: EntityAnswer, Distractors: []string{"FL\u20100471"}}
+	count := &Question{Question: "How many days passed?", Answer: "28", ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	neg := &Question{Question: "By how much did the balance move?", Answer: "-3.2", ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	n := []string{"Stock FL-0417 and stock FL-0471 were sampled; the cross\u2011dock logged 28 days."}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{code, "FL\u20110417", true},
+		{code, "FL\u20100417", true},
+		{code, "the FL\u20110417 stock", true},
+		{code, "FL\u20110417 \u2011 because the record shows it", true},
+		{code, "FL\u20110471", false},
+		{code, "FL\u20110417\u2011FL\u20110471", false},
+		{nbCode, "FL-0417", true},
+		{nbCode, "FL-0417 — FL-0471", false}, // the tail names the distractor written with U+2010
+		{count, "twenty\u2011eight", true},
+		{count, "28\u2011days", true},
+		{count, "28\u2011day", false}, // as "28-day": no text writes "day"
+		{count, "27\u201128", false},
+		{neg, "\u20113.2", true},
+		{neg, "3.2", false},
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, n); got != c.want {
+			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
+		}
+	}
+}

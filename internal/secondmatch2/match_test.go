@@ -426,6 +426,8 @@ type ctx struct {
 }
 
 func newCtx(q *Q, narr []string) *ctx {
+	q = &Q{Question: dehyphen(q.Question), Answer: dehyphen(q.Answer), Answers: dehyphenAll(q.Answers), Distractors: dehyphenAll(q.Distractors)}
+	narr = dehyphenAll(narr)
 	c := &ctx{q: q, narr: narr}
 	for _, n := range narr {
 		nn := normS(n)
@@ -1042,10 +1044,33 @@ func Judge(q *Q, answer string, narr []string) (bool, string) {
 	return newCtx(q, narr).judge(answer)
 }
 
+// dehyphen replaces U+2010 and U+2011 by "-" (1.5.15, "Hyphens": the
+// first step after M0, in every text).
+func dehyphen(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\u2010' || r == '\u2011' {
+			return '-'
+		}
+		return r
+	}, s)
+}
+
+func dehyphenAll(ss []string) []string {
+	if ss == nil {
+		return nil
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = dehyphen(s)
+	}
+	return out
+}
+
 func (c *ctx) judge(answer string) (bool, string) {
 	if len(answer) > 64 {
 		return false, "M0"
 	}
+	answer = dehyphen(answer)
 	if ok, r := c.withLeadIn(answer); ok {
 		return ok, r
 	}
