@@ -154,8 +154,9 @@ func judgeFramed(q *Question, answer string, narratives []string) (bool, string)
 // a line break (LF or CR); a sentence end (. ! or ? followed by white space, the . not after an
 // abbreviation that is no candidate's word, a hedge, or an initial where
 // a candidate holds one: "e.g.", "approx.", "P. Okonjo"; after a number
-// it is one: "9.4. That ..."); or a comma followed by
-// white space and because, since or as, at the end of the answer or
+// it is one: "9.4. That ..."); or a comma followed by white space and
+// one of commaExplanations (because, since, as, according, based, given,
+// per, which), at the end of the answer or
 // before a character that is no letter, mark or number. Both the head
 // and the tail must hold a raw word; ok is false when the answer has no
 // such separator.
@@ -221,7 +222,7 @@ func explained(answer string, cands candidateForms) (head, tail string, ok bool)
 				continue
 			}
 			rest := strings.TrimLeftFunc(answer[i+1:], unicode.IsSpace)
-			for _, w := range []string{"because", "since", "as"} {
+			for _, w := range commaExplanations {
 				if len(rest) >= len(w) && asciiEqualFold(rest[:len(w)], w) {
 					if nr, _ := utf8.DecodeRuneInString(rest[len(w):]); !wordRune(nr) {
 						sep = i
@@ -238,6 +239,10 @@ func explained(answer string, cands candidateForms) (head, tail string, ok bool)
 	}
 	return answer[:sep], answer[sep:], true
 }
+
+// commaExplanations are the words that, after a comma and white space,
+// open an explanation ("X, because ...", "X, according to the report").
+var commaExplanations = []string{"because", "since", "as", "according", "based", "given", "per", "which"}
 
 // digitsAndDots reports whether w is ASCII digits and dots only (a
 // number such as 9.4, which a sentence-ending . may follow).

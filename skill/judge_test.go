@@ -719,3 +719,38 @@ func TestJudgeUnicodeHyphens(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeCommaExplanations: a comma, white space and one of according,
+// based, given, per or which opens an explanation as because, since and
+// as do (verification.md 1.5.16): "Lowmoor, according to the report." was
+// refused (LLM sample sets: 0 of 120 variants so explained accepted).
+func TestJudgeCommaExplanations(t *testing.T) {
+	node := &Question{Question: "At which node did the cartons go missing?", Answer: "Lowmoor", Answers: []string{"Lowmoor", "Lowmoor cross-dock"},
+		ReasoningType: MultiHop, AnswerType: EntityAnswer, Distractors: []string{"Daventry", "the quay"}}
+	count := &Question{Question: "How many days passed?", Answer: "28", ReasoningType: MultiHop, AnswerType: NumericAnswer, Distractors: []string{"27"}}
+	n := []string{"The cartons left Daventry, crossed the quay and went missing at Lowmoor after 28 days; 27 were counted."}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{node, "Lowmoor, according to the report.", true},
+		{node, "Lowmoor, based on the scan gap", true},
+		{node, "Lowmoor, given the scan gap", true},
+		{node, "Lowmoor, per part 2", true},
+		{node, "Lowmoor cross-dock, which the report confirms", true},
+		{node, "Lowmoor, Given the record", true},
+		{node, "Daventry, according to the report.", false},
+		{node, "Lowmoor, according to Daventry", false},    // the tail names a distractor
+		{node, "Daventry, which is not Lowmoor", false},    // the head answers Daventry
+		{node, "Lowmoor, whichever", false},                // no separator: a word follows "which"
+		{node, "Lowmoor, pertaining to the record", false}, // likewise "per"
+		{count, "28, according to the record", true},
+		{count, "28, given 27 before", false}, // the tail names the distractor 27
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, n); got != c.want {
+			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
+		}
+	}
+}

@@ -83,7 +83,7 @@ var spelledOf = func() map[int]string {
 	return m
 }()
 
-var seps = []string{" — ", "—", " - ", " -- ", " – ", " (", "; ", ". ", ", because ", ", as ", "\n", "\r", "\r\n", "\n\n",
+var seps = []string{" — ", "—", " - ", " -- ", " – ", " (", "; ", ". ", ", because ", ", as ", ", according to ", ", which ", "\n", "\r", "\r\n", "\n\n",
 	" ", ", ", " or ", " and ", "-", " to ", "-to-", "/", "\u2010", "\u2011", "\u2212", " \u2212 ", "\u00a0—\u00a0", "\u3000",
 	"\u2028", "\u0085", "\t", ". \n", "!\n", "\n—", " \n "}
 
@@ -174,7 +174,7 @@ func answersFor(q *skill.Question) []string {
 		for _, y := range cs {
 			ss := seps
 			if !core[x] && !core[y] {
-				ss = seps[:14]
+				ss = seps[:16]
 			}
 			for _, s := range ss {
 				set[x+s+y] = true

@@ -736,7 +736,7 @@ func (c *ctx) firstSep(text string) int {
 				continue
 			}
 			rest := text[rs[k-1].off+utf8.RuneLen(rs[k-1].r):]
-			for _, conn := range []string{"because", "since", "as"} {
+			for _, conn := range []string{"because", "since", "as", "according", "based", "given", "per", "which"} { // 1.5.16
 				if len(rest) >= len(conn) && strings.EqualFold(rest[:len(conn)], conn) {
 					after, _ := utf8.DecodeRuneInString(rest[len(conn):])
 					if len(rest) == len(conn) || !isLMN(after) {
