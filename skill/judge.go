@@ -31,8 +31,9 @@ import (
 //	M3 numeric: when the canonical answer is a number (or a numbered label
 //	   such as "grade 3" whose label word the question uses), the answer
 //	   holds exactly one number, equal in value, and otherwise only allowed
-//	   words or names of a unit the texts use ("10.6 kilometres" where a
-//	   text has "km", "EUR 206,220" where one has "€");
+//	   words, the precision words exactly, precisely and total, or names
+//	   of a unit the texts use ("10.6 kilometres" where a text has "km",
+//	   "EUR 206,220" where one has "€");
 //	M4 containment: the answer holds a variant as whole consecutive words
 //	   and otherwise only allowed words; description words from the
 //	   narratives are allowed only when the question lists distractors,
@@ -739,7 +740,7 @@ func (j *judgement) numeric() bool {
 		if w.Number != nil {
 			continue
 		}
-		if !j.allowed(w, true) && !j.unitName(w) && !j.compoundUnit(w) {
+		if !j.allowed(w, true) && !j.unitName(w) && !j.compoundUnit(w) && !precisionWords[w.Text] {
 			return false
 		}
 	}
@@ -1197,6 +1198,9 @@ func (j *judgement) allowed(w Word, descriptions bool) bool {
 var (
 	functionWords = toWordSet("a an the of at in on by from for to with via per its their this that which is was were are be")
 	joinWords     = toWordSet("and or nor not no none neither either both versus vs plus also but than except")
+	// precisionWords may stand beside M3's one number ("a total of 29",
+	// "exactly 29"): they name no candidate.
+	precisionWords = toWordSet("exactly precisely total")
 	// tailPronouns are words of a tail that the tail guard's word check
 	// passes over (spec/verification.md, "Explanations").
 	tailPronouns = toWordSet("it they them he him she her these those")

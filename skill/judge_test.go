@@ -754,3 +754,38 @@ func TestJudgeCommaExplanations(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgePrecisionWords: under M3 the words exactly, precisely and
+// total may stand beside the one number (verification.md 1.5.17): "a
+// total of 29", "29 in total" and "exactly 29" were refused unless a
+// narrative wrote the word in lower case (LLM sample sets: 4 and 8 of 75
+// numeric variants so written accepted).
+func TestJudgePrecisionWords(t *testing.T) {
+	count := &Question{Question: "How many valid hourly exceedances were logged?", Answer: "29", Answers: []string{"29", "29 hours"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer, Distractors: []string{"31"}}
+	label := &Question{Question: "Which cause held up?", Answer: "assay drift", ReasoningType: Causal, AnswerType: LabelAnswer, Distractors: []string{"sample swap"}}
+	n := []string{"The analyser logged 31 hourly means above the limit; 4 were calibration gas. Tier 2 applies above 24."}
+	ntot := []string{"Total 12 in March; the analyser logged 31 hourly means above the limit; 4 were calibration gas."}
+	cases := []struct {
+		q    *Question
+		a    string
+		narr []string
+		want bool
+	}{
+		{count, "a total of 29", n, true},
+		{count, "29 in total", n, true},
+		{count, "29 hours in total", n, true},
+		{count, "exactly 29", n, true},
+		{count, "Precisely 29.", n, true},
+		{count, "29 total", n, true},
+		{count, "a total of 31", n, false},
+		{count, "exactly 29 or 31", n, false},
+		{count, "total 29", ntot, false},         // "Total 12": a numbered label the narrative uses
+		{label, "exactly assay drift", n, false}, // M3 only: no numeric target here
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, c.narr); got != c.want {
+			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
+		}
+	}
+}

@@ -152,7 +152,7 @@ func candidates(q *skill.Question) []string {
 func wrappers(a string) []string {
 	return []string{a, "the " + a, "Answer: " + a, a + " is the answer", "\n" + a, "\r\n" + a, a + "\n", a + "\r\n",
 		strings.ToUpper(a), "The answer is approximately " + a, "It's " + a + ".", "**" + a + "**", "(" + a + ")",
-		"\u00a0" + a, a + ".", "— " + a, "about " + a}
+		"\u00a0" + a, a + ".", "— " + a, "about " + a, "a total of " + a, "exactly " + a}
 }
 
 func answersFor(q *skill.Question) []string {

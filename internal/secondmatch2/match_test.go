@@ -822,7 +822,7 @@ func (c *ctx) m3(text string) bool {
 		if i == n {
 			continue
 		}
-		if c.allowed(w, true) || (!w.num && c.usedUnits[w.text]) || c.compound(w) {
+		if c.allowed(w, true) || (!w.num && c.usedUnits[w.text]) || c.compound(w) || w.text == "exactly" || w.text == "precisely" || w.text == "total" { // 1.5.17 precision words
 			continue
 		}
 		return false

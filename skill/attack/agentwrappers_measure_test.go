@@ -36,13 +36,15 @@ var agentNumberWrappers = []string{"approximately %s", "~%s", "≈ %s", "about %
 // script's side, each wrapper around another kept question's canonical
 // answer of the same part (a wrong candidate): how many are accepted,
 // against how many of those wrong answers are accepted bare (a wrapper
-// must add none). Measured at verification.md 1.5.16: LLM sets, every
-// wrapper accepted on every variant but "X exactly", "exactly X" (8/75),
-// "X in total", "a total of X" (4/75: only where a narrative writes the
-// word in lower case); U+2011 12/12 (2/12 before 1.5.15; the comma
-// wrappers but ", as" and ", since" 0/120 before 1.5.16, ", per" 20/120);
+// must add none). Measured at verification.md 1.5.17: LLM sets, every
+// wrapper accepted on every variant (before 1.5.17 "X exactly",
+// "exactly X" 8/75 and "X in total", "a total of X" 4/75: only where a
+// narrative wrote the word in lower case); U+2011 12/12 (2/12 before
+// 1.5.15); the comma wrappers but ", as" and ", since" 0/120 before
+// 1.5.16 (", per" 20/120);
 // 46 wrong candidates, none accepted bare or wrapped. Hybrids likewise
-// (the four numeric wrappers 0/12, U+2011 4/4, 10 wrong candidates).
+// (the four numeric wrappers 0/12 before 1.5.17, 12/12 after; U+2011
+// 4/4; 10 wrong candidates).
 func TestMeasureAgentWrappers(t *testing.T) {
 	if os.Getenv("AGENT_WRAPPERS_MEASURE") == "" {
 		t.Skip("set AGENT_WRAPPERS_MEASURE=1 to measure")
