@@ -538,11 +538,11 @@ func numberForms(n string) []string {
 // when every mention of n carries that same unit.
 func units(n string, q *skill.Question, toks [][]tok) []string {
 	var out []string
-	// A question that asks for a plain number gets none: an agent told
-	// so gives the bare value, and an equal number in the narrative may
-	// measure something else ("14.7 GB" of staged data for a difference
-	// of anomaly scores).
-	if strings.Contains(strings.ToLower(q.Question), "plain number") {
+	// A question that asks for a plain number (or "the number only")
+	// gets none: an agent told so gives the bare value, and an equal
+	// number in the narrative may measure something else ("14.7 GB" of
+	// staged data for a difference of anomaly scores).
+	if lq := strings.ToLower(q.Question); strings.Contains(lq, "plain number") || strings.Contains(lq, "number only") {
 		return nil
 	}
 	qt := tokenize(q.Question)

@@ -513,6 +513,12 @@ func TestAgentStylePlainNumberNoUnit(t *testing.T) {
 	if len(got[FormUnit]) != 0 {
 		t.Errorf("a unit for a plain number: %v", got[FormUnit])
 	}
+	// The same for "Answer with the number only." (procedural eval seed
+	// 1, 10,000 sessions: "30.3 GB" for a difference of anomaly scores).
+	q.Question = "What is the difference between their anomaly score values? Answer with the number only."
+	if got := formTexts(&q, "Host lon-7 staged 14.7 GB for exfiltration."); len(got[FormUnit]) != 0 {
+		t.Errorf("a unit for the number only: %v", got[FormUnit])
+	}
 	q.Question = "How much data did host lon-7 stage?"
 	if got := formTexts(&q, "Host lon-7 staged 14.7 GB for exfiltration."); !hasText(got[FormUnit], "14.7 GB") {
 		t.Errorf("unit missing: %v", got)
