@@ -332,7 +332,7 @@ func (n *Node) loadTrust() error {
 	t := &n.trust
 	t.issued, t.learned, t.perIssuer, t.nLearned, t.self, t.revoked = idx.issued, idx.learned, idx.perIssuer, idx.nLearned, idx.self, idx.revoked
 	if idx.bad > 0 {
-		n.log.Warn("skipped learned attestations that no longer verify", "count", idx.bad)
+		n.log.Warn("store: skipped attestations that no longer decode or verify (damaged in place); acaptcha attestations list names them", "count", idx.bad)
 	}
 	if idx.foreign > 0 {
 		// A store used with another --key: its issued and received
@@ -370,14 +370,17 @@ func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex
 		issued: map[peer.ID]*trustRec{}, learned: map[peer.ID]map[peer.ID]*trustRec{},
 		perIssuer: map[peer.ID]int{}, self: map[peer.ID]*trustRec{},
 	}
-	issued, err := st.ListOwn(Issued, selfKey)
+	// Records damaged in place are left out (ListSound): one of them
+	// must neither stop the node nor be trusted.
+	issued, badIssued, err := st.ListSound(Issued, "")
 	if err != nil {
 		return nil, err
 	}
-	received, err := st.List(Received, "")
+	received, badReceived, err := st.ListSound(Received, "")
 	if err != nil {
 		return nil, err
 	}
+	idx.bad = badIssued + badReceived
 	if self == "" {
 		switch {
 		case len(issued) > 0:
@@ -416,7 +419,7 @@ func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex
 	if err != nil {
 		return nil, err
 	}
-	idx.bad = bad
+	idx.bad += bad
 	for _, l := range ls {
 		a := l.Attestation
 		if a.Issuer == self || !keptLifetime(a) {

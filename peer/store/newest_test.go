@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/protocol"
@@ -108,5 +111,65 @@ func TestLatestVerifiesOne(t *testing.T) {
 	}
 	if e, err := s.Latest(Issued, subject, base.Add(48*time.Hour)); err != nil || e != nil {
 		t.Fatalf("Latest after every record expired: %v %v", e, err)
+	}
+}
+
+// A record damaged in place (its signature or its whole value) is passed
+// over: Latest returns the newest sound record of the peer, ListSound
+// leaves the damaged ones out and counts them, and List reports them.
+// Latest failed on a damaged newest record and on any record of the peer
+// that did not decode.
+func TestDamagedRecordPassedOver(t *testing.T) {
+	s, path := openTemp(t)
+	key, _ := testutil.NewKey(t)
+	_, subject := testutil.NewKey(t)
+	base := time.Now().Add(-time.Hour)
+	var keys [][]byte
+	for i := range 3 {
+		env, a := sealed(t, key, subject, base.Add(time.Duration(i)*time.Minute), 24*time.Hour)
+		if err := s.Put(Issued, env, a); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, entryKey(subject, a.IssuedAt, env))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The newest record's signature flipped, the oldest made garbage.
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIssued)
+		v := bytes.Clone(b.Get(keys[2]))
+		v[len(v)-1] ^= 1
+		if err := b.Put(keys[2], v); err != nil {
+			return err
+		}
+		return b.Put(keys[0], []byte("garbage"))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := base.Add(time.Minute).UTC().Truncate(time.Second)
+	e, err := s.Latest(Issued, subject, time.Now())
+	if err != nil || e == nil || !e.Attestation.IssuedAt.Equal(want) {
+		t.Fatalf("Latest = %v, %v; want the sound record issued at %v", e, err, want)
+	}
+	es, bad, err := s.ListSound(Issued, "")
+	if err != nil || len(es) != 1 || bad != 2 || !es[0].Attestation.IssuedAt.Equal(want) {
+		t.Fatalf("ListSound = %d entries, %d left out, %v; want the sound one, 2 left out", len(es), bad, err)
+	}
+	if _, err := s.List(Issued, ""); err == nil {
+		t.Fatal("List reported no damaged record")
 	}
 }

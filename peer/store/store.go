@@ -800,45 +800,30 @@ func (s *Store) List(d Direction, p peer.ID) ([]Entry, error) {
 	return out, nil
 }
 
-// ListOwn returns the entries of direction d ("" for both) as List does,
-// except that a record sealed with self (the node's own public key) is
-// decoded without its signature checked again (protocol.
-// DecodeOwnAttestation): the node signed it, and its store is its own.
-// A record sealed with another key is verified as List verifies it.
-// Remote peers make the node issue records (one per session drawn, kept
-// their lifetime and the keep-expired time: some 744,000 at the default
-// draw budget), so a start-up that verified each paid ~50-120 µs a record
-// for signatures it made itself.
-func (s *Store) ListOwn(d Direction, self crypto.PubKey) ([]Entry, error) {
-	dirs, raw, err := s.stored(d, "")
+// ListSound is List leaving out the records that no longer decode or
+// verify (bbolt checks no data page: a value damaged in place is seen
+// only when read), and returns how many it left out. The node builds its
+// index with it at start, so that one damaged record neither stops it
+// nor is served; List, for the commands that show the store, reports
+// such a record as an error.
+func (s *Store) ListSound(d Direction, p peer.ID) ([]Entry, int, error) {
+	dirs, raw, err := s.stored(d, p)
 	if err != nil {
-		return nil, err
-	}
-	var id peer.ID
-	if self != nil {
-		if id, err = peer.IDFromPublicKey(self); err != nil {
-			return nil, fmt.Errorf("list own attestations: %w", err)
-		}
+		return nil, 0, err
 	}
 	var out []Entry
+	bad := 0
 	for i, dir := range dirs {
 		for _, kv := range raw[i] {
-			a, err := protocol.DecodeOwnAttestation(kv.v, self, id)
-			if err == nil {
-				out = append(out, Entry{Key: fmt.Sprintf("%x", kv.k), Direction: dir, Attestation: a, Envelope: kv.v})
-				continue
-			}
-			if !errors.Is(err, protocol.ErrIssuerMismatch) {
-				return nil, fmt.Errorf("stored attestation %x does not decode: %w", kv.k, err)
-			}
 			e, err := verifiedEntry(dir, kv)
 			if err != nil {
-				return nil, err
+				bad++
+				continue
 			}
 			out = append(out, e)
 		}
 	}
-	return out, nil
+	return out, bad, nil
 }
 
 // stored returns the records of direction d ("" for both: dirs) about or
@@ -1096,40 +1081,37 @@ func overlay(recs []*walRecord, d Direction, prefix []byte, kvs []storedKV) []st
 // record of a peer at each contact with it, and a peer's issued
 // acceptances accumulate (one per session, kept their lifetime and the
 // keep-expired time), so verifying them all made each contact cost a
-// signature check per session the peer ever passed.
+// signature check per session the peer ever passed. A record that no
+// longer decodes or verifies (damaged in place) is passed over for the
+// next newest, as ListSound leaves it out.
 func (s *Store) Latest(d Direction, p peer.ID, now time.Time) (*Entry, error) {
 	dirs, raw, err := s.stored(d, p)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		best    storedKV
-		bestDir Direction
-		bestAt  time.Time
-		found   bool
-	)
+	type cand struct {
+		dir Direction
+		kv  storedKV
+		at  time.Time
+	}
+	var cs []cand
 	for i, dir := range dirs {
 		for _, kv := range raw[i] {
 			a, ok := decodeStored(kv.v)
-			if !ok {
-				return nil, fmt.Errorf("stored attestation %x does not decode", kv.k)
-			}
-			if !a.Valid(now) {
+			if !ok || !a.Valid(now) {
 				continue
 			}
-			if !found || a.IssuedAt.After(bestAt) {
-				best, bestDir, bestAt, found = kv, dir, a.IssuedAt, true
-			}
+			cs = append(cs, cand{dir: dir, kv: kv, at: a.IssuedAt})
 		}
 	}
-	if !found {
-		return nil, nil
+	// Newest first; of equal times, the first in key order.
+	slices.SortStableFunc(cs, func(a, b cand) int { return b.at.Compare(a.at) })
+	for _, c := range cs {
+		if e, err := verifiedEntry(c.dir, c.kv); err == nil {
+			return &e, nil
+		}
 	}
-	e, err := verifiedEntry(bestDir, best)
-	if err != nil {
-		return nil, err
-	}
-	return &e, nil
+	return nil, nil
 }
 
 // Get returns the entry with the given key (as printed by List).
