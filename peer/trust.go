@@ -371,8 +371,10 @@ func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex
 		perIssuer: map[peer.ID]int{}, self: map[peer.ID]*trustRec{},
 	}
 	// Records damaged in place are left out (ListSound): one of them
-	// must neither stop the node nor be trusted.
-	issued, badIssued, err := st.ListSound(Issued, "")
+	// must neither stop the node nor be trusted. Of the issued records,
+	// the index keeps the one that supersedes the others per subject:
+	// only those are verified (NewestSound).
+	issued, badIssued, err := st.NewestSound(Issued)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
@@ -169,7 +171,95 @@ func TestDamagedRecordPassedOver(t *testing.T) {
 	if err != nil || len(es) != 1 || bad != 2 || !es[0].Attestation.IssuedAt.Equal(want) {
 		t.Fatalf("ListSound = %d entries, %d left out, %v; want the sound one, 2 left out", len(es), bad, err)
 	}
+	es, bad, err = s.NewestSound(Issued)
+	if err != nil || len(es) != 1 || bad != 2 || !es[0].Attestation.IssuedAt.Equal(want) {
+		t.Fatalf("NewestSound = %d entries, %d damaged, %v; want the sound one, 2 damaged", len(es), bad, err)
+	}
 	if _, err := s.List(Issued, ""); err == nil {
 		t.Fatal("List reported no damaged record")
 	}
+}
+
+// TestNewestSoundVerifiesOnePerPair: the node's index of its issued
+// verdicts (built at every start) keeps one record per subject, and
+// verified every stored record to find it: a peer re-attested every few
+// hours leaves one record per session for their lifetime and the
+// keep-expired time. NewestSound verifies the one it returns per issuer
+// and subject (and the damaged ones passed over for it).
+func TestNewestSoundVerifiesOnePerPair(t *testing.T) {
+	s, _ := openTemp(t)
+	defer s.Close()
+	key, _ := testutil.NewKey(t)
+	other, _ := testutil.NewKey(t)
+	const subjects, each = 5, 60
+	base := time.Now().Add(-time.Hour)
+	want := map[peer.ID]time.Time{}
+	for j := range subjects {
+		_, subject := testutil.NewKey(t)
+		for i := range each {
+			at := base.Add(time.Duration(i) * time.Second)
+			env, a := sealedVerdict(t, key, subject, i%3 != 0, at, 24*time.Hour)
+			if err := s.Put(Issued, env, a); err != nil {
+				t.Fatal(err)
+			}
+			want[subject] = a.IssuedAt
+		}
+		if j == 0 {
+			// Another issuer's record about the same subject, newer:
+			// a pair of its own.
+			env, a := sealed(t, other, subject, base.Add(time.Hour), 24*time.Hour)
+			if err := s.Put(Issued, env, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var checks atomic.Int64
+	old := verifyEnvelope
+	verifyEnvelope = func(env []byte, o protocol.VerifyOptions) (*protocol.Attestation, error) {
+		checks.Add(1)
+		return old(env, o)
+	}
+	t.Cleanup(func() { verifyEnvelope = old })
+	es, bad, err := s.NewestSound(Issued)
+	if err != nil || bad != 0 {
+		t.Fatalf("NewestSound: %v, %d damaged", err, bad)
+	}
+	if len(es) != subjects+1 || checks.Load() != subjects+1 {
+		t.Fatalf("NewestSound returned %d entries with %d checks, want %d and %d", len(es), checks.Load(), subjects+1, subjects+1)
+	}
+	// The same winners as List and the supersedes order.
+	all, err := s.List(Issued, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d records: NewestSound verified %d signatures", len(all), subjects+1)
+	best := map[string]*protocol.Attestation{}
+	for _, e := range all {
+		a := e.Attestation
+		g := string(a.Issuer) + "/" + string(a.Subject)
+		if b := best[g]; b == nil || Supersedes(a.IssuedAt, a.ExpiresAt, a.Accepted, b.IssuedAt, b.ExpiresAt, b.Accepted) {
+			best[g] = a
+		}
+	}
+	for i, e := range es {
+		a := e.Attestation
+		if b := best[string(a.Issuer)+"/"+string(a.Subject)]; b == nil || !b.IssuedAt.Equal(a.IssuedAt) || b.Accepted != a.Accepted {
+			t.Errorf("entry %d: not the superseding record of its pair", i)
+		}
+		if a.Issuer == s.mustIssuer(t, key) && !a.IssuedAt.Equal(want[a.Subject]) {
+			t.Errorf("entry %d issued at %v, want %v", i, a.IssuedAt, want[a.Subject])
+		}
+		if i > 0 && es[i-1].Key >= e.Key {
+			t.Errorf("entries out of key order at %d", i)
+		}
+	}
+}
+
+func (s *Store) mustIssuer(t *testing.T, key crypto.PrivKey) peer.ID {
+	t.Helper()
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -20,6 +20,7 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -822,6 +823,71 @@ func (s *Store) ListSound(d Direction, p peer.ID) ([]Entry, int, error) {
 			}
 			out = append(out, e)
 		}
+	}
+	return out, bad, nil
+}
+
+// NewestSound returns, of the records of direction d, for each issuer and
+// subject the one that supersedes the others (Supersedes) among those
+// that still decode and verify, in key order, and how many records it
+// found damaged. Only the records it returns, and the damaged ones it
+// passed over for them, are verified again: the node builds its index of
+// issued verdicts with it at start, and a peer re-attested every few
+// hours leaves a record per session for their lifetime and the
+// keep-expired time, so verifying them all made a restart cost a
+// signature check per session ever kept.
+func (s *Store) NewestSound(d Direction) ([]Entry, int, error) {
+	if _, err := bucketFor(d); err != nil {
+		return nil, 0, err
+	}
+	_, raw, err := s.stored(d, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	type cand struct {
+		i int // key order
+		a *protocol.Attestation
+	}
+	bad := 0
+	groups := map[string][]cand{}
+	var order []string
+	for i, kv := range raw[0] {
+		a, ok := decodeStored(kv.v)
+		if !ok {
+			bad++
+			continue
+		}
+		g := string(a.Issuer) + "\x00" + string(a.Subject)
+		if groups[g] == nil {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], cand{i: i, a: a})
+	}
+	won := map[int]Entry{}
+	for _, g := range order {
+		cs := groups[g]
+		slices.SortStableFunc(cs, func(x, y cand) int {
+			switch {
+			case Supersedes(x.a.IssuedAt, x.a.ExpiresAt, x.a.Accepted, y.a.IssuedAt, y.a.ExpiresAt, y.a.Accepted):
+				return -1
+			case Supersedes(y.a.IssuedAt, y.a.ExpiresAt, y.a.Accepted, x.a.IssuedAt, x.a.ExpiresAt, x.a.Accepted):
+				return 1
+			}
+			return 0
+		})
+		for _, c := range cs {
+			e, err := verifiedEntry(d, raw[0][c.i])
+			if err != nil {
+				bad++
+				continue
+			}
+			won[c.i] = e
+			break
+		}
+	}
+	out := make([]Entry, 0, len(won))
+	for _, i := range slices.Sorted(maps.Keys(won)) {
+		out = append(out, won[i])
 	}
 	return out, bad, nil
 }
