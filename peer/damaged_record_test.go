@@ -28,11 +28,11 @@ func TestNodeStartsWithDamagedRecord(t *testing.T) {
 		name   string
 		damage func(v []byte) []byte
 	}{
-		{"signature flipped", func(v []byte) []byte {
-			v = bytes.Clone(v)
-			v[len(v)-1] ^= 0x01
-			return v
-		}},
+		// A flipped bit of the signature alone is not seen at start: the
+		// node reads its own records without checking its own signature
+		// again (trust.md §5), and their content is intact. A record cut
+		// short no longer decodes.
+		{"cut short", func(v []byte) []byte { return bytes.Clone(v[:len(v)-20]) }},
 		{"garbage", func(v []byte) []byte { return []byte("not an envelope") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -360,21 +360,21 @@ type trustIndex struct {
 
 // loadTrustIndex reads a store into an index. self may be empty (the CLI
 // reading a store offline): it is then inferred from the issued and
-// received records. selfKey, when known, is self's public key: the
-// issued records sealed with it are read without a second signature
-// check (Store.ListOwn; remote peers make the node issue up to some
-// 744,000 records at the default draw budget and retention), the others
-// (received, learned, another identity's) are verified.
+// received records. selfKey, when known, is self's public key. Of the
+// issued records the index keeps the one that supersedes the others per
+// subject (Store.NewestSound): only those are checked, and one sealed
+// with selfKey without a second signature check (remote peers make the
+// node issue up to some 744,000 records at the default draw budget and
+// retention, one per fresh peer ID); the others (received, learned,
+// another identity's) are verified. Records damaged in place (that no
+// longer decode, or verify) are left out and counted: one of them must
+// neither stop the node nor be trusted.
 func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex, error) {
 	idx := &trustIndex{
 		issued: map[peer.ID]*trustRec{}, learned: map[peer.ID]map[peer.ID]*trustRec{},
 		perIssuer: map[peer.ID]int{}, self: map[peer.ID]*trustRec{},
 	}
-	// Records damaged in place are left out (ListSound): one of them
-	// must neither stop the node nor be trusted. Of the issued records,
-	// the index keeps the one that supersedes the others per subject:
-	// only those are verified (NewestSound).
-	issued, badIssued, err := st.NewestSound(Issued)
+	issued, badIssued, err := st.NewestSound(Issued, selfKey)
 	if err != nil {
 		return nil, err
 	}

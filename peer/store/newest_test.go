@@ -171,7 +171,7 @@ func TestDamagedRecordPassedOver(t *testing.T) {
 	if err != nil || len(es) != 1 || bad != 2 || !es[0].Attestation.IssuedAt.Equal(want) {
 		t.Fatalf("ListSound = %d entries, %d left out, %v; want the sound one, 2 left out", len(es), bad, err)
 	}
-	es, bad, err = s.NewestSound(Issued)
+	es, bad, err = s.NewestSound(Issued, nil)
 	if err != nil || len(es) != 1 || bad != 2 || !es[0].Attestation.IssuedAt.Equal(want) {
 		t.Fatalf("NewestSound = %d entries, %d damaged, %v; want the sound one, 2 damaged", len(es), bad, err)
 	}
@@ -220,7 +220,7 @@ func TestNewestSoundVerifiesOnePerPair(t *testing.T) {
 		return old(env, o)
 	}
 	t.Cleanup(func() { verifyEnvelope = old })
-	es, bad, err := s.NewestSound(Issued)
+	es, bad, err := s.NewestSound(Issued, nil)
 	if err != nil || bad != 0 {
 		t.Fatalf("NewestSound: %v, %d damaged", err, bad)
 	}

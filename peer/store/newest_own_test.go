@@ -10,16 +10,16 @@ import (
 	"github.com/acaptcha/acaptcha/protocol"
 )
 
-// TestListOwnChecksNoOwnSignature: the trust index read the issued
+// TestNewestSoundChecksNoOwnSignature: the trust index read the issued
 // records at start-up with List, which verifies every signature again:
 // remote peers make the node issue one per session drawn, kept for their
 // lifetime and the keep-expired time (some 744,000 at the default draw
-// budget), ~110-150 µs each on a loaded 2-core machine, so a flooded
-// store cost minutes of start-up for signatures the node made itself.
-// ListOwn decodes the records sealed with the node's key without a
-// second check, and verifies the others as List does; the entries are
-// the same.
-func TestListOwnChecksNoOwnSignature(t *testing.T) {
+// budget, one per fresh peer ID), ~110-150 µs each on a loaded 2-core
+// machine, so a flooded store cost minutes of start-up for signatures
+// the node made itself. NewestSound with the node's key decodes the
+// records sealed with it without a second check, and verifies the others
+// as List does; the entries (one per subject here) are the same.
+func TestNewestSoundChecksNoOwnSignature(t *testing.T) {
 	s, _ := openTemp(t)
 	defer s.Close()
 	key, _ := testutil.NewKey(t)
@@ -51,33 +51,33 @@ func TestListOwnChecksNoOwnSignature(t *testing.T) {
 		t.Fatal(err)
 	}
 	listChecks := checks.Swap(0)
-	own, err := s.ListOwn(Issued, key.GetPublic())
-	if err != nil {
-		t.Fatal(err)
+	own, bad, err := s.NewestSound(Issued, key.GetPublic())
+	if err != nil || bad != 0 {
+		t.Fatal(err, bad)
 	}
-	t.Logf("%d own records and 1 of another key: List checked %d signatures, ListOwn %d", n, listChecks, checks.Load())
+	t.Logf("%d own records and 1 of another key: List checked %d signatures, NewestSound %d", n, listChecks, checks.Load())
 	if checks.Load() != 1 {
-		t.Errorf("ListOwn checked %d signatures, want 1 (the other key's record)", checks.Load())
+		t.Errorf("NewestSound checked %d signatures, want 1 (the other key's record)", checks.Load())
 	}
 	if len(own) != len(all) {
-		t.Fatalf("ListOwn: %d entries, List %d", len(own), len(all))
+		t.Fatalf("NewestSound: %d entries, List %d", len(own), len(all))
 	}
 	for i := range all {
 		if own[i].Key != all[i].Key || own[i].Attestation.Subject != all[i].Attestation.Subject ||
 			!own[i].Attestation.IssuedAt.Equal(all[i].Attestation.IssuedAt) || own[i].Attestation.Accepted != all[i].Attestation.Accepted {
-			t.Fatalf("entry %d: ListOwn %+v, List %+v", i, own[i], all[i])
+			t.Fatalf("entry %d: NewestSound %+v, List %+v", i, own[i], all[i])
 		}
 	}
-	// Without the node's key every record is verified, as List does.
+	// Without the node's key every record it returns is verified.
 	checks.Store(0)
-	if _, err := s.ListOwn(Issued, nil); err != nil || checks.Load() != n+1 {
-		t.Errorf("ListOwn without a key: %d checks, %v; want %d", checks.Load(), err, n+1)
+	if _, _, err := s.NewestSound(Issued, nil); err != nil || checks.Load() != n+1 {
+		t.Errorf("NewestSound without a key: %d checks, %v; want %d", checks.Load(), err, n+1)
 	}
 }
 
-// A record sealed with the node's key that does not decode fails the
-// listing as List's verification fails it.
-func TestListOwnRefusesMalformed(t *testing.T) {
+// A record sealed with the node's key that does not decode is refused by
+// DecodeOwnAttestation (NewestSound then counts it damaged).
+func TestDecodeOwnRefusesMalformed(t *testing.T) {
 	key, _ := testutil.NewKey(t)
 	_, subject := testutil.NewKey(t)
 	env, _ := sealed(t, key, subject, time.Now(), time.Hour)
