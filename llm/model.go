@@ -28,6 +28,9 @@ var (
 	// ErrProviderStatus reports a provider HTTP error status that the
 	// client library did not turn into an error itself.
 	ErrProviderStatus = errors.New("llm provider returned an HTTP error status")
+	// ErrResponseTooLarge reports a provider response body longer than
+	// MaxResponseBytes; the call was abandoned there.
+	ErrResponseTooLarge = errors.New("llm provider response too large")
 )
 
 // Defaults of Model.
@@ -271,6 +274,12 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 	cr, err := m.llm.GenerateContent(cctx, msgs, callOpts...)
 	elapsed := time.Since(start)
 	status, doneReason, sniffedUsage := obs.get()
+	if obs.isTooLarge() {
+		if err != nil {
+			return Response{}, fmt.Errorf("%s: %w: read %d bytes, HTTP %d (client: %v)", m.Name(), ErrResponseTooLarge, MaxResponseBytes, status, err)
+		}
+		return Response{}, fmt.Errorf("%s: %w: read %d bytes, HTTP %d", m.Name(), ErrResponseTooLarge, MaxResponseBytes, status)
+	}
 
 	// The context check comes first: a client may return success with a
 	// reply cut off when the context ended mid-stream, or an error that

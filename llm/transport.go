@@ -2,7 +2,9 @@ package llm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -15,6 +17,7 @@ type observation struct {
 	status     int    // last HTTP status
 	doneReason string // Ollama: done_reason of the final NDJSON line
 	usage      *Usage // Google AI: usage of the last reply chunk
+	tooLarge   bool   // a response body passed MaxResponseBytes
 }
 
 type observationKey struct{}
@@ -23,6 +26,18 @@ func (o *observation) get() (status int, doneReason string, usage *Usage) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.status, o.doneReason, o.usage
+}
+
+func (o *observation) setTooLarge() {
+	o.mu.Lock()
+	o.tooLarge = true
+	o.mu.Unlock()
+}
+
+func (o *observation) isTooLarge() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.tooLarge
 }
 
 func (o *observation) setStatus(s int) {
@@ -61,7 +76,8 @@ const (
 
 // observingTransport records the HTTP status of every response and what
 // its sniff mode reads from response bodies, into the observation found
-// in the request context. The body reaches the client unchanged.
+// in the request context. The body reaches the client unchanged up to
+// MaxResponseBytes, and stops at once when the request's context ends.
 type observingTransport struct {
 	base  http.RoundTripper
 	sniff sniffMode
@@ -73,6 +89,9 @@ func (t *observingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		return resp, err
 	}
 	obs, _ := req.Context().Value(observationKey{}).(*observation)
+	if resp.Body != nil {
+		resp.Body = &boundedBody{rc: resp.Body, ctx: req.Context(), left: MaxResponseBytes, obs: obs}
+	}
 	if obs == nil {
 		return resp, nil
 	}
@@ -82,6 +101,45 @@ func (t *observingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	return resp, nil
 }
+
+// MaxResponseBytes bounds the body of one provider response that a Model
+// built by New reads, error replies and streams included: a reply of
+// DefaultMaxTokens is tens of kilobytes, and the client libraries read
+// bodies whole, so a provider (or a proxy) that sends without end would
+// otherwise fill memory until the call's deadline (about 130 MB a second
+// over loopback).
+const MaxResponseBytes = 16 << 20
+
+// boundedBody fails a body past its byte budget (marking the observation,
+// so that Generate reports ErrResponseTooLarge whatever the client makes
+// of the cut) and once the request's context has ended: a client that
+// reads an error body whole does not look at the context itself.
+type boundedBody struct {
+	rc   io.ReadCloser
+	ctx  context.Context
+	left int64
+	obs  *observation
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if b.left <= 0 {
+		if b.obs != nil {
+			b.obs.setTooLarge()
+		}
+		return 0, fmt.Errorf("%w: more than %d bytes", ErrResponseTooLarge, MaxResponseBytes)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *boundedBody) Close() error { return b.rc.Close() }
 
 // maxSniffBytes bounds what a sniffer buffers: one NDJSON line, or a
 // whole Google AI reply.

@@ -1,0 +1,102 @@
+package llm_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acaptcha/acaptcha/llm"
+)
+
+// endlessServer answers every request with status and a body that opens
+// like the provider's reply (or error) and then never ends; it counts the
+// bytes it managed to write.
+func endlessServer(t *testing.T, provider string, status int) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var wrote atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		head, chunk := `{"error":{"message":"`, strings.Repeat("a", 32<<10)
+		if status == http.StatusOK {
+			switch provider {
+			case "openai":
+				head = `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`
+			case "anthropic":
+				head = `{"id":"x","type":"message","role":"assistant","content":[{"type":"text","text":"`
+			case "ollama":
+				// NDJSON: endless well-formed lines, each short enough
+				// for the client's line scanner (512 kB). The client
+				// appends each line's content to a string, so that
+				// short lines cost it time quadratic in their number
+				// (bounded by the call's deadline).
+				head = ""
+				chunk = `{"model":"m","message":{"role":"assistant","content":"` + strings.Repeat("a", 256<<10) + `"},"done":false}` + "\n"
+			case "googleai":
+				head = `[{"candidates":[{"content":{"role":"model","parts":[{"text":"`
+			}
+		}
+		if _, err := w.Write([]byte(head)); err != nil {
+			return
+		}
+		// Bounded: 4 GiB at most, and the client hanging up ends it.
+		for range 4 << 30 / len(chunk) {
+			n, err := w.Write([]byte(chunk))
+			wrote.Add(int64(n))
+			if err != nil || r.Context().Err() != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv, &wrote
+}
+
+// TestEndlessResponseBodyIsCut: a provider (or a proxy in front of it)
+// whose reply never ends costs at most MaxResponseBytes of reading, not
+// everything it can send before the call's deadline (about 130 MB a
+// second over loopback, read into memory by the client libraries), and
+// the call fails at once with ErrResponseTooLarge. Google AI's client
+// read an endless error body past the deadline (44 s against 2 s).
+func TestEndlessResponseBodyIsCut(t *testing.T) {
+	forEachProvider(t, func(t *testing.T, provider string) {
+		for _, status := range []int{http.StatusOK, http.StatusInternalServerError} {
+			srv, wrote := endlessServer(t, provider, status)
+			base := srv.URL
+			if provider == "openai" || provider == "anthropic" {
+				base += "/v1"
+			}
+			m, err := llm.New(context.Background(), llm.Config{Spec: provider + ":m", BaseURL: base, APIKey: "k", Timeout: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err = m.Generate(context.Background(), msgs("system", "question"))
+			elapsed := time.Since(start)
+			_ = m.Close()
+			if err == nil {
+				t.Fatalf("HTTP %d: an endless reply was taken as a success", status)
+			}
+			// Ollama's client gives up on an over-long error line by
+			// itself, having read little.
+			if !errors.Is(err, llm.ErrResponseTooLarge) && (provider != "ollama" || status == http.StatusOK) {
+				t.Errorf("HTTP %d: err = %v, want ErrResponseTooLarge", status, err)
+			}
+			// The server's count includes what socket buffers hold.
+			if w := wrote.Load(); w > 4*llm.MaxResponseBytes {
+				t.Errorf("HTTP %d: the server wrote %d MiB before the client stopped reading, want about %d", status, w>>20, llm.MaxResponseBytes>>20)
+			}
+			if elapsed > 10*time.Second {
+				t.Errorf("HTTP %d: the call took %s", status, elapsed)
+			}
+		}
+	})
+}
