@@ -109,18 +109,20 @@ func New(ctx context.Context, cfg Config) (*Model, error) {
 	opts = append(opts, WithCloser(func() error { closeIdle(); return nil }))
 
 	var m llms.Model
+	var key string
 	switch spec.Provider {
 	case OpenAI:
-		m, err = newOpenAI(spec, cfg, hc)
+		m, key, err = newOpenAI(spec, cfg, hc)
 		if cfg.LegacyMaxTokensField {
 			opts = append(opts, WithCallOptions(openai.WithLegacyMaxTokensField()))
 		}
 	case Anthropic:
-		m, err = newAnthropic(spec, cfg, hc)
+		m, key, err = newAnthropic(spec, cfg, hc)
 	case Ollama:
 		m, err = newOllama(spec, cfg, hc)
 	case GoogleAI:
 		m, header, err = newGoogleAI(ctx, spec, cfg, hc)
+		key = header.Get("X-Goog-Api-Key")
 	default:
 		err = fmt.Errorf("provider %q is not supported", spec.Provider)
 	}
@@ -130,6 +132,11 @@ func New(ctx context.Context, cfg Config) (*Model, error) {
 	}
 	w := Wrap(m, string(spec.Provider), opts...)
 	w.name = spec.String()
+	// A key too short to be a real one (a local server's "x") would
+	// mask ordinary words.
+	if len(key) >= 8 && key != PlaceholderAPIKey {
+		w.secrets = []string{key}
+	}
 	return w, nil
 }
 
@@ -176,42 +183,45 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(req)
 }
 
-func newOpenAI(spec Spec, cfg Config, hc *http.Client) (llms.Model, error) {
+// newOpenAI builds the OpenAI client; it also returns the key it sends.
+func newOpenAI(spec Spec, cfg Config, hc *http.Client) (llms.Model, string, error) {
 	base := firstNonEmpty(cfg.BaseURL, os.Getenv(EnvOpenAIBaseURL), os.Getenv(EnvOpenAIAPIBase))
 	key, err := keyOrPlaceholder(firstNonEmpty(cfg.APIKey, os.Getenv(EnvOpenAIKey)), base, EnvOpenAIKey)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if base == "" {
 		base = DefaultOpenAIBaseURL
 	}
 	if base, err = versionedBaseURL(base, "/chat/completions"); err != nil {
-		return nil, fmt.Errorf("base URL: %w", err)
+		return nil, "", fmt.Errorf("base URL: %w", err)
 	}
 	m, err := openai.New(openai.WithModel(spec.Model), openai.WithToken(key), openai.WithBaseURL(base), openai.WithHTTPClient(hc))
 	if err != nil {
-		return nil, fmt.Errorf("build client: %w", err)
+		return nil, "", fmt.Errorf("build client: %w", err)
 	}
-	return m, nil
+	return m, key, nil
 }
 
-func newAnthropic(spec Spec, cfg Config, hc *http.Client) (llms.Model, error) {
+// newAnthropic builds the Anthropic client; it also returns the key it
+// sends.
+func newAnthropic(spec Spec, cfg Config, hc *http.Client) (llms.Model, string, error) {
 	base := firstNonEmpty(cfg.BaseURL, os.Getenv(EnvAnthropicBaseURL))
 	key, err := keyOrPlaceholder(firstNonEmpty(cfg.APIKey, os.Getenv(EnvAnthropicKey)), base, EnvAnthropicKey)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if base == "" {
 		base = DefaultAnthropicBaseURL
 	}
 	if base, err = versionedBaseURL(base, "/messages"); err != nil {
-		return nil, fmt.Errorf("base URL: %w", err)
+		return nil, "", fmt.Errorf("base URL: %w", err)
 	}
 	m, err := anthropic.New(anthropic.WithModel(spec.Model), anthropic.WithToken(key), anthropic.WithBaseURL(base), anthropic.WithHTTPClient(hc))
 	if err != nil {
-		return nil, fmt.Errorf("build client: %w", err)
+		return nil, "", fmt.Errorf("build client: %w", err)
 	}
-	return m, nil
+	return m, key, nil
 }
 
 func newOllama(spec Spec, cfg Config, hc *http.Client) (llms.Model, error) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tmc/langchaingo/llms"
 )
@@ -138,6 +139,8 @@ type Model struct {
 	defaults  []llms.CallOption
 	log       *slog.Logger
 	closers   []func() error
+	// secrets are strings (the API key) that never appear in an error.
+	secrets []string
 
 	inTokens  atomic.Int64
 	outTokens atomic.Int64
@@ -274,6 +277,10 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 	cr, err := m.llm.GenerateContent(cctx, msgs, callOpts...)
 	elapsed := time.Since(start)
 	status, doneReason, sniffedUsage := obs.get()
+	rateLimited := err != nil && (status == http.StatusTooManyRequests || isRateLimitError(err))
+	if err != nil {
+		err = m.clientError(err)
+	}
 	if obs.isTooLarge() {
 		if err != nil {
 			return Response{}, fmt.Errorf("%s: %w: read %d bytes, HTTP %d (client: %v)", m.Name(), ErrResponseTooLarge, MaxResponseBytes, status, err)
@@ -291,7 +298,7 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 		return Response{}, fmt.Errorf("%s: call ended after %s: %w", m.Name(), elapsed.Round(time.Millisecond), cerr)
 	}
 	if err != nil {
-		if status == http.StatusTooManyRequests || isRateLimitError(err) {
+		if rateLimited {
 			return Response{}, fmt.Errorf("%s: %w: %w", m.Name(), ErrRateLimited, err)
 		}
 		return Response{}, fmt.Errorf("%s: %w", m.Name(), err)
@@ -324,6 +331,38 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 		return resp, fmt.Errorf("%s: %w (stop reason %q)", m.Name(), ErrEmptyOutput, resp.StopReason)
 	}
 	return resp, nil
+}
+
+// maxClientErrorBytes caps the text of a client library's error in the
+// errors Generate returns: the clients copy the provider's error message
+// into it whole.
+const maxClientErrorBytes = 1024
+
+// clientError is a client library's error with its text capped and the
+// model's secrets masked; errors.Is and errors.As see the original.
+type clientError struct {
+	msg string
+	err error
+}
+
+func (e *clientError) Error() string { return e.msg }
+func (e *clientError) Unwrap() error { return e.err }
+
+// clientError masks the model's secrets in err's text (a provider or a
+// proxy may echo the key it was sent) and caps the text.
+func (m *Model) clientError(err error) error {
+	msg := err.Error()
+	for _, s := range m.secrets {
+		msg = strings.ReplaceAll(msg, s, "[redacted]")
+	}
+	if len(msg) > maxClientErrorBytes {
+		cut := maxClientErrorBytes
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = fmt.Sprintf("%s... (%d bytes more)", msg[:cut], len(msg)-cut)
+	}
+	return &clientError{msg: msg, err: err}
 }
 
 // response extracts text, stop reason and usage from a reply. Anthropic

@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -99,4 +100,50 @@ func TestEndlessResponseBodyIsCut(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestProviderErrorHidesKeyAndIsShort: an error reply that echoes the API
+// key (as some OpenAI-compatible proxies do: "Invalid API key: ...") and
+// runs long does not put the key, or the whole reply, into the error the
+// caller logs or shows.
+func TestProviderErrorHidesKeyAndIsShort(t *testing.T) {
+	const key = "sk-test-0123456789abcdefSECRET"
+	for _, provider := range []string{"openai", "anthropic", "googleai"} {
+		t.Run(provider, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				msg := "Invalid API key: " + key + ". " + strings.Repeat("Check your plan and billing details. ", 3000)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				body := map[string]any{"error": map[string]any{"message": msg, "type": "authentication_error", "code": 401, "status": "UNAUTHENTICATED"}}
+				if provider == "anthropic" {
+					body["type"] = "error"
+				}
+				_ = json.NewEncoder(w).Encode(body)
+			}))
+			t.Cleanup(srv.Close)
+			base := srv.URL
+			if provider != "googleai" {
+				base += "/v1"
+			}
+			m, err := llm.New(context.Background(), llm.Config{Spec: provider + ":m", BaseURL: base, APIKey: key, Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Close() })
+			_, err = m.Generate(context.Background(), msgs("system", "question"))
+			if err == nil {
+				t.Fatal("a 401 was taken as a success")
+			}
+			s := err.Error()
+			if strings.Contains(s, key) || strings.Contains(s, "SECRET") {
+				t.Errorf("the error shows the API key: %.300s", s)
+			}
+			if len(s) > 2048 {
+				t.Errorf("the error is %d bytes long", len(s))
+			}
+			if !strings.Contains(s, "Invalid API key") {
+				t.Errorf("the error lost the provider's message: %.300s", s)
+			}
+		})
+	}
 }
