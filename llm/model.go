@@ -70,7 +70,9 @@ type Response struct {
 
 // RetryPolicy retries calls refused with ErrRateLimited. Attempts is the
 // total number of attempts (0 or 1: no retry); the wait before retry i
-// (0-based) is Backoff doubled i times, capped at MaxBackoff. Waiting
+// (0-based) is Backoff doubled i times, capped at MaxBackoff, or the
+// provider's Retry-After when longer (RetryWait); a provider that asks
+// for more than MaxBackoff is not retried. Waiting
 // honours the caller's context and gives up at once when the context
 // deadline comes before the next attempt could start.
 type RetryPolicy struct {
@@ -227,7 +229,10 @@ func (m *Model) Generate(ctx context.Context, msgs []llms.MessageContent, opts .
 		if err == nil || !errors.Is(err, ErrRateLimited) || i+1 >= attempts {
 			return resp, err
 		}
-		wait := Backoff(m.retry.Backoff, i)
+		wait, ok := RetryWait(err, m.retry.Backoff, i)
+		if !ok {
+			return resp, fmt.Errorf("%w (the provider asks to wait %s, more than %s)", err, wait, MaxBackoff)
+		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return resp, fmt.Errorf("%w (no time left to retry before the deadline)", err)
 		}
@@ -240,6 +245,34 @@ func (m *Model) Generate(ctx context.Context, msgs []llms.MessageContent, opts .
 		case <-t.C:
 		}
 	}
+}
+
+// rateLimitError is ErrRateLimited with the wait the provider asked for.
+type rateLimitError struct{ after time.Duration }
+
+func (e *rateLimitError) Error() string {
+	return fmt.Sprintf("%v (retry after %s)", ErrRateLimited, e.after)
+}
+
+func (e *rateLimitError) Unwrap() error { return ErrRateLimited }
+
+// RetryAfter returns how long the provider asked to wait before the next
+// call (its Retry-After), when err is a rate limit that said so; else 0.
+func RetryAfter(err error) time.Duration {
+	var e *rateLimitError
+	if errors.As(err, &e) {
+		return e.after
+	}
+	return 0
+}
+
+// RetryWait is the wait before retry i (0-based) of a call that failed
+// with err: Backoff(base, i), or the provider's Retry-After when longer.
+// ok is false when the provider asked for more than MaxBackoff: a retry
+// sooner would only be refused again.
+func RetryWait(err error, base time.Duration, i int) (wait time.Duration, ok bool) {
+	wait = max(Backoff(base, i), RetryAfter(err))
+	return wait, wait <= MaxBackoff
 }
 
 // Backoff is the project's one retry back-off: base doubled i times,
@@ -299,12 +332,12 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 	}
 	if err != nil {
 		if rateLimited {
-			return Response{}, fmt.Errorf("%s: %w: %w", m.Name(), ErrRateLimited, err)
+			return Response{}, fmt.Errorf("%s: %w: %w", m.Name(), m.rateLimit(obs), err)
 		}
 		return Response{}, fmt.Errorf("%s: %w", m.Name(), err)
 	}
 	if status == http.StatusTooManyRequests {
-		return Response{}, fmt.Errorf("%s: %w (HTTP 429)", m.Name(), ErrRateLimited)
+		return Response{}, fmt.Errorf("%s: %w (HTTP 429)", m.Name(), m.rateLimit(obs))
 	}
 	if status >= 400 {
 		return Response{}, fmt.Errorf("%s: %w: HTTP %d", m.Name(), ErrProviderStatus, status)
@@ -331,6 +364,15 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 		return resp, fmt.Errorf("%s: %w (stop reason %q)", m.Name(), ErrEmptyOutput, resp.StopReason)
 	}
 	return resp, nil
+}
+
+// rateLimit is ErrRateLimited, with the provider's Retry-After when it
+// sent one.
+func (m *Model) rateLimit(obs *observation) error {
+	if d := obs.getRetryAfter(); d > 0 {
+		return &rateLimitError{after: d}
+	}
+	return ErrRateLimited
 }
 
 // maxClientErrorBytes caps the text of a client library's error in the

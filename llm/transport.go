@@ -7,17 +7,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 )
 
 // observation is what the transport saw of the HTTP exchanges of one
 // Generate attempt. Generate passes it down in the request context.
 type observation struct {
 	mu         sync.Mutex
-	status     int    // last HTTP status
-	doneReason string // Ollama: done_reason of the final NDJSON line
-	usage      *Usage // Google AI: usage of the last reply chunk
-	tooLarge   bool   // a response body passed MaxResponseBytes
+	status     int           // last HTTP status
+	doneReason string        // Ollama: done_reason of the final NDJSON line
+	usage      *Usage        // Google AI: usage of the last reply chunk
+	tooLarge   bool          // a response body passed MaxResponseBytes
+	retryAfter time.Duration // Retry-After of the last 429 or 503
 }
 
 type observationKey struct{}
@@ -38,6 +42,18 @@ func (o *observation) isTooLarge() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.tooLarge
+}
+
+func (o *observation) setRetryAfter(d time.Duration) {
+	o.mu.Lock()
+	o.retryAfter = d
+	o.mu.Unlock()
+}
+
+func (o *observation) getRetryAfter() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.retryAfter
 }
 
 func (o *observation) setStatus(s int) {
@@ -96,10 +112,39 @@ func (t *observingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		return resp, nil
 	}
 	obs.setStatus(resp.StatusCode)
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		obs.setRetryAfter(parseRetryAfter(resp.Header, time.Now()))
+	}
 	if t.sniff != sniffNone && resp.StatusCode < 400 && resp.Body != nil {
 		resp.Body = &sniffer{rc: resp.Body, obs: obs, mode: t.sniff}
 	}
 	return resp, nil
+}
+
+// maxRetryAfter bounds the Retry-After a provider can ask for, so that
+// sums of waits cannot overflow.
+const maxRetryAfter = 24 * time.Hour
+
+// parseRetryAfter reads the wait a response asks for: retry-after-ms
+// (Azure OpenAI) or Retry-After in seconds or as an HTTP date; 0 when
+// absent or unreadable.
+func parseRetryAfter(h http.Header, now time.Time) time.Duration {
+	var d time.Duration
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < float64(maxRetryAfter/time.Millisecond) {
+			d = time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After")); d == 0 && v != "" {
+		if secs, err := strconv.ParseFloat(v, 64); err == nil {
+			if secs > 0 {
+				d = time.Duration(min(secs, maxRetryAfter.Seconds()) * float64(time.Second))
+			}
+		} else if t, err := http.ParseTime(v); err == nil {
+			d = max(t.Sub(now), 0)
+		}
+	}
+	return min(d, maxRetryAfter)
 }
 
 // MaxResponseBytes bounds the body of one provider response that a Model

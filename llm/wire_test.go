@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/llm"
 )
 
@@ -146,4 +147,41 @@ func TestProviderErrorHidesKeyAndIsShort(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRetryAfterHonoured: a 429 with Retry-After is retried no sooner
+// than the provider asked (not after the policy's shorter back-off, which
+// only earns another 429), and one that asks for longer than MaxBackoff
+// is not retried at all.
+func TestRetryAfterHonoured(t *testing.T) {
+	forEachProvider(t, func(t *testing.T, p string) {
+		brain := testutil.Sequence(testutil.BrainReply{Status: http.StatusTooManyRequests, RetryAfter: time.Second}, testutil.BrainReply{Text: "Meridian"})
+		m, srv := testutil.NewModelFor(t, p, brain, func(c *llm.Config) {
+			c.Retry = llm.RetryPolicy{Attempts: 2, Backoff: 10 * time.Millisecond}
+		})
+		start := time.Now()
+		resp, err := m.Generate(context.Background(), msgs("s", "u"))
+		if err != nil || resp.Text != "Meridian" || srv.Requests() != 2 {
+			t.Fatalf("%+v %v, %d requests", resp, err, srv.Requests())
+		}
+		if d := time.Since(start); d < time.Second {
+			t.Errorf("retried after %s, the provider asked for 1 s", d)
+		}
+		if ra := llm.RetryAfter(err); ra != 0 {
+			t.Errorf("RetryAfter of a success: %s", ra)
+		}
+
+		brain = testutil.Sequence(testutil.BrainReply{Status: http.StatusTooManyRequests, RetryAfter: time.Hour}, testutil.BrainReply{Text: "Meridian"})
+		m, srv = testutil.NewModelFor(t, p, brain, func(c *llm.Config) {
+			c.Retry = llm.RetryPolicy{Attempts: 3, Backoff: 10 * time.Millisecond}
+		})
+		start = time.Now()
+		_, err = m.Generate(context.Background(), msgs("s", "u"))
+		if !errors.Is(err, llm.ErrRateLimited) || srv.Requests() != 1 || time.Since(start) > 5*time.Second {
+			t.Fatalf("Retry-After 1 h: err %v, %d requests after %s", err, srv.Requests(), time.Since(start))
+		}
+		if ra := llm.RetryAfter(err); ra != time.Hour {
+			t.Errorf("RetryAfter(err) = %s, want 1h", ra)
+		}
+	})
 }

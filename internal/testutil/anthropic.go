@@ -54,6 +54,7 @@ func serveAnthropic(s *StubServer, w http.ResponseWriter, r *http.Request) {
 	rep := s.ask(req)
 	if isError(rep.Status) {
 		if s.wait(r, rep.Delay) {
+			setRetryAfter(w, rep.RetryAfter)
 			anthropicError(w, rep.Status, "stub error: "+statusText(rep.Status))
 		}
 		return

@@ -100,6 +100,9 @@ type BrainReply struct {
 	// Status, when neither 0 nor 200, makes the server answer with that
 	// HTTP error status (429, 500, ...) in the provider's error format.
 	Status int
+	// RetryAfter, when positive, is sent with an error status as a
+	// Retry-After header in whole seconds (rounded up).
+	RetryAfter time.Duration
 }
 
 // Brain decides the stub servers' replies. Implementations must be safe

@@ -99,6 +99,7 @@ func serveGoogleAI(s *StubServer, w http.ResponseWriter, r *http.Request) {
 	rep := s.ask(req)
 	if isError(rep.Status) {
 		if s.wait(r, rep.Delay) {
+			setRetryAfter(w, rep.RetryAfter)
 			googleError(w, rep.Status, "stub error: "+statusText(rep.Status))
 		}
 		return

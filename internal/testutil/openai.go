@@ -59,6 +59,7 @@ func serveOpenAI(s *StubServer, w http.ResponseWriter, r *http.Request) {
 	rep := s.ask(req)
 	if isError(rep.Status) {
 		if s.wait(r, rep.Delay) {
+			setRetryAfter(w, rep.RetryAfter)
 			openaiError(w, rep.Status, "stub error: "+statusText(rep.Status))
 		}
 		return

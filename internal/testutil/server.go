@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,6 +118,14 @@ func (s *StubServer) wait(r *http.Request, d time.Duration) bool {
 		return false
 	case <-s.closed:
 		return false
+	}
+}
+
+// setRetryAfter sets a Retry-After header of d in whole seconds (rounded
+// up) when d is positive.
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	if d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((d+time.Second-1)/time.Second)))
 	}
 }
 

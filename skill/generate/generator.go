@@ -436,7 +436,10 @@ func (g *Generator) call(ctx context.Context, p Prompt, v Variation, o *Outcome)
 			maxTok = min(2*maxTok, c.MaxTokensCap)
 			g.log.Info("generated set truncated, retrying with a larger token limit", "max_tokens", maxTok, "retry", truncations)
 		case errors.Is(err, llm.ErrRateLimited) && limited < c.RateLimitRetries:
-			wait := llm.Backoff(c.RateLimitBackoff, limited)
+			wait, ok := llm.RetryWait(err, c.RateLimitBackoff, limited)
+			if !ok {
+				return "", fmt.Errorf("%w (the provider asks to wait %s, more than %s)", err, wait, llm.MaxBackoff)
+			}
 			limited++
 			g.log.Warn("generation rate limited, backing off", "wait", wait, "retry", limited)
 			t := time.NewTimer(wait)

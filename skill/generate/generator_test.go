@@ -191,6 +191,16 @@ func scenarios() []scenario {
 		{name: "429-then-success", gen: func(t *testing.T) testutil.Brain {
 			return testutil.Sequence(testutil.BrainReply{Status: http.StatusTooManyRequests}, testutil.BrainReply{Text: reply(t, goodSet(t))})
 		}, want: "", calls: 2},
+		{name: "429-retry-after", gen: func(t *testing.T) testutil.Brain {
+			return testutil.Sequence(testutil.BrainReply{Status: http.StatusTooManyRequests, RetryAfter: time.Second}, testutil.BrainReply{Text: reply(t, goodSet(t))})
+		}, want: "", calls: 2, check: func(t *testing.T, o *generate.Outcome, _ *testutil.StubServer) {
+			if o.Elapsed < time.Second {
+				t.Errorf("retried within %s, the provider asked for 1 s", o.Elapsed)
+			}
+		}},
+		{name: "429-retry-after-an-hour", gen: func(t *testing.T) testutil.Brain {
+			return testutil.Sequence(testutil.BrainReply{Status: http.StatusTooManyRequests, RetryAfter: time.Hour}, testutil.BrainReply{Text: reply(t, goodSet(t))})
+		}, want: generate.RejectRateLimited, calls: 1},
 		{name: "429-always", gen: func(t *testing.T) testutil.Brain {
 			return testutil.BrainFunc(func(testutil.BrainRequest) testutil.BrainReply {
 				return testutil.BrainReply{Status: http.StatusTooManyRequests}
