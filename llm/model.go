@@ -66,6 +66,9 @@ type Response struct {
 	// "end_turn", "FinishReasonStop", ...), or the Ollama done_reason.
 	StopReason string
 	Usage      Usage
+	// UsageEstimated reports that the provider sent no token counts, so
+	// Usage is estimated from the text: 4 bytes a token, rounded up.
+	UsageEstimated bool
 }
 
 // RetryPolicy retries calls refused with ErrRateLimited. Attempts is the
@@ -143,6 +146,8 @@ type Model struct {
 	closers   []func() error
 	// secrets are strings (the API key) that never appear in an error.
 	secrets []string
+
+	warnedNoUsage atomic.Bool
 
 	inTokens  atomic.Int64
 	outTokens atomic.Int64
@@ -350,6 +355,15 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 	if sniffedUsage != nil {
 		resp.Usage = *sniffedUsage
 	}
+	if resp.Usage == (Usage{}) {
+		// No counts at all: a provider that omits usage must not look
+		// free to the token budgets.
+		resp.Usage = Usage{InputTokens: estimateTokens(messagesBytes(msgs)), OutputTokens: estimateTokens(len(resp.Text))}
+		resp.UsageEstimated = true
+		if !m.warnedNoUsage.Swap(true) {
+			m.log.Warn("llm provider reports no token usage; counting 4 bytes a token", "model", m.Name())
+		}
+	}
 	m.inTokens.Add(int64(resp.Usage.InputTokens))
 	m.outTokens.Add(int64(resp.Usage.OutputTokens))
 	m.log.Debug("llm call", "model", m.Name(), "elapsed", elapsed, "stop", resp.StopReason,
@@ -405,6 +419,26 @@ func (m *Model) clientError(err error) error {
 		msg = fmt.Sprintf("%s... (%d bytes more)", msg[:cut], len(msg)-cut)
 	}
 	return &clientError{msg: msg, err: err}
+}
+
+// bytesPerToken is the estimate of estimateTokens: English prose runs at
+// about four bytes a token in the providers' tokenizers.
+const bytesPerToken = 4
+
+// estimateTokens estimates the tokens of n bytes of text, rounding up.
+func estimateTokens(n int) int { return (n + bytesPerToken - 1) / bytesPerToken }
+
+// messagesBytes is the length of the text parts of msgs.
+func messagesBytes(msgs []llms.MessageContent) int {
+	n := 0
+	for _, mc := range msgs {
+		for _, p := range mc.Parts {
+			if t, ok := p.(llms.TextContent); ok {
+				n += len(t.Text)
+			}
+		}
+	}
+	return n
 }
 
 // response extracts text, stop reason and usage from a reply. Anthropic

@@ -185,3 +185,35 @@ func TestRetryAfterHonoured(t *testing.T) {
 		}
 	})
 }
+
+// TestUsageEstimatedWhenProviderOmitsIt: a provider that reports no
+// token usage (some OpenAI-compatible servers) is not counted as free:
+// the tokens are estimated from the text (4 bytes a token), so token
+// budgets still bind.
+func TestUsageEstimatedWhenProviderOmitsIt(t *testing.T) {
+	reply := strings.Repeat("word ", 200)
+	m, _ := testutil.NewModelFor(t, "openai", testutil.BrainFunc(func(testutil.BrainRequest) testutil.BrainReply {
+		return testutil.BrainReply{Text: reply, NoUsage: true}
+	}))
+	user := strings.Repeat("question ", 100)
+	resp, err := m.Generate(context.Background(), msgs("system prompt", user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.UsageEstimated {
+		t.Error("UsageEstimated is false")
+	}
+	if resp.Usage.OutputTokens < len(strings.TrimSpace(reply))/4 || resp.Usage.InputTokens < len(user)/4 {
+		t.Errorf("usage %+v for %d bytes in, %d out", resp.Usage, len(user), len(reply))
+	}
+	if u := m.Usage(); u != resp.Usage {
+		t.Errorf("model usage %+v, reply %+v", u, resp.Usage)
+	}
+
+	// A provider that reports usage is believed.
+	m, _ = testutil.NewModelFor(t, "openai", testutil.Text(reply))
+	resp, err = m.Generate(context.Background(), msgs("system prompt", user))
+	if err != nil || resp.UsageEstimated || resp.Usage.OutputTokens != 200 {
+		t.Fatalf("%+v %v", resp, err)
+	}
+}

@@ -68,10 +68,13 @@ func serveOpenAI(s *StubServer, w http.ResponseWriter, r *http.Request) {
 	if rep.FinishReason == FinishLength {
 		finish = "length"
 	}
-	usage := map[string]any{
-		"prompt_tokens":     req.InputTokens(),
-		"completion_tokens": Tokens(rep.Text),
-		"total_tokens":      req.InputTokens() + Tokens(rep.Text),
+	var usage map[string]any
+	if !rep.NoUsage {
+		usage = map[string]any{
+			"prompt_tokens":     req.InputTokens(),
+			"completion_tokens": Tokens(rep.Text),
+			"total_tokens":      req.InputTokens() + Tokens(rep.Text),
+		}
 	}
 	id, created := "chatcmpl-stub", time.Now().Unix()
 
@@ -79,15 +82,18 @@ func serveOpenAI(s *StubServer, w http.ResponseWriter, r *http.Request) {
 		if !s.wait(r, rep.Delay) {
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{
+		out := map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": in.Model,
 			"choices": []any{map[string]any{
 				"index":         0,
 				"message":       map[string]any{"role": "assistant", "content": rep.Text},
 				"finish_reason": finish,
 			}},
-			"usage": usage,
-		})
+		}
+		if usage != nil {
+			out["usage"] = usage
+		}
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
 
@@ -111,7 +117,7 @@ func serveOpenAI(s *StubServer, w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sse(w, "", chunk(map[string]any{}, finish))
-	if in.StreamOptions != nil && in.StreamOptions.IncludeUsage {
+	if in.StreamOptions != nil && in.StreamOptions.IncludeUsage && usage != nil {
 		sse(w, "", map[string]any{
 			"id": id, "object": "chat.completion.chunk", "created": created, "model": in.Model,
 			"choices": []any{}, "usage": usage,

@@ -353,6 +353,28 @@ type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// A provider that reports no token usage still spends the hourly budget.
+func TestTokenBudgetWithoutReportedUsage(t *testing.T) {
+	m, srv := testutil.NewModelFor(t, "openai", testutil.BrainFunc(func(testutil.BrainRequest) testutil.BrainReply {
+		return testutil.BrainReply{Text: "not json", NoUsage: true}
+	}))
+	g, err := generate.New(generate.Config{Model: m, SkipCrossCheck: true, TokenBudgetPerHour: 100, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := g.Generate(context.Background(), ""); err != nil {
+			if !errors.Is(err, generate.ErrBudget) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if n := len(srv.Received()); n != 1 {
+		t.Fatalf("%d provider calls under a budget of 100 tokens an hour, want 1 (the prompt alone is thousands)", n)
+	}
+}
+
 // The hourly token budget stops generation before a call and frees up as
 // the window slides.
 func TestTokenBudget(t *testing.T) {
