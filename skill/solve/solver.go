@@ -148,6 +148,9 @@ func (a *solverSession) Answer(ctx context.Context, c skill.Challenge) (string, 
 			ans = ExtractAnswer(resp.Text[:i])
 		}
 		if ans == "" {
+			if thinkOpen.MatchString(thinkBlock.ReplaceAllString(resp.Text, "")) {
+				return "", fmt.Errorf("solver round %d: %w: the model was still reasoning (<think>) at the answer cap of %d tokens", c.Round, err, a.s.cfg.MaxAnswerTokens)
+			}
 			return "", fmt.Errorf("solver round %d: %w", c.Round, err)
 		}
 	default:
@@ -210,18 +213,25 @@ func oneLine(s string) string {
 
 var (
 	thinkBlock   = regexp.MustCompile(`(?is)<think(?:ing)?>.*?</think(?:ing)?>`)
+	thinkOpen    = regexp.MustCompile(`(?i)<think(?:ing)?>`)
 	answerPrefix = regexp.MustCompile(`(?i)^(?:(?:(?:the|my)\s+)?(?:(?:final|short|correct)\s+)?answer(?:\s+is\s*[:：]?|\s*[:：=\-–—])\s*|a\s*[:：]\s*)`)
 	listMarker   = regexp.MustCompile(`^(?:[-*•]\s+)`)
 	quotePairs   = [][2]string{{`"`, `"`}, {`'`, `'`}, {"`", "`"}, {"“", "”"}, {"‘", "’"}, {"«", "»"}, {"**", "**"}, {"__", "__"}, {"*", "*"}}
 )
 
 // ExtractAnswer turns a model reply into an answer: the first line that
-// still holds text after removing any <think> block, a leading list
+// still holds text after removing any <think> block (and everything from
+// a <think> that is not closed), a leading list
 // marker and an "Answer:"-style label; then surrounding quotes, backticks
 // or emphasis and a trailing period are removed, and the result is capped
 // to skill.MaxAnswerBytes bytes at a rune boundary.
 func ExtractAnswer(reply string) string {
 	reply = thinkBlock.ReplaceAllString(reply, "")
+	// A <think> block still open is reasoning cut off (by the token cap),
+	// never an answer.
+	if loc := thinkOpen.FindStringIndex(reply); loc != nil {
+		reply = reply[:loc[0]]
+	}
 	for _, line := range strings.Split(reply, "\n") {
 		if a := cleanLine(line); a != "" {
 			return a
