@@ -96,16 +96,22 @@ func (s *Solver) AnswersKind(name string) bool {
 
 // NewSession implements skill.Prover: it starts a fresh conversation.
 func (s *Solver) NewSession() skill.Answerer {
+	return &solverSession{s: s}
+}
+
+// newFence draws the marker fence of one round. It only needs to be
+// unpredictable to the narrative's author; it is new every round because
+// the answer goes back to that author, who may have talked the model into
+// repeating it.
+func newFence() string {
 	var b [8]byte
-	// crypto/rand.Read never fails (Go 1.24+); the fence only needs to
-	// be unpredictable to the narrative's author.
+	// crypto/rand.Read never fails (Go 1.24+).
 	_, _ = rand.Read(b[:])
-	return &solverSession{s: s, fence: hex.EncodeToString(b[:])}
+	return hex.EncodeToString(b[:])
 }
 
 type solverSession struct {
-	s     *Solver
-	fence string
+	s *Solver
 
 	mu      sync.Mutex
 	history []llms.MessageContent // earlier user and assistant turns (Memory only)
@@ -127,7 +133,7 @@ func (a *solverSession) Answer(ctx context.Context, c skill.Challenge) (string, 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 
-	user := llms.TextParts(llms.ChatMessageTypeHuman, userPrompt(c, a.fence))
+	user := llms.TextParts(llms.ChatMessageTypeHuman, userPrompt(c, newFence()))
 	msgs := make([]llms.MessageContent, 0, len(a.history)+2)
 	msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeSystem, system))
 	if a.s.cfg.Memory {
@@ -186,8 +192,8 @@ func checkChallenge(c skill.Challenge) error {
 }
 
 // userPrompt frames one round. The narrative sits between marker lines
-// carrying a per-session random fence, so text inside it cannot fake the
-// end of the data block.
+// carrying a random fence drawn for the round, so text inside it cannot
+// fake the end of the data block.
 func userPrompt(c skill.Challenge, fence string) string {
 	var b strings.Builder
 	if c.Rounds > 0 {
