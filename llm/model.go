@@ -146,6 +146,8 @@ type Model struct {
 	closers   []func() error
 	// secrets are strings (the API key) that never appear in an error.
 	secrets []string
+	// noClose: a fork, whose client belongs to the model it came from.
+	noClose bool
 
 	warnedNoUsage atomic.Bool
 
@@ -174,6 +176,30 @@ func Wrap(m llms.Model, provider string, opts ...Option) *Model {
 	return w
 }
 
+// Fork returns a Model over the same client with m's settings (name,
+// timeout, token cap, retry policy, call defaults, logger, the secrets
+// its errors mask) changed by opts, and counters of its own: a caller
+// that must count its own calls exactly, while others use m, forks it.
+// Closing m closes what the fork uses; Close of the fork does nothing.
+func (m *Model) Fork(opts ...Option) *Model {
+	f := &Model{
+		llm:       m.llm,
+		provider:  m.provider,
+		name:      m.name,
+		timeout:   m.timeout,
+		maxTokens: m.maxTokens,
+		retry:     m.retry,
+		defaults:  append([]llms.CallOption(nil), m.defaults...),
+		log:       m.log,
+		secrets:   m.secrets,
+		noClose:   true,
+	}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
+}
+
 // LLM returns the wrapped langchaingo model.
 func (m *Model) LLM() llms.Model { return m.llm }
 
@@ -200,6 +226,9 @@ func (m *Model) Calls() int { return int(m.calls.Load()) }
 // Close releases what the model holds (idle connections of its own
 // transport, the Google AI client). The model must not be used after.
 func (m *Model) Close() error {
+	if m.noClose {
+		return nil
+	}
 	var errs []error
 	for _, f := range m.closers {
 		if err := f(); err != nil {

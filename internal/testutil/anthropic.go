@@ -55,7 +55,7 @@ func serveAnthropic(s *StubServer, w http.ResponseWriter, r *http.Request) {
 	if isError(rep.Status) {
 		if s.wait(r, rep.Delay) {
 			setRetryAfter(w, rep.RetryAfter)
-			anthropicError(w, rep.Status, "stub error: "+statusText(rep.Status))
+			anthropicError(w, rep.Status, errorMessage(rep))
 		}
 		return
 	}

@@ -103,6 +103,9 @@ type BrainReply struct {
 	// RetryAfter, when positive, is sent with an error status as a
 	// Retry-After header in whole seconds (rounded up).
 	RetryAfter time.Duration
+	// ErrorMessage, with an error Status, replaces the error reply's
+	// message ("stub error: ...").
+	ErrorMessage string
 	// NoUsage leaves the token usage out of the reply, as some
 	// OpenAI-compatible servers do (openai only).
 	NoUsage bool

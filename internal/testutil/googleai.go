@@ -100,7 +100,7 @@ func serveGoogleAI(s *StubServer, w http.ResponseWriter, r *http.Request) {
 	if isError(rep.Status) {
 		if s.wait(r, rep.Delay) {
 			setRetryAfter(w, rep.RetryAfter)
-			googleError(w, rep.Status, "stub error: "+statusText(rep.Status))
+			googleError(w, rep.Status, errorMessage(rep))
 		}
 		return
 	}

@@ -55,7 +55,7 @@ func serveOllama(s *StubServer, w http.ResponseWriter, r *http.Request) {
 	if isError(rep.Status) {
 		if s.wait(r, rep.Delay) {
 			setRetryAfter(w, rep.RetryAfter)
-			ollamaError(w, rep.Status, "stub error: "+statusText(rep.Status))
+			ollamaError(w, rep.Status, errorMessage(rep))
 		}
 		return
 	}

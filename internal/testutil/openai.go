@@ -60,7 +60,7 @@ func serveOpenAI(s *StubServer, w http.ResponseWriter, r *http.Request) {
 	if isError(rep.Status) {
 		if s.wait(r, rep.Delay) {
 			setRetryAfter(w, rep.RetryAfter)
-			openaiError(w, rep.Status, "stub error: "+statusText(rep.Status))
+			openaiError(w, rep.Status, errorMessage(rep))
 		}
 		return
 	}

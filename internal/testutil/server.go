@@ -129,6 +129,14 @@ func setRetryAfter(w http.ResponseWriter, d time.Duration) {
 	}
 }
 
+// errorMessage is the message of an error reply.
+func errorMessage(rep BrainReply) string {
+	if rep.ErrorMessage != "" {
+		return rep.ErrorMessage
+	}
+	return "stub error: " + statusText(rep.Status)
+}
+
 // isError reports whether a BrainReply status asks for an error reply.
 func isError(status int) bool { return status != 0 && status != http.StatusOK }
 

@@ -353,6 +353,35 @@ type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// TestCrossCheckErrorHidesKey: a cross-check call refused with an error
+// that echoes the API key does not put the key into the validation report
+// (CheckAnswer.Err), as the generation call's error does not.
+func TestCrossCheckErrorHidesKey(t *testing.T) {
+	solve := testutil.BrainFunc(func(testutil.BrainRequest) testutil.BrainReply {
+		return testutil.BrainReply{Status: http.StatusUnauthorized, ErrorMessage: "Invalid API key provided: test-key"}
+	})
+	g, _ := newGenerator(t, wires[0], testutil.Text(reply(t, goodSet(t))), solve)
+	o, err := g.Generate(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, q := range o.Report.Questions {
+		for _, c := range q.Checks {
+			if c.Err == "" {
+				continue
+			}
+			n++
+			if strings.Contains(c.Err, "test-key") {
+				t.Fatalf("the report shows the API key: %s", c.Err)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no cross-check error in the report (reason %q)", o.Reason)
+	}
+}
+
 // A provider that reports no token usage still spends the hourly budget.
 func TestTokenBudgetWithoutReportedUsage(t *testing.T) {
 	m, srv := testutil.NewModelFor(t, "openai", testutil.BrainFunc(func(testutil.BrainRequest) testutil.BrainReply {

@@ -807,7 +807,7 @@ func (v *Validator) crossCheck(ctx context.Context, w *work) error {
 	for _, m := range v.cfg.CrossCheck {
 		// A private wrapper per validation counts this validation's tokens
 		// exactly, whatever else uses the model concurrently.
-		wm := llm.Wrap(m.LLM(), m.Provider(), llm.WithTimeout(v.cfg.CallTimeout), llm.WithRetry(v.cfg.Retry), llm.WithLogger(v.log))
+		wm := m.Fork(llm.WithTimeout(v.cfg.CallTimeout), llm.WithRetry(v.cfg.Retry), llm.WithLogger(v.log))
 		wraps = append(wraps, wm)
 		solver := solve.New(wm, solve.Config{Memory: true})
 		name := m.Name()
