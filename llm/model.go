@@ -281,6 +281,22 @@ func (m *Model) Generate(ctx context.Context, msgs []llms.MessageContent, opts .
 	}
 }
 
+// ErrClientPanic reports that the client library panicked on a
+// provider's reply (langchaingo's OpenAI client does on
+// {"choices":[null]}); Generate turns the panic into this error.
+var ErrClientPanic = errors.New("llm client library panicked on the provider's reply")
+
+// generateContent calls the client, turning a panic into an error: a
+// reply the client cannot handle must not bring the node down.
+func (m *Model) generateContent(ctx context.Context, msgs []llms.MessageContent, opts []llms.CallOption) (cr *llms.ContentResponse, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			cr, err = nil, fmt.Errorf("%w: %v", ErrClientPanic, r)
+		}
+	}()
+	return m.llm.GenerateContent(ctx, msgs, opts...)
+}
+
 // rateLimitError is ErrRateLimited with the wait the provider asked for.
 type rateLimitError struct{ after time.Duration }
 
@@ -341,7 +357,7 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 
 	m.calls.Add(1)
 	start := time.Now()
-	cr, err := m.llm.GenerateContent(cctx, msgs, callOpts...)
+	cr, err := m.generateContent(cctx, msgs, callOpts)
 	elapsed := time.Since(start)
 	status, doneReason, sniffedUsage := obs.get()
 	rateLimited := err != nil && (status == http.StatusTooManyRequests || isRateLimitError(err))

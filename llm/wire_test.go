@@ -217,3 +217,34 @@ func TestUsageEstimatedWhenProviderOmitsIt(t *testing.T) {
 		t.Fatalf("%+v %v", resp, err)
 	}
 }
+
+// TestClientPanicIsAnError: replies that make a langchaingo client panic
+// (a null choice for OpenAI; an empty array or an empty body for Google
+// AI, as a flaky proxy sends) fail the call with ErrClientPanic instead
+// of bringing the process down.
+func TestClientPanicIsAnError(t *testing.T) {
+	for _, c := range []struct{ provider, body string }{
+		{"openai", `{"choices":[null]}`},
+		{"googleai", `[]`},
+		{"googleai", ``},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(c.body))
+		}))
+		base := srv.URL
+		if c.provider == "openai" {
+			base += "/v1"
+		}
+		m, err := llm.New(context.Background(), llm.Config{Spec: c.provider + ":m", BaseURL: base, APIKey: "k", Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = m.Generate(context.Background(), msgs("system", "question"))
+		if !errors.Is(err, llm.ErrClientPanic) {
+			t.Errorf("%s %q: err %v, want ErrClientPanic", c.provider, c.body, err)
+		}
+		_ = m.Close()
+		srv.Close()
+	}
+}
