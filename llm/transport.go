@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -283,11 +284,14 @@ type googleChunk struct {
 	UsageMetadata *struct {
 		PromptTokenCount     int `json:"promptTokenCount"`
 		CandidatesTokenCount int `json:"candidatesTokenCount"`
+		// ThoughtsTokenCount is the thinking of Gemini 2.5 models,
+		// billed as output but not counted in the candidates.
+		ThoughtsTokenCount int `json:"thoughtsTokenCount"`
 	} `json:"usageMetadata"`
 }
 
 // googleUsage reads the usage of the last chunk of a complete Google AI
-// reply: one JSON object (generateContent) or an array of them
+// reply (output: the candidates' tokens plus the thinking tokens): one JSON object (generateContent) or an array of them
 // (streamGenerateContent). An incomplete body is ignored.
 func (s *sniffer) googleUsage(b []byte) {
 	b = bytes.TrimSpace(b)
@@ -306,7 +310,8 @@ func (s *sniffer) googleUsage(b []byte) {
 	}
 	for i := len(chunks) - 1; i >= 0; i-- {
 		if u := chunks[i].UsageMetadata; u != nil {
-			s.obs.setUsage(Usage{InputTokens: max(u.PromptTokenCount, 0), OutputTokens: max(u.CandidatesTokenCount, 0)})
+			out := max(u.CandidatesTokenCount, 0) + min(max(u.ThoughtsTokenCount, 0), math.MaxInt32)
+			s.obs.setUsage(Usage{InputTokens: max(u.PromptTokenCount, 0), OutputTokens: out})
 			return
 		}
 	}

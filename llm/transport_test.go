@@ -66,6 +66,12 @@ func TestSnifferGoogleUsage(t *testing.T) {
 	if u == nil || *u != (Usage{3, 2}) {
 		t.Errorf("single object: %+v", u)
 	}
+	// Gemini 2.5 reports thinking apart from the candidates; it is
+	// billed as output.
+	_, _, u = sniff(t, sniffGoogleUsage, `{"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"thoughtsTokenCount":900,"totalTokenCount":905}}`, false).get()
+	if u == nil || *u != (Usage{3, 902}) {
+		t.Errorf("thinking tokens: %+v, want {3 902}", u)
+	}
 	if _, _, u := sniff(t, sniffGoogleUsage, arr[:40], false).get(); u != nil {
 		t.Errorf("incomplete body gave usage %+v", u)
 	}
