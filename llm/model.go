@@ -249,7 +249,8 @@ func (m *Model) Close() error {
 // Generate calls the model with msgs and checks the reply. It returns an
 // error wrapping context.DeadlineExceeded (or context.Canceled) whenever the
 // call's context ended before the reply was complete, even when the client
-// library reported success; ErrTruncated (with the partial Response) when
+// library reported success (with a Response carrying the estimated usage
+// of the prompt the provider had, for token budgets); ErrTruncated (with the partial Response) when
 // the model hit its token limit; ErrEmptyOutput for a reply without text;
 // ErrRateLimited when the provider refused the call and the retry policy
 // is exhausted.
@@ -375,10 +376,22 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 	// reply cut off when the context ended mid-stream, or an error that
 	// does not wrap the context error.
 	if cerr := cctx.Err(); cerr != nil {
-		if err != nil {
-			return Response{}, fmt.Errorf("%s: call ended after %s: %w (client: %v)", m.Name(), elapsed.Round(time.Millisecond), cerr, err)
+		// The provider had the request: it bills the prompt it read and
+		// what it generated, which a token budget must see.
+		var cut Response
+		if obs.wasSent() {
+			partial := 0
+			if cr != nil && len(cr.Choices) > 0 && cr.Choices[0] != nil {
+				partial = len(cr.Choices[0].Content)
+			}
+			cut = Response{Usage: Usage{InputTokens: estimateTokens(messagesBytes(msgs)), OutputTokens: estimateTokens(partial)}, UsageEstimated: true}
+			m.inTokens.Add(int64(cut.Usage.InputTokens))
+			m.outTokens.Add(int64(cut.Usage.OutputTokens))
 		}
-		return Response{}, fmt.Errorf("%s: call ended after %s: %w", m.Name(), elapsed.Round(time.Millisecond), cerr)
+		if err != nil {
+			return cut, fmt.Errorf("%s: call ended after %s: %w (client: %v)", m.Name(), elapsed.Round(time.Millisecond), cerr, err)
+		}
+		return cut, fmt.Errorf("%s: call ended after %s: %w", m.Name(), elapsed.Round(time.Millisecond), cerr)
 	}
 	if err != nil {
 		if rateLimited {

@@ -23,6 +23,7 @@ type observation struct {
 	usage      *Usage        // Google AI: usage of the last reply chunk
 	tooLarge   bool          // a response body passed MaxResponseBytes
 	retryAfter time.Duration // Retry-After of the last 429 or 503
+	sent       bool          // a request went to the provider
 }
 
 type observationKey struct{}
@@ -43,6 +44,18 @@ func (o *observation) isTooLarge() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.tooLarge
+}
+
+func (o *observation) setSent() {
+	o.mu.Lock()
+	o.sent = true
+	o.mu.Unlock()
+}
+
+func (o *observation) wasSent() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.sent
 }
 
 func (o *observation) setRetryAfter(d time.Duration) {
@@ -101,11 +114,14 @@ type observingTransport struct {
 }
 
 func (t *observingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	obs, _ := req.Context().Value(observationKey{}).(*observation)
+	if obs != nil {
+		obs.setSent()
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		return resp, err
 	}
-	obs, _ := req.Context().Value(observationKey{}).(*observation)
 	if resp.Body != nil {
 		resp.Body = &boundedBody{rc: resp.Body, ctx: req.Context(), left: MaxResponseBytes, obs: obs}
 	}

@@ -248,3 +248,23 @@ func TestClientPanicIsAnError(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// TestCutCallIsCharged: a call whose deadline passed after the provider
+// had the request is not free: the provider bills the prompt it read
+// (and what it generated), so the prompt's estimate is charged to the
+// model's usage and returned with the error, for token budgets.
+func TestCutCallIsCharged(t *testing.T) {
+	forEachProvider(t, func(t *testing.T, p string) {
+		m, _ := testutil.NewModelFor(t, p, testutil.Slow(testutil.Text("Meridian"), 5*time.Second), func(c *llm.Config) {
+			c.Timeout = 200 * time.Millisecond
+		})
+		user := strings.Repeat("question ", 100)
+		resp, err := m.Generate(context.Background(), msgs("system", user))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err %v", err)
+		}
+		if resp.Usage.InputTokens < len(user)/4 || !resp.UsageEstimated || m.Usage() != resp.Usage {
+			t.Errorf("reply usage %+v (estimated %v), model usage %+v: want the prompt's %d bytes charged", resp.Usage, resp.UsageEstimated, m.Usage(), len(user))
+		}
+	})
+}

@@ -187,6 +187,9 @@ func scenarios() []scenario {
 			if o.Elapsed > 5*time.Second {
 				t.Errorf("deadline of %s not enforced: took %s", shortCallTimeout, o.Elapsed)
 			}
+			if o.Generation.InputTokens == 0 {
+				t.Error("the cut call was charged no tokens: the provider had its prompt")
+			}
 		}},
 		{name: "429-then-success", gen: func(t *testing.T) testutil.Brain {
 			return testutil.Sequence(testutil.BrainReply{Status: http.StatusTooManyRequests}, testutil.BrainReply{Text: reply(t, goodSet(t))})
