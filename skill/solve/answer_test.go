@@ -41,6 +41,12 @@ func TestExtractAnswer(t *testing.T) {
 		{"  \n \n", ""},
 		{`""`, ""},
 		{"Answer:", ""},
+		// A labelled line wins over reasoning written before it.
+		{"Let me check the narrative.\nAnswer: Meridian", "Meridian"},
+		{"The logbook names two ships.\n\n**Final answer:** Meridian", "Meridian"},
+		{"Reasoning: the late one.\nAnswer:\nMeridian", "Meridian"},
+		{"- The first ship was late\n- Answer: Meridian", "Meridian"},
+		{"Answer: Caldera\nWait, the late one was earlier.\nFinal answer: Meridian", "Meridian"},
 	}
 	for _, c := range cases {
 		if got := ExtractAnswer(c.in); got != c.want {

@@ -225,7 +225,9 @@ var (
 	quotePairs   = [][2]string{{`"`, `"`}, {`'`, `'`}, {"`", "`"}, {"“", "”"}, {"‘", "’"}, {"«", "»"}, {"**", "**"}, {"__", "__"}, {"*", "*"}}
 )
 
-// ExtractAnswer turns a model reply into an answer: the first line that
+// ExtractAnswer turns a model reply into an answer: the last line that
+// opens with an answer label ("Answer:", "Final answer:", ...; or the
+// first line with text after a bare label), else the first line that
 // still holds text after removing any <think> block (and everything from
 // a <think> that is not closed), a leading list
 // marker and an "Answer:"-style label; then surrounding quotes, backticks
@@ -238,12 +240,34 @@ func ExtractAnswer(reply string) string {
 	if loc := thinkOpen.FindStringIndex(reply); loc != nil {
 		reply = reply[:loc[0]]
 	}
-	for _, line := range strings.Split(reply, "\n") {
+	lines := strings.Split(reply, "\n")
+	// A model that reasons before answering marks its answer: the last
+	// labelled line (or the line after a bare label) wins over the
+	// reasoning above it.
+	for i := len(lines) - 1; i >= 0; i-- {
+		if !labelled(lines[i]) {
+			continue
+		}
+		for _, l := range lines[i:] {
+			if a := cleanLine(l); a != "" {
+				return a
+			}
+		}
+	}
+	for _, line := range lines {
 		if a := cleanLine(line); a != "" {
 			return a
 		}
 	}
 	return ""
+}
+
+// labelled reports whether a line opens with an answer label ("Answer:",
+// "**Final answer:**", "- The answer is").
+func labelled(line string) bool {
+	s := listMarker.ReplaceAllString(strings.TrimSpace(line), "")
+	s = strings.TrimPrefix(s, "**")
+	return answerPrefix.MatchString(s)
 }
 
 func cleanLine(s string) string {
