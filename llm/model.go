@@ -372,9 +372,10 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 		return Response{}, fmt.Errorf("%s: %w: read %d bytes, HTTP %d", m.Name(), ErrResponseTooLarge, MaxResponseBytes, status)
 	}
 
-	// The context check comes first: a client may return success with a
-	// reply cut off when the context ended mid-stream, or an error that
-	// does not wrap the context error.
+	// The context check comes before anything is read from the reply
+	// (only an oversized body, itself the cause, is reported first): a
+	// client may return success with a reply cut off when the context
+	// ended mid-stream, or an error that does not wrap the context error.
 	if cerr := cctx.Err(); cerr != nil {
 		// The provider had the request: it bills the prompt it read and
 		// what it generated, which a token budget must see.
