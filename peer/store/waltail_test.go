@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"os"
 	"strconv"
 	"testing"
@@ -63,6 +64,22 @@ func TestWALCutAnywhere(t *testing.T) {
 			}
 		}
 	}
+	// whole counts the leading frames whose bytes walBytes holds as the
+	// log wrote them, a file cut short read as if zeros followed (the
+	// open preallocates with zeros): a frame cut one byte short whose
+	// last byte was zero, or garbage that happens to equal it, is whole.
+	whole := func(walBytes []byte) int {
+		padded := make([]byte, max(len(log), len(walBytes)))
+		copy(padded, walBytes)
+		k := 0
+		for _, e := range ends {
+			if !bytes.Equal(padded[:e], log[:e]) {
+				break
+			}
+			k++
+		}
+		return k
+	}
 	for _, c := range cuts {
 		want := 0
 		for _, e := range ends {
@@ -70,13 +87,14 @@ func TestWALCutAnywhere(t *testing.T) {
 				want++
 			}
 		}
-		check("cut at "+strconv.FormatInt(c, 10), log[:c], want)
+		cut := log[:c]
+		check("cut at "+strconv.FormatInt(c, 10), cut, max(want, whole(cut)))
 		// The same cut, garbage after it instead of zeros.
 		g := append([]byte(nil), log...)
 		for i := c; i < int64(len(g)) && i < c+4096; i++ {
 			g[i] = byte(i*131 + 7)
 		}
-		check("garbage from "+strconv.FormatInt(c, 10), g, want)
+		check("garbage from "+strconv.FormatInt(c, 10), g, max(want, whole(g)))
 	}
 	// A log longer than its preallocated size: what lies past it is
 	// never read.
