@@ -73,19 +73,22 @@ type app struct {
 
 	llmSpec    string
 	llmBaseURL string
-	challenges string
-	keyFile    string
-	storePath  string
-	listen     []string
-	nat        natOptions
-	tau        time.Duration
-	deriveTau  bool
-	total      time.Duration
-	rounds     int
-	maxServes  int
-	jsonOut    bool
-	logLevel   string
-	gen        genOptions
+	// answerTokens caps the output tokens of each answer the LLM writes
+	// as prover (--answer-max-tokens).
+	answerTokens int
+	challenges   string
+	keyFile      string
+	storePath    string
+	listen       []string
+	nat          natOptions
+	tau          time.Duration
+	deriveTau    bool
+	total        time.Duration
+	rounds       int
+	maxServes    int
+	jsonOut      bool
+	logLevel     string
+	gen          genOptions
 	// guard watches the started node's LLM answerer (startNode); nil
 	// without --llm.
 	guard *skill.GuardedProver
@@ -282,6 +285,8 @@ func (a *app) checkNumbers(fs *pflag.FlagSet) error {
 		return usageErr("--trust-quorum %d: at most %d (a node keeps at most that many learned attestations, so a larger quorum could never be met)", a.trustQuorum, maxTrustQuorum)
 	case has("block-rejected") && a.blockRejected < 0:
 		return usageErr("--block-rejected %s: want 0 (never) or a positive duration", a.blockRejected)
+	case has("answer-max-tokens") && (a.answerTokens < 1 || a.answerTokens > maxAnswerTokens):
+		return usageErr("--answer-max-tokens %d: want 1 to %d output tokens per answer", a.answerTokens, maxAnswerTokens)
 	case has("cross-check-llm") && a.gen.crossCheck != "" && has("llm") && a.llmSpec == "":
 		// The second LLM checks what the first one generated: alone it
 		// would be ignored without a word.
@@ -671,8 +676,13 @@ func (a *app) prover(ctx context.Context) (skill.Prover, string, error) {
 	if err != nil {
 		return nil, "", usageErr("--llm %s: %v", a.llmSpec, err)
 	}
-	return solve.New(m, solve.Config{Memory: true}), a.llmSpec, nil
+	return solve.New(m, solve.Config{Memory: true, MaxAnswerTokens: a.answerTokens}), a.llmSpec, nil
 }
+
+// maxAnswerTokens bounds --answer-max-tokens: a reasoning model's
+// thinking fits well within it, and a round's time budget (tau) ends the
+// call long before a larger cap would matter.
+const maxAnswerTokens = 32768
 
 const noLLMHint = "no LLM configured: this node cannot answer challenges. Configure one with --llm openai:MODEL (OPENAI_API_KEY, optionally --llm-base-url or OPENAI_BASE_URL for any OpenAI-compatible server), --llm anthropic:MODEL (ANTHROPIC_API_KEY), --llm googleai:MODEL (GOOGLE_API_KEY) or --llm ollama:MODEL (OLLAMA_HOST)"
 
@@ -709,6 +719,7 @@ func (a *app) addFlags(f *pflag.FlagSet, groups ...flagGroup) {
 		case groupLLM:
 			f.StringVar(&a.llmSpec, "llm", "", "LLM that answers challenges: openai:MODEL, anthropic:MODEL, ollama:MODEL or googleai:MODEL (keys from the providers' usual environment variables)")
 			f.StringVar(&a.llmBaseURL, "llm-base-url", "", "base URL of an OpenAI-compatible (or other provider's) server")
+			f.IntVar(&a.answerTokens, "answer-max-tokens", solve.DefaultMaxAnswerTokens, "output-token cap of each answer the LLM writes as prover (an answer is at most 64 bytes; a reasoning model that thinks before it answers, such as deepseek-r1, qwen3 or OpenAI's o-series, needs room for its reasoning: 2048 or more)")
 		case groupPolicy:
 			f.DurationVar(&a.tau, "tau", skill.DefaultTau, "per-round time budget")
 			f.BoolVar(&a.deriveTau, "derive-tau", false, "derive each round's budget from its narrative length (paper Eq. 13, alpha 0.1) instead of --tau")

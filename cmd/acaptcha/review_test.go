@@ -328,3 +328,38 @@ func TestAttestationsListOldestFirst(t *testing.T) {
 		t.Fatalf("list order %v, want oldest first %v", got, want)
 	}
 }
+
+// TestAnswerMaxTokens: the prover's answer cap was fixed at 32 output
+// tokens, so a reasoning model (deepseek-r1, qwen3, OpenAI's o-series,
+// whose reasoning counts against the cap) could never answer: it was cut
+// off while still thinking, every round. --answer-max-tokens sets it; the
+// provider sees the cap in its request, and a value out of range is a
+// usage error.
+func TestAnswerMaxTokens(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo")
+	}
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle := testutil.NewOpenAIServer(testutil.NewOracle(sets...))
+	defer oracle.Close()
+	t.Setenv("OPENAI_API_KEY", "test")
+	stdout, stderr, code := newUserMain(context.Background(), "demo", "--json", "--challenges", "examples", "--tau", "3s", "--total", "30s",
+		"--llm", "openai:stub", "--llm-base-url", oracle.URL+"/v1", "--answer-max-tokens", "2048")
+	if code != exitOK {
+		t.Fatalf("demo: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	req, ok := oracle.LastRequest()
+	if !ok || req.MaxTokens != 2048 {
+		t.Errorf("the provider saw max tokens %d (%v), want 2048", req.MaxTokens, ok)
+	}
+	for _, bad := range []string{"0", "-5", "40000"} {
+		_, stderr, code := newUserMain(context.Background(), "demo", "--challenges", "examples", "--llm", "openai:stub",
+			"--llm-base-url", oracle.URL+"/v1", "--answer-max-tokens", bad)
+		if code != exitUsage || !strings.Contains(stderr, "--answer-max-tokens") {
+			t.Errorf("--answer-max-tokens %s: exit %d (want %d)\n%s", bad, code, exitUsage, stderr)
+		}
+	}
+}
