@@ -93,10 +93,28 @@ var hyphenReplacer = strings.NewReplacer("\u2010", "-", "\u2011", "-")
 // asciiHyphens returns s with U+2010 and U+2011 replaced by "-" (s itself
 // when it holds neither).
 func asciiHyphens(s string) string {
-	if !strings.ContainsAny(s, unicodeHyphens) {
+	if !hasUnicodeHyphen(s) {
 		return s
 	}
 	return hyphenReplacer.Replace(s)
+}
+
+// hasUnicodeHyphen reports whether s holds one of unicodeHyphens. It is
+// strings.ContainsAny(s, unicodeHyphens) at the speed of a byte search:
+// both are E2 80 followed by 90 or 91 in UTF-8, and ContainsAny decodes
+// every rune of s (the judge looks at every narrative of a session for
+// each answer: 0.6 ms of a mutual attestation's CPU, 13 %, went here).
+func hasUnicodeHyphen(s string) bool {
+	for {
+		i := strings.Index(s, "\xe2\x80")
+		if i < 0 || i+2 >= len(s) {
+			return false
+		}
+		if c := s[i+2]; c == 0x90 || c == 0x91 {
+			return true
+		}
+		s = s[i+2:]
+	}
 }
 
 // hyphenTexts returns q and narratives with asciiHyphens applied to the
@@ -106,7 +124,7 @@ func asciiHyphens(s string) string {
 func hyphenTexts(q *Question, narratives []string) (*Question, []string) {
 	texts := func(ss []string) bool {
 		for _, s := range ss {
-			if strings.ContainsAny(s, unicodeHyphens) {
+			if hasUnicodeHyphen(s) {
 				return true
 			}
 		}

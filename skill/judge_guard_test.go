@@ -181,3 +181,12 @@ func TestClauseWordsNumbersAsWords(t *testing.T) {
 		}
 	}
 }
+
+// hasUnicodeHyphen is strings.ContainsAny(s, unicodeHyphens).
+func TestHasUnicodeHyphen(t *testing.T) {
+	for _, s := range []string{"", "a-b", "FL\u20110417", "x\u2010", "\u2012\u2013\u2014 \u201c\u201d", "\xe2\x80", "a\xe2\x80\x91", "\xe2\x80\xe2\x80\x90", "€‑", "tail \xe2"} {
+		if got, want := hasUnicodeHyphen(s), strings.ContainsAny(s, unicodeHyphens); got != want {
+			t.Errorf("%q: %v, want %v", s, got, want)
+		}
+	}
+}
