@@ -9,8 +9,8 @@
 // whose context ended is an error wrapping the context's error even when
 // the client library reported success, a reply cut at the token limit is
 // ErrTruncated, an empty reply is ErrEmptyOutput, and a provider's HTTP 429
-// is ErrRateLimited (retried under a RetryPolicy). Token usage is
-// normalised across providers and counted.
+// (or Anthropic's 529 overloaded_error) is ErrRateLimited (retried under a
+// RetryPolicy). Token usage is normalised across providers and counted.
 //
 // Solver is the prover's brain: it implements skill.Prover on top of a
 // Model, with or without memory of earlier rounds.

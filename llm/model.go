@@ -361,7 +361,7 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 	cr, err := m.generateContent(cctx, msgs, callOpts)
 	elapsed := time.Since(start)
 	status, doneReason, sniffedUsage := obs.get()
-	rateLimited := err != nil && (status == http.StatusTooManyRequests || isRateLimitError(err))
+	rateLimited := err != nil && (isRateLimitStatus(status) || isRateLimitError(err))
 	if err != nil {
 		err = m.clientError(err)
 	}
@@ -400,8 +400,8 @@ func (m *Model) once(ctx context.Context, msgs []llms.MessageContent, opts []llm
 		}
 		return Response{}, fmt.Errorf("%s: %w", m.Name(), err)
 	}
-	if status == http.StatusTooManyRequests {
-		return Response{}, fmt.Errorf("%s: %w (HTTP 429)", m.Name(), m.rateLimit(obs))
+	if isRateLimitStatus(status) {
+		return Response{}, fmt.Errorf("%s: %w (HTTP %d)", m.Name(), m.rateLimit(obs), status)
 	}
 	if status >= 400 {
 		return Response{}, fmt.Errorf("%s: %w: HTTP %d", m.Name(), ErrProviderStatus, status)
@@ -554,8 +554,17 @@ func normStop(s string) string {
 // rateLimitText matches how the clients spell a 429 in their errors:
 // "API returned unexpected status code: 429" (openai, anthropic),
 // "googleapi: Error 429" (googleai), "429 Too Many Requests" (ollama's
-// StatusError), and the usual words.
-var rateLimitText = regexp.MustCompile(`(?i)(status(?: code)?:? 429\b|error 429\b|\b429 too many requests|too many requests|rate[ _-]?limit|resource[ _]exhausted)`)
+// StatusError), Anthropic's 529 (overloaded_error), and the usual words.
+var rateLimitText = regexp.MustCompile(`(?i)(status(?: code)?:? (?:429|529)\b|error 429\b|\b429 too many requests|too many requests|rate[ _-]?limit|resource[ _]exhausted|overloaded[ _]error)`)
+
+// statusOverloaded is Anthropic's 529 overloaded_error: the API is
+// busy for everyone, a transient refusal to retry after a back-off like
+// a 429, not a failure of this node's model.
+const statusOverloaded = 529
+
+func isRateLimitStatus(status int) bool {
+	return status == http.StatusTooManyRequests || status == statusOverloaded
+}
 
 func isRateLimitError(err error) bool {
 	if llms.IsRateLimitError(err) {

@@ -268,3 +268,24 @@ func TestCutCallIsCharged(t *testing.T) {
 		}
 	})
 }
+
+// TestOverloadedIsRetried: Anthropic answers 529 overloaded_error when its
+// API is busy for everyone. It was an ErrProviderStatus (not retried; the
+// node's LLM check counted it as the model being down); it is a rate
+// limit now, retried under the policy.
+func TestOverloadedIsRetried(t *testing.T) {
+	brain := testutil.Sequence(testutil.BrainReply{Status: 529}, testutil.BrainReply{Text: "Meridian"})
+	m, srv := testutil.NewModelFor(t, "anthropic", brain, func(c *llm.Config) {
+		c.Retry = llm.RetryPolicy{Attempts: 2, Backoff: 10 * time.Millisecond}
+	})
+	resp, err := m.Generate(context.Background(), msgs("s", "u"))
+	if err != nil || resp.Text != "Meridian" || srv.Requests() != 2 {
+		t.Fatalf("after a 529: %+v %v, %d requests; want Meridian after a retry", resp, err, srv.Requests())
+	}
+	m, _ = testutil.NewModelFor(t, "anthropic", testutil.Sequence(testutil.BrainReply{Status: 529}), func(c *llm.Config) {
+		c.Retry = llm.RetryPolicy{Attempts: 1}
+	})
+	if _, err := m.Generate(context.Background(), msgs("s", "u")); !errors.Is(err, llm.ErrRateLimited) {
+		t.Fatalf("a 529 without retries: %v, want ErrRateLimited", err)
+	}
+}
