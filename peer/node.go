@@ -306,17 +306,17 @@ func New(cfg Config) (*Node, error) {
 		listen = DefaultListenAddrs
 	}
 	if err := checkListenPorts(listen); err != nil {
-		n.closeStore()
+		_ = n.closeStore() // the error returned says why New failed
 		return nil, err
 	}
 	natOpts, err := natOptions(&n.cfg, key) // nat.go
 	if err != nil {
-		n.closeStore()
+		_ = n.closeStore() // the error returned says why New failed
 		return nil, err
 	}
 	cm, rm, err := newConnLimits(&n.cfg)
 	if err != nil {
-		n.closeStore()
+		_ = n.closeStore() // the error returned says why New failed
 		return nil, err
 	}
 	n.cm = cm
@@ -332,8 +332,8 @@ func New(cfg Config) (*Node, error) {
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		cm.Close()
-		rm.Close() // libp2p.New closes only what it built
-		n.closeStore()
+		rm.Close()         // libp2p.New closes only what it built
+		_ = n.closeStore() // the error returned says why New failed
 		return nil, fmt.Errorf("start libp2p host: %w", err)
 	}
 	n.host = h
@@ -343,7 +343,7 @@ func New(cfg Config) (*Node, error) {
 		n.stopEvents()
 		h.Close()
 		cm.Close()
-		n.closeStore()
+		_ = n.closeStore() // the error returned says why New failed
 		return nil, fmt.Errorf("attestation events: %w", err)
 	}
 	// The service draws from the source through a watch that warns when
@@ -382,7 +382,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		h.Close()
 		cm.Close()
-		n.closeStore()
+		_ = n.closeStore() // the error returned says why New failed
 		return nil, fmt.Errorf("start attestation service: %w", err)
 	}
 	n.svc = svc
@@ -397,10 +397,17 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) closeStore() {
+// closeStore closes the store the node opened (Config.StorePath) and
+// returns what its final checkpoint reported. Nothing acknowledged is
+// lost when it fails: the records stay in the write-ahead log and the
+// next open applies them; the caller hears of it all the same.
+func (n *Node) closeStore() error {
 	if n.ownsStore && n.store != nil {
-		n.store.Close()
+		if err := n.store.Close(); err != nil {
+			return fmt.Errorf("close store: %w", err)
+		}
 	}
+	return nil
 }
 
 // Host returns the libp2p host.
@@ -440,8 +447,7 @@ func (n *Node) close() error {
 	n.stopEvents()
 	err := n.host.Close()
 	n.cm.Close()
-	n.closeStore()
-	return err
+	return errors.Join(err, n.closeStore())
 }
 
 // Mutual is the outcome of a mutual attestation.
