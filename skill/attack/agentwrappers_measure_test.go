@@ -1,14 +1,11 @@
 package attack_test
 
 import (
-	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/acaptcha/acaptcha/skill"
-	"github.com/acaptcha/acaptcha/skill/generate"
 )
 
 // agentWrappers are the ways an LLM agent dresses an answer (%s): markdown,
@@ -49,37 +46,9 @@ func TestMeasureAgentWrappers(t *testing.T) {
 	if os.Getenv("AGENT_WRAPPERS_MEASURE") == "" {
 		t.Skip("set AGENT_WRAPPERS_MEASURE=1 to measure")
 	}
-	dir := ""
-	for _, d := range []string{"../../../shared/llm-corpus", "/work/shared/llm-corpus"} {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			dir = d
-		}
-	}
-	if dir == "" {
-		t.Skip("LLM corpus not present")
-	}
-	for _, src := range []struct {
-		pat  string
-		kind skill.SourceKind
-	}{{"/sets/*.json", skill.SourceCorpus}, {"/hybrid/*-hybrid.json", skill.SourceHybrid}} {
-		files, _ := filepath.Glob(dir + src.pat)
-		pol := skill.DefaultPolicy()
-		vr, err := generate.NewValidator(generate.ValidatorConfig{Policy: &pol, WhiteBoxKind: src.kind})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var kept []*skill.Set
-		for _, f := range files {
-			set, err := skill.LoadFile(f)
-			if err != nil {
-				continue
-			}
-			if rep := vr.Offline(context.Background(), set); rep.Accepted() {
-				kept = append(kept, rep.Set)
-			}
-		}
-		measureWrappers(t, src.pat, kept)
-	}
+	forKeptCorpusSets(t, func(pat string, _ skill.SourceKind, kept []*skill.Set) {
+		measureWrappers(t, pat, kept)
+	})
 }
 
 func measureWrappers(t *testing.T, label string, sets []*skill.Set) {

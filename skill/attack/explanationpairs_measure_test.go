@@ -30,6 +30,17 @@ func TestMeasureExplanationPairs(t *testing.T) {
 	if os.Getenv("EXPLANATION_PAIRS_MEASURE") == "" {
 		t.Skip("set EXPLANATION_PAIRS_MEASURE=1 to measure")
 	}
+	forKeptCorpusSets(t, func(pat string, kind skill.SourceKind, kept []*skill.Set) {
+		h6Forms(t, pat, kind, kept)
+	})
+}
+
+// forKeptCorpusSets calls measure with the sets of the shared LLM-written corpus
+// (the LLM sets, then the hybrid rewordings) that the offline validator
+// keeps, as a node serving them would: the measurements judge only what
+// a verifier sends. It skips when the corpus is absent.
+func forKeptCorpusSets(t *testing.T, measure func(pat string, kind skill.SourceKind, kept []*skill.Set)) {
+	t.Helper()
 	dir := ""
 	for _, d := range []string{"../../../shared/llm-corpus", "/work/shared/llm-corpus"} {
 		if st, err := os.Stat(d); err == nil && st.IsDir() {
@@ -60,7 +71,7 @@ func TestMeasureExplanationPairs(t *testing.T) {
 				kept = append(kept, rep.Set)
 			}
 		}
-		h6Forms(t, src.pat, src.kind, kept)
+		measure(src.pat, src.kind, kept)
 	}
 }
 
