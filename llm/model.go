@@ -307,6 +307,10 @@ func (e *rateLimitError) Error() string {
 
 func (e *rateLimitError) Unwrap() error { return ErrRateLimited }
 
+// RetryAfter is the wait the provider asked for (the challenge pool's
+// pool.ProviderWait).
+func (e *rateLimitError) RetryAfter() time.Duration { return e.after }
+
 // RetryAfter returns how long the provider asked to wait before the next
 // call (its Retry-After), when err is a rate limit that said so; else 0.
 func RetryAfter(err error) time.Duration {

@@ -122,6 +122,9 @@ type Outcome struct {
 	// Reason and Detail say why the attempt was rejected ("" if accepted).
 	Reason Reason
 	Detail string
+	// ProviderWait is how long the provider asked to wait before the next
+	// call (its Retry-After) when Reason is RejectRateLimited; else 0.
+	ProviderWait time.Duration
 	// Drops lists the dropped questions.
 	Drops []Drop
 	// Report is the validation report (nil when the reply never decoded).
@@ -146,7 +149,7 @@ func (o *Outcome) Err() error {
 	if o.Reason == "" {
 		return nil
 	}
-	return &RejectError{Reason: o.Reason, Detail: o.Detail}
+	return &RejectError{Reason: o.Reason, Detail: o.Detail, Wait: o.ProviderWait}
 }
 
 // Generator writes and validates challenge sets with an LLM. It is safe
@@ -339,7 +342,7 @@ func (g *Generator) attempt(ctx context.Context, d Domain, v Variation, o *Outco
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("generate: %w", cerr)
 		}
-		o.Reason, o.Detail = classify(err), err.Error()
+		o.callFailed(err, err.Error())
 		return nil
 	}
 	set, err := DecodeOutput(text)
@@ -372,6 +375,12 @@ func (g *Generator) attempt(ctx context.Context, d Domain, v Variation, o *Outco
 func sameDomain(got string, d Domain) bool {
 	n := strings.NewReplacer(" ", "_", "-", "_").Replace(strings.ToLower(strings.TrimSpace(got)))
 	return n == d.Name
+}
+
+// callFailed records a provider call that failed for good: its reason,
+// detail and, for a rate limit, the wait the provider asked for.
+func (o *Outcome) callFailed(err error, detail string) {
+	o.Reason, o.Detail, o.ProviderWait = classify(err), detail, llm.RetryAfter(err)
 }
 
 // classify maps a generation call error to a rejection reason.

@@ -194,7 +194,7 @@ func (h *Hybrid) attempt(ctx context.Context, o *Outcome) error {
 			if cerr := ctx.Err(); cerr != nil {
 				return fmt.Errorf("hybrid: %w", cerr)
 			}
-			o.Reason, o.Detail = classify(err), fmt.Sprintf("part %d: %v", pi+1, err)
+			o.callFailed(err, fmt.Sprintf("part %d: %v", pi+1, err))
 			return nil
 		}
 		narr, err := DecodeRewording(text)
@@ -267,7 +267,7 @@ func (h *Hybrid) rewordQuestions(ctx context.Context, skel *skill.Set, inv *inve
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("hybrid: %w", cerr)
 		}
-		o.Reason, o.Detail = classify(err), fmt.Sprintf("questions: %v", err)
+		o.callFailed(err, fmt.Sprintf("questions: %v", err))
 		return nil, nil
 	}
 	got, err := DecodeQuestionRewording(text)

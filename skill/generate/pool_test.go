@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/generate"
 	"github.com/acaptcha/acaptcha/skill/pool"
@@ -660,4 +661,40 @@ func TestPoolBudgetPause(t *testing.T) {
 	}
 	prod.next <- nil
 	waitReady(t, pl, 1)
+}
+
+// TestPoolHonoursProviderRetryAfter: a provider that answers 429 with
+// Retry-After of an hour (a daily quota spent) was called again after
+// the pool's own back-off (RetryBackoff doubling up to MaxRetryBackoff,
+// 5 min by default: a dozen refused calls an hour; here 1 to 5 ms, so
+// dozens within the test's 300 ms) on 2f6fb21, which ignored the wait
+// the generator passed up. The pool now pauses as long as the provider
+// asked.
+func TestPoolHonoursProviderRetryAfter(t *testing.T) {
+	m, srv := testutil.NewModelFor(t, "openai", testutil.BrainFunc(func(testutil.BrainRequest) testutil.BrainReply {
+		return testutil.BrainReply{Status: http.StatusTooManyRequests, RetryAfter: time.Hour}
+	}), func(c *llm.Config) { c.Retry = llm.RetryPolicy{Attempts: 1, Backoff: time.Millisecond} })
+	g, err := generate.New(generate.Config{Model: m, SkipCrossCheck: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pool.New(pool.Config{Size: 1, Workers: 1, RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond, Logger: quiet}, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.ConsecutiveFailures() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no production failed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := srv.Requests(); n != 1 {
+		t.Errorf("%d provider calls within 300 ms of a 429 asking for an hour, want 1", n)
+	}
+	if b := p.Stats().Backoff; b != time.Hour {
+		t.Errorf("pool back-off %s after a 429 asking for an hour, want 1h", b)
+	}
 }

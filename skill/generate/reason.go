@@ -3,6 +3,7 @@ package generate
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Reason is the machine reason for rejecting a generated set or dropping
@@ -72,7 +73,14 @@ var ErrRejected = errors.New("generated set rejected")
 type RejectError struct {
 	Reason Reason
 	Detail string
+	// Wait is the provider's Retry-After of a RejectRateLimited attempt
+	// (0 when it said none).
+	Wait time.Duration
 }
+
+// RetryAfter implements pool.ProviderWait: a pool pauses at least Wait
+// before its next production.
+func (e *RejectError) RetryAfter() time.Duration { return e.Wait }
 
 func (e *RejectError) Error() string {
 	if e.Detail == "" {

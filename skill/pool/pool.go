@@ -52,6 +52,20 @@ type BudgetSpent interface {
 	BudgetRetryAfter() time.Duration
 }
 
+// ProviderWait is implemented by the error of a producer whose provider
+// said how long to wait before the next call (an HTTP 429 or 503 with
+// Retry-After: llm.ErrRateLimited's error). The pool pauses at least that
+// long, up to MaxProviderWait, whatever its own back-off: a provider that
+// asks for an hour (a daily quota spent) is not called every
+// MaxRetryBackoff in the meantime.
+type ProviderWait interface {
+	error
+	RetryAfter() time.Duration
+}
+
+// MaxProviderWait bounds the pause a ProviderWait can ask of the pool.
+const MaxProviderWait = 24 * time.Hour
+
 // Store keeps the pool's ready sets. Implementations must make each
 // method atomic: the node's bbolt store (peer.Store) and MemStore.
 type Store interface {
@@ -107,7 +121,9 @@ type Config struct {
 	// provider or the store, from any worker), up to MaxRetryBackoff
 	// (DefaultMaxRetryBackoff), and starts again from RetryBackoff after
 	// the next set is stored. A spent token budget (a BudgetSpent error) pauses
-	// until the budget has room, without counting as a failure.
+	// until the budget has room, without counting as a failure. A failure
+	// whose error asks for a longer wait (a ProviderWait: the provider's
+	// Retry-After) pauses that long, up to MaxProviderWait.
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
 	// WarnAfter is how many consecutive failures make the pool log a
@@ -634,6 +650,10 @@ func (p *Pool) failed(err error) time.Duration {
 		wait *= 2
 	}
 	wait = min(wait, p.cfg.MaxRetryBackoff)
+	var pw ProviderWait
+	if errors.As(err, &pw) {
+		wait = max(wait, min(pw.RetryAfter(), MaxProviderWait))
+	}
 	p.st.Backoff = wait
 	warn := n >= p.cfg.WarnAfter &&
 		(wait > p.warnedBackoff || now.Sub(p.warnedAt) >= streakReminder)
