@@ -678,7 +678,9 @@ func TestPoolHonoursProviderRetryAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pool.New(pool.Config{Size: 1, Workers: 1, RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond, Logger: quiet}, g)
+	// Two workers: the one whose call was refused holds the other too
+	// (at most the call already under way when the 429 came is made).
+	p, err := pool.New(pool.Config{Size: 2, Workers: 2, RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond, Logger: quiet}, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,8 +693,8 @@ func TestPoolHonoursProviderRetryAfter(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if n := srv.Requests(); n != 1 {
-		t.Errorf("%d provider calls within 300 ms of a 429 asking for an hour, want 1", n)
+	if n := srv.Requests(); n > 2 {
+		t.Errorf("%d provider calls within 300 ms of a 429 asking for an hour, want at most 2 (one per worker)", n)
 	}
 	if b := p.Stats().Backoff; b != time.Hour {
 		t.Errorf("pool back-off %s after a 429 asking for an hour, want 1h", b)

@@ -226,8 +226,12 @@ type Pool struct {
 	// warnedBackoff is the back-off of the last streak WARN (0: none
 	// since the last success), warnedAt its time on the pool clock;
 	// budgetWarnedAt is the time of the last WARN about the token budget.
-	warnedBackoff  time.Duration
-	warnedAt       time.Time
+	warnedBackoff time.Duration
+	warnedAt      time.Time
+	// heldUntil is when the provider's last asked-for wait (ProviderWait)
+	// ends, on the monotonic clock the workers' timers use: no worker
+	// starts a production before it.
+	heldUntil      time.Time
 	budgetWarnedAt time.Time
 }
 
@@ -557,6 +561,16 @@ func (p *Pool) room() bool {
 func (p *Pool) worker() {
 	defer p.wg.Done()
 	for {
+		if d := p.held(); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-p.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
 		if !p.claim() {
 			select {
 			case <-p.ctx.Done():
@@ -591,6 +605,14 @@ func (p *Pool) worker() {
 		case <-t.C:
 		}
 	}
+}
+
+// held is how long the provider's asked-for wait still holds every
+// worker (0 when none).
+func (p *Pool) held() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Until(p.heldUntil)
 }
 
 // succeeded ends a streak of failures: the back-off starts again from
@@ -651,8 +673,12 @@ func (p *Pool) failed(err error) time.Duration {
 	}
 	wait = min(wait, p.cfg.MaxRetryBackoff)
 	var pw ProviderWait
-	if errors.As(err, &pw) {
-		wait = max(wait, min(pw.RetryAfter(), MaxProviderWait))
+	if errors.As(err, &pw) && pw.RetryAfter() > 0 {
+		ra := min(pw.RetryAfter(), MaxProviderWait)
+		wait = max(wait, ra)
+		if until := time.Now().Add(ra); until.After(p.heldUntil) {
+			p.heldUntil = until
+		}
 	}
 	p.st.Backoff = wait
 	warn := n >= p.cfg.WarnAfter &&
