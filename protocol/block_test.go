@@ -313,8 +313,17 @@ func TestBlockProbation(t *testing.T) {
 	if h == nil || !waiting[63].done || !h.helloValid() {
 		t.Fatal("a neighbour's stream did not take the /32's waiting place")
 	}
-	if s.acquireInbound(sybil(1000, 1), slash42(0), true, false, nil) == nil || h.done {
-		t.Fatal("a stream past its hello lost its slot to a newer one")
+	// Past its hello it keeps the place until its session is paid: a
+	// newer stream of the /32 is refused meanwhile, and takes the place
+	// once the neighbour's stream entered the stall place.
+	if s.acquireInbound(sybil(1000, 1), slash42(0), true, false, nil) != nil || h.done {
+		t.Fatal("a stream past its hello lost its place to a newer one")
+	}
+	if !h.enterStall() {
+		t.Fatal("a neighbour's paid stream lost its slot entering the stall place")
+	}
+	if n := s.acquireInbound(sybil(1000, 1), slash42(0), true, false, nil); n == nil || !n.waiting || h.done {
+		t.Fatal("a newer stream did not take the waiting place after the stall")
 	}
 	if a := s.acquireInbound(admitted, neighbour48, true, true, nil); a == nil || a.waiting {
 		t.Fatal("an admitted verifier of the /32 is in probation")

@@ -283,9 +283,10 @@ func (p *proverRun) serve() {
 			p.strikeSilent()
 		}
 	}()
-	// Past a valid hello the stream leaves its group's place for streams
-	// waiting for their hello; a stream of a group in probation whose
-	// place a newer one took meanwhile was reset.
+	// Past a valid hello no newer stream of its group takes the stream's
+	// place: it keeps its group's waiting place, if it has it, until the
+	// session is paid (enterStall below); a stream of a group in
+	// probation whose place a newer one took meanwhile was reset.
 	if p.hold != nil && !p.hold.helloValid() {
 		p.res.Err = fmt.Errorf("%w: a newer stream of this verifier's network in probation took this one's place", ErrBusy)
 		return
@@ -357,9 +358,10 @@ func (p *proverRun) serve() {
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: hello ack not ready within the handshake timeout", ErrBusy))
 		return
 	}
-	// The session is paid for: in probation, the stream waits in its
-	// group's stall place until the verifier's first frame after the ack
-	// (spec §6 step 1), and a newer paid stream of the group takes it.
+	// The session is paid for: in probation, the stream leaves the
+	// waiting place for its group's stall place, where it waits until the
+	// verifier's first frame after the ack (spec §6 step 1), and a newer
+	// paid stream of the group takes it.
 	if p.hold != nil && !p.hold.enterStall() {
 		p.res.Err = fmt.Errorf("%w: a newer stream of this verifier's network in probation took this one's place", ErrBusy)
 		return

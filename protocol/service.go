@@ -513,11 +513,14 @@ type inboundHold struct {
 	blk     netip.Prefix
 	hasBlk  bool
 	preempt func() // resets the stream (a newer one of its group took its place)
-	// waiting: the stream of a group (or /32) in probation that waits
-	// for its hello, under waitKey in Service.waiting; done: the slot is
-	// free again.
-	waiting, done bool
-	waitKey       netip.Prefix
+	// waiting: the stream of a group (or /32) in probation in the
+	// group's waiting place, under waitKey in Service.waiting, from its
+	// opening until it enters the stall place (enterStall) or ends;
+	// hello: its hello is valid (helloValid), so that a newer stream of
+	// the group no longer takes its place but is refused; done: the slot
+	// is free again.
+	waiting, hello, done bool
+	waitKey              netip.Prefix
 	// trusted: the peer was admitted when the slot was taken; stalling:
 	// the stream waits past its hello for the verifier's first frame
 	// after the ack, under stallKey in Service.stalled (enterStall).
@@ -552,10 +555,7 @@ func (s *Service) releaseLocked(h *inboundHold) {
 			delete(s.perBlock, h.blk)
 		}
 	}
-	if h.waiting && s.waiting[h.waitKey] == h {
-		delete(s.waiting, h.waitKey)
-	}
-	h.waiting = false
+	s.leaveWaitingLocked(h)
 	s.leaveStallLocked(h)
 }
 
@@ -599,14 +599,20 @@ func (h *inboundHold) enterStall() bool {
 	}
 	key, ok := s.probationKeyLocked(h.pfx, h.hasPfx, h.trusted, s.now())
 	if !ok {
+		s.leaveWaitingLocked(h)
 		s.mu.Unlock()
 		return true
 	}
 	victim := s.stalled[key]
 	if victim == h {
+		s.leaveWaitingLocked(h)
 		s.mu.Unlock()
 		return true
 	}
+	// The stream leaves the waiting place for the stall place: it held
+	// the waiting place from its opening, so the group had at most one
+	// stream there and one here at every instant.
+	s.leaveWaitingLocked(h)
 	if victim != nil {
 		s.releaseLocked(victim)
 	}
@@ -634,18 +640,32 @@ func (h *inboundHold) leaveStall() bool {
 	return !h.done
 }
 
-// helloValid marks the slot's stream as past its hello: it no longer
-// waits, and no newer stream of its group can take its place. It reports
-// false when one already did (the slot is gone and the stream reset).
+// helloValid marks the slot's stream as past its hello: no newer stream
+// of its group can take its place any more. A stream in its group's
+// waiting place keeps that place (a newer stream of the group is
+// refused) until it enters the stall place, its session paid, or ends
+// (enterStall, release): out of both places meanwhile, a newer stream
+// took the waiting place and the group held three streams or more,
+// up to its cap while the prover solved proofs of work. It reports
+// false when a newer stream already took the place (the slot is gone
+// and the stream reset).
 func (h *inboundHold) helloValid() bool {
 	s := h.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if h.done {
+		return false
+	}
+	h.hello = true
+	return true
+}
+
+// leaveWaitingLocked takes h out of its group's waiting place.
+func (s *Service) leaveWaitingLocked(h *inboundHold) {
 	if h.waiting && s.waiting[h.waitKey] == h {
 		delete(s.waiting, h.waitKey)
 	}
 	h.waiting = false
-	return !h.done
 }
 
 // acquireInbound applies the per-peer, per-prefix (hasPfx false: none),
@@ -656,10 +676,12 @@ func (h *inboundHold) helloValid() bool {
 // (silentBlock: then one for the whole /32), one untrusted stream at a
 // time may wait for its hello: a newer one takes the place of the one
 // waiting, whose stream is reset (preempt), so that a silent stream of
-// the group's abuser keeps no honest verifier of the group out; a stream
-// past a valid hello (helloValid) waits in the group's stall place
-// (enterStall) until the verifier's first frame after the ack, and then
-// has the group's usual slots. It
+// the group's abuser keeps no honest verifier of the group out. A stream
+// past a valid hello (helloValid) keeps the place, a newer one being
+// refused, until its session is paid; it then leaves it for the group's
+// stall place (enterStall), where it waits until the verifier's first
+// frame after the ack, and then has the group's usual slots. The group
+// so holds at most two streams opened in probation at every instant. It
 // returns the slot, or nil when a limit is reached.
 func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx, trusted bool, preempt func()) *inboundHold {
 	blk, hasBlk := BlockOf(pfx)
@@ -677,6 +699,12 @@ func (s *Service) acquireInbound(p peer.ID, pfx netip.Prefix, hasPfx, trusted bo
 	var victim *inboundHold
 	if probation {
 		victim = s.waiting[waitKey]
+	}
+	if victim != nil && victim.hello {
+		// The stream waiting is past its valid hello: it keeps the
+		// place until its session is paid (enterStall).
+		s.mu.Unlock()
+		return nil
 	}
 	// The counts as they are once the victim, if any, made room.
 	inbound, perPeer, perPrefix, perBlock := s.inbound, s.perPeer[p], 0, 0

@@ -93,13 +93,13 @@ func TestStallsCountAsSilent(t *testing.T) {
 	// timers that fire late under -race on a loaded machine (CI once saw
 	// a third stream of one /24 at 2.5 deadlines).
 	time.Sleep(3 * idle)
-	// Samples catch a group above two now and then for a single 5 ms
-	// sample (CI saw 3 and 4, each in 1 of ~300 samples, the honest
-	// verifier served every time); the cause is not yet known (a displaced
-	// stall freeing its slot only when its handler returns is one
-	// candidate). The bound checked is the steady state: at most two per
-	// /24 in all but 5 % of the samples. Stalls that held their slots,
-	// as before the fix, stay above it in every sample.
+	// Every sample: at most two per /24. CI saw 3 and 4 now and then for
+	// a single 5 ms sample: a stream past its valid hello left the
+	// waiting place before it entered the stall place (its session being
+	// paid meanwhile), and a newer stream took the waiting place; it now
+	// keeps the waiting place until it enters the stall place
+	// (TestProbationPlacesBoundAtEveryStep). A displaced stream's slot is
+	// free at once, whenever its handler returns (spec §6 step 1).
 	peak, peakGroup, samples, over := 0, 0, 0, 0
 	for end := time.Now().Add(idle); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		svc.mu.Lock()
@@ -135,8 +135,9 @@ func TestStallsCountAsSilent(t *testing.T) {
 	}
 	t.Logf("three /24s of stalls: %d hellos acked, at most %d inbound slots held after the first wave (%d by one /24; more than two in %d of %d samples); honest verifier of another /24: %d of %d served (last error: %v)",
 		acked.Load(), peak, peakGroup, over, samples, served, tries, last)
-	// One stream per /24 waits for its hello, one past it.
-	if over*20 > samples {
+	// One stream per /24 waits for its hello (or for its session to be
+	// paid), one past it.
+	if over > 0 {
 		t.Errorf("stalls of three /24s held %d inbound slots after the first wave (%d by one /24, more than two in %d of %d samples), want at most two per /24", peak, peakGroup, over, samples)
 	}
 	if served != tries {
@@ -215,5 +216,84 @@ func TestAnswerThenSilenceEndsAtHandshakeTimeout(t *testing.T) {
 			}
 			pr.next(t)
 		})
+	}
+}
+
+// The group's places of probation (spec §6 step 1) held one stream
+// waiting for its hello and one stalled, but a stream left the waiting
+// place once its hello was valid and entered the stall place only when
+// its session was paid (budgets, proof of work, the reciprocal hook):
+// meanwhile it was in neither, a newer stream of the group took the
+// waiting place, and a /24 reopening stalls held three streams, or four
+// when a second hello was read before the first entered the stall place
+// (what TestStallsCountAsSilent sampled now and then, up to the group's
+// cap with proof of work to pay). A stream past its valid hello now
+// keeps the waiting place until it enters the stall place, and a newer
+// stream of the group is refused meanwhile: the group holds at most two
+// streams at every step.
+func TestProbationPlacesBoundAtEveryStep(t *testing.T) {
+	at := time.Unix(9000, 0)
+	s := slotService(t, func() time.Time { return at }, "")
+	pfx := net48(7)
+	for range SilentStrikes {
+		s.strikeSilent(pfx, at)
+	}
+	held := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.perPrefix[pfx]
+	}
+	check := func(step string) {
+		t.Helper()
+		if n := held(); n > 2 {
+			t.Fatalf("%s: the group in probation holds %d streams, want at most 2 (one waiting, one stalled)", step, n)
+		}
+	}
+	// Stalls reopened as fast as they end: each stream's hello is read
+	// before the one ahead of it entered the stall place.
+	var paying []*inboundHold
+	refused := 0
+	for i := range 32 {
+		h := s.acquireInbound(sybil(7, i), pfx, true, false, func() {})
+		check(fmt.Sprintf("stream %d opened", i))
+		if h == nil {
+			refused++
+		} else if h.helloValid() {
+			paying = append(paying, h)
+		}
+		check(fmt.Sprintf("stream %d past its hello", i))
+		if i%3 == 2 {
+			for _, p := range paying {
+				p.enterStall()
+				check(fmt.Sprintf("stream %d paid", i))
+			}
+			paying = paying[:0]
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no newer stream was refused while the group's place held a stream past its hello")
+	}
+	// An honest verifier of the group past its hello keeps its place
+	// against a newer stream, and once in the stall place leaves the
+	// waiting place to the next.
+	for _, p := range paying {
+		p.release()
+	}
+	honest := s.acquireInbound("honest", pfx, true, false, func() {})
+	if honest == nil || !honest.helloValid() {
+		t.Fatal("an honest verifier of the group did not take the waiting place")
+	}
+	if s.acquireInbound(sybil(7, 99), pfx, true, false, func() {}) != nil || honest.done {
+		t.Fatal("a newer stream displaced a stream past its valid hello")
+	}
+	if !honest.enterStall() || honest.done {
+		t.Fatal("the honest stream lost its stall place")
+	}
+	if next := s.acquireInbound(sybil(7, 100), pfx, true, false, func() {}); next == nil || !next.waiting {
+		t.Fatal("the waiting place stayed taken after its stream entered the stall place")
+	}
+	check("after the honest stream's stall")
+	if !honest.leaveStall() {
+		t.Fatal("the honest stream lost its slot when its first frame was read")
 	}
 }
