@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-msgio/pbio"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
@@ -23,6 +24,11 @@ import (
 // prover ends the stream: a stall (spec §6 step 1). It counts the
 // hellos the prover acked.
 func stallStreams(ctx context.Context, m host.Host, p peer.ID, acked *atomic.Int64) {
+	stallStreamsWith(ctx, m, p, acked, nil)
+}
+
+// stallStreamsWith is stallStreams with the hellos changed by mutate.
+func stallStreamsWith(ctx context.Context, m host.Host, p peer.ID, acked *atomic.Int64, mutate func(*pb.Hello)) {
 	for i := 0; i < 400 && ctx.Err() == nil; i++ {
 		s, err := m.NewStream(ctx, p, ID)
 		if err != nil {
@@ -31,7 +37,7 @@ func stallStreams(ctx context.Context, m host.Host, p peer.ID, acked *atomic.Int
 		}
 		_ = s.SetDeadline(time.Now().Add(30 * time.Second))
 		var f pb.Frame
-		if pbio.NewDelimitedWriter(s).WriteMsg(helloFrame(m.ID(), p, nil)) == nil &&
+		if pbio.NewDelimitedWriter(s).WriteMsg(helloFrame(m.ID(), p, mutate)) == nil &&
 			pbio.NewDelimitedReader(s, MaxVerifierFrame).ReadMsg(&f) == nil && f.GetHelloAck() != nil {
 			acked.Add(1)
 			_, _ = io.Copy(io.Discard, s) // until the prover gives up
@@ -295,5 +301,67 @@ func TestProbationPlacesBoundAtEveryStep(t *testing.T) {
 	check("after the honest stream's stall")
 	if !honest.leaveStall() {
 		t.Fatal("the honest stream lost its slot when its first frame was read")
+	}
+}
+
+// The same over loopback, where it shows in every run: stalls of a /24
+// in probation that ask a proof of work keep the prover solving between
+// their valid hello and their ack, out of both places before the fix,
+// and four such streams of one /24 held four slots (its cap here) for
+// most of each proof. Now one of them keeps the waiting place while the
+// prover pays, and the others are refused.
+func TestPaidStallsHoldTwoPlaces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loopback run of proofs of work")
+	}
+	p := hostAt(t, "127.0.0.1")
+	svc := newService(t, p, Config{Prover: constProver("x"), LimitLoopback: true,
+		HelloTimeout: time.Second, IdleTimeout: time.Second, MaxInbound: 16, MaxInboundPerPrefix: 4})
+	pfx, ok, _ := svc.connPrefix(ma.StringCast("/ip4/127.0.1.1/tcp/1"))
+	if !ok {
+		t.Fatal("no budget group for 127.0.1.1")
+	}
+	now := svc.now()
+	for range SilentStrikes {
+		svc.strikeSilent(pfx, now)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	actx, stop := context.WithCancel(ctx)
+	defer stop()
+	var acked atomic.Int64
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	for host := 1; host <= 2; host++ {
+		m := hostAt(t, fmt.Sprintf("127.0.1.%d", host))
+		if err := m.Connect(ctx, peer.AddrInfo{ID: p.ID(), Addrs: p.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stallStreamsWith(actx, m, p.ID(), &acked, func(h *pb.Hello) { h.PowDifficulty = 18 })
+			}()
+		}
+	}
+	peak, samples, over := 0, 0, 0
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		svc.mu.Lock()
+		n := svc.perPrefix[pfx]
+		svc.mu.Unlock()
+		peak = max(peak, n)
+		samples++
+		if n > 2 {
+			over++
+		}
+	}
+	t.Logf("a /24 in probation reopening stalls that ask 18 bits of proof of work: %d hellos acked, at most %d streams held, more than two in %d of %d samples",
+		acked.Load(), peak, over, samples)
+	if acked.Load() == 0 {
+		t.Fatal("no stall was acked: the run measured nothing")
+	}
+	if over > 0 {
+		t.Errorf("the /24 in probation held up to %d streams (more than two in %d of %d samples), want at most two (one waiting or being paid for, one stalled)", peak, over, samples)
 	}
 }
