@@ -42,9 +42,24 @@ const (
 	MaxPresented = 32
 	// PresentTimeout bounds one presentation, both sides.
 	PresentTimeout = 10 * time.Second
-	// maxPresentConcurrent bounds inbound presentations in flight.
+	// presentFirstFrameTimeout bounds the receiver's wait for the first
+	// record (as the protocol's hello timeout, protocol.DefaultHelloTimeout):
+	// a presenter writes its records as soon as the stream is open, and
+	// the wait holds a slot.
+	presentFirstFrameTimeout = protocol.DefaultHelloTimeout
+	// maxPresentConcurrent bounds inbound presentations in flight,
+	// presentPerPrefix those of one budget group (IPv4 /24, IPv6 /48, one
+	// relay's) and presentPerBlock those of one IPv6 /32, so that a few
+	// networks cannot hold every slot.
 	maxPresentConcurrent = 16
-	presentMemory        = protocol.MaxEnvelopeBytes + 4<<10
+	presentPerPrefix     = 2
+	presentPerBlock      = 4
+	// presentStallCost is what a stalled presentation (one the receiver
+	// ends on a timeout) costs its presenter's bucket and its networks',
+	// on top of the token it paid to start: a slot held for nothing is
+	// paid for as presentStallCost+1 presentations.
+	presentStallCost = 3
+	presentMemory    = protocol.MaxEnvelopeBytes + 4<<10
 
 	// Inbound presentations are rate-limited per presenter (a bucket of
 	// PresentPeerBurst, refilled one per PresentPeerEvery), per network
@@ -257,6 +272,30 @@ func (l *presentLimiter) takeReserve(now time.Time) bool {
 	return true
 }
 
+// chargeStall takes presentStallCost more tokens from the buckets of p
+// and of its networks for a presentation that stalled. A bucket may go
+// into debt down to minus its burst; a key the tables forgot starts full
+// again (the slots and the global bucket still bound it).
+func (l *presentLimiter) chargeStall(p peer.ID, nets addrNets, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.peers == nil {
+		return // nothing was allowed yet
+	}
+	charge := func(b *tokenBucket, burst int) {
+		if b != nil {
+			b.tokens = max(b.tokens-presentStallCost, -float64(burst))
+		}
+	}
+	charge(bucketIn(l.peers, p, PresentPeerBurst, PresentPeerEvery, now), PresentPeerBurst)
+	if nets.prefix.IsValid() {
+		charge(bucketIn(l.prefixes, nets.prefix, PresentPrefixBurst, PresentPrefixEvery, now), PresentPrefixBurst)
+	}
+	if nets.block.IsValid() {
+		charge(bucketIn(l.blocks, nets.block, PresentBlockBurst, PresentBlockEvery, now), PresentBlockBurst)
+	}
+}
+
 // errPresentLimited ends a presentation on trial that did not earn a
 // reserved token.
 var errPresentLimited = errors.New("presentation over the rate: no record by an issuer this node admits directly among the first ones")
@@ -321,20 +360,65 @@ func (n *Node) present(ctx context.Context, p peer.ID, envs [][]byte) error {
 	return nil
 }
 
-func (t *trustState) acquirePresent(p peer.ID) bool {
-	t.presentMu.Lock()
-	defer t.presentMu.Unlock()
-	if t.presentIn[p] || len(t.presentIn) >= maxPresentConcurrent {
+// presentSlots holds the inbound presentations in flight: one per
+// presenter, presentPerPrefix per budget group (IPv4 /24, IPv6 /48, relay),
+// presentPerBlock per IPv6 /32 and maxPresentConcurrent in all. The zero
+// value is ready.
+type presentSlots struct {
+	mu       sync.Mutex
+	peers    map[peer.ID]bool
+	prefixes map[netip.Prefix]int
+	blocks   map[netip.Prefix]int
+}
+
+// acquire takes a slot for p coming from nets, or reports that p has one
+// already or one of its bounds is reached.
+func (ps *presentSlots) acquire(p peer.ID, nets addrNets) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.peers == nil {
+		ps.peers = map[peer.ID]bool{}
+		ps.prefixes = map[netip.Prefix]int{}
+		ps.blocks = map[netip.Prefix]int{}
+	}
+	if ps.peers[p] || len(ps.peers) >= maxPresentConcurrent ||
+		nets.prefix.IsValid() && ps.prefixes[nets.prefix] >= presentPerPrefix ||
+		nets.block.IsValid() && ps.blocks[nets.block] >= presentPerBlock {
 		return false
 	}
-	t.presentIn[p] = true
+	ps.peers[p] = true
+	if nets.prefix.IsValid() {
+		ps.prefixes[nets.prefix]++
+	}
+	if nets.block.IsValid() {
+		ps.blocks[nets.block]++
+	}
 	return true
 }
 
-func (t *trustState) releasePresent(p peer.ID) {
-	t.presentMu.Lock()
-	delete(t.presentIn, p)
-	t.presentMu.Unlock()
+// release frees the slot acquire took for p and nets.
+func (ps *presentSlots) release(p peer.ID, nets addrNets) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	delete(ps.peers, p)
+	for _, c := range []struct {
+		m   map[netip.Prefix]int
+		pfx netip.Prefix
+	}{{ps.prefixes, nets.prefix}, {ps.blocks, nets.block}} {
+		if !c.pfx.IsValid() {
+			continue
+		}
+		if c.m[c.pfx]--; c.m[c.pfx] <= 0 {
+			delete(c.m, c.pfx)
+		}
+	}
+}
+
+// held reports the slots in flight (tests).
+func (ps *presentSlots) held() int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return len(ps.peers)
 }
 
 // handlePresent receives a presentation: every record must be a valid
@@ -370,16 +454,22 @@ func (n *Node) handlePresent(s network.Stream) {
 		n.presentLimited(s)
 		return
 	}
-	if !t.acquirePresent(p) {
+	if !t.presentIn.acquire(p, nets) {
 		_ = s.ResetWithError(protocol.ErrCodeBusy)
 		n.metrics.observePresentation("received", "busy")
 		return
 	}
-	_ = s.SetDeadline(time.Now().Add(PresentTimeout))
-	learned, code, err := n.readPresentation(s, p, grant == presentOnTrial)
+	deadline := time.Now().Add(PresentTimeout)
+	_ = s.SetDeadline(deadline)
+	learned, code, err := n.readPresentation(s, p, grant == presentOnTrial, deadline)
 	// Released before answering, so the presenter may start its next
 	// presentation as soon as it has our answer.
-	t.releasePresent(p)
+	t.presentIn.release(p, nets)
+	if code == protocol.ErrCodeTimeout {
+		// A stall held a slot for nothing: it costs the presenter and its
+		// networks more than a presentation.
+		n.presentLimit.chargeStall(p, nets, time.Now())
+	}
 	if errors.Is(err, errPresentLimited) {
 		n.presentLimited(s)
 		n.log.Debug("presentation refused", "peer", p, "err", err)
@@ -410,11 +500,13 @@ func (n *Node) presentLimited(s network.Stream) {
 	_ = s.ResetWithError(protocol.ErrCodeBusy)
 }
 
-// readPresentation reads and learns the records of a presentation. On
-// trial (presentOnTrial), the records are held back until one of the
-// first presentReserveProbe is by an issuer this node admits directly and
-// a reserved token is taken; otherwise it returns errPresentLimited.
-func (n *Node) readPresentation(s network.Stream, p peer.ID, trial bool) (int, network.StreamErrorCode, error) {
+// readPresentation reads and learns the records of a presentation. The
+// first record is due within presentFirstFrameTimeout, the rest by
+// deadline. On trial (presentOnTrial), the records are held back until
+// one of the first presentReserveProbe is by an issuer this node admits
+// directly and a reserved token is taken; otherwise it returns
+// errPresentLimited.
+func (n *Node) readPresentation(s network.Stream, p peer.ID, trial bool, deadline time.Time) (int, network.StreamErrorCode, error) {
 	r := msgio.NewVarintReaderSize(s, protocol.MaxEnvelopeBytes)
 	learned := 0
 	untrusted := -1 // presented records by issuers we do not admit; counted on first need
@@ -445,7 +537,13 @@ func (n *Node) readPresentation(s network.Stream, p peer.ID, trial bool) (int, n
 		if trial && i >= presentReserveProbe {
 			return learned, protocol.ErrCodeBusy, errPresentLimited
 		}
+		if i == 0 {
+			_ = s.SetReadDeadline(minTime(deadline, time.Now().Add(presentFirstFrameTimeout)))
+		}
 		msg, err := r.ReadMsg()
+		if i == 0 {
+			_ = s.SetReadDeadline(deadline)
+		}
 		switch {
 		case errors.Is(err, io.EOF):
 			if trial {
@@ -495,6 +593,13 @@ func (n *Node) readPresentation(s network.Stream, p peer.ID, trial bool) (int, n
 		}
 		learn(a, env)
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // isTimeout tells whether err is a deadline or network timeout.

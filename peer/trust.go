@@ -286,8 +286,8 @@ type trustState struct {
 	// beforePersist, when set (tests), runs before each batch is written.
 	beforePersist atomic.Pointer[func()]
 
-	presentMu sync.Mutex
-	presentIn map[peer.ID]bool
+	// presentIn holds the inbound presentations in flight (present.go).
+	presentIn presentSlots
 }
 
 func (n *Node) trustNow() time.Time {
@@ -311,7 +311,6 @@ func (n *Node) startTrust() error {
 	t.self = map[peer.ID]*trustRec{}
 	t.blocked = map[peer.ID]time.Time{}
 	t.gates = map[peer.ID]*GateDecision{}
-	t.presentIn = map[peer.ID]bool{}
 	t.persist = make(chan Learned, learnedQueue)
 	if err := n.loadTrust(); err != nil {
 		return fmt.Errorf("load trust index: %w", err)
