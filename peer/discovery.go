@@ -14,6 +14,18 @@ package peer
 //
 // Every found peer is dialled on its own goroutine (deduplicated per peer,
 // bounded in number); nothing blocks the mDNS or DHT callbacks.
+//
+// An mDNS announcement is unauthenticated: anyone on the LAN can name any
+// peer ID and any addresses. The node dials only the announced addresses
+// in the scope mDNS serves (mdnsScope: private and link-local, loopback
+// only when the node listens on loopback only), each address at most once
+// per mdnsRedialBackoff whatever the peer ID, the addresses of one IP at
+// most mdnsHostBurst times (then one per mdnsHostEvery) and all mDNS
+// addresses at most mdnsDialBurst times (then one per mdnsDialEvery), so
+// announcements cannot make it a port scanner or connection amplifier
+// for other hosts. The announcer's own address is not known here (the
+// mDNS service hands over the announced peer only), so the bounds are per
+// target and in total.
 
 import (
 	"context"
@@ -34,6 +46,8 @@ import (
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/acaptcha/acaptcha/internal/bounded"
 )
 
 // Discovery constants.
@@ -70,9 +84,114 @@ type discoveryState struct {
 	dht       *dht.IpfsDHT
 	dhtStore  *dhtStore
 
-	dialSem chan struct{}
-	mu      sync.Mutex
-	dialing map[peer.ID]bool
+	dialSem  chan struct{}
+	mu       sync.Mutex
+	dialing  map[peer.ID]bool
+	mdnsGate mdnsGate // under mu
+}
+
+// Bounds of the dials mDNS announcements cause (mdnsGate).
+const (
+	// mdnsRedialBackoff: an announced address, or peer ID, dialled is not
+	// dialled again on an announcement within it.
+	mdnsRedialBackoff = time.Minute
+	// mdnsMaxAddrs bounds the addresses dialled for one announcement.
+	mdnsMaxAddrs = 8
+	// Per announced IP, a bucket of mdnsHostBurst dials refilled one per
+	// mdnsHostEvery; for all of mDNS one of mdnsDialBurst refilled one per
+	// mdnsDialEvery.
+	mdnsHostBurst = 4
+	mdnsHostEvery = 15 * time.Second
+	mdnsDialBurst = 16
+	mdnsDialEvery = 4 * time.Second
+	// mdnsTracked bounds each table of the gate.
+	mdnsTracked = 1024
+)
+
+// mdnsGate decides which announced addresses the node dials.
+type mdnsGate struct {
+	// loopback: the node listens on loopback only, so loopback addresses
+	// are in scope (the nodes are on one machine).
+	loopback bool
+	ids      map[peer.ID]time.Time // when last dialled
+	addrs    map[string]time.Time  // when last dialled, by multiaddr
+	hosts    map[netip.Addr]*tokenBucket
+	total    tokenBucket
+}
+
+// admit returns the addresses of ai to dial at now, taking their tokens
+// and starting their backoff, or none.
+func (g *mdnsGate) admit(ai peer.AddrInfo, now time.Time) []ma.Multiaddr {
+	if g.ids == nil {
+		g.ids = map[peer.ID]time.Time{}
+		g.addrs = map[string]time.Time{}
+		g.hosts = map[netip.Addr]*tokenBucket{}
+	}
+	recent := func(t time.Time) bool { return now.Sub(t) < mdnsRedialBackoff }
+	if last, ok := g.ids[ai.ID]; ok && recent(last) {
+		return nil
+	}
+	var out []ma.Multiaddr
+	for _, a := range ai.Addrs {
+		if len(out) == mdnsMaxAddrs {
+			break
+		}
+		ip, ok := mdnsScope(a, g.loopback)
+		if !ok {
+			continue
+		}
+		key := string(a.Bytes())
+		if last, ok := g.addrs[key]; ok && recent(last) {
+			continue
+		}
+		hb := bucketIn(g.hosts, ip, mdnsHostBurst, mdnsHostEvery, now)
+		if hb != nil && hb.tokens < 1 {
+			continue
+		}
+		g.total.refill(now, mdnsDialBurst, mdnsDialEvery)
+		if g.total.tokens < 1 {
+			break
+		}
+		g.total.tokens--
+		takeIn(g.hosts, hb, ip, mdnsHostBurst, mdnsHostEvery, mdnsTracked, now)
+		bounded.MakeRoom(g.addrs, mdnsTracked, func(t time.Time) bool { return !recent(t) })
+		g.addrs[key] = now
+		out = append(out, a)
+	}
+	if len(out) > 0 {
+		bounded.MakeRoom(g.ids, mdnsTracked, func(t time.Time) bool { return !recent(t) })
+		g.ids[ai.ID] = now
+	}
+	return out
+}
+
+// mdnsScope returns the IP of an announced address the node may dial: an
+// IPv4 or IPv6 address (a zone allowed) that is private (RFC 1918, IPv6
+// ULA) or link-local, or loopback when loopback is set, followed by
+// transports without a relay circuit or another host. Public, unspecified,
+// multicast and DNS addresses are not in the scope of a LAN discovery.
+func mdnsScope(a ma.Multiaddr, loopback bool) (netip.Addr, bool) {
+	var ip netip.Addr
+	for i, c := range a {
+		switch code := c.Code(); {
+		case code == ma.P_IP6ZONE && i == 0:
+		case (code == ma.P_IP4 || code == ma.P_IP6) && !ip.IsValid():
+			addr, ok := netip.AddrFromSlice(c.RawValue())
+			if !ok {
+				return netip.Addr{}, false
+			}
+			ip = addr.Unmap()
+		case code == ma.P_IP4, code == ma.P_IP6, code == ma.P_IP6ZONE, code == ma.P_CIRCUIT,
+			code == ma.P_DNS, code == ma.P_DNS4, code == ma.P_DNS6, code == ma.P_DNSADDR, code == ma.P_UNIX:
+			return netip.Addr{}, false
+		case !ip.IsValid():
+			return netip.Addr{}, false // the address does not start with an IP
+		}
+	}
+	if !ip.IsValid() || !(ip.IsPrivate() || ip.IsLinkLocalUnicast() || loopback && ip.IsLoopback()) {
+		return netip.Addr{}, false
+	}
+	return ip, true
 }
 
 // ParseBootstrap parses bootstrap multiaddrs (each ending in /p2p/ID) and
@@ -110,6 +229,7 @@ func (n *Node) startDiscovery() error {
 	d.bootstrap = boot
 	d.dialSem = make(chan struct{}, maxDiscoveryDials)
 	d.dialing = map[peer.ID]bool{}
+	d.mdnsGate.loopback = !n.listensBeyondLoopback()
 	d.ctx, d.cancel = context.WithCancel(n.ctx)
 
 	for _, ai := range boot {
@@ -211,6 +331,15 @@ func (n *Node) discovered(ai peer.AddrInfo, via string) {
 		d.mu.Unlock()
 		n.log.Debug("discovery: too many dials under way; dropping", "peer", ai.ID, "via", via)
 		return
+	}
+	if via == "mdns" {
+		addrs := d.mdnsGate.admit(ai, time.Now())
+		if len(addrs) == 0 {
+			<-d.dialSem
+			d.mu.Unlock()
+			return
+		}
+		ai = peer.AddrInfo{ID: ai.ID, Addrs: addrs}
 	}
 	d.dialing[ai.ID] = true
 	d.wg.Add(1)
