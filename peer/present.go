@@ -574,7 +574,9 @@ func (n *Node) readPresentation(s network.Stream, p peer.ID, trial bool, deadlin
 			continue
 		case err != nil:
 			return learned, protocol.ErrCodeProtocolViolation, fmt.Errorf("%w: record %d: %w", protocol.ErrProtocolViolation, i+1, err)
-		case !a.Accepted:
+		case !a.Accepted, !keptLifetime(a):
+			// Skipped (trust.md §3.5), and so neither learned nor a
+			// record that earns the reserve below.
 			continue
 		}
 		if trial {

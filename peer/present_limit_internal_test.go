@@ -220,6 +220,13 @@ func TestPresentationOnTrial(t *testing.T) {
 	if got, err := presentRaw(t, c, v, envs...); !busy(err) {
 		t.Fatalf("on trial, the trusted record past the first %d: learned %d, %v; want BUSY", presentReserveProbe, got, err)
 	}
+	// A record the receiver skips earns no reserved token, even by a
+	// trusted issuer: one valid for more than 30 days (trust.md §3.5).
+	e := presentHost(t)
+	low(3)
+	if got, err := presentRaw(t, e, v, SealTest(ik, e.ID(), true, time.Now(), MaxKeptLifetime+time.Second)); !busy(err) {
+		t.Fatalf("on trial, the trusted record valid for more than 30 days: learned %d, %v; want BUSY", got, err)
+	}
 	// Above the reserve, any valid presentation is read.
 	low(PresentGlobalBurst)
 	d := presentHost(t)

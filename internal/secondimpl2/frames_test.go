@@ -225,28 +225,38 @@ var (
 	errPrefix    = errors.New("secondimpl2: bad length prefix")
 )
 
-// readFrame reads one frame with a minimal uvarint prefix, refusing one
-// above capBytes as soon as the prefix is read (protocol.md §2).
-func readFrame(r *bufio.Reader, capBytes int) (*frame, error) {
+// readUvarint reads one minimal unsigned varint (protocol.md §2: no
+// trailing 0x80 groups, at most 10 bytes, no overflow). EOF before the
+// first byte is io.EOF, after it io.ErrUnexpectedEOF.
+func readUvarint(r *bufio.Reader) (uint64, error) {
 	var n uint64
 	for i := 0; ; i++ {
 		c, err := r.ReadByte()
 		if err != nil {
 			if i > 0 && err == io.EOF {
-				return nil, io.ErrUnexpectedEOF
+				return 0, io.ErrUnexpectedEOF
 			}
-			return nil, err
+			return 0, err
 		}
 		if i == 9 && c > 1 {
-			return nil, errPrefix
+			return 0, errPrefix
 		}
 		n |= uint64(c&0x7f) << (7 * i)
 		if c < 0x80 {
 			if c == 0 && i > 0 {
-				return nil, errPrefix // non-minimal
+				return 0, errPrefix // non-minimal
 			}
-			break
+			return n, nil
 		}
+	}
+}
+
+// readFrame reads one frame with a minimal uvarint prefix, refusing one
+// above capBytes as soon as the prefix is read (protocol.md §2).
+func readFrame(r *bufio.Reader, capBytes int) (*frame, error) {
+	n, err := readUvarint(r)
+	if err != nil {
+		return nil, err
 	}
 	if n > uint64(capBytes) {
 		return nil, errOversized
