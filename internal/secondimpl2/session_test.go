@@ -3,6 +3,7 @@ package secondimpl2
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -408,6 +409,9 @@ type verifierOpts struct {
 	// the next frame; readLate delays reading each answer (it waits in
 	// the buffer).
 	probeAfter, round1After, nextAfter, readLate time.Duration
+	// provenance is the source the records name (attestation.md §3.1;
+	// "" is procedural, what this implementation's sets are).
+	provenance string
 }
 
 type verifierResult struct {
@@ -528,7 +532,7 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 			Nonce: h.Nonce, Digest: transcriptDigest("", tr), Rounds: rounds,
 			Policy:   attPolicy{Rounds: uint32(o.rounds), TauMs: uint64(o.tauMs), TotalMs: uint64(o.totalMs), RTTCreditMs: uint64(o.creditMs)},
 			IssuedAt: now, ExpiresAt: now + 86400, SpecVersion: "1.0.0",
-			Provenance: attProvenance{Source: "procedural"}}
+			Provenance: attProvenance{Source: cmp.Or(o.provenance, "procedural")}}
 		if !accepted {
 			rec.FailedRound = uint32(max(len(rounds), 1))
 		}
