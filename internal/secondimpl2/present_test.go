@@ -326,6 +326,30 @@ func TestPresentRecords(t *testing.T) {
 		e.wantAdmittedBy(t, p, iid)
 	})
 
+	t.Run("revoked", func(t *testing.T) {
+		// Records issued up to the second of the revocation stop counting;
+		// a presented one issued after it admits again (§1 revocation).
+		p := e.presenter(t)
+		wantCount(t, present(e.ctx, p, e.n.ID(), presentFrames(seal(t, acceptanceOf(ik, p.ID(), now-60, day, "corpus"), ik, now)), presentOpts{}), 1)
+		e.wantAdmittedBy(t, p, iid)
+		before := time.Now().Unix()
+		if err := e.n.Revoke(p.ID()); err != nil {
+			t.Fatal(err)
+		}
+		after := time.Now().Unix()
+		if r := e.gated(t, p); r != "revoked" {
+			t.Fatalf("gated protocol after the revocation: %q, want revoked", r)
+		}
+		at := seal(t, acceptanceOf(ik, p.ID(), before, day, "corpus"), ik, before)
+		wantCount(t, present(e.ctx, p, e.n.ID(), presentFrames(at), presentOpts{}), 1)
+		if r := e.gated(t, p); r != "revoked" {
+			t.Fatalf("a record issued at the revocation's second: %q, want revoked", r)
+		}
+		later := seal(t, acceptanceOf(ik, p.ID(), after+1, day, "corpus"), ik, after+1)
+		wantCount(t, present(e.ctx, p, e.n.ID(), presentFrames(later), presentOpts{}), 1)
+		e.wantAdmittedBy(t, p, iid)
+	})
+
 	t.Run("skipped", func(t *testing.T) {
 		p := e.presenter(t)
 		expired := seal(t, acceptanceOf(ik, p.ID(), now-2*day, day, "corpus"), ik, now)
