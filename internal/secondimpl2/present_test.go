@@ -350,6 +350,25 @@ func TestPresentRecords(t *testing.T) {
 		e.wantAdmittedBy(t, p, iid)
 	})
 
+	t.Run("receivers_own", func(t *testing.T) {
+		// The receiver's own acceptance of the presenter, handed back.
+		h, k := newHost(t, "/ip4/127.0.0.1/tcp/0")
+		p := newNode(h, k)
+		p.prover = proverOpts{answer: truth.answerMine}
+		if err := h.Connect(e.ctx, lpeer.AddrInfo{ID: e.n.ID(), Addrs: e.n.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.n.Verify(e.ctx, h.ID())
+		if err != nil || !res.Verdict.Accepted {
+			t.Fatalf("the node's session against the presenter: %+v %v", res, err)
+		}
+		// Its own evidence is not learned from anyone (§3.5): counted 0.
+		wantCount(t, present(e.ctx, h, e.n.ID(), presentFrames(res.Envelope), presentOpts{}), 0)
+		if a := e.n.Admission(h.ID()); !a.Admitted || a.Via != peer.AdmittedDirect {
+			t.Fatalf("admission of the presenter it verified: %+v", a)
+		}
+	})
+
 	t.Run("skipped", func(t *testing.T) {
 		p := e.presenter(t)
 		expired := seal(t, acceptanceOf(ik, p.ID(), now-2*day, day, "corpus"), ik, now)
