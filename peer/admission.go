@@ -276,6 +276,10 @@ type PeerInfo struct {
 // sorted by peer ID.
 func (n *Node) Peers() []PeerInfo {
 	t := &n.trust
+	// The learned records indexed at start are checked on GOMAXPROCS
+	// goroutines meanwhile; reading them all under the lock would check
+	// them on this one.
+	t.awaitChecked()
 	now := n.trustNow()
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -297,9 +301,12 @@ func PeerReport(st *Store, quorum int, requireSource skill.SourceKind, now time.
 	}
 	t := &trustState{
 		issued: idx.issued, learned: idx.learned, self: idx.self, revoked: idx.revoked,
+		perIssuer: idx.perIssuer, nLearned: idx.nLearned,
 		blocked: map[peer.ID]time.Time{}, gates: map[peer.ID]*GateDecision{},
 		minSource: min,
 	}
+	checkPending(idx.pending, nil)
+	t.dropDamagedLocked(idx.pending)
 	var self peer.ID
 	for _, r := range idx.issued {
 		self = r.issuer
@@ -339,6 +346,7 @@ func (t *trustState) refLocked(r *trustRec, now time.Time) *AttestationRef {
 // costs a pass over the index's keys and the views of its peers.
 func (n *Node) PeersPage(after peer.ID, limit int) (page []PeerInfo, more bool) {
 	t := &n.trust
+	t.awaitChecked() // as Peers
 	now := n.trustNow()
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -389,9 +397,15 @@ func (t *trustState) eachKnownLocked(add func(peer.ID)) {
 		add(p)
 	}
 	for p, m := range t.learned {
-		add(p)
-		for q := range m {
-			add(q)
+		known := false
+		for q, r := range m {
+			if r.sound() {
+				add(q)
+				known = true
+			}
+		}
+		if known {
+			add(p)
 		}
 	}
 	for _, m := range []map[peer.ID]time.Time{t.revoked, t.blocked} {
@@ -438,6 +452,9 @@ func (t *trustState) peerInfoLocked(p, self peer.ID, now time.Time, quorum int) 
 	}
 	for _, q := range slices.Sorted(maps.Keys(t.learned[p])) {
 		r := t.learned[p][q]
+		if !r.sound() {
+			continue
+		}
 		ref := t.refLocked(r, now)
 		ref.Counts = quorum > 0 && t.countsLocked(r, p, self, now, revoked, revokedAt)
 		pi.Vouchers = append(pi.Vouchers, *ref)

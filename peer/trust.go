@@ -8,6 +8,7 @@ package peer
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -174,6 +175,143 @@ type trustRec struct {
 	// (LearnedVersionEvery). Guarded by the trust lock.
 	versionAt, retractAt time.Time
 	pending              versionKey
+	// check is the pending signature check of a learned record indexed
+	// at start from its decoded envelope (loadTrustIndex), nil for a
+	// record verified before it was indexed. Set when the record is made,
+	// never changed: read it through sound.
+	check *learnedCheck
+}
+
+// learnedCheck is the signature check of a learned record that the trust
+// index holds unverified since start (spec/trust.md §5): the record counts
+// for nothing until it passed it. It runs once, on first use or in the
+// node's background check (checkLearned), whichever comes first.
+type learnedCheck struct {
+	once sync.Once
+	env  []byte // released once checked
+	bad  bool
+}
+
+// verifyLearned checks the envelope of a learned record read from the
+// store unverified (a variable: tests count the checks).
+var verifyLearned = store.VerifyLearned
+
+// sound reports whether r may be used: a record verified before it was
+// indexed is; one indexed unverified at start is verified now if it was
+// not yet (once, whoever asks first) and is sound when it verifies. Safe
+// under the trust lock, read or write, and without it.
+func (r *trustRec) sound() bool {
+	c := r.check
+	if c == nil {
+		return true
+	}
+	c.once.Do(func() {
+		l := store.Learned{Envelope: c.env, Attestation: &protocol.Attestation{Issuer: r.issuer, Subject: r.subject}}
+		c.bad = verifyLearned(l) != nil
+		c.env = nil
+	})
+	return !c.bad
+}
+
+// checkPending runs the pending checks of recs on GOMAXPROCS goroutines
+// and returns whether it ran them all (false when stop closed first).
+func checkPending(recs []*trustRec, stop <-chan struct{}) bool {
+	var next atomic.Int64
+	var stopped atomic.Bool
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(len(recs), 1)) {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					stopped.Store(true)
+					return
+				default:
+				}
+				i := int(next.Add(1) - 1)
+				if i >= len(recs) {
+					return
+				}
+				recs[i].sound()
+			}
+		})
+	}
+	wg.Wait()
+	return !stopped.Load()
+}
+
+// dropLearnedLocked removes r, a learned record about another peer, from
+// the index if it is still the one held for its pair.
+func (t *trustState) dropLearnedLocked(r *trustRec) {
+	m := t.learned[r.subject]
+	if m[r.issuer] != r {
+		return
+	}
+	delete(m, r.issuer)
+	if len(m) == 0 {
+		delete(t.learned, r.subject)
+	}
+	t.nLearned--
+	if t.perIssuer[r.issuer]--; t.perIssuer[r.issuer] <= 0 {
+		delete(t.perIssuer, r.issuer)
+	}
+}
+
+// dropDamagedLocked removes from the index the records of recs that fail
+// their check (running the checks not yet run) and returns how many
+// failed, those already removed included.
+func (t *trustState) dropDamagedLocked(recs []*trustRec) int {
+	bad := 0
+	for _, r := range recs {
+		if !r.sound() {
+			bad++
+			t.dropLearnedLocked(r)
+		}
+	}
+	return bad
+}
+
+// settlePairLocked removes the learned record held for a's pair when it
+// fails its pending check, so that what learn decides about a sees the
+// index as the check leaves it. Under the write lock.
+func (t *trustState) settlePairLocked(a *protocol.Attestation) {
+	if r := t.learned[a.Subject][a.Issuer]; r != nil && !r.sound() {
+		t.dropLearnedLocked(r)
+	}
+}
+
+// peekSettledLocked is peekLearnLocked on the settled pair of a; when the
+// learned-record caps refuse a while the records indexed at start are
+// still being checked (their counts may include damaged records, which
+// the index will not hold), it waits for the check to end, the lock
+// released meanwhile, and decides again. Under the write lock.
+func (t *trustState) peekSettledLocked(a *protocol.Attestation, self peer.ID, now time.Time) (learnResult, *trustRec) {
+	t.settlePairLocked(a)
+	res, old := t.peekLearnLocked(a, self, now)
+	if res != learnUnsettled {
+		return res, old
+	}
+	done := t.checked
+	t.mu.Unlock()
+	<-done
+	t.mu.Lock()
+	t.settlePairLocked(a)
+	if res, old = t.peekLearnLocked(a, self, now); res == learnUnsettled {
+		// The node stops: the check was cut short.
+		res = learnFull
+	}
+	return res, old
+}
+
+// awaitChecked waits for the check of the learned records indexed at
+// start to end (at once when there is none).
+func (t *trustState) awaitChecked() {
+	t.mu.RLock()
+	checking, done := t.checking, t.checked
+	t.mu.RUnlock()
+	if checking {
+		<-done
+	}
 }
 
 // versionKey names one version of an (issuer, subject) record.
@@ -271,6 +409,11 @@ type trustState struct {
 	revoked map[peer.ID]time.Time
 	blocked map[peer.ID]time.Time // until
 	gates   map[peer.ID]*GateDecision
+	// checking is true while the learned records indexed at start
+	// unverified are being checked (checkLearned); checked is closed when
+	// that check ends, complete or cut short by the node's stop.
+	checking bool
+	checked  chan struct{}
 
 	// minSource is the resolved Config.RequireSource (never empty on a
 	// running node); served is the kind of challenges this node serves
@@ -322,6 +465,36 @@ func (n *Node) startTrust() error {
 	return nil
 }
 
+// beforeLearnedCheck, when set (tests), runs before the node's background
+// check of the learned records indexed at start, with the node's stop.
+var beforeLearnedCheck atomic.Pointer[func(stop <-chan struct{})]
+
+// checkLearned verifies, while the node serves, the learned records the
+// index took from the store at start without their signatures checked,
+// on GOMAXPROCS goroutines, and removes those that fail (each read of a
+// record not yet checked checks it first: sound). The learned-record caps
+// then count sound records only.
+func (n *Node) checkLearned(pending []*trustRec) {
+	defer n.wg.Done()
+	t := &n.trust
+	defer close(t.checked)
+	if f := beforeLearnedCheck.Load(); f != nil {
+		(*f)(n.ctx.Done())
+	}
+	t0 := time.Now()
+	if !checkPending(pending, n.ctx.Done()) {
+		return
+	}
+	t.mu.Lock()
+	bad := t.dropDamagedLocked(pending)
+	t.checking = false
+	t.mu.Unlock()
+	n.log.Debug("store: learned attestations checked", "count", len(pending), "took", time.Since(t0).Round(time.Millisecond))
+	if bad > 0 {
+		n.log.Warn("store: skipped attestations that no longer decode or verify (damaged in place); acaptcha attestations list names them", "count", bad)
+	}
+}
+
 // loadTrust builds the index from the store.
 func (n *Node) loadTrust() error {
 	idx, err := loadTrustIndex(n.store, n.ID(), n.host.Peerstore().PubKey(n.ID()))
@@ -330,6 +503,11 @@ func (n *Node) loadTrust() error {
 	}
 	t := &n.trust
 	t.issued, t.learned, t.perIssuer, t.nLearned, t.self, t.revoked = idx.issued, idx.learned, idx.perIssuer, idx.nLearned, idx.self, idx.revoked
+	if len(idx.pending) > 0 {
+		t.checking, t.checked = true, make(chan struct{})
+		n.wg.Add(1)
+		go n.checkLearned(idx.pending)
+	}
 	if idx.bad > 0 {
 		n.log.Warn("store: skipped attestations that no longer decode or verify (damaged in place); acaptcha attestations list names them", "count", idx.bad)
 	}
@@ -350,6 +528,9 @@ type trustIndex struct {
 	self      map[peer.ID]*trustRec
 	revoked   map[peer.ID]time.Time
 	bad       int
+	// pending are the learned records about other peers indexed without
+	// their signatures checked (trustRec.check).
+	pending []*trustRec
 	// foreign counts the issued and received records of the store that
 	// belong to another identity than self (a store made with another
 	// key): they are left out of the index; other is one such identity.
@@ -365,9 +546,12 @@ type trustIndex struct {
 // with selfKey without a second signature check (remote peers make the
 // node issue up to some 744,000 records at the default draw budget and
 // retention, one per fresh peer ID); the others (received, learned,
-// another identity's) are verified. Records damaged in place (that no
-// longer decode, or verify) are left out and counted: one of them must
-// neither stop the node nor be trusted.
+// another identity's) are verified, the learned records about other peers
+// (up to 131 072) not here: they are decoded with every check but the
+// signature and indexed with their check pending (idx.pending,
+// trustRec.sound), and every read of one checks it first. Records damaged
+// in place (that no longer decode, or verify) are left out and counted:
+// one of them must neither stop the node nor be trusted.
 func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex, error) {
 	idx := &trustIndex{
 		issued: map[peer.ID]*trustRec{}, learned: map[peer.ID]map[peer.ID]*trustRec{},
@@ -416,13 +600,20 @@ func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex
 			idx.self[r.issuer] = r
 		}
 	}
-	ls, bad, err := st.ListLearned("")
+	ls, bad, err := st.ListLearnedUnverified("")
 	if err != nil {
 		return nil, err
 	}
 	idx.bad += bad
 	for _, l := range ls {
 		a := l.Attestation
+		if a.Issuer == self || !keptLifetime(a) || a.Subject == self {
+			// Left out, or presented: checked now (few).
+			if err := verifyLearned(l); err != nil {
+				idx.bad++
+				continue
+			}
+		}
 		if a.Issuer == self || !keptLifetime(a) {
 			continue
 		}
@@ -446,6 +637,8 @@ func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex
 		} else if !r.supersedes(old) {
 			continue
 		}
+		r.check = &learnedCheck{env: l.Envelope}
+		idx.pending = append(idx.pending, r)
 		m[a.Issuer] = r
 	}
 	if idx.revoked, err = st.Revocations(); err != nil {
@@ -573,7 +766,7 @@ func (t *trustState) quorumIssuersLocked(p, self peer.ID, now time.Time) []peer.
 	revokedAt, revoked := t.revoked[p]
 	var out []peer.ID
 	for issuer, r := range t.learned[p] {
-		if t.countsLocked(r, p, self, now, revoked, revokedAt) {
+		if r.sound() && t.countsLocked(r, p, self, now, revoked, revokedAt) {
 			out = append(out, issuer)
 		}
 	}
@@ -703,11 +896,15 @@ const (
 	learnIssuerRate
 	learnAboutUsRate
 	learnNotRetraction
+	// learnUnsettled (peekLearnLocked only): the caps refuse while the
+	// records indexed at start are being checked; peekSettledLocked
+	// decides once the check is over.
+	learnUnsettled
 )
 
 func (r learnResult) String() string {
 	return [...]string{"learned", "duplicate", "stale", "own", "capacity", "about_us", "lifetime",
-		"version_rate", "issuer_rate", "about_us_rate", "not_accepted"}[r]
+		"version_rate", "issuer_rate", "about_us_rate", "not_accepted", "unsettled"}[r]
 }
 
 // peekLearnLocked tells what learn would do with an attestation, without
@@ -747,6 +944,11 @@ func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now 
 		limit := t.nLearned >= MaxLearned || t.perIssuer[a.Issuer] >= MaxLearnedPerIssuer ||
 			len(t.learned[a.Subject]) >= MaxLearnedPerSubject
 		if t.nLearned >= maxLearnedHard || (limit && !trusted) {
+			if t.checking {
+				// The counts may include records that fail their
+				// pending check (peekSettledLocked waits for it).
+				return learnUnsettled, old
+			}
 			return learnFull, old
 		}
 		return learnedNew, old
@@ -772,7 +974,7 @@ func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now 
 func (t *trustState) admitGossip(a *protocol.Attestation, self peer.ID, now time.Time, lim *gossipLimiter) learnResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	res, old := t.peekLearnLocked(a, self, now)
+	res, old := t.peekSettledLocked(a, self, now)
 	switch {
 	case res == learnAboutUs && a.Accepted:
 		// Forwarded (its issuer published it), not learned.
@@ -824,7 +1026,7 @@ func (n *Node) learn(a *protocol.Attestation, env []byte, via Via, from, author 
 	now := n.trustNow()
 	self := n.ID()
 	t.mu.Lock()
-	res, old := t.peekLearnLocked(a, self, now)
+	res, old := t.peekSettledLocked(a, self, now)
 	if res != learnedNew {
 		t.mu.Unlock()
 		return res
@@ -1095,7 +1297,7 @@ func (t *trustState) presentedUntrusted(now time.Time) int {
 	direct := map[peer.ID]bool{}
 	for _, m := range t.learned {
 		for issuer, r := range m {
-			if r.source != SourcePresentation {
+			if r.source != SourcePresentation || !r.sound() {
 				continue
 			}
 			ok, seen := direct[issuer]

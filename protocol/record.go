@@ -71,6 +71,13 @@ func DecodeOwnAttestation(data []byte, signer crypto.PubKey, id peer.ID) (*Attes
 	return attestation.DecodeOwn(data, signer, id)
 }
 
+// DecodeAttestationUnverified decodes an envelope without checking its
+// signature (attestation.DecodeUnverified): the record is not
+// authenticated until VerifyAttestation of the same bytes succeeds.
+func DecodeAttestationUnverified(data []byte) (*Attestation, error) {
+	return attestation.DecodeUnverified(data)
+}
+
 // AttestationCache is a bounded cache of verified envelopes
 // (attestation.Cache): VerifyAttestation of bytes it verified before runs
 // only the checks that depend on the options and the time.

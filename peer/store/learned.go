@@ -153,6 +153,38 @@ func (s *Store) PutLearned(ls ...Learned) error {
 // entries that no longer verify (a damaged or tampered file) are skipped,
 // and their number is returned as bad.
 func (s *Store) ListLearned(subject peer.ID) (out []Learned, bad int, err error) {
+	return s.listLearned(subject, func(env []byte) (*protocol.Attestation, error) {
+		return verifyEnvelope(env, protocol.VerifyOptions{AllowExpired: true})
+	})
+}
+
+// ListLearnedUnverified is ListLearned without the signature checks: every
+// entry is decoded with all the checks of protocol.VerifyAttestation but
+// the signature (protocol.DecodeAttestationUnverified), and entries that
+// fail them are skipped and counted as bad. The entries it returns are
+// NOT authenticated: the caller verifies each with VerifyLearned before
+// it trusts it (the node's trust index checks them after start and on
+// first use, spec/trust.md §5: a signature check costs ~50 µs and the
+// store holds up to 131 072 learned records).
+func (s *Store) ListLearnedUnverified(subject peer.ID) (out []Learned, bad int, err error) {
+	return s.listLearned(subject, protocol.DecodeAttestationUnverified)
+}
+
+// VerifyLearned verifies the envelope of an entry ListLearnedUnverified
+// returned: nil when its signature holds (the record is then the one the
+// entry carries), an error wrapping a protocol sentinel otherwise.
+func VerifyLearned(l Learned) error {
+	a, err := verifyEnvelope(l.Envelope, protocol.VerifyOptions{AllowExpired: true})
+	if err != nil {
+		return fmt.Errorf("learned attestation does not verify: %w", err)
+	}
+	if l.Attestation == nil || a.Issuer != l.Attestation.Issuer || a.Subject != l.Attestation.Subject {
+		return fmt.Errorf("learned attestation: %w: the envelope names another pair", protocol.ErrMalformed)
+	}
+	return nil
+}
+
+func (s *Store) listLearned(subject peer.ID, decode func([]byte) (*protocol.Attestation, error)) (out []Learned, bad int, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLearned)
 		if b == nil {
@@ -166,7 +198,7 @@ func (s *Store) ListLearned(subject peer.ID) (out []Learned, bad int, err error)
 				bad++
 				continue
 			}
-			a, _, err := protocol.VerifyAttestation(lv.Envelope, protocol.VerifyOptions{AllowExpired: true})
+			a, err := decode(lv.Envelope)
 			if err != nil || !bytes.Equal(k, learnedKey(a.Subject, a.Issuer)) {
 				bad++
 				continue
