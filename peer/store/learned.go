@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -184,31 +187,44 @@ func VerifyLearned(l Learned) error {
 	return nil
 }
 
+// listLearned decodes the learned entries about subject (all when empty)
+// with decode, on GOMAXPROCS goroutines (a node reads up to 131 072 of
+// them at start, ~20 µs each without the signature check), in key order.
 func (s *Store) listLearned(subject peer.ID, decode func([]byte) (*protocol.Attestation, error)) (out []Learned, bad int, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLearned)
 		if b == nil {
 			return nil
 		}
+		// The keys and values stay valid until the transaction ends; every
+		// decoded field is a copy.
+		var kvs [][2][]byte
 		prefix := learnedPrefix(subject)
 		c := b.Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			var lv learnedValue
-			if err := json.Unmarshal(v, &lv); err != nil {
+			kvs = append(kvs, [2][]byte{k, v})
+		}
+		ls := make([]Learned, len(kvs))
+		ok := make([]bool, len(kvs))
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range min(runtime.GOMAXPROCS(0), max(len(kvs)/256, 1)) {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(kvs) {
+						return
+					}
+					ls[i], ok[i] = decodeLearned(kvs[i][0], kvs[i][1], decode)
+				}
+			})
+		}
+		wg.Wait()
+		out = make([]Learned, 0, len(kvs))
+		for i, l := range ls {
+			if !ok[i] {
 				bad++
 				continue
-			}
-			a, err := decode(lv.Envelope)
-			if err != nil || !bytes.Equal(k, learnedKey(a.Subject, a.Issuer)) {
-				bad++
-				continue
-			}
-			l := Learned{Attestation: a, Envelope: lv.Envelope, Via: lv.Via, LearnedAt: time.Unix(lv.LearnedAt, 0).UTC()}
-			if lv.From != "" {
-				l.From, _ = peer.Decode(lv.From)
-			}
-			if lv.Author != "" {
-				l.Author, _ = peer.Decode(lv.Author)
 			}
 			out = append(out, l)
 		}
@@ -218,6 +234,27 @@ func (s *Store) listLearned(subject peer.ID, decode func([]byte) (*protocol.Atte
 		return nil, 0, fmt.Errorf("list learned attestations: %w", err)
 	}
 	return out, bad, nil
+}
+
+// decodeLearned decodes the learned entry stored as v at key k; false
+// when it no longer decodes or names another pair than its key.
+func decodeLearned(k, v []byte, decode func([]byte) (*protocol.Attestation, error)) (Learned, bool) {
+	var lv learnedValue
+	if err := json.Unmarshal(v, &lv); err != nil {
+		return Learned{}, false
+	}
+	a, err := decode(lv.Envelope)
+	if err != nil || !bytes.Equal(k, learnedKey(a.Subject, a.Issuer)) {
+		return Learned{}, false
+	}
+	l := Learned{Attestation: a, Envelope: lv.Envelope, Via: lv.Via, LearnedAt: time.Unix(lv.LearnedAt, 0).UTC()}
+	if lv.From != "" {
+		l.From, _ = peer.Decode(lv.From)
+	}
+	if lv.Author != "" {
+		l.Author, _ = peer.Decode(lv.Author)
+	}
+	return l, true
 }
 
 // PruneLearned deletes the learned entries that expired at or before now,

@@ -18,7 +18,7 @@ import (
 
 // sealed returns a signed acceptance by key about subject, issued at
 // issued and valid for ttl, and the attestation it holds.
-func sealed(t *testing.T, key crypto.PrivKey, subject peer.ID, issued time.Time, ttl time.Duration) ([]byte, *protocol.Attestation) {
+func sealed(t testing.TB, key crypto.PrivKey, subject peer.ID, issued time.Time, ttl time.Duration) ([]byte, *protocol.Attestation) {
 	t.Helper()
 	issuer, err := peer.IDFromPrivateKey(key)
 	if err != nil {
