@@ -120,7 +120,8 @@ func (s *Store) PutLearned(ls ...Learned) error {
 			if old := b.Get(k); old != nil {
 				var ov learnedValue
 				if json.Unmarshal(old, &ov) == nil &&
-					!Supersedes(a.IssuedAt, a.ExpiresAt, a.Accepted, time.Unix(ov.IssuedAt, 0), time.Unix(ov.ExpiresAt, 0), ov.Accepted) {
+					!Supersedes(a.IssuedAt, a.ExpiresAt, a.Accepted, time.Unix(ov.IssuedAt, 0), time.Unix(ov.ExpiresAt, 0), ov.Accepted) &&
+					soundLearned(k, ov) {
 					continue
 				}
 			}
@@ -149,6 +150,21 @@ func (s *Store) PutLearned(ls ...Learned) error {
 		return fmt.Errorf("store learned attestations: %w", err)
 	}
 	return nil
+}
+
+// soundLearned reports whether the stored learned value v at key k still
+// verifies and is the record its copied times and verdict say. PutLearned
+// keeps a stored record over an entry it supersedes only then: the node
+// learns a record whose stored version is damaged in place (its index
+// skipped it, trust.md §5), and a damaged value whose copied issue time
+// is later kept the sound record out of the store for good (the pair was
+// lost at the next start). The index learns such an entry only when it
+// holds no sound newer version, so the check runs only when the two
+// disagree.
+func soundLearned(k []byte, v learnedValue) bool {
+	a, err := verifyEnvelope(v.Envelope, protocol.VerifyOptions{AllowExpired: true})
+	return err == nil && bytes.Equal(k, learnedKey(a.Subject, a.Issuer)) &&
+		a.IssuedAt.Unix() == v.IssuedAt && a.ExpiresAt.Unix() == v.ExpiresAt && a.Accepted == v.Accepted
 }
 
 // ListLearned returns the learned attestations about subject (all when

@@ -93,3 +93,55 @@ func TestListLearnedUnverified(t *testing.T) {
 		t.Fatalf("ListLearned: %d listed, %d bad, %v; want the sound one, 2 bad", len(got), bad, err)
 	}
 }
+
+// A learned record damaged in place is skipped when read (trust.md §5),
+// so the node learns the pair again from a sound record; that record
+// names an earlier issue time than the damaged value's copied one, and
+// PutLearned kept the damaged value (it compared the copied times only):
+// the sound record was never stored, and the pair was lost at the next
+// start. Before: ListLearned listed nothing (1 damaged). A sound stored
+// record still wins over an entry it supersedes.
+func TestPutLearnedReplacesDamaged(t *testing.T) {
+	s, _ := openTemp(t)
+	defer s.Close()
+	key, _ := testutil.NewKey(t)
+	_, subject := testutil.NewKey(t)
+	now := time.Now()
+	env, a := sealed(t, key, subject, now, time.Hour)
+	if err := s.PutLearned(Learned{Attestation: a, Envelope: env, Via: ViaGossip, LearnedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	older, ao := sealed(t, key, subject, now.Add(-time.Minute), time.Hour)
+	// A sound stored record keeps an older entry out.
+	if err := s.PutLearned(Learned{Attestation: ao, Envelope: older, Via: ViaGossip, LearnedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.ListLearned(""); err != nil || len(got) != 1 || !got[0].Attestation.IssuedAt.Equal(a.IssuedAt) {
+		t.Fatalf("after an older entry: %d listed, %v; want the newer sound record", len(got), err)
+	}
+	k := learnedKey(subject, a.Issuer)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLearned)
+		var v learnedValue
+		if err := json.Unmarshal(b.Get(k), &v); err != nil {
+			return err
+		}
+		v.Envelope = bytes.Clone(v.Envelope)
+		v.Envelope[len(v.Envelope)-1] ^= 1
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		return b.Put(k, data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutLearned(Learned{Attestation: ao, Envelope: older, Via: ViaGossip, LearnedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	got, bad, err := s.ListLearned("")
+	if err != nil || bad != 0 || len(got) != 1 || !got[0].Attestation.IssuedAt.Equal(ao.IssuedAt) {
+		t.Fatalf("after the sound entry over a damaged one: %d listed, %d damaged, %v; want the sound entry", len(got), bad, err)
+	}
+}
