@@ -347,6 +347,12 @@ func sortedIDs(ids []peer.ID) []peer.ID {
 // learned nothing past a full subject before only because the damaged
 // record was counted.
 func TestLearnedCapWaitsForCheck(t *testing.T) {
+	for _, via := range []string{"presentation", "gossip"} {
+		t.Run(via, func(t *testing.T) { testLearnedCapWaits(t, via) })
+	}
+}
+
+func testLearnedCapWaits(t *testing.T, via string) {
 	key, _ := testutil.NewKey(t)
 	_, subject := testutil.NewKey(t)
 	now := time.Now()
@@ -373,33 +379,46 @@ func TestLearnedCapWaitsForCheck(t *testing.T) {
 	damageLearned(t, path, subject, first)
 	release := holdLearnedCheck(t)
 	n := startOnStore(t, key, path, 0)
+	offer := func(env []byte, id peer.ID) string {
+		if via == "gossip" {
+			// Published by its issuer; the validator's verdict.
+			reason, _ := validateOnly(t, n, env, id)
+			return reason
+		}
+		res, err := LearnEnvelope(n, env, ViaPresentation, id)
+		if err != nil {
+			return err.Error()
+		}
+		return res
+	}
 	ik, id := testutil.NewKey(t)
 	env := SealTest(ik, subject, true, now.Add(-time.Minute), 24*time.Hour)
 	got := make(chan string, 1)
-	go func() {
-		res, err := LearnEnvelope(n, env, ViaPresentation, id)
-		if err != nil {
-			res = err.Error()
-		}
-		got <- res
-	}()
+	go func() { got <- offer(env, id) }()
 	select {
 	case res := <-got:
-		t.Fatalf("learned %q while the check is held, want it to wait", res)
+		t.Fatalf("%q while the check is held, want it to wait", res)
 	case <-time.After(200 * time.Millisecond):
 	}
 	release()
+	want := "learned"
+	if via == "gossip" {
+		want = gossipOK
+	}
 	select {
 	case res := <-got:
-		if res != "learned" {
-			t.Fatalf("after the check: %q, want learned (the damaged record is not held)", res)
+		if res != want {
+			t.Fatalf("after the check: %q, want %q (the damaged record is not held)", res, want)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("learn still waiting 30 s after the check was released")
+		t.Fatal("still waiting 30 s after the check was released")
+	}
+	if via == "gossip" {
+		return
 	}
 	// One more is over the cap, as for any full subject.
 	ik2, id2 := testutil.NewKey(t)
-	if res, _ := LearnEnvelope(n, SealTest(ik2, subject, true, now.Add(-time.Minute), 24*time.Hour), ViaPresentation, id2); res != "capacity" {
+	if res := offer(SealTest(ik2, subject, true, now.Add(-time.Minute), 24*time.Hour), id2); res != "capacity" {
 		t.Errorf("past the cap: %q, want capacity", res)
 	}
 }

@@ -284,8 +284,10 @@ func (t *trustState) settlePairLocked(a *protocol.Attestation) {
 // learned-record caps refuse a while the records indexed at start are
 // still being checked (their counts may include damaged records, which
 // the index will not hold), it waits for the check to end, the lock
-// released meanwhile, and decides again. Under the write lock.
-func (t *trustState) peekSettledLocked(a *protocol.Attestation, self peer.ID, now time.Time) (learnResult, *trustRec) {
+// released meanwhile, and decides again. maxWait (0: none) bounds the
+// wait: the gossip validator's, past which GossipSub ignores the message
+// whatever the validator says; the cap then refuses. Under the write lock.
+func (t *trustState) peekSettledLocked(a *protocol.Attestation, self peer.ID, now time.Time, maxWait time.Duration) (learnResult, *trustRec) {
 	t.settlePairLocked(a)
 	res, old := t.peekLearnLocked(a, self, now)
 	if res != learnUnsettled {
@@ -293,11 +295,21 @@ func (t *trustState) peekSettledLocked(a *protocol.Attestation, self peer.ID, no
 	}
 	done := t.checked
 	t.mu.Unlock()
-	<-done
+	if maxWait > 0 {
+		tm := time.NewTimer(maxWait)
+		select {
+		case <-done:
+		case <-tm.C:
+		}
+		tm.Stop()
+	} else {
+		<-done
+	}
 	t.mu.Lock()
 	t.settlePairLocked(a)
 	if res, old = t.peekLearnLocked(a, self, now); res == learnUnsettled {
-		// The node stops: the check was cut short.
+		// The wait ended first, or the node stops (the check was cut
+		// short).
 		res = learnFull
 	}
 	return res, old
@@ -974,7 +986,7 @@ func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now 
 func (t *trustState) admitGossip(a *protocol.Attestation, self peer.ID, now time.Time, lim *gossipLimiter) learnResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	res, old := t.peekSettledLocked(a, self, now)
+	res, old := t.peekSettledLocked(a, self, now, gossipValidateTimeout)
 	switch {
 	case res == learnAboutUs && a.Accepted:
 		// Forwarded (its issuer published it), not learned.
@@ -1026,7 +1038,7 @@ func (n *Node) learn(a *protocol.Attestation, env []byte, via Via, from, author 
 	now := n.trustNow()
 	self := n.ID()
 	t.mu.Lock()
-	res, old := t.peekSettledLocked(a, self, now)
+	res, old := t.peekSettledLocked(a, self, now, 0)
 	if res != learnedNew {
 		t.mu.Unlock()
 		return res
