@@ -286,7 +286,8 @@ func (t *trustState) settlePairLocked(a *protocol.Attestation) {
 // the index will not hold), it waits for the check to end, the lock
 // released meanwhile, and decides again. maxWait (0: none) bounds the
 // wait: the gossip validator's, past which GossipSub ignores the message
-// whatever the validator says; the cap then refuses. Under the write lock.
+// whatever the validator says, or a presentation's; the cap then
+// refuses. Under the write lock.
 func (t *trustState) peekSettledLocked(a *protocol.Attestation, self peer.ID, now time.Time, maxWait time.Duration) (learnResult, *trustRec) {
 	t.settlePairLocked(a)
 	res, old := t.peekLearnLocked(a, self, now)
@@ -1037,8 +1038,16 @@ func (n *Node) learn(a *protocol.Attestation, env []byte, via Via, from, author 
 	t := &n.trust
 	now := n.trustNow()
 	self := n.ID()
+	// A cap that waits for the start-up check of learned records waits
+	// no longer than the exchange that brought the record may last: a
+	// presentation's whole time, or the gossip validator's (the learning
+	// goroutine of gossip serves every message after it).
+	maxWait := PresentTimeout
+	if via == ViaGossip {
+		maxWait = gossipValidateTimeout
+	}
 	t.mu.Lock()
-	res, old := t.peekSettledLocked(a, self, now, 0)
+	res, old := t.peekSettledLocked(a, self, now, maxWait)
 	if res != learnedNew {
 		t.mu.Unlock()
 		return res
