@@ -36,7 +36,10 @@ const skeletonSeed = 20260501
 const skeletonCount = 200
 
 // skeletons returns a fresh deterministic skeleton source and the sets it
-// will hand out, in order.
+// will hand out, in order. The sets are computed once per test binary and
+// shared (read-only) by every test: the stream is deterministic, and
+// regenerating it per subtest was a large part of the hybrid tests' time
+// under -race.
 func skeletons(t testing.TB) (skill.Source, []*skill.Set) {
 	t.Helper()
 	seed := uint64(skeletonSeed)
@@ -44,19 +47,58 @@ func skeletons(t testing.TB) (skill.Source, []*skill.Set) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := procedural.New(procedural.Config{Seed: &seed})
+	sets, err := skeletonStream()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return src, sets
+}
+
+// skeletonStream returns the first skeletonCount sets of the
+// deterministic stream, generated once; the tests must not modify them.
+var skeletonStream = sync.OnceValues(func() ([]*skill.Set, error) {
+	seed := uint64(skeletonSeed)
+	ref, err := procedural.New(procedural.Config{Seed: &seed})
+	if err != nil {
+		return nil, err
 	}
 	var sets []*skill.Set
 	for range skeletonCount {
 		s, err := ref.Next(context.Background())
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		sets = append(sets, s)
 	}
-	return src, sets
+	return sets, nil
+})
+
+// skeletonCodes maps each narrative of the skeleton stream to its codes
+// (codesOf), computed once: every question oracle needs them, and the
+// backtracking regular expression over 600 narratives per oracle
+// dominated the hybrid tests' setup under -race.
+var skeletonCodes = sync.OnceValue(func() map[string]map[string]bool {
+	sets, err := skeletonStream()
+	if err != nil {
+		return nil // skeletons reports the error
+	}
+	m := map[string]map[string]bool{}
+	for _, s := range sets {
+		for _, p := range s.Parts {
+			m[p.Narrative] = codesOf(p.Narrative)
+		}
+	}
+	return m
+})
+
+// narrativeCodes is codesOf(narrative), from skeletonCodes when the
+// narrative is a skeleton's. The map is shared: callers must not modify
+// it.
+func narrativeCodes(narrative string) map[string]bool {
+	if c, ok := skeletonCodes()[narrative]; ok {
+		return c
+	}
+	return codesOf(narrative)
 }
 
 // rewordRequest extracts the narrative and the part number from a
@@ -160,7 +202,7 @@ func newQuestionOracle(sets []*skill.Set, rewordings ...func(string) string) *qu
 	o := &questionOracle{answers: map[string][]oracleAnswer{}}
 	for _, s := range sets {
 		for _, p := range s.Parts {
-			codes := codesOf(p.Narrative)
+			codes := narrativeCodes(p.Narrative)
 			for _, q := range p.Questions {
 				k := strings.Join(strings.Fields(q.Question), " ")
 				o.answers[k] = append(o.answers[k], oracleAnswer{answer: q.Answer, codes: codes})
