@@ -135,7 +135,7 @@ func (s *Session) Answer(ctx context.Context, c skill.Challenge) (string, error)
 	}
 	c.Narrative = skill.CapBytes(c.Narrative, maxNarrativeBytes)
 	c.Question = skill.CapBytes(c.Question, maxQuestionBytes)
-	d := analyse(c.Narrative)
+	d := analyseShared(c.Narrative)
 	q := analyseQuestion(c.Question)
 	ans, key := s.p.strategy(s, d, q, &c)
 	ans = strings.TrimSpace(ans)

@@ -49,7 +49,7 @@ func solveListing(s *wbSession, part int, c *skill.Challenge) string {
 			add(e.name())
 		}
 	}
-	lw := s.cached("llm", part, func() any { return parseLLM(s.narratives[part]) }).(*lWorld)
+	lw := s.cached("llm", part, func() any { return parseLLMShared(s.narratives[part]) }).(*lWorld)
 	for _, e := range lw.ents {
 		add(e.name)
 	}

@@ -23,7 +23,7 @@ func (s *wbSession) procWorld(part int, domain string) *pWorld {
 		prev = s.procWorld(part-1, domain)
 	}
 	return s.cached("proc", part, func() any {
-		return parseProcedural(s.narratives[part], procVocab(domain, part), prev)
+		return parseProceduralShared(s.narratives[part], domain, part, prev)
 	}).(*pWorld)
 }
 

@@ -29,7 +29,7 @@ func solvePrompt(s *wbSession, part int, c *skill.Challenge) string {
 			}
 		}
 	}
-	lw := s.cached("llm", part, func() any { return parseLLM(s.narratives[part]) }).(*lWorld)
+	lw := s.cached("llm", part, func() any { return parseLLMShared(s.narratives[part]) }).(*lWorld)
 	return lw.answer(c.Question)
 }
 
