@@ -216,50 +216,79 @@ func TestInterruptedRunsExit130(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the benches")
 	}
-	dir := t.TempDir()
 	t.Setenv("ACAPTCHA_LLM", "")
+	// The cases wait out their interrupt times (about 30 s in all), so
+	// they run at once, each in its own directory (the node's store is
+	// locked while it runs): subtests started from goroutines, which
+	// -parallel (2 on CI) does not bound as it would t.Parallel. The
+	// Setenv above holds until they all end.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, tc := range []struct {
-		args  []string
+		name  string
+		args  func(dir string) []string
 		after time.Duration
 		want  int
 		// notOut must not be on stdout.
 		notOut string
 	}{
-		{[]string{"bench", "abuse", "--duration", "30s", "--check", "--scale", "0.25", "--pace", "50ms"}, 4 * time.Second, exitInterrupted, "all hold"},
-		{[]string{"demo"}, 3 * time.Second, exitInterrupted, ""},
-		{[]string{"eval", "--sessions", "1000000", "--no-plots", "--out", dir}, 2 * time.Second, exitInterrupted, ""},
-		{[]string{"bench", "swarm", "-n", "40"}, 2 * time.Second, exitInterrupted, ""},
-		{[]string{"generate", "--source", "procedural", "-n", "100000", "--out", dir}, 2 * time.Second, exitInterrupted, ""},
-		{[]string{"node", "--challenges", "procedural", "--listen", "/ip4/127.0.0.1/tcp/0", "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key")}, 2 * time.Second, exitOK, ""},
+		{"bench-abuse", func(string) []string {
+			return []string{"bench", "abuse", "--duration", "30s", "--check", "--scale", "0.25", "--pace", "50ms"}
+		}, 4 * time.Second, exitInterrupted, "all hold"},
+		{"demo", func(string) []string { return []string{"demo"} }, 3 * time.Second, exitInterrupted, ""},
+		{"eval", func(dir string) []string {
+			return []string{"eval", "--sessions", "1000000", "--no-plots", "--out", dir}
+		}, 2 * time.Second, exitInterrupted, ""},
+		{"bench-swarm", func(string) []string { return []string{"bench", "swarm", "-n", "40"} }, 2 * time.Second, exitInterrupted, ""},
+		{"generate", func(dir string) []string {
+			return []string{"generate", "--source", "procedural", "-n", "100000", "--out", dir}
+		}, 2 * time.Second, exitInterrupted, ""},
+		{"node", func(dir string) []string {
+			return []string{"node", "--challenges", "procedural", "--listen", "/ip4/127.0.0.1/tcp/0", "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key")}
+		}, 2 * time.Second, exitOK, ""},
 	} {
 		for _, jsonOut := range []bool{false, true} {
-			args := tc.args
+			name := tc.name
 			if jsonOut {
-				args = append(append([]string{}, args...), "--json")
+				name += "-json"
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(tc.after, cancel)
-			var out, errb bytes.Buffer
-			code := Main(ctx, args, &out, &errb)
-			cancel()
-			if code != tc.want {
-				t.Errorf("%v interrupted: exit %d, want %d\n%.500s\n%s", args, code, tc.want, out.String(), errb.String())
-				continue
-			}
-			if tc.notOut != "" && strings.Contains(out.String(), tc.notOut) {
-				t.Errorf("%v interrupted printed %q:\n%s", args, tc.notOut, out.String())
-			}
-			if tc.want != exitInterrupted {
-				continue
-			}
-			if jsonOut {
-				if msg, ec := jsonError(t, lastLine(errb.String())); ec != exitInterrupted || !strings.Contains(msg, "interrupted") {
-					t.Errorf("%v: error object %q, exit_code %d", args, msg, ec)
-				}
-			} else if !strings.Contains(errb.String(), "error: interrupted") {
-				t.Errorf("%v: stderr does not say interrupted:\n%s", args, errb.String())
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t.Run(name, func(t *testing.T) { checkInterrupted(t, tc.args(t.TempDir()), jsonOut, tc.after, tc.want, tc.notOut) })
+			}()
 		}
+	}
+}
+
+// checkInterrupted runs the command args (with --json when jsonOut),
+// interrupts it after the given time and checks its exit code want, that
+// notOut is not on its stdout and, when want is exitInterrupted, that its
+// error says so.
+func checkInterrupted(t *testing.T, args []string, jsonOut bool, after time.Duration, want int, notOut string) {
+	if jsonOut {
+		args = append(args, "--json")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(after, cancel)
+	var out, errb bytes.Buffer
+	code := Main(ctx, args, &out, &errb)
+	cancel()
+	if code != want {
+		t.Fatalf("%v interrupted: exit %d, want %d\n%.500s\n%s", args, code, want, out.String(), errb.String())
+	}
+	if notOut != "" && strings.Contains(out.String(), notOut) {
+		t.Errorf("%v interrupted printed %q:\n%s", args, notOut, out.String())
+	}
+	if want != exitInterrupted {
+		return
+	}
+	if jsonOut {
+		if msg, ec := jsonError(t, lastLine(errb.String())); ec != exitInterrupted || !strings.Contains(msg, "interrupted") {
+			t.Errorf("%v: error object %q, exit_code %d", args, msg, ec)
+		}
+	} else if !strings.Contains(errb.String(), "error: interrupted") {
+		t.Errorf("%v: stderr does not say interrupted:\n%s", args, errb.String())
 	}
 }
 
