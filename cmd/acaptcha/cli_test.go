@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,16 +19,41 @@ import (
 	"github.com/acaptcha/acaptcha/spec"
 )
 
-// buildBinary compiles the CLI once per test run.
+// buildBinary compiles the CLI once per test run (CGO_ENABLED=0) and
+// returns its path; the tests that run the binary share it.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "acaptcha")
+	bin, err := sharedBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// binDir holds the shared binary; TestMain removes it.
+var binDir string
+
+var sharedBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "acaptcha-test-bin-")
+	if err != nil {
+		return "", err
+	}
+	binDir = dir
+	bin := filepath.Join(dir, "acaptcha")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+		return "", fmt.Errorf("build: %w\n%s", err, out)
 	}
-	return bin
+	return bin, nil
+})
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 type proc struct {

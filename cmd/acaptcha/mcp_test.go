@@ -90,12 +90,7 @@ func TestMCPStdioBinary(t *testing.T) {
 		t.Skipf("no go tool in PATH to build the binary: %v", err)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "acaptcha")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	sets, err := spec.Examples()
 	if err != nil {
 		t.Fatal(err)
