@@ -132,6 +132,10 @@ type Set struct {
 	// Provenance says what produced the set. Sources set it when they
 	// serve; a set file may carry the generator's own record of it.
 	Provenance *Provenance `json:"provenance,omitempty"`
+
+	// prep is Prepare's mark (prepared.go); a copy of the Set value does
+	// not carry it over (it names the set it was made for).
+	prep *prepared
 }
 
 // SourceKind names the kind of source that produced a challenge set, as
@@ -412,11 +416,13 @@ func DecodeSet(data []byte) (*Set, error) {
 	if dec.More() {
 		return nil, errors.New("decode challenge set: trailing data after the JSON object")
 	}
-	if err := s.Validate(); err != nil {
-		return nil, err
-	}
 	if s.ID == "" {
 		s.ID = s.ContentID()
+	}
+	// Validated once here: the set is new and goes to its caller as it
+	// is, so the session drawn from it need not check it again.
+	if err := s.Prepare(); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }

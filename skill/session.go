@@ -131,8 +131,12 @@ func NewSession(set *Set, p Policy, rng io.Reader) (*Session, error) {
 	if set == nil {
 		return nil, fmt.Errorf("%w: nil set", ErrInvalidSet)
 	}
-	if err := set.Validate(); err != nil {
-		return nil, err
+	// A set its source prepared (Prepare: validated as it is now) is not
+	// checked a second time; any other is.
+	if !set.MarkedValid() {
+		if err := set.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	k, err := lookupKind(set.Kind)
 	if err != nil {

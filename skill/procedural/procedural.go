@@ -191,11 +191,13 @@ func (g *Generator) generate(seed uint64, tr *trace) (*skill.Set, error) {
 		return nil, fmt.Errorf("%w: seed %d: %w", ErrGenerate, seed, err)
 	}
 	set.Provenance = &skill.Provenance{Source: skill.SourceProcedural}
-	// The structural check the session relies on, as a last safety net.
-	if err := set.Validate(); err != nil {
+	set.ID = set.ContentID()
+	// The structural check the session relies on, as a last safety net;
+	// Prepare marks the set checked, so the session does not check it
+	// again.
+	if err := set.Prepare(); err != nil {
 		return nil, fmt.Errorf("%w: seed %d: %w", ErrGenerate, seed, err)
 	}
-	set.ID = set.ContentID()
 	return set, nil
 }
 

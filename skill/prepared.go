@@ -1,0 +1,108 @@
+package skill
+
+import "sync"
+
+// A source validates every set before it serves it (the procedural
+// generator after generating, DecodeSet after decoding, the pool when a
+// set enters it), and NewSession validated it again, on the session's
+// path: about 3 % of a mutual attestation's CPU went to checking a set
+// the source had just checked. Prepare is Validate for a source that
+// hands the set out and changes it no more: it marks the set, and
+// NewSession skips its own check for a set so marked (MarkedValid). Any
+// other set (built by hand, copied, decoded by json.Unmarshal, or changed
+// in its parts or questions since) is validated as before.
+//
+// Preparing is also when other packages do their per-set work once
+// (RegisterPreparer): the protocol fingerprints each narrative for its
+// reflection guard there, not before every challenge it sends.
+
+// prepared is what Prepare recorded of a set: the set itself (a copy of
+// the Set value is not prepared) and the slices its validity rests on,
+// so that a part or question list replaced or resized since is seen.
+type prepared struct {
+	set    *Set
+	kind   string
+	domain string
+	prov   *Provenance
+	parts  []Part
+	qs     [Parts][]Question
+	values map[any]any // RegisterPreparer's results, by key (read-only)
+}
+
+// Preparer computes a value for a valid set, kept with it under its key
+// (see PreparedValue).
+type Preparer struct {
+	Key     any
+	Prepare func(*Set) any
+}
+
+var (
+	preparersMu sync.RWMutex
+	preparers   []Preparer
+)
+
+// RegisterPreparer adds a computation Prepare runs on every set it
+// marks; a package registers its own in init.
+func RegisterPreparer(p Preparer) {
+	preparersMu.Lock()
+	defer preparersMu.Unlock()
+	preparers = append(preparers, p)
+}
+
+// Prepare validates s (Validate) and, when it is valid, marks it as
+// such and runs the registered preparers on it. The caller must not
+// change s afterwards (its ID aside): a changed kind, domain, provenance,
+// part list or question list is noticed and the mark ignored, but a
+// narrative or question edited in place is not, so sources call Prepare
+// only on a set they hand out as it is.
+func (s *Set) Prepare() error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	p := &prepared{set: s, kind: s.Kind, domain: s.Domain, prov: s.Provenance, parts: s.Parts}
+	for i := range s.Parts {
+		p.qs[i] = s.Parts[i].Questions
+	}
+	preparersMu.RLock()
+	ps := preparers
+	preparersMu.RUnlock()
+	if len(ps) > 0 {
+		p.values = make(map[any]any, len(ps))
+		for _, pr := range ps {
+			p.values[pr.Key] = pr.Prepare(s)
+		}
+	}
+	s.prep = p
+	return nil
+}
+
+// MarkedValid reports whether Prepare validated s and s's kind, domain,
+// provenance, parts and question lists are still the ones it checked.
+func (s *Set) MarkedValid() bool {
+	p := s.prep
+	if p == nil || p.set != s || p.kind != s.Kind || p.domain != s.Domain || p.prov != s.Provenance || !sameSlice(p.parts, s.Parts) {
+		return false
+	}
+	for i := range s.Parts {
+		if !sameSlice(p.qs[i], s.Parts[i].Questions) {
+			return false
+		}
+	}
+	return true
+}
+
+// PreparedValue returns what the preparer registered under key computed
+// for s, if s is MarkedValid.
+func (s *Set) PreparedValue(key any) (any, bool) {
+	if !s.MarkedValid() {
+		return nil, false
+	}
+	v, ok := s.prep.values[key]
+	return v, ok
+}
+
+// sameSlice reports whether a and b are the same slice: same array, same
+// length.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}

@@ -1,0 +1,77 @@
+package skill
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestPreparedSetChangedIsValidated: NewSession skips its check only for
+// the set Prepare marked, as Prepare saw it. A copy, an invalid set
+// prepared never, and a prepared set whose parts, questions, kind or
+// domain changed since are validated (and refused) as before.
+func TestPreparedSetChangedIsValidated(t *testing.T) {
+	p := DefaultPolicy()
+	s := testSet()
+	if err := s.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.MarkedValid() {
+		t.Fatal("a prepared set is not marked")
+	}
+	if _, err := NewSession(s, p, nil); err != nil {
+		t.Fatalf("prepared set: %v", err)
+	}
+	bad := testSet()
+	bad.Parts[1].Questions = nil
+	if err := bad.Prepare(); !errors.Is(err, ErrInvalidSet) || bad.MarkedValid() {
+		t.Fatalf("an invalid set was prepared: %v", err)
+	}
+	changes := map[string]func(*Set) *Set{
+		"copy with a part's questions dropped": func(s *Set) *Set {
+			c := *s
+			c.Parts = append([]Part(nil), s.Parts...)
+			c.Parts[0].Questions = nil
+			return &c
+		},
+		"questions dropped in place": func(s *Set) *Set { s.Parts[2].Questions = s.Parts[2].Questions[:0]; return s },
+		"question list replaced":     func(s *Set) *Set { s.Parts[0].Questions = []Question{{Question: "?"}}; return s },
+		"part dropped":               func(s *Set) *Set { s.Parts = s.Parts[:2]; return s },
+		"domain emptied":             func(s *Set) *Set { s.Domain = " "; return s },
+		"kind changed":               func(s *Set) *Set { s.Kind = "no-such-kind"; return s },
+		"provenance replaced":        func(s *Set) *Set { s.Provenance = &Provenance{Source: "bogus"}; return s },
+	}
+	for name, change := range changes {
+		s := testSet()
+		if err := s.Prepare(); err != nil {
+			t.Fatal(err)
+		}
+		c := change(s)
+		if c.MarkedValid() {
+			t.Errorf("%s: still marked valid", name)
+		}
+		if _, err := NewSession(c, p, nil); !errors.Is(err, ErrInvalidSet) {
+			t.Errorf("%s: NewSession = %v, want ErrInvalidSet", name, err)
+		}
+	}
+}
+
+// TestPreparerValues: a registered preparer's value is kept with a
+// prepared set, and not handed out for a set changed since.
+func TestPreparerValues(t *testing.T) {
+	type key struct{}
+	RegisterPreparer(Preparer{Key: key{}, Prepare: func(s *Set) any { return len(s.Parts) }})
+	s := testSet()
+	if _, ok := s.PreparedValue(key{}); ok {
+		t.Fatal("a value for a set never prepared")
+	}
+	if err := s.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := s.PreparedValue(key{}); !ok || v != 3 {
+		t.Fatalf("PreparedValue = %v, %v", v, ok)
+	}
+	s.Parts[0].Questions = append([]Question(nil), s.Parts[0].Questions...)
+	if _, ok := s.PreparedValue(key{}); ok {
+		t.Fatal("a value for a set changed since")
+	}
+}
