@@ -239,8 +239,9 @@ func (vs *VerifierSession) Next() (skill.Challenge, bool) {
 		// Fingerprinted (§7) round by round, right before the round's
 		// write: a peer that fails round 1 (a script, mostly) costs one
 		// fingerprint, not one per round. The prover is not timed
-		// between rounds, so the work there changes no verdict.
-		d := challengeDigest(c.Narrative, c.Question)
+		// between rounds, so the work there changes no verdict. A set its
+		// source prepared has its narratives fingerprinted already.
+		d := issuedPrint(vs.sess.Set(), c)
 		vs.mu.Lock()
 		vs.digests = append(vs.digests, d)
 		vs.mu.Unlock()

@@ -3,6 +3,7 @@ package protocol
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"hash"
 	"math"
 	"math/bits"
 	"slices"
@@ -14,6 +15,8 @@ import (
 
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // DefaultReflectionWindow is how long a node remembers the challenges it
@@ -374,17 +377,31 @@ const fnvOffset64, fnvPrime64 = 14695981039346656037, 1099511628211
 // ShingleWords shingles it belongs to: hashing the text of every shingle
 // byte by byte took each byte ShingleWords times.
 func shingleHashes(out []uint64, ws []byte) []uint64 {
+	var st shingleState
+	return st.finish(st.roll(out[:0], ws))
+}
+
+// shingleState is shingleHashes' state between words: x is the shingle
+// ending with the last word before fmix64 (see shingleHash), kept
+// rolling: x*P + w adds a word and w0*P^5 takes out the one that leaves
+// (w0..w4 are the last five words' hashes, w4 the last; zero before the
+// text). Until ShingleWords words are in, x is that of all of them. A
+// narrative's state is kept (narrativePrint) and rolled on over each
+// question of its part.
+type shingleState struct {
+	x, w0, w1, w2, w3, w4 uint64
+	words                 int
+}
+
+// roll appends to out (which has room for one hash per word of ws) the
+// hash of every shingle that ends with a word of ws, the words before
+// ws being those st has seen.
+func (st *shingleState) roll(out []uint64, ws []byte) []uint64 {
 	n := len(ws)
 	// Eight spaces after the text: every load of 8 bytes from a word's
 	// byte on finds the word's end by then.
 	ws = append(ws, "        "...)
-	// x is the shingle ending with the last word before fmix64 (see
-	// shingleHash), kept rolling: x*P + w adds a word and w0*P^5 takes
-	// out the one that leaves (w0..w4 are the last five words' hashes,
-	// w4 the last; zero before the text). Until ShingleWords words are
-	// in, x is that of all of them.
-	var x, w0, w1, w2, w3, w4 uint64
-	words := 0
+	x, w0, w1, w2, w3, w4, words := st.x, st.w0, st.w1, st.w2, st.w3, st.w4, st.words
 	for i := 0; i < n; {
 		if ws[i] == ' ' {
 			i++
@@ -411,17 +428,24 @@ func shingleHashes(out []uint64, ws []byte) []uint64 {
 		w0, w1, w2, w3, w4 = w1, w2, w3, w4, w
 		words++
 		if words >= ShingleWords {
-			out[words-ShingleWords] = fmix64(x)
+			out = append(out, fmix64(x))
 		}
 	}
+	st.x, st.w0, st.w1, st.w2, st.w3, st.w4, st.words = x, w0, w1, w2, w3, w4, words
+	return out
+}
+
+// finish is the shingle hashes of the whole text, given those roll
+// appended to hs (empty unless ShingleWords words are in): with fewer
+// words, one shingle of all of them (none for no words), in hs's array.
+func (st *shingleState) finish(hs []uint64) []uint64 {
 	switch {
-	case words == 0:
+	case st.words == 0:
 		return nil
-	case words < ShingleWords:
-		out[0] = fmix64(x)
-		return out[:1]
+	case st.words < ShingleWords:
+		return append(hs[:0], fmix64(st.x))
 	}
-	return out[:words-ShingleWords+1]
+	return hs
 }
 
 // fnvPrime64Pow5 is fnvPrime64^ShingleWords modulo 2^64.
@@ -624,4 +648,138 @@ func heapDown(h []uint64) {
 		h[i], h[big] = h[big], h[i]
 		i = big
 	}
+}
+
+// narrativePrint is challengeDigest's work on a narrative alone: its
+// normalised text hashed up to the zero byte, its shingle state after its
+// last word, and the sketch of the shingles within it. A verifier
+// fingerprints each challenge it sends (VerifierSession.Next); the
+// narrative is most of the text and the same for every question of its
+// part, so the source's preparation of a set (skill.Set.Prepare, through
+// the preparer registered below) does it once per part, and each
+// challenge then costs its question's words alone: about 4 % of a mutual
+// attestation's CPU moves out of the session, to where the set is made
+// or enters the pool. print gives exactly challengeDigest's result
+// (TestNarrativePrint, FuzzChallengeDigestFastPath).
+type narrativePrint struct {
+	narrative string
+	// simple is false when the narrative takes the general path: print is
+	// then challengeDigest.
+	simple bool
+	sha    hash.Cloner // SHA-256 of norm(narrative) 0x00; cloned, never written
+	st     shingleState
+	sketch []uint64 // bottomK of the narrative's own shingles
+}
+
+func newNarrativePrint(narrative string) *narrativePrint {
+	np := &narrativePrint{narrative: narrative}
+	sc := digestScratchPool.Get().(*digestScratch)
+	defer sc.put()
+	t, ws, ok := appendNormalizedSimple(sc.text[:0], sc.words[:0], narrative)
+	sc.text, sc.words = t, ws
+	h, cloner := sha256.New().(hash.Cloner)
+	if !ok || !cloner {
+		return np
+	}
+	h.Write(t)
+	h.Write([]byte{0})
+	sc.hashes = slices.Grow(sc.hashes[:0], len(ws)/2+1)
+	if hs := np.st.roll(sc.hashes[:0], ws); len(hs) > 0 {
+		np.sketch = bottomK(hs)
+	}
+	np.sha, np.simple = h, true
+	return np
+}
+
+// print is challengeDigest(np.narrative, question).
+func (np *narrativePrint) print(question string) *challengePrint {
+	if !np.simple {
+		return challengeDigest(np.narrative, question)
+	}
+	sc := digestScratchPool.Get().(*digestScratch)
+	defer sc.put()
+	t, ws, ok := appendNormalizedSimple(sc.text[:0], sc.words[:0], question)
+	sc.text, sc.words = t, ws
+	if !ok {
+		return challengeDigest(np.narrative, question)
+	}
+	h, err := np.sha.Clone()
+	if err != nil {
+		return challengeDigest(np.narrative, question)
+	}
+	cp := &challengePrint{}
+	h.Write(t)
+	h.Sum(cp.digest[:0])
+	// The shingles that end with a question word, rolled on from the
+	// narrative's state (the words of norm(n) 0x00 norm(q) are the
+	// narrative's followed by the question's), then the SketchSize
+	// smallest of them and of the narrative's own: the smallest of a
+	// union are among the smallest of each side.
+	st := np.st
+	sc.hashes = slices.Grow(sc.hashes[:0], len(ws)/2+1)
+	hs := st.finish(st.roll(sc.hashes[:0], ws))
+	if st.words < ShingleWords {
+		// One shingle of all words (none without words): the narrative
+		// had no shingle of its own.
+		cp.sketch = slices.Clone(hs)
+		return cp
+	}
+	cp.sketch = mergeSketch(np.sketch, hs)
+	return cp
+}
+
+// mergeSketch returns the SketchSize smallest distinct values of a
+// (ascending, distinct) and hs (which it sorts), ascending, in a slice of
+// their own; nil when both are empty.
+func mergeSketch(a, hs []uint64) []uint64 {
+	if len(a)+len(hs) == 0 {
+		return nil
+	}
+	slices.Sort(hs)
+	hs = slices.Compact(hs)
+	out := make([]uint64, 0, min(SketchSize, len(a)+len(hs)))
+	i, j := 0, 0
+	for len(out) < SketchSize && (i < len(a) || j < len(hs)) {
+		switch {
+		case j == len(hs) || i < len(a) && a[i] < hs[j]:
+			out = append(out, a[i])
+			i++
+		case i == len(a) || hs[j] < a[i]:
+			out = append(out, hs[j])
+			j++
+		default: // in both
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
+	}
+	return out
+}
+
+// narrativePrints is the key of a prepared set's narrative prints, one
+// per part (skill.Set.PreparedValue).
+type narrativePrints struct{}
+
+func init() {
+	skill.RegisterPreparer(skill.Preparer{Key: narrativePrints{}, Prepare: func(s *skill.Set) any {
+		nps := make([]*narrativePrint, len(s.Parts))
+		for i := range s.Parts {
+			nps[i] = newNarrativePrint(s.Parts[i].Narrative)
+		}
+		return nps
+	}})
+}
+
+// issuedPrint is challengeDigest(c.Narrative, c.Question) for a
+// challenge of set, from the set's prepared narrative prints when it has
+// them.
+func issuedPrint(set *skill.Set, c skill.Challenge) *challengePrint {
+	if v, ok := set.PreparedValue(narrativePrints{}); ok {
+		nps := v.([]*narrativePrint)
+		// Round r shows part r; the narrative is compared all the same
+		// (by pointer first: the same string).
+		if i := c.Round - 1; i >= 0 && i < len(nps) && nps[i].narrative == c.Narrative {
+			return nps[i].print(c.Question)
+		}
+	}
+	return challengeDigest(c.Narrative, c.Question)
 }

@@ -13,6 +13,7 @@ import (
 
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/procedural"
 )
 
@@ -100,6 +101,62 @@ func TestChallengeDigestFastPath(t *testing.T) {
 		if len(got.sketch) > SketchSize || cap(got.sketch) > SketchSize {
 			t.Fatalf("sketch of len %d cap %d", len(got.sketch), cap(got.sketch))
 		}
+		checkNarrativePrint(t, c[0], c[1], want)
+	}
+}
+
+// checkNarrativePrint: a narrative fingerprinted ahead (a prepared set's)
+// gives with each question the general path's digest and sketch.
+func checkNarrativePrint(t testing.TB, n, q string, want *challengePrint) {
+	t.Helper()
+	got := newNarrativePrint(n).print(q)
+	if got.digest != want.digest || !slices.Equal(got.sketch, want.sketch) {
+		t.Fatalf("%q / %q: narrative print %x %x, general %x %x", n, q, got.digest, got.sketch, want.digest, want.sketch)
+	}
+	if len(got.sketch) > SketchSize || cap(got.sketch) > SketchSize {
+		t.Fatalf("narrative print: sketch of len %d cap %d", len(got.sketch), cap(got.sketch))
+	}
+}
+
+// TestNarrativePrint: every question of generated sets, with its part's
+// narrative prepared once, gets the fingerprint challengeDigest gives;
+// and a prepared set's challenges are fingerprinted from it.
+func TestNarrativePrint(t *testing.T) {
+	g, err := procedural.New(procedural.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		set, err := g.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := set.PreparedValue(narrativePrints{})
+		if !ok {
+			t.Fatal("a generated set has no narrative prints")
+		}
+		for pi, p := range set.Parts {
+			np := v.([]*narrativePrint)[pi]
+			if !np.simple {
+				t.Fatalf("part %d of a generated set takes the general path", pi+1)
+			}
+			for _, q := range p.Questions {
+				want := challengeDigestGeneral(p.Narrative, q.Question)
+				got := np.print(q.Question)
+				if got.digest != want.digest || !slices.Equal(got.sketch, want.sketch) {
+					t.Fatalf("set %s part %d %q: prepared print differs", set.ID, pi+1, q.Question)
+				}
+				c := skill.Challenge{Round: pi + 1, Narrative: p.Narrative, Question: q.Question}
+				if got := issuedPrint(set, c); got.digest != want.digest || !slices.Equal(got.sketch, want.sketch) {
+					t.Fatalf("set %s part %d: issuedPrint differs", set.ID, pi+1)
+				}
+			}
+		}
+	}
+	// Long narratives and questions (every path of mergeSketch), few words.
+	long := strings.Repeat("alpha beta gamma delta epsilon zeta eta theta iota kappa ", 200)
+	for _, c := range [][2]string{{long, long}, {long, ""}, {"", long}, {"a b", "c d e f"}, {"a b", "c"}, {"", ""}, {"x", ""}, {"...", "a b c d e f g"}} {
+		checkNarrativePrint(t, c[0], c[1], challengeDigestGeneral(c[0], c[1]))
 	}
 }
 
@@ -119,6 +176,7 @@ func FuzzChallengeDigestFastPath(f *testing.F) {
 		if got.digest != want.digest || !slices.Equal(got.sketch, want.sketch) {
 			t.Fatalf("%q / %q: fast and general paths differ", n, q)
 		}
+		checkNarrativePrint(t, n, q, want)
 	})
 }
 

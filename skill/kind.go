@@ -218,10 +218,12 @@ func (s *KindSource) Next(ctx context.Context) (*Set, error) {
 	}
 	c := *set
 	c.Kind = WireKind(s.kind.Name)
-	if err := c.Validate(); err != nil {
+	c.ID = c.ContentID()
+	// Validated here once, and marked so: the session does not check it
+	// again (Prepare).
+	if err := c.Prepare(); err != nil {
 		return nil, fmt.Errorf("kind %s: produced set: %w", s.kind.Name, err)
 	}
-	c.ID = c.ContentID()
 	return &c, nil
 }
 

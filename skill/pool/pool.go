@@ -233,6 +233,15 @@ type Pool struct {
 	// starts a production before it.
 	heldUntil      time.Time
 	budgetWarnedAt time.Time
+	// prepared holds the sets this pool stored, as the workers prepared
+	// them (skill.Set.Prepare: validated, narratives fingerprinted), by
+	// ID, at most Size: a draw takes its set from here rather than
+	// checking and decoding the stored copy (strict JSON, Validate, the
+	// protocol's fingerprints) on the session's path, work the worker did
+	// already in the background. The store stays the record: a set it
+	// holds that is not here (stored before a restart, served again under
+	// MaxServes > 1, evicted) is decoded as before.
+	prepared map[string]*skill.Set
 }
 
 // streakReminder is how often a streak WARN is repeated once the
@@ -304,7 +313,7 @@ func New(cfg Config, prod Producer) (*Pool, error) {
 		cfg.Now = time.Now
 	}
 	p := &Pool{cfg: cfg, prod: prod, log: cfg.Logger, wake: make(chan struct{}, 1), added: make(chan struct{}),
-		out: make([]Taken, maxOutstanding)}
+		out: make([]Taken, maxOutstanding), prepared: map[string]*skill.Set{}}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -458,10 +467,16 @@ func (p *Pool) take() (*skill.Set, bool, error) {
 			return nil, false, nil
 		}
 		p.kick()
-		set, err := skill.DecodeSet(t.Data)
-		if err != nil || set.ID != t.ID {
-			p.log.Error("challenge pool: stored set does not decode, skipped", "set", t.ID, "err", err)
-			continue
+		p.mu.Lock()
+		set := p.prepared[t.ID]
+		delete(p.prepared, t.ID)
+		p.mu.Unlock()
+		if set == nil || set.ID != t.ID || !set.MarkedValid() {
+			set, err = skill.DecodeSet(t.Data)
+			if err != nil || set.ID != t.ID {
+				p.log.Error("challenge pool: stored set does not decode, skipped", "set", t.ID, "err", err)
+				continue
+			}
 		}
 		p.mu.Lock()
 		p.st.Served++
@@ -502,11 +517,28 @@ func (p *Pool) Return(set *skill.Set) error {
 	}
 	p.refresh()
 	p.mu.Lock()
+	p.keepLocked(set)
 	p.st.Returned++
 	close(p.added) // a waiting session may take it
 	p.added = make(chan struct{})
 	p.mu.Unlock()
 	return nil
+}
+
+// keepLocked keeps set, prepared, for the draw that takes it (see
+// Pool.prepared); over Size sets, one kept already is dropped (its draw
+// decodes it).
+func (p *Pool) keepLocked(set *skill.Set) {
+	if !set.MarkedValid() {
+		return
+	}
+	for id := range p.prepared {
+		if len(p.prepared) < p.cfg.Size {
+			break
+		}
+		delete(p.prepared, id)
+	}
+	p.prepared[set.ID] = set
 }
 
 func (p *Pool) count(f func(*Stats)) {
@@ -733,11 +765,11 @@ func (p *Pool) store(set *skill.Set) error {
 	if set == nil {
 		return errors.New("producer returned no set")
 	}
-	if err := set.Validate(); err != nil {
-		return fmt.Errorf("produced set: %w", err)
-	}
 	if set.ID == "" {
 		set.ID = set.ContentID()
+	}
+	if err := set.Prepare(); err != nil {
+		return fmt.Errorf("produced set: %w", err)
 	}
 	data, err := json.Marshal(set)
 	if err != nil {
@@ -752,6 +784,7 @@ func (p *Pool) store(set *skill.Set) error {
 	}
 	p.refresh()
 	p.mu.Lock()
+	p.keepLocked(set)
 	p.st.Added++
 	close(p.added)
 	p.added = make(chan struct{})
