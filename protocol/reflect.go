@@ -735,6 +735,19 @@ func mergeSketch(a, hs []uint64) []uint64 {
 	if len(a)+len(hs) == 0 {
 		return nil
 	}
+	if len(a) == SketchSize {
+		// A value not below a's largest cannot displace any of a's (a
+		// value equal to it is it): most of a question's shingles, on a
+		// narrative of hundreds, are not sorted at all.
+		k := 0
+		for _, h := range hs {
+			if h < a[SketchSize-1] {
+				hs[k] = h
+				k++
+			}
+		}
+		hs = hs[:k]
+	}
 	slices.Sort(hs)
 	hs = slices.Compact(hs)
 	out := make([]uint64, 0, min(SketchSize, len(a)+len(hs)))

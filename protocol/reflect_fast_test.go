@@ -195,10 +195,16 @@ func BenchmarkChallengeDigest(b *testing.B) {
 			texts = append(texts, [2]string{p.Narrative, p.Questions[0].Question})
 		}
 	}
+	// A prepared set's challenge: the narrative's print made beforehand.
+	nps := map[string]*narrativePrint{}
+	for _, t := range texts {
+		nps[t[0]] = newNarrativePrint(t[0])
+	}
+	prepared := func(n, q string) *challengePrint { return nps[n].print(q) }
 	for _, path := range []struct {
 		name   string
 		digest func(n, q string) *challengePrint
-	}{{"fast", challengeDigest}, {"general", challengeDigestGeneral}} {
+	}{{"fast", challengeDigest}, {"general", challengeDigestGeneral}, {"prepared", prepared}} {
 		b.Run(path.name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0

@@ -26,7 +26,11 @@ type prepared struct {
 	prov   *Provenance
 	parts  []Part
 	qs     [Parts][]Question
-	values map[any]any // RegisterPreparer's results, by key (read-only)
+	// narratives and tokens are each part's narrative as prepared and its
+	// CountTokens, which every judged round records (narrativeTokens).
+	narratives [Parts]string
+	tokens     [Parts]int
+	values     map[any]any // RegisterPreparer's results, by key (read-only)
 }
 
 // Preparer computes a value for a valid set, kept with it under its key
@@ -62,6 +66,8 @@ func (s *Set) Prepare() error {
 	p := &prepared{set: s, kind: s.Kind, domain: s.Domain, prov: s.Provenance, parts: s.Parts}
 	for i := range s.Parts {
 		p.qs[i] = s.Parts[i].Questions
+		p.narratives[i] = s.Parts[i].Narrative
+		p.tokens[i] = CountTokens(s.Parts[i].Narrative)
 	}
 	preparersMu.RLock()
 	ps := preparers
@@ -99,6 +105,16 @@ func (s *Set) PreparedValue(key any) (any, bool) {
 	}
 	v, ok := s.prep.values[key]
 	return v, ok
+}
+
+// narrativeTokens is CountTokens of part i's narrative, counted when
+// the set was prepared if it was (the comparison of the narrative with
+// the one counted is of a pointer and a length when it is the same).
+func (s *Set) narrativeTokens(i int) int {
+	if s.MarkedValid() && s.prep.narratives[i] == s.Parts[i].Narrative {
+		return s.prep.tokens[i]
+	}
+	return CountTokens(s.Parts[i].Narrative)
 }
 
 // sameSlice reports whether a and b are the same slice: same array, same

@@ -75,3 +75,20 @@ func TestPreparerValues(t *testing.T) {
 		t.Fatal("a value for a set changed since")
 	}
 }
+
+// TestPreparedNarrativeTokens: a round records its narrative's token
+// count, counted at Prepare for the narrative prepared, counted anew for
+// one edited in place since.
+func TestPreparedNarrativeTokens(t *testing.T) {
+	s := testSet()
+	if err := s.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.narrativeTokens(0), CountTokens(s.Parts[0].Narrative); got != want {
+		t.Fatalf("prepared: %d tokens, want %d", got, want)
+	}
+	s.Parts[0].Narrative += " " + words(300)
+	if got, want := s.narrativeTokens(0), CountTokens(s.Parts[0].Narrative); got != want {
+		t.Fatalf("edited in place: %d tokens, want %d", got, want)
+	}
+}

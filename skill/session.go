@@ -260,7 +260,7 @@ func (s *Session) Submit(answer string, t Timing) (RoundRecord, error) {
 		AnswerType:      q.AnswerType,
 		Answer:          answer,
 		Answered:        true,
-		NarrativeTokens: CountTokens(s.set.Parts[s.round].Narrative),
+		NarrativeTokens: s.set.narrativeTokens(s.round),
 		Budget:          s.budgets[s.round],
 		Elapsed:         t.Elapsed,
 		Effective:       eff,
@@ -324,7 +324,7 @@ func (s *Session) recordUnanswered(t Timing) {
 		Round: s.round + 1, QuestionIndex: s.picks[s.round],
 		Narrative: s.set.Parts[s.round].Narrative, Question: q.Question,
 		ReasoningType: q.ReasoningType, AnswerType: q.AnswerType,
-		NarrativeTokens: CountTokens(s.set.Parts[s.round].Narrative), Budget: s.budgets[s.round],
+		NarrativeTokens: s.set.narrativeTokens(s.round), Budget: s.budgets[s.round],
 		Elapsed: t.Elapsed, Effective: max(t.Elapsed-s.Credit(t.RTT), 0),
 	})
 }
