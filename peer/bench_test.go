@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,8 +119,19 @@ func BenchmarkMutualAttest(b *testing.B) {
 // peers meet) and "hub" (pairs (0,y), (1,y), ... in turn: the 8
 // attestations at once all involve node y, as a busy node sees them,
 // bounded by its MaxConcurrentAttest for the sessions it runs back).
+//
+// ACAPTCHA_BENCH_PAIRS=N runs N pairs at once instead of 8 (to see
+// whether more concurrency fills the cores: utilisation is
+// attestations/s x cpu-ms/attest / 1000 cores).
 func BenchmarkMutualAttestConcurrent(b *testing.B) {
-	const workers = 8
+	workers := 8
+	if v := os.Getenv("ACAPTCHA_BENCH_PAIRS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("ACAPTCHA_BENCH_PAIRS=%q: want a positive count", v)
+		}
+		workers = n
+	}
 	for _, order := range []string{"disjoint", "hub"} {
 		b.Run(fmt.Sprintf("pairs=%d/%s", workers, order), func(b *testing.B) { benchMutualConcurrent(b, workers, order == "hub") })
 	}

@@ -235,14 +235,24 @@ type Pool struct {
 	budgetWarnedAt time.Time
 	// prepared holds the sets this pool stored, as the workers prepared
 	// them (skill.Set.Prepare: validated, narratives fingerprinted), by
-	// ID, at most Size: a draw takes its set from here rather than
-	// checking and decoding the stored copy (strict JSON, Validate, the
-	// protocol's fingerprints) on the session's path, work the worker did
-	// already in the background. The store stays the record: a set it
-	// holds that is not here (stored before a restart, served again under
-	// MaxServes > 1, evicted) is decoded as before.
-	prepared map[string]*skill.Set
+	// ID, at most maxPrepared: a draw takes its set from here rather
+	// than checking and decoding the stored copy (strict JSON, Validate,
+	// the protocol's fingerprints) on the session's path, work the worker
+	// did already in the background. The store stays the record: a set
+	// it holds that is not here (stored before a restart or while this
+	// was full, served again under MaxServes > 1) is decoded as before.
+	prepared map[string]keptSet
 }
+
+// keptSet is a prepared set and when it was created (for MaxAge).
+type keptSet struct {
+	set     *skill.Set
+	created time.Time
+}
+
+// maxPrepared bounds Pool.prepared: LLM-written sets are tens of KiB, and
+// a pool may hold up to MaxSize of them in its store.
+const maxPrepared = 256
 
 // streakReminder is how often a streak WARN is repeated once the
 // back-off is at its cap.
@@ -313,7 +323,7 @@ func New(cfg Config, prod Producer) (*Pool, error) {
 		cfg.Now = time.Now
 	}
 	p := &Pool{cfg: cfg, prod: prod, log: cfg.Logger, wake: make(chan struct{}, 1), added: make(chan struct{}),
-		out: make([]Taken, maxOutstanding), prepared: map[string]*skill.Set{}}
+		out: make([]Taken, maxOutstanding), prepared: map[string]keptSet{}}
 	if p.log == nil {
 		p.log = slog.Default()
 	}
@@ -468,7 +478,7 @@ func (p *Pool) take() (*skill.Set, bool, error) {
 		}
 		p.kick()
 		p.mu.Lock()
-		set := p.prepared[t.ID]
+		set := p.prepared[t.ID].set
 		delete(p.prepared, t.ID)
 		p.mu.Unlock()
 		if set == nil || set.ID != t.ID || !set.MarkedValid() {
@@ -517,7 +527,7 @@ func (p *Pool) Return(set *skill.Set) error {
 	}
 	p.refresh()
 	p.mu.Lock()
-	p.keepLocked(set)
+	p.keepLocked(set, t.Created)
 	p.st.Returned++
 	close(p.added) // a waiting session may take it
 	p.added = make(chan struct{})
@@ -526,19 +536,12 @@ func (p *Pool) Return(set *skill.Set) error {
 }
 
 // keepLocked keeps set, prepared, for the draw that takes it (see
-// Pool.prepared); over Size sets, one kept already is dropped (its draw
-// decodes it).
-func (p *Pool) keepLocked(set *skill.Set) {
-	if !set.MarkedValid() {
-		return
+// Pool.prepared), unless maxPrepared sets are kept: the store serves the
+// oldest first, and those are kept already.
+func (p *Pool) keepLocked(set *skill.Set, created time.Time) {
+	if set.MarkedValid() && len(p.prepared) < maxPrepared {
+		p.prepared[set.ID] = keptSet{set, created}
 	}
-	for id := range p.prepared {
-		if len(p.prepared) < p.cfg.Size {
-			break
-		}
-		delete(p.prepared, id)
-	}
-	p.prepared[set.ID] = set
 }
 
 func (p *Pool) count(f func(*Stats)) {
@@ -775,7 +778,8 @@ func (p *Pool) store(set *skill.Set) error {
 	if err != nil {
 		return fmt.Errorf("encode set: %w", err)
 	}
-	ok, err := p.cfg.Store.PoolAdd(set.ID, p.cfg.Now(), data)
+	created := p.cfg.Now()
+	ok, err := p.cfg.Store.PoolAdd(set.ID, created, data)
 	if err != nil {
 		return fmt.Errorf("store set: %w", err)
 	}
@@ -784,7 +788,7 @@ func (p *Pool) store(set *skill.Set) error {
 	}
 	p.refresh()
 	p.mu.Lock()
-	p.keepLocked(set)
+	p.keepLocked(set, created)
 	p.st.Added++
 	close(p.added)
 	p.added = make(chan struct{})
@@ -803,7 +807,15 @@ func (p *Pool) janitor() {
 			return
 		case <-t.C:
 		}
-		n, err := p.cfg.Store.PoolPrune(p.cfg.Now(), p.cfg.MaxAge)
+		now := p.cfg.Now()
+		p.mu.Lock()
+		for id, k := range p.prepared {
+			if !now.Before(k.created.Add(p.cfg.MaxAge)) { // the store's expiry
+				delete(p.prepared, id)
+			}
+		}
+		p.mu.Unlock()
+		n, err := p.cfg.Store.PoolPrune(now, p.cfg.MaxAge)
 		if err != nil {
 			p.log.Warn("challenge pool: prune", "err", err)
 			continue

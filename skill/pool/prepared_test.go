@@ -107,3 +107,43 @@ func waitReady(t *testing.T, p *Pool, n int) {
 		}
 	}
 }
+
+// TestPreparedSetsExpire: the prepared sets kept for draws go when the
+// store's copies expire (MaxAge), not later.
+func TestPreparedSetsExpire(t *testing.T) {
+	g, err := procedural.New(procedural.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sets []*skill.Set
+	for range 2 {
+		s, err := g.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets = append(sets, s)
+	}
+	var mu sync.Mutex
+	now := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	p, err := New(Config{Size: 2, Logger: slog.New(slog.DiscardHandler), Now: clock, MaxAge: time.Hour, PruneInterval: time.Millisecond},
+		&setsProducer{sets: sets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitReady(t, p, 2)
+	kept := func() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.prepared) }
+	time.Sleep(20 * time.Millisecond) // some prunes at the same hour
+	if n := kept(); n != 2 {
+		t.Fatalf("%d sets kept, want 2", n)
+	}
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); kept() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d expired sets still kept", kept())
+		}
+	}
+}
