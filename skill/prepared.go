@@ -1,6 +1,9 @@
 package skill
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // A source validates every set before it serves it (the procedural
 // generator after generating, DecodeSet after decoding, the pool when a
@@ -17,15 +20,19 @@ import "sync"
 // reflection guard there, not before every challenge it sends.
 
 // prepared is what Prepare recorded of a set: the set itself (a copy of
-// the Set value is not prepared) and the slices its validity rests on,
-// so that a part or question list replaced or resized since is seen.
+// the Set value is not prepared) and a shallow copy of what its validity
+// rests on, so that a field changed since, a part or question list
+// replaced or resized, or a question's field changed in place is seen.
+// Strings compare by pointer first (the same string costs no scan).
 type prepared struct {
 	set    *Set
 	kind   string
 	domain string
 	prov   *Provenance
+	provV  Provenance
 	parts  []Part
 	qs     [Parts][]Question
+	qcopy  [Parts][]Question
 	// narratives and tokens are each part's narrative as prepared and its
 	// CountTokens, which every judged round records (narrativeTokens).
 	narratives [Parts]string
@@ -55,17 +62,22 @@ func RegisterPreparer(p Preparer) {
 
 // Prepare validates s (Validate) and, when it is valid, marks it as
 // such and runs the registered preparers on it. The caller must not
-// change s afterwards (its ID aside): a changed kind, domain, provenance,
-// part list or question list is noticed and the mark ignored, but a
-// narrative or question edited in place is not, so sources call Prepare
-// only on a set they hand out as it is.
+// change s afterwards (its ID aside): a change of the set's fields, its
+// parts' or its questions' is noticed and the mark ignored, but one
+// inside a question's Answers, DependsOn or Distractors (an element
+// replaced in place) is not, so sources call Prepare only on a set they
+// hand out as it is.
 func (s *Set) Prepare() error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
 	p := &prepared{set: s, kind: s.Kind, domain: s.Domain, prov: s.Provenance, parts: s.Parts}
+	if s.Provenance != nil {
+		p.provV = *s.Provenance
+	}
 	for i := range s.Parts {
 		p.qs[i] = s.Parts[i].Questions
+		p.qcopy[i] = slices.Clone(s.Parts[i].Questions)
 		p.narratives[i] = s.Parts[i].Narrative
 		p.tokens[i] = CountTokens(s.Parts[i].Narrative)
 	}
@@ -82,19 +94,33 @@ func (s *Set) Prepare() error {
 	return nil
 }
 
-// MarkedValid reports whether Prepare validated s and s's kind, domain,
-// provenance, parts and question lists are still the ones it checked.
+// MarkedValid reports whether Prepare validated s and s is still as it
+// checked it (see prepared).
 func (s *Set) MarkedValid() bool {
 	p := s.prep
-	if p == nil || p.set != s || p.kind != s.Kind || p.domain != s.Domain || p.prov != s.Provenance || !sameSlice(p.parts, s.Parts) {
+	if p == nil || p.set != s || p.kind != s.Kind || p.domain != s.Domain || p.prov != s.Provenance ||
+		p.prov != nil && *p.prov != p.provV || !sameSlice(p.parts, s.Parts) {
 		return false
 	}
 	for i := range s.Parts {
-		if !sameSlice(p.qs[i], s.Parts[i].Questions) {
+		if p.narratives[i] != s.Parts[i].Narrative || !sameSlice(p.qs[i], s.Parts[i].Questions) {
 			return false
+		}
+		for j := range p.qcopy[i] {
+			if !sameQuestion(&p.qcopy[i][j], &s.Parts[i].Questions[j]) {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// sameQuestion reports whether q is still a, field by field (its lists
+// as slices: same array, same length).
+func sameQuestion(a, q *Question) bool {
+	return a.Question == q.Question && a.Answer == q.Answer && a.ReasoningType == q.ReasoningType &&
+		a.AnswerType == q.AnswerType && sameSlice(a.Answers, q.Answers) && sameSlice(a.DependsOn, q.DependsOn) &&
+		sameSlice(a.Distractors, q.Distractors)
 }
 
 // PreparedValue returns what the preparer registered under key computed
@@ -108,10 +134,9 @@ func (s *Set) PreparedValue(key any) (any, bool) {
 }
 
 // narrativeTokens is CountTokens of part i's narrative, counted when
-// the set was prepared if it was (the comparison of the narrative with
-// the one counted is of a pointer and a length when it is the same).
+// the set was prepared if it was.
 func (s *Set) narrativeTokens(i int) int {
-	if s.MarkedValid() && s.prep.narratives[i] == s.Parts[i].Narrative {
+	if s.MarkedValid() {
 		return s.prep.tokens[i]
 	}
 	return CountTokens(s.Parts[i].Narrative)

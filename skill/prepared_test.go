@@ -39,9 +39,15 @@ func TestPreparedSetChangedIsValidated(t *testing.T) {
 		"domain emptied":             func(s *Set) *Set { s.Domain = " "; return s },
 		"kind changed":               func(s *Set) *Set { s.Kind = "no-such-kind"; return s },
 		"provenance replaced":        func(s *Set) *Set { s.Provenance = &Provenance{Source: "bogus"}; return s },
+		"provenance changed":         func(s *Set) *Set { s.Provenance.Source = "bogus"; return s },
+		"narrative emptied in place": func(s *Set) *Set { s.Parts[1].Narrative = ""; return s },
+		"answer emptied in place":    func(s *Set) *Set { s.Parts[0].Questions[1].Answer = ""; return s },
+		"variants replaced":          func(s *Set) *Set { s.Parts[0].Questions[0].Answers = []string{"other"}; return s },
+		"answer type changed":        func(s *Set) *Set { s.Parts[2].Questions[0].AnswerType = "bogus"; return s },
 	}
 	for name, change := range changes {
 		s := testSet()
+		s.Provenance = &Provenance{Source: SourceCorpus}
 		if err := s.Prepare(); err != nil {
 			t.Fatal(err)
 		}
