@@ -761,15 +761,9 @@ func DecodeOwn(data []byte, signer crypto.PubKey, id peer.ID) (*Record, error) {
 	if signer == nil || !raw.PublicKey.Equals(signer) {
 		return nil, fmt.Errorf("%s: %w: sealed with another key", op, ErrIssuerMismatch)
 	}
-	var rec Record
-	if err := decodePayload(raw.RawPayload, &rec); err != nil {
-		return nil, fmt.Errorf("%s: %w: payload: %w", op, ErrMalformed, err)
-	}
-	if err := CheckVersion(rec.SpecVersion); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if err := rec.checkStructure(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+	rec, err := decodeRecord(op, raw.RawPayload)
+	if err != nil {
+		return nil, err
 	}
 	if id == "" {
 		if id, err = peer.IDFromPublicKey(signer); err != nil {
@@ -778,6 +772,23 @@ func DecodeOwn(data []byte, signer crypto.PubKey, id peer.ID) (*Record, error) {
 	}
 	if id != rec.Issuer {
 		return nil, fmt.Errorf("%s: %w: sealed by %s, issuer field is %s", op, ErrIssuerMismatch, id, rec.Issuer)
+	}
+	return rec, nil
+}
+
+// decodeRecord decodes an envelope's payload and checks its version and
+// structure, the steps the decoders of a sealed record share after the
+// envelope's own checks.
+func decodeRecord(op string, payload []byte) (*Record, error) {
+	var rec Record
+	if err := decodePayload(payload, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %w: payload: %w", op, ErrMalformed, err)
+	}
+	if err := CheckVersion(rec.SpecVersion); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := rec.checkStructure(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return &rec, nil
 }
@@ -809,15 +820,9 @@ func DecodeUnverified(data []byte) (*Record, error) {
 	if err := checkKeyRules(raw, data); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	var rec Record
-	if err := decodePayload(raw.RawPayload, &rec); err != nil {
-		return nil, fmt.Errorf("%s: %w: payload: %w", op, ErrMalformed, err)
-	}
-	if err := CheckVersion(rec.SpecVersion); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if err := rec.checkStructure(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+	rec, err := decodeRecord(op, raw.RawPayload)
+	if err != nil {
+		return nil, err
 	}
 	signer, err := peer.IDFromPublicKey(raw.PublicKey)
 	if err != nil {
@@ -826,7 +831,7 @@ func DecodeUnverified(data []byte) (*Record, error) {
 	if signer != rec.Issuer {
 		return nil, fmt.Errorf("%s: %w: sealed by %s, issuer field is %s", op, ErrIssuerMismatch, signer, rec.Issuer)
 	}
-	return &rec, nil
+	return rec, nil
 }
 
 // decodePayload decodes a record's payload (UnmarshalRecord, which a
