@@ -226,20 +226,25 @@ func damagedLearnedStore(t *testing.T, key crypto.PrivKey, issuers []crypto.Priv
 	return path, fresh
 }
 
+// damagedPairKeys makes the node's key, three issuers and a subject for
+// damagedLearnedStore.
+func damagedPairKeys(t *testing.T) (key crypto.PrivKey, issuers []crypto.PrivKey, ids []peer.ID, subject peer.ID) {
+	key, _ = testutil.NewKey(t)
+	for range 3 {
+		ik, id := testutil.NewKey(t)
+		issuers, ids = append(issuers, ik), append(ids, id)
+	}
+	_, subject = testutil.NewKey(t)
+	return key, issuers, ids, subject
+}
+
 // A learned record damaged in place is, as when the node verified every
 // learned record at start, never counted and never held: a read before
 // the background check reaches it checks it (the quorum, the voucher
 // list), and a sound record of the same pair is learned although the
 // damaged one names a later issue time.
 func TestDamagedLearnedRecordBeforeCheck(t *testing.T) {
-	key, _ := testutil.NewKey(t)
-	var issuers []crypto.PrivKey
-	var ids []peer.ID
-	for range 3 {
-		ik, id := testutil.NewKey(t)
-		issuers, ids = append(issuers, ik), append(ids, id)
-	}
-	_, subject := testutil.NewKey(t)
+	key, issuers, ids, subject := damagedPairKeys(t)
 	now := time.Now()
 	path, fresh := damagedLearnedStore(t, key, issuers, subject, now)
 
@@ -283,14 +288,7 @@ func TestDamagedLearnedRecordBeforeCheck(t *testing.T) {
 // The same store after the background check: the damaged record was
 // dropped and counted, and the counts are those of the sound records.
 func TestDamagedLearnedRecordAfterCheck(t *testing.T) {
-	key, _ := testutil.NewKey(t)
-	var issuers []crypto.PrivKey
-	var ids []peer.ID
-	for range 3 {
-		ik, id := testutil.NewKey(t)
-		issuers, ids = append(issuers, ik), append(ids, id)
-	}
-	_, subject := testutil.NewKey(t)
+	key, issuers, ids, subject := damagedPairKeys(t)
 	now := time.Now()
 	path, _ := damagedLearnedStore(t, key, issuers, subject, now)
 	n := startOnStore(t, key, path, 2)

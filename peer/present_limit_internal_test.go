@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -138,25 +137,8 @@ func presentRaw(t *testing.T, h host.Host, n *Node, envs ...[]byte) (uint64, err
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(5 * time.Second))
-	var data []byte
-	for _, e := range envs {
-		data = append(binary.AppendUvarint(data, uint64(len(e))), e...)
-	}
-	if _, err := s.Write(data); err != nil {
-		return 0, err
-	}
-	_ = s.CloseWrite()
-	ack, err := io.ReadAll(s)
-	if err != nil {
-		return 0, err
-	}
-	v, k := binary.Uvarint(ack)
-	if k <= 0 {
-		return 0, errors.New("no acknowledgement")
-	}
-	return v, nil
+	return presentOn(s, envs...)
 }
 
 // Down to the reserve, a presentation goes on only if one of its first
