@@ -250,6 +250,9 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	if f := os.Getenv("ACAPTCHA_BENCH_CPUPROFILE"); f != "" {
 		stopProfile = profileCPU(b, f)
 	}
+	// The set generation and dials above left garbage; collect it (and
+	// sweep its spans) now rather than on the timed sessions' allocations.
+	runtime.GC()
 	cpu0 := testutil.ProcessCPU()
 	reads0, writes0 := testutil.ProcessSyscalls()
 	commits0 := storeCommits(nodes)

@@ -219,6 +219,14 @@ var kindMarker = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 // narrative set's ID is what it always was and sets of different kinds
 // never share an ID.
 func (s *Set) ContentID() string {
+	if s.MarkedValid() {
+		return s.prep.contentID
+	}
+	return s.contentID()
+}
+
+// contentID computes ContentID.
+func (s *Set) contentID() string {
 	h := sha256.New()
 	buf := make([]byte, 0, hashChunk)
 	writeField := func(v string) {

@@ -37,7 +37,11 @@ type prepared struct {
 	// CountTokens, which every judged round records (narrativeTokens).
 	narratives [Parts]string
 	tokens     [Parts]int
-	values     map[any]any // RegisterPreparer's results, by key (read-only)
+	// contentID is ContentID as prepared: every signed verdict of a
+	// session that showed the set names it, and hashing the set's text
+	// again for each cost about 1 % of a mutual attestation's CPU.
+	contentID string
+	values    map[any]any // RegisterPreparer's results, by key (read-only)
 }
 
 // Preparer computes a value for a valid set, kept with it under its key
@@ -81,6 +85,7 @@ func (s *Set) Prepare() error {
 		p.narratives[i] = s.Parts[i].Narrative
 		p.tokens[i] = CountTokens(s.Parts[i].Narrative)
 	}
+	p.contentID = s.contentID()
 	preparersMu.RLock()
 	ps := preparers
 	preparersMu.RUnlock()
