@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"sync"
@@ -394,8 +395,10 @@ func (vs *VerifierSession) Finish() *Result {
 		}
 	}
 	res.Duration = s.now().Sub(res.Started)
-	s.log.Info("verification finished", "peer", vs.peer, "accepted", verdict.Accepted, "reason", verdict.Reason,
-		"failed_round", verdict.FailedRound, "detail", verdict.Detail, "rtt", res.RTT, "duration", res.Duration)
+	if s.log.Enabled(context.Background(), slog.LevelInfo) {
+		s.log.Info("verification finished", "peer", vs.peer, "accepted", verdict.Accepted, "reason", verdict.Reason,
+			"failed_round", verdict.FailedRound, "detail", verdict.Detail, "rtt", res.RTT, "duration", res.Duration)
+	}
 	if !verdict.Accepted && verdict.Reason != skill.ReasonInconclusive {
 		s.budgets.failed(vs.peer, s.now(), false)
 	}

@@ -45,7 +45,9 @@ func (s *Service) handleStream(str network.Stream) {
 			res.Err = fmt.Errorf("acaptcha: prover handler panicked: %v", r)
 		}
 		res.Duration = s.now().Sub(started)
-		log.Debug("prover session ended", "accepted", res.Accepted, "reason", res.Reason, "rounds", res.Rounds, "err", res.Err)
+		if log.Enabled(context.Background(), slog.LevelDebug) {
+			log.Debug("prover session ended", "accepted", res.Accepted, "reason", res.Reason, "rounds", res.Rounds, "err", res.Err)
+		}
 		if s.cfg.OnProved != nil {
 			s.cfg.OnProved(res)
 		}

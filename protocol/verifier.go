@@ -567,8 +567,12 @@ func (v *verifierRun) rounds() {
 			if err != nil {
 				return
 			}
-			v.log.Debug("round judged", "round", rec.Round, "correct", rec.Correct,
-				"elapsed", rec.Elapsed, "effective", rec.Effective, "budget", rec.Budget)
+			// Enabled first: the arguments alone allocate a few objects a
+			// round, at a level that is usually off.
+			if v.log.Enabled(context.Background(), slog.LevelDebug) {
+				v.log.Debug("round judged", "round", rec.Round, "correct", rec.Correct,
+					"elapsed", rec.Elapsed, "effective", rec.Effective, "budget", rec.Budget)
+			}
 		case *pb.Frame_Decline:
 			v.failTimed(v.decline(b.Decline, false), waited)
 			return

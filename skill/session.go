@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
+	"math/bits"
 	"time"
 )
 
@@ -148,21 +148,56 @@ func NewSession(set *Set, p Policy, rng io.Reader) (*Session, error) {
 	s := &Session{set: set, kind: k, policy: p}
 	for i := 0; i < p.Rounds; i++ {
 		part := &set.Parts[i]
-		n, err := rand.Int(rng, big.NewInt(int64(len(part.Questions))))
+		n, err := randIntN(rng, len(part.Questions))
 		if err != nil {
 			return nil, fmt.Errorf("pick question for part %d: %w", i+1, err)
 		}
-		b, err := p.BudgetFor(k, part, &part.Questions[n.Int64()])
+		b, err := p.BudgetFor(k, part, &part.Questions[n])
 		if err == nil {
 			err = p.CheckBudget(b)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", i+1, err)
 		}
-		s.picks = append(s.picks, int(n.Int64()))
+		s.picks = append(s.picks, n)
 		s.budgets = append(s.budgets, b)
 	}
 	return s, nil
+}
+
+// randIntN is crypto/rand.Int(rng, big.NewInt(n)) for 0 < n <= 2^56,
+// reading exactly the bytes it reads and drawing the same number from
+// them (the big-endian bytes of the bit length of n-1, the surplus high
+// bits of the first cleared, drawn again while n or more), without its
+// big.Int allocations: every session draws one question a round, and
+// seeded tests rely on the draws.
+func randIntN(rng io.Reader, n int) (int, error) {
+	if n <= 0 || n > 1<<56 {
+		return 0, fmt.Errorf("randIntN: bound %d out of range", n)
+	}
+	bitLen := bits.Len64(uint64(n - 1))
+	if bitLen == 0 {
+		return 0, nil
+	}
+	k := (bitLen + 7) / 8
+	b := uint(bitLen % 8)
+	if b == 0 {
+		b = 8
+	}
+	var buf [8]byte
+	for {
+		if _, err := io.ReadFull(rng, buf[:k]); err != nil {
+			return 0, err
+		}
+		buf[0] &= uint8(1<<b - 1)
+		var v uint64
+		for _, c := range buf[:k] {
+			v = v<<8 | uint64(c)
+		}
+		if v < uint64(n) {
+			return int(v), nil
+		}
+	}
 }
 
 // Policy returns the session's policy.
