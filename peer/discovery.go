@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +89,92 @@ type discoveryState struct {
 	mu       sync.Mutex
 	dialing  map[peer.ID]bool
 	mdnsGate mdnsGate // under mu
+	dhtScope dhtScope // set before the DHT starts, read-only after
+}
+
+// dhtScope decides which addresses the node takes from the DHT: into its
+// peerstore (dht.AddressFilter, which also trims the provider records it
+// stores and serves and the addresses it advertises) and into its dials
+// (discovered). Anyone can publish a provider record naming any address;
+// dialling what it names would let a stranger point this node at hosts
+// on its own network or machine (a port scan by proxy, a probe of local
+// services). Public addresses are always in scope; private ones (RFC
+// 1918, shared 100.64/10, ULA, link-local) only when a bootstrap peer has
+// one (the operator runs a DHT on a private network), loopback ones only
+// when a bootstrap peer is on loopback (nodes on one machine).
+// Unspecified and other unroutable addresses never are. A relay circuit
+// is judged by the relay's address. A DNS name counts as public unless it
+// is localhost's (a name that resolves to a private address is not
+// caught here).
+type dhtScope struct{ private, loopback bool }
+
+// newDHTScope is the scope of a DHT joined through boot.
+func newDHTScope(boot []peer.AddrInfo) dhtScope {
+	var s dhtScope
+	for _, ai := range boot {
+		for _, a := range ai.Addrs {
+			switch {
+			case manet.IsIPLoopback(a):
+				s.loopback = true
+			case manet.IsPrivateAddr(a):
+				s.private = true
+			}
+		}
+	}
+	return s
+}
+
+// allows reports whether a is in scope.
+func (s dhtScope) allows(a ma.Multiaddr) bool {
+	// A circuit's own scope is its relay's: the part before /p2p-circuit.
+	if relay, rest := ma.SplitFunc(a, func(c ma.Component) bool { return c.Code() == ma.P_CIRCUIT }); len(rest) > 0 {
+		if len(relay) == 0 {
+			return false
+		}
+		a = relay
+	}
+	switch {
+	case manet.IsIPUnspecified(a):
+		return false
+	case manet.IsIPLoopback(a), isLocalhostName(a):
+		return s.loopback
+	case manet.IsPrivateAddr(a):
+		return s.private
+	default:
+		return manet.IsPublicAddr(a)
+	}
+}
+
+// isLocalhostName reports whether a starts with a DNS name of this
+// machine: localhost or a name under it (RFC 6761).
+func isLocalhostName(a ma.Multiaddr) bool {
+	if len(a) == 0 {
+		return false
+	}
+	switch a[0].Code() {
+	case ma.P_DNS, ma.P_DNS4, ma.P_DNS6, ma.P_DNSADDR:
+		name := strings.TrimSuffix(strings.ToLower(a[0].Value()), ".")
+		return name == "localhost" || strings.HasSuffix(name, ".localhost")
+	}
+	return false
+}
+
+// filter returns the addresses of addrs in scope (addrs itself when all
+// are). It is the DHT's AddressFilter.
+func (s dhtScope) filter(addrs []ma.Multiaddr) []ma.Multiaddr {
+	for i, a := range addrs {
+		if s.allows(a) {
+			continue
+		}
+		out := append([]ma.Multiaddr(nil), addrs[:i]...)
+		for _, b := range addrs[i+1:] {
+			if s.allows(b) {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	return addrs
 }
 
 // Bounds of the dials mDNS announcements cause (mdnsGate).
@@ -227,6 +314,7 @@ func (n *Node) startDiscovery() error {
 		}
 	}
 	d.bootstrap = boot
+	d.dhtScope = newDHTScope(boot)
 	d.dialSem = make(chan struct{}, maxDiscoveryDials)
 	d.dialing = map[peer.ID]bool{}
 	d.mdnsGate.loopback = !n.listensBeyondLoopback()
@@ -332,15 +420,22 @@ func (n *Node) discovered(ai peer.AddrInfo, via string) {
 		n.log.Debug("discovery: too many dials under way; dropping", "peer", ai.ID, "via", via)
 		return
 	}
-	if via == "mdns" {
-		addrs := d.mdnsGate.admit(ai, time.Now())
-		if len(addrs) == 0 {
-			<-d.dialSem
-			d.mu.Unlock()
-			return
-		}
-		ai = peer.AddrInfo{ID: ai.ID, Addrs: addrs}
+	var addrs []ma.Multiaddr
+	switch via {
+	case "mdns":
+		addrs = d.mdnsGate.admit(ai, time.Now())
+	case "dht":
+		addrs = d.dhtScope.filter(ai.Addrs)
+	default:
+		addrs = ai.Addrs
 	}
+	if len(addrs) == 0 {
+		<-d.dialSem
+		d.mu.Unlock()
+		n.log.Debug("discovery: no address in scope; not dialling", "peer", ai.ID, "via", via, "addrs", len(ai.Addrs))
+		return
+	}
+	ai = peer.AddrInfo{ID: ai.ID, Addrs: addrs}
 	d.dialing[ai.ID] = true
 	d.wg.Add(1)
 	d.mu.Unlock()
@@ -419,6 +514,9 @@ func (n *Node) startDHT() error {
 		// Its cache of provider sets keeps no record the store refused.
 		dht.ProviderManagerOpts(records.Cache(d.dhtStore.cache)),
 		dht.DisableValues(),
+		// Addresses out of the DHT's scope never reach the peerstore,
+		// the provider records or what this node advertises.
+		dht.AddressFilter(d.dhtScope.filter),
 	)
 	if err != nil {
 		return fmt.Errorf("start DHT: %w", err)
