@@ -35,6 +35,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
@@ -89,7 +90,41 @@ type discoveryState struct {
 	mu       sync.Mutex
 	dialing  map[peer.ID]bool
 	mdnsGate mdnsGate // under mu
-	dhtScope dhtScope // set before the DHT starts, read-only after
+	// dhtScope is the scope of the bootstrap addresses as given, widened
+	// (scopeWider) by the addresses the bootstrap peers were reached at: a
+	// bootstrap peer named by DNS has the scope of what the name resolved
+	// to.
+	dhtScope   dhtScope
+	scopeWider atomic.Uint32 // dhtScopePrivate | dhtScopeLoopback
+}
+
+const (
+	dhtScopePrivate = 1 << iota
+	dhtScopeLoopback
+)
+
+// currentDHTScope is the DHT's scope now (see discoveryState.dhtScope).
+func (d *discoveryState) currentDHTScope() dhtScope {
+	s, w := d.dhtScope, d.scopeWider.Load()
+	s.private = s.private || w&dhtScopePrivate != 0
+	s.loopback = s.loopback || w&dhtScopeLoopback != 0
+	return s
+}
+
+// widenDHTScope takes the scope of an address a bootstrap peer was
+// reached at into the DHT's.
+func (d *discoveryState) widenDHTScope(a ma.Multiaddr) {
+	s := newDHTScope([]peer.AddrInfo{{Addrs: []ma.Multiaddr{a}}})
+	var bits uint32
+	if s.private {
+		bits |= dhtScopePrivate
+	}
+	if s.loopback {
+		bits |= dhtScopeLoopback
+	}
+	if bits != 0 {
+		d.scopeWider.Or(bits)
+	}
 }
 
 // dhtScope decides which addresses the node takes from the DHT: into its
@@ -114,7 +149,7 @@ func newDHTScope(boot []peer.AddrInfo) dhtScope {
 	for _, ai := range boot {
 		for _, a := range ai.Addrs {
 			switch {
-			case manet.IsIPLoopback(a):
+			case manet.IsIPLoopback(a), isLocalhostName(a):
 				s.loopback = true
 			case manet.IsPrivateAddr(a):
 				s.private = true
@@ -425,7 +460,7 @@ func (n *Node) discovered(ai peer.AddrInfo, via string) {
 	case "mdns":
 		addrs = d.mdnsGate.admit(ai, time.Now())
 	case "dht":
-		addrs = d.dhtScope.filter(ai.Addrs)
+		addrs = d.currentDHTScope().filter(ai.Addrs)
 	default:
 		addrs = ai.Addrs
 	}
@@ -490,6 +525,9 @@ func (n *Node) keepBootstrap(ai peer.AddrInfo) {
 			} else {
 				n.log.Info("connected to bootstrap peer", "peer", ai.ID)
 				backoff, failures = n.t.bootstrapMinBackoff, 0
+				for _, c := range n.host.Network().ConnsToPeer(ai.ID) {
+					d.widenDHTScope(c.RemoteMultiaddr())
+				}
 			}
 		}
 		if !sleepCtx(d.ctx, wait) {
@@ -516,7 +554,7 @@ func (n *Node) startDHT() error {
 		dht.DisableValues(),
 		// Addresses out of the DHT's scope never reach the peerstore,
 		// the provider records or what this node advertises.
-		dht.AddressFilter(d.dhtScope.filter),
+		dht.AddressFilter(func(addrs []ma.Multiaddr) []ma.Multiaddr { return d.currentDHTScope().filter(addrs) }),
 	)
 	if err != nil {
 		return fmt.Errorf("start DHT: %w", err)

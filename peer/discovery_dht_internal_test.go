@@ -67,6 +67,29 @@ func TestDHTScope(t *testing.T) {
 	}
 }
 
+// A bootstrap peer named by DNS puts the DHT in the scope of the address
+// it was reached at (keepBootstrap widens the scope on each connection).
+func TestDHTScopeWidensByBootstrapConnection(t *testing.T) {
+	var d discoveryState
+	d.dhtScope = newDHTScope([]peer.AddrInfo{{Addrs: []ma.Multiaddr{ma.StringCast("/dns4/boot.corp.example/tcp/4001")}}})
+	lan := ma.StringCast("/ip4/10.1.2.3/tcp/4001")
+	if d.currentDHTScope().allows(lan) {
+		t.Fatal("a private address in scope before any bootstrap connection")
+	}
+	d.widenDHTScope(ma.StringCast("/ip4/8.8.4.4/tcp/4001"))
+	if d.currentDHTScope() != (dhtScope{}) {
+		t.Fatalf("a public bootstrap connection widened the scope to %+v", d.currentDHTScope())
+	}
+	d.widenDHTScope(ma.StringCast("/ip4/10.0.0.1/tcp/4001"))
+	if got := d.currentDHTScope(); got != (dhtScope{private: true}) || !got.allows(lan) {
+		t.Fatalf("after a connection to a private bootstrap address: %+v", got)
+	}
+	d.widenDHTScope(ma.StringCast("/ip6/::1/udp/4001/quic-v1"))
+	if got := d.currentDHTScope(); got != (dhtScope{private: true, loopback: true}) {
+		t.Fatalf("after a connection to a loopback bootstrap address: %+v", got)
+	}
+}
+
 // A provider record found through a public DHT that names this machine's
 // own services (a loopback port of another program) does not make the
 // node connect to them; in a DHT of nodes on one machine the same record
