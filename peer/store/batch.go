@@ -182,9 +182,14 @@ func (s *Store) logRecords(recs []*walRecord) error {
 	s.committed.Add(1)
 	s.batched.Add(uint64(len(recs)))
 	s.pmu.Lock()
+	// The checkpoint waits for the log to be quiet for
+	// walCheckpointAfter, but for no more than walCheckpointMaxAge after
+	// the first pending record.
+	now := time.Now()
 	if len(s.pending) == 0 {
-		s.flushTimer.Reset(walCheckpointAfter)
+		s.firstPending = now
 	}
+	s.flushTimer.Reset(min(walCheckpointAfter, s.firstPending.Add(walCheckpointMaxAge).Sub(now)))
 	s.pending = append(s.pending, recs...)
 	for _, r := range recs {
 		s.pendingPeers[r.peer]++

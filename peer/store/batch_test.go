@@ -363,6 +363,59 @@ func TestWALReadsAndTimer(t *testing.T) {
 	}
 }
 
+// Under steady appends the checkpoint waits for a quiet log, up to
+// walCheckpointMaxAge after the first pending record; then the records
+// reach bbolt within walCheckpointAfter of the last append.
+func TestWALCheckpointWaitsForQuiet(t *testing.T) {
+	old := walCheckpointMaxAge
+	walCheckpointMaxAge = 3 * walCheckpointAfter
+	t.Cleanup(func() { walCheckpointMaxAge = old })
+	key, _ := testutil.NewKey(t)
+	s, _ := openTemp(t)
+	defer s.Close()
+	envs, as := records(t, key, 40)
+	put := func(i int) {
+		t.Helper()
+		if err := s.Put(Issued, envs[i], as[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Appends every walCheckpointAfter/4 for twice walCheckpointAfter:
+	// none is followed by a quiet second, none is older than the max age.
+	start := time.Now()
+	i := 0
+	for ; time.Since(start) < 2*walCheckpointAfter; i++ {
+		put(i)
+		time.Sleep(walCheckpointAfter / 4)
+	}
+	if got := s.pendingCount(); got != i {
+		t.Fatalf("%d of %d records pending after %v of steady appends: checkpointed before the log was quiet", got, i, time.Since(start))
+	}
+	// Keep appending past the max age: the checkpoint comes anyway.
+	for ; s.pendingCount() == i && i < len(envs); i++ {
+		if time.Since(start) > walCheckpointMaxAge+2*walCheckpointAfter {
+			t.Fatalf("no checkpoint %v after the first pending record (max age %v)", time.Since(start), walCheckpointMaxAge)
+		}
+		put(i)
+		time.Sleep(walCheckpointAfter / 4)
+	}
+	if i == len(envs) {
+		t.Fatal("ran out of records before the max-age checkpoint")
+	}
+	if d := time.Since(start); d < walCheckpointMaxAge {
+		t.Fatalf("checkpoint after %v of steady appends, before the max age %v", d, walCheckpointMaxAge)
+	}
+	// Quiet: what is pending reaches bbolt within walCheckpointAfter.
+	put(i)
+	deadline := time.Now().Add(5 * walCheckpointAfter)
+	for s.pendingCount() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("pending records not checkpointed once the log was quiet")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // A failed log write acknowledges nothing; writes after Close fail; Close
 // twice is harmless.
 func TestWALFailuresAndClose(t *testing.T) {
