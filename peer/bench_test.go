@@ -253,7 +253,7 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	// The set generation and dials above left garbage; collect it (and
 	// sweep its spans) now rather than on the timed sessions' allocations.
 	runtime.GC()
-	cpu0 := testutil.ProcessCPU()
+	cpu0, mcpu0 := testutil.ProcessCPU(), testutil.MachineCPU()
 	reads0, writes0 := testutil.ProcessSyscalls()
 	commits0 := storeCommits(nodes)
 	b.ResetTimer()
@@ -281,7 +281,7 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	cpu := testutil.ProcessCPU() - cpu0
+	cpu, mcpu := testutil.ProcessCPU()-cpu0, testutil.MachineCPU()-mcpu0
 	reads1, writes1 := testutil.ProcessSyscalls()
 	commits := storeCommits(nodes) - commits0
 	stopProfile()
@@ -298,6 +298,12 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	// CPU of the whole process (both sides of every attestation) per
 	// attestation: 2 cores allow 2000/cpu-ms-per-attest attestations/s.
 	b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(b.N), "cpu-ms/attest")
+	// The whole machine's busy CPU per attestation: the kernel charges
+	// part of the loopback connections' work (softirq) to no process, so
+	// cpu-ms/attest undercounts what the goal has to fit in (2 cores:
+	// 2000/machine-cpu-ms attestations/s at best). Coarse (10 ms ticks),
+	// and anything else running on the machine counts too.
+	b.ReportMetric(float64(mcpu.Microseconds())/1e3/float64(b.N), "machine-cpu-ms/attest")
 	// Synced store commits (two disk syncs each) per attestation: each
 	// attestation leaves four records, two on each node; a node's two
 	// share a commit when they come within its linger.
