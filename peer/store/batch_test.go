@@ -554,3 +554,35 @@ func TestWALNotReplayedIntoNewDatabase(t *testing.T) {
 		t.Errorf("the new database holds %d records from the old one's log (recovered %+v), want none", len(got), s.Recovered())
 	}
 }
+
+// The store maps more address space than its file holds
+// (initialMmapSize) without growing the file to it: a small store stays
+// a small file, and records go in and come back after a reopen.
+func TestMappedSizeLeavesFileSmall(t *testing.T) {
+	key, _ := testutil.NewKey(t)
+	s, path := openTemp(t)
+	envs, as := records(t, key, 20)
+	for i := range envs {
+		if err := s.Put(Issued, envs[i], as[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if initialMmapSize > 0 && fi.Size() >= int64(initialMmapSize) || fi.Size() > 4<<20 {
+		t.Fatalf("a store of 20 records is a file of %d bytes (mapped size %d)", fi.Size(), initialMmapSize)
+	}
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := listed(t, s, Issued); len(got) != len(envs) {
+		t.Fatalf("after reopening: %d records, want %d", len(got), len(envs))
+	}
+}

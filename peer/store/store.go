@@ -113,7 +113,19 @@ func (s *Store) Recovered() Recovery { return s.recovery }
 // initialMmapSize is the size bbolt maps the store's file at when it
 // opens it (bolt.Options.InitialMmapSize): the file of about 40,000
 // records grows into it without being mapped again.
-const initialMmapSize = 64 << 20
+// On Windows bbolt grows the file itself to the mapped size at open,
+// so there the store keeps bbolt's default (a file as small as its data).
+var initialMmapSize = func() int {
+	if runtime.GOOS == "windows" {
+		return 0
+	}
+	return 64 << 20
+}()
+
+// storeAllocSize is how far past its data bbolt grows the store's file
+// when it must grow it (bolt.DB.AllocSize): one growth, a truncate and a
+// sync, per checkpoint of up to 512 records at most.
+const storeAllocSize = 1 << 20
 
 // walCheckpointAfter is how long the log must be quiet (no append) for
 // the logged records to be checkpointed into bbolt.
@@ -284,6 +296,11 @@ func openWith(path string, maxReceived int, o Options) (s *Store, err error) {
 		if o.ReadOnly {
 			s, err = openReadOnly(db, path)
 		} else {
+			// With the map larger than bbolt's allocation step, bbolt
+			// grows the file by that step past what it needs (16 MiB
+			// by default): a store of a few records would be a 16 MiB
+			// file.
+			db.AllocSize = storeAllocSize
 			s, err = openReadWrite(db, path, maxReceived, &w)
 		}
 		return err
