@@ -113,6 +113,7 @@ func (s *Store) Recovered() Recovery { return s.recovery }
 // initialMmapSize is the size bbolt maps the store's file at when it
 // opens it (bolt.Options.InitialMmapSize): the file of about 40,000
 // records grows into it without being mapped again.
+//
 // On Windows bbolt grows the file itself to the mapped size at open,
 // so there the store keeps bbolt's default (a file as small as its data).
 var initialMmapSize = func() int {
