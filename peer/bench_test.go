@@ -114,11 +114,19 @@ func BenchmarkMutualAttest(b *testing.B) {
 // alone; ACAPTCHA_BENCH_MEMPROFILE=FILE writes the allocation profile
 // before (FILE.base) and after it, for pprof -base FILE.base FILE.
 //
-// Two orders of the pairs: "disjoint" (a round-robin schedule: the pairs
-// attesting at once are of distinct nodes, as when several pairs of
-// peers meet) and "hub" (pairs (0,y), (1,y), ... in turn: the 8
+// Three orders of the pairs: "disjoint" (a round-robin schedule: the
+// pairs attesting at once are of distinct nodes, as when several pairs of
+// peers meet), "hub" (pairs (0,y), (1,y), ... in turn: the 8
 // attestations at once all involve node y, as a busy node sees them,
-// bounded by its MaxConcurrentAttest for the sessions it runs back).
+// bounded by its MaxConcurrentAttest for the sessions it runs back) and
+// "repeat" (8 fixed pairs of 16 nodes, each attesting again and again:
+// after one mutual attestation before the timer, each timed one is both
+// nodes verifying each other anew at once, the same two sessions,
+// signatures and records; a node asks no peer back whose verdict on it
+// stands). The first two pay, in every attestation, the costs of nodes
+// and connections that are new (78 nodes for 3,000 pairs); the third
+// those of nodes that have run for a while, whose reflection guards hold
+// about a thousand challenges each.
 //
 // ACAPTCHA_BENCH_PAIRS=N runs N pairs at once instead of 8 (to see
 // whether more concurrency fills the cores: utilisation is
@@ -132,22 +140,27 @@ func BenchmarkMutualAttestConcurrent(b *testing.B) {
 		}
 		workers = n
 	}
-	for _, order := range []string{"disjoint", "hub"} {
-		b.Run(fmt.Sprintf("pairs=%d/%s", workers, order), func(b *testing.B) { benchMutualConcurrent(b, workers, order == "hub") })
+	for _, order := range []string{"disjoint", "hub", "repeat"} {
+		b.Run(fmt.Sprintf("pairs=%d/%s", workers, order), func(b *testing.B) { benchMutualConcurrent(b, workers, order) })
 	}
 }
 
-func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
+func benchMutualConcurrent(b *testing.B, workers int, order string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	hub, repeat := order == "hub", order == "repeat"
 	// Nodes: the smallest n with n(n-1)/2 >= b.N (even for the
-	// round-robin schedule).
+	// round-robin schedule); in the repeat order, one pair per worker.
 	n := 2
 	for n*(n-1)/2 < b.N {
 		n++
 	}
 	if !hub && n%2 == 1 {
 		n++
+	}
+	warm := 0 // mutual attestations before the timer (repeat order)
+	if repeat {
+		n, warm = 2*workers, workers
 	}
 	// Sets: two per attestation (one per direction), generated now.
 	g, err := procedural.New(procedural.Config{})
@@ -156,7 +169,7 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	}
 	src := &presetSource{}
 	answers := map[[2]string]string{} // narrative, question -> answer
-	for range 2 * b.N {
+	for range 2 * (b.N + warm) {
 		set, err := g.Next(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -199,6 +212,9 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 				MaxDrawsPerPeer: many, MaxDrawsPerPrefix: many, MaxDraws: many,
 				MaxSessionsPerVerifier: many, MaxCallsPerVerifier: many, MaxProverCalls: many,
 				MaxSessionsPerVerifierPrefix: many, MaxProverSessions: many, MaxProverTokens: many,
+				// Per hour and one verifier: the repeat order's pairs
+				// verify each other thousands of times.
+				MaxTokensPerVerifier: many, MaxDrawsPerBlock: many, MaxSessionsPerVerifierBlock: many, MaxProverPowWork: many,
 			},
 		})
 		if err != nil {
@@ -208,11 +224,17 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	}
 	pairs := make([][2]int, b.N)
 	for i := range pairs {
-		if hub {
+		switch {
+		case repeat:
+			pairs[i] = [2]int{2 * (i % workers), 2*(i%workers) + 1} // dialled below
+		case hub:
 			pairs[i] = triangularPair(i)
-		} else {
+		default:
 			pairs[i] = roundRobinPair(n, i)
 		}
+	}
+	if repeat {
+		pairs = pairs[:min(b.N, workers)] // each pair is dialled once
 	}
 	// Connect every pair beforehand (at most workers dials at once).
 	var wg sync.WaitGroup
@@ -238,6 +260,22 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 		b.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond) // identify and connection events settle
+	if repeat {
+		// Each pair attests once, mutually, before the timer: the timed
+		// attestations are then re-attestations of peers that hold each
+		// other's verdicts, which neither node does by itself, so each
+		// side verifies the other anew (Verify, both at once), as when
+		// two long-connected agents re-prove themselves.
+		for w := range workers {
+			x, y := 2*w, 2*w+1
+			m, err := nodes[x].Attest(ctx, addrInfo(nodes[y]))
+			if err != nil || !m.Ours.Verdict.Accepted || m.Theirs == nil || !m.Theirs.Accepted {
+				b.Fatalf("warm-up attestation (%d, %d): %v %+v", x, y, err, m)
+			}
+		}
+	}
+	// Verdicts already given are recorded by their subjects first.
+	received0 := awaitReceived(b, nodes, 2*uint64(warm))
 
 	var next atomic.Int64
 	fail := make(chan error, workers)
@@ -257,12 +295,25 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	reads0, writes0 := testutil.ProcessSyscalls()
 	commits0 := storeCommits(nodes)
 	b.ResetTimer()
-	for range workers {
+	for w := range workers {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= b.N {
 					return
+				}
+				if repeat {
+					// The worker's own pair: two sessions of one pair and
+					// direction at once would be one (Verify shares it).
+					x, y := 2*w, 2*w+1
+					t0 := time.Now()
+					err := verifyEachOther(ctx, nodes[x], nodes[y])
+					latency.Add(int64(time.Since(t0)))
+					if err != nil {
+						fail <- fmt.Errorf("attestation %d (%d, %d): %w", i, x, y, err)
+						return
+					}
+					continue
 				}
 				x, y := pairs[i][0], pairs[i][1]
 				t0 := time.Now()
@@ -293,6 +344,10 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	if u := unknown.Load(); u != 0 {
 		b.Fatalf("%d challenges not in the answer key", u)
 	}
+	// Every verdict reached its subject, valid: two per attestation. A
+	// prover records the verdict after the verifier has sent it, so the
+	// last few may still be on their way.
+	awaitReceived(b, nodes, received0+2*uint64(b.N))
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attestations/s")
 	b.ReportMetric(float64(latency.Load())/float64(b.N)/1e6, "ms/attest")
 	// CPU of the whole process (both sides of every attestation) per
@@ -312,6 +367,62 @@ func benchMutualConcurrent(b *testing.B, workers int, hub bool) {
 	// to set beside TransportFloor's.
 	b.ReportMetric(float64(reads1-reads0)/float64(b.N), "reads/attest")
 	b.ReportMetric(float64(writes1-writes0)/float64(b.N), "writes/attest")
+}
+
+// verifyEachOther runs x's verification of y and y's of x at once (the
+// sessions of a mutual attestation, neither asking the other back) and
+// fails unless both accept.
+func verifyEachOther(ctx context.Context, x, y *peer.Node) error {
+	var theirs error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res, err := y.Verify(ctx, x.Host().ID())
+		switch {
+		case err != nil:
+			theirs = err
+		case !res.Verdict.Accepted:
+			theirs = fmt.Errorf("verdict on x not an accept: %+v", res.Verdict)
+		}
+	}()
+	res, err := x.Verify(ctx, y.Host().ID())
+	<-done
+	switch {
+	case err != nil:
+		return err
+	case !res.Verdict.Accepted:
+		return fmt.Errorf("verdict on y not an accept: %+v", res.Verdict)
+	}
+	return theirs
+}
+
+// awaitReceived waits up to 10 s for the nodes to have received want
+// accepted verdicts in all, and fails if they received another number.
+func awaitReceived(b *testing.B, nodes []*peer.Node, want uint64) uint64 {
+	for deadline := time.Now().Add(10 * time.Second); receivedAccepted(nodes) < want && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := receivedAccepted(nodes); got != want {
+		var st peer.Stats
+		for _, n := range nodes {
+			s := n.Stats()
+			st.ProveFailed += s.ProveFailed
+			st.SessionsProved += s.SessionsProved
+			st.SessionsVerified += s.SessionsVerified
+			st.AttestationsReceived.Rejected += s.AttestationsReceived.Rejected
+		}
+		b.Fatalf("provers recorded %d accepted verdicts, want %d: %+v", got, want, st)
+	}
+	return want
+}
+
+// receivedAccepted is the accepted verdicts the nodes received so far.
+func receivedAccepted(nodes []*peer.Node) uint64 {
+	var sum uint64
+	for _, n := range nodes {
+		sum += n.Stats().AttestationsReceived.Accepted
+	}
+	return sum
 }
 
 // storeCommits is the synced commits of the nodes' stores so far.

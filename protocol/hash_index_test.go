@@ -5,9 +5,10 @@ import (
 	"testing"
 )
 
-// hashIndex behaves as a map through random inserts, updates and
-// deletes, with keys crowded into few buckets (so that probe runs wrap
-// the table and deletions shift entries back across its end).
+// hashIndex behaves as a map (of a first posting and a list length)
+// through random pushes, drops, updates and deletes, with keys crowded
+// into few buckets (so that probe runs wrap the table and deletions
+// shift entries back across its end).
 func TestHashIndexMatchesMap(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	// spread 0: low bits within 40 of a multiple of 1024, so that homes
@@ -15,6 +16,7 @@ func TestHashIndexMatchesMap(t *testing.T) {
 	for _, spread := range []uint64{0, 40, 1 << 10, 1 << 62} {
 		var x hashIndex
 		m := map[uint64]uint32{}
+		lens := map[uint64]uint32{}
 		key := func() uint64 {
 			// Low bits from a small range, high bits varied: many keys
 			// share a home bucket.
@@ -25,24 +27,40 @@ func TestHashIndexMatchesMap(t *testing.T) {
 		}
 		for step := range 20000 {
 			h := key()
-			switch r.IntN(4) {
+			switch r.IntN(5) {
 			case 0, 1:
 				v := r.Uint32N(1 << 20)
 				i, found := x.slot(h)
 				if _, ok := m[h]; ok != found {
 					t.Fatalf("spread %d step %d: slot(%d) found %v, map %v", spread, step, h, found, ok)
 				}
-				x.put(i, v)
+				if found && x.value(i) != m[h] {
+					t.Fatalf("spread %d step %d: value %d, map %d", spread, step, x.value(i), m[h])
+				}
+				x.push(i, v)
 				m[h] = v
+				lens[h]++
 			case 2:
 				if _, ok := m[h]; ok {
 					v := r.Uint32N(1 << 20)
 					x.set(h, v)
 					m[h] = v
 				}
+			case 3:
+				if _, ok := m[h]; ok {
+					first, next := r.IntN(2) == 0, r.Uint32N(1<<20)
+					x.drop(h, first, next)
+					if lens[h]--; lens[h] == 0 {
+						delete(m, h)
+						delete(lens, h)
+					} else if first {
+						m[h] = next
+					}
+				}
 			default:
 				x.del(h)
 				delete(m, h)
+				delete(lens, h)
 			}
 			if x.len() != len(m) {
 				t.Fatalf("spread %d step %d: %d held, map %d", spread, step, x.len(), len(m))
@@ -51,6 +69,9 @@ func TestHashIndexMatchesMap(t *testing.T) {
 				for k, v := range m {
 					if got, ok := x.get(k); !ok || got != v {
 						t.Fatalf("spread %d step %d: get(%d) = %d %v, want %d", spread, step, k, got, ok, v)
+					}
+					if got, n, ok := x.list(k); !ok || got != v || n != lens[k] {
+						t.Fatalf("spread %d step %d: list(%d) = %d, %d, %v, want %d, %d", spread, step, k, got, n, ok, v, lens[k])
 					}
 				}
 				n := 0

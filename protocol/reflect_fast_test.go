@@ -336,7 +336,7 @@ func (g *reflectionGuard) postingSlots(h uint64) []uint32 {
 		if g.posts[q].prev != prev {
 			panic(fmt.Sprintf("posting %d: prev %d, want %d", q, g.posts[q].prev, prev))
 		}
-		slots = append(slots, g.posts[q].key>>8)
+		slots = append(slots, g.posts[q].slot)
 		prev = q
 	}
 	return slots

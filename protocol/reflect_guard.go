@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -14,6 +15,12 @@ func sketchJaccard(a, b []uint64) float64 {
 	j, _ := sketchCompare(a, b, SketchSize)
 	return j
 }
+
+// minShared is the fewest hashes a sketch of q hashes shares with any
+// sketch it matches: of the union's SketchSize smallest hashes, at least
+// half are in both, and there are at least q of them (q <= SketchSize).
+// A sketch of no hashes matches none (its estimate is 0).
+func minShared(q int) int { return max(1, (q+1)/2) }
 
 // sketchMatch is sketchJaccard(a, b) and whether it reaches
 // ReflectionJaccard, giving up (0, false) as soon as more than
@@ -66,24 +73,6 @@ func b2i(v bool) int {
 	return 0
 }
 
-// indexedHashes is how many of a sketch's smallest hashes the guard
-// indexes and looks up: SketchSize/2 + 1. That is exact, not a sample.
-// Let x be the smallest hash two sketches share. Every hash of either
-// sketch below x is in one sketch only, and all of them are among the
-// (at most SketchSize) smallest of the union whenever x is (if x is not,
-// no shared hash is, and the estimate is 0). A match needs at least as
-// many shared hashes there as unshared ones, so those below x number at
-// most SketchSize/2: x stands at a position <= SketchSize/2 in both
-// sketches, and a match always shares a hash among the first
-// indexedHashes of each. Half the index entries and look-ups of indexing
-// every hash (TestGuardIndexExact checks it against a full comparison).
-const indexedHashes = SketchSize/2 + 1
-
-// indexed returns the hashes of cp the guard indexes.
-func (cp *challengePrint) indexed() []uint64 {
-	return cp.sketch[:min(len(cp.sketch), indexedHashes)]
-}
-
 // reflectionGuard remembers the challenges this node issued as a
 // verifier. A challenge that arrives at the prover side and matches one in
 // the registry (same normalised text, or a near-duplicate by shingle
@@ -93,27 +82,30 @@ func (cp *challengePrint) indexed() []uint64 {
 // protocol_error verdict.
 //
 // Its index is flat and free of pointers: entries live in a slab of
-// slots, the postings of each indexed hash in a doubly linked list in one
+// slots, the postings of each sketch hash in a doubly linked list in one
 // array, the digest map maps to slot numbers and the hash index
-// (hashIndex) to posting numbers. A check walks the postings without
-// touching the entries it passes over, the collector scans none of the
-// index, and an expiry unlinks its postings in constant time. Maps of slices of entry pointers, as before, made every issue
-// allocate and every check chase a pointer per posting; challenges
-// written from one template share hashes, and with them long posting
-// lists (about 16 % of the bytes a mutual attestation allocated went to
-// the index alone). Each slot's sketch and a 512-bit filter of it sit
-// in flat arrays too: most candidates are ruled out by the filter
-// (mayMatch), and the rest compared, without a pointer chase. On a
-// node's procedural challenges this took issue plus check from 9.7 to
-// 1.5-1.7 µs (BenchmarkReflectionGuard), and their share of a mutual
-// attestation's CPU (BenchmarkMutualAttestConcurrent, 3,000 pairs) from
-// about 9 % to 4 %; most of what is left is the walk of long posting
-// lists, one dependent load per posting.
+// (hashIndex) to posting numbers and list lengths. A check walks the
+// postings without touching the entries it passes over, the collector
+// scans none of the index, and an expiry unlinks its postings in
+// constant time. Each slot's sketch and a 512-bit filter of it sit in
+// flat arrays too: most candidates are ruled out by the filter
+// (mayMatch), and the rest compared, without a pointer chase.
+//
+// Challenges written from one template share phrases, and with them
+// some of their smallest hashes: those lists hold most entries. A check
+// walks only the lists of the query's rarest hashes, as many as a match
+// cannot avoid (see check). Before, it walked the lists of the first 33
+// hashes, template ones included, and compared every entry met there:
+// a check that found no match (a prover's every check) cost 150 µs
+// against 1,024 procedural entries and 200 µs against a full guard; now
+// issue plus check cost 7-8 µs at either size (BenchmarkReflectionGuard),
+// and a mutual attestation's CPU fell by a fifth when nodes hold about
+// a thousand entries (BenchmarkMutualAttestConcurrent, repeat order).
 type reflectionGuard struct {
 	mu     sync.Mutex
 	window time.Duration
 	exact  map[[32]byte]uint32 // digest -> slot
-	index  hashIndex           // hash among a sketch's indexedHashes -> first posting
+	index  hashIndex           // sketch hash -> first posting, list length
 	slots  []guardSlot
 	seen   []uint64 // per slot: the last check that met it
 	// sketches holds each slot's sketch at slot*SketchSize (sketchLen
@@ -131,6 +123,7 @@ type reflectionGuard struct {
 	next   uint64
 	checks uint64   // check calls, to mark the entries one has met
 	cands  []uint32 // check's candidates (reused)
+	lists  []uint64 // check's lists: length << 32 | first posting (reused)
 }
 
 // guardSlot is one issued challenge; seq 0 marks a free slot.
@@ -140,14 +133,13 @@ type guardSlot struct {
 	run     *VerifierSession // nil once the session has ended
 	seq     uint64
 	digest  [32]byte
-	posts   [indexedHashes]uint32 // the postings of indexedOf(slot), in order
+	posts   [SketchSize]uint32 // the postings of its sketch's hashes, in order
 }
 
-// posting is one indexed hash of one slot: key is the slot << 8 | the
-// hash's position in the slot's sketch; prev and next link the postings
-// of one hash (noPosting ends the list).
+// posting is one hash of one slot's sketch: slot is the slot; prev and
+// next link the postings of one hash (noPosting ends the list).
 type posting struct {
-	key, prev, next uint32
+	slot, prev, next uint32
 }
 
 const noPosting = ^uint32(0)
@@ -223,7 +215,7 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 	e := &g.slots[slot]
 	*e = guardSlot{to: p, expires: now.Add(g.window), run: run, seq: g.next, digest: cp.digest}
 	g.exact[cp.digest] = slot
-	for alpha, h := range cp.indexed() {
+	for alpha, h := range cp.sketch {
 		q, reused := popFree(&g.freeP)
 		if !reused {
 			q = uint32(len(g.posts))
@@ -235,8 +227,8 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 			first = g.index.value(b)
 			g.posts[first].prev = q
 		}
-		g.posts[q] = posting{key: slot<<8 | uint32(alpha), prev: noPosting, next: first}
-		g.index.put(b, q)
+		g.posts[q] = posting{slot: slot, prev: noPosting, next: first}
+		g.index.push(b, q)
 		e.posts[alpha] = q
 	}
 	g.order = append(g.order, issuedRef{slot, g.next})
@@ -258,32 +250,23 @@ func popFree(free *[]uint32) (uint32, bool) {
 func (g *reflectionGuard) removeLocked(slot uint32) {
 	e := &g.slots[slot]
 	delete(g.exact, e.digest)
-	for alpha, h := range g.indexedOf(slot) {
+	// The slot's copy of the sketch: the guard keeps no pointer to the
+	// issuing session's fingerprints.
+	at := int(slot) * SketchSize
+	for alpha, h := range g.sketches[at : at+int(g.sketchLen[slot])] {
 		q := e.posts[alpha]
 		pv, nx := g.posts[q].prev, g.posts[q].next
 		if nx != noPosting {
 			g.posts[nx].prev = pv
 		}
-		switch {
-		case pv != noPosting:
+		if pv != noPosting {
 			g.posts[pv].next = nx
-		case nx != noPosting:
-			g.index.set(h, nx)
-		default:
-			g.index.del(h)
 		}
+		g.index.drop(h, pv == noPosting, nx)
 		g.freeP = append(g.freeP, q)
 	}
 	*e = guardSlot{}
 	g.free = append(g.free, slot)
-}
-
-// indexedOf returns the hashes of slot's sketch the index holds (see
-// indexedHashes), from the slot's copy of the sketch: the guard keeps no
-// pointer to the issuing session's fingerprints.
-func (g *reflectionGuard) indexedOf(slot uint32) []uint64 {
-	at := int(slot) * SketchSize
-	return g.sketches[at : at+min(int(g.sketchLen[slot]), indexedHashes)]
 }
 
 // release detaches a finished session from its challenges; they stay
@@ -308,34 +291,39 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 	if slot, ok := g.exact[cp.digest]; ok {
 		return g.slots[slot].to, g.slots[slot].run, true
 	}
-	// Every match shares a hash among the first indexedHashes of both
-	// sketches: the smallest hash the two share, at positions that add up
-	// to at most SketchSize/2 (see indexedHashes). The hashes are looked
-	// up in ascending order, so an entry's first hit is that hash when
-	// the entry matches: entries whose first hit stands further in are
-	// passed over, the others compared (each entry once: marked with
-	// this check's number). Challenges written from one template share
-	// phrases, and with them some of the smallest hashes; this keeps
-	// their comparisons few. The best estimate wins.
+	// Prefix filtering, rarest first: a match shares at least
+	// need = ceil(len(q)/2) of the query's hashes (see minShared), so it
+	// is on at least one of any len(q)-need+1 of their lists. The lists
+	// walked are the shortest: the need-1 longest, which for challenges
+	// written from one template are the template's phrases, shared by
+	// most entries, are passed over. Each entry met is a candidate once
+	// (marked with this check's number); the candidates are compared,
+	// and the best estimate wins.
+	q := cp.sketch
 	g.checks++
-	cands := g.cands[:0]
-	for beta, h := range cp.indexed() {
-		q, ok := g.index.get(h)
-		if !ok {
-			continue
+	lists := g.lists[:0]
+	for _, h := range q {
+		if first, n, ok := g.index.list(h); ok {
+			lists = append(lists, uint64(n)<<32|uint64(first))
 		}
-		for ; q != noPosting; q = g.posts[q].next {
-			key := g.posts[q].key
-			slot := key >> 8
-			if g.seen[slot] == g.checks {
-				continue
-			}
-			g.seen[slot] = g.checks
-			if alpha := int(key & 0xff); alpha+beta <= SketchSize/2 {
-				cands = append(cands, slot)
+	}
+	// The query's hashes no entry holds have empty lists, walked for
+	// nothing: of the lists there are, all but the need-1 longest are.
+	walk := len(lists) - (minShared(len(q)) - 1)
+	cands := g.cands[:0]
+	if walk > 0 {
+		slices.Sort(lists)
+		for _, l := range lists[:walk] {
+			for p := uint32(l); p != noPosting; p = g.posts[p].next {
+				slot := g.posts[p].slot
+				if g.seen[slot] != g.checks {
+					g.seen[slot] = g.checks
+					cands = append(cands, slot)
+				}
 			}
 		}
 	}
+	g.lists = lists[:0]
 	best := noPosting
 	bestJ := 0.0
 	for _, slot := range cands {

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -12,12 +13,11 @@ import (
 	"github.com/acaptcha/acaptcha/skill/procedural"
 )
 
-// The guard indexes and looks up only the first indexedHashes of every
-// sketch (see indexedHashes), and compares only the entries whose first
-// hit stands within the bound (see check): on sketches built to put the
-// shared hashes as late as a match allows, on random ones around the
-// threshold and on random sequences of the union, it finds a match
-// exactly when a full comparison with every issued sketch does.
+// The guard walks the lists of only the query's rarest hashes, all but
+// minShared-1 of them (see check): on sketches built to put the shared
+// hashes as late as a match allows, on random ones around the threshold
+// and on random sequences of the union, it finds a match exactly when a
+// full comparison with every issued sketch does.
 func TestGuardIndexExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	// sketchOf makes a sorted, distinct sketch of at most SketchSize
@@ -107,15 +107,16 @@ func TestGuardIndexExact(t *testing.T) {
 }
 
 // BenchmarkReflectionGuard issues and checks one procedural challenge per
-// op against a guard holding 1,024 others (a verifier that also proves
-// does both for every round).
+// op against a guard holding 1,024 others, and one at its bound of
+// maxReflectionEntries (a verifier that also proves does both for every
+// round; a busy node's guard is full).
 func BenchmarkReflectionGuard(b *testing.B) {
 	g, err := procedural.New(procedural.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	var prints []*challengePrint
-	for len(prints) < 2048 {
+	for len(prints) < 2*maxReflectionEntries {
 		set, err := g.Next(context.Background())
 		if err != nil {
 			b.Fatal(err)
@@ -126,23 +127,29 @@ func BenchmarkReflectionGuard(b *testing.B) {
 			}
 		}
 	}
-	now := time.Unix(1000, 0)
-	guard := newReflectionGuard(time.Hour)
-	for _, cp := range prints[:1024] {
-		guard.issue(cp, "p", nil, now)
-	}
-	i := 1024
-	for b.Loop() {
-		guard.issue(prints[i%len(prints)], "p", nil, now)
-		guard.check(prints[(i+512)%len(prints)], now)
-		i++
+	for _, held := range []int{1024, maxReflectionEntries} {
+		b.Run(fmt.Sprintf("held=%d", held), func(b *testing.B) {
+			now := time.Unix(1000, 0)
+			guard := newReflectionGuard(time.Hour)
+			for _, cp := range prints[:held] {
+				guard.issue(cp, "p", nil, now)
+			}
+			// Issue the challenges after those held, check ones not
+			// issued (a prover's challenges come from other verifiers).
+			i := held
+			for b.Loop() {
+				guard.issue(prints[i%len(prints)], "p", nil, now)
+				guard.check(prints[(i+held/2)%len(prints)], now)
+				i++
+			}
+		})
 	}
 }
 
 // The flat index stays consistent with the live entries through any mix
 // of issues, re-issues of a digest, expiries and evictions at the bound:
-// every live entry's indexed hashes are each listed once, with their
-// positions, in doubly linked lists that name live entries only; freed
+// every live entry's hashes are each listed once, in doubly linked lists
+// of the length the index holds that name live entries only; freed
 // postings and slots are reused, not leaked; and check agrees with a
 // comparison against every live entry.
 func TestReflectionGuardIndexConsistent(t *testing.T) {
@@ -183,6 +190,9 @@ func TestReflectionGuardIndexConsistent(t *testing.T) {
 			if len(slots) == 0 {
 				t.Fatalf("step %d: hash %d held with no postings", step, h)
 			}
+			if _, n, _ := g.index.list(h); int(n) != len(slots) {
+				t.Fatalf("step %d: hash %d: list length %d, %d postings", step, h, n, len(slots))
+			}
 			for _, slot := range slots {
 				e := &g.slots[slot]
 				if cp := live[e.digest]; e.seq == 0 || cp == nil || !slices.Equal(g.sketchOf(slot), cp.sketch) {
@@ -197,9 +207,9 @@ func TestReflectionGuardIndexConsistent(t *testing.T) {
 			if !ok || g.slots[slot].digest != d || !slices.Equal(g.sketchOf(slot), cp.sketch) {
 				t.Fatalf("step %d: live digest not in its slot", step)
 			}
-			for alpha, h := range cp.indexed() {
+			for alpha, h := range cp.sketch {
 				p := g.posts[g.slots[slot].posts[alpha]]
-				if p.key != slot<<8|uint32(alpha) || !slices.Contains(g.postingSlots(h), slot) {
+				if p.slot != slot || !slices.Contains(g.postingSlots(h), slot) {
 					t.Fatalf("step %d: slot %d hash %d (position %d) not indexed", step, slot, h, alpha)
 				}
 				want++
@@ -240,7 +250,7 @@ func TestReflectionGuardIndexConsistent(t *testing.T) {
 		}
 		verify(step)
 	}
-	if len(g.posts) > (len(g.slots))*indexedHashes {
+	if len(g.posts) > (len(g.slots))*SketchSize {
 		t.Fatalf("%d postings for %d slots: freed ones not reused", len(g.posts), len(g.slots))
 	}
 	// At the bound the oldest are evicted, and the slab stops growing.
