@@ -318,26 +318,39 @@ func TestReflectionGuardSharedHashes(t *testing.T) {
 	if g.index.len() != 0 || g.len() != 0 {
 		t.Fatalf("%d index hashes, %d entries after all expired", g.index.len(), g.len())
 	}
-	if len(g.freeP) != len(g.posts) || len(g.free) != len(g.slots) {
-		t.Fatalf("%d of %d postings and %d of %d slots free after all expired", len(g.freeP), len(g.posts), len(g.free), len(g.slots))
+	if len(g.free) != len(g.slots) {
+		t.Fatalf("%d of %d slots free after all expired", len(g.free), len(g.slots))
+	}
+	for slot := range g.slots {
+		if len(g.sketchOf(uint32(slot))) != 0 {
+			t.Fatalf("slot %d keeps its sketch after it expired", slot)
+		}
 	}
 }
 
-// postingSlots lists the slots the postings of h name, checking the
-// links both ways.
-func (g *reflectionGuard) postingSlots(h uint64) []uint32 {
-	var slots []uint32
+// postingsOf lists the postings of h, checking the links both ways.
+func (g *reflectionGuard) postingsOf(h uint64) []uint32 {
+	var posts []uint32
 	prev := noPosting
 	q, ok := g.index.get(h)
 	if !ok {
 		return nil
 	}
-	for ; q != noPosting; q = g.posts[q].next {
-		if g.posts[q].prev != prev {
-			panic(fmt.Sprintf("posting %d: prev %d, want %d", q, g.posts[q].prev, prev))
+	for ; q != noPosting; q = g.post(q).next {
+		if g.post(q).prev != prev {
+			panic(fmt.Sprintf("posting %d: prev %d, want %d", q, g.post(q).prev, prev))
 		}
-		slots = append(slots, g.posts[q].slot)
+		posts = append(posts, q)
 		prev = q
+	}
+	return posts
+}
+
+// postingSlots lists the slots the postings of h belong to.
+func (g *reflectionGuard) postingSlots(h uint64) []uint32 {
+	var slots []uint32
+	for _, q := range g.postingsOf(h) {
+		slots = append(slots, postingSlot(q))
 	}
 	return slots
 }

@@ -107,17 +107,10 @@ type reflectionGuard struct {
 	exact  map[[32]byte]uint32 // digest -> slot
 	index  hashIndex           // sketch hash -> first posting, list length
 	slots  []guardSlot
-	seen   []uint64 // per slot: the last check that met it
-	// sketches holds each slot's sketch at slot*SketchSize (sketchLen
-	// long): candidates are compared without a pointer chase.
-	sketches  []uint64
-	sketchLen []uint8
-	// blooms holds each slot's bloomWords-word filter of its sketch
-	// (see mayMatch).
-	blooms []uint64
-	free   []uint32 // free slots
-	posts  []posting
-	freeP  []uint32    // free postings
+	// blocks holds the slots' pointer-free data, guardBlockSlots slots a
+	// block (see guardBlock).
+	blocks []*guardBlock
+	free   []uint32    // free slots
 	order  []issuedRef // insertion order = expiry order (constant window)
 	head   int
 	next   uint64
@@ -133,16 +126,55 @@ type guardSlot struct {
 	run     *VerifierSession // nil once the session has ended
 	seq     uint64
 	digest  [32]byte
-	posts   [SketchSize]uint32 // the postings of its sketch's hashes, in order
 }
 
-// posting is one hash of one slot's sketch: slot is the slot; prev and
-// next link the postings of one hash (noPosting ends the list).
+// guardBlockSlots is the number of slots whose data a guardBlock holds.
+const guardBlockSlots = 64
+
+// guardBlock is the pointer-free data of guardBlockSlots slots: each
+// one's sketch (sketchLen long) and filter of it (see mayMatch), the mark
+// of the last check that met it, and the postings of its sketch's
+// hashes, in the sketch's order: posting number
+// slot*SketchSize + position. The guard grows a block at a time, so a
+// growing guard never copies what it holds (copying the flat arrays as
+// they doubled, and the collector's work for the new ones, took about 5 %
+// of a mutual attestation's CPU while the guards filled), and the
+// collector scans none of it.
+type guardBlock struct {
+	seen      [guardBlockSlots]uint64
+	sketchLen [guardBlockSlots]uint8
+	blooms    [guardBlockSlots][bloomWords]uint64
+	sketches  [guardBlockSlots][SketchSize]uint64
+	posts     [guardBlockSlots][SketchSize]posting
+}
+
+// posting is one hash of one slot's sketch, in the list of that hash's
+// postings: prev and next are posting numbers (noPosting ends the list).
 type posting struct {
-	slot, prev, next uint32
+	prev, next uint32
 }
 
 const noPosting = ^uint32(0)
+
+// postingSlot is the slot a posting number belongs to.
+func postingSlot(q uint32) uint32 { return q / SketchSize }
+
+// data returns the block holding slot's data and the slot's place in it.
+func (g *reflectionGuard) data(slot uint32) (*guardBlock, uint32) {
+	return g.blocks[slot/guardBlockSlots], slot % guardBlockSlots
+}
+
+// post returns posting q.
+func (g *reflectionGuard) post(q uint32) *posting {
+	b, i := g.data(postingSlot(q))
+	return &b.posts[i][q%SketchSize]
+}
+
+// sketchOf is the guard's copy of slot's sketch.
+func (g *reflectionGuard) sketchOf(slot uint32) []uint64 {
+	b, i := g.data(slot)
+	return b.sketches[i][:b.sketchLen[i]]
+}
 
 // bloomWords is the size in words of a slot's filter: one bit per hash,
 // the hash's low 9 bits choosing it (sketch hashes are the smallest of
@@ -162,7 +194,7 @@ const bloomWords = 8
 //
 // It gives up once the misses alone rule a match out: a template's
 // entries share a few hashes, so most calls end about halfway.
-func mayMatch(q []uint64, n int, bloom []uint64) bool {
+func mayMatch(q []uint64, n int, bloom *[bloomWords]uint64) bool {
 	need := (min(SketchSize, max(len(q), n)) + 1) / 2 // 2*hits >= union
 	misses, allowed := 0, len(q)-need
 	for i, h := range q {
@@ -200,36 +232,30 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 	if !reused {
 		slot = uint32(len(g.slots))
 		g.slots = append(g.slots, guardSlot{})
-		g.seen = append(g.seen, 0)
-		g.sketches = append(g.sketches, make([]uint64, SketchSize)...)
-		g.sketchLen = append(g.sketchLen, 0)
-		g.blooms = append(g.blooms, make([]uint64, bloomWords)...)
+		if int(slot/guardBlockSlots) == len(g.blocks) {
+			g.blocks = append(g.blocks, new(guardBlock))
+		}
 	}
-	g.sketchLen[slot] = uint8(copy(g.sketches[int(slot)*SketchSize:int(slot+1)*SketchSize], cp.sketch))
-	bloom := g.blooms[int(slot)*bloomWords : int(slot+1)*bloomWords]
-	clear(bloom)
+	b, i := g.data(slot)
+	b.sketchLen[i] = uint8(copy(b.sketches[i][:], cp.sketch))
+	bloom := &b.blooms[i]
+	clear(bloom[:])
 	for _, h := range cp.sketch {
 		bloom[h>>6%bloomWords] |= 1 << (h & 63)
 	}
 	g.next++
-	e := &g.slots[slot]
-	*e = guardSlot{to: p, expires: now.Add(g.window), run: run, seq: g.next, digest: cp.digest}
+	g.slots[slot] = guardSlot{to: p, expires: now.Add(g.window), run: run, seq: g.next, digest: cp.digest}
 	g.exact[cp.digest] = slot
 	for alpha, h := range cp.sketch {
-		q, reused := popFree(&g.freeP)
-		if !reused {
-			q = uint32(len(g.posts))
-			g.posts = append(g.posts, posting{})
-		}
-		b, found := g.index.slot(h)
+		q := slot*SketchSize + uint32(alpha)
+		at, found := g.index.slot(h)
 		first := noPosting
 		if found {
-			first = g.index.value(b)
-			g.posts[first].prev = q
+			first = g.index.value(at)
+			g.post(first).prev = q
 		}
-		g.posts[q] = posting{slot: slot, prev: noPosting, next: first}
-		g.index.push(b, q)
-		e.posts[alpha] = q
+		b.posts[i][alpha] = posting{prev: noPosting, next: first}
+		g.index.push(at, q)
 	}
 	g.order = append(g.order, issuedRef{slot, g.next})
 }
@@ -248,24 +274,22 @@ func popFree(free *[]uint32) (uint32, bool) {
 // removeLocked forgets the entry in slot: its digest, its postings and
 // the slot itself.
 func (g *reflectionGuard) removeLocked(slot uint32) {
-	e := &g.slots[slot]
-	delete(g.exact, e.digest)
+	delete(g.exact, g.slots[slot].digest)
 	// The slot's copy of the sketch: the guard keeps no pointer to the
 	// issuing session's fingerprints.
-	at := int(slot) * SketchSize
-	for alpha, h := range g.sketches[at : at+int(g.sketchLen[slot])] {
-		q := e.posts[alpha]
-		pv, nx := g.posts[q].prev, g.posts[q].next
+	b, i := g.data(slot)
+	for alpha, h := range b.sketches[i][:b.sketchLen[i]] {
+		pv, nx := b.posts[i][alpha].prev, b.posts[i][alpha].next
 		if nx != noPosting {
-			g.posts[nx].prev = pv
+			g.post(nx).prev = pv
 		}
 		if pv != noPosting {
-			g.posts[pv].next = nx
+			g.post(pv).next = nx
 		}
 		g.index.drop(h, pv == noPosting, nx)
-		g.freeP = append(g.freeP, q)
 	}
-	*e = guardSlot{}
+	b.sketchLen[i] = 0
+	g.slots[slot] = guardSlot{}
 	g.free = append(g.free, slot)
 }
 
@@ -314,12 +338,14 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 	if walk > 0 {
 		slices.Sort(lists)
 		for _, l := range lists[:walk] {
-			for p := uint32(l); p != noPosting; p = g.posts[p].next {
-				slot := g.posts[p].slot
-				if g.seen[slot] != g.checks {
-					g.seen[slot] = g.checks
+			for q := uint32(l); q != noPosting; {
+				slot := postingSlot(q)
+				b, i := g.data(slot)
+				if b.seen[i] != g.checks {
+					b.seen[i] = g.checks
 					cands = append(cands, slot)
 				}
+				q = b.posts[i][q%SketchSize].next
 			}
 		}
 	}
@@ -327,11 +353,12 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 	best := noPosting
 	bestJ := 0.0
 	for _, slot := range cands {
-		at, n := int(slot)*SketchSize, int(g.sketchLen[slot])
-		if !mayMatch(cp.sketch, n, g.blooms[int(slot)*bloomWords:int(slot+1)*bloomWords]) {
+		b, i := g.data(slot)
+		n := int(b.sketchLen[i])
+		if !mayMatch(cp.sketch, n, &b.blooms[i]) {
 			continue
 		}
-		if j, ok := sketchMatch(cp.sketch, g.sketches[at:at+n]); ok && j > bestJ {
+		if j, ok := sketchMatch(cp.sketch, b.sketches[i][:n]); ok && j > bestJ {
 			best, bestJ = slot, j
 		}
 	}

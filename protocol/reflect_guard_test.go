@@ -208,16 +208,26 @@ func TestReflectionGuardIndexConsistent(t *testing.T) {
 				t.Fatalf("step %d: live digest not in its slot", step)
 			}
 			for alpha, h := range cp.sketch {
-				p := g.posts[g.slots[slot].posts[alpha]]
-				if p.slot != slot || !slices.Contains(g.postingSlots(h), slot) {
+				if q := slot*SketchSize + uint32(alpha); !slices.Contains(g.postingsOf(h), q) {
 					t.Fatalf("step %d: slot %d hash %d (position %d) not indexed", step, slot, h, alpha)
 				}
 				want++
 			}
 		}
-		if listed != want || len(g.posts)-len(g.freeP) != want || len(g.slots)-len(g.free) != len(live) {
+		inUse := 0
+		for slot := range g.slots {
+			b, i := g.data(uint32(slot))
+			if g.slots[slot].seq == 0 && b.sketchLen[i] != 0 {
+				t.Fatalf("step %d: free slot %d keeps a sketch", step, slot)
+			}
+			inUse += int(b.sketchLen[i])
+		}
+		if listed != want || inUse != want || len(g.slots)-len(g.free) != len(live) {
 			t.Fatalf("step %d: %d postings listed, %d in use, want %d; %d slots in use, want %d",
-				step, listed, len(g.posts)-len(g.freeP), want, len(g.slots)-len(g.free), len(live))
+				step, listed, inUse, want, len(g.slots)-len(g.free), len(live))
+		}
+		if len(g.blocks) != (len(g.slots)+guardBlockSlots-1)/guardBlockSlots {
+			t.Fatalf("step %d: %d blocks for %d slots", step, len(g.blocks), len(g.slots))
 		}
 	}
 	var issued []*challengePrint
@@ -250,8 +260,8 @@ func TestReflectionGuardIndexConsistent(t *testing.T) {
 		}
 		verify(step)
 	}
-	if len(g.posts) > (len(g.slots))*SketchSize {
-		t.Fatalf("%d postings for %d slots: freed ones not reused", len(g.posts), len(g.slots))
+	if most := len(g.exact) + len(g.free); len(g.slots) != most {
+		t.Fatalf("%d slots for %d entries and %d free", len(g.slots), len(g.exact), len(g.free))
 	}
 	// At the bound the oldest are evicted, and the slab stops growing.
 	g = newReflectionGuard(time.Hour)
@@ -320,11 +330,6 @@ func TestSketchCompareDefinition(t *testing.T) {
 	}
 }
 
-// sketchOf is the guard's copy of slot's sketch.
-func (g *reflectionGuard) sketchOf(slot uint32) []uint64 {
-	at := int(slot) * SketchSize
-	return g.sketches[at : at+int(g.sketchLen[slot])]
-}
 
 // mayMatch, which stops early, agrees with its rule counted in full: at
 // least half of min(SketchSize, max(len(q), n)) of q's hashes have
@@ -332,7 +337,7 @@ func (g *reflectionGuard) sketchOf(slot uint32) []uint64 {
 func TestMayMatchRule(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	for i := range 20000 {
-		bloom := make([]uint64, bloomWords)
+		var bloom [bloomWords]uint64
 		for range 1 + r.IntN(80) {
 			h := r.Uint64()
 			bloom[h>>6%bloomWords] |= 1 << (h & 63)
@@ -352,7 +357,7 @@ func TestMayMatchRule(t *testing.T) {
 			}
 		}
 		if r.IntN(50) == 0 {
-			clear(bloom)
+			clear(bloom[:])
 		}
 		n := r.IntN(SketchSize + 1)
 		hits := 0
@@ -360,7 +365,7 @@ func TestMayMatchRule(t *testing.T) {
 			hits += int(bloom[h>>6%bloomWords] >> (h & 63) & 1)
 		}
 		want := 2*hits >= min(SketchSize, max(len(q), n))
-		if got := mayMatch(q, n, bloom); got != want {
+		if got := mayMatch(q, n, &bloom); got != want {
 			t.Fatalf("case %d: mayMatch %v, rule %v (hits %d of %d, n %d)", i, got, want, hits, len(q), n)
 		}
 	}
