@@ -330,7 +330,6 @@ func TestSketchCompareDefinition(t *testing.T) {
 	}
 }
 
-
 // mayMatch, which stops early, agrees with its rule counted in full: at
 // least half of min(SketchSize, max(len(q), n)) of q's hashes have
 // their bits set in the filter.
