@@ -422,19 +422,22 @@ func TestWALFailuresAndClose(t *testing.T) {
 	key, _ := testutil.NewKey(t)
 	envs, as := records(t, key, 2)
 	s, _ := openTemp(t)
-	good := s.wal.f
+	good, goodDirect := s.wal.f, s.wal.direct
 	broken, err := os.Open(os.DevNull) // read-only: writes fail
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.wal.f = broken
+	if s.wal.direct != nil {
+		s.wal.direct = broken
+	}
 	if err := s.Put(Issued, envs[0], as[0]); err == nil {
 		t.Error("Put succeeded with a log that cannot be written")
 	}
 	if got := s.pendingCount(); got != 0 {
 		t.Errorf("%d records pending after a failed append, want 0", got)
 	}
-	s.wal.f = good
+	s.wal.f, s.wal.direct = good, goodDirect
 	broken.Close()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -488,7 +491,10 @@ func TestWALRecoveredCounts(t *testing.T) {
 type failSyncer struct{}
 
 func (failSyncer) fdatasync(*os.File) error { return errors.New("injected sync failure") }
-func (failSyncer) close() error             { return nil }
+func (failSyncer) writeDSync(*os.File, []byte, int64) error {
+	return errors.New("injected write failure")
+}
+func (failSyncer) close() error { return nil }
 
 // Records whose log append failed (their Put returned the error) do not
 // come back after a crash, although their frames reached the file: the

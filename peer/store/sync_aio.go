@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -32,6 +33,7 @@ type aioSyncer struct {
 
 // From linux/aio_abi.h.
 const (
+	iocbCmdPwrite = 1
 	iocbCmdFdsync = 3
 	iocbFlagResfd = 1 << 0
 )
@@ -40,18 +42,18 @@ const (
 // machines (aio_key and aio_rw_flags swap places on big-endian ones: those
 // sync with fdatasync, sync_plain.go).
 type iocb struct {
-	_      uint64 // aio_data
-	_      uint32 // aio_key
-	_      int32  // aio_rw_flags
-	opcode uint16 // aio_lio_opcode
-	_      int16  // aio_reqprio
-	fildes uint32 // aio_fildes
-	_      uint64 // aio_buf
-	_      uint64 // aio_nbytes
-	_      int64  // aio_offset
-	_      uint64 // aio_reserved2
-	flags  uint32 // aio_flags
-	resfd  uint32 // aio_resfd
+	_       uint64 // aio_data
+	_       uint32 // aio_key
+	rwFlags int32  // aio_rw_flags
+	opcode  uint16 // aio_lio_opcode
+	_       int16  // aio_reqprio
+	fildes  uint32 // aio_fildes
+	buf     uint64 // aio_buf
+	nbytes  uint64 // aio_nbytes
+	offset  int64  // aio_offset
+	_       uint64 // aio_reserved2
+	flags   uint32 // aio_flags
+	resfd   uint32 // aio_resfd
 }
 
 // The kernel's sizes: 64 and 32 bytes.
@@ -107,19 +109,49 @@ func newAIOSyncer() (*aioSyncer, error) {
 }
 
 func (a *aioSyncer) fdatasync(f *os.File) error {
+	cb := iocb{opcode: iocbCmdFdsync, fildes: uint32(f.Fd())}
+	_, err := a.run(&cb, "fdatasync")
+	return err
+}
+
+// writeDSync writes b at off in f, opened for direct I/O (openDirect),
+// as pwritev2 with RWF_DSYNC would: it returns once the data and what
+// reading it back needs are on the device. b, off and len(b) are
+// multiples of directAlign.
+func (a *aioSyncer) writeDSync(f *os.File, b []byte, off int64) error {
+	if len(b) == 0 {
+		return nil
+	}
+	cb := iocb{opcode: iocbCmdPwrite, fildes: uint32(f.Fd()), rwFlags: unix.RWF_DSYNC,
+		buf: uint64(uintptr(unsafe.Pointer(&b[0]))), nbytes: uint64(len(b)), offset: off}
+	n, err := a.run(&cb, "write")
+	runtime.KeepAlive(b)
+	switch {
+	case err != nil:
+		return err
+	case n != int64(len(b)):
+		return fmt.Errorf("write: %d of %d bytes written", n, len(b))
+	}
+	return nil
+}
+
+// run submits cb and waits for its completion: its result (a count of
+// bytes for a write), or the device's error as syncFailed.
+func (a *aioSyncer) run(cb *iocb, what string) (int64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	cb := iocb{opcode: iocbCmdFdsync, fildes: uint32(f.Fd()), flags: iocbFlagResfd, resfd: uint32(a.efd.Fd())}
-	cbs := [1]*iocb{&cb}
+	cb.flags, cb.resfd = iocbFlagResfd, uint32(a.efd.Fd())
+	cbs := [1]*iocb{cb}
 	if _, _, e := unix.Syscall(unix.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&cbs[0]))); e != 0 {
-		return fmt.Errorf("io_submit fdatasync: %w", e)
+		return 0, fmt.Errorf("io_submit %s: %w", what, e)
 	}
 	// The eventfd counts completions; one sync is in flight at a time.
+	// The eventfd counts completions; one request is in flight at a time.
 	var b [8]byte
 	for {
 		n, err := a.efd.Read(b[:])
 		if err != nil {
-			return fmt.Errorf("wait for fdatasync: %w", err)
+			return 0, fmt.Errorf("wait for %s: %w", what, err)
 		}
 		if n == 8 && binary.NativeEndian.Uint64(b[:]) > 0 {
 			break
@@ -130,20 +162,40 @@ func (a *aioSyncer) fdatasync(f *os.File) error {
 	n, _, e := unix.Syscall6(unix.SYS_IO_GETEVENTS, a.ctx, 1, 1, uintptr(unsafe.Pointer(&ev[0])), uintptr(unsafe.Pointer(&ts)), 0)
 	switch {
 	case e != 0:
-		return fmt.Errorf("io_getevents: %w", e)
+		return 0, fmt.Errorf("io_getevents: %w", e)
 	case n != 1:
-		return errors.New("io_getevents: fdatasync completion missing")
+		return 0, fmt.Errorf("io_getevents: %s completion missing", what)
 	case ev[0].res < 0:
-		return syncFailed{unix.Errno(-ev[0].res)}
+		return 0, syncFailed{what, unix.Errno(-ev[0].res)}
 	}
-	return nil
+	return ev[0].res, nil
 }
 
-// syncFailed is the error of an fdatasync that AIO ran: the file's data
-// did not reach the device.
-type syncFailed struct{ errno unix.Errno }
+// directAlign is what direct I/O needs aligned here: the memory, offset
+// and length of a write. 4 KiB covers devices whose logical blocks are
+// 512 bytes or 4 KiB; on others the first write fails and the log is
+// written through the page cache (openWAL).
+const directAlign = 4096
 
-func (e syncFailed) Error() string { return "fdatasync: " + e.errno.Error() }
+// openDirect opens path for direct I/O (O_DIRECT): writes go from memory
+// to the device without the page cache. Some file systems (tmpfs) refuse
+// it.
+func openDirect(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open for direct I/O: %w", err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// syncFailed is the error of an fdatasync or write that AIO ran: the
+// file's data did not reach the device.
+type syncFailed struct {
+	what  string
+	errno unix.Errno
+}
+
+func (e syncFailed) Error() string { return e.what + ": " + e.errno.Error() }
 func (e syncFailed) Unwrap() error { return e.errno }
 
 func (a *aioSyncer) close() error {
@@ -153,8 +205,11 @@ func (a *aioSyncer) close() error {
 	return a.efd.Close()
 }
 
-// plainSyncer syncs with fdatasync(2), blocking its thread.
+// plainSyncer syncs with fdatasync(2), blocking its thread; it writes
+// nothing itself (the log is then written through the page cache).
 type plainSyncer struct{}
+
+func (plainSyncer) writeDSync(*os.File, []byte, int64) error { return errors.ErrUnsupported }
 
 func (plainSyncer) fdatasync(f *os.File) error {
 	for {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"unsafe"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	bolt "go.etcd.io/bbolt"
@@ -23,11 +24,12 @@ import (
 // acknowledged only once it is on the disk. A bbolt commit syncs twice
 // (its pages, then its meta page) and writes a page per tree level of
 // every bucket it touches, about 8 pages; an append to a preallocated log
-// writes one or two pages and syncs once, through AIO where Linux offers it
-// (sync_aio.go). A checkpoint then moves hundreds of records into bbolt in
-// one commit. bbolt has no log of its own to borrow (its NoSync mode is
-// unsafe across a crash of the machine), so the log is here: a fixed-size
-// file of CRC-checked frames, about 150 lines.
+// writes one or two blocks and syncs once, as one direct write through
+// AIO where Linux offers it (sync_aio.go, and wal below). A checkpoint
+// then moves hundreds of records into bbolt in one commit. bbolt has no
+// log of its own to borrow (its NoSync mode is unsafe across a crash of
+// the machine), so the log is here: a fixed-size file of CRC-checked
+// frames, about 200 lines.
 //
 // Crash safety: a frame carries the log's generation; bbolt's meta bucket
 // holds the generation whose frames are not yet in bbolt. A checkpoint
@@ -43,9 +45,11 @@ import (
 // failed (its frames may be in the file, its writes were reported failed)
 // the next append comes after a checkpoint, under a new generation.
 
-// fileSyncer flushes a file's data to its device.
+// fileSyncer flushes a file's data to its device, and where it can
+// writes data straight to the device (writeDSync, sync_aio.go).
 type fileSyncer interface {
 	fdatasync(f *os.File) error
+	writeDSync(f *os.File, b []byte, off int64) error
 	close() error
 }
 
@@ -109,12 +113,28 @@ func (r *walRecord) apply(tx *bolt.Tx) (int, error) {
 }
 
 // wal is the log file. Only the commit queue's leader uses it.
+//
+// Where the file system allows, appends are direct writes with RWF_DSYNC
+// (one asynchronous request, sync_aio.go) of the blocks they touch, from
+// image, a copy of the whole file in memory (1 MiB) aligned for direct
+// I/O. Through the page cache an append cost a write that dirtied a page,
+// then a sync that wrote it back and waited for it: on ext4 about twice
+// the CPU of the direct write (an isolated loop of 16 logs: 130-180
+// against 250-330 µs of machine CPU an append; alternated with the build
+// before in BenchmarkMutualAttestConcurrent's repeat order: 1.6-2.2
+// against 2.2-2.8 ms of machine CPU an attestation). A direct write
+// covers whole 4 KiB blocks; the bytes of a block around the new frames
+// are the file's own, from image, so rewriting them changes nothing, and
+// a torn write leaves each sector either as it was or as written, with
+// the same bytes outside the new frames either way.
 type wal struct {
-	f    *os.File
-	sync fileSyncer
-	gen  uint64 // generation of the frames written now
-	off  int64  // where the next frame goes
-	buf  []byte
+	f      *os.File
+	direct *os.File // f's file opened for direct I/O, or nil
+	image  []byte   // the file's bytes (with direct only)
+	sync   fileSyncer
+	gen    uint64 // generation of the frames written now
+	off    int64  // where the next frame goes
+	buf    []byte
 	// failed: an append failed after it may have written frames of gen
 	// at off; they must not be read back after a crash (their writes
 	// were reported failed), so the next append starts a new generation
@@ -159,8 +179,40 @@ func openWAL(path string, gen uint64) (w *wal, recs []*walRecord, undecodable in
 			return nil, nil, 0, fmt.Errorf("sync write-ahead log directory: %w", err)
 		}
 	}
+	w = &wal{f: f, sync: syncer, gen: gen}
+	w.openDirect(path, data)
 	recs, undecodable = walRecords(data, gen, false)
-	return &wal{f: f, sync: syncer, gen: gen}, recs, undecodable, nil
+	return w, recs, undecodable, nil
+}
+
+// openDirect sets w up to append with direct writes (see wal) when the
+// file system and the syncer allow: the first block, written back as it
+// is, tries it. Otherwise w appends through the page cache.
+func (w *wal) openDirect(path string, data []byte) {
+	if forcePlainSync {
+		return
+	}
+	d, err := openDirect(path)
+	if err != nil {
+		return
+	}
+	image := alignedBytes(walSize, directAlign)
+	copy(image, data)
+	if err := w.sync.writeDSync(d, image[:directAlign], 0); err != nil {
+		d.Close()
+		return
+	}
+	w.direct, w.image = d, image
+}
+
+// alignedBytes returns n bytes whose address is a multiple of align.
+func alignedBytes(n, align int) []byte {
+	b := make([]byte, n+align)
+	at := 0
+	if r := int(uintptr(unsafe.Pointer(&b[0])) % uintptr(align)); r != 0 {
+		at = align - r
+	}
+	return b[at : at+n : at+n]
 }
 
 // readFrame reads the frame at off of generation gen: its body after the
@@ -218,6 +270,22 @@ func (w *wal) append(recs []*walRecord) (bool, error) {
 	for _, r := range recs {
 		w.buf = appendFrame(w.buf, w.gen, r)
 	}
+	if w.direct != nil {
+		// The blocks the frames touch, from the file's image (walSize
+		// is a multiple of directAlign).
+		copy(w.image[w.off:], w.buf)
+		start := w.off &^ (directAlign - 1)
+		end := (w.off + int64(size) + directAlign - 1) &^ (directAlign - 1)
+		if err := w.sync.writeDSync(w.direct, w.image[start:end], start); err != nil {
+			// The image may now hold frames the file does not: they
+			// are of this generation, which the next append leaves
+			// (Store.logRecords), so none is ever read as a record.
+			w.failed = true
+			return true, fmt.Errorf("write-ahead log: %w", err)
+		}
+		w.off += int64(size)
+		return true, nil
+	}
 	if _, err := w.f.WriteAt(w.buf, w.off); err != nil {
 		w.failed = true
 		return true, fmt.Errorf("write-ahead log: %w", err)
@@ -235,7 +303,11 @@ func (w *wal) append(recs []*walRecord) (bool, error) {
 func (w *wal) restart(gen uint64) { w.gen, w.off, w.failed = gen, 0, false }
 
 func (w *wal) close() error {
-	return errors.Join(w.sync.close(), w.f.Close())
+	var err error
+	if w.direct != nil {
+		err = w.direct.Close()
+	}
+	return errors.Join(w.sync.close(), err, w.f.Close())
 }
 
 // syncDir flushes a directory's entries to the disk.
