@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,14 +18,9 @@ import (
 	cryptopb "github.com/libp2p/go-libp2p/core/crypto/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-msgio"
-)
 
-// cpuTime is the CPU time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+	"github.com/acaptcha/acaptcha/internal/testutil"
+)
 
 // forgedRPC is a GossipSub RPC publishing n messages on the attestation
 // topic by author (its public key attached, as for an RSA key), each with
@@ -99,7 +93,7 @@ func TestGossipForgedSignaturesPriced(t *testing.T) {
 	w := msgio.NewVarintWriter(s)
 	var seq uint64
 	const rpcs, perRPC = 16, 100
-	t0, c0 := time.Now(), cpuTime()
+	t0, c0 := time.Now(), testutil.ProcessCPU()
 	sent := 0
 	for range rpcs {
 		b, err := forgedRPC(t, ak.GetPublic(), perRPC, &seq).Marshal()
@@ -114,7 +108,7 @@ func TestGossipForgedSignaturesPriced(t *testing.T) {
 	// Let the node check what it queued (bounded: 2,000 RSA-4096 checks
 	// take about a second of both cores).
 	time.Sleep(3 * time.Second)
-	spent := cpuTime() - c0
+	spent := testutil.ProcessCPU() - c0
 	t.Logf("forwarder: %d messages with forged RSA-4096 signatures (no signing) in %v; node and test process CPU: %v; dropped unchecked: %d",
 		sent, time.Since(t0).Round(time.Millisecond), spent.Round(time.Millisecond), victim.Stats().GossipPriced)
 	// Checked in full: 1,600 RSA checks and pubsub's work on each (0.8 s

@@ -4,19 +4,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
-
-// ProcessCPU is the user and system CPU time this process used so far
-// (benchmarks report CPU per operation from it).
-func ProcessCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // ProcessSyscalls is the read and write system calls this process made
 // so far (Linux /proc/self/io; 0, 0 elsewhere).

@@ -7,14 +7,15 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/protocol"
 )
 
 // BenchmarkPutConcurrent stores attestations from concurrent sessions
@@ -105,7 +106,7 @@ func BenchmarkPutSized(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			cpu0 := processCPU()
+			cpu0 := testutil.ProcessCPU()
 			b.ResetTimer()
 			for range b.N {
 				a := &protocol.Attestation{Issuer: "issuer", Subject: subject(), IssuedAt: time.Now(), Accepted: true}
@@ -114,16 +115,7 @@ func BenchmarkPutSized(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-us/put")
+			b.ReportMetric(float64((testutil.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-us/put")
 		})
 	}
-}
-
-// processCPU is the user and system CPU time this process used so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
