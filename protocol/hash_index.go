@@ -29,12 +29,6 @@ type hashBucket struct {
 
 const hashIndexMinSize = 64
 
-// get returns the first posting of h.
-func (x *hashIndex) get(h uint64) (uint32, bool) {
-	first, _, ok := x.list(h)
-	return first, ok
-}
-
 // list returns the first posting of h's list and the list's length.
 func (x *hashIndex) list(h uint64) (first, n uint32, ok bool) {
 	if x.n == 0 {
@@ -96,29 +90,6 @@ func (x *hashIndex) drop(h uint64, wasFirst bool, next uint32) {
 	}
 }
 
-// set sets the first posting of h, which must be present, to v (tests).
-func (x *hashIndex) set(h uint64, v uint32) {
-	for i := h & x.mask; ; i = (i + 1) & x.mask {
-		if x.b[i].key == h && x.b[i].val != 0 {
-			x.b[i].val = v + 1
-			return
-		}
-	}
-}
-
-// del removes h, if present (tests).
-func (x *hashIndex) del(h uint64) {
-	if x.n == 0 {
-		return
-	}
-	for i := h & x.mask; x.b[i].val != 0; i = (i + 1) & x.mask {
-		if x.b[i].key == h {
-			x.delAt(i)
-			return
-		}
-	}
-}
-
 // delAt empties bucket i, shifting back the entries after it whose home
 // bucket allows.
 func (x *hashIndex) delAt(i uint64) {
@@ -156,12 +127,3 @@ func (x *hashIndex) grow() {
 
 // len is the number of hashes held.
 func (x *hashIndex) len() int { return x.n }
-
-// each calls f with every hash held (tests).
-func (x *hashIndex) each(f func(h uint64)) {
-	for _, b := range x.b {
-		if b.val != 0 {
-			f(b.key)
-		}
-	}
-}

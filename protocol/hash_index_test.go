@@ -91,3 +91,41 @@ func TestHashIndexMatchesMap(t *testing.T) {
 		}
 	}
 }
+
+// get returns the first posting of h (tests).
+func (x *hashIndex) get(h uint64) (uint32, bool) {
+	first, _, ok := x.list(h)
+	return first, ok
+}
+
+// set sets the first posting of h, which must be present, to v (tests).
+func (x *hashIndex) set(h uint64, v uint32) {
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		if x.b[i].key == h && x.b[i].val != 0 {
+			x.b[i].val = v + 1
+			return
+		}
+	}
+}
+
+// del removes h, if present (tests).
+func (x *hashIndex) del(h uint64) {
+	if x.n == 0 {
+		return
+	}
+	for i := h & x.mask; x.b[i].val != 0; i = (i + 1) & x.mask {
+		if x.b[i].key == h {
+			x.delAt(i)
+			return
+		}
+	}
+}
+
+// each calls f with every hash held (tests).
+func (x *hashIndex) each(f func(h uint64)) {
+	for _, b := range x.b {
+		if b.val != 0 {
+			f(b.key)
+		}
+	}
+}

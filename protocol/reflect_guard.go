@@ -135,11 +135,9 @@ const guardBlockSlots = 64
 // one's sketch (sketchLen long) and filter of it (see mayMatch), the mark
 // of the last check that met it, and the postings of its sketch's
 // hashes, in the sketch's order: posting number
-// slot*SketchSize + position. The guard grows a block at a time, so a
-// growing guard never copies what it holds (copying the flat arrays as
-// they doubled, and the collector's work for the new ones, took about 5 %
-// of a mutual attestation's CPU while the guards filled), and the
-// collector scans none of it.
+// slot*SketchSize + position, so postings need no free list of their
+// own. The guard grows a block at a time and never copies what it holds;
+// the collector scans none of it.
 type guardBlock struct {
 	seen      [guardBlockSlots]uint64
 	sketchLen [guardBlockSlots]uint8
@@ -188,8 +186,8 @@ const bloomWords = 8
 // hashes of q whose bits are set in bloom include every hash the two
 // share. So fewer than half of that many set bits rule a match out,
 // without reading the entry's sketch. Challenges written from one
-// template share a few of their smallest hashes, which brings dozens of
-// entries per check within the index's bound; a real reflection shares
+// template share a few hashes, so the lists a check walks can still name
+// entries that share nothing else with it; a real reflection shares
 // half.
 //
 // It gives up once the misses alone rule a match out: a template's
@@ -316,24 +314,24 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 		return g.slots[slot].to, g.slots[slot].run, true
 	}
 	// Prefix filtering, rarest first: a match shares at least
-	// need = ceil(len(q)/2) of the query's hashes (see minShared), so it
-	// is on at least one of any len(q)-need+1 of their lists. The lists
+	// need = ceil(len(sketch)/2) of the query's hashes (see minShared),
+	// so it is on at least one of any len(sketch)-need+1 of their lists. The lists
 	// walked are the shortest: the need-1 longest, which for challenges
 	// written from one template are the template's phrases, shared by
 	// most entries, are passed over. Each entry met is a candidate once
 	// (marked with this check's number); the candidates are compared,
 	// and the best estimate wins.
-	q := cp.sketch
+	sketch := cp.sketch
 	g.checks++
 	lists := g.lists[:0]
-	for _, h := range q {
+	for _, h := range sketch {
 		if first, n, ok := g.index.list(h); ok {
 			lists = append(lists, uint64(n)<<32|uint64(first))
 		}
 	}
 	// The query's hashes no entry holds have empty lists, walked for
 	// nothing: of the lists there are, all but the need-1 longest are.
-	walk := len(lists) - (minShared(len(q)) - 1)
+	walk := len(lists) - (minShared(len(sketch)) - 1)
 	cands := g.cands[:0]
 	if walk > 0 {
 		slices.Sort(lists)
@@ -355,10 +353,10 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 	for _, slot := range cands {
 		b, i := g.data(slot)
 		n := int(b.sketchLen[i])
-		if !mayMatch(cp.sketch, n, &b.blooms[i]) {
+		if !mayMatch(sketch, n, &b.blooms[i]) {
 			continue
 		}
-		if j, ok := sketchMatch(cp.sketch, b.sketches[i][:n]); ok && j > bestJ {
+		if j, ok := sketchMatch(sketch, b.sketches[i][:n]); ok && j > bestJ {
 			best, bestJ = slot, j
 		}
 	}

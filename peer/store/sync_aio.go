@@ -145,7 +145,6 @@ func (a *aioSyncer) run(cb *iocb, what string) (int64, error) {
 	if _, _, e := unix.Syscall(unix.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&cbs[0]))); e != 0 {
 		return 0, fmt.Errorf("io_submit %s: %w", what, e)
 	}
-	// The eventfd counts completions; one sync is in flight at a time.
 	// The eventfd counts completions; one request is in flight at a time.
 	var b [8]byte
 	for {
