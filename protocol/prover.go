@@ -779,7 +779,7 @@ func (p *proverRun) reflected(c *pb.Challenge) bool {
 		// answerer).
 		return false
 	}
-	to, run, ok := s.guard.check(challengeDigest(c.GetNarrative(), c.GetQuestion()), s.now())
+	to, run, ok := s.guard.checkReceived(c.GetNarrative(), c.GetQuestion(), s.now())
 	if !ok {
 		return false
 	}

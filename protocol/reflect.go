@@ -16,6 +16,8 @@ import (
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -115,6 +117,18 @@ type challengePrint struct {
 func challengeDigest(narrative, question string) *challengePrint {
 	sc := digestScratchPool.Get().(*digestScratch)
 	defer sc.put()
+	cp, ok := sc.sketch(narrative, question)
+	if !ok {
+		return challengeDigestGeneral(narrative, question)
+	}
+	cp.digest = sha256.Sum256(sc.text)
+	return cp
+}
+
+// sketch is challengeDigest's work but the SHA-256, on the fast path:
+// it leaves the digest's input, norm(narrative) 0x00 norm(question), in
+// sc.text. ok is false when the text needs the general path.
+func (sc *digestScratch) sketch(narrative, question string) (cp *challengePrint, ok bool) {
 	// text = norm(narrative) 0x00 norm(question): exactly the bytes the
 	// SHA-256 covers. The zero byte is no word byte, so the words of text
 	// are the narrative's followed by the question's.
@@ -125,15 +139,33 @@ func challengeDigest(narrative, question string) *challengePrint {
 	}
 	sc.text, sc.words = t, ws
 	if !ok {
-		return challengeDigestGeneral(narrative, question)
+		return nil, false
 	}
-	cp := &challengePrint{digest: sha256.Sum256(t)}
+	cp = &challengePrint{}
 	// Words are separated by spaces: at most len(ws)/2+1 of them.
 	sc.hashes = slices.Grow(sc.hashes[:0], len(ws)/2+1)
 	if hs := shingleHashes(sc.hashes[:len(ws)/2+1], ws); len(hs) > 0 {
 		cp.sketch = bottomK(hs)
 	}
-	return cp
+	return cp, true
+}
+
+// checkReceived is guard.check(challengeDigest(narrative, question),
+// now), the check a prover makes of every challenge it receives while
+// it has issued any. Most find nothing, and need no digest: an entry
+// with the challenge's digest has its normalised text, so its sketch
+// too, and when that is not empty the sketch comparison finds it
+// (estimate 1). So the SHA-256 runs only for a challenge without words
+// or once the sketch found a match (which the digest then pins down as
+// check does).
+func (g *reflectionGuard) checkReceived(narrative, question string, now time.Time) (to peer.ID, run *VerifierSession, ok bool) {
+	sc := digestScratchPool.Get().(*digestScratch)
+	defer sc.put()
+	cp, simple := sc.sketch(narrative, question)
+	if !simple {
+		return g.check(challengeDigestGeneral(narrative, question), now)
+	}
+	return g.checkLazy(cp.sketch, func() [32]byte { return sha256.Sum256(sc.text) }, now)
 }
 
 // challengeDigestGeneral is challengeDigest for any text.

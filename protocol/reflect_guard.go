@@ -310,9 +310,43 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.expireLocked(now)
-	if slot, ok := g.exact[cp.digest]; ok {
-		return g.slots[slot].to, g.slots[slot].run, true
+	slot, ok := g.exact[cp.digest]
+	if !ok {
+		if slot = g.matchLocked(cp.sketch); slot == noPosting {
+			return "", nil, false
+		}
 	}
+	return g.slots[slot].to, g.slots[slot].run, true
+}
+
+// checkLazy is check of a challenge with this sketch and digest, which
+// it calls only when the sketch is empty or matches. The two come from
+// one text (challengeDigest), so an entry with the same digest has the
+// same sketch, and a sketch that matches nothing leaves no entry with
+// that digest either; a match by digest is preferred to the best by
+// sketch, as in check.
+func (g *reflectionGuard) checkLazy(sketch []uint64, digest func() [32]byte, now time.Time) (to peer.ID, run *VerifierSession, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.expireLocked(now)
+	slot := noPosting
+	if len(sketch) > 0 {
+		if slot = g.matchLocked(sketch); slot == noPosting {
+			return "", nil, false
+		}
+	}
+	if s, ok := g.exact[digest()]; ok {
+		slot = s
+	}
+	if slot == noPosting {
+		return "", nil, false
+	}
+	return g.slots[slot].to, g.slots[slot].run, true
+}
+
+// matchLocked returns the slot of the entry whose sketch matches sketch
+// best (noPosting when none does).
+func (g *reflectionGuard) matchLocked(sketch []uint64) uint32 {
 	// Prefix filtering, rarest first: a match shares at least
 	// need = ceil(len(sketch)/2) of the query's hashes (see minShared),
 	// so it is on at least one of any len(sketch)-need+1 of their lists. The lists
@@ -321,7 +355,6 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 	// most entries, are passed over. Each entry met is a candidate once
 	// (marked with this check's number); the candidates are compared,
 	// and the best estimate wins.
-	sketch := cp.sketch
 	g.checks++
 	lists := g.lists[:0]
 	for _, h := range sketch {
@@ -361,10 +394,7 @@ func (g *reflectionGuard) check(cp *challengePrint, now time.Time) (to peer.ID, 
 		}
 	}
 	g.cands = cands[:0]
-	if best == noPosting {
-		return "", nil, false
-	}
-	return g.slots[best].to, g.slots[best].run, true
+	return best
 }
 
 func (g *reflectionGuard) len() int {

@@ -7,8 +7,11 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/acaptcha/acaptcha/skill/procedural"
 )
@@ -367,5 +370,70 @@ func TestMayMatchRule(t *testing.T) {
 		if got := mayMatch(q, n, &bloom); got != want {
 			t.Fatalf("case %d: mayMatch %v, rule %v (hits %d of %d, n %d)", i, got, want, hits, len(q), n)
 		}
+	}
+}
+
+// A prover's check (checkReceived: the SHA-256 only when the sketch is
+// empty or matches) finds what check of the full fingerprint finds, and
+// names the same issuing entry: on procedural challenges, on copies
+// changed in case, white space or punctuation only (same sketch, another
+// digest: the entry with the digest wins), with a word changed, on text
+// without words and on text the fast path does not take.
+func TestCheckReceivedAgrees(t *testing.T) {
+	seed := uint64(5)
+	gen, err := procedural.New(procedural.Config{Seed: &seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type text struct{ n, q string }
+	var issued []text
+	for range 8 {
+		set, err := gen.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range set.Parts {
+			issued = append(issued, text{p.Narrative, p.Questions[0].Question})
+		}
+	}
+	issued = append(issued, text{"!!! ???", "..."}, text{"", ""}, text{"Ünïcode narrative — with ﬁ ligatures", "Which one?"})
+	variants := func(x text) []text {
+		return []text{
+			x,
+			{strings.ToUpper(x.n), x.q},
+			{"  " + strings.ReplaceAll(x.n, " ", "\t "), x.q},
+			{strings.ReplaceAll(x.n, ".", ";"), x.q},
+			{strings.Replace(x.n, " ", " different ", 1), x.q},
+			{x.n + " tail", x.q + "?"},
+			{"unrelated " + x.q, x.n},
+		}
+	}
+	now := time.Unix(1000, 0)
+	g := newReflectionGuard(time.Hour)
+	for i, x := range issued {
+		g.issue(challengeDigest(x.n, x.q), peer.ID(fmt.Sprint("issued-", i)), nil, now)
+		// The punctuation variant issued too: same sketch, another digest.
+		if i%3 == 0 {
+			v := variants(x)[3]
+			g.issue(challengeDigest(v.n, v.q), peer.ID(fmt.Sprint("variant-", i)), nil, now)
+		}
+	}
+	var hits, misses int
+	for _, x := range issued {
+		for _, v := range append(variants(x), text{"never issued at all " + x.q, "nothing"}) {
+			wantTo, _, wantOK := g.check(challengeDigest(v.n, v.q), now)
+			gotTo, _, gotOK := g.checkReceived(v.n, v.q, now)
+			if gotOK != wantOK || gotTo != wantTo {
+				t.Fatalf("%q / %q: checkReceived (%q, %v), check (%q, %v)", v.n, v.q, gotTo, gotOK, wantTo, wantOK)
+			}
+			if wantOK {
+				hits++
+			} else {
+				misses++
+			}
+		}
+	}
+	if hits < 50 || misses < 20 {
+		t.Fatalf("%d hits, %d misses: the cases do not cover both", hits, misses)
 	}
 }

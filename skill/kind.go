@@ -52,6 +52,12 @@ type Kind struct {
 	// sources built elsewhere (the narrative kind's procedural, corpus,
 	// LLM and hybrid sources, which cmd/acaptcha looks up by name).
 	Producer func(ctx context.Context) (*Set, error)
+
+	// byTokens marks the narrative kind, whose LowerBound depends on the
+	// narrative's token count alone: NewSession then takes the count a
+	// prepared set holds instead of counting the narrative again (a pass
+	// over its text each round of every session).
+	byTokens bool
 }
 
 // ValidKindName reports whether name is a well-formed kind name: 1..32
@@ -249,6 +255,7 @@ func narrativeKind() Kind {
 		},
 		Validate:     validateNarrative,
 		SolverPrompt: NarrativeSolverPrompt,
+		byTokens:     true,
 	}
 }
 

@@ -98,3 +98,38 @@ func TestPreparedNarrativeTokens(t *testing.T) {
 		t.Fatalf("edited in place: %d tokens, want %d", got, want)
 	}
 }
+
+// TestSessionBudgetsPrepared: the budgets NewSession derives from a
+// prepared set's token counts are BudgetFor's, for the set as prepared
+// and for one whose narrative was edited in place since.
+func TestSessionBudgetsPrepared(t *testing.T) {
+	p := DefaultPolicy()
+	p.DeriveTau = true
+	k, ok := LookupKind(NarrativeKind)
+	if !ok {
+		t.Fatal("narrative kind not registered")
+	}
+	s := testSet()
+	if err := s.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string) {
+		t.Helper()
+		sess, err := NewSession(s, p, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for i := range p.Rounds {
+			want, err := p.BudgetFor(k, &s.Parts[i], &s.Parts[i].Questions[sess.picks[i]])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sess.budgets[i] != want {
+				t.Fatalf("%s: round %d budget %s, BudgetFor %s", what, i+1, sess.budgets[i], want)
+			}
+		}
+	}
+	check("prepared")
+	s.Parts[1].Narrative += " " + words(300)
+	check("edited in place")
+}

@@ -152,7 +152,12 @@ func NewSession(set *Set, p Policy, rng io.Reader) (*Session, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pick question for part %d: %w", i+1, err)
 		}
-		b, err := p.BudgetFor(k, part, &part.Questions[n])
+		var b time.Duration
+		if k.byTokens {
+			b, err = p.budgetForTokens(k, set.narrativeTokens(i))
+		} else {
+			b, err = p.BudgetFor(k, part, &part.Questions[n])
+		}
 		if err == nil {
 			err = p.CheckBudget(b)
 		}

@@ -252,6 +252,15 @@ func (p Policy) BudgetFor(k Kind, part *Part, q *Question) (time.Duration, error
 	})
 }
 
+// budgetForTokens is BudgetFor for a kind whose LowerBound is the
+// narrative model over the narrative's token count (Kind.byTokens),
+// given that count.
+func (p Policy) budgetForTokens(k Kind, tokens int) (time.Duration, error) {
+	return p.budget(p.Human.LowerBound(tokens), func() string {
+		return fmt.Sprintf("a %s round of %d tokens", k.Name, tokens)
+	})
+}
+
 // budget derives or checks tau against the human lower bound lb (Eq. 13
 // with MaxHumanFraction as the bound); what names the round for errors.
 func (p Policy) budget(lb time.Duration, what func() string) (time.Duration, error) {
