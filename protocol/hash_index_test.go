@@ -48,13 +48,10 @@ func TestHashIndexMatchesMap(t *testing.T) {
 				}
 			case 3:
 				if _, ok := m[h]; ok {
-					first, next := r.IntN(2) == 0, r.Uint32N(1<<20)
-					x.drop(h, first, next)
+					x.drop(h)
 					if lens[h]--; lens[h] == 0 {
 						delete(m, h)
 						delete(lens, h)
-					} else if first {
-						m[h] = next
 					}
 				}
 			default:

@@ -328,22 +328,25 @@ func TestReflectionGuardSharedHashes(t *testing.T) {
 	}
 }
 
-// postingsOf lists the postings of h, checking the links both ways.
+// postingsOf lists the postings of h, newest first: as many as its list
+// is long.
 func (g *reflectionGuard) postingsOf(h uint64) []uint32 {
 	var posts []uint32
-	prev := noPosting
-	q, ok := g.index.get(h)
+	q, n, ok := g.index.list(h)
 	if !ok {
 		return nil
 	}
-	for ; q != noPosting; q = g.post(q).next {
-		if g.post(q).prev != prev {
-			panic(fmt.Sprintf("posting %d: prev %d, want %d", q, g.post(q).prev, prev))
-		}
+	for range n {
 		posts = append(posts, q)
-		prev = q
+		q = g.post(q).next
 	}
 	return posts
+}
+
+// post returns posting q (tests).
+func (g *reflectionGuard) post(q uint32) *posting {
+	b, i := g.data(postingSlot(q))
+	return &b.posts[i][q%SketchSize]
 }
 
 // postingSlots lists the slots the postings of h belong to.

@@ -82,14 +82,23 @@ func b2i(v bool) int {
 // protocol_error verdict.
 //
 // Its index is flat and free of pointers: entries live in a slab of
-// slots, the postings of each sketch hash in a doubly linked list in one
-// array, the digest map maps to slot numbers and the hash index
-// (hashIndex) to posting numbers and list lengths. A check walks the
-// postings without touching the entries it passes over, the collector
-// scans none of the index, and an expiry unlinks its postings in
-// constant time. Each slot's sketch and a 512-bit filter of it sit in
-// flat arrays too: most candidates are ruled out by the filter
-// (mayMatch), and the rest compared, without a pointer chase.
+// slots, the postings of each sketch hash in a singly linked list, newest
+// first, the digest map maps to slot numbers and the hash index
+// (hashIndex) to each list's first posting and length. Entries leave
+// only in the order they came (expiry, eviction at the bound), so the
+// entry that leaves is the last of each of its lists: it leaves them by
+// shortening their lengths, and a walk follows a list for its length
+// only, never reaching the postings that left (whose slots may hold
+// other entries by then). An entry whose digest is issued again is only
+// marked dead (deadMark), skipped by checks, and leaves in its turn. So
+// an issue writes its own postings and one bucket a hash, and an expiry
+// one bucket a hash: no posting of another entry is touched, where the
+// doubly linked lists before cost a cache miss a hash for the list's
+// previous head and two for an expiry's neighbours. A check walks the
+// postings without touching the entries it passes over, and the
+// collector scans none of the index. Each slot's sketch and a 512-bit
+// filter of it sit in flat arrays too: most candidates are ruled out by
+// the filter (mayMatch), and the rest compared, without a pointer chase.
 //
 // Challenges written from one template share phrases, and with them
 // some of their smallest hashes: those lists hold most entries. A check
@@ -116,7 +125,9 @@ type reflectionGuard struct {
 	next   uint64
 	checks uint64   // check calls, to mark the entries one has met
 	cands  []uint32 // check's candidates (reused)
-	lists  []uint64 // check's lists: length << 32 | first posting (reused)
+	// touched keeps what hashIndex.touch read, so that the reads stay.
+	touched uint64
+	lists   []uint64 // check's lists: length << 32 | first posting (reused)
 }
 
 // guardSlot is one issued challenge; seq 0 marks a free slot.
@@ -133,8 +144,8 @@ const guardBlockSlots = 64
 
 // guardBlock is the pointer-free data of guardBlockSlots slots: each
 // one's sketch (sketchLen long) and filter of it (see mayMatch), the mark
-// of the last check that met it, and the postings of its sketch's
-// hashes, in the sketch's order: posting number
+// of the last check that met it (deadMark: a dead entry), and the
+// postings of its sketch's hashes, in the sketch's order: posting number
 // slot*SketchSize + position, so postings need no free list of their
 // own. The guard grows a block at a time and never copies what it holds;
 // the collector scans none of it.
@@ -147,12 +158,17 @@ type guardBlock struct {
 }
 
 // posting is one hash of one slot's sketch, in the list of that hash's
-// postings: prev and next are posting numbers (noPosting ends the list).
+// postings: next is the posting of the entry issued before it (or
+// noPosting); the list's length in the index says where it ends.
 type posting struct {
-	prev, next uint32
+	next uint32
 }
 
 const noPosting = ^uint32(0)
+
+// deadMark in guardBlock.seen marks an entry whose digest was issued
+// again: checks pass over it until it leaves in its turn.
+const deadMark = ^uint64(0)
 
 // postingSlot is the slot a posting number belongs to.
 func postingSlot(q uint32) uint32 { return q / SketchSize }
@@ -160,12 +176,6 @@ func postingSlot(q uint32) uint32 { return q / SketchSize }
 // data returns the block holding slot's data and the slot's place in it.
 func (g *reflectionGuard) data(slot uint32) (*guardBlock, uint32) {
 	return g.blocks[slot/guardBlockSlots], slot % guardBlockSlots
-}
-
-// post returns posting q.
-func (g *reflectionGuard) post(q uint32) *posting {
-	b, i := g.data(postingSlot(q))
-	return &b.posts[i][q%SketchSize]
 }
 
 // sketchOf is the guard's copy of slot's sketch.
@@ -218,13 +228,17 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.expireLocked(now)
-	// Both the slots and the queue (which also holds refs superseded by a
-	// re-issue of the same digest) stay bounded.
-	for len(g.exact) >= maxReflectionEntries || len(g.order)-g.head >= 2*maxReflectionEntries {
+	// The slots in use, dead ones included (each has one ref in the
+	// queue), stay bounded: the oldest leave first.
+	for len(g.order)-g.head >= maxReflectionEntries {
 		g.popLocked()
 	}
 	if old, ok := g.exact[cp.digest]; ok {
-		g.removeLocked(old)
+		// The old entry stays in its lists until its turn to leave.
+		delete(g.exact, cp.digest)
+		g.slots[old].run = nil
+		b, i := g.data(old)
+		b.seen[i] = deadMark
 	}
 	slot, reused := popFree(&g.free)
 	if !reused {
@@ -235,6 +249,7 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 		}
 	}
 	b, i := g.data(slot)
+	b.seen[i] = 0
 	b.sketchLen[i] = uint8(copy(b.sketches[i][:], cp.sketch))
 	bloom := &b.blooms[i]
 	clear(bloom[:])
@@ -244,15 +259,15 @@ func (g *reflectionGuard) issue(cp *challengePrint, p peer.ID, run *VerifierSess
 	g.next++
 	g.slots[slot] = guardSlot{to: p, expires: now.Add(g.window), run: run, seq: g.next, digest: cp.digest}
 	g.exact[cp.digest] = slot
+	g.touched += g.index.touch(cp.sketch)
 	for alpha, h := range cp.sketch {
 		q := slot*SketchSize + uint32(alpha)
 		at, found := g.index.slot(h)
 		first := noPosting
 		if found {
 			first = g.index.value(at)
-			g.post(first).prev = q
 		}
-		b.posts[i][alpha] = posting{prev: noPosting, next: first}
+		b.posts[i][alpha] = posting{next: first}
 		g.index.push(at, q)
 	}
 	g.order = append(g.order, issuedRef{slot, g.next})
@@ -269,24 +284,22 @@ func popFree(free *[]uint32) (uint32, bool) {
 	return v, true
 }
 
-// removeLocked forgets the entry in slot: its digest, its postings and
-// the slot itself.
+// removeLocked forgets the entry in slot, the oldest there is: its
+// digest (unless a later entry holds it), its postings (the last of
+// their lists) and the slot itself.
 func (g *reflectionGuard) removeLocked(slot uint32) {
-	delete(g.exact, g.slots[slot].digest)
+	if s, ok := g.exact[g.slots[slot].digest]; ok && s == slot {
+		delete(g.exact, g.slots[slot].digest)
+	}
 	// The slot's copy of the sketch: the guard keeps no pointer to the
 	// issuing session's fingerprints.
 	b, i := g.data(slot)
-	for alpha, h := range b.sketches[i][:b.sketchLen[i]] {
-		pv, nx := b.posts[i][alpha].prev, b.posts[i][alpha].next
-		if nx != noPosting {
-			g.post(nx).prev = pv
-		}
-		if pv != noPosting {
-			g.post(pv).next = nx
-		}
-		g.index.drop(h, pv == noPosting, nx)
+	g.touched += g.index.touch(b.sketches[i][:b.sketchLen[i]])
+	for _, h := range b.sketches[i][:b.sketchLen[i]] {
+		g.index.drop(h)
 	}
 	b.sketchLen[i] = 0
+	b.seen[i] = 0
 	g.slots[slot] = guardSlot{}
 	g.free = append(g.free, slot)
 }
@@ -356,6 +369,7 @@ func (g *reflectionGuard) matchLocked(sketch []uint64) uint32 {
 	// (marked with this check's number); the candidates are compared,
 	// and the best estimate wins.
 	g.checks++
+	g.touched += g.index.touch(sketch)
 	lists := g.lists[:0]
 	for _, h := range sketch {
 		if first, n, ok := g.index.list(h); ok {
@@ -369,10 +383,12 @@ func (g *reflectionGuard) matchLocked(sketch []uint64) uint32 {
 	if walk > 0 {
 		slices.Sort(lists)
 		for _, l := range lists[:walk] {
-			for q := uint32(l); q != noPosting; {
+			// A list's length ends it (see reflectionGuard).
+			q := uint32(l)
+			for range l >> 32 {
 				slot := postingSlot(q)
 				b, i := g.data(slot)
-				if b.seen[i] != g.checks {
+				if s := b.seen[i]; s != g.checks && s != deadMark {
 					b.seen[i] = g.checks
 					cands = append(cands, slot)
 				}

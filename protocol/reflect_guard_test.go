@@ -151,10 +151,10 @@ func BenchmarkReflectionGuard(b *testing.B) {
 
 // The flat index stays consistent with the live entries through any mix
 // of issues, re-issues of a digest, expiries and evictions at the bound:
-// every live entry's hashes are each listed once, in doubly linked lists
-// of the length the index holds that name live entries only; freed
-// postings and slots are reused, not leaked; and check agrees with a
-// comparison against every live entry.
+// every live entry's hashes are each listed once, in lists (newest first,
+// as long as the index says) that name live entries and dead ones (a
+// digest issued again) only; freed postings and slots are reused, not
+// leaked; and check agrees with a comparison against every live entry.
 func TestReflectionGuardIndexConsistent(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	// Sketches from a small range of hashes, so that lists are long and
@@ -187,19 +187,32 @@ func TestReflectionGuardIndexConsistent(t *testing.T) {
 		if len(g.exact) != len(live) {
 			t.Fatalf("step %d: %d entries, model %d", step, len(g.exact), len(live))
 		}
+		// Entries whose digest was issued again stay, dead, until their
+		// turn to leave.
+		dead := 0
+		for slot := range g.slots {
+			if b, i := g.data(uint32(slot)); g.slots[slot].seq != 0 && b.seen[i] == deadMark {
+				dead++
+			}
+		}
 		listed := 0
 		g.index.each(func(h uint64) {
 			slots := g.postingSlots(h)
 			if len(slots) == 0 {
 				t.Fatalf("step %d: hash %d held with no postings", step, h)
 			}
-			if _, n, _ := g.index.list(h); int(n) != len(slots) {
-				t.Fatalf("step %d: hash %d: list length %d, %d postings", step, h, n, len(slots))
-			}
-			for _, slot := range slots {
+			for k, slot := range slots {
 				e := &g.slots[slot]
-				if cp := live[e.digest]; e.seq == 0 || cp == nil || !slices.Equal(g.sketchOf(slot), cp.sketch) {
-					t.Fatalf("step %d: hash %d lists a dead slot %d", step, h, slot)
+				if e.seq == 0 || !slices.Contains(g.sketchOf(slot), h) {
+					t.Fatalf("step %d: hash %d lists a free slot %d or one without it", step, h, slot)
+				}
+				if k > 0 && e.seq >= g.slots[slots[k-1]].seq {
+					t.Fatalf("step %d: hash %d: list not newest first", step, h)
+				}
+				if b, i := g.data(slot); b.seen[i] != deadMark {
+					if cp := live[e.digest]; cp == nil || g.exact[e.digest] != slot || !slices.Equal(g.sketchOf(slot), cp.sketch) {
+						t.Fatalf("step %d: hash %d lists slot %d, neither live nor dead", step, h, slot)
+					}
 				}
 				listed++
 			}
@@ -214,7 +227,6 @@ func TestReflectionGuardIndexConsistent(t *testing.T) {
 				if q := slot*SketchSize + uint32(alpha); !slices.Contains(g.postingsOf(h), q) {
 					t.Fatalf("step %d: slot %d hash %d (position %d) not indexed", step, slot, h, alpha)
 				}
-				want++
 			}
 		}
 		inUse := 0
@@ -225,9 +237,10 @@ func TestReflectionGuardIndexConsistent(t *testing.T) {
 			}
 			inUse += int(b.sketchLen[i])
 		}
-		if listed != want || inUse != want || len(g.slots)-len(g.free) != len(live) {
-			t.Fatalf("step %d: %d postings listed, %d in use, want %d; %d slots in use, want %d",
-				step, listed, inUse, want, len(g.slots)-len(g.free), len(live))
+		want = inUse
+		if listed != want || len(g.slots)-len(g.free) != len(live)+dead || len(g.order)-g.head != len(live)+dead {
+			t.Fatalf("step %d: %d postings listed, %d in use; %d slots in use and %d queued, want %d live and %d dead",
+				step, listed, want, len(g.slots)-len(g.free), len(g.order)-g.head, len(live), dead)
 		}
 		if len(g.blocks) != (len(g.slots)+guardBlockSlots-1)/guardBlockSlots {
 			t.Fatalf("step %d: %d blocks for %d slots", step, len(g.blocks), len(g.slots))
@@ -435,5 +448,61 @@ func TestCheckReceivedAgrees(t *testing.T) {
 	}
 	if hits < 50 || misses < 20 {
 		t.Fatalf("%d hits, %d misses: the cases do not cover both", hits, misses)
+	}
+}
+
+// At the bound, entries leave oldest first, dead ones (a digest issued
+// again) included: the slots stay within maxReflectionEntries, each
+// issue is remembered by its latest entry, the index holds the postings
+// of the entries in slots and no more, and entries that left are not
+// found.
+func TestReflectionGuardBoundWithReissues(t *testing.T) {
+	now := time.Unix(1000, 0)
+	g := newReflectionGuard(time.Hour)
+	mk := func(i int) *challengePrint {
+		cp := &challengePrint{sketch: []uint64{uint64(3 * i), uint64(3*i) + 1, uint64(3*i) + 2}}
+		binary.LittleEndian.PutUint64(cp.digest[:], uint64(i))
+		return cp
+	}
+	last := map[int]int{} // challenge -> step of its latest issue
+	step := 0
+	issue := func(i int) {
+		g.issue(mk(i), peer.ID(fmt.Sprint("p", i)), nil, now)
+		last[i] = step
+		step++
+	}
+	total := maxReflectionEntries + 2000
+	for i := range total {
+		issue(i)
+		if i%10 == 9 {
+			issue(i - 5) // again: its old entry dies
+		}
+	}
+	if len(g.slots) > maxReflectionEntries || len(g.order)-g.head != maxReflectionEntries {
+		t.Fatalf("%d slots, %d queued; bound %d", len(g.slots), len(g.order)-g.head, maxReflectionEntries)
+	}
+	postings := 0
+	g.index.each(func(h uint64) { postings += len(g.postingsOf(h)) })
+	inUse := 0
+	for slot := range g.slots {
+		inUse += len(g.sketchOf(uint32(slot)))
+	}
+	if postings != inUse || inUse != 3*maxReflectionEntries {
+		t.Fatalf("%d postings listed, %d in slots, want %d", postings, inUse, 3*maxReflectionEntries)
+	}
+	// Remembered exactly when the latest issue is among the last
+	// maxReflectionEntries issues, and then by that issue's entry.
+	for i := range total {
+		to, _, ok := g.check(mk(i), now)
+		want := step-last[i] <= maxReflectionEntries
+		if ok != want || ok && to != peer.ID(fmt.Sprint("p", i)) {
+			t.Fatalf("challenge %d (last issued %d steps ago): check %v %q, want %v", i, step-last[i], ok, to, want)
+		}
+		// By sketch alone too (another digest).
+		cp := mk(i)
+		cp.digest[31] = 1
+		if _, _, ok := g.check(cp, now); ok != want {
+			t.Fatalf("challenge %d by sketch: check %v, want %v", i, ok, want)
+		}
 	}
 }
