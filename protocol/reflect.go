@@ -145,7 +145,7 @@ func (sc *digestScratch) sketch(narrative, question string) (cp *challengePrint,
 	// Words are separated by spaces: at most len(ws)/2+1 of them.
 	sc.hashes = slices.Grow(sc.hashes[:0], len(ws)/2+1)
 	if hs := shingleHashes(sc.hashes[:len(ws)/2+1], ws); len(hs) > 0 {
-		cp.sketch = bottomK(hs)
+		cp.sketch = bottomKIn(hs, &sc.bottom)
 	}
 	return cp, true
 }
@@ -386,6 +386,7 @@ type digestScratch struct {
 	text   []byte
 	words  []byte // text with the bytes that are no word's as spaces
 	hashes []uint64
+	bottom bottomKScratch
 }
 
 var digestScratchPool = sync.Pool{New: func() any { return new(digestScratch) }}
@@ -567,6 +568,19 @@ func shingleSketch(words []string) []uint64 {
 // small counting filter of the heap's values (a scan of the heap only
 // when the filter cannot rule a duplicate out).
 func bottomK(hs []uint64) []uint64 {
+	return bottomKIn(hs, nil)
+}
+
+// bottomKScratch is the memory bottomKIn works in: 3 KiB that would
+// otherwise sit on the stack of the goroutine that fingerprints, and
+// grow (copy) the stack of many a new session's goroutine.
+type bottomKScratch struct {
+	sorted [4 * SketchSize]uint64
+	in     [1024]uint8
+}
+
+// bottomKIn is bottomK working in sc (a new one when nil).
+func bottomKIn(hs []uint64, sc *bottomKScratch) []uint64 {
 	if len(hs) <= 2*SketchSize {
 		slices.Sort(hs)
 		hs = slices.Compact(hs)
@@ -590,16 +604,22 @@ func bottomK(hs []uint64) []uint64 {
 			k += int(under)
 		}
 		if k <= 4*SketchSize {
-			var sorted [4 * SketchSize]uint64
-			c := sortUnder(sorted[:k], hs[:k], bound)
+			if sc == nil {
+				sc = new(bottomKScratch)
+			}
+			c := sortUnder(sc.sorted[:k], hs[:k], bound)
 			c = slices.Compact(c)
 			if len(c) >= SketchSize {
 				return slices.Clone(c[:SketchSize])
 			}
 		}
 	}
-	const slots = 1024
-	var in [slots]uint8 // how many heap values have these low bits
+	if sc == nil {
+		sc = new(bottomKScratch)
+	}
+	const slots = uint64(len(sc.in))
+	in := &sc.in // how many heap values have these low bits
+	clear(in[:])
 	has := func(h []uint64, x uint64) bool { return in[x%slots] != 0 && slices.Contains(h, x) }
 	h := make([]uint64, 0, SketchSize)
 	for _, x := range hs {
@@ -717,7 +737,7 @@ func newNarrativePrint(narrative string) *narrativePrint {
 	h.Write([]byte{0})
 	sc.hashes = slices.Grow(sc.hashes[:0], len(ws)/2+1)
 	if hs := np.st.roll(sc.hashes[:0], ws); len(hs) > 0 {
-		np.sketch = bottomK(hs)
+		np.sketch = bottomKIn(hs, &sc.bottom)
 	}
 	np.sha, np.simple = h, true
 	return np

@@ -220,6 +220,7 @@ func BenchmarkChallengeDigest(b *testing.B) {
 // bottomK's heap gives the sorted, de-duplicated SketchSize smallest
 // values, duplicates among them included.
 func TestBottomK(t *testing.T) {
+	var shared bottomKScratch
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{0, 1, SketchSize, 2*SketchSize + 1, 500, 3000} {
 		for _, dupRange := range []uint64{0, 50, 1 << 62, 3} {
@@ -241,6 +242,11 @@ func TestBottomK(t *testing.T) {
 			want = want[:min(len(want), SketchSize)]
 			if got := bottomK(slices.Clone(hs)); !slices.Equal(got, want) {
 				t.Fatalf("n=%d range=%d: %v, want %v", n, dupRange, got, want)
+			}
+			// In one scratch, used by every case before (the heap's
+			// filter left as the last call's).
+			if got := bottomKIn(slices.Clone(hs), &shared); !slices.Equal(got, want) {
+				t.Fatalf("n=%d range=%d, reused scratch: %v, want %v", n, dupRange, got, want)
 			}
 		}
 	}
