@@ -568,18 +568,21 @@ func shingleSketch(words []string) []uint64 {
 // small counting filter of the heap's values (a scan of the heap only
 // when the filter cannot rule a duplicate out).
 func bottomK(hs []uint64) []uint64 {
-	return bottomKIn(hs, nil)
+	sc := digestScratchPool.Get().(*digestScratch)
+	defer sc.put()
+	return bottomKIn(hs, &sc.bottom)
 }
 
-// bottomKScratch is the memory bottomKIn works in: 3 KiB that would
+// bottomKScratch is the memory bottomKIn works in: 3.5 KiB that would
 // otherwise sit on the stack of the goroutine that fingerprints, and
 // grow (copy) the stack of many a new session's goroutine.
 type bottomKScratch struct {
 	sorted [4 * SketchSize]uint64
 	in     [1024]uint8
+	at     [256]uint16 // sortUnder's
 }
 
-// bottomKIn is bottomK working in sc (a new one when nil).
+// bottomKIn is bottomK working in sc.
 func bottomKIn(hs []uint64, sc *bottomKScratch) []uint64 {
 	if len(hs) <= 2*SketchSize {
 		slices.Sort(hs)
@@ -604,18 +607,12 @@ func bottomKIn(hs []uint64, sc *bottomKScratch) []uint64 {
 			k += int(under)
 		}
 		if k <= 4*SketchSize {
-			if sc == nil {
-				sc = new(bottomKScratch)
-			}
-			c := sortUnder(sc.sorted[:k], hs[:k], bound)
+			c := sortUnder(sc.sorted[:k], hs[:k], bound, &sc.at)
 			c = slices.Compact(c)
 			if len(c) >= SketchSize {
 				return slices.Clone(c[:SketchSize])
 			}
 		}
-	}
-	if sc == nil {
-		sc = new(bottomKScratch)
 	}
 	const slots = uint64(len(sc.in))
 	in := &sc.in // how many heap values have these low bits
@@ -647,9 +644,9 @@ func bottomKIn(hs []uint64, sc *bottomKScratch) []uint64 {
 // (bottomK's) it costs a few operations per value and few mispredicted
 // branches, where a comparison sort mispredicts about one comparison in
 // two.
-func sortUnder(dst, src []uint64, bound uint64) []uint64 {
+func sortUnder(dst, src []uint64, bound uint64, at *[256]uint16) []uint64 {
 	shift := max(bits.Len64(bound-1)-8, 0)
-	var at [256]uint16 // values in the bucket, then where it starts in dst
+	clear(at[:]) // values in the bucket, then where it starts in dst
 	for _, x := range src {
 		at[uint8(x>>shift)]++
 	}

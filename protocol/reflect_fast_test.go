@@ -254,6 +254,7 @@ func TestBottomK(t *testing.T) {
 
 // sortUnder sorts, whatever the values under its bound.
 func TestSortUnder(t *testing.T) {
+	var at [256]uint16 // reused: each call clears it
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, bound := range []uint64{1, 2, 255, 256, 257, 1 << 20, 1<<63 + 12345, math.MaxUint64} {
 		for _, n := range []int{0, 1, 2, 100, 4 * SketchSize} {
@@ -265,7 +266,7 @@ func TestSortUnder(t *testing.T) {
 				}
 			}
 			want := slices.Sorted(slices.Values(src))
-			if got := sortUnder(make([]uint64, n), src, bound); !slices.Equal(got, want) {
+			if got := sortUnder(make([]uint64, n), src, bound, &at); !slices.Equal(got, want) {
 				t.Fatalf("bound %d, n %d: %v, want %v", bound, n, got, want)
 			}
 		}
