@@ -130,6 +130,9 @@ func RegisterKind(k Kind) error {
 	if _, dup := kinds.m[k.Name]; dup {
 		return fmt.Errorf("%w: register %q: already registered", ErrKind, k.Name)
 	}
+	// Only the built-in narrative kind budgets by token count alone: a
+	// copy of it registered under another name keeps its own LowerBound.
+	k.byTokens = k.byTokens && k.Name == NarrativeKind
 	kinds.m[k.Name] = k
 	return nil
 }

@@ -3,6 +3,7 @@ package skill
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestPreparedSetChangedIsValidated: NewSession skips its check only for
@@ -132,4 +133,41 @@ func TestSessionBudgetsPrepared(t *testing.T) {
 	check("prepared")
 	s.Parts[1].Narrative += " " + words(300)
 	check("edited in place")
+}
+
+// A copy of the narrative kind registered under another name with a
+// LowerBound of its own is budgeted by that LowerBound, not by the
+// prepared token counts the narrative kind uses.
+func TestSessionBudgetsCopiedKind(t *testing.T) {
+	k, ok := LookupKind(NarrativeKind)
+	if !ok {
+		t.Fatal("narrative kind not registered")
+	}
+	k.Name = "narrative-copy"
+	k.LowerBound = func(p Policy, part *Part, _ *Question) time.Duration {
+		return 3 * p.Human.LowerBound(CountTokens(part.Narrative))
+	}
+	if err := RegisterKind(k); err != nil {
+		t.Fatal(err)
+	}
+	p := DefaultPolicy()
+	p.DeriveTau = true
+	s := testSet()
+	s.Kind = k.Name
+	if err := s.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := NewSession(s, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range p.Rounds {
+		want, err := p.BudgetFor(k, &s.Parts[i], &s.Parts[i].Questions[sess.picks[i]])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sess.budgets[i] != want {
+			t.Fatalf("round %d budget %s, the copy's LowerBound gives %s", i+1, sess.budgets[i], want)
+		}
+	}
 }
