@@ -11,9 +11,10 @@ package protocol
 // Deletion shifts the following entries back (no tombstones), so look-ups
 // stay short however many entries expire. A bucket's key, first posting
 // and length sit together, 16 bytes, so a probe reads one cache line: the
-// table of a full guard is 16 MiB, and an issue's 64 inserts are as
-// many cache misses. Not safe for concurrent use (the guard's mutex
-// covers it).
+// table of a full guard is a few MiB (4 MiB for 8,192 procedural
+// challenges, 102k distinct hashes; up to 16 MiB were every hash
+// distinct), and an issue's 64 inserts are as many cache misses. Not
+// safe for concurrent use (the guard's mutex covers it).
 type hashIndex struct {
 	b    []hashBucket
 	n    int
@@ -69,7 +70,7 @@ func (x *hashIndex) slot(h uint64) (i uint64, found bool) {
 // at once, where slot and list, which branch on what they read, wait for
 // one miss at a time. Called before a run of slot or list over hs, it
 // leaves most of their buckets in the cache: a full guard's table is
-// 16 MiB, and an issue or a check probes it for 64 hashes.
+// several MiB, and an issue or a check probes it for 64 hashes.
 func (x *hashIndex) touch(hs []uint64) uint64 {
 	if len(x.b) == 0 {
 		return 0

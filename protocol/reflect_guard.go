@@ -107,7 +107,7 @@ func b2i(v bool) int {
 // hashes, template ones included, and compared every entry met there:
 // a check that found no match (a prover's every check) cost 150 µs
 // against 1,024 procedural entries and 200 µs against a full guard; now
-// issue plus check cost 7-8 µs at either size (BenchmarkReflectionGuard),
+// issue plus check cost 5-8 µs at either size (BenchmarkReflectionGuard),
 // and a mutual attestation's CPU fell by a fifth when nodes hold about
 // a thousand entries (BenchmarkMutualAttestConcurrent, repeat order).
 type reflectionGuard struct {
