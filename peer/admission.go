@@ -150,19 +150,28 @@ func (n *Node) noteGate(id libp2pprotocol.ID, p peer.ID, adm Admission) {
 	}
 }
 
-// gaterOptions creates the connection gater when rejected peers are to be
-// blocked; New installs it in the host.
-func (n *Node) gaterOptions() []libp2p.Option {
-	if n.cfg.BlockRejected <= 0 {
-		return nil
-	}
-	g, err := conngater.NewBasicConnectionGater(nil)
+// gaterOptions creates the node's connection gater (gate.go): it refuses
+// inbound relayed connections through relays other than Config.Relays,
+// and blocks rejected peers when Config.BlockRejected is set. New
+// installs it in the host; natOptions has checked Config.Relays.
+func (n *Node) gaterOptions() ([]libp2p.Option, error) {
+	g := &nodeGater{relays: map[peer.ID]bool{}}
+	n.gate = g
+	relays, err := ParseRelays(n.cfg.Relays)
 	if err != nil {
-		n.log.Error("connection gater", "err", err)
-		return nil
+		return nil, err
 	}
-	n.trust.gater = g
-	return []libp2p.Option{libp2p.ConnectionGater(g)}
+	for _, ai := range relays {
+		g.relays[ai.ID] = true
+	}
+	if n.cfg.BlockRejected > 0 {
+		b, err := conngater.NewBasicConnectionGater(nil)
+		if err != nil {
+			return nil, fmt.Errorf("connection gater: %w", err)
+		}
+		n.trust.gater, g.blocked = b, b
+	}
+	return []libp2p.Option{libp2p.ConnectionGater(g)}, nil
 }
 
 // blockGrace lets the verdict frame reach a rejected peer before its

@@ -81,6 +81,9 @@ type Stats struct {
 	ContactLeashed       uint64 `json:"contact_leashed"`
 	PresentationsLimited uint64 `json:"presentations_limited"`
 	PresentedCapped      uint64 `json:"presented_capped"`
+	// RelayedRefused counts inbound relayed connections refused because
+	// their relay is not one of Config.Relays (gate.go).
+	RelayedRefused uint64 `json:"relayed_refused"`
 	// StoreCommits counts the store's synced read-write transactions
 	// since it was opened; StoreBatchedWrites the records the commit
 	// queue put in them (Store.Commits). Their ratio is the group
@@ -308,6 +311,9 @@ func (n *Node) Stats() Stats {
 		GossipPriced:          m.gossipPriced.Load(),
 		PresentedCapped:       m.presentedCapped.Load(),
 		ChallengesExhausted:   m.sourceExhausted.Load(),
+	}
+	if n.gate != nil {
+		s.RelayedRefused = n.gate.refused.Load()
 	}
 	if n.src != nil {
 		s.ChallengesServed = n.src.Served()

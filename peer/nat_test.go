@@ -15,10 +15,12 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/host/autonat"
 	"github.com/libp2p/go-libp2p/p2p/protocol/autonatv2"
+	relayclient "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
@@ -340,5 +342,53 @@ func TestRelayConfigErrors(t *testing.T) {
 	})
 	if err != nil || len(ais) != 1 || len(ais[0].Addrs) != 2 {
 		t.Fatalf("two addresses of one relay: %v, %v", ais, err)
+	}
+}
+
+// go-libp2p's circuit client takes a relayed connection from any relay
+// that opens its stop protocol, reservation or not; the node's gater
+// accepts inbound relayed connections only through its configured relays
+// (spec/protocol.md §13). The node behind NAT holds reservations with
+// its configured relay and, made by hand, with another: a peer dialing
+// it through the other relay is refused before its handshake (counted in
+// Stats.RelayedRefused), through the configured one it connects.
+func TestNATRefusesUnconfiguredRelay(t *testing.T) {
+	sets := dependentSets(t)
+	configured, _ := relayHost(t, nil)
+	other, _ := relayHost(t, nil)
+	b, viaConfigured := relayedPeer(t, configured, sets, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	otherInfo := lpeer.AddrInfo{ID: other.ID(), Addrs: other.Addrs()}
+	if err := b.Host().Connect(ctx, otherInfo); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a reservation with the unconfigured relay", func() bool {
+		_, err := relayclient.Reserve(ctx, b.Host(), otherInfo)
+		return err == nil
+	})
+	circuit := ma.StringCast("/p2p/" + other.ID().String() + "/p2p-circuit")
+	viaOther := lpeer.AddrInfo{ID: b.ID()}
+	for _, a := range other.Addrs() {
+		viaOther.Addrs = append(viaOther.Addrs, a.Encapsulate(circuit))
+	}
+	dialer := func() host.Host {
+		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.EnableRelay(), libp2p.DisableMetrics())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	v := dialer()
+	lctx := network.WithAllowLimitedConn(ctx, "test")
+	if err := v.Connect(lctx, viaOther); err == nil {
+		t.Fatalf("connected through a relay the node did not configure: %v", v.Network().ConnsToPeer(b.ID())[0].RemoteMultiaddr())
+	}
+	if got := b.Stats().RelayedRefused; got == 0 {
+		t.Fatal("the refused relayed connection is not counted")
+	}
+	if err := dialer().Connect(lctx, viaConfigured); err != nil {
+		t.Fatalf("through the configured relay: %v", err)
 	}
 }

@@ -80,6 +80,8 @@ type Config struct {
 	MutualTimeout time.Duration
 	Logger        *slog.Logger
 	// HostOptions are appended to the libp2p options (tests use them).
+	// They must not set a connection gater: the node installs its own
+	// (gate.go), and libp2p refuses a second one.
 	HostOptions []libp2p.Option
 	// timing overrides the node's internal intervals (timing.go; tests
 	// set it through export_test.go); nil for the defaults.
@@ -197,6 +199,7 @@ type Node struct {
 	log       *slog.Logger
 	host      host.Host
 	cm        *connmgr.BasicConnMgr
+	gate      *nodeGater // the connection gater (gate.go)
 	svc       *protocol.Service
 	store     *Store
 	ownsStore bool
@@ -314,6 +317,11 @@ func New(cfg Config) (*Node, error) {
 		_ = n.closeStore() // the error returned says why New failed
 		return nil, err
 	}
+	gateOpts, err := n.gaterOptions() // gate.go
+	if err != nil {
+		_ = n.closeStore() // the error returned says why New failed
+		return nil, err
+	}
 	cm, rm, err := newConnLimits(&n.cfg)
 	if err != nil {
 		_ = n.closeStore() // the error returned says why New failed
@@ -327,7 +335,7 @@ func New(cfg Config) (*Node, error) {
 		libp2p.ResourceManager(rm),
 	}, cfg.HostOptions...)
 	opts = append(opts, libp2pMetrics(cfg.Metrics))
-	opts = append(opts, n.gaterOptions()...) // admission.go: gater for BlockRejected
+	opts = append(opts, gateOpts...)
 	opts = append(opts, natOpts...)
 	h, err := libp2p.New(opts...)
 	if err != nil {

@@ -119,8 +119,8 @@ func netsOf(remote ma.Multiaddr, limitLoopback bool) (nets addrNets, known bool)
 	if remote == nil {
 		return addrNets{}, false
 	}
-	if relay, relayed := protocol.CircuitRelay(remote); relayed {
-		return addrNets{prefix: protocol.RelayGroup(relay)}, true
+	if group, relayed := protocol.RelayGroup(remote); relayed {
+		return addrNets{prefix: group}, true
 	}
 	nip, err := manet.ToIP(remote)
 	if err != nil {

@@ -265,7 +265,7 @@ func TestBlockOf(t *testing.T) {
 		{group("::ffff:203.0.113.77"), ""},
 		{group("64:ff9b::203.0.113.77"), ""},
 		{group("64:ff9b:1::1"), ""},
-		{RelayGroup(peer.ID("relay")), ""},
+		{mustRelayGroup("/ip6/2001:db8::1/tcp/1/p2p/" + testRelayIDs[0].String() + "/p2p-circuit"), ""},
 		{netip.MustParsePrefix("2001:db8::/32"), ""},
 		{netip.Prefix{}, ""},
 	} {

@@ -270,12 +270,12 @@ func (s *Service) drawPrefix(p peer.ID) (netip.Prefix, bool) {
 // connPrefix is the budget group of a connection's remote address
 // (spec/protocol.md §9a): for a direct connection the prefix DrawPrefix
 // gives its IP (ok false when exempt); for a circuit-relayed one the
-// group of its relay (RelayGroup), whatever the relay's own address,
-// since the remote peer is elsewhere. known is false for an address that
+// group of its relay's network (RelayGroup), loopback included, since
+// the remote peer is elsewhere. known is false for an address that
 // has neither (a non-IP transport): no group applies.
 func (s *Service) connPrefix(remote ma.Multiaddr) (pfx netip.Prefix, ok, known bool) {
-	if relay, relayed := CircuitRelay(remote); relayed {
-		return RelayGroup(relay), true, true
+	if group, relayed := RelayGroup(remote); relayed {
+		return group, true, true
 	}
 	nip, err := manet.ToIP(remote)
 	if err != nil {
@@ -323,36 +323,91 @@ func CircuitRelay(remote ma.Multiaddr) (relay peer.ID, relayed bool) {
 // the IPv6 discard-only prefix (RFC 6666), which never carries a peer.
 var relayGroupNet = [8]byte{0x01, 0x00}
 
-// RelayGroup is the budget group of the connections relayed by relay
-// (spec §9a): every peer that reaches this node through that relay
-// shares it, and it is apart from the group of the relay's own address
-// (one abuser behind a public relay spends the relay's group, not the
-// share of the relay's network; fresh peer IDs behind the relay still
-// share one group).
+// RelayBitsIPv4 and RelayBitsIPv6 are the network of a relay's address
+// that its relayed connections are grouped by (RelayGroup): an IPv4 /24,
+// an IPv6 /32 (an allocation's block, not its /48s: one holder of a /32
+// would otherwise run 65,536 relays in as many groups).
+const (
+	RelayBitsIPv4 = PrefixBitsIPv4
+	RelayBitsIPv6 = BlockBitsIPv6
+)
+
+// RelayGroup is the budget group of a circuit-relayed connection (spec
+// §9a); relayed is false when remote is not a circuit-relayed address
+// (CircuitRelay). The group is that of the relay's network: the IPv4 /24
+// or IPv6 /32 (RelayBitsIPv4, RelayBitsIPv6) of the address remote starts
+// with, which is the relay's address as the underlying connection sees
+// it (go-libp2p writes <relay's address>/p2p/<relay>/p2p-circuit; the IP
+// is the transport's, not a claim of the relay). Every peer that reaches
+// this node through relays of one network shares that group, whatever
+// the relays' peer IDs: go-libp2p's circuit client takes a relayed
+// connection from any connected peer that speaks the relay's stop
+// protocol, reservation or not, so relay IDs cost as little as peer IDs.
+// The group is apart from the group of the relay's own address (one
+// abuser behind a public relay spends the relay's group, not the share
+// of the relay's network as a direct peer). An address that does not
+// start with an IP is grouped by the relay's peer ID instead (an unnamed
+// relay has one group too).
 //
 // It is written as a netip.Prefix so that every table keyed by a budget
 // prefix (the verifier's and the prover's prefix budgets, the inbound
 // slots, VerifierProver.NewSessionFor) takes it unchanged and stays
 // bounded as before: the /128 whose upper 64 bits are relayGroupNet and
 // whose lower 64 bits are the first 8 bytes of SHA-256("acaptcha relay
-// group\x00" || relay's peer ID bytes). It cannot equal an IP group:
-// DrawPrefix gives only /24s and /48s. An unnamed relay (relay empty)
-// has one group too.
-//
-// A verifier reaches this node through a relay only where the node holds
-// a reservation, so those groups are few and the node's choice; on a
-// connection this node dialed through a relay the relay is the remote
-// peer's choice, and many relay IDs are, like fresh peer IDs, bounded by
-// the per-verifier and global budgets and the quarter kept for trusted
-// verifiers.
-func RelayGroup(relay peer.ID) netip.Prefix {
+// network\x00" || the network's 16-byte address (IPv4 as IPv4-mapped
+// IPv6) || its prefix length in bits, one byte), or, by peer ID, of
+// SHA-256("acaptcha relay group\x00" || relay's peer ID bytes). It cannot
+// equal an IP group: DrawPrefix gives only /24s and /48s.
+func RelayGroup(remote ma.Multiaddr) (group netip.Prefix, relayed bool) {
+	relay, relayed := CircuitRelay(remote)
+	if !relayed {
+		return netip.Prefix{}, false
+	}
 	h := sha256.New()
-	h.Write([]byte("acaptcha relay group\x00"))
-	h.Write([]byte(relay))
+	if nw, ok := relayNetwork(remote); ok {
+		a := nw.Addr().As16()
+		h.Write([]byte("acaptcha relay network\x00"))
+		h.Write(a[:])
+		h.Write([]byte{byte(nw.Bits())})
+	} else {
+		h.Write([]byte("acaptcha relay group\x00"))
+		h.Write([]byte(relay))
+	}
 	var a [16]byte
 	copy(a[:8], relayGroupNet[:])
 	copy(a[8:], h.Sum(nil)[:8])
-	return netip.PrefixFrom(netip.AddrFrom16(a), 128)
+	return netip.PrefixFrom(netip.AddrFrom16(a), 128), true
+}
+
+// relayNetwork is the network of the IP address remote starts with
+// (RelayBitsIPv4, RelayBitsIPv6 of GroupAddr's address, IPv4 written
+// IPv4-mapped); ok is false when remote does not start with one.
+func relayNetwork(remote ma.Multiaddr) (nw netip.Prefix, ok bool) {
+	if len(remote) == 0 {
+		return netip.Prefix{}, false
+	}
+	switch remote[0].Code() {
+	case ma.P_IP4, ma.P_IP6:
+	default:
+		return netip.Prefix{}, false
+	}
+	ip, valid := netip.AddrFromSlice(remote[0].RawValue())
+	if !valid {
+		return netip.Prefix{}, false
+	}
+	ip = GroupAddr(ip)
+	bits := RelayBitsIPv6
+	if ip.Is4() {
+		bits = RelayBitsIPv4
+	}
+	nw, err := ip.Prefix(bits)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	if nw.Addr().Is4() {
+		nw = netip.PrefixFrom(netip.AddrFrom16(nw.Addr().As16()), 96+bits)
+	}
+	return nw, true
 }
 
 // budgets holds the per-peer and global budgets of a Service.

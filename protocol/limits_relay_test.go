@@ -1,11 +1,13 @@
 package protocol
 
 import (
+	"crypto/ed25519"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -86,8 +88,8 @@ func TestRelayedConnGroupLive(t *testing.T) {
 		if !ok || !known || !isRelayed(remote) {
 			t.Fatalf("verifier %d relayed (%s): group %v ok=%v known=%v", i, remote, pfx, ok, known)
 		}
-		if want := RelayGroup(relay.ID()); pfx != want {
-			t.Fatalf("verifier %d relayed (%s): group %v, want the relay's %v", i, remote, pfx, want)
+		if want := mustRelayGroup("/ip4/127.0.0.1/tcp/1/p2p/" + relay.ID().String() + "/p2p-circuit"); pfx != want {
+			t.Fatalf("verifier %d relayed (%s): group %v, want the relay network's %v", i, remote, pfx, want)
 		}
 		if got, ok := s.drawPrefix(v.ID()); !ok || got != pfx {
 			t.Fatalf("verifier %d: drawPrefix %v %v, want %v", i, got, ok, pfx)
@@ -152,7 +154,7 @@ func TestRelayedStallCountsForRelayGroup(t *testing.T) {
 	t0 := time.Now()
 	expectReset(t, r, ErrCodeTimeout)
 	held := time.Since(t0)
-	group := RelayGroup(relay.ID())
+	group := mustRelayGroup("/ip4/127.0.0.1/tcp/1/p2p/" + relay.ID().String() + "/p2p-circuit")
 	strikes := 0
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end) && strikes == 0; time.Sleep(10 * time.Millisecond) {
 		svc.mu.Lock()
@@ -164,5 +166,90 @@ func TestRelayedStallCountsForRelayGroup(t *testing.T) {
 	t.Logf("a relayed stall held its slot %v and struck the relay's group %d time(s)", held.Round(time.Millisecond), strikes)
 	if strikes != 1 {
 		t.Fatalf("a relayed stall struck the relay's group %d times, want 1", strikes)
+	}
+}
+
+// testRelayIDs are peer IDs for relays in address tests.
+var testRelayIDs = func() []peer.ID {
+	ids := make([]peer.ID, 3)
+	for i := range ids {
+		var seed [ed25519.SeedSize]byte
+		seed[0] = byte(i + 1)
+		k, err := crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(seed[:]))
+		if err != nil {
+			panic(err)
+		}
+		if ids[i], err = peer.IDFromPrivateKey(k); err != nil {
+			panic(err)
+		}
+	}
+	return ids
+}()
+
+// mustRelayGroup is RelayGroup of a circuit-relayed address; it panics
+// when addr is not one.
+func mustRelayGroup(addr string) netip.Prefix {
+	g, relayed := RelayGroup(ma.StringCast(addr))
+	if !relayed {
+		panic(addr + " is not relayed")
+	}
+	return g
+}
+
+// Relayed connections are grouped by the network of the relay's address
+// (IPv4 /24, IPv6 /32), not by the relay's peer ID, which a peer that
+// poses as a relay mints for free: relays of one network share a group,
+// relays of another network do not; an address that does not start with
+// an IP is grouped by its relay's peer ID. No relay group is an IP group
+// or a block.
+func TestRelayGroupByRelayNetwork(t *testing.T) {
+	via := func(addr string, relay int) string {
+		return addr + "/p2p/" + testRelayIDs[relay].String() + "/p2p-circuit"
+	}
+	same := [][2]string{
+		{via("/ip4/198.51.100.7/tcp/4001", 0), via("/ip4/198.51.100.200/udp/9/quic-v1", 1)},
+		{via("/ip4/198.51.100.7/tcp/4001", 0), via("/ip6/::ffff:198.51.100.9/tcp/1", 2)},
+		{via("/ip6/2001:db8:1:2::1/tcp/4001", 0), via("/ip6/2001:db8:ffff::9/tcp/4001", 1)},
+		{via("/ip4/127.0.0.1/tcp/1", 0), via("/ip4/127.0.0.2/tcp/2", 1)},
+		// A relayed connection over a relayed one: the first relay's network.
+		{via(via("/ip4/198.51.100.7/tcp/4001", 0), 1), via("/ip4/198.51.100.8/tcp/1", 2)},
+		{via("/dns4/relay.example/tcp/1", 0), via("/dns4/other.example/tcp/2", 0)},
+	}
+	for _, c := range same {
+		if a, b := mustRelayGroup(c[0]), mustRelayGroup(c[1]); a != b {
+			t.Errorf("%s and %s in two groups: %v, %v", c[0], c[1], a, b)
+		}
+	}
+	apart := [][2]string{
+		{via("/ip4/198.51.100.7/tcp/4001", 0), via("/ip4/198.51.101.7/tcp/4001", 0)},
+		{via("/ip6/2001:db8::1/tcp/1", 0), via("/ip6/2001:db9::1/tcp/1", 0)},
+		{via("/ip4/0.0.0.0/tcp/1", 0), via("/ip6/::/tcp/1", 0)},
+		{via("/dns4/relay.example/tcp/1", 0), via("/dns4/relay.example/tcp/1", 1)},
+		{via("/dns4/relay.example/tcp/1", 0), via("/ip4/198.51.100.7/tcp/1", 0)},
+	}
+	for _, c := range apart {
+		if a, b := mustRelayGroup(c[0]), mustRelayGroup(c[1]); a == b {
+			t.Errorf("%s and %s in one group %v", c[0], c[1], a)
+		}
+	}
+	for _, addr := range []string{"/ip4/198.51.100.7/tcp/4001", "/ip6/2001:db8::1/tcp/1/p2p/" + testRelayIDs[0].String()} {
+		if g, relayed := RelayGroup(ma.StringCast(addr)); relayed || g.IsValid() {
+			t.Errorf("RelayGroup(%s) = %v %v for a direct address", addr, g, relayed)
+		}
+	}
+	s := &Service{cfg: Config{LimitLoopback: true}}
+	for _, c := range append(same, apart...) {
+		for _, addr := range c {
+			g := mustRelayGroup(addr)
+			if pfx, ok, known := s.connPrefix(ma.StringCast(addr)); !ok || !known || pfx != g {
+				t.Errorf("connPrefix(%s) = %v %v %v, want the relay group %v", addr, pfx, ok, known, g)
+			}
+			if g.Bits() != 128 || !netip.MustParsePrefix("100::/64").Contains(g.Addr()) {
+				t.Errorf("relay group %v of %s outside 100::/64", g, addr)
+			}
+			if _, ok := BlockOf(g); ok {
+				t.Errorf("relay group %v of %s has a block", g, addr)
+			}
+		}
 	}
 }

@@ -252,8 +252,10 @@ func TestProverPrefixRefunds(t *testing.T) {
 }
 
 // spec §9a: a circuit-relayed connection is charged to the group of its
-// relay (by the relay's peer ID), apart from the relay's own network,
-// loopback relays included; fresh peer IDs behind one relay share it.
+// relay's network (the /24 or /32 of the address it starts with), apart
+// from that network's own group as a direct peer, loopback relays
+// included; fresh peer IDs behind one relay share it, and so do fresh
+// relay IDs at one address (a peer posing as a relay mints them freely).
 func TestConnPrefixRelayed(t *testing.T) {
 	s := &Service{}
 	r1, r2 := randomPeer(t), randomPeer(t)
@@ -271,14 +273,17 @@ func TestConnPrefixRelayed(t *testing.T) {
 	if g1 == direct || g1.Contains(netip.MustParseAddr("203.0.113.7")) {
 		t.Fatalf("a connection relayed by 203.0.113.7 is charged to the relay's network (%v)", g1)
 	}
-	if g, _, _ := s.connPrefix(via("/ip6/2001:db8::7", r1)); g != g1 {
-		t.Fatalf("the same relay at another address: %v, want %v", g, g1)
+	if g, _, _ := s.connPrefix(via("/ip4/203.0.113.7", r2)); g != g1 {
+		t.Fatalf("two relay IDs at one address in two groups: %v, %v", g, g1)
 	}
-	if g, _, _ := s.connPrefix(via("/ip4/203.0.113.7", r2)); g == g1 {
-		t.Fatalf("two relays at one address share a group (%v)", g)
+	if g, _, _ := s.connPrefix(via("/ip4/203.0.113.200", r2)); g != g1 {
+		t.Fatalf("two relays of one /24 in two groups: %v, %v", g, g1)
 	}
-	if g, ok, _ := s.connPrefix(via("/ip4/127.0.0.1", r1)); !ok || g != g1 {
-		t.Fatalf("a relay on loopback: %v ok=%v, want %v (the relayed peer is not local)", g, ok, g1)
+	if g, _, _ := s.connPrefix(via("/ip6/2001:db8::7", r1)); g == g1 {
+		t.Fatalf("the same relay ID at another network shares its group (%v)", g)
+	}
+	if g, ok, _ := s.connPrefix(via("/ip4/127.0.0.1", r1)); !ok || g == g1 {
+		t.Fatalf("a relay on loopback: %v ok=%v, want a group of its own (the relayed peer is not local)", g, ok)
 	}
 	// Never one of the IP groups DrawPrefix gives.
 	for _, ip := range []string{"203.0.113.7", "2001:db8::7", "::1", "100::1"} {

@@ -1,0 +1,66 @@
+package peer
+
+import (
+	"sync/atomic"
+
+	"github.com/libp2p/go-libp2p/core/connmgr"
+	"github.com/libp2p/go-libp2p/core/control"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/acaptcha/acaptcha/protocol"
+)
+
+// nodeGater is the host's connection gater. It refuses an inbound
+// circuit-relayed connection unless its relay is one of Config.Relays,
+// the only relays the node reserves a slot with (nat.go), and otherwise
+// defers to the gater of rejected peers (Config.BlockRejected), if any.
+//
+// go-libp2p's circuit-v2 client accepts a relayed connection from any
+// connected peer that opens the relay's stop protocol to this node,
+// whether or not the node holds a reservation with it: one host could
+// pose as relays and deliver connections of fresh peer IDs over one TCP
+// connection. Those relays' groups are bounded by their network
+// (protocol.RelayGroup), and this gate refuses them before their
+// security handshake (spec/protocol.md §13). Outbound relayed
+// connections (this node dialing a peer's circuit address) are not
+// gated here: the relay is the remote peer's choice, and its group is
+// the relay's network.
+type nodeGater struct {
+	relays  map[peer.ID]bool
+	blocked connmgr.ConnectionGater // nil unless BlockRejected
+	refused atomic.Uint64           // relayed connections refused
+}
+
+var _ connmgr.ConnectionGater = (*nodeGater)(nil)
+
+func (g *nodeGater) InterceptPeerDial(p peer.ID) bool {
+	return g.blocked == nil || g.blocked.InterceptPeerDial(p)
+}
+
+func (g *nodeGater) InterceptAddrDial(p peer.ID, a ma.Multiaddr) bool {
+	return g.blocked == nil || g.blocked.InterceptAddrDial(p, a)
+}
+
+// InterceptAccept runs before the security handshake of an inbound
+// connection: a relayed one names its relay (the authenticated peer of
+// the connection the relay's stop stream came on) in its remote address.
+func (g *nodeGater) InterceptAccept(addrs network.ConnMultiaddrs) bool {
+	if relay, relayed := protocol.CircuitRelay(addrs.RemoteMultiaddr()); relayed && !g.relays[relay] {
+		g.refused.Add(1)
+		return false
+	}
+	return g.blocked == nil || g.blocked.InterceptAccept(addrs)
+}
+
+func (g *nodeGater) InterceptSecured(d network.Direction, p peer.ID, addrs network.ConnMultiaddrs) bool {
+	return g.blocked == nil || g.blocked.InterceptSecured(d, p, addrs)
+}
+
+func (g *nodeGater) InterceptUpgraded(c network.Conn) (bool, control.DisconnectReason) {
+	if g.blocked == nil {
+		return true, 0
+	}
+	return g.blocked.InterceptUpgraded(c)
+}
