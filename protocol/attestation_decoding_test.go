@@ -72,11 +72,54 @@ func TestAttestationProto3Decoding(t *testing.T) {
 				t.Errorf("domain %q", r.ChallengeDomain)
 			}
 		}, false},
-		{"a varint over ten bytes is malformed", func(b []byte) []byte {
+		{"a ten-byte varint whose last byte exceeds 1 is malformed", func(b []byte) []byte {
 			b = protowire.AppendTag(b, 17, protowire.VarintType)
 			return append(b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02)
 		}, nil, true},
+		{"a varint over ten bytes is malformed", func(b []byte) []byte {
+			b = protowire.AppendTag(b, 17, protowire.VarintType)
+			return append(b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)
+		}, nil, true},
+		{"a ten-byte varint whose last byte is 1 is read", func(b []byte) []byte {
+			b = protowire.AppendTag(b, 17, protowire.VarintType)
+			return append(b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)
+		}, nil, false},
+		{"a non-minimal varint is read by its value", func(b []byte) []byte {
+			b = protowire.AppendTag(b, 3, protowire.VarintType) // accepted, 1 padded to two bytes
+			return append(b, 0x81, 0x00)
+		}, func(t *testing.T, r *protocol.Attestation) {
+			if !r.Accepted {
+				t.Error("accepted false")
+			}
+		}, false},
+		{"a non-minimal tag is read by its value", func(b []byte) []byte {
+			b = append(b, 0xd2, 0x80, 0x00) // field 10 (challenge_domain), bytes, tag padded to three bytes
+			return protowire.AppendString(b, "genomics")
+		}, func(t *testing.T, r *protocol.Attestation) {
+			if r.ChallengeDomain != "genomics" {
+				t.Errorf("domain %q", r.ChallengeDomain)
+			}
+		}, false},
 		{"field number 0 is malformed", func(b []byte) []byte { return append(b, 0x00, 0x01) }, nil, true},
+		{"the largest field number is skipped", func(b []byte) []byte {
+			b = protowire.AppendTag(b, protowire.MaxValidNumber, protowire.VarintType)
+			return protowire.AppendVarint(b, 1)
+		}, nil, false},
+		{"a field number above the largest is malformed", func(b []byte) []byte {
+			return append(b, 0x80, 0x80, 0x80, 0x80, 0x10, 0x01) // tag 2^32: field 2^29, varint
+		}, nil, true},
+		{"wire type 6 is malformed", func(b []byte) []byte { return append(b, 0x8e, 0x01, 0x00) }, nil, true},
+		{"wire type 7 is malformed", func(b []byte) []byte { return append(b, 0x8f, 0x01, 0x00) }, nil, true},
+		{"a group closed by another field's end tag is malformed", func(b []byte) []byte {
+			b = protowire.AppendTag(b, 100, protowire.StartGroupType)
+			return protowire.AppendTag(b, 101, protowire.EndGroupType)
+		}, nil, true},
+		{"an end-group tag without its start is malformed", func(b []byte) []byte {
+			return protowire.AppendTag(b, 100, protowire.EndGroupType)
+		}, nil, true},
+		{"an unterminated group is malformed", func(b []byte) []byte {
+			return protowire.AppendTag(b, 100, protowire.StartGroupType)
+		}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := attestSealRaw(t, rawAttestRecord(tc.extra(append([]byte(nil), base...))), key)

@@ -964,6 +964,26 @@ func attestBuildVector(t testing.TB) []byte {
 	badSubject := *a
 	badSubject.Subject = peer.ID([]byte{0x55, 0x00})
 	badVersion := attestPayloadWith(t, a, "1.0.0+X", "1.0.0+\xff")
+	// Payloads the reference decoder refuses (attestation.md §3,
+	// "Decoding"): the record's bytes with bytes appended.
+	appended := func(extra ...byte) []byte { return append(mustPayload(t, a), extra...) }
+	undecodable := []struct {
+		name, desc string
+		payload    []byte
+	}{
+		{"payload_varint_overflow", "the record with 88 01 ff ff ff ff ff ff ff ff ff 02 appended (field 17, varint, a ten-byte varint whose last byte exceeds 1: above 2^64 - 1)",
+			appended(0x88, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02)},
+		{"payload_varint_eleven_bytes", "the record with 88 01 ff ff ff ff ff ff ff ff ff ff 01 appended (field 17, varint, an eleven-byte varint)",
+			appended(0x88, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)},
+		{"payload_field_number_above_max", "the record with 80 80 80 80 10 01 appended (a varint field of number 2^29, one above the largest)",
+			appended(0x80, 0x80, 0x80, 0x80, 0x10, 0x01)},
+		{"payload_wire_type_6", "the record with 8e 01 00 appended (field 17 with wire type 6, which does not exist)",
+			appended(0x8e, 0x01, 0x00)},
+		{"payload_group_end_mismatch", "the record with a3 06 ac 06 appended (a group of field 100 closed by the end tag of field 101)",
+			appended(0xa3, 0x06, 0xac, 0x06)},
+		{"payload_lone_group_end", "the record with a4 06 appended (the end tag of a group of field 100 that never started)",
+			appended(0xa4, 0x06)},
+	}
 	offCurve := attestOffCurveEnvelope(t, a)
 
 	f := attestVectorFile{
@@ -1004,6 +1024,9 @@ func attestBuildVector(t testing.TB) []byte {
 			{Name: "ecdsa_signature_extra_element", Description: "the same ECDSA record and signature with an INTEGER 0 (02 01 00) added inside its DER SEQUENCE after s", EnvelopeHex: hex.EncodeToString(attestECDSAEnvelope(t, a, ecdsaExtraElement)), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
 			{Name: "no_provenance", Description: "the record without field 15, as issued before provenance existed, correctly signed by the issuer: it names no source (rank 0), so a party requiring even source procedural refuses it", EnvelopeHex: hex.EncodeToString(attestMustSeal(t, &legacy, ik)), VerifyAt: stamp(attestVerifyAt), MinSource: string(skill.SourceProcedural), Error: "source_below_minimum"},
 		},
+	}
+	for _, u := range undecodable {
+		f.Negative = append(f.Negative, attestVectorNegative{Name: u.name, Description: u.desc + ", correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealRaw(t, rawAttestRecord(u.payload), ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"})
 	}
 	for _, r := range attestTranscript {
 		f.Transcript = append(f.Transcript, attestVectorRound{Round: r.Round, Narrative: r.Narrative, Question: r.Question, Answer: r.Answer})

@@ -790,6 +790,15 @@ func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, w
 // calls and tokens, each of the node's with the quarter kept for trusted
 // verifiers (reserveFor: one session, one call, one token as the unit).
 func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, rounds int, now time.Time) (ok bool, why string) {
+	ok, _, why = b.admitSessionOwn(p, pfx, hasPfx, rounds, now)
+	return ok, why
+}
+
+// admitSessionOwn is admitSessionIn that also reports whether a refusal
+// is the verifier's own doing (own): its peer's, its network's or its
+// block's budget is spent, not the node's. A hello refused so is silent
+// for its group (spec §6 step 1).
+func (b *budgets) admitSessionOwn(p peer.ID, pfx netip.Prefix, hasPfx bool, rounds int, now time.Time) (ok, own bool, why string) {
 	c := b.cfg
 	trusted := b.trusted(p)
 	sessionReserve := keptFor(trusted, float64(c.MaxProverSessions), 1)
@@ -816,35 +825,35 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 	r := float64(rounds)
 	switch {
 	case st.sessions.tokens < 1:
-		return false, "session budget for this verifier spent"
+		return false, true, "session budget for this verifier spent"
 	case st.calls.tokens < r:
-		return false, "answerer-call budget for this verifier spent"
+		return false, true, "answerer-call budget for this verifier spent"
 	case st.tokens.tokens <= 0:
-		return false, "token budget for this verifier spent"
+		return false, true, "token budget for this verifier spent"
 	case pp != nil && pp.sessions.tokens < 1:
-		return false, "session budget for this verifier's network spent"
+		return false, true, "session budget for this verifier's network spent"
 	case pp != nil && pp.calls.tokens < r:
-		return false, "answerer-call budget for this verifier's network spent"
+		return false, true, "answerer-call budget for this verifier's network spent"
 	case pp != nil && pp.tokens.tokens <= 0:
-		return false, "token budget for this verifier's network spent"
+		return false, true, "token budget for this verifier's network spent"
 	case bp != nil && bp.sessions.tokens < 1:
-		return false, "session budget for this verifier's IPv6 /32 spent"
+		return false, true, "session budget for this verifier's IPv6 /32 spent"
 	case bp != nil && bp.calls.tokens < r:
-		return false, "answerer-call budget for this verifier's IPv6 /32 spent"
+		return false, true, "answerer-call budget for this verifier's IPv6 /32 spent"
 	case bp != nil && bp.tokens.tokens <= 0:
-		return false, "token budget for this verifier's IPv6 /32 spent"
+		return false, true, "token budget for this verifier's IPv6 /32 spent"
 	case b.sessions.tokens < 1:
-		return false, "session budget of this node spent"
+		return false, false, "session budget of this node spent"
 	case b.sessions.tokens < 1+sessionReserve:
-		return false, "session budget of this node spent but for the share kept for verifiers it trusts"
+		return false, false, "session budget of this node spent but for the share kept for verifiers it trusts"
 	case b.calls.tokens < r:
-		return false, "answerer-call budget of this node spent"
+		return false, false, "answerer-call budget of this node spent"
 	case b.calls.tokens < r+callReserve:
-		return false, "answerer-call budget of this node spent but for the share kept for verifiers it trusts"
+		return false, false, "answerer-call budget of this node spent but for the share kept for verifiers it trusts"
 	case b.tokens.tokens <= 0:
-		return false, "token budget of this node spent"
+		return false, false, "token budget of this node spent"
 	case b.tokens.tokens <= tokenReserve:
-		return false, "token budget of this node spent but for the share kept for verifiers it trusts"
+		return false, false, "token budget of this node spent but for the share kept for verifiers it trusts"
 	}
 	st.sessions.tokens--
 	st.calls.tokens -= r
@@ -856,7 +865,7 @@ func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, round
 			g.calls.tokens -= r
 		}
 	}
-	return true, ""
+	return true, false, ""
 }
 
 // proverReserve is the share of the node's global budgets kept for
@@ -902,8 +911,16 @@ func (b *budgets) chargePow(p peer.ID, d int, now time.Time) bool {
 
 // chargePowIn is chargePow with the verifier's prefix given.
 func (b *budgets) chargePowIn(p peer.ID, pfx netip.Prefix, hasPfx bool, d int, now time.Time) bool {
+	ok, _ := b.chargePowOwn(p, pfx, hasPfx, d, now)
+	return ok
+}
+
+// chargePowOwn is chargePowIn that also reports whether a refusal is the
+// verifier's own doing (own): its network's or its block's share of the
+// work is spent, not the node's.
+func (b *budgets) chargePowOwn(p peer.ID, pfx netip.Prefix, hasPfx bool, d int, now time.Time) (ok, own bool) {
 	if d <= 0 {
-		return true
+		return true, false
 	}
 	c := b.cfg
 	work := math.Ldexp(1, d)
@@ -919,8 +936,11 @@ func (b *budgets) chargePowIn(p peer.ID, pfx netip.Prefix, hasPfx bool, d int, n
 	if hasBlk {
 		bp = b.proverBlockLocked(blk, now)
 	}
-	if b.pow.tokens < work+reserve || pp != nil && pp.pow.tokens < work || bp != nil && bp.pow.tokens < work {
-		return false
+	if pp != nil && pp.pow.tokens < work || bp != nil && bp.pow.tokens < work {
+		return false, true
+	}
+	if b.pow.tokens < work+reserve {
+		return false, false
 	}
 	b.pow.tokens -= work
 	for _, g := range []*proverPrefix{pp, bp} {
@@ -928,7 +948,7 @@ func (b *budgets) chargePowIn(p peer.ID, pfx netip.Prefix, hasPfx bool, d int, n
 			g.pow.tokens -= work
 		}
 	}
-	return true
+	return true, false
 }
 
 // refundCalls gives back reserved answerer calls that were not made, to

@@ -269,8 +269,12 @@ func (p *proverRun) serve() {
 		code := ErrCodeDeclined
 		if reason == pb.DeclineReason_DECLINE_REASON_BAD_HELLO {
 			code = ErrCodeProtocolViolation
-			p.strikeSilent()
 		}
+		// A hello declined for what it says, an unsupported version
+		// included, is silent (spec §6 step 1): its stream ran no session
+		// and held a slot for the decline linger, as often as its sender
+		// reopens one.
+		p.strikeSilent()
 		p.refuse(reason, code, err)
 		return
 	}
@@ -313,7 +317,14 @@ func (p *proverRun) serve() {
 	}
 	// Budgets before work (spec §6, §9a): sessions, answerer calls and
 	// tokens per verifier and window, answerer calls of all verifiers.
-	if ok, why := s.budgets.admitSessionIn(p.remote, p.pfx, p.hasPfx, int(hello.GetRounds()), s.now()); !ok {
+	// A hello refused because the verifier's own budgets (its peer's,
+	// network's or block's) are spent is silent (spec §6 step 1): it
+	// would otherwise reopen streams that hold slots for the decline
+	// linger, without end and without probation.
+	if ok, own, why := s.budgets.admitSessionOwn(p.remote, p.pfx, p.hasPfx, int(hello.GetRounds()), s.now()); !ok {
+		if own {
+			p.strikeSilent()
+		}
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %s", ErrBusy, why))
 		return
 	}
@@ -322,9 +333,16 @@ func (p *proverRun) serve() {
 	// Pay for the session: the verifier draws a set only then (§5a). The
 	// work is charged to the node's budget (and the verifier prefix's
 	// share) before it is done.
-	if d := int(hello.GetPowDifficulty()); d <= s.cfg.MaxPowDifficulty && !s.budgets.chargePowIn(p.remote, p.pfx, p.hasPfx, d, s.now()) {
-		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: proof-of-work budget of this node spent", ErrBusy))
-		return
+	if d := int(hello.GetPowDifficulty()); d <= s.cfg.MaxPowDifficulty {
+		if ok, own := s.budgets.chargePowOwn(p.remote, p.pfx, p.hasPfx, d, s.now()); !ok {
+			why := "proof-of-work budget of this node spent"
+			if own {
+				why = "proof-of-work budget for this verifier's network spent"
+				p.strikeSilent()
+			}
+			p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %s", ErrBusy, why))
+			return
+		}
 	}
 	solveBy := ackBy
 	if hello.GetReciprocal() && s.cfg.OnReciprocal != nil {

@@ -12,6 +12,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
 )
 
 // hostAt is a TCP host listening on ip (any 127.x.y.z is loopback on
@@ -180,5 +182,103 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A hello declined for what it says (a bad one, a version of another
+// major, one whose spec_version does not parse, a total above what the
+// prover accepts) or because its sender's own budgets are spent ran no
+// session and held a slot for the decline linger: it is silent (spec §6
+// step 1), so a group reopening such hellos enters probation as one
+// reopening silent streams does. (They were not silent: a group sent
+// them without end and kept its 16 slots.)
+func TestDeclinedHellosAreSilent(t *testing.T) {
+	for i, c := range []struct {
+		name   string
+		cfg    Config
+		mutate func(*pb.Hello)
+		reason pb.DeclineReason
+	}{
+		{"major version 2", Config{}, func(h *pb.Hello) { h.SpecVersion = "2.0.0" }, pb.DeclineReason_DECLINE_REASON_UNSUPPORTED_VERSION},
+		{"empty version", Config{}, func(h *pb.Hello) { h.SpecVersion = "" }, pb.DeclineReason_DECLINE_REASON_UNSUPPORTED_VERSION},
+		{"bad nonce", Config{}, func(h *pb.Hello) { h.Nonce = nil }, pb.DeclineReason_DECLINE_REASON_BAD_HELLO},
+		{"total above the cap", Config{MaxAcceptTotal: time.Minute}, func(h *pb.Hello) { h.TotalMs = 120_000 }, pb.DeclineReason_DECLINE_REASON_BAD_HELLO},
+		{"own session budget spent", Config{MaxSessionsPerVerifier: 1}, nil, pb.DeclineReason_DECLINE_REASON_BUSY},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := hostAt(t, "127.0.0.1")
+			cfg := c.cfg
+			cfg.Prover, cfg.LimitLoopback = constProver("x"), true
+			svc := newService(t, p, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			ip := fmt.Sprintf("127.0.%d.1", 10+i)
+			m := hostAt(t, ip)
+			if err := p.Connect(ctx, peer.AddrInfo{ID: m.ID(), Addrs: m.Addrs()}); err != nil {
+				t.Fatal(err)
+			}
+			pfx := netip.MustParsePrefix(fmt.Sprintf("127.0.%d.0/24", 10+i))
+			sent := 0
+			if c.reason == pb.DeclineReason_DECLINE_REASON_BUSY {
+				// Spend the budget with one session (hello, then the verdict).
+				r := openRaw(t, m, p.ID())
+				r.send(helloFrame(m.ID(), p.ID(), nil))
+				if f, err := r.recv(); err != nil || f.GetHelloAck() == nil {
+					t.Fatalf("first hello: %v %v", f, err)
+				}
+				r.send(&pb.Frame{Body: &pb.Frame_Verdict{Verdict: &pb.Verdict{Reason: "inconclusive"}}})
+				r.s.CloseWrite()
+				_, _ = r.recv()
+			}
+			for range SilentStrikes {
+				r := openRaw(t, m, p.ID())
+				r.send(helloFrame(m.ID(), p.ID(), c.mutate))
+				f, err := r.recv()
+				if err != nil || f.GetDecline().GetReason() != c.reason {
+					t.Fatalf("hello %d: %v %v, want a %s decline", sent, f, err, c.reason)
+				}
+				r.s.CloseWrite()
+				_, _ = r.recv()
+				sent++
+			}
+			waitFor(t, "the group to enter probation", func() bool {
+				svc.mu.Lock()
+				defer svc.mu.Unlock()
+				return svc.inProbationLocked(pfx, svc.now())
+			})
+		})
+	}
+}
+
+// A refusal for the verifier's own budgets (its peer's, network's or
+// /32's) is its own doing; one for the node's budget is not (the hello is
+// then no strike: the node's load is no fault of the verifier's).
+func TestAdmitSessionOwnRefusal(t *testing.T) {
+	b, cfg, now := budgetsWith(t, Config{MaxSessionsPerVerifier: 2, MaxProverSessions: 64})
+	pfx := netip.MustParsePrefix("198.51.100.0/24")
+	for range 2 {
+		if ok, _, why := b.admitSessionOwn(sybil(0, 0), pfx, true, 1, now); !ok {
+			t.Fatal(why)
+		}
+	}
+	if ok, own, why := b.admitSessionOwn(sybil(0, 0), pfx, true, 1, now); ok || !own {
+		t.Fatalf("a verifier past its own budget: ok=%v own=%v (%s)", ok, own, why)
+	}
+	// The node's sessions, spent by many networks within their shares.
+	refused := false
+	for i := 1; i < 4*cfg.MaxProverSessions && !refused; i++ {
+		ok, own, why := b.admitSessionOwn(sybil(i, 0), net48(i), true, 1, now)
+		if !ok {
+			refused = true
+			if own {
+				t.Fatalf("refused for the node's budget (%s) but told its own", why)
+			}
+		}
+	}
+	if !refused {
+		t.Fatal("the node's session budget never ran out")
+	}
+	if ok, own := b.chargePowOwn(sybil(0, 1), pfx, true, 62, now); ok || !own {
+		t.Fatalf("proof of work beyond the network's share: ok=%v own=%v", ok, own)
 	}
 }

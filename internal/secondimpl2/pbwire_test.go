@@ -23,8 +23,10 @@ type field struct {
 }
 
 // parseFields reads a whole message as proto3 does (attestation.md §3
-// "Decoding"): groups and unknown fields skipped, a truncated field, a
-// varint over 10 bytes, field number 0 and a length past the input fail.
+// "Decoding"): groups and unknown fields skipped, non-minimal varints read
+// by value; a truncated field, a varint over 10 bytes or above 2^64 - 1,
+// a field number 0 or above 2^29 - 1, wire types 6 and 7, an end-group
+// tag without its start and a length past the input fail.
 func parseFields(b []byte) ([]field, error) {
 	var out []field
 	for len(b) > 0 {
@@ -32,7 +34,7 @@ func parseFields(b []byte) ([]field, error) {
 		if n < 0 {
 			return nil, errDecode
 		}
-		if num == 0 {
+		if num == 0 || num > protowire.MaxValidNumber {
 			return nil, errDecode
 		}
 		b = b[n:]
