@@ -129,7 +129,7 @@ func TestSimProbeDelayGainsAtMostRTTCredit(t *testing.T) {
 // A verifier configured with several probes (the default is one) takes
 // the minimum: a prover that holds only the first ack gains nothing.
 func TestSimRTTIsMinimumOverProbes(t *testing.T) {
-	const delay = 3 * time.Second
+	const delay = 2 * time.Second
 	simPair(t, func(t *testing.T, a, b host.Host) {
 		src := sourceOf("sim-probe-min")
 		answers := oracle(src.sets...)
@@ -194,4 +194,72 @@ func rawTimedProver(t *testing.T, b host.Host, answers map[string]string, onProb
 		}
 	})
 	return done
+}
+
+// A verifier writes round 1 within the handshake timeout less the path
+// allowance (8 s) of writing its first probe (spec §5 step 1, §6 step 5):
+// the prover counts its 10 s from reading that probe, and round 1 (up to
+// 32 KiB) still has to travel. Probes answered in 0.6 s each: the
+// verifier stops probing in time and round 1 reaches the prover within
+// 8 s of the first probe plus the way (it came at about 9.7 s before, a
+// large round 1 or a little jitter from the prover's deadline).
+func TestSimRoundOneWithinProbeWindow(t *testing.T) {
+	const hold = 600 * time.Millisecond
+	simPair(t, func(t *testing.T, a, b host.Host) {
+		src := sourceOf("sim-probe-window")
+		answers := oracle(src.sets...)
+		va, err := NewService(a, Config{Source: src, Probes: MaxProbes, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer va.Close()
+		var firstProbe, roundOne time.Time
+		probes := 0
+		done := make(chan struct{})
+		b.SetStreamHandler(ID, func(s network.Stream) {
+			defer close(done)
+			defer s.Reset()
+			r := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
+			f, err := r.recv()
+			if err != nil {
+				t.Errorf("hello: %v", err)
+				return
+			}
+			ack(r, f.GetHello())
+			for {
+				f, err := r.recv()
+				if err != nil {
+					t.Errorf("prover: %v", err)
+					return
+				}
+				switch b := f.GetBody().(type) {
+				case *pb.Frame_Probe:
+					if probes++; probes == 1 {
+						firstProbe = time.Now()
+					}
+					time.Sleep(hold)
+					r.send(&pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: b.Probe.GetSeq(), Nonce: b.Probe.GetNonce()}}})
+				case *pb.Frame_Challenge:
+					if b.Challenge.GetRound() == 1 {
+						roundOne = time.Now()
+					}
+					r.send(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: b.Challenge.GetRound(), Answer: answers[b.Challenge.GetQuestion()]}}})
+				case *pb.Frame_Verdict:
+					s.Close()
+					return
+				}
+			}
+		})
+		res, err := va.Verify(context.Background(), b.ID(), false)
+		<-done
+		if err != nil || !res.Verdict.Accepted {
+			t.Fatalf("%v %+v", err, res)
+		}
+		hs := DefaultHandshakeTimeout
+		if got, limit := roundOne.Sub(firstProbe), hs-hs/5+2*simOneWay; got > limit {
+			t.Fatalf("round 1 read %v after the first probe (%d probes), want at most %v", got, probes, limit)
+		} else {
+			t.Logf("%d probes; round 1 read %v after the first probe", probes, got)
+		}
+	})
 }

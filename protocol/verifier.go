@@ -439,14 +439,19 @@ func (v *verifierRun) handshake() error {
 	probe := &pb.Probe{Nonce: nonce}
 	probeFrame := &pb.Frame{Body: &pb.Frame_Probe{Probe: probe}}
 	var first time.Time
+	// A prover waits for round 1 at most the handshake timeout from
+	// reading the first probe (spec §6 step 5); this node writes round 1
+	// within that less the path allowance (a fifth of it, 2 s by default)
+	// of writing the probe, as for every wait it counts from its own
+	// write: the probe and round 1 travel, and round 1 may be 32 KiB.
+	roundOneIn := s.cfg.HandshakeTimeout - s.cfg.HandshakeTimeout/5
 	for seq := 1; seq <= s.cfg.Probes; seq++ {
-		// A prover waits for round 1 at most the handshake timeout from
-		// the first probe (spec §6 step 5): no probe starts unless two
-		// more of the fastest round trips seen (its own, and round 1's
-		// way with room to spare) fit in that time. The fastest, not the
-		// slowest: a prover that holds one ack does not end the probing
-		// (a long-held first ack does, but the credit is capped).
-		if seq > 1 && s.now().Sub(first)+2*v.rtt > s.cfg.HandshakeTimeout {
+		// No probe starts unless two more of the fastest round trips
+		// seen (its own, and round 1's way with room to spare) fit before
+		// round 1 is due. The fastest, not the slowest: a prover that
+		// holds one ack does not end the probing (a long-held first ack
+		// does, but the credit is capped).
+		if seq > 1 && s.now().Sub(first)+2*v.rtt > roundOneIn {
 			break
 		}
 		if _, err := io.ReadFull(s.random, nonce); err != nil {
@@ -460,7 +465,9 @@ func (v *verifierRun) handshake() error {
 		if seq == 1 {
 			first = t0
 		}
-		if err := v.read(&f, s.cfg.ProbeTimeout); err != nil {
+		// An ack that comes after round 1 is due is no ack: the session
+		// did not run (its wait is the probe timeout, cut to that).
+		if err := v.read(&f, min(s.cfg.ProbeTimeout, first.Add(roundOneIn).Sub(t0))); err != nil {
 			return v.readErr("probe ack", err, true)
 		}
 		t1 := s.now()
