@@ -129,3 +129,80 @@ func acceptance(t *testing.T, key crypto.PrivKey, subject lpeer.ID, at time.Time
 	}
 	return a
 }
+
+// TestListAttestationsAllTakeTurns: list_attestations of every peer is a
+// pass over every stored key (the issued records name one peer per set
+// drawn), and a client beyond loopback could ask it in a loop. Calls take
+// turns, and one while the store has not committed since reuses the last
+// pass; a new record is listed at once.
+func TestListAttestationsAllTakeTurns(t *testing.T) {
+	key, _ := testutil.NewKey(t)
+	_, sets, _ := splitSets(t)
+	n := testnode.New(t, testnode.Options{Config: peer.Config{Key: key, StorePath: filepath.Join(t.TempDir(), "s.db"), Logger: testLogger(t)}, Sets: sets})
+	now := time.Now()
+	put := func(at time.Time) lpeer.ID {
+		_, sub := testutil.NewKey(t)
+		a := acceptance(t, key, sub, at)
+		env, err := protocol.Seal(a, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Store().Put(peer.Issued, env, a); err != nil {
+			t.Fatal(err)
+		}
+		return sub
+	}
+	for i := range 20 {
+		put(now.Add(-time.Duration(20-i) * time.Minute))
+	}
+	srv, err := mcpserver.New(mcpserver.Config{Node: n, Version: "test", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cs := connect(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list := func() map[string]any {
+		t.Helper()
+		out, err := call[map[string]any](ctx, cs, "list_attestations", map[string]any{"limit": 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	list() // may checkpoint the logged records first (a commit)
+	list()
+	pass := srv.NewestScan("")
+	if pass == nil {
+		t.Fatal("no pass cached")
+	}
+	out := list()
+	if srv.NewestScan("") != pass {
+		t.Fatal("a call with no commit since made a new pass")
+	}
+	if got, _ := out["total"].(float64); got != 20 {
+		t.Fatalf("total %v, want 20", out["total"])
+	}
+	newest := put(now.Add(time.Second))
+	out = list()
+	if srv.NewestScan("") == pass {
+		t.Fatal("a call after a commit reused the old pass")
+	}
+	atts, _ := out["attestations"].([]any)
+	if len(atts) != 5 || out["total"].(float64) != 21 {
+		t.Fatalf("%d attestations, total %v, want 5 of 21", len(atts), out["total"])
+	}
+	if first, _ := atts[0].(map[string]any); first["subject"] != newest.String() {
+		t.Fatalf("newest listed %v, want the record just stored (%s)", first["subject"], newest)
+	}
+	// Calls take turns: one waits while another lists.
+	release := srv.HoldScans()
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	if _, err := call[map[string]any](short, cs, "list_attestations", map[string]any{}); err == nil {
+		t.Fatal("a listing ran while another held the turn")
+	}
+	release()
+	list()
+}

@@ -168,6 +168,22 @@ type Server struct {
 	// (dialKey), and dialsAll all of them (RemoteAttestInterval).
 	dials    map[dialKey]*rate.Limiter
 	dialsAll *rate.Limiter
+	// scans runs the tool calls whose cost grows with the store or the
+	// trust index (list_attestations of every peer, list_peers) one at a
+	// time; newest keeps the last such list_attestations result of each
+	// direction while the store has not committed since (scanMu).
+	scans  chan struct{}
+	scanMu sync.Mutex
+	newest map[peer.Direction]*newestScan
+}
+
+// newestScan is a cached Store.ListNewest of every peer: the newest
+// MaxListLimit entries of a direction and the total, as of the store's
+// commits count.
+type newestScan struct {
+	commits uint64
+	entries []peer.Entry
+	total   int
 }
 
 // dialKey is a pacing bucket's key: a caller's network or /32 (target
@@ -206,7 +222,8 @@ func New(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: log, jobs: map[string]*job{}, attests: map[*mcp.ServerSession]int{}, byGroup: map[netip.Prefix]int{}, byBlock: map[netip.Prefix]int{}, waits: map[*mcp.ServerSession]int{},
-		dials: map[dialKey]*rate.Limiter{}, dialsAll: rate.NewLimiter(rate.Limit(RemoteAttestTotalPerMinute)/60, RemoteAttestTotalBurst)}
+		dials: map[dialKey]*rate.Limiter{}, dialsAll: rate.NewLimiter(rate.Limit(RemoteAttestTotalPerMinute)/60, RemoteAttestTotalBurst),
+		scans: make(chan struct{}, 1), newest: map[peer.Direction]*newestScan{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "acaptcha node", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
@@ -796,7 +813,7 @@ type ListAttestationsOutput struct {
 	Attestations []EntryView `json:"attestations"`
 }
 
-func (s *Server) listAttestations(_ context.Context, _ *mcp.CallToolRequest, in ListAttestationsInput) (*mcp.CallToolResult, *ListAttestationsOutput, error) {
+func (s *Server) listAttestations(ctx context.Context, _ *mcp.CallToolRequest, in ListAttestationsInput) (*mcp.CallToolResult, *ListAttestationsOutput, error) {
 	var p lpeer.ID
 	if in.Peer != "" {
 		var err error
@@ -820,7 +837,17 @@ func (s *Server) listAttestations(_ context.Context, _ *mcp.CallToolRequest, in 
 	// The newest limit only are verified again (Store.ListNewest): the
 	// issued records are about peer IDs HTTP clients make up, and List
 	// verified every one of them for each call.
-	es, total, err := s.cfg.Node.Store().ListNewest(dir, p, limit)
+	var (
+		es    []peer.Entry
+		total int
+		err   error
+	)
+	if p != "" {
+		// A seek to the peer's keys: its records only.
+		es, total, err = s.cfg.Node.Store().ListNewest(dir, p, limit)
+	} else {
+		es, total, err = s.listNewestAll(ctx, dir, limit)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("list attestations: %w", err)
 	}
@@ -854,7 +881,48 @@ type ListPeersOutput struct {
 // and a list of all of them was built, encoded and sent for every call.
 const DefaultPeersLimit = 100
 
-func (s *Server) listPeers(_ context.Context, _ *mcp.CallToolRequest, in ListPeersInput) (*mcp.CallToolResult, *ListPeersOutput, error) {
+// scan takes the turn of a call whose cost grows with the store or the
+// trust index (see Server.scans); release gives it back.
+func (s *Server) scan(ctx context.Context) (release func(), err error) {
+	select {
+	case s.scans <- struct{}{}:
+		return func() { <-s.scans }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for another listing to end: %w", ctx.Err())
+	}
+}
+
+// listNewestAll is Store.ListNewest of every peer: a pass over every key
+// of the direction's buckets (the issued records name one peer per set
+// drawn, some 744,000 at the default budgets), so calls take turns, and a
+// call while the store has not committed since the last pass of its
+// direction reuses that pass's MaxListLimit newest (a client calling it
+// in a loop, from beyond loopback over --http, cost a pass each).
+func (s *Server) listNewestAll(ctx context.Context, dir peer.Direction, limit int) ([]peer.Entry, int, error) {
+	release, err := s.scan(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer release()
+	st := s.cfg.Node.Store()
+	commits, _ := st.Commits()
+	s.scanMu.Lock()
+	c := s.newest[dir]
+	s.scanMu.Unlock()
+	if c == nil || c.commits != commits {
+		es, total, err := st.ListNewest(dir, "", MaxListLimit)
+		if err != nil {
+			return nil, 0, err
+		}
+		c = &newestScan{commits: commits, entries: es, total: total}
+		s.scanMu.Lock()
+		s.newest[dir] = c
+		s.scanMu.Unlock()
+	}
+	return c.entries[:min(limit, len(c.entries))], c.total, nil
+}
+
+func (s *Server) listPeers(ctx context.Context, _ *mcp.CallToolRequest, in ListPeersInput) (*mcp.CallToolResult, *ListPeersOutput, error) {
 	n := s.cfg.Node
 	limit := in.Limit
 	switch {
@@ -872,7 +940,14 @@ func (s *Server) listPeers(_ context.Context, _ *mcp.CallToolRequest, in ListPee
 			return nil, nil, fmt.Errorf("after %q: %w", in.After, err)
 		}
 	}
+	// A page is a pass over the trust index's keys under its lock: calls
+	// take turns.
+	release, err := s.scan(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	page, more := n.PeersPage(after, limit)
+	release()
 	out := &ListPeersOutput{Self: n.ID().String(), Addrs: []string{}, Peers: page, Stats: n.Stats()}
 	if out.Peers == nil {
 		out.Peers = []peer.PeerInfo{}
