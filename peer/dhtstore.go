@@ -13,6 +13,8 @@ import (
 	dssync "github.com/ipfs/go-datastore/sync"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-base32"
+
+	"github.com/acaptcha/acaptcha/protocol"
 )
 
 // Bounds of the records the node's DHT stores for other peers (--dht;
@@ -28,8 +30,15 @@ const (
 	// peer (the sender: the DHT takes no record it does not sign for).
 	maxDHTProvidersPerPeer = 16
 	// maxDHTProvidersPerGroup caps those of the peers of one IP prefix
-	// (or relay; DrawPrefix, RelayGroup) together: peer IDs cost nothing.
-	maxDHTProvidersPerGroup = 1024
+	// (or relay network; DrawPrefix, RelayGroup) together: peer IDs cost
+	// nothing. An acaptcha node provides one key (the rendezvous
+	// namespace), so this is 256 nodes of one /24 or /48; 32 networks
+	// filled the whole store at 1,024 each, 128 are needed now.
+	maxDHTProvidersPerGroup = 256
+	// maxDHTProvidersPerBlock caps those of the /48s of one IPv6 /32
+	// block (protocol.BlockOf) together, BlockFactor groups' worth: a
+	// holder of a /32 has 65,536 /48s.
+	maxDHTProvidersPerBlock = protocol.BlockFactor * maxDHTProvidersPerGroup
 	// maxDHTProviders caps the provider records stored in all (about 300
 	// bytes each with the DHT's own keys: some 10 MB).
 	maxDHTProviders = 1 << 15
@@ -40,7 +49,7 @@ const (
 
 // errDHTFull refuses a provider record over a bound (the DHT logs it at
 // its own debug level and the sender gets an error for its message).
-var errDHTFull = errors.New("acaptcha: DHT provider records of this peer, its network or in total at their cap")
+var errDHTFull = errors.New("acaptcha: DHT provider records of this peer, its network, its IPv6 /32 or in total at their cap")
 
 // dhtProvidersPrefix is the datastore namespace of the DHT's provider
 // records: /providers/<base32 key>/<base32 provider peer ID>.
@@ -56,7 +65,7 @@ type dhtStore struct {
 	self    peer.ID
 	groupOf func(peer.ID) (netip.Prefix, bool)
 
-	perPeer, perGroup, total int
+	perPeer, perGroup, perBlock, total int
 
 	// cache is the provider manager's cache of the provider sets of the
 	// keys last asked for (records.Cache). The manager adds a provider
@@ -70,20 +79,21 @@ type dhtStore struct {
 	rec     map[ds.Key]dhtRec
 	byPeer  map[peer.ID]int
 	byGroup map[netip.Prefix]int
+	byBlock map[netip.Prefix]int
 }
 
 type dhtRec struct {
-	p        peer.ID
-	group    netip.Prefix
-	hasGroup bool
+	p                  peer.ID
+	group, block       netip.Prefix
+	hasGroup, hasBlock bool
 }
 
 func newDHTStore(self peer.ID, groupOf func(peer.ID) (netip.Prefix, bool)) *dhtStore {
 	cache, _ := lru.NewLRU(dhtProviderCacheKeys, nil) // err only for a size below 1
 	return &dhtStore{cache: cache,
 		Batching: dssync.MutexWrap(ds.NewMapDatastore()), self: self, groupOf: groupOf,
-		perPeer: maxDHTProvidersPerPeer, perGroup: maxDHTProvidersPerGroup, total: maxDHTProviders,
-		rec: map[ds.Key]dhtRec{}, byPeer: map[peer.ID]int{}, byGroup: map[netip.Prefix]int{},
+		perPeer: maxDHTProvidersPerPeer, perGroup: maxDHTProvidersPerGroup, perBlock: maxDHTProvidersPerBlock, total: maxDHTProviders,
+		rec: map[ds.Key]dhtRec{}, byPeer: map[peer.ID]int{}, byGroup: map[netip.Prefix]int{}, byBlock: map[netip.Prefix]int{},
 	}
 }
 
@@ -129,7 +139,11 @@ func (d *dhtStore) Put(ctx context.Context, k ds.Key, v []byte) error {
 	}
 	r := dhtRec{p: p}
 	r.group, r.hasGroup = d.groupOf(p)
-	if d.byPeer[p] >= d.perPeer || len(d.rec) >= d.total || (r.hasGroup && d.byGroup[r.group] >= d.perGroup) {
+	if r.hasGroup {
+		r.block, r.hasBlock = protocol.BlockOf(r.group)
+	}
+	if d.byPeer[p] >= d.perPeer || len(d.rec) >= d.total || (r.hasGroup && d.byGroup[r.group] >= d.perGroup) ||
+		(r.hasBlock && d.byBlock[r.block] >= d.perBlock) {
 		if pk, ok := providedKey(k); ok {
 			d.cache.Remove(pk)
 		}
@@ -143,6 +157,9 @@ func (d *dhtStore) Put(ctx context.Context, k ds.Key, v []byte) error {
 	if r.hasGroup {
 		d.byGroup[r.group]++
 	}
+	if r.hasBlock {
+		d.byBlock[r.block]++
+	}
 	return nil
 }
 
@@ -155,6 +172,9 @@ func (d *dhtStore) Delete(ctx context.Context, k ds.Key) error {
 		uncountDHT(d.byPeer, r.p)
 		if r.hasGroup {
 			uncountDHT(d.byGroup, r.group)
+		}
+		if r.hasBlock {
+			uncountDHT(d.byBlock, r.block)
 		}
 	}
 	return err
