@@ -314,6 +314,8 @@ func (a *app) rootCmd() *cobra.Command {
 		Short:         "Agents verifying agents over libp2p with timed, chained comprehension challenges",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what `acaptcha version` does.
+		Version: buildVersion().line(),
 		// groupCmd (tagUsageErrors) gives it Args and RunE: alone it
 		// prints its help, with an unknown command it is a usage error.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -380,6 +382,7 @@ func (a *app) rootCmd() *cobra.Command {
 	a.addFlags(peers.Flags(), groupStore, groupTrust)
 	// attestations, challenge and bench give their flags to the
 	// subcommands that read them.
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(node, attest, a.attestationsCmd(), demo, eval, generate, a.challengeCmd(), peers, a.benchCmd(), a.versionCmd(), mcp)
 	for _, c := range []*cobra.Command{node, mcp} {
 		c.Annotations = map[string]string{annotServe: "true"}
@@ -445,8 +448,21 @@ func tagUsageErrors(root *cobra.Command) {
 func argCountMessage(cmd *cobra.Command, args []string) string {
 	names := strings.Fields(cmd.Use)[1:]
 	if len(names) == 0 && len(args) > 0 {
-		return fmt.Sprintf("%s takes no arguments, got %d (%s): flags start with -- (%q lists them)",
+		msg := fmt.Sprintf("%s takes no arguments, got %d (%s): flags start with -- (%q lists them)",
 			cmd.CommandPath(), len(args), quoteJoinAnd(args), cmd.CommandPath()+" --help")
+		// A flag whose value is optional (--limit-loopback, alone, means
+		// on) takes a value only after "=": "--limit-loopback off" set it
+		// on and left "off" as an argument.
+		var optional []string
+		cmd.Flags().Visit(func(f *pflag.Flag) {
+			if f.NoOptDefVal != "" {
+				optional = append(optional, "--"+f.Name)
+			}
+		})
+		if len(optional) > 0 {
+			msg += fmt.Sprintf("; %s takes its value after '=' (%s=VALUE)", strings.Join(optional, ", "), optional[0])
+		}
+		return msg
 	}
 	if len(names) == 0 || len(args) == len(names) {
 		return ""

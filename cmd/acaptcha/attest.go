@@ -28,7 +28,9 @@ answer challenges: the peer is verified and not asked to verify us back.
 
 Exit codes: 0 the remote peer was accepted; 1 it was not (rejected, declined
 to be verified, e.g. a node without an LLM, busy, e.g. a node whose LLM
-does not answer, or the session was inconclusive, or the session failed); 2 usage or configuration error; 3
+does not answer, or the session was inconclusive, or the session failed), or a
+runtime failure (a key file or store that cannot be used); 2 usage error (an
+unknown flag, a value out of range, a malformed address); 3
 network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -34,7 +34,13 @@ when it is rejected.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := readFileCapped(args[0], skill.MaxSetFileBytes)
-			if err != nil {
+			switch {
+			case errors.Is(err, errInputTooLarge):
+				// A file too large is no set a node would load: rejected
+				// (exit 1), as attestations verify treats an oversized
+				// record, not a usage error.
+				return a.inspectFailed(args[0], &generate.Report{Reason: generate.RejectMalformed, Detail: "not a challenge set: " + err.Error()}, nil)
+			case err != nil:
 				return usageErr("%s: %v", args[0], err)
 			}
 			set, err := generate.DecodeOutput(string(data))

@@ -49,8 +49,12 @@ func (a *app) demoCmd() *cobra.Command {
 		Short: "Run a local verifier against several provers in one process and show who passes and why",
 		Long: `Starts a verifier node and one prover node per prover class on loopback,
 in this process, and runs a full verification of each prover over libp2p:
-a keyword-matching script, a responder that reads at human speed, and, when
-an LLM is configured with --llm, an agent backed by it. Nothing is stored
+a generic script (the router: it guesses the answer type and combines the
+heuristic attackers), a responder that reads at human speed and then answers
+with the script's guess, a white-box script written against this code and
+its prompts (for the kind of challenges served: whitebox-procedural, or
+whitebox-prompt for corpus, hybrid and LLM-written sets), and, when an LLM is
+configured with --llm, an agent backed by it. Nothing is stored
 outside a temporary directory. Exits 0 when the demo ran; with --llm, 1
 when the agent was not accepted (so a script can check an LLM with it).`,
 		Args: cobra.NoArgs,

@@ -269,6 +269,9 @@ func TestInspectRejects(t *testing.T) {
 		"leak.json":        leak,
 		"malformed.json":   `{"domain": "x", "parts": [`,
 		"unknown.json":     strings.Replace(string(data), `"domain"`, `"topic": "x", "domain"`, 1),
+		// Above the set file cap: rejected like any invalid set (it was
+		// a usage error, exit 2, where attestations verify said 1).
+		"large.json": strings.Repeat(" ", skill.MaxSetFileBytes+1),
 	} {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {

@@ -361,3 +361,32 @@ func TestLeafCommandRefusesArgumentsByName(t *testing.T) {
 		}
 	}
 }
+
+// A flag with an optional value given its value after a space
+// (`acaptcha node --limit-loopback off`) set the flag's bare meaning and
+// left the value as an argument; the error names only that: it now says
+// the flag takes its value after '='.
+func TestOptionalValueFlagHint(t *testing.T) {
+	_, stderr, code := runMain(t, "node", "--limit-loopback", "maybe")
+	if code != exitUsage || !strings.Contains(stderr, "--limit-loopback takes its value after '=' (--limit-loopback=VALUE)") {
+		t.Errorf("exit %d, want %d with the '=' hint:\n%s", code, exitUsage, stderr)
+	}
+	// No hint where no such flag was given.
+	if _, stderr, _ := runMain(t, "node", "/ip4/0.0.0.0/tcp/4717"); strings.Contains(stderr, "after '='") {
+		t.Errorf("hint without an optional-value flag:\n%s", stderr)
+	}
+}
+
+// `acaptcha --version` was "unknown flag: --version"; it prints what
+// `acaptcha version` does, and a binary without a VCS stamp says its
+// commit is unknown rather than printing none.
+func TestVersionFlag(t *testing.T) {
+	flag, _, code := runMain(t, "--version")
+	cmd, _, code2 := runMain(t, "version")
+	if code != exitOK || code2 != exitOK || flag != cmd || !strings.HasPrefix(flag, "acaptcha ") {
+		t.Fatalf("--version (exit %d) %q, version (exit %d) %q", code, flag, code2, cmd)
+	}
+	if v := buildVersion(); v.Commit == "" && v.Version == "(devel)" && !strings.Contains(flag, "commit unknown") {
+		t.Fatalf("no commit and no word of it: %q", flag)
+	}
+}

@@ -184,6 +184,11 @@ is shown.`,
 			if nodeAddr != "" && cmd.Flags().Changed("store") {
 				return usageErr("--node asks the running node, which reads its own store: drop --store, or drop --node to read a stopped node's store")
 			}
+			for _, f := range []string{"trust-quorum", "require-source"} {
+				if nodeAddr != "" && cmd.Flags().Changed(f) {
+					return usageErr("--node shows the running node's admissions, under the --%s it was started with: drop --%s, or drop --node to evaluate a stopped node's store with it", f, f)
+				}
+			}
 			if nodeAddr != "" {
 				u, err := peersURL(nodeAddr)
 				if err != nil {
@@ -310,6 +315,10 @@ func fetchPeers(ctx context.Context, u string) (*peersReport, error) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		if strings.Contains(err.Error(), "multistream") {
+			// The libp2p port answers with multistream-select's header.
+			return nil, &exitError{code: exitNetwork, err: fmt.Errorf("ask node at %s: that is the node's libp2p port, not its --metrics address (the node prints that at start: \"metrics at ..., live peers with: acaptcha peers --node ADDR\"): %w", u, err)}
+		}
 		return nil, &exitError{code: exitNetwork, err: fmt.Errorf("ask node at %s: %w", u, err)}
 	}
 	defer resp.Body.Close()

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
@@ -139,6 +141,13 @@ func TestPeersFromStore(t *testing.T) {
 	}
 	if _, _, code := peersMain(t, context.Background(), "peers", "--store", path, "--node", "127.0.0.1:9"); code != exitUsage {
 		t.Fatalf("--node with --store: exit %d, want %d", code, exitUsage)
+	}
+	// The running node evaluates admissions under its own flags: these
+	// were ignored silently with --node.
+	for _, f := range [][]string{{"--trust-quorum", "3"}, {"--require-source", "any"}} {
+		if _, errOut, code := peersMain(t, context.Background(), append([]string{"peers", "--node", "127.0.0.1:9"}, f...)...); code != exitUsage || !strings.Contains(errOut, f[0]) {
+			t.Fatalf("--node with %s: exit %d, want %d: %s", f[0], code, exitUsage, errOut)
+		}
 	}
 }
 
@@ -519,5 +528,28 @@ func TestPeerIDFlagsSayWhatAPeerIDIs(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut, `"bogus" is not a peer ID (want one as acaptcha prints them, 12D3KooW`) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
+	}
+}
+
+// peers --node given a node's libp2p port (not its --metrics address)
+// printed Go's raw `malformed HTTP response "\x13/multistream/1.0.0"`; it
+// says which port it reached.
+func TestPeersNodeLibp2pPortHint(t *testing.T) {
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	port, err := h.Addrs()[0].ValueForProtocol(ma.P_TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := peersMain(t, context.Background(), "peers", "--node", "127.0.0.1:"+port)
+	if code != exitNetwork || !strings.Contains(errOut, "libp2p port, not its --metrics address") {
+		t.Fatalf("exit %d, want %d naming the libp2p port:\n%s", code, exitNetwork, errOut)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -49,16 +50,28 @@ func (a *app) versionCmd() *cobra.Command {
 			if a.jsonOut {
 				return writeJSON(a, v)
 			}
-			fmt.Fprintf(a.stdout, "acaptcha %s", v.Version)
-			if v.Commit != "" {
-				fmt.Fprintf(a.stdout, " (commit %.12s", v.Commit)
-				if v.Modified {
-					fmt.Fprint(a.stdout, ", modified")
-				}
-				fmt.Fprint(a.stdout, ")")
-			}
-			fmt.Fprintf(a.stdout, " %s %s\n", v.GoVersion, v.Platform)
+			fmt.Fprintln(a.stdout, v.line())
 			return nil
 		},
 	}
+}
+
+// line is the version as `acaptcha version` prints it (and --version).
+func (v versionInfo) line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "acaptcha %s", v.Version)
+	switch {
+	case v.Commit != "":
+		fmt.Fprintf(&b, " (commit %.12s", v.Commit)
+		if v.Modified {
+			fmt.Fprint(&b, ", modified")
+		}
+		fmt.Fprint(&b, ")")
+	case v.Version == "(devel)":
+		// Built outside a checkout, or with -buildvcs=false
+		// (GOFLAGS): the binary carries no commit.
+		fmt.Fprint(&b, " (commit unknown: built without VCS stamping)")
+	}
+	fmt.Fprintf(&b, " %s %s", v.GoVersion, v.Platform)
+	return b.String()
 }
