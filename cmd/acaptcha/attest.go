@@ -236,7 +236,12 @@ func printMutual(w io.Writer, self string, m *peer.Mutual) {
 	if v.Detail != "" {
 		fmt.Fprintf(w, " - %s", v.Detail)
 	}
-	fmt.Fprintf(w, "\n  rtt %s (credited %s), domain %s\n", m.Ours.RTT.Round(time.Microsecond), m.Ours.Credit.Round(time.Microsecond), v.Domain)
+	fmt.Fprintln(w)
+	if len(v.Rounds) > 0 || v.Domain != "" {
+		// No round ran (inconclusive, declined at the hello): no RTT was
+		// measured and no set named.
+		fmt.Fprintf(w, "  rtt %s (credited %s), domain %s\n", m.Ours.RTT.Round(time.Microsecond), m.Ours.Credit.Round(time.Microsecond), v.Domain)
+	}
 	for _, r := range v.Rounds {
 		status := "wrong"
 		switch {
@@ -379,11 +384,14 @@ func mutualJSON(self string, m *peer.Mutual) map[string]any {
 			"verifier": m.Peer.String(), "subject": self,
 			"accepted": t.Accepted, "reason": t.Reason, "failed_round": t.FailedRound, "detail": t.Detail,
 			"rounds": t.Rounds, "attestation_verified": t.Attestation != nil,
-			// stored: no new session ran; this is the peer's standing
-			// verdict on us from our store.
-			"stored": m.TheirsStored,
+			// from_store: no new session ran; this is the peer's
+			// standing verdict on us from our store. stored is its
+			// older name, kept for scripts that read it (it read as
+			// "was stored", which a fresh verdict is too).
+			"from_store": m.TheirsStored,
+			"stored":     m.TheirsStored,
 		}
-		if m.TheirsStored && t.Attestation != nil {
+		if t.Attestation != nil {
 			th["issued_at"] = t.Attestation.IssuedAt.UTC().Format(time.RFC3339)
 			th["expires_at"] = t.Attestation.ExpiresAt.UTC().Format(time.RFC3339)
 		}

@@ -37,16 +37,26 @@ func TestPrintMutualStoredVerdict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v struct {
+	type theirsJSON struct {
 		Theirs struct {
-			Stored   bool   `json:"stored"`
-			IssuedAt string `json:"issued_at"`
+			FromStore bool   `json:"from_store"`
+			Stored    bool   `json:"stored"`
+			IssuedAt  string `json:"issued_at"`
 		} `json:"theirs"`
 	}
-	if err := json.Unmarshal(data, &v); err != nil || !v.Theirs.Stored || v.Theirs.IssuedAt != "2026-11-26T03:19:04Z" {
+	var v theirsJSON
+	if err := json.Unmarshal(data, &v); err != nil || !v.Theirs.FromStore || !v.Theirs.Stored || v.Theirs.IssuedAt != "2026-11-26T03:19:04Z" {
 		t.Fatalf("--json theirs: %s (%v)", data, err)
 	}
 	m.TheirsStored = false
+	// A fresh verdict: not from the store, with its times too.
+	if data, err = json.Marshal(mutualJSON(self.String(), m)); err != nil {
+		t.Fatal(err)
+	}
+	v = theirsJSON{}
+	if err := json.Unmarshal(data, &v); err != nil || v.Theirs.FromStore || v.Theirs.Stored || v.Theirs.IssuedAt != "2026-11-26T03:19:04Z" {
+		t.Fatalf("--json fresh theirs: %s (%v)", data, err)
+	}
 	out.Reset()
 	printMutual(&out, self.String(), m)
 	if s := out.String(); strings.Contains(s, "earlier") || !strings.Contains(s, "verified us: ACCEPTED") {
@@ -88,5 +98,24 @@ func TestAttestJSONStderrIsJSON(t *testing.T) {
 		if l != "" && !json.Valid([]byte(l)) {
 			t.Errorf("stderr line is not JSON: %q", l)
 		}
+	}
+}
+
+// A session in which no round ran (inconclusive: no set) printed
+// "rtt 0s (credited 0s), domain " as if one had; the line is left out.
+func TestPrintMutualNoRounds(t *testing.T) {
+	_, self := testutil.NewKey(t)
+	_, other := testutil.NewKey(t)
+	m := &peer.Mutual{Peer: other, Ours: &protocol.Result{Peer: other, Verdict: skill.Verdict{Reason: skill.ReasonInconclusive, Detail: "no set"}}}
+	var out bytes.Buffer
+	printMutual(&out, self.String(), m)
+	if s := out.String(); strings.Contains(s, "rtt ") || !strings.Contains(s, "INCONCLUSIVE") {
+		t.Fatalf("printed:\n%s", s)
+	}
+	m.Ours.Verdict = skill.Verdict{Reason: skill.ReasonWrongAnswer, Domain: "aviation", Rounds: []skill.RoundRecord{{Round: 1, Answered: true}}}
+	out.Reset()
+	printMutual(&out, self.String(), m)
+	if s := out.String(); !strings.Contains(s, "domain aviation") {
+		t.Fatalf("a session with a round printed no rtt line:\n%s", s)
 	}
 }
