@@ -100,6 +100,7 @@ type app struct {
 	blockRejected time.Duration
 	metricsAddr   string
 	metricsURL    string // where serveOps listens (the bound address; loopback for all interfaces)
+	corpusUsedUp  bool   // the --challenges corpus has no serve left (sources.go)
 	metricsAll    bool   // serveOps listens on every interface
 
 	// First contact and discovery: flags of the node command only. The

@@ -295,6 +295,11 @@ var llmCheckNotice = 2 * time.Second
 // session on the peer does not end inconclusive while the LLM writes the
 // first one: a one-shot attest starts with an empty pool.
 func (a *app) awaitChallengeSet(ctx context.Context) error {
+	if a.corpusUsedUp {
+		// The session could only end inconclusive: say why before
+		// dialing rather than after.
+		return fmt.Errorf("every set of the challenge corpus has been served --max-serves times already (the count is kept in the store %s): nothing to verify the peer with; add sets, raise --max-serves, or use --challenges llm", a.storePath)
+	}
 	if a.gen.ready == nil || a.gen.ready() > 0 {
 		return nil
 	}

@@ -553,3 +553,34 @@ func TestPeersNodeLibp2pPortHint(t *testing.T) {
 		t.Fatalf("exit %d, want %d naming the libp2p port:\n%s", code, exitNetwork, errOut)
 	}
 }
+
+// attest with a corpus every set of which was served --max-serves times
+// warned, dialed the peer anyway and ended INCONCLUSIVE; it now says so
+// before dialing (exit 1), with no network traffic.
+func TestAttestCorpusUsedUpFailsFast(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db")
+	st, err := peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, err := spec.Examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sets {
+		if ok, err := st.TryServe(s.ID, 1); !ok || err != nil {
+			t.Fatalf("serve %s: %v %v", s.ID, ok, err)
+		}
+	}
+	st.Close()
+	_, id := testKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The address is not listened on: a dial would fail with exit 3.
+	_, errOut, code := peersMain(t, ctx, "attest", "--challenges", "examples", "--store", path, "--key", filepath.Join(dir, "key"),
+		"--listen", "/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/"+strings.TrimPrefix(freeAddr(t), "127.0.0.1:")+"/p2p/"+id.String())
+	if code != exitFailure || !strings.Contains(errOut, "nothing to verify the peer with") {
+		t.Fatalf("exit %d, want %d before dialing:\n%s", code, exitFailure, errOut)
+	}
+}

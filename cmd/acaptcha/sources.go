@@ -205,6 +205,7 @@ func (a *app) corpus(name string, sets []*skill.Set, ledger skill.Ledger, maxSer
 	// up in an earlier run makes every session inconclusive from the
 	// start, which nothing else says until a peer comes.
 	if n, known, err := c.Remaining(); err == nil && known && n == 0 {
+		a.corpusUsedUp = true
 		a.log.Warn("every set of the challenge corpus has been served --max-serves times already (the count is kept in the store): this node verifies no one until it gets new sets; add sets, raise --max-serves, or use --challenges llm",
 			"corpus", name, "sets", c.Len(), "max_serves", maxServes, "store", a.storePath)
 	}
