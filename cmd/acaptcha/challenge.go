@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/attack"
 	"github.com/acaptcha/acaptcha/skill/generate"
 )
 
@@ -252,6 +253,13 @@ func printInspect(w io.Writer, file string, set *skill.Set, rep *generate.Report
 	fmt.Fprintln(w)
 	if rep.Calls > 0 {
 		fmt.Fprintf(w, "cross-check: %d calls, %d input / %d output tokens\n", rep.Calls, rep.Usage.InputTokens, rep.Usage.OutputTokens)
+	}
+	if set.Provenance != nil && set.Provenance.Source == skill.SourceProcedural {
+		// The validator does not filter procedural sets by their
+		// white-box inverter (it answers nearly every question): "kept"
+		// above says nothing about a script written against the
+		// generator.
+		fmt.Fprintf(w, "note: %s, the script written against the procedural generator, is not among the scripts above: it reads procedural text back to its answers and passes a large share of procedural sessions (README, \"What a script can do\"); sets of this source back attestations of source procedural only\n", attack.ProceduralInverter)
 	}
 	if rep.Accepted() {
 		kept := make([]string, len(rep.Set.Parts))

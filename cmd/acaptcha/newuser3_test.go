@@ -390,3 +390,25 @@ func TestVersionFlag(t *testing.T) {
 		t.Fatalf("no commit and no word of it: %q", flag)
 	}
 }
+
+// challenge inspect of a procedural set listed the generic scripts and
+// marked questions "kept", which read as script-proof; the validator does
+// not filter procedural sets by the white-box inverter, and inspect says
+// so. A set of another source gets no such note.
+func TestInspectProceduralNamesWhiteBox(t *testing.T) {
+	dir := t.TempDir()
+	if _, errOut, code := runMain(t, "generate", "--source", "procedural", "--n", "1", "--out", dir); code != exitOK {
+		t.Fatalf("generate: exit %d: %s", code, errOut)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("files %v %v", files, err)
+	}
+	out, _, code := runMain(t, "challenge", "inspect", "--brief", files[0])
+	if code != exitOK || !strings.Contains(out, "note: whitebox-procedural") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if out, _, _ := runMain(t, "challenge", "inspect", "--brief", exampleSet); strings.Contains(out, "note: whitebox-procedural") {
+		t.Fatalf("note on an example set:\n%s", out)
+	}
+}
