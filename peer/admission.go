@@ -155,7 +155,7 @@ func (n *Node) noteGate(id libp2pprotocol.ID, p peer.ID, adm Admission) {
 // and blocks rejected peers when Config.BlockRejected is set. New
 // installs it in the host; natOptions has checked Config.Relays.
 func (n *Node) gaterOptions() ([]libp2p.Option, error) {
-	g := &nodeGater{relays: map[peer.ID]bool{}}
+	g := &nodeGater{relays: map[peer.ID]bool{}, publicOnly: n.cfg.DialPublicOnly}
 	n.gate = g
 	relays, err := ParseRelays(n.cfg.Relays)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/acaptcha/acaptcha/protocol"
 )
@@ -31,6 +32,10 @@ type nodeGater struct {
 	relays  map[peer.ID]bool
 	blocked connmgr.ConnectionGater // nil unless BlockRejected
 	refused atomic.Uint64           // relayed connections refused
+	// publicOnly refuses dials to addresses that are not public
+	// (Config.DialPublicOnly); refusedDials counts them.
+	publicOnly   bool
+	refusedDials atomic.Uint64
 }
 
 var _ connmgr.ConnectionGater = (*nodeGater)(nil)
@@ -39,8 +44,35 @@ func (g *nodeGater) InterceptPeerDial(p peer.ID) bool {
 	return g.blocked == nil || g.blocked.InterceptPeerDial(p)
 }
 
+// InterceptAddrDial sees an address after the swarm resolved its DNS
+// names (go-libp2p's addrsForDial resolves, then filters): with
+// Config.DialPublicOnly an address whose IP is private, loopback,
+// link-local or otherwise not public is refused, whoever named it (a DHT
+// record's DNS name that resolves to one included). A circuit address is
+// left to the dial of its relay, which is gated by the relay's own
+// resolved address; any other address that does not start with an IP
+// (a transport that resolves names itself) is refused.
 func (g *nodeGater) InterceptAddrDial(p peer.ID, a ma.Multiaddr) bool {
+	if g.publicOnly && !dialablePublic(a) {
+		g.refusedDials.Add(1)
+		return false
+	}
 	return g.blocked == nil || g.blocked.InterceptAddrDial(p, a)
+}
+
+// dialablePublic reports whether a may be dialed under DialPublicOnly.
+func dialablePublic(a ma.Multiaddr) bool {
+	if _, relayed := protocol.CircuitRelay(a); relayed {
+		return true
+	}
+	if len(a) == 0 {
+		return false
+	}
+	switch a[0].Code() {
+	case ma.P_IP4, ma.P_IP6:
+		return manet.IsPublicAddr(ma.Multiaddr{a[0]})
+	}
+	return false
 }
 
 // InterceptAccept runs before the security handshake of an inbound

@@ -84,6 +84,8 @@ type Stats struct {
 	// RelayedRefused counts inbound relayed connections refused because
 	// their relay is not one of Config.Relays (gate.go).
 	RelayedRefused uint64 `json:"relayed_refused"`
+	// DialsRefused counts dials refused by Config.DialPublicOnly.
+	DialsRefused uint64 `json:"dials_refused"`
 	// StoreCommits counts the store's synced read-write transactions
 	// since it was opened; StoreBatchedWrites the records the commit
 	// queue put in them (Store.Commits). Their ratio is the group
@@ -314,6 +316,7 @@ func (n *Node) Stats() Stats {
 	}
 	if n.gate != nil {
 		s.RelayedRefused = n.gate.refused.Load()
+		s.DialsRefused = n.gate.refusedDials.Load()
 	}
 	if n.src != nil {
 		s.ChallengesServed = n.src.Served()

@@ -164,6 +164,15 @@ type Config struct {
 	DHT       bool
 	// Rendezvous is the DHT rendezvous string (default "acaptcha").
 	Rendezvous string
+	// DialPublicOnly refuses every dial to an address that is not
+	// public (private, loopback, link-local, shared address space, ...),
+	// after DNS resolution, whoever named it: for a node on a public
+	// server, as Kubo's server profile filters private ranges. A DHT
+	// record or gossip can name a DNS name that resolves into the node's
+	// own network, which the DHT's address scope (public IPs only) does
+	// not see. It makes mDNS discovery and private --bootstrap peers
+	// useless (gate.go).
+	DialPublicOnly bool
 
 	// NAT traversal (nat.go). NAT turns on hole punching, AutoNAT v2 (and
 	// the AutoNAT v1 service) and UPnP/NAT-PMP port mapping (default off

@@ -412,3 +412,13 @@ func TestInspectProceduralNamesWhiteBox(t *testing.T) {
 		t.Fatalf("note on an example set:\n%s", out)
 	}
 }
+
+// --dial-public-only never dials the local network that mDNS finds:
+// asking for both is a usage error.
+func TestDialPublicOnlyWithMDNS(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, code := runMain(t, "node", "--dial-public-only", "--mdns", "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key"), "--listen", "/ip4/127.0.0.1/tcp/0")
+	if code != exitUsage || !strings.Contains(stderr, "--dial-public-only never dials") {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitUsage, stderr)
+	}
+}

@@ -36,6 +36,7 @@ type contactOptions struct {
 	bootstrap     []string
 	mdns          bool
 	dht           bool
+	publicOnly    bool
 	limits        limitOptions
 }
 
@@ -335,6 +336,14 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	if contact.retryRejected < 0 {
 		return nil, "", usageErr("--retry-rejected must not be negative")
 	}
+	if contact.publicOnly && contact.mdns {
+		// mDNS finds peers on the local network only, whose addresses
+		// --dial-public-only refuses: it is off unless asked for.
+		if fl := cmd.Flags().Lookup("mdns"); fl != nil && fl.Changed {
+			return nil, "", usageErr("--mdns finds peers on the local network, which --dial-public-only never dials: drop one of them")
+		}
+		contact.mdns = false
+	}
 	keepExpired := contact.keepExpired
 	switch {
 	case keepExpired < 0:
@@ -434,12 +443,13 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		Gossip:        a.gossip,
 		BlockRejected: a.blockRejected,
 
-		AttestPolicy:  attestPolicy,
-		RetryRejected: contact.retryRejected,
-		KeepExpired:   keepExpired,
-		Bootstrap:     contact.bootstrap,
-		MDNS:          contact.mdns,
-		DHT:           contact.dht,
+		AttestPolicy:   attestPolicy,
+		RetryRejected:  contact.retryRejected,
+		KeepExpired:    keepExpired,
+		Bootstrap:      contact.bootstrap,
+		MDNS:           contact.mdns,
+		DHT:            contact.dht,
+		DialPublicOnly: contact.publicOnly,
 	}
 	contact.limits.apply(&cfg)
 	// node has --max-draws; attest and mcp do not, and take the cap. A
@@ -653,6 +663,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.StringVar(&httpAddr, "http", "", "also serve the HTTP door on HOST:PORT (e.g. 127.0.0.1:8080): verifier as a service for agents without libp2p, spec/http.md")
 	f.StringArrayVar(&httpProxies, "http-trusted-proxy", nil, "address or network (e.g. 10.0.0.0/8) of a reverse proxy in front of the HTTP door: requests from it count against the client named in X-Forwarded-For (repeatable; needs --http)")
 	f.BoolVar(&a.contact.dht, "dht", false, "join the private acaptcha Kademlia DHT (through the bootstrap peers) and find peers on its rendezvous")
+	f.BoolVar(&a.contact.publicOnly, "dial-public-only", false, "dial public addresses only, after DNS resolution, whoever named them (for a node on a public server, with --dht: a record's DNS name can resolve into this node's own network); mDNS and private --bootstrap peers then go unused")
 	l := &a.contact.limits
 	f.IntVar(&l.connLow, "conn-low", peer.DefaultConnLowWater, "connection manager low watermark: trimming stops at this many connections")
 	f.IntVar(&l.connHigh, "conn-high", peer.DefaultConnHighWater, "connection manager high watermark: above it unattested idle peers are trimmed first (the inbound connection limit is set above it)")
