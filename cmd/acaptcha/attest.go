@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
@@ -179,6 +180,11 @@ func (a *app) printBusy(p lpeer.ID, err error) error {
 // asked to verify us (text and JSON theirs) and why it is not accepted,
 // on stdout; exit 1 (not accepted), no record signed.
 func (a *app) printRefused(p lpeer.ID, err error, verdict, reason, ours, notAsked, why string) error {
+	if a.llmSpec == "" {
+		// Without an LLM this side asks no one to verify it, whatever the
+		// peer answered.
+		notAsked = strings.TrimPrefix(errNoLLMReciprocal.Error(), "not asked: ")
+	}
 	if a.jsonOut {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")

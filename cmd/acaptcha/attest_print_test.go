@@ -119,3 +119,21 @@ func TestPrintMutualNoRounds(t *testing.T) {
 		t.Fatalf("a session with a round printed no rtt line:\n%s", s)
 	}
 }
+
+// A peer that declined to be verified, seen from an attest without an
+// LLM: its verdict of us is missing because this side has no LLM, not
+// because the peer declined (which the text said).
+func TestPrintDeclinedSaysWhyNotAsked(t *testing.T) {
+	_, other := testutil.NewKey(t)
+	for _, llm := range []string{"", "openai:x"} {
+		var out bytes.Buffer
+		a := &app{stdout: &out, llmSpec: llm}
+		if err := a.printDeclined(other, protocol.ErrDeclined); err == nil {
+			t.Fatal("declined peer accepted")
+		}
+		noLLM := strings.Contains(out.String(), "this side has no LLM")
+		if noLLM != (llm == "") || strings.Contains(out.String(), "declines to be verified is not asked") == (llm == "") {
+			t.Fatalf("llm %q:\n%s", llm, out.String())
+		}
+	}
+}
