@@ -315,8 +315,10 @@ func fetchPeers(ctx context.Context, u string) (*peersReport, error) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		if strings.Contains(err.Error(), "multistream") {
-			// The libp2p port answers with multistream-select's header.
+		if strings.Contains(err.Error(), "multistream") || speaksLibp2p(ctx, req.URL.Host) {
+			// The libp2p port answers with multistream-select's header,
+			// sometimes before the request is written (Go's client then
+			// says only readLoopPeekFailLocked).
 			return nil, &exitError{code: exitNetwork, err: fmt.Errorf("ask node at %s: that is the node's libp2p port, not its --metrics address (the node prints that at start: \"metrics at ..., live peers with: acaptcha peers --node ADDR\"): %w", u, err)}
 		}
 		return nil, &exitError{code: exitNetwork, err: fmt.Errorf("ask node at %s: %w", u, err)}
@@ -331,6 +333,30 @@ func fetchPeers(ctx context.Context, u string) (*peersReport, error) {
 		return nil, fmt.Errorf("decode the peer list from %s: %w", u, err)
 	}
 	return &rep, nil
+}
+
+// multistreamHeader is what a libp2p TCP listener writes first
+// (multistream-select's protocol line, length-prefixed).
+const multistreamHeader = "\x13/multistream/1.0.0\n"
+
+// speaksLibp2p reports whether hostport answers a fresh TCP connection
+// with multistream-select's header within a second: a libp2p port given
+// where an HTTP address was wanted.
+func speaksLibp2p(ctx context.Context, hostport string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", hostport)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, len(multistreamHeader))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return false
+	}
+	return string(buf) == multistreamHeader
 }
 
 func admissionWords(adm peer.Admission) string {
