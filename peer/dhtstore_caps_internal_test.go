@@ -2,16 +2,16 @@ package peer
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/netip"
 	"testing"
 
 	ds "github.com/ipfs/go-datastore"
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-base32"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
 )
 
 // The DHT's provider records are capped per provider peer, per network
@@ -25,14 +25,7 @@ func TestDHTStoreCaps(t *testing.T) {
 	})
 	d.perPeer, d.perGroup, d.perBlock, d.total = 2, 4, 6, 10
 	newPeer := func(group string) peer.ID {
-		_, pub, err := crypto.GenerateEd25519Key(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, err := peer.IDFromPublicKey(pub)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, id := testutil.NewKey(t)
 		if group != "" {
 			groups[id] = netip.MustParsePrefix(group)
 		}

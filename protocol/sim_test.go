@@ -163,6 +163,12 @@ func TestSimRTTIsMinimumOverProbes(t *testing.T) {
 // runs before each probe ack (it may sleep), each answer comes from
 // answers after think. The channel closes when the session has ended.
 func rawTimedProver(t *testing.T, b host.Host, answers map[string]string, onProbe func(seq uint32), think time.Duration) <-chan struct{} {
+	return rawHookedProver(t, b, answers, onProbe, nil, think)
+}
+
+// rawHookedProver is rawTimedProver that also calls onChallenge (when
+// not nil) with each challenge's round as it is read.
+func rawHookedProver(t *testing.T, b host.Host, answers map[string]string, onProbe func(seq uint32), onChallenge func(round uint32), think time.Duration) <-chan struct{} {
 	done := make(chan struct{})
 	b.SetStreamHandler(ID, func(s network.Stream) {
 		defer close(done)
@@ -185,6 +191,9 @@ func rawTimedProver(t *testing.T, b host.Host, answers map[string]string, onProb
 				onProbe(b.Probe.GetSeq())
 				r.send(&pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: b.Probe.GetSeq(), Nonce: b.Probe.GetNonce()}}})
 			case *pb.Frame_Challenge:
+				if onChallenge != nil {
+					onChallenge(b.Challenge.GetRound())
+				}
 				time.Sleep(think)
 				r.send(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: b.Challenge.GetRound(), Answer: answers[b.Challenge.GetQuestion()]}}})
 			case *pb.Frame_Verdict:
@@ -215,41 +224,16 @@ func TestSimRoundOneWithinProbeWindow(t *testing.T) {
 		defer va.Close()
 		var firstProbe, roundOne time.Time
 		probes := 0
-		done := make(chan struct{})
-		b.SetStreamHandler(ID, func(s network.Stream) {
-			defer close(done)
-			defer s.Reset()
-			r := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
-			f, err := r.recv()
-			if err != nil {
-				t.Errorf("hello: %v", err)
-				return
+		done := rawHookedProver(t, b, answers, func(uint32) {
+			if probes++; probes == 1 {
+				firstProbe = time.Now()
 			}
-			ack(r, f.GetHello())
-			for {
-				f, err := r.recv()
-				if err != nil {
-					t.Errorf("prover: %v", err)
-					return
-				}
-				switch b := f.GetBody().(type) {
-				case *pb.Frame_Probe:
-					if probes++; probes == 1 {
-						firstProbe = time.Now()
-					}
-					time.Sleep(hold)
-					r.send(&pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: b.Probe.GetSeq(), Nonce: b.Probe.GetNonce()}}})
-				case *pb.Frame_Challenge:
-					if b.Challenge.GetRound() == 1 {
-						roundOne = time.Now()
-					}
-					r.send(&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: b.Challenge.GetRound(), Answer: answers[b.Challenge.GetQuestion()]}}})
-				case *pb.Frame_Verdict:
-					s.Close()
-					return
-				}
+			time.Sleep(hold)
+		}, func(round uint32) {
+			if round == 1 {
+				roundOne = time.Now()
 			}
-		})
+		}, 0)
 		res, err := va.Verify(context.Background(), b.ID(), false)
 		<-done
 		if err != nil || !res.Verdict.Accepted {

@@ -283,20 +283,7 @@ func TestPeersSelfFromKeyFile(t *testing.T) {
 func TestNodeWarnsCorpusUsedUp(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "db")
-	st, err := peer.OpenStore(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sets, err := spec.Examples()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range sets {
-		if ok, err := st.TryServe(s.ID, 1); !ok || err != nil {
-			t.Fatalf("serve %s: %v %v", s.ID, ok, err)
-		}
-	}
-	st.Close()
+	usedUpCorpusStore(t, path)
 	run := func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
@@ -560,6 +547,22 @@ func TestPeersNodeLibp2pPortHint(t *testing.T) {
 func TestAttestCorpusUsedUpFailsFast(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "db")
+	usedUpCorpusStore(t, path)
+	_, id := testKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The address is not listened on: a dial would fail with exit 3.
+	_, errOut, code := peersMain(t, ctx, "attest", "--challenges", "examples", "--store", path, "--key", filepath.Join(dir, "key"),
+		"--listen", "/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/"+strings.TrimPrefix(freeAddr(t), "127.0.0.1:")+"/p2p/"+id.String())
+	if code != exitFailure || !strings.Contains(errOut, "nothing to verify the peer with") {
+		t.Fatalf("exit %d, want %d before dialing:\n%s", code, exitFailure, errOut)
+	}
+}
+
+// usedUpCorpusStore makes a store at path whose ledger says every example
+// set was served once (--max-serves 1 leaves none).
+func usedUpCorpusStore(t *testing.T, path string) {
+	t.Helper()
 	st, err := peer.OpenStore(path)
 	if err != nil {
 		t.Fatal(err)
@@ -573,14 +576,7 @@ func TestAttestCorpusUsedUpFailsFast(t *testing.T) {
 			t.Fatalf("serve %s: %v %v", s.ID, ok, err)
 		}
 	}
-	st.Close()
-	_, id := testKey(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	// The address is not listened on: a dial would fail with exit 3.
-	_, errOut, code := peersMain(t, ctx, "attest", "--challenges", "examples", "--store", path, "--key", filepath.Join(dir, "key"),
-		"--listen", "/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/"+strings.TrimPrefix(freeAddr(t), "127.0.0.1:")+"/p2p/"+id.String())
-	if code != exitFailure || !strings.Contains(errOut, "nothing to verify the peer with") {
-		t.Fatalf("exit %d, want %d before dialing:\n%s", code, exitFailure, errOut)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
