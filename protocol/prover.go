@@ -233,6 +233,12 @@ func (p *proverRun) strikeSilent() {
 	}
 }
 
+func (p *proverRun) strikeOwnBudget() {
+	if p.hasPfx {
+		p.svc.strikeOwnBudget(p.remote, p.pfx, p.svc.now())
+	}
+}
+
 func (p *proverRun) violation(format string, args ...any) {
 	p.abort(ErrCodeProtocolViolation, fmt.Errorf("%w: %s", ErrProtocolViolation, fmt.Sprintf(format, args...)))
 }
@@ -318,12 +324,13 @@ func (p *proverRun) serve() {
 	// Budgets before work (spec §6, §9a): sessions, answerer calls and
 	// tokens per verifier and window, answerer calls of all verifiers.
 	// A hello refused because the verifier's own budgets (its peer's,
-	// network's or block's) are spent is silent (spec §6 step 1): it
-	// would otherwise reopen streams that hold slots for the decline
-	// linger, without end and without probation.
+	// network's or block's) are spent is silent (spec §6 step 1), once per
+	// verifier and window (strikeOwnBudget): it would otherwise reopen
+	// streams that hold slots for the decline linger, without end and
+	// without probation.
 	if ok, own, why := s.budgets.admitSessionOwn(p.remote, p.pfx, p.hasPfx, int(hello.GetRounds()), s.now()); !ok {
 		if own {
-			p.strikeSilent()
+			p.strikeOwnBudget()
 		}
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %s", ErrBusy, why))
 		return
@@ -338,7 +345,7 @@ func (p *proverRun) serve() {
 			why := "proof-of-work budget of this node spent"
 			if own {
 				why = "proof-of-work budget for this verifier's network spent"
-				p.strikeSilent()
+				p.strikeOwnBudget()
 			}
 			p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %s", ErrBusy, why))
 			return

@@ -435,9 +435,12 @@ type Service struct {
 	// hello ack (made on first use).
 	silent       map[netip.Prefix]*silentGroup
 	silentBlocks map[netip.Prefix]*silentBlock
-	waiting      map[netip.Prefix]*inboundHold
-	stalled      map[netip.Prefix]*inboundHold
-	wg           sync.WaitGroup
+	// budgetStrikes is when each verifier last struck its group by a
+	// hello refused for its own spent budgets (strikeOwnBudget).
+	budgetStrikes map[peer.ID]time.Time
+	waiting       map[netip.Prefix]*inboundHold
+	stalled       map[netip.Prefix]*inboundHold
+	wg            sync.WaitGroup
 }
 
 // NewService validates cfg, fills in its defaults and registers the
@@ -454,7 +457,7 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 		log:     cfg.Logger.With("protocol", ID, "self", h.ID()),
 		guard:   newReflectionGuard(cfg.ReflectionWindow),
 		perPeer: map[peer.ID]int{}, reporting: map[peer.ID]int{}, perPrefix: map[netip.Prefix]int{}, perBlock: map[netip.Prefix]int{},
-		silent: map[netip.Prefix]*silentGroup{}, silentBlocks: map[netip.Prefix]*silentBlock{},
+		silent: map[netip.Prefix]*silentGroup{}, silentBlocks: map[netip.Prefix]*silentBlock{}, budgetStrikes: map[peer.ID]time.Time{},
 		waiting: map[netip.Prefix]*inboundHold{}, random: rand.Reader,
 	}
 	s.budgets = newBudgets(&s.cfg)
@@ -807,6 +810,29 @@ func (b *silentBlock) inProbation(now time.Time) bool {
 
 // strikeSilent records a silent stream of the group pfx, and for a /48
 // in probation after it, of its IPv6 /32 (silentBlock).
+// strikeOwnBudget strikes pfx for a hello of p refused because p's own
+// budgets (its peer's, its group's or its block's) are spent, at most
+// once per verifier and SilentWindow: the reference verifier retries a
+// busy peer (2, 4, 8, 16, 32 s, then every minute), so an honest one
+// whose share ran out would put its group in probation by itself, while
+// a group reopening such hellos from fresh peer IDs still strikes once
+// per ID. The table holds at most maxSilentGroups verifiers, the
+// oldest strikes forgotten first (a forgotten one may strike again).
+func (s *Service) strikeOwnBudget(p peer.ID, pfx netip.Prefix, now time.Time) {
+	s.mu.Lock()
+	last, seen := s.budgetStrikes[p]
+	if seen && now.Sub(last) <= SilentWindow {
+		s.mu.Unlock()
+		return
+	}
+	if !seen && len(s.budgetStrikes) >= maxSilentGroups {
+		bounded.MakeRoom(s.budgetStrikes, maxSilentGroups, func(t time.Time) bool { return now.Sub(t) > SilentWindow })
+	}
+	s.budgetStrikes[p] = now
+	s.mu.Unlock()
+	s.strikeSilent(pfx, now)
+}
+
 func (s *Service) strikeSilent(pfx netip.Prefix, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

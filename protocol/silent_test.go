@@ -203,7 +203,7 @@ func TestDeclinedHellosAreSilent(t *testing.T) {
 		{"empty version", Config{}, func(h *pb.Hello) { h.SpecVersion = "" }, pb.DeclineReason_DECLINE_REASON_UNSUPPORTED_VERSION},
 		{"bad nonce", Config{}, func(h *pb.Hello) { h.Nonce = nil }, pb.DeclineReason_DECLINE_REASON_BAD_HELLO},
 		{"total above the cap", Config{MaxAcceptTotal: time.Minute}, func(h *pb.Hello) { h.TotalMs = 120_000 }, pb.DeclineReason_DECLINE_REASON_BAD_HELLO},
-		{"own session budget spent", Config{MaxSessionsPerVerifier: 1}, nil, pb.DeclineReason_DECLINE_REASON_BUSY},
+		{"own network's session budget spent", Config{MaxSessionsPerVerifierPrefix: 1}, nil, pb.DeclineReason_DECLINE_REASON_BUSY},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := hostAt(t, "127.0.0.1")
@@ -212,11 +212,17 @@ func TestDeclinedHellosAreSilent(t *testing.T) {
 			svc := newService(t, p, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			ip := fmt.Sprintf("127.0.%d.1", 10+i)
-			m := hostAt(t, ip)
-			if err := p.Connect(ctx, peer.AddrInfo{ID: m.ID(), Addrs: m.Addrs()}); err != nil {
-				t.Fatal(err)
+			// Verifiers of one /24: a refusal for their own budgets
+			// strikes once per verifier and window, so each hello there
+			// comes from another peer ID (fresh IDs cost nothing).
+			verifiers := make([]host.Host, SilentStrikes)
+			for j := range verifiers {
+				verifiers[j] = hostAt(t, fmt.Sprintf("127.0.%d.%d", 10+i, 1+j))
+				if err := p.Connect(ctx, peer.AddrInfo{ID: verifiers[j].ID(), Addrs: verifiers[j].Addrs()}); err != nil {
+					t.Fatal(err)
+				}
 			}
+			m := verifiers[0]
 			pfx := netip.MustParsePrefix(fmt.Sprintf("127.0.%d.0/24", 10+i))
 			sent := 0
 			if c.reason == pb.DeclineReason_DECLINE_REASON_BUSY {
@@ -230,7 +236,10 @@ func TestDeclinedHellosAreSilent(t *testing.T) {
 				r.s.CloseWrite()
 				_, _ = r.recv()
 			}
-			for range SilentStrikes {
+			for j := range SilentStrikes {
+				if c.reason == pb.DeclineReason_DECLINE_REASON_BUSY {
+					m = verifiers[j]
+				}
 				r := openRaw(t, m, p.ID())
 				r.send(helloFrame(m.ID(), p.ID(), c.mutate))
 				f, err := r.recv()
@@ -280,5 +289,59 @@ func TestAdmitSessionOwnRefusal(t *testing.T) {
 	}
 	if ok, own := b.chargePowOwn(sybil(0, 1), pfx, true, 62, now); ok || !own {
 		t.Fatalf("proof of work beyond the network's share: ok=%v own=%v", ok, own)
+	}
+	// The node's proof-of-work budget, spent by many networks each within
+	// its share: a refusal that is not the verifier's doing.
+	pb2, _, now2 := budgetsWith(t, Config{MaxProverPowWork: 1 << 20})
+	refused = false
+	for i := 0; i < 1000 && !refused; i++ {
+		ok, own := pb2.chargePowOwn(sybil(i, 0), net48(i), true, 16, now2)
+		if !ok {
+			refused = true
+			if own {
+				t.Fatalf("network %d refused for the node's work budget but told its own", i)
+			}
+		}
+	}
+	if !refused {
+		t.Fatal("the node's work budget never ran out")
+	}
+}
+
+// A verifier that retries a node whose budgets for it are spent (the
+// reference verifier does: 2, 4, 8, 16, 32 s, then every minute) strikes
+// its group once per window, not once per hello: an honest one would
+// otherwise put its own group in probation.
+func TestOwnBudgetStrikesOncePerVerifier(t *testing.T) {
+	p := hostAt(t, "127.0.0.1")
+	svc := newService(t, p, Config{Prover: constProver("x"), LimitLoopback: true, MaxSessionsPerVerifier: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := hostAt(t, "127.0.30.1")
+	if err := p.Connect(ctx, peer.AddrInfo{ID: m.ID(), Addrs: m.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	pfx := netip.MustParsePrefix("127.0.30.0/24")
+	r := openRaw(t, m, p.ID())
+	r.send(helloFrame(m.ID(), p.ID(), nil))
+	if f, err := r.recv(); err != nil || f.GetHelloAck() == nil {
+		t.Fatalf("first hello: %v %v", f, err)
+	}
+	r.send(&pb.Frame{Body: &pb.Frame_Verdict{Verdict: &pb.Verdict{Reason: "inconclusive"}}})
+	r.s.CloseWrite()
+	_, _ = r.recv()
+	for j := range 2 * SilentStrikes {
+		r := openRaw(t, m, p.ID())
+		r.send(helloFrame(m.ID(), p.ID(), nil))
+		if f, err := r.recv(); err != nil || f.GetDecline().GetReason() != pb.DeclineReason_DECLINE_REASON_BUSY {
+			t.Fatalf("hello %d: %v %v, want BUSY", j, f, err)
+		}
+		r.s.CloseWrite()
+		_, _ = r.recv()
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if g := svc.silent[pfx]; g == nil || g.strikes != 1 || svc.inProbationLocked(pfx, svc.now()) {
+		t.Fatalf("%d refused hellos of one verifier: group %+v, want one strike and no probation", 2*SilentStrikes, g)
 	}
 }
