@@ -265,7 +265,9 @@ func TestCLINodeAndAttestProcesses(t *testing.T) {
 		t.Fatalf("bad address: exit %d\n%s", code, out)
 	}
 	dead := "/ip4/127.0.0.1/tcp/1/p2p/" + strings.Split(addrB, "/p2p/")[1]
-	if out, code := run(t, bin, env, append([]string{"attest", "--timeout", "20s", dead}, common...)...); code != 3 {
+	// The two attests above used up A's corpus (--max-serves 1), which
+	// attest now reports before dialing: room for one more serve.
+	if out, code := run(t, bin, env, append([]string{"attest", "--timeout", "20s", "--max-serves", "3", dead}, common...)...); code != 3 {
 		t.Fatalf("unreachable peer: exit %d\n%s", code, out)
 	}
 	if out, code := run(t, bin, nil, "attest", "--rounds", "7", addrB); code != 2 {
