@@ -171,7 +171,6 @@ func TestListAttestationsAllTakeTurns(t *testing.T) {
 		}
 		return out
 	}
-	list() // may checkpoint the logged records first (a commit)
 	list()
 	pass := srv.NewestScan("")
 	if pass == nil {
@@ -183,6 +182,18 @@ func TestListAttestationsAllTakeTurns(t *testing.T) {
 	}
 	if got, _ := out["total"].(float64); got != 20 {
 		t.Fatalf("total %v, want 20", out["total"])
+	}
+	// A pass keeps what its call asked: a larger page passes again, a
+	// smaller one then reuses that pass.
+	if _, err := call[map[string]any](ctx, cs, "list_attestations", map[string]any{"limit": 12}); err != nil {
+		t.Fatal(err)
+	}
+	if srv.NewestScan("") == pass {
+		t.Fatal("a page larger than the pass kept reused it")
+	}
+	pass = srv.NewestScan("")
+	if list(); srv.NewestScan("") != pass {
+		t.Fatal("a smaller page made a new pass")
 	}
 	newest := put(now.Add(time.Second))
 	out = list()

@@ -178,10 +178,11 @@ type Server struct {
 }
 
 // newestScan is a cached Store.ListNewest of every peer: the newest
-// MaxListLimit entries of a direction and the total, as of the store's
-// commits count.
+// limit entries of a direction and the total, as of the store's commits
+// count (Store.FlushedCommits).
 type newestScan struct {
 	commits uint64
+	limit   int
 	entries []peer.Entry
 	total   int
 }
@@ -896,8 +897,9 @@ func (s *Server) scan(ctx context.Context) (release func(), err error) {
 // of the direction's buckets (the issued records name one peer per set
 // drawn, some 744,000 at the default budgets), so calls take turns, and a
 // call while the store has not committed since the last pass of its
-// direction reuses that pass's MaxListLimit newest (a client calling it
-// in a loop, from beyond loopback over --http, cost a pass each).
+// direction, for no more entries than that pass kept, reuses it (a client
+// calling it in a loop, from beyond loopback over --http, cost a pass
+// each).
 func (s *Server) listNewestAll(ctx context.Context, dir peer.Direction, limit int) ([]peer.Entry, int, error) {
 	release, err := s.scan(ctx)
 	if err != nil {
@@ -905,16 +907,21 @@ func (s *Server) listNewestAll(ctx context.Context, dir peer.Direction, limit in
 	}
 	defer release()
 	st := s.cfg.Node.Store()
-	commits, _ := st.Commits()
+	// The count after the logged records went into bbolt: the pass below
+	// sees every record it counts.
+	commits, err := st.FlushedCommits()
+	if err != nil {
+		return nil, 0, err
+	}
 	s.scanMu.Lock()
 	c := s.newest[dir]
 	s.scanMu.Unlock()
-	if c == nil || c.commits != commits {
-		es, total, err := st.ListNewest(dir, "", MaxListLimit)
+	if c == nil || c.commits != commits || limit > c.limit {
+		es, total, err := st.ListNewest(dir, "", limit)
 		if err != nil {
 			return nil, 0, err
 		}
-		c = &newestScan{commits: commits, entries: es, total: total}
+		c = &newestScan{commits: commits, limit: limit, entries: es, total: total}
 		s.scanMu.Lock()
 		s.newest[dir] = c
 		s.scanMu.Unlock()

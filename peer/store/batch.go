@@ -179,8 +179,6 @@ func (s *Store) logRecords(recs []*walRecord) error {
 	if err != nil {
 		return err
 	}
-	s.committed.Add(1)
-	s.batched.Add(uint64(len(recs)))
 	s.pmu.Lock()
 	// The checkpoint waits for the log to be quiet for
 	// walCheckpointAfter, but for no more than walCheckpointMaxAge after
@@ -195,7 +193,21 @@ func (s *Store) logRecords(recs []*walRecord) error {
 		s.pendingPeers[r.peer]++
 	}
 	s.pmu.Unlock()
+	// Counted once the records are pending: a reader that sees the new
+	// count finds them to flush (FlushedCommits).
+	s.committed.Add(1)
+	s.batched.Add(uint64(len(recs)))
 	return nil
+}
+
+// FlushedCommits checkpoints the logged records into bbolt, if any, and
+// then returns the commits count (Commits): a reader that keeps what it
+// read from bbolt while the count stays the same misses no record.
+func (s *Store) FlushedCommits() (uint64, error) {
+	if err := s.flushFor(""); err != nil {
+		return 0, err
+	}
+	return s.committed.Load(), nil
 }
 
 // checkpoint writes the pending records, then extra, into bbolt in one
