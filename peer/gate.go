@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"net/netip"
 	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
@@ -70,9 +71,37 @@ func dialablePublic(a ma.Multiaddr) bool {
 	}
 	switch a[0].Code() {
 	case ma.P_IP4, ma.P_IP6:
-		return manet.IsPublicAddr(ma.Multiaddr{a[0]})
+	default:
+		return false
 	}
-	return false
+	ip, ok := netip.AddrFromSlice(a[0].RawValue())
+	if !ok {
+		return false
+	}
+	// A NAT64 address reaches the IPv4 host it carries (a DNS64 answer
+	// for a private A record is one): judge that host. The local-use
+	// prefix 64:ff9b:1::/48 carries it where no rule says, so it is
+	// refused; IPv4-mapped addresses are their IPv4 address.
+	ip = protocol.GroupAddr(ip)
+	if ip.Is6() && nat64Space.Contains(ip) {
+		return false
+	}
+	return manet.IsPublicAddr(ma.Multiaddr{ipComponent(ip)})
+}
+
+// nat64Space is the /32 of the NAT64 prefixes (the well-known
+// 64:ff9b::/96, which GroupAddr maps to IPv4, and the local-use
+// 64:ff9b:1::/48).
+var nat64Space = netip.MustParsePrefix("64:ff9b::/32")
+
+// ipComponent is the /ip4 or /ip6 component of ip.
+func ipComponent(ip netip.Addr) ma.Component {
+	if ip.Is4() {
+		c, _ := ma.NewComponent("ip4", ip.String())
+		return *c
+	}
+	c, _ := ma.NewComponent("ip6", ip.String())
+	return *c
 }
 
 // InterceptAccept runs before the security handshake of an inbound

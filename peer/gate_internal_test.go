@@ -31,6 +31,11 @@ func TestDialablePublic(t *testing.T) {
 		"/ip6/fe80::1/tcp/1":              false,
 		"/ip6/fd00::1/tcp/1":              false,
 		"/dns4/example.com/tcp/1":         false,
+		"/ip6/64:ff9b::a00:1/tcp/1":       false, // NAT64 of 10.0.0.1
+		"/ip6/64:ff9b::808:808/tcp/1":     true,  // NAT64 of 8.8.8.8
+		"/ip6/64:ff9b:1::a00:1/tcp/1":     false, // local-use NAT64
+		"/ip6/::ffff:10.0.0.1/tcp/1":      false,
+		"/ip6/::ffff:8.8.8.8/tcp/1":       true,
 		"/ip4/10.0.0.1/tcp/1/p2p/12D3KooWCKq9ZvccjmCqhBbPsrgpAKBHWQpgB61ruM19CyAvH1Cp/p2p-circuit": true,
 	} {
 		if got := dialablePublic(ma.StringCast(addr)); got != want {

@@ -444,7 +444,11 @@ func (v *verifierRun) handshake() error {
 	// within that less the path allowance (a fifth of it, 2 s by default)
 	// of writing the probe, as for every wait it counts from its own
 	// write: the probe and round 1 travel, and round 1 may be 32 KiB.
-	roundOneIn := s.cfg.HandshakeTimeout - s.cfg.HandshakeTimeout/5
+	// The prover's wait is its own handshake timeout, which may be the
+	// floor (10 s) whatever this node's is: a longer one here does not
+	// widen the window.
+	roundOneIn := min(s.cfg.HandshakeTimeout, DefaultHandshakeTimeout)
+	roundOneIn -= roundOneIn / 5
 	for seq := 1; seq <= s.cfg.Probes; seq++ {
 		// No probe starts unless two more of the fastest round trips
 		// seen (its own, and round 1's way with room to spare) fit before

@@ -456,7 +456,9 @@ func argCountMessage(cmd *cobra.Command, args []string) string {
 		// on and left "off" as an argument.
 		var optional []string
 		cmd.Flags().Visit(func(f *pflag.Flag) {
-			if f.NoOptDefVal != "" {
+			// Bool flags have a bare value too ("true"), but "--json x"
+			// is no value given after a space.
+			if f.NoOptDefVal != "" && f.Value.Type() != "bool" {
 				optional = append(optional, "--"+f.Name)
 			}
 		})

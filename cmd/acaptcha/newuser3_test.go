@@ -371,9 +371,12 @@ func TestOptionalValueFlagHint(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "--limit-loopback takes its value after '=' (--limit-loopback=VALUE)") {
 		t.Errorf("exit %d, want %d with the '=' hint:\n%s", code, exitUsage, stderr)
 	}
-	// No hint where no such flag was given.
+	// No hint where no such flag was given, a bool flag included.
 	if _, stderr, _ := runMain(t, "node", "/ip4/0.0.0.0/tcp/4717"); strings.Contains(stderr, "after '='") {
 		t.Errorf("hint without an optional-value flag:\n%s", stderr)
+	}
+	if _, stderr, _ := runMain(t, "peers", "--json", "x"); strings.Contains(stderr, "after '='") {
+		t.Errorf("hint for a bool flag:\n%s", stderr)
 	}
 }
 
