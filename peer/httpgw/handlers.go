@@ -213,6 +213,22 @@ func onlyMembers(names ...string) func(string) error {
 	}
 }
 
+// exactNames refuses a member whose name differs from one of names only
+// in case (Unicode simple folding, as encoding/json matches): the decoder
+// would read it as that member, the last one winning, so {"answer":
+// "x", "ANSWER": "y"} was judged "y" where http.md §1 reads "x" (names
+// are exact). Other unknown members are ignored, as §1 says.
+func exactNames(names ...string) func(string) error {
+	return func(name string) error {
+		for _, n := range names {
+			if name != n && strings.EqualFold(name, n) {
+				return fmt.Errorf("member %q: member names are exact, this route reads %q (spec/http.md §1)", name, n)
+			}
+		}
+		return nil
+	}
+}
+
 // sessionFor looks up the {id} session.
 func (g *Gateway) sessionFor(r *http.Request) (*session, error) {
 	id := r.PathValue("id")
@@ -258,7 +274,7 @@ type createRequest struct {
 
 func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
-	if err := decode(w, r, MaxBodyBytes, &req, nil); err != nil {
+	if err := decode(w, r, MaxBodyBytes, &req, exactNames("peer_id")); err != nil {
 		g.writeError(w, err)
 		return
 	}
@@ -357,7 +373,7 @@ func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req startRequest
-	if err := decode(w, r, MaxBodyBytes, &req, nil); err != nil {
+	if err := decode(w, r, MaxBodyBytes, &req, exactNames("public_key", "signature", "pow")); err != nil {
 		g.writeError(w, err)
 		return
 	}
@@ -483,7 +499,7 @@ func (g *Gateway) probeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req probeRequest
-	derr := decode(w, r, MaxBodyBytes, &req, nil)
+	derr := decode(w, r, MaxBodyBytes, &req, exactNames("seq", "nonce"))
 	t1 := g.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -557,7 +573,7 @@ func (g *Gateway) answerSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req answerRequest
-	derr := decode(w, r, MaxBodyBytes, &req, nil)
+	derr := decode(w, r, MaxBodyBytes, &req, exactNames("round", "answer"))
 	t1 := g.now() // the answer has arrived
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -57,3 +57,33 @@ func TestDecodeStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeExactNames: encoding/json matches member names ignoring case
+// (Unicode simple folding), the last match winning, so {"answer": "x",
+// "ANSWER": "y"} was judged "y" and {"Round": 2} read as round 2, where
+// http.md §1 has exact names. The session routes refuse a member that
+// differs from one of theirs only in case (bad_request) and still ignore
+// other unknown members.
+func TestDecodeExactNames(t *testing.T) {
+	for body, bad := range map[string]bool{
+		`{"round":1,"answer":"x"}`:               false,
+		`{"round":1,"answer":"x","session":"s"}`: false,
+		`{"round":1,"answer":"x","ANSWER":"y"}`:  true,
+		`{"Round":2,"answer":"x"}`:               true,
+		`{"round":1,"Answer":"x"}`:               true,
+		`{"round":1,"answer":"x","ſeq":1}`:       false, // no member of this route folds to it
+	} {
+		var v answerRequest
+		r := httptest.NewRequest(http.MethodPost, "/v1/sessions/x/answer", strings.NewReader(body))
+		err := decode(httptest.NewRecorder(), r, 1<<10, &v, exactNames("round", "answer"))
+		if bad != (err != nil) || bad && classify(err).Code != CodeBadRequest {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+	// Unicode folding: "ſ" (U+017F) folds to "s", as the decoder matches.
+	var p probeRequest
+	r := httptest.NewRequest(http.MethodPost, "/v1/sessions/x/probe", strings.NewReader(`{"seq":1,"nonce":"AA==","ſeq":2}`))
+	if err := decode(httptest.NewRecorder(), r, 1<<10, &p, exactNames("seq", "nonce")); err == nil || classify(err).Code != CodeBadRequest {
+		t.Errorf("a member folding to seq: %v", err)
+	}
+}
