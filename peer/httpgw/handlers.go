@@ -544,7 +544,7 @@ func (g *Gateway) deliver(w http.ResponseWriter, s *session) {
 		_ = g.writeJSON(w, http.StatusOK, g.view(s))
 		return
 	}
-	s.state, s.ch = StateAnswering, c
+	s.state, s.ch, s.answerBy = StateAnswering, c, time.Time{}
 	t0, err := g.writeTimed(w, http.StatusOK, g.view(s))
 	s.sent = t0
 	if c.Round == 1 {
@@ -558,6 +558,7 @@ func (g *Gateway) deliver(w http.ResponseWriter, s *session) {
 		return
 	}
 	deadline := s.core.AnswerDeadline(t0.Sub(s.start))
+	s.answerBy = t0.Add(deadline)
 	s.totalCut = deadline < c.Budget+s.core.Credit()
 	g.arm(s, deadline+AnswerGrace, func() { g.timeout(s) })
 }

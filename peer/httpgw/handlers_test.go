@@ -992,3 +992,41 @@ func TestIntegerMembersAreIntegers(t *testing.T) {
 		}
 	}
 }
+
+// answer_within_ms on a GET after delivery is the time left to the
+// deadline; it gave the whole wait again, which a client re-reading its
+// session (after a dropped connection) took as the time left.
+func TestAnswerWithinOnGetIsTimeLeft(t *testing.T) {
+	_, sets := newAnswerKey(t)
+	p := skill.DefaultPolicy()
+	p.Rounds, p.Tau, p.Total, p.RTTCredit = 1, 2*time.Second, 10*time.Second, 10*time.Millisecond
+	core := newFakeCore(t, sets[0], p)
+	g, err := New(Config{Core: core})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	defer func() { srv.Close(); g.Close() }()
+	a := newAgent(t, srv.URL)
+	v := a.create()
+	var cur Session
+	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
+	for cur.State == StateProbing {
+		next := Session{}
+		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
+		cur = next
+	}
+	if cur.State != StateAnswering {
+		t.Fatalf("after the probes: %+v", cur)
+	}
+	delivered := cur.Challenge.AnswerWithinMs
+	time.Sleep(600 * time.Millisecond)
+	var again Session
+	if st, eb := a.get("/v1/sessions/"+v.SessionID, &again); st != 200 || again.State != StateAnswering {
+		t.Fatalf("GET: %d %+v %+v", st, eb, again)
+	}
+	left := again.Challenge.AnswerWithinMs
+	if left > delivered-500 || left < 0 {
+		t.Fatalf("answer_within_ms %d at delivery, %d on a GET 600 ms later: want the time left", delivered, left)
+	}
+}

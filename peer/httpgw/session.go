@@ -80,6 +80,7 @@ type session struct {
 	ch       skill.Challenge // the challenge out (answering)
 	sent     time.Time       // when its response was flushed
 	start    time.Time       // when round 1's was
+	answerBy time.Time       // the answer deadline once delivered (zero while the response is rendered)
 	totalCut bool            // T_total, not the round's budget, set the deadline
 
 	result *protocol.Result // done

@@ -71,8 +71,10 @@ type Challenge struct {
 	// Kind names the challenge's kind (spec/generation.md, "Kinds");
 	// absent for the narrative kind, as on the wire.
 	Kind string `json:"kind,omitempty"`
-	// AnswerWithinMs is the wait for the answer from delivery, RTT
-	// credit included and cut by what remains of T_total.
+	// AnswerWithinMs is the wait for the answer from this response's
+	// rendering, RTT credit included and cut by what remains of T_total:
+	// at delivery the whole wait, on a later GET what is left of it (at
+	// least 0).
 	AnswerWithinMs int64 `json:"answer_within_ms"`
 }
 
@@ -151,6 +153,13 @@ func (g *Gateway) view(s *session) *Session {
 		c := s.ch
 		v.Challenge = &Challenge{Round: c.Round, Rounds: c.Rounds, Domain: c.Domain, Narrative: c.Narrative,
 			Question: c.Question, BudgetMs: c.Budget.Milliseconds(), Kind: skill.WireKind(c.Kind)}
+		if !s.answerBy.IsZero() {
+			// A GET after delivery: the time left to the deadline (it
+			// gave the whole wait again, which a client re-reading its
+			// session after a dropped connection took as the time left).
+			v.Challenge.AnswerWithinMs = max(s.answerBy.Sub(g.now()), 0).Milliseconds()
+			break
+		}
 		since := time.Duration(0)
 		if c.Round > 1 {
 			since = g.now().Sub(s.start)
