@@ -213,6 +213,19 @@ func onlyMembers(names ...string) func(string) error {
 	}
 }
 
+// asciiLower lowers ASCII letters only: require_source is matched ASCII
+// case-insensitively (http.md §4.6), and Unicode folding would take
+// "corpuſ" for corpus.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
 // exactNames refuses a member whose name differs from one of names only
 // in case (Unicode simple folding, as encoding/json matches): the decoder
 // would read it as that member, the last one winning, so {"answer":
@@ -623,7 +636,10 @@ var verifyMembers = []string{"attestation", "require_source", "any_verdict", "su
 
 type verifyRequest struct {
 	Attestation   []byte `json:"attestation"`
-	RequireSource string `json:"require_source,omitempty"`
+	// A pointer: absent or null means any; a string, empty included,
+	// must name a source (an empty one from an unset variable would
+	// widen the check without a word).
+	RequireSource *string `json:"require_source,omitempty"`
 	AnyVerdict    bool   `json:"any_verdict,omitempty"`
 	Subject       string `json:"subject,omitempty"`
 	Issuer        string `json:"issuer,omitempty"`
@@ -663,9 +679,15 @@ func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
 	}
 	opts := protocol.VerifyOptions{AllowExpired: req.AllowExpired}
 	var err error
-	if rs := strings.TrimSpace(req.RequireSource); rs != "" && !strings.EqualFold(rs, "any") {
-		if opts.MinSource, err = skill.ParseSourceKind(rs); err != nil {
-			g.writeError(w, errorf(errBadRequest, "require_source: %v, or any", err))
+	if req.RequireSource != nil {
+		// Trimmed of ASCII white space only (http.md §4.6).
+		rs := asciiLower(strings.Trim(*req.RequireSource, " \t\r\n"))
+		switch {
+		case rs == "any":
+		case skill.SourceKind(rs).Valid():
+			opts.MinSource = skill.SourceKind(rs)
+		default:
+			g.writeError(w, errorf(errBadRequest, "require_source %q: want procedural, corpus, hybrid, llm or any (or leave it out)", *req.RequireSource))
 			return
 		}
 	}

@@ -167,6 +167,13 @@ func TestHandlerErrors(t *testing.T) {
 		{"no route", "GET", "/v2/nothing", "", 404, CodeNotFound},
 		{"verify without record", "POST", "/v1/attestations/verify", `{}`, 400, CodeBadRequest},
 		{"verify bad source", "POST", "/v1/attestations/verify", `{"attestation":"AAAA","require_source":"gold"}`, 400, CodeBadRequest},
+		// An empty or blank source (an unset variable) widened the check
+		// to any; only ASCII white space is trimmed and only ASCII case
+		// ignored (spec/http.md §4.6).
+		{"verify empty source", "POST", "/v1/attestations/verify", `{"attestation":"AAAA","require_source":""}`, 400, CodeBadRequest},
+		{"verify blank source", "POST", "/v1/attestations/verify", `{"attestation":"AAAA","require_source":"  "}`, 400, CodeBadRequest},
+		{"verify no-break-space source", "POST", "/v1/attestations/verify", `{"attestation":"AAAA","require_source":" llm "}`, 400, CodeBadRequest},
+		{"verify folded source", "POST", "/v1/attestations/verify", `{"attestation":"AAAA","require_source":"corpuſ"}`, 400, CodeBadRequest},
 		{"byte-order mark", "POST", "/v1/sessions", "\ufeff{\"peer_id\":\"" + peer.ID("x").String() + "\"}", 400, CodeBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

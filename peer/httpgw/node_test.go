@@ -46,11 +46,11 @@ func TestRealNode(t *testing.T) {
 	// Verify over HTTP: ok for an acceptance; a script's rejection is
 	// valid but not ok unless any_verdict.
 	var vr verifyResponse
-	if st, eb := a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, RequireSource: "corpus"}, &vr); st != 200 || !vr.OK || !vr.Valid || vr.Verdict != "ACCEPTED" {
+	if st, eb := a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, RequireSource: ptr("corpus")}, &vr); st != 200 || !vr.OK || !vr.Valid || vr.Verdict != "ACCEPTED" {
 		t.Errorf("verify: %d %+v %+v", st, eb, vr)
 	}
 	vr = verifyResponse{}
-	if a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, RequireSource: "hybrid"}, &vr); vr.OK || !vr.SourceBelowMinimum || vr.ErrorCode != "source_below_minimum" {
+	if a.post("/v1/attestations/verify", verifyRequest{Attestation: r.Attestation, RequireSource: ptr("hybrid")}, &vr); vr.OK || !vr.SourceBelowMinimum || vr.ErrorCode != "source_below_minimum" {
 		t.Errorf("verify requiring hybrid: %+v", vr)
 	}
 	s := newAgent(t, srv.URL)

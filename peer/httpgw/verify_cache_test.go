@@ -63,8 +63,15 @@ func TestVerifyRouteChecksAnEnvelopeOnce(t *testing.T) {
 	if out := verify(`,"require_source":"llm"`); out.Valid || !out.SourceBelowMinimum {
 		t.Fatalf("a source below the minimum: %+v", out)
 	}
+	// ASCII white space trimmed and ASCII case ignored; null is any.
+	if out := verify(`,"require_source":" LLM\t"`); out.Valid || !out.SourceBelowMinimum {
+		t.Fatalf("require_source \" LLM\\t\": %+v", out)
+	}
+	if out := verify(`,"require_source":null`); !out.OK {
+		t.Fatalf("require_source null: %+v", out)
+	}
 	if n := g.verified.Checked(); n != 1 {
-		t.Fatalf("%d signature checks for one envelope verified 7 times, want 1", n)
+		t.Fatalf("%d signature checks for one envelope verified 9 times, want 1", n)
 	}
 }
 
