@@ -635,15 +635,15 @@ func (g *Gateway) answerSession(w http.ResponseWriter, r *http.Request) {
 var verifyMembers = []string{"attestation", "require_source", "any_verdict", "subject", "issuer", "allow_expired"}
 
 type verifyRequest struct {
-	Attestation   []byte `json:"attestation"`
+	Attestation []byte `json:"attestation"`
 	// A pointer: absent or null means any; a string, empty included,
 	// must name a source (an empty one from an unset variable would
 	// widen the check without a word).
 	RequireSource *string `json:"require_source,omitempty"`
-	AnyVerdict    bool   `json:"any_verdict,omitempty"`
-	Subject       string `json:"subject,omitempty"`
-	Issuer        string `json:"issuer,omitempty"`
-	AllowExpired  bool   `json:"allow_expired,omitempty"`
+	AnyVerdict    bool    `json:"any_verdict,omitempty"`
+	Subject       string  `json:"subject,omitempty"`
+	Issuer        string  `json:"issuer,omitempty"`
+	AllowExpired  bool    `json:"allow_expired,omitempty"`
 }
 
 // verifyResponse mirrors `acaptcha attestations verify --json` and the MCP
