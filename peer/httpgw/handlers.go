@@ -286,6 +286,15 @@ type createRequest struct {
 }
 
 func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
+	// The rate's token before the body is read, as for a verify: a
+	// create refused for its body cost the door a read and a parse and
+	// counted in no limit (http.md §5).
+	ip := clientIP(r, g.cfg.TrustedProxies)
+	prefix, block := g.prefixOf(ip), g.blockOf(ip)
+	if !g.rates.allow(prefix, g.now()) {
+		g.writeError(w, errorf(errRateLimited, "too many creates and verifies from %s or in total; retry after a second", cmp.Or(prefix, "this client")))
+		return
+	}
 	var req createRequest
 	if err := decode(w, r, MaxBodyBytes, &req, exactNames("peer_id")); err != nil {
 		g.writeError(w, err)
@@ -302,12 +311,6 @@ func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	if p == g.cfg.Core.Self() {
 		g.writeError(w, errorf(errBadPeerID, "peer_id is this node's own"))
-		return
-	}
-	ip := clientIP(r, g.cfg.TrustedProxies)
-	prefix, block := g.prefixOf(ip), g.blockOf(ip)
-	if !g.rates.allow(prefix, g.now()) {
-		g.writeError(w, errorf(errRateLimited, "too many creates and verifies from %s or in total; retry after a second", cmp.Or(prefix, "this client")))
 		return
 	}
 	// The session's slot before the core's Begin. The core counts the

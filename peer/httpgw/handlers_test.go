@@ -565,6 +565,19 @@ func TestRequestRateLimit(t *testing.T) {
 	if st, code := post("198.51.100.7", "/v1/attestations/verify", verify); st == http.StatusTooManyRequests {
 		t.Fatalf("after the buckets refilled: %s", code)
 	}
+	// Creates whose body is refused take their token too (they counted
+	// in no limit): a network's burst of bad creates ends in 429.
+	mu.Lock()
+	now = now.Add(10 * time.Second)
+	mu.Unlock()
+	codes := []string{}
+	for range 4 {
+		_, code := post("192.0.2.5", "/v1/sessions", `{"peer_id":"not a peer"}`)
+		codes = append(codes, code)
+	}
+	if codes[0] != CodeBadPeerID || codes[3] != CodeRateLimited {
+		t.Fatalf("bad creates of one network: %v, want bad_peer_id then rate_limited", codes)
+	}
 }
 
 // Connections: over the cap per client address a connection is closed at
