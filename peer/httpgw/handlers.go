@@ -389,8 +389,18 @@ func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req startRequest
-	if err := decode(w, r, MaxBodyBytes, &req, exactNames("public_key", "signature", "pow")); err != nil {
+	derr := decode(w, r, MaxBodyBytes, &req, exactNames("public_key", "signature", "pow"))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The session's state first, then the body, as on every step route
+	// (http.md §4): an expired session is expired_session whatever the
+	// body.
+	if err := checkState(s, StateAwaitingStart); err != nil {
 		g.writeError(w, err)
+		return
+	}
+	if derr != nil {
+		g.writeError(w, derr)
 		return
 	}
 	// A missing (or null) key or signature is a malformed request, as a
@@ -399,12 +409,6 @@ func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 	// bad_signature).
 	if req.PublicKey == nil || req.Signature == nil {
 		g.writeError(w, errorf(errBadRequest, "start: public_key and signature are required"))
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := checkState(s, StateAwaitingStart); err != nil {
-		g.writeError(w, err)
 		return
 	}
 	// Proof of key possession first: until it holds, the peer ID is only

@@ -367,6 +367,12 @@ func TestStartTTLAndClose(t *testing.T) {
 	if a.get("/v1/sessions/"+v.SessionID, &cur); cur.State != StateExpired {
 		t.Errorf("unstarted session after its TTL: %+v", cur)
 	}
+	// The state before the body, as on the probe and answer routes: an
+	// empty start on the expired session is expired_session, not
+	// bad_request.
+	if st, eb := a.post("/v1/sessions/"+v.SessionID+"/start", map[string]string{}, nil); st != 410 || eb.Code != CodeExpiredSession {
+		t.Errorf("empty start on an expired session: %d %+v", st, eb)
+	}
 	// Close ends the sessions in flight: unstarted ones are aborted.
 	v2 := a.create()
 	_ = v2
