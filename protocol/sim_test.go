@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/x/simlibp2p"
 	"github.com/marcopolo/simnet"
 
@@ -244,6 +245,70 @@ func TestSimRoundOneWithinProbeWindow(t *testing.T) {
 			t.Fatalf("round 1 read %v after the first probe (%d probes), want at most %v", got, probes, limit)
 		} else {
 			t.Logf("%d probes; round 1 read %v after the first probe", probes, got)
+		}
+	})
+}
+
+// stallingHost is a's host whose streams' Write of a frame over 1 KiB
+// (a challenge) takes stall before it writes: as a QUIC write waits for
+// the prover's flow-control credit, which a prover that read the
+// narrative could hold back.
+type stallingHost struct {
+	host.Host
+	stall time.Duration
+}
+
+func (h stallingHost) NewStream(ctx context.Context, p peer.ID, pids ...libp2pprotocol.ID) (network.Stream, error) {
+	s, err := h.Host.NewStream(ctx, p, pids...)
+	if err != nil {
+		return nil, err
+	}
+	return stallingStream{Stream: s, stall: h.stall}, nil
+}
+
+type stallingStream struct {
+	network.Stream
+	stall time.Duration
+}
+
+func (s stallingStream) Write(b []byte) (int, error) {
+	if len(b) > 1<<10 {
+		time.Sleep(s.stall)
+	}
+	return s.Stream.Write(b)
+}
+
+// The round's clock starts when the challenge's write returned, but at
+// most maxChallengeWrite after it began (spec §5 step 5): a write that a
+// prover holds up for 3 s is charged to it, less that second, where
+// it used to start the clock only once the write returned.
+func TestSimChallengeWriteChargedPastBound(t *testing.T) {
+	const stall = 3 * time.Second
+	simPair(t, func(t *testing.T, a, b host.Host) {
+		src := sourceOf("sim-write-stall")
+		va, err := NewService(stallingHost{Host: a, stall: stall}, Config{Source: src, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer va.Close()
+		vb, err := NewService(b, Config{Prover: oracleProver(0, src.sets...), Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer vb.Close()
+		res, err := va.Verify(context.Background(), b.ID(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Verdict.Rounds) == 0 {
+			t.Fatalf("no rounds: %+v", res.Verdict)
+		}
+		for _, r := range res.Verdict.Rounds {
+			// The spec's bound is 1 s: the stall's other 2 s are the
+			// prover's.
+			if want := stall - time.Second; r.Elapsed < want {
+				t.Errorf("round %d: elapsed %s, want at least %s (the write's stall past 1 s)", r.Round, r.Elapsed, want)
+			}
 		}
 	})
 }

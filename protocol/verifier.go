@@ -104,6 +104,13 @@ func (s *Service) giveBack(set *skill.Set, p peer.ID) {
 	s.log.Debug("challenge set given back unseen", "set", set.ID, "peer", p)
 }
 
+// maxChallengeWrite is the most of a challenge's write the prover is not
+// charged for (spec §5 step 5): its own send (yamux queues the frame at
+// once; QUIC returns when all but the last packet went, after the
+// prover's flow-control credit, about two round trips for 32 KiB on a
+// fresh connection).
+const maxChallengeWrite = time.Second
+
 // firstProbeMargin is what a verifier keeps of the prover's wait for the
 // first frame after the ack (spec §5 step 1): the path allowance (2 s; the
 // prover's wait runs from its writing the ack, before this node read it)
@@ -521,6 +528,7 @@ func (v *verifierRun) rounds() {
 			Narrative: c.Narrative, Question: c.Question, BudgetMs: durToMs(c.Budget),
 			Kind: skill.WireKind(c.Kind), // absent for narratives (1.0.0 bytes)
 		}}}
+		writeStart := s.now()
 		if err := v.write(frame); err != nil {
 			// A partly written challenge counts as delivered; a prover
 			// that stops reading it (its window full until the write
@@ -535,14 +543,23 @@ func (v *verifierRun) rounds() {
 			v.fail(ferr, true)
 			return
 		}
-		t0 := s.now()
+		// The round's clock starts when the write returned, but at most
+		// maxChallengeWrite after it began: a Write on a flow-controlled
+		// stream (QUIC) returns only once the prover gave credit for
+		// nearly all of the frame, so a prover that read the narrative
+		// and held its window open would start the clock when it liked.
+		written := s.now()
+		t0 := written
+		if limit := writeStart.Add(maxChallengeWrite); written.After(limit) {
+			t0 = limit
+		}
 		if c.Round == 1 {
 			v.start = t0
 		}
 		since := t0.Sub(v.start)
 		deadline := v.vs.AnswerDeadline(since)
 		totalBound := totalSetDeadline(deadline, c.Budget, v.vs.Credit())
-		err := v.read(&f, deadline+answerGrace)
+		err := v.read(&f, deadline+answerGrace-written.Sub(t0))
 		t1 := s.now()
 		// A round that ends without an answer keeps how long the verifier
 		// waited (attestation.md §3: effective_ms of an unanswered round).
