@@ -284,7 +284,9 @@ func writeFrame(w io.Writer, f *pb.Frame, max int) error {
 	// way, not while it waits in the muxer's queue, so the prover is not
 	// charged for the verifier's own encryption and send. On loopback
 	// TCP a round went from 1.8x to 1.4-1.5x a ping (BenchmarkRoundVsPing),
-	// mostly for that second reason. QUIC streams send from Write already.
+	// mostly for that second reason. QUIC streams send from Write already
+	// (and return once the prover gave flow-control credit: the verifier
+	// bounds what of that wait the round does not charge, maxChallengeWrite).
 	//
 	// Only while the process runs no more sessions than it has Ps: when
 	// more are runnable the send loop gets a P soon anyway, and a yield

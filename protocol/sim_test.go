@@ -312,3 +312,43 @@ func TestSimChallengeWriteChargedPastBound(t *testing.T) {
 		}
 	})
 }
+
+// Once a challenge is delivered, the caller's deadline no longer ends the
+// session: it runs to its verdict within the protocol's own deadlines. A
+// prover that stalled the stream's opening, its ack and its probes could
+// otherwise push round 1 to the caller's deadline and, failing it, leave
+// with no signed rejection (peek and abort, spec §10). The caller's
+// cancellation still ends it (inconclusive, nothing signed).
+func TestSimCallerDeadlineAfterDelivery(t *testing.T) {
+	for _, cancelled := range []bool{false, true} {
+		simPair(t, func(t *testing.T, a, b host.Host) {
+			src := sourceOf("sim-caller-deadline")
+			va, err := NewService(a, Config{Source: src, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer va.Close()
+			vb, err := NewService(b, Config{Prover: oracleProver(time.Minute, src.sets...), Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer vb.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if cancelled {
+				time.AfterFunc(4*time.Second, cancel)
+			}
+			res, err := va.Verify(ctx, b.ID(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := res.Verdict
+			switch {
+			case cancelled && (v.Reason != skill.ReasonInconclusive || len(res.Envelope) != 0):
+				t.Fatalf("cancelled mid-round: %s, envelope %d bytes, want inconclusive and unsigned", v.Reason, len(res.Envelope))
+			case !cancelled && (v.Reason != skill.ReasonTimeout || len(res.Envelope) == 0):
+				t.Fatalf("caller's deadline mid-round: %s, envelope %d bytes, want a signed timeout", v.Reason, len(res.Envelope))
+			}
+		})
+	}
+}

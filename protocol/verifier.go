@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -29,7 +30,12 @@ import (
 // challenge was sent (ErrNetwork). Everything else, and any misbehaviour
 // of the prover once the session is under way, ends in a Result: accepted,
 // rejected with a reason, or inconclusive when this node could not provide
-// a challenge or ctx was cancelled mid-session.
+// a challenge or ctx was cancelled mid-session. ctx's deadline ends the
+// session only until a challenge is delivered; after that the session
+// runs to its verdict within the protocol's deadlines (a prover must not
+// be able to push a round it fails past the caller's deadline and leave
+// unsigned). Opening the stream is bounded by twice the handshake
+// timeout; a peer that does not let it open is ErrUnresponsive.
 func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Result, error) {
 	if s.cfg.Source == nil {
 		return nil, ErrNoSource
@@ -38,10 +44,28 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 		return nil, ErrClosed
 	}
 	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(ctx)
+	// The session's context: ended by the service's close, by the
+	// caller's cancellation, and by the caller's deadline only until a
+	// challenge is delivered. From then on the session runs to its
+	// verdict within the protocol's own deadlines (T_total and the
+	// waits of spec §5), so that a prover cannot make a session it is
+	// failing end unsigned by delaying it past the caller's deadline
+	// (stalling the stream's opening, its acks, its probes): peek and
+	// abort (§10). A cancellation still ends it: nothing the peer can
+	// cause.
+	caller := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(caller))
 	defer cancel()
 	stopSvc := context.AfterFunc(s.ctx, cancel)
 	defer stopSvc()
+	var delivered atomic.Bool
+	stopCaller := context.AfterFunc(caller, func() {
+		if errors.Is(caller.Err(), context.DeadlineExceeded) && delivered.Load() {
+			return
+		}
+		cancel()
+	})
+	defer stopCaller()
 
 	// Cost before work (spec §5a): the core draws nothing before the peer
 	// paid in its hello ack, and a peer whose share of draws is spent is
@@ -55,13 +79,22 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 		return nil, fmt.Errorf("verify %s: %w", p, err)
 	}
 
-	run := &verifierRun{svc: s, vs: vs, peer: p, ctx: ctx, res: vs.res,
+	run := &verifierRun{svc: s, vs: vs, peer: p, ctx: ctx, res: vs.res, delivered: &delivered,
 		reciprocal: reciprocal, log: s.log.With("peer", p, "role", "verifier")}
-	str, err := s.h.NewStream(network.WithAllowLimitedConn(ctx, ServiceName), p, ID) // a relayed connection will do (spec/protocol.md, relayed connections)
+	// Opening the stream (and dialing, when not connected) is bounded on
+	// its own: over QUIC a peer that grants no stream credit held the
+	// open, and the caller's slot, until the caller's deadline.
+	octx, ocancel := context.WithTimeout(ctx, streamOpenTimeout(s.cfg.HandshakeTimeout))
+	str, err := s.h.NewStream(network.WithAllowLimitedConn(octx, ServiceName), p, ID) // a relayed connection will do (spec/protocol.md, relayed connections)
+	openErr := octx.Err()
+	ocancel()
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			err = fmt.Errorf("verify %s: %w", p, ctx.Err())
-		} else {
+		case openErr != nil:
+			err = fmt.Errorf("%w: %s: stream not opened within %s", ErrUnresponsive, p, streamOpenTimeout(s.cfg.HandshakeTimeout))
+		default:
 			err = fmt.Errorf("%w: open stream to %s: %w", ErrNetwork, p, err)
 		}
 		vs.Abort(err)
@@ -104,6 +137,10 @@ func (s *Service) giveBack(set *skill.Set, p peer.ID) {
 	s.log.Debug("challenge set given back unseen", "set", set.ID, "peer", p)
 }
 
+// streamOpenTimeout bounds opening the session's stream, a dial included
+// when the peer is not connected: twice the handshake timeout.
+func streamOpenTimeout(handshake time.Duration) time.Duration { return 2 * handshake }
+
 // maxChallengeWrite is the most of a challenge's write the prover is not
 // charged for (spec §5 step 5): its own send (yamux queues the frame at
 // once; QUIC returns when all but the last packet went, after the
@@ -142,6 +179,7 @@ func (s *Service) newSession(ctx context.Context) (*skill.Session, error) {
 type verifierRun struct {
 	svc        *Service
 	vs         *VerifierSession
+	delivered  *atomic.Bool // a challenge's write began (Verify's context)
 	str        stream
 	r          frameReader
 	peer       peer.ID
@@ -528,6 +566,9 @@ func (v *verifierRun) rounds() {
 			Narrative: c.Narrative, Question: c.Question, BudgetMs: durToMs(c.Budget),
 			Kind: skill.WireKind(c.Kind), // absent for narratives (1.0.0 bytes)
 		}}}
+		if v.delivered != nil {
+			v.delivered.Store(true)
+		}
 		writeStart := s.now()
 		if err := v.write(frame); err != nil {
 			// A partly written challenge counts as delivered; a prover
