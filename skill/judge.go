@@ -347,7 +347,13 @@ func asciiEqualFold(a, b string) bool {
 func (j *judgement) tailNamesCandidate(tail string) bool {
 	plain := Words(tail)
 	for _, v := range j.q.Variants() {
-		j.variantWords = append(j.variantWords, Words(v)...)
+		// variants too: questionWord's rule that a question naming an
+		// accepted variant has no question words reads them (it found
+		// none here, and "assay drift — lot change" passed beside the
+		// distractor "reagent lot change" in a question that names both).
+		wv := Words(v)
+		j.variants = append(j.variants, wv)
+		j.variantWords = append(j.variantWords, wv...)
 	}
 	_, numeric := numericTarget(j.q)
 	for _, d := range j.q.Distractors {
