@@ -86,23 +86,14 @@ func dialablePublic(a ma.Multiaddr) bool {
 	if ip.Is6() && nat64Space.Contains(ip) {
 		return false
 	}
-	return manet.IsPublicAddr(ma.Multiaddr{ipComponent(ip)})
+	m, err := manet.FromIP(ip.AsSlice())
+	return err == nil && manet.IsPublicAddr(m)
 }
 
 // nat64Space is the /32 of the NAT64 prefixes (the well-known
 // 64:ff9b::/96, which GroupAddr maps to IPv4, and the local-use
 // 64:ff9b:1::/48).
 var nat64Space = netip.MustParsePrefix("64:ff9b::/32")
-
-// ipComponent is the /ip4 or /ip6 component of ip.
-func ipComponent(ip netip.Addr) ma.Component {
-	if ip.Is4() {
-		c, _ := ma.NewComponent("ip4", ip.String())
-		return *c
-	}
-	c, _ := ma.NewComponent("ip6", ip.String())
-	return *c
-}
 
 // InterceptAccept runs before the security handshake of an inbound
 // connection: a relayed one names its relay (the authenticated peer of

@@ -274,38 +274,37 @@ func TestAdmitSessionOwnRefusal(t *testing.T) {
 		t.Fatalf("a verifier past its own budget: ok=%v own=%v (%s)", ok, own, why)
 	}
 	// The node's sessions, spent by many networks within their shares.
-	refused := false
-	for i := 1; i < 4*cfg.MaxProverSessions && !refused; i++ {
-		ok, own, why := b.admitSessionOwn(sybil(i, 0), net48(i), true, 1, now)
-		if !ok {
-			refused = true
-			if own {
-				t.Fatalf("refused for the node's budget (%s) but told its own", why)
-			}
-		}
-	}
-	if !refused {
-		t.Fatal("the node's session budget never ran out")
-	}
+	nodeRefuses(t, "session", 4*cfg.MaxProverSessions, func(i int) (bool, bool) {
+		ok, own, _ := b.admitSessionOwn(sybil(i, 0), net48(i), true, 1, now)
+		return ok, own
+	})
 	if ok, own := b.chargePowOwn(sybil(0, 1), pfx, true, 62, now); ok || !own {
 		t.Fatalf("proof of work beyond the network's share: ok=%v own=%v", ok, own)
 	}
 	// The node's proof-of-work budget, spent by many networks each within
 	// its share: a refusal that is not the verifier's doing.
 	pb2, _, now2 := budgetsWith(t, Config{MaxProverPowWork: 1 << 20})
-	refused = false
-	for i := 0; i < 1000 && !refused; i++ {
-		ok, own := pb2.chargePowOwn(sybil(i, 0), net48(i), true, 16, now2)
-		if !ok {
-			refused = true
-			if own {
-				t.Fatalf("network %d refused for the node's work budget but told its own", i)
-			}
+	nodeRefuses(t, "work", 1000, func(i int) (bool, bool) {
+		return pb2.chargePowOwn(sybil(i, 0), net48(i), true, 16, now2)
+	})
+}
+
+// nodeRefuses has networks 1, 2, ... (at most max) try until one is
+// refused, and fails unless that refusal came from the node's own budget
+// (own false).
+func nodeRefuses(t *testing.T, what string, max int, try func(i int) (ok, own bool)) {
+	t.Helper()
+	for i := 1; i < max; i++ {
+		ok, own := try(i)
+		if ok {
+			continue
 		}
+		if own {
+			t.Fatalf("network %d refused for the node's %s budget but told its own", i, what)
+		}
+		return
 	}
-	if !refused {
-		t.Fatal("the node's work budget never ran out")
-	}
+	t.Fatalf("the node's %s budget never ran out", what)
 }
 
 // A verifier that retries a node whose budgets for it are spent (the

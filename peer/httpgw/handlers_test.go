@@ -276,13 +276,7 @@ func TestWrongRoundAndTimeout(t *testing.T) {
 
 	// An answer naming another round ends the session protocol_error.
 	v := a.create()
-	var cur Session
-	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
-	for cur.State == StateProbing {
-		next := Session{}
-		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
-		cur = next
-	}
+	cur := a.startAndProbe(v)
 	if cur.State != StateAnswering || cur.Challenge.Round != 1 {
 		t.Fatalf("after the probes: %+v", cur)
 	}
@@ -310,24 +304,11 @@ func TestTimeoutOnTheServerClock(t *testing.T) {
 	// the human bound's floor for us: MaxHumanFraction allows it).
 	p := skill.DefaultPolicy()
 	p.Rounds, p.Tau, p.Total, p.RTTCredit = 1, 300*time.Millisecond, 10*time.Second, 10*time.Millisecond
-	core := newFakeCore(t, sets[0], p)
-	g, err := New(Config{Core: core})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(g.Handler())
-	defer func() { srv.Close(); g.Close() }()
-	a := newAgent(t, srv.URL)
+	_, a := policyDoor(t, sets[0], p)
 
 	// The agent never answers: the gateway's timer ends the round.
 	v := a.create()
-	var cur Session
-	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
-	for cur.State == StateProbing {
-		next := Session{}
-		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
-		cur = next
-	}
+	cur := a.startAndProbe(v)
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		if a.get("/v1/sessions/"+v.SessionID, &cur); cur.State == StateDone {
@@ -837,14 +818,7 @@ func TestDrainServesLateAnswer(t *testing.T) {
 	key, sets := newAnswerKey(t)
 	p := skill.DefaultPolicy()
 	p.Rounds, p.Tau, p.Total, p.RTTCredit = 1, 300*time.Millisecond, 10*time.Second, 10*time.Millisecond
-	core := newFakeCore(t, sets[0], p)
-	g, err := New(Config{Core: core})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(g.Handler())
-	defer func() { srv.Close(); g.Close() }()
-	a := newAgent(t, srv.URL)
+	g, a := policyDoor(t, sets[0], p)
 	v := a.create()
 	path := "/v1/sessions/" + v.SessionID
 	var cur Session
@@ -1026,22 +1000,9 @@ func TestAnswerWithinOnGetIsTimeLeft(t *testing.T) {
 	_, sets := newAnswerKey(t)
 	p := skill.DefaultPolicy()
 	p.Rounds, p.Tau, p.Total, p.RTTCredit = 1, 2*time.Second, 10*time.Second, 10*time.Millisecond
-	core := newFakeCore(t, sets[0], p)
-	g, err := New(Config{Core: core})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(g.Handler())
-	defer func() { srv.Close(); g.Close() }()
-	a := newAgent(t, srv.URL)
+	_, a := policyDoor(t, sets[0], p)
 	v := a.create()
-	var cur Session
-	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
-	for cur.State == StateProbing {
-		next := Session{}
-		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
-		cur = next
-	}
+	cur := a.startAndProbe(v)
 	if cur.State != StateAnswering {
 		t.Fatalf("after the probes: %+v", cur)
 	}
@@ -1055,4 +1016,17 @@ func TestAnswerWithinOnGetIsTimeLeft(t *testing.T) {
 	if left > delivered-500 || left < 0 {
 		t.Fatalf("answer_within_ms %d at delivery, %d on a GET 600 ms later: want the time left", delivered, left)
 	}
+}
+
+// policyDoor serves set under policy p from a fake core and returns an
+// agent of it; the door closes with the test.
+func policyDoor(t *testing.T, set *skill.Set, p skill.Policy) (*Gateway, *agent) {
+	t.Helper()
+	g, err := New(Config{Core: newFakeCore(t, set, p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(func() { srv.Close(); g.Close() })
+	return g, newAgent(t, srv.URL)
 }

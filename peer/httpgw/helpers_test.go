@@ -295,3 +295,17 @@ func (s *fakeSession) Abort(err error) {
 
 // ptr is a pointer to a copy of v (the step bodies' fields).
 func ptr[T any](v T) *T { return &v }
+
+// startAndProbe starts session v with the agent's key and answers its
+// probes; it returns the session as the last probe's answer left it
+// (answering, or whatever ended it).
+func (a *agent) startAndProbe(v *Session) Session {
+	var cur Session
+	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
+	for cur.State == StateProbing {
+		next := Session{}
+		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
+		cur = next
+	}
+	return cur
+}

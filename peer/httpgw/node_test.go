@@ -86,13 +86,7 @@ func TestReflectedEndsSession(t *testing.T) {
 	_, core, base := fakeDoor(t, nil)
 	a := newAgent(t, base)
 	v := a.create()
-	var cur Session
-	a.post("/v1/sessions/"+v.SessionID+"/start", a.startReq(v), &cur)
-	for cur.State == StateProbing {
-		next := Session{}
-		a.post("/v1/sessions/"+v.SessionID+"/probe", probeRequest{Seq: ptr(cur.Probe.Seq), Nonce: ptr(cur.Probe.Nonce)}, &next)
-		cur = next
-	}
+	cur := a.startAndProbe(v)
 	core.mu.Lock()
 	f := core.reflect
 	core.mu.Unlock()
