@@ -152,7 +152,7 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 			return nil
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "time limit of the sessions with the peer (default twice the total budget plus 30 s); checking --llm and writing our challenge before them have a limit of the same length")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "time limit of the sessions with the peer (default twice the total budget plus 30 s): a session whose first challenge was sent runs on to its verdict within the protocol's own deadlines (so that a peer cannot escape a signed rejection by stalling past it); checking --llm and writing our challenge before them have a limit of the same length")
 	return cmd
 }
 
