@@ -825,7 +825,7 @@ func (s *Service) strikeOwnBudget(p peer.ID, pfx netip.Prefix, now time.Time) {
 		s.mu.Unlock()
 		return
 	}
-	if !seen && len(s.budgetStrikes) >= maxSilentGroups {
+	if !seen {
 		bounded.MakeRoom(s.budgetStrikes, maxSilentGroups, func(t time.Time) bool { return now.Sub(t) > SilentWindow })
 	}
 	s.budgetStrikes[p] = now

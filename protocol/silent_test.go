@@ -226,15 +226,7 @@ func TestDeclinedHellosAreSilent(t *testing.T) {
 			pfx := netip.MustParsePrefix(fmt.Sprintf("127.0.%d.0/24", 10+i))
 			sent := 0
 			if c.reason == pb.DeclineReason_DECLINE_REASON_BUSY {
-				// Spend the budget with one session (hello, then the verdict).
-				r := openRaw(t, m, p.ID())
-				r.send(helloFrame(m.ID(), p.ID(), nil))
-				if f, err := r.recv(); err != nil || f.GetHelloAck() == nil {
-					t.Fatalf("first hello: %v %v", f, err)
-				}
-				r.send(&pb.Frame{Body: &pb.Frame_Verdict{Verdict: &pb.Verdict{Reason: "inconclusive"}}})
-				r.s.CloseWrite()
-				_, _ = r.recv()
+				spendSession(t, m, p) // the budget: one session
 			}
 			for j := range SilentStrikes {
 				if c.reason == pb.DeclineReason_DECLINE_REASON_BUSY {
@@ -321,14 +313,7 @@ func TestOwnBudgetStrikesOncePerVerifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	pfx := netip.MustParsePrefix("127.0.30.0/24")
-	r := openRaw(t, m, p.ID())
-	r.send(helloFrame(m.ID(), p.ID(), nil))
-	if f, err := r.recv(); err != nil || f.GetHelloAck() == nil {
-		t.Fatalf("first hello: %v %v", f, err)
-	}
-	r.send(&pb.Frame{Body: &pb.Frame_Verdict{Verdict: &pb.Verdict{Reason: "inconclusive"}}})
-	r.s.CloseWrite()
-	_, _ = r.recv()
+	spendSession(t, m, p)
 	for j := range 2 * SilentStrikes {
 		r := openRaw(t, m, p.ID())
 		r.send(helloFrame(m.ID(), p.ID(), nil))
@@ -343,4 +328,18 @@ func TestOwnBudgetStrikesOncePerVerifier(t *testing.T) {
 	if g := svc.silent[pfx]; g == nil || g.strikes != 1 || svc.inProbationLocked(pfx, svc.now()) {
 		t.Fatalf("%d refused hellos of one verifier: group %+v, want one strike and no probation", 2*SilentStrikes, g)
 	}
+}
+
+// spendSession runs one session of m against p's prover that ends at once
+// (hello, ack, an inconclusive verdict): it spends one of m's sessions.
+func spendSession(t *testing.T, m, p host.Host) {
+	t.Helper()
+	r := openRaw(t, m, p.ID())
+	r.send(helloFrame(m.ID(), p.ID(), nil))
+	if f, err := r.recv(); err != nil || f.GetHelloAck() == nil {
+		t.Fatalf("first hello: %v %v", f, err)
+	}
+	r.send(&pb.Frame{Body: &pb.Frame_Verdict{Verdict: &pb.Verdict{Reason: "inconclusive"}}})
+	r.s.CloseWrite()
+	_, _ = r.recv()
 }

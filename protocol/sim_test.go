@@ -285,17 +285,7 @@ func (s stallingStream) Write(b []byte) (int, error) {
 func TestSimChallengeWriteChargedPastBound(t *testing.T) {
 	const stall = 3 * time.Second
 	simPair(t, func(t *testing.T, a, b host.Host) {
-		src := sourceOf("sim-write-stall")
-		va, err := NewService(stallingHost{Host: a, stall: stall}, Config{Source: src, Logger: testLogger(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer va.Close()
-		vb, err := NewService(b, Config{Prover: oracleProver(0, src.sets...), Logger: testLogger(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer vb.Close()
+		va := simServices(t, stallingHost{Host: a, stall: stall}, b, "sim-write-stall", 0)
 		res, err := va.Verify(context.Background(), b.ID(), false)
 		if err != nil {
 			t.Fatal(err)
@@ -322,17 +312,7 @@ func TestSimChallengeWriteChargedPastBound(t *testing.T) {
 func TestSimCallerDeadlineAfterDelivery(t *testing.T) {
 	for _, cancelled := range []bool{false, true} {
 		simPair(t, func(t *testing.T, a, b host.Host) {
-			src := sourceOf("sim-caller-deadline")
-			va, err := NewService(a, Config{Source: src, Logger: testLogger(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer va.Close()
-			vb, err := NewService(b, Config{Prover: oracleProver(time.Minute, src.sets...), Logger: testLogger(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer vb.Close()
+			va := simServices(t, a, b, "sim-caller-deadline", time.Minute)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if cancelled {
@@ -351,4 +331,23 @@ func TestSimCallerDeadlineAfterDelivery(t *testing.T) {
 			}
 		})
 	}
+}
+
+// simServices starts a verifier service on a serving the set named set and
+// an oracle prover service on b that thinks think per round; both close
+// with the test. It returns the verifier.
+func simServices(t *testing.T, a, b host.Host, set string, think time.Duration) *Service {
+	t.Helper()
+	src := sourceOf(set)
+	va, err := NewService(a, Config{Source: src, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { va.Close() })
+	vb, err := NewService(b, Config{Prover: oracleProver(think, src.sets...), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vb.Close() })
+	return va
 }

@@ -58,9 +58,9 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 	defer cancel()
 	stopSvc := context.AfterFunc(s.ctx, cancel)
 	defer stopSvc()
-	var delivered atomic.Bool
+	run := &verifierRun{svc: s, peer: p, ctx: ctx, reciprocal: reciprocal, log: s.log.With("peer", p, "role", "verifier")}
 	stopCaller := context.AfterFunc(caller, func() {
-		if errors.Is(caller.Err(), context.DeadlineExceeded) && delivered.Load() {
+		if errors.Is(caller.Err(), context.DeadlineExceeded) && run.delivered.Load() {
 			return
 		}
 		cancel()
@@ -79,8 +79,7 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 		return nil, fmt.Errorf("verify %s: %w", p, err)
 	}
 
-	run := &verifierRun{svc: s, vs: vs, peer: p, ctx: ctx, res: vs.res, delivered: &delivered,
-		reciprocal: reciprocal, log: s.log.With("peer", p, "role", "verifier")}
+	run.vs, run.res = vs, vs.res
 	// Opening the stream (and dialing, when not connected) is bounded on
 	// its own: over QUIC a peer that grants no stream credit held the
 	// open, and the caller's slot, until the caller's deadline.
@@ -179,7 +178,7 @@ func (s *Service) newSession(ctx context.Context) (*skill.Session, error) {
 type verifierRun struct {
 	svc        *Service
 	vs         *VerifierSession
-	delivered  *atomic.Bool // a challenge's write began (Verify's context)
+	delivered  atomic.Bool // a challenge's write began (Verify's context)
 	str        stream
 	r          frameReader
 	peer       peer.ID
@@ -566,9 +565,7 @@ func (v *verifierRun) rounds() {
 			Narrative: c.Narrative, Question: c.Question, BudgetMs: durToMs(c.Budget),
 			Kind: skill.WireKind(c.Kind), // absent for narratives (1.0.0 bytes)
 		}}}
-		if v.delivered != nil {
-			v.delivered.Store(true)
-		}
+		v.delivered.Store(true)
 		writeStart := s.now()
 		if err := v.write(frame); err != nil {
 			// A partly written challenge counts as delivered; a prover

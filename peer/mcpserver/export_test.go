@@ -14,8 +14,8 @@ func PublicDialAddr(a ma.Multiaddr) error { return publicDialAddr(a) }
 // NewestScan is the cached list_attestations pass of every peer for dir
 // (nil when none), to tell a reused pass from a new one.
 func (s *Server) NewestScan(dir string) any {
-	s.scanMu.Lock()
-	defer s.scanMu.Unlock()
+	s.scans <- struct{}{}
+	defer func() { <-s.scans }()
 	if c := s.newest[peerDirection(dir)]; c != nil {
 		return c
 	}

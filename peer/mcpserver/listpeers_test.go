@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/internal/testutil/testnode"
@@ -57,12 +58,7 @@ func TestListPeersPaged(t *testing.T) {
 	}
 	_, sets, _ := splitSets(t)
 	n := testnode.New(t, testnode.Options{Config: peer.Config{Key: key, StorePath: path, Logger: testLogger(t)}, Sets: sets})
-	srv, err := mcpserver.New(mcpserver.Config{Node: n, Version: "test", Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	cs := connect(t, srv)
+	_, cs := serveNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	first, err := call[map[string]any](ctx, cs, "list_peers", map[string]any{})
@@ -155,12 +151,7 @@ func TestListAttestationsAllTakeTurns(t *testing.T) {
 	for i := range 20 {
 		put(now.Add(-time.Duration(20-i) * time.Minute))
 	}
-	srv, err := mcpserver.New(mcpserver.Config{Node: n, Version: "test", Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	cs := connect(t, srv)
+	srv, cs := serveNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	list := func() map[string]any {
@@ -216,4 +207,16 @@ func TestListAttestationsAllTakeTurns(t *testing.T) {
 	}
 	release()
 	list()
+}
+
+// serveNode starts an MCP server for n, closed with the test, and
+// connects a client to it.
+func serveNode(t *testing.T, n *peer.Node) (*mcpserver.Server, *mcp.ClientSession) {
+	t.Helper()
+	srv, err := mcpserver.New(mcpserver.Config{Node: n, Version: "test", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv, connect(t, srv)
 }

@@ -171,9 +171,9 @@ type Server struct {
 	// scans runs the tool calls whose cost grows with the store or the
 	// trust index (list_attestations of every peer, list_peers) one at a
 	// time; newest keeps the last such list_attestations result of each
-	// direction while the store has not committed since (scanMu).
+	// direction while the store has not committed since (read and
+	// written by the holder of the scans token only).
 	scans  chan struct{}
-	scanMu sync.Mutex
 	newest map[peer.Direction]*newestScan
 }
 
@@ -913,18 +913,14 @@ func (s *Server) listNewestAll(ctx context.Context, dir peer.Direction, limit in
 	if err != nil {
 		return nil, 0, err
 	}
-	s.scanMu.Lock()
 	c := s.newest[dir]
-	s.scanMu.Unlock()
 	if c == nil || c.commits != commits || limit > c.limit {
 		es, total, err := st.ListNewest(dir, "", limit)
 		if err != nil {
 			return nil, 0, err
 		}
 		c = &newestScan{commits: commits, limit: limit, entries: es, total: total}
-		s.scanMu.Lock()
 		s.newest[dir] = c
-		s.scanMu.Unlock()
 	}
 	return c.entries[:min(limit, len(c.entries))], c.total, nil
 }
