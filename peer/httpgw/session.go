@@ -400,10 +400,14 @@ func (g *Gateway) timeout(s *session) {
 		reason, detail = skill.ReasonTotalTimeout, fmt.Sprintf("no answer to round %d before T_total %s ran out", s.ch.Round, g.cfg.Core.Policy().Total)
 	}
 	s.core.FailRound(reason, detail, s.waited(g.now()))
-	g.finish(s)
+	// The linger before the session is released: a Drain that sees no
+	// session running must also see the linger it owes the late answer
+	// (set after the release, a Drain polling between the two returned
+	// at once: TestDrainServesLateAnswer, once under CI's load).
 	g.mu.Lock()
 	g.lateUntil = time.Now().Add(lateAnswerLinger)
 	g.mu.Unlock()
+	g.finish(s)
 }
 
 // reflected ends a session whose challenge came back to this node as a
