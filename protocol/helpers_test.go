@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -289,4 +290,19 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// admitSession is admitSessionIn with the prefix the budgets know for p.
+func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, why string) {
+	pfx, hasPfx := b.prefix(p)
+	return b.admitSessionIn(p, pfx, hasPfx, rounds, now)
+}
+
+// admitSessionIn admits a session that reads no prompt tokens: its token
+// hold is released at once (tests of the session and call budgets, and of
+// rounds charged to the budgets directly).
+func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, rounds int, now time.Time) (ok bool, why string) {
+	h, _, why := b.admitSessionOwn(p, pfx, hasPfx, rounds, now)
+	h.release(now)
+	return why == "", why
 }

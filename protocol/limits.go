@@ -772,40 +772,103 @@ func (b *budgets) failed(p peer.ID, now time.Time, unpaid bool) {
 
 // ---- prover side ----
 
-// admitSession reserves one session and rounds answerer calls for
-// verifier p, of its IP prefix's budgets and of the global ones, or
-// reports which budget is exhausted. A session is never given back: what
-// the prover spends on one before its first answerer call (a proof of
-// work, the verdict it stores) is what these bound.
-func (b *budgets) admitSession(p peer.ID, rounds int, now time.Time) (ok bool, why string) {
-	pfx, hasPfx := b.prefix(p)
-	return b.admitSessionIn(p, pfx, hasPfx, rounds, now)
+// A session is never given back: what the prover spends on one before
+// its first answerer call (a proof of work, the verdict it stores) is
+// what the session budgets bound.
+
+// Standard round sizes (spec §9a): at the hello the prover reserves the
+// prompt tokens of a session of rounds of at most these sizes, so that a
+// verifier whose rounds stay within them never meets a round refused for
+// tokens, whoever else spent the budgets meanwhile (a verifier that drains
+// a node's token budget would otherwise make honest verifiers meet
+// mid-session refusals, which they sign as `declined` rejections of it).
+const (
+	StandardNarrativeBytes = 8 << 10
+	StandardQuestionBytes  = 512
+)
+
+// standardRoundTokens is the token bound of a standard round (5,802).
+var standardRoundTokens = skill.TokenBound(StandardNarrativeBytes) + skill.TokenBound(StandardQuestionBytes)
+
+// SessionTokens is the reservation of a session of the given rounds
+// before any cap applies: round r is charged rounds 1..r's text, so
+// rounds(rounds+1)/2 standard rounds (34,812 for three).
+func SessionTokens(rounds int) int {
+	rounds = max(rounds, 1)
+	return rounds * (rounds + 1) / 2 * standardRoundTokens
 }
 
-// admitSessionIn is admitSession with the verifier's prefix given
-// (hasPfx false: none), as the prover reads it off the stream once (its
-// rounds charge that prefix too: chargeTokensIn). The
-// checks run in the order of spec §9a: the verifier's sessions, calls and
-// tokens; its prefix's sessions, calls and tokens; the node's sessions,
-// calls and tokens, each of the node's with the quarter kept for trusted
-// verifiers (reserveFor: one session, one call, one token as the unit).
-func (b *budgets) admitSessionIn(p peer.ID, pfx netip.Prefix, hasPfx bool, rounds int, now time.Time) (ok bool, why string) {
-	ok, _, why = b.admitSessionOwn(p, pfx, hasPfx, rounds, now)
-	return ok, why
+// tokenHold is a prover session's reservation of prompt tokens (spec
+// §9a), taken at the hello by admitSessionOwn: the session's rounds draw
+// on it first and on the budgets only for what exceeds it, and release
+// gives what is left back when the session ends.
+type tokenHold struct {
+	b      *budgets
+	p      peer.ID
+	pfx    netip.Prefix
+	hasPfx bool
+	left   int
 }
 
-// admitSessionOwn is admitSessionIn that also reports whether a refusal
-// is the verifier's own doing (own): its peer's, its network's or its
-// block's budget is spent, not the node's. A hello refused so is silent
-// for its group (spec §6 step 1).
-func (b *budgets) admitSessionOwn(p peer.ID, pfx netip.Prefix, hasPfx bool, rounds int, now time.Time) (ok, own bool, why string) {
+// charge spends n prompt tokens of a round: from the hold, and what
+// exceeds it from the budgets (chargeTokensIn). It reports false,
+// spending nothing, when the budgets cannot cover the excess.
+func (h *tokenHold) charge(n int, now time.Time) bool {
+	if n <= h.left {
+		h.left -= n
+		return true
+	}
+	if !h.b.chargeTokensIn(h.p, h.pfx, h.hasPfx, n-h.left, now) {
+		return false
+	}
+	h.left = 0
+	return true
+}
+
+// give returns n tokens charged and not used (a round's bound settled to
+// its exact count) to the hold.
+func (h *tokenHold) give(n int) { h.left += max(n, 0) }
+
+// release gives what is left of the hold back to the budgets.
+func (h *tokenHold) release(now time.Time) {
+	if h.b != nil && h.left > 0 {
+		h.b.refundTokensIn(h.p, h.pfx, h.hasPfx, h.left, now)
+	}
+	h.left = 0
+}
+
+// admitSessionOwn reserves one session, rounds answerer calls and the
+// session's prompt tokens (the hold: SessionTokens, at most a quarter of
+// the capacity of each token budget that applies) for verifier p, of its
+// prefix's (hasPfx false: none; as the prover reads it off the stream
+// once), its /32 block's and the node's budgets, or says which budget is
+// spent (why; empty when the session is admitted). The checks run in the
+// order of spec §9a: the verifier's sessions, calls and tokens; its
+// prefix's; its block's; the node's, each of the node's with the quarter
+// kept for trusted verifiers (reserveFor: one session, one call, the
+// hold's tokens as the unit). own reports whether a refusal is the
+// verifier's own doing: its peer's, its network's or its block's budget
+// is spent, not the node's. A hello refused so is silent for its group
+// (spec §6 step 1).
+func (b *budgets) admitSessionOwn(p peer.ID, pfx netip.Prefix, hasPfx bool, rounds int, now time.Time) (hold tokenHold, own bool, why string) {
 	c := b.cfg
 	trusted := b.trusted(p)
-	sessionReserve := keptFor(trusted, float64(c.MaxProverSessions), 1)
-	callReserve := keptFor(trusted, float64(c.MaxProverCalls), 1)
-	tokenReserve := keptFor(trusted, float64(c.MaxProverTokens), 1)
 	blk, hasBlk := BlockOf(pfx)
 	hasBlk = hasBlk && hasPfx && !trusted // blockFor, with trusted asked once
+	// The reservation is at most a quarter of each applicable budget's
+	// capacity, so that a budget smaller than four standard sessions
+	// still admits sessions until three quarters of it are spent.
+	capacity := min(float64(c.MaxTokensPerVerifier), float64(c.MaxProverTokens))
+	if hasPfx {
+		capacity = min(capacity, b.prefixTokens())
+	}
+	if hasBlk {
+		capacity = min(capacity, b.blockCaps().tokens)
+	}
+	res := max(1, math.Floor(min(float64(SessionTokens(rounds)), capacity/4)))
+	sessionReserve := keptFor(trusted, float64(c.MaxProverSessions), 1)
+	callReserve := keptFor(trusted, float64(c.MaxProverCalls), 1)
+	tokenReserve := keptFor(trusted, float64(c.MaxProverTokens), res)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)
@@ -825,47 +888,50 @@ func (b *budgets) admitSessionOwn(p peer.ID, pfx netip.Prefix, hasPfx bool, roun
 	r := float64(rounds)
 	switch {
 	case st.sessions.tokens < 1:
-		return false, true, "session budget for this verifier spent"
+		return tokenHold{}, true, "session budget for this verifier spent"
 	case st.calls.tokens < r:
-		return false, true, "answerer-call budget for this verifier spent"
-	case st.tokens.tokens <= 0:
-		return false, true, "token budget for this verifier spent"
+		return tokenHold{}, true, "answerer-call budget for this verifier spent"
+	case st.tokens.tokens < res:
+		return tokenHold{}, true, "token budget for this verifier spent"
 	case pp != nil && pp.sessions.tokens < 1:
-		return false, true, "session budget for this verifier's network spent"
+		return tokenHold{}, true, "session budget for this verifier's network spent"
 	case pp != nil && pp.calls.tokens < r:
-		return false, true, "answerer-call budget for this verifier's network spent"
-	case pp != nil && pp.tokens.tokens <= 0:
-		return false, true, "token budget for this verifier's network spent"
+		return tokenHold{}, true, "answerer-call budget for this verifier's network spent"
+	case pp != nil && pp.tokens.tokens < res:
+		return tokenHold{}, true, "token budget for this verifier's network spent"
 	case bp != nil && bp.sessions.tokens < 1:
-		return false, true, "session budget for this verifier's IPv6 /32 spent"
+		return tokenHold{}, true, "session budget for this verifier's IPv6 /32 spent"
 	case bp != nil && bp.calls.tokens < r:
-		return false, true, "answerer-call budget for this verifier's IPv6 /32 spent"
-	case bp != nil && bp.tokens.tokens <= 0:
-		return false, true, "token budget for this verifier's IPv6 /32 spent"
+		return tokenHold{}, true, "answerer-call budget for this verifier's IPv6 /32 spent"
+	case bp != nil && bp.tokens.tokens < res:
+		return tokenHold{}, true, "token budget for this verifier's IPv6 /32 spent"
 	case b.sessions.tokens < 1:
-		return false, false, "session budget of this node spent"
+		return tokenHold{}, false, "session budget of this node spent"
 	case b.sessions.tokens < 1+sessionReserve:
-		return false, false, "session budget of this node spent but for the share kept for verifiers it trusts"
+		return tokenHold{}, false, "session budget of this node spent but for the share kept for verifiers it trusts"
 	case b.calls.tokens < r:
-		return false, false, "answerer-call budget of this node spent"
+		return tokenHold{}, false, "answerer-call budget of this node spent"
 	case b.calls.tokens < r+callReserve:
-		return false, false, "answerer-call budget of this node spent but for the share kept for verifiers it trusts"
-	case b.tokens.tokens <= 0:
-		return false, false, "token budget of this node spent"
-	case b.tokens.tokens <= tokenReserve:
-		return false, false, "token budget of this node spent but for the share kept for verifiers it trusts"
+		return tokenHold{}, false, "answerer-call budget of this node spent but for the share kept for verifiers it trusts"
+	case b.tokens.tokens < res:
+		return tokenHold{}, false, "token budget of this node spent"
+	case b.tokens.tokens < res+tokenReserve:
+		return tokenHold{}, false, "token budget of this node spent but for the share kept for verifiers it trusts"
 	}
 	st.sessions.tokens--
 	st.calls.tokens -= r
+	st.tokens.tokens -= res
 	b.calls.tokens -= r
 	b.sessions.tokens--
+	b.tokens.tokens -= res
 	for _, g := range []*proverPrefix{pp, bp} {
 		if g != nil {
 			g.sessions.tokens--
 			g.calls.tokens -= r
+			g.tokens.tokens -= res
 		}
 	}
-	return true, false, ""
+	return tokenHold{b: b, p: p, pfx: pfx, hasPfx: hasPfx, left: int(res)}, false, ""
 }
 
 // proverReserve is the share of the node's global budgets kept for

@@ -118,6 +118,9 @@ type proverRun struct {
 	// calls is how many answerer calls this session reserved in the
 	// budgets and made.
 	reserved, calls int
+	// tokens is the prompt tokens the session reserved at the hello
+	// (spec §9a); its rounds draw on it first.
+	tokens tokenHold
 	// kind is the canonical kind of round 1's challenge; every later
 	// round must carry the same.
 	kind string
@@ -328,15 +331,19 @@ func (p *proverRun) serve() {
 	// verifier and window (strikeOwnBudget): it would otherwise reopen
 	// streams that hold slots for the decline linger, without end and
 	// without probation.
-	if ok, own, why := s.budgets.admitSessionOwn(p.remote, p.pfx, p.hasPfx, int(hello.GetRounds()), s.now()); !ok {
+	hold, own, why := s.budgets.admitSessionOwn(p.remote, p.pfx, p.hasPfx, int(hello.GetRounds()), s.now())
+	if why != "" {
 		if own {
 			p.strikeOwnBudget()
 		}
 		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %s", ErrBusy, why))
 		return
 	}
-	p.reserved = int(hello.GetRounds())
-	defer func() { s.budgets.refundCallsIn(p.remote, p.pfx, p.hasPfx, p.reserved-p.calls, s.now()) }()
+	p.reserved, p.tokens = int(hello.GetRounds()), hold
+	defer func() {
+		s.budgets.refundCallsIn(p.remote, p.pfx, p.hasPfx, p.reserved-p.calls, s.now())
+		p.tokens.release(s.now())
+	}()
 	// Pay for the session: the verifier draws a set only then (§5a). The
 	// work is charged to the node's budget (and the verifier prefix's
 	// share) before it is done.
@@ -704,7 +711,8 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			}
 			// The prompt's tokens are charged before the answerer runs
 			// (§9a): this round's challenge and those of the rounds
-			// before it, which a chained answerer reads again (history).
+			// before it, which a chained answerer reads again (history),
+			// from the session's reservation first (chargeTokens).
 			// Counting them is a pass over the narrative; so that the
 			// answerer need not wait for it, the budget first reserves
 			// their bound (free to compute) and the exact count is
@@ -713,10 +721,10 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			exact := -1
 			tokens := history + skill.TokenBound(len(c.GetNarrative())) + skill.TokenBound(len(c.GetQuestion()))
 			settle := true
-			if !p.svc.budgets.chargeTokensIn(p.remote, p.pfx, p.hasPfx, tokens, p.svc.now()) {
+			if !p.tokens.charge(tokens, p.svc.now()) {
 				exact = skill.PromptTokens(c.GetNarrative()) + skill.PromptTokens(c.GetQuestion())
 				tokens, settle = history+exact, false
-				if !p.svc.budgets.chargeTokensIn(p.remote, p.pfx, p.hasPfx, tokens, p.svc.now()) {
+				if !p.tokens.charge(tokens, p.svc.now()) {
 					p.refuse(pb.DeclineReason_DECLINE_REASON_REFUSED, ErrCodeDeclined,
 						fmt.Errorf("%w: round %d: token budget spent (this verifier's, its network's or the node's)", ErrBusy, round))
 					return
@@ -732,7 +740,9 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 				exact = skill.PromptTokens(c.GetNarrative()) + skill.PromptTokens(c.GetQuestion())
 			}
 			if settle {
-				p.svc.budgets.refundTokensIn(p.remote, p.pfx, p.hasPfx, tokens-history-exact, p.svc.now())
+				// Back to the session's reservation, which goes back
+				// to the budgets when the session ends.
+				p.tokens.give(tokens - history - exact)
 			}
 			history += exact
 			if aborted {

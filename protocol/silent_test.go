@@ -258,17 +258,17 @@ func TestAdmitSessionOwnRefusal(t *testing.T) {
 	b, cfg, now := budgetsWith(t, Config{MaxSessionsPerVerifier: 2, MaxProverSessions: 64})
 	pfx := netip.MustParsePrefix("198.51.100.0/24")
 	for range 2 {
-		if ok, _, why := b.admitSessionOwn(sybil(0, 0), pfx, true, 1, now); !ok {
+		if _, _, why := b.admitSessionOwn(sybil(0, 0), pfx, true, 1, now); why != "" {
 			t.Fatal(why)
 		}
 	}
-	if ok, own, why := b.admitSessionOwn(sybil(0, 0), pfx, true, 1, now); ok || !own {
-		t.Fatalf("a verifier past its own budget: ok=%v own=%v (%s)", ok, own, why)
+	if _, own, why := b.admitSessionOwn(sybil(0, 0), pfx, true, 1, now); why == "" || !own {
+		t.Fatalf("a verifier past its own budget: admitted=%v own=%v", why == "", own)
 	}
 	// The node's sessions, spent by many networks within their shares.
 	nodeRefuses(t, "session", 4*cfg.MaxProverSessions, func(i int) (bool, bool) {
-		ok, own, _ := b.admitSessionOwn(sybil(i, 0), net48(i), true, 1, now)
-		return ok, own
+		_, own, why := b.admitSessionOwn(sybil(i, 0), net48(i), true, 1, now)
+		return why == "", own
 	})
 	if ok, own := b.chargePowOwn(sybil(0, 1), pfx, true, 62, now); ok || !own {
 		t.Fatalf("proof of work beyond the network's share: ok=%v own=%v", ok, own)
