@@ -13,6 +13,7 @@ require (
 	github.com/libp2p/go-msgio v0.3.0
 	github.com/marcopolo/simnet v0.0.7
 	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/mtibben/confusables v0.0.0-20210201002637-9d1b0723b659
 	github.com/multiformats/go-base32 v0.1.0
 	github.com/multiformats/go-multiaddr v0.16.1
 	github.com/multiformats/go-varint v0.1.0

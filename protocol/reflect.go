@@ -62,8 +62,8 @@ func isASCII(s string) bool {
 	return true
 }
 
-// challengeWords splits normalised text into words: maximal runs of
-// letters, digits and marks.
+// challengeWords splits normalised text into the words of §7: the
+// maximal runs of letters and digits of its word key (reflect_key.go).
 func challengeWords(s string) []string {
 	if isASCII(s) {
 		// Same words as the general path, scanned byte by byte: the
@@ -84,9 +84,11 @@ func challengeWords(s string) []string {
 		}
 		return words
 	}
-	return strings.FieldsFunc(s, func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.IsMark(r)
-	})
+	ws := make([]byte, 0, len(s))
+	for _, r := range s {
+		ws = appendKeyWords(ws, r)
+	}
+	return strings.Fields(string(ws))
 }
 
 func isASCIIAlnum(c byte) bool {
@@ -188,9 +190,10 @@ func challengeDigestGeneral(narrative, question string) *challengePrint {
 // to one space, none leading or trailing. Such text is NFC already (every
 // simple rune is a stable starter that composes with nothing before it,
 // and no ASCII byte composes with what precedes it). It appends to ws
-// (as long as t) the same bytes with every byte that is not a word's
-// (challengeWords: of letters, digits and marks) replaced by a space, for
-// shingleHashes.
+// the word key of the same text (§7, reflect_key.go) with every rune that
+// is not a word's (challengeWords: of letters and digits) replaced by a
+// space, for shingleHashes: for ASCII, t's bytes so replaced; for a
+// simple rune, its simpleRune.words.
 func appendNormalizedSimple(t, ws []byte, s string) ([]byte, []byte, bool) {
 	first := len(t)
 	// A white space run appends one space unless t ends with one already
@@ -225,18 +228,12 @@ func appendNormalizedSimple(t, ws []byte, s string) ([]byte, []byte, bool) {
 			if !ok {
 				return t, ws, false
 			}
-			switch sr.class {
-			case classSpace:
+			if sr.class == classSpace {
 				if len(t) > first && t[len(t)-1] != ' ' {
 					t, ws = append(t, ' '), append(ws, ' ')
 				}
-			case classWord:
-				t, ws = append(t, sr.fold...), append(ws, sr.fold...)
-			default:
-				t = append(t, sr.fold...)
-				for range len(sr.fold) {
-					ws = append(ws, ' ')
-				}
+			} else {
+				t, ws = append(t, sr.fold...), append(ws, sr.words...)
 			}
 		}
 		spaced = len(t) == first || t[len(t)-1] == ' '
@@ -274,7 +271,7 @@ const (
 // they are not taken. The last few bytes of s are read as the top of its
 // last 8.
 func appendASCII(t, ws []byte, s string, i int, spaced bool) ([]byte, []byte, int) {
-	o := len(t)
+	o, ow := len(t), len(ws)
 	t, ws = t[:cap(t)], ws[:cap(ws)]
 	after := uint64(0) // 0x80 when the byte before x is white space
 	if spaced {
@@ -307,16 +304,16 @@ func appendASCII(t, ws []byte, s string, i int, spaced bool) ([]byte, []byte, in
 			(folded+(0x80-'a')*swarOnes)&^(folded+(0x80-'z'-1)*swarOnes)) & swarHighs
 		wordMask := alnum<<1 - alnum>>7
 		binary.LittleEndian.PutUint64(t[o:o+8], lo)
-		binary.LittleEndian.PutUint64(ws[o:o+8], lo&wordMask|' '*swarOnes&^wordMask)
+		binary.LittleEndian.PutUint64(ws[ow:ow+8], lo&wordMask|' '*swarOnes&^wordMask)
 		if stop == 0 {
 			// Advancing by the constant keeps the next load independent
 			// of this one's result.
-			i, o = i+8, o+8
+			i, o, ow = i+8, o+8, ow+8
 			after = white >> 63 << 7
 			continue
 		}
 		n := bits.TrailingZeros64(stop) >> 3
-		i, o = i+n, o+n
+		i, o, ow = i+n, o+n, ow+n
 		if high>>(8*n)&0x80 != 0 {
 			break // not ASCII (or past s): the caller's
 		}
@@ -324,7 +321,7 @@ func appendASCII(t, ws []byte, s string, i int, spaced bool) ([]byte, []byte, in
 		i++
 		after = 0x80
 	}
-	return t[:o], ws[:o], i
+	return t[:o], ws[:ow], i
 }
 
 // Classes of normalised text: white space, word runes (letters, digits,
@@ -336,23 +333,32 @@ const (
 )
 
 // simpleRune is how normalisation treats one simple rune: its full case
-// folding and the class of every rune of it.
+// folding, whether that is white space (classSpace) or holds none
+// (classOther), and what it adds to the words.
 type simpleRune struct {
 	fold  string
 	class uint8
+	// words is the word key (§7, reflect_key.go) of fold with each rune
+	// that is no word's as one space: what the rune adds to the words.
+	words string
 }
 
 // simpleRunes are the non-ASCII runes of Latin-1, Latin Extended-A and -B,
-// Greek and Coptic, and General Punctuation that NFC leaves alone wherever
-// they stand (NFC-stable starters that compose with no preceding rune;
-// what follows one is ASCII or another of them, and composes with
-// nothing) and whose case folding is of one class; the generators'
+// Greek and Coptic, Cyrillic, Latin Extended Additional, General
+// Punctuation, Letterlike Symbols, the variation selectors, the byte
+// order mark, Halfwidth and Fullwidth Forms and Mathematical
+// Alphanumeric Symbols that NFC leaves alone wherever they stand
+// (NFC-stable starters that compose with no preceding rune; what follows
+// one is ASCII or another of them, and composes with nothing) and whose
+// case folding is white space alone or holds none; the generators'
 // narratives use a few of them (degree and micro signs, accented names,
-// Greek letters).
+// Greek letters), and the rewritings that the word key undoes (§7) most
+// of the others: those take the fast path too.
 var simpleRunes = sync.OnceValue(func() map[rune]simpleRune {
 	m := map[rune]simpleRune{}
 	fold := cases.Fold()
-	for _, rg := range [][2]rune{{0x80, 0x24F}, {0x370, 0x3FF}, {0x2000, 0x206F}} {
+	for _, rg := range [][2]rune{{0x80, 0x24F}, {0x370, 0x52F}, {0x1E00, 0x1EFF}, {0x2000, 0x206F},
+		{0x2100, 0x214F}, {0xFE00, 0xFE0F}, {0xFEFF, 0xFEFF}, {0xFF00, 0xFFEF}, {0x1D400, 0x1D7FF}} {
 		for r := rg[0]; r <= rg[1]; r++ {
 			s := string(r)
 			p := norm.NFC.PropertiesString(s)
@@ -360,21 +366,27 @@ var simpleRunes = sync.OnceValue(func() map[rune]simpleRune {
 				continue
 			}
 			f := fold.String(s)
-			var n [3]int
+			spaces := 0
 			for _, fr := range f {
-				switch {
-				case unicode.IsSpace(fr):
-					n[classSpace]++
-				case unicode.IsLetter(fr) || unicode.IsDigit(fr) || unicode.IsMark(fr):
-					n[classWord]++
-				default:
-					n[classOther]++
+				if unicode.IsSpace(fr) {
+					spaces++
 				}
 			}
-			for class, k := range n {
-				if k > 0 && k == utf8.RuneCountInString(f) {
-					m[r] = simpleRune{fold: f, class: uint8(class)}
+			var words []byte
+			for _, fr := range f {
+				for _, kr := range computeKey(fr, 0) {
+					if isKeyWordRune(kr) {
+						words = utf8.AppendRune(words, kr)
+					} else {
+						words = append(words, ' ')
+					}
 				}
+			}
+			switch spaces {
+			case 0:
+				m[r] = simpleRune{fold: f, class: classOther, words: string(words)}
+			case utf8.RuneCountInString(f):
+				m[r] = simpleRune{fold: f, class: classSpace, words: " "}
 			}
 		}
 	}

@@ -201,10 +201,21 @@ func BenchmarkChallengeDigest(b *testing.B) {
 		nps[t[0]] = newNarrativePrint(t[0])
 	}
 	prepared := func(n, q string) *challengePrint { return nps[n].print(q) }
+	// A relay's rewriting that the word key undoes (§7): a Cyrillic
+	// look-alike in every second word (fast path), and a combining accent
+	// in every third (general path).
+	homo, marks := map[string]string{}, map[string]string{}
+	for _, t := range texts {
+		homo[t[0]] = perturbWords(t[0], 2, homoglyphOne)
+		marks[t[0]] = perturbWords(t[0], 3, insideWord("\u0301"))
+	}
+	homoglyph := func(n, q string) *challengePrint { return challengeDigest(homo[n], q) }
+	accents := func(n, q string) *challengePrint { return challengeDigest(marks[n], q) }
 	for _, path := range []struct {
 		name   string
 		digest func(n, q string) *challengePrint
-	}{{"fast", challengeDigest}, {"general", challengeDigestGeneral}, {"prepared", prepared}} {
+	}{{"fast", challengeDigest}, {"general", challengeDigestGeneral}, {"prepared", prepared},
+		{"homoglyphs", homoglyph}, {"combining", accents}} {
 		b.Run(path.name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0

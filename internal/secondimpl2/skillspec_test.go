@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mtibben/confusables"
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
 )
@@ -197,10 +198,74 @@ func reflDigest(narr, q string) [32]byte {
 	return sha256.Sum256([]byte(reflNorm(narr) + "\x00" + reflNorm(q)))
 }
 
+// reflWords are the words of §7: the runs of letters and decimal digits
+// of the word key of normalised text.
 func reflWords(s string) []string {
-	return strings.FieldsFunc(s, func(r rune) bool {
-		return !(unicode.IsLetter(r) || unicode.Is(unicode.Nd, r) || unicode.IsMark(r))
+	var key []rune
+	for _, r := range s {
+		key = append(key, wordKeyOf(r)...)
+	}
+	return strings.FieldsFunc(string(key), func(r rune) bool {
+		return !(unicode.IsLetter(r) || unicode.Is(unicode.Nd, r))
 	})
+}
+
+// wordKeyOf is K(c) of §7.
+func wordKeyOf(c rune) []rune {
+	if c < 0x80 {
+		return []rune{unicode.ToLower(c)}
+	}
+	if unicode.IsMark(c) || unicode.Is(unicode.Cf, c) || unicode.Is(unicode.Variation_Selector, c) ||
+		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, c) {
+		return nil
+	}
+	if unicode.Is(unicode.Nd, c) {
+		// Digits come in runs of ten from zero: the value is how many
+		// digits precede c in its run.
+		v := 0
+		for unicode.Is(unicode.Nd, c-rune(v)-1) {
+			v++
+		}
+		return []rune{'0' + rune(v%10)}
+	}
+	keys := func(s string) []rune {
+		var out []rune
+		for _, r := range s {
+			out = append(out, wordKeyOf(r)...)
+		}
+		return out
+	}
+	ascii := func(rs []rune) bool {
+		for _, r := range rs {
+			if r >= 0x80 {
+				return false
+			}
+		}
+		return true
+	}
+	if d := norm.NFKD.String(string(c)); d != string(c) {
+		return keys(d)
+	}
+	if !unicode.IsLetter(c) {
+		return []rune{c}
+	}
+	own := confusables.Skeleton(string(c))
+	if own != string(c) {
+		if k := keys(own); ascii(k) {
+			return k
+		}
+	}
+	if up := unicode.ToUpper(c); up != c {
+		if sk := confusables.Skeleton(string(up)); sk != string(up) {
+			if k := keys(sk); ascii(k) {
+				return k
+			}
+		}
+	}
+	if own != string(c) {
+		return keys(own)
+	}
+	return []rune{c}
 }
 
 const fnvP = 0x100000001b3

@@ -1,0 +1,39 @@
+package protocol
+
+import (
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Every rune's key is reached within maxKeyDepth steps, holds no mark,
+// format character or non-ASCII digit, and is its own key (K is
+// idempotent: a key rewritten again is unchanged).
+func TestWordKeyTerminates(t *testing.T) {
+	deepest := 0
+	for r := rune(utf8.RuneSelf); r <= unicode.MaxRune; r++ {
+		if !utf8.ValidRune(r) {
+			continue
+		}
+		k := computeKey(r, 0)
+		d := 0
+		for d < maxKeyDepth && computeKey(r, d+1) == k {
+			// With d+1 steps fewer the key is the same: it takes at most
+			// maxKeyDepth-d-1.
+			d++
+		}
+		deepest = max(deepest, maxKeyDepth-d)
+		for _, kr := range k {
+			if unicode.In(kr, unicode.M, unicode.Cf) || unicode.Is(unicode.Nd, kr) && kr >= utf8.RuneSelf {
+				t.Fatalf("%U: key %q holds %U", r, k, kr)
+			}
+		}
+		if again := computeKeys(k, 0); again != k {
+			t.Fatalf("%U: key %q, its key %q", r, k, again)
+		}
+	}
+	t.Logf("the deepest key takes %d steps", deepest)
+	if deepest >= maxKeyDepth-1 {
+		t.Fatalf("a key takes %d steps of at most %d", deepest, maxKeyDepth)
+	}
+}
