@@ -15,7 +15,7 @@ import (
 // Latin letter in every second word: A's LLM reads it unchanged), hoping
 // A's answerer solves them for it. The word key (§7) maps the look-alikes
 // back: A's prover declines the first with REFLECTION, A reports M, and
-// A's session on M ends rejected (before 1.12.13 A accepted M).
+// A's session on M ends rejected (before 1.12.14 A accepted M).
 func TestReflectionPerturbedByRelay(t *testing.T) {
 	a, m := newHost(t), newHost(t)
 	src := sourceOf("self-reflect")
