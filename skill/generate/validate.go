@@ -240,6 +240,11 @@ type Report struct {
 	Detail string
 	// Drops lists every dropped question.
 	Drops []Drop
+	// Unlisted lists the questions whose model-written distractors were
+	// removed because an accepted variant is made of description words
+	// (Reason DistractorsUnlisted; generation.md stage 1b). Set (and the
+	// script filter) judge them without distractors.
+	Unlisted []Drop
 	// Questions has one entry per question of the input set, in order,
 	// for the stages that ran.
 	Questions []QuestionReport
@@ -378,10 +383,14 @@ func (v *Validator) run(ctx context.Context, s *skill.Set, m Mode) *Report {
 	if s == nil {
 		return &Report{Reason: RejectStructure, Detail: "no set"}
 	}
-	w := newWork(s)
 	if reason, detail := v.structure(s, m.Fresh); reason != "" {
-		return w.reject(reason, "%s", detail)
+		return newWork(s).reject(reason, "%s", detail)
 	}
+	// Stage 1b, before anything judges an answer: the filter must judge
+	// the questions as they will be served.
+	s, unlisted := unlistWorded(s)
+	w := newWork(s)
+	w.rep.Unlisted = unlisted
 	if r := v.leakage(w); r != nil {
 		return r
 	}
