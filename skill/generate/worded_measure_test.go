@@ -33,9 +33,15 @@ var hedgeForms = []string{"%s %s", "%s, %s"}
 // the audit's case and the kept LLM questions given a list that misses
 // their description-word candidates.
 //
-// Measured at generation.md 1.1.11 (100 procedural sets, seed 1..100,
-// 900 questions): see the package's commit message and generation.md's
-// changelog.
+// Measured at generation.md 1.1.11, 40 procedural sets (seeds 1..40, 240
+// questions with distractors, 187 with a worded variant): complete lists
+// accept 0 of 20,881 candidate pairs; one entry missing (2,796
+// scenarios), right answer + missing entry accepted in 389 scenarios (148
+// questions) before stage 1b, 45 (26 questions, entity answers: another
+// candidate's descriptive form, accepted only where the answer alone is)
+// after; the random-pair script passes 0.0195 of questions before,
+// 0.0042 after (a single random guess: 1/k). The audit's case is accepted
+// with [mainshock] and [mainshock, aftershock] before, refused after.
 func TestMeasureMissedDistractor(t *testing.T) {
 	if os.Getenv("WORDED_MEASURE") == "" {
 		t.Skip("set WORDED_MEASURE=1 to measure")
@@ -121,6 +127,13 @@ func TestMeasureMissedDistractor(t *testing.T) {
 					}
 					h := q.Answer + " " + w
 					if skill.Judge(&q, w, shown) || len(h) > skill.MaxAnswerBytes {
+						continue
+					}
+					// Gain over the no-distractor mode only: a question
+					// word or a narrative run is accepted there too.
+					q0 := q
+					q0.Distractors = nil
+					if skill.Judge(&q0, h, shown) {
 						continue
 					}
 					b = b || skill.Judge(&q, h, shown)
