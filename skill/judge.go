@@ -71,13 +71,14 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	if len(answer) > MaxAnswerBytes {
 		return false, RuleTooLong
 	}
-	answer = asciiHyphens(answer)
+	answer = unwrap(asciiHyphens(answer))
 	q, narratives = hyphenTexts(q, narratives)
-	if ok, rule := judgeFramed(q, answer, narratives); ok {
+	cands := candidatesOf(q)
+	if ok, rule := judgeFramed(q, answer, narratives, cands); ok {
 		return true, rule
 	}
-	if head, tail, ok := explained(answer, candidatesOf(q)); ok && !(&judgement{q: q}).tailNamesCandidate(tail) {
-		return judgeFramed(q, head, narratives)
+	if head, tail, ok := explained(answer, cands); ok && !(&judgement{q: q}).tailNamesCandidate(tail) {
+		return judgeFramed(q, head, narratives, cands)
 	}
 	return false, RuleNone
 }
@@ -156,29 +157,36 @@ func mapStrings(ss []string, f func(string) string) []string {
 
 // judgeFramed applies rules M1-M5 to an answer, then, when none accepts
 // it, to its rest after a lead-in and before a tail frame.
-func judgeFramed(q *Question, answer string, narratives []string) (bool, string) {
-	if ok, rule := judgeText(q, answer, narratives); ok {
+// cands are the question's candidateForms (candidatesOf).
+func judgeFramed(q *Question, answer string, narratives []string, cands candidateForms) (bool, string) {
+	if ok, rule := judgeText(q, answer, narratives, cands); ok {
 		return true, rule
 	}
-	if rest, ok := leadIn(q, answer); ok {
-		return judgeText(q, rest, narratives)
+	if rest, ok := leadIn(q, answer, cands); ok {
+		return judgeText(q, rest, narratives, cands)
 	}
 	return false, RuleNone
 }
 
 // explained splits an answer at its first explanation separator into the
 // head before it and the tail from it (spec/verification.md,
-// "Explanation"): an em dash (U+2014); an en dash (U+2013) or one or
-// two hyphen-minus characters with white space on both sides; ( or ;
-// a line break (LF or CR); a sentence end (. ! or ? followed by white space, the . not after an
-// abbreviation that is no candidate's word, a hedge, or an initial where
-// a candidate holds one: "e.g.", "approx.", "P. Okonjo"; after a number
-// it is one: "9.4. That ..."); or a comma followed by white space and
-// one of commaExplanations (because, since, as, according, based, given,
-// per, which), at the end of the answer or
-// before a character that is no letter, mark or number. Both the head
-// and the tail must hold a raw word; ok is false when the answer has no
-// such separator.
+// "Explanation"): an em dash (U+2014) or an arrow (-> => → ⇒); an en
+// dash (U+2013) or one or two hyphen-minus characters with white space
+// on both sides; ( or ; a line break (LF or CR); a sentence end (. ! or ?
+// followed by white space, the . not after an abbreviation that is no
+// candidate's word, a hedge, or an initial where a candidate holds one:
+// "e.g.", "approx.", "P. Okonjo"; after a number it is one: "9.4. That
+// ..."); a ":" or "," followed by white space after an answer word (a
+// raw word before it that is no function word and is a candidate's word
+// or holds a digit: "Kessler Lime Works: the only one left", never
+// "Operator: Kessler"), the "," only before a raw word without
+// upper-case letters and digits ("X, the only one left", never "amber,
+// AChE-α"); the raw word "because" or "since" after white
+// space, when no candidate holds it; or a comma followed by white space
+// and one of commaExplanations (because, since, as, according, based,
+// given, per, which), at the end of the answer or before a character
+// that is no letter, mark or number. Both the head and the tail must
+// hold a raw word; ok is false when the answer has no such separator.
 func explained(answer string, cands candidateForms) (head, tail string, ok bool) {
 	spans := rawWordSpans(answer)
 	if len(spans) < 2 {
@@ -204,16 +212,49 @@ func explained(answer string, cands candidateForms) (head, tail string, ok bool)
 		r, n := utf8.DecodeLastRuneInString(answer[:i])
 		return n > 0 && unicode.IsSpace(r)
 	}
+	// A ": " or ", " separates only after an answer word: a raw word
+	// before it that is no function word and is a candidate's word or
+	// holds a digit ("Kessler Lime Works: the only one left"), never after
+	// a label alone ("Operator: Kessler", "Therefore, Kessler").
+	named := len(answer) + 1
+	for _, sp := range spans {
+		if w := Normalize(answer[sp[0]:sp[1]]); !functionWords[w] && (cands.words[w] || hasDigit(w)) {
+			named = sp[1]
+			break
+		}
+	}
+	// The word because or since, white space before it, no candidate's
+	// word, and not the first raw word ("X because the wind ...").
+	wordSep := -1
+	for k := 1; k < len(spans); k++ {
+		w := Normalize(answer[spans[k][0]:spans[k][1]])
+		if (w == "because" || w == "since") && !cands.words[w] && spaceBefore(spans[k][0]) {
+			wordSep = spans[k][0]
+			break
+		}
+	}
 	sep := -1
 	for i, r := range answer {
 		switch r {
-		case '—', '(', ';', '\n', '\r':
+		case '—', '(', ';', '\n', '\r', '→', '⇒':
 			sep = i
+		case '=':
+			if i+1 < len(answer) && answer[i+1] == '>' {
+				sep = i
+			}
+		case ':':
+			if space(i+1) && named <= i {
+				sep = i
+			}
 		case '–':
 			if spaceBefore(i) && space(i+len("–")) {
 				sep = i
 			}
 		case '-':
+			if i+1 < len(answer) && answer[i+1] == '>' {
+				sep = i
+				break
+			}
 			j := i + 1
 			if j < len(answer) && answer[j] == '-' {
 				j++
@@ -240,6 +281,10 @@ func explained(answer string, cands candidateForms) (head, tail string, ok bool)
 			if !space(i + 1) {
 				continue
 			}
+			if named <= i && plainWordAfter(answer[i+1:]) {
+				sep = i
+				break
+			}
 			rest := strings.TrimLeftFunc(answer[i+1:], unicode.IsSpace)
 			for _, w := range commaExplanations {
 				if len(rest) >= len(w) && asciiEqualFold(rest[:len(w)], w) {
@@ -253,10 +298,26 @@ func explained(answer string, cands candidateForms) (head, tail string, ok bool)
 			break
 		}
 	}
+	if wordSep >= 0 && (sep < 0 || wordSep < sep) {
+		sep = wordSep
+	}
 	if sep < 0 || len(rawWordSpans(answer[:sep])) == 0 || len(rawWordSpans(answer[sep:])) == 0 {
 		return "", "", false
 	}
 	return answer[:sep], answer[sep:], true
+}
+
+// plainWordAfter reports whether the first raw word of rest holds no
+// upper-case or title-case letter and no ASCII digit: after ", " an
+// explanation goes on in lower case ("X, the only one left"), while a
+// list goes on with names and codes ("amber, AChE-α, ADA3").
+func plainWordAfter(rest string) bool {
+	sp := rawWordSpans(rest)
+	if len(sp) == 0 {
+		return false
+	}
+	w := rest[sp[0][0]:sp[0][1]]
+	return !hasUpper(w) && !hasDigit(w)
 }
 
 // commaExplanations are the words that, after a comma and white space,
@@ -351,18 +412,18 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 		// accepted variant has no question words reads them (it found
 		// none here, and "assay drift — lot change" passed beside the
 		// distractor "reagent lot change" in a question that names both).
-		wv := Words(v)
+		wv := cachedWords(v)
 		j.variants = append(j.variants, wv)
 		j.variantWords = append(j.variantWords, wv...)
 	}
 	_, numeric := numericTarget(j.q)
 	for _, d := range j.q.Distractors {
-		if dw := Words(d); len(dw) > 0 && !allFunctionWords(dw) {
+		if dw := cachedWords(d); len(dw) > 0 && !allFunctionWords(dw) {
 			j.distractors = append(j.distractors, dw)
 			// A distractor spelled in words is also met by its digits
 			// in the tail ("3 — 4" beside the distractor "four").
 			if numeric {
-				if sw := numberReadings(dw); !slices.EqualFunc(sw, dw, func(a, b Word) bool { return a.Text == b.Text }) {
+				if sw := cachedAnswerWords(d); !slices.EqualFunc(sw, dw, func(a, b Word) bool { return a.Text == b.Text }) {
 					j.distractors = append(j.distractors, sw)
 				}
 			}
@@ -370,7 +431,7 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 	}
 	readings := [][]Word{plain}
 	if numeric {
-		readings = append(readings, numberReadings(plain))
+		readings = append(readings, answerWords(tail))
 	}
 	for _, wa := range readings {
 		j.wa = wa
@@ -395,18 +456,31 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 	return false
 }
 
-// leadIns are the frames an agent puts before its answer (as normalised
-// raw words), longest first within each start; hedges are the words it
-// puts before a number (spec/verification.md, "Lead-in").
+// The parts of a lead-in (spec/verification.md, "Lead-in"), as
+// normalised raw words, in the order they are read, each list longest
+// first within each start: a connective ("So", "Therefore"), an opinion
+// ("I think"), a frame ("The answer is", "My answer", "Result:", "It's"),
+// a likelihood ("Most likely") and, before a numeric target, a hedge
+// ("approximately"). A frame ending in ":" is taken only when the
+// character directly after its last raw word is ":" ("Result: X").
 var (
-	leadIns = [][]string{
+	leadConnectives = [][]string{{"so"}, {"thus"}, {"therefore"}, {"hence"}}
+	leadOpinions    = [][]string{{"i", "think"}, {"i", "believe"}, {"i'd", "say"}, {"i’d", "say"}, {"i", "would", "say"}}
+	leadIns         = [][]string{
 		{"the", "final", "answer", "is"}, {"the", "final", "answer"},
 		{"the", "answer", "is"}, {"the", "answer"},
 		{"final", "answer", "is"}, {"final", "answer"},
 		{"answer", "is"}, {"answer"},
+		{"my", "final", "answer", "is"}, {"my", "final", "answer"},
+		{"my", "answer", "is"}, {"my", "answer"},
+		{"the", "result", "is"}, {"the", "result", ":"}, {"result", "is"}, {"result", ":"},
+		{"the", "value", "is"}, {"value", "is"}, {"the", "figure", "is"}, {"figure", "is"},
+		{"the", "amount", "is"}, {"amount", "is"}, {"the", "number", "is"}, {"number", "is"},
+		{"the", "total", "is"}, {"total", "is"}, {"the", "count", "is"}, {"count", "is"},
 		{"it", "is"}, {"it", "was"}, {"it's"}, {"it’s"},
 	}
-	hedges = toWordSet("about approx approximately around circa roughly")
+	leadLikelihoods = [][]string{{"most", "likely"}, {"likely"}, {"probably"}}
+	hedges          = toWordSet("about approx approximately around circa roughly")
 	// tailFrames are the frames an agent puts after its answer ("X is
 	// the answer"), longest first.
 	tailFrames = [][]string{
@@ -415,18 +489,19 @@ var (
 )
 
 // leadIn returns the rest of an answer after its lead-in and before its
-// tail frame: at most one frame, the first of leadIns that the answer's
-// first raw words (normalised) are ("Answer:", "The answer is", "It's"),
-// then, when the question has a numeric target (rule M3), at most one
-// hedge ("approximately"), each taken only when a raw word follows it;
-// and at most one tail frame, the first of tailFrames that the answer's
-// last raw words are, taken only when a raw word of the answer stands
-// between it and the lead-in. At least one of the three. The rest is the
-// answer's text after the last character of the lead-in and before the
-// first of the tail frame ("Answer: -3.2" leaves ": -3.2", keeping the
-// sign; "assay drift is the answer." leaves "assay drift "); ok is false
-// when there is none.
-func leadIn(q *Question, answer string) (rest string, ok bool) {
+// tail frame. The lead-in is read in parts, each optional and taken only
+// when a raw word follows it: a list mark ("1." for a question without a
+// numeric target none of whose candidates holds the word 1), a connective, an opinion, a frame, a likelihood and,
+// when the question has a numeric target (rule M3), a hedge; each is the
+// first sequence of its list that the next raw words (normalised) are.
+// The tail frame is the first of tailFrames that the answer's last raw
+// words are, taken only when a raw word of the answer stands between it
+// and the lead-in. At least one of them. The rest is the answer's text
+// after the last character of the lead-in and before the first of the
+// tail frame ("Answer: -3.2" leaves ": -3.2", keeping the sign; "assay
+// drift is the answer." leaves "assay drift "); ok is false when there
+// is none.
+func leadIn(q *Question, answer string, cands candidateForms) (rest string, ok bool) {
 	spans := rawWordSpans(answer)
 	word := func(k int) string {
 		if k >= len(spans) {
@@ -434,27 +509,43 @@ func leadIn(q *Question, answer string) (rest string, ok bool) {
 		}
 		return Normalize(answer[spans[k][0]:spans[k][1]])
 	}
+	numeric := func() bool { _, ok := numericTarget(q); return ok }
 	k := 0
-	for _, li := range leadIns {
-		if len(li) >= len(spans) {
-			continue
-		}
-		match := true
-		for i, w := range li {
-			if word(i) != w {
-				match = false
-				break
+	if listMark(answer, spans) && !cands.words["1"] && !numeric() {
+		k = 1
+	}
+	part := func(list [][]string) {
+		for _, li := range list {
+			n := len(li)
+			colon := li[n-1] == ":"
+			if colon {
+				n--
+			}
+			if k+n >= len(spans) {
+				continue
+			}
+			match := true
+			for i := 0; i < n; i++ {
+				if word(k+i) != li[i] {
+					match = false
+					break
+				}
+			}
+			if match && colon {
+				match = strings.HasPrefix(answer[spans[k+n-1][1]:], ":")
+			}
+			if match {
+				k += n
+				return
 			}
 		}
-		if match {
-			k = len(li)
-			break
-		}
 	}
-	if k+1 < len(spans) && hedges[word(k)] {
-		if _, numeric := numericTarget(q); numeric {
-			k++
-		}
+	part(leadConnectives)
+	part(leadOpinions)
+	part(leadIns)
+	part(leadLikelihoods)
+	if k+1 < len(spans) && hedges[word(k)] && numeric() {
+		k++
 	}
 	if k >= len(spans) {
 		return "", false
@@ -487,39 +578,80 @@ func leadIn(q *Question, answer string) (rest string, ok bool) {
 	return answer[start:end], true
 }
 
+// listMark reports whether an answer opens with a list mark: its first
+// raw word is "1", nothing but white space before it, directly followed
+// by "." or ")" and then white space ("1. X").
+func listMark(answer string, spans [][2]int) bool {
+	if len(spans) < 2 {
+		return false
+	}
+	a, b := spans[0][0], spans[0][1]
+	if answer[a:b] != "1" || strings.TrimFunc(answer[:a], unicode.IsSpace) != "" {
+		return false
+	}
+	if b+1 >= len(answer) || (answer[b] != '.' && answer[b] != ')') {
+		return false
+	}
+	r, _ := utf8.DecodeRuneInString(answer[b+1:])
+	return unicode.IsSpace(r)
+}
+
+// answerWrappers are the markup an agent may put around its whole
+// answer: an opening and a closing text (spec/verification.md,
+// "Wrappers"); the first compares ASCII case-insensitively.
+var answerWrappers = [][2]string{{"<answer>", "</answer>"}, {"$$\\boxed{", "}$$"}, {"$\\boxed{", "}$"}, {"\\boxed{", "}"}}
+
+// unwrap returns the text inside an answer's wrapper: the answer, less
+// leading and trailing white space, begins with a wrapper's opening and
+// ends with its closing ("<answer>X</answer>", "\\boxed{X}"); else the
+// answer itself.
+func unwrap(answer string) string {
+	t := strings.TrimFunc(answer, unicode.IsSpace)
+	for _, w := range answerWrappers {
+		if len(t) >= len(w[0])+len(w[1]) && asciiEqualFold(t[:len(w[0])], w[0]) && asciiEqualFold(t[len(t)-len(w[1]):], w[1]) {
+			return t[len(w[0]) : len(t)-len(w[1])]
+		}
+	}
+	return answer
+}
+
 // judgeText applies rules M1-M5 to an answer of at most MaxAnswerBytes.
-func judgeText(q *Question, answer string, narratives []string) (bool, string) {
+func judgeText(q *Question, answer string, narratives []string, cands candidateForms) (bool, string) {
 	vs := q.Variants()
 	if MatchAny(answer, vs) {
 		return true, RuleExact
 	}
-	wa := Words(answer)
+	_, numeric := numericTarget(q)
+	var wa []Word
+	if numeric {
+		wa = answerWords(answer)
+	} else {
+		wa = Words(answer)
+	}
 	if len(wa) == 0 {
 		return false, RuleNone
 	}
-	_, numeric := numericTarget(q)
-	if numeric {
-		wa = numberReadings(wa)
-	}
 	j := judgement{q: q, wa: wa, narratives: narratives, head: len(wa)}
-	if head, _, ok := explained(answer, candidatesOf(q)); ok {
+	if head, _, ok := explained(answer, cands); ok {
 		// An answer with an explanation gives its answer first: M3's
 		// number and M4's (so M5's) variant must lie in the head ("Tier
 		// A — Tier C" must not answer Tier C where its head answers Tier
 		// A). Words reads the head as the answer's first words.
-		hw := Words(head)
+		var hw []Word
 		if numeric {
-			hw = numberReadings(hw)
+			hw = answerWords(head)
+		} else {
+			hw = Words(head)
 		}
 		j.head = min(len(hw), len(wa))
 	}
 	for _, v := range vs {
-		wv := Words(v)
+		wv := cachedWords(v)
 		j.variants = append(j.variants, wv)
 		j.variantWords = append(j.variantWords, wv...)
 	}
 	for _, d := range q.Distractors {
-		dw := Words(d)
+		dw := cachedWords(d)
 		if len(dw) == 0 || allFunctionWords(dw) {
 			continue
 		}
@@ -527,7 +659,7 @@ func judgeText(q *Question, answer string, narratives []string) (bool, string) {
 		// The answer's number readings apply to a distractor too, so
 		// that it occurs in the answer read so ("3-MCPD" as 3 and mcpd).
 		if numeric {
-			if nw := numberReadings(dw); !slices.EqualFunc(nw, dw, func(a, b Word) bool { return a.Text == b.Text }) {
+			if nw := cachedAnswerWords(d); !slices.EqualFunc(nw, dw, func(a, b Word) bool { return a.Text == b.Text }) {
 				j.distractors = append(j.distractors, nw)
 			}
 		}
@@ -578,13 +710,7 @@ func (j *judgement) questionWord(w Word) bool {
 	if w.Number != nil || hasDigit(w.Text) {
 		return false
 	}
-	if !j.qwordsSet {
-		j.qwordsSet = true
-		if !j.variantInQuestion() {
-			j.qwords = lowerVocab(j.q.Question)
-		}
-	}
-	qv := j.qwords
+	qv := j.questionWords()
 	if qv[w.Text] {
 		return true
 	}
@@ -596,10 +722,22 @@ func (j *judgement) questionWord(w Word) bool {
 	return false
 }
 
+// questionWords returns the description words of the question's own
+// text, none when the question names an accepted variant (lazily).
+func (j *judgement) questionWords() map[string]bool {
+	if !j.qwordsSet {
+		j.qwordsSet = true
+		if !j.variantInQuestion() {
+			j.qwords = lowerVocab(j.q.Question)
+		}
+	}
+	return j.qwords
+}
+
 // variantInQuestion reports whether an accepted variant (whose words are
 // not all function words) occurs in the question's text.
 func (j *judgement) variantInQuestion() bool {
-	wq := Words(j.q.Question)
+	wq := cachedWords(j.q.Question)
 	for _, wv := range j.variants {
 		if len(wv) > 0 && !allFunctionWords(wv) && occurs(wq, wv) {
 			return true
@@ -764,7 +902,7 @@ func (j *judgement) numeric() bool {
 		if w.Number != nil {
 			continue
 		}
-		if !j.allowed(w, true) && !j.unitName(w) && !j.compoundUnit(w) && !precisionWords[w.Text] {
+		if !j.allowed(w, true) && !j.unitName(w) && !j.compoundUnit(w) && !precisionWords[w.Text] && !dimensionWords[w.Text] {
 			return false
 		}
 	}
@@ -781,7 +919,7 @@ func (j *judgement) compoundUnit(w Word) bool {
 	if w.Number != nil || !unicode.IsLetter(r) || !strings.Contains(w.Text, "/") || !hasDigit(w.Text) {
 		return false
 	}
-	for _, q := range Words(j.q.Question) {
+	for _, q := range cachedWords(j.q.Question) {
 		if q.Number == nil && q.Text == w.Text {
 			return true
 		}
@@ -795,6 +933,7 @@ func (j *judgement) compoundUnit(w Word) bool {
 // never hold it, texts are searched for it.
 var unitTable = [][]string{
 	{"%", "percent", "pct", "cent"},
+	{"pp", "pts", "percentage"},
 	{"€", "eur", "euro", "euros"},
 	{"£", "gbp", "pound", "pounds", "sterling"},
 	{"$", "usd", "dollar", "dollars"},
@@ -896,7 +1035,7 @@ func (j *judgement) labelledNumber() bool {
 		if j.wa[i].Number == nil || j.wa[i-1].Number != nil {
 			continue
 		}
-		if wc := Words(j.q.Answer); len(wc) != 1 || wc[0].Number == nil {
+		if wc := cachedWords(j.q.Answer); len(wc) != 1 || wc[0].Number == nil {
 			return false // a numbered label's number ("3" for "grade 3")
 		}
 		if j.numberLabel(j.wa[i-1], allFunctionWords(j.wa[:i-1])) {
@@ -1013,7 +1152,143 @@ var spelledNumber = func() map[string]int64 {
 // a word that is a number or a spelled-out number, one `-` and a rest
 // that begins with a letter as two words, that number and the rest
 // (hyphenNumbers: "4-fold", "10.6-km", "four-fold").
-func numberReadings(ws []Word) []Word { return hyphenNumbers(spelledNumbers(ws)) }
+func numberReadings(ws []Word) []Word {
+	return scaleNumbers(hyphenNumbers(spelledNumbers(foldNumbers(ws))))
+}
+
+// answerWords returns the words of s as an answer to a question with a
+// numeric target reads them: decimal commas ("2,9"), then numberReadings.
+func answerWords(s string) []Word { return numberReadings(wordsOf(s, true)) }
+
+// foldNumbers reads a word that is a spelled-out number of the table
+// directly followed by "fold" ("fourfold", "twenty-fourfold") as that
+// number and the word "fold" (spec/verification.md, "Spelled-out
+// numbers"); a new slice when one is, ws otherwise.
+func foldNumbers(ws []Word) []Word {
+	var out []Word
+	for i, w := range ws {
+		head, ok := strings.CutSuffix(w.Text, "fold")
+		n, isNum := spelledNumber[head]
+		if !ok || !isNum || w.Number != nil {
+			if out != nil {
+				out = append(out, w)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]Word, 0, len(ws)+1), ws[:i]...)
+		}
+		out = append(out, Word{Text: big.NewInt(n).String(), Number: new(big.Rat).SetInt64(n), spaced: w.spaced}, Word{Text: "fold", spaced: true})
+	}
+	if out == nil {
+		return ws
+	}
+	return out
+}
+
+// scales are the multiplier words of a number in an answer ("125k",
+// "125 thousand", "1.2 million"); wordScales those after which a
+// smaller number may follow ("one thousand two hundred").
+var (
+	scales     = map[string]int64{"k": 1e3, "thousand": 1e3, "million": 1e6, "mn": 1e6, "billion": 1e9, "bn": 1e9}
+	wordScales = map[string]bool{"thousand": true, "million": true, "billion": true}
+)
+
+// scaleNumbers merges number phrases of an answer (spec/verification.md,
+// "Number phrases"): a whole number 1-99, "hundred", optionally "and" and
+// a whole number 1-99 ("one hundred sixty-eight" is 168); then a number
+// and a scale word (k, thousand, million, mn, billion, bn: "125k" is
+// 125000), after thousand, million or billion and a positive whole
+// number optionally "and" and a smaller positive whole number phrase
+// ("one thousand two hundred" is 1200). Only words that are spaced (one
+// raw word, or spaces between) merge. A new slice when one merges, ws
+// otherwise.
+func scaleNumbers(ws []Word) []Word {
+	isWord := func(i int, t string) bool {
+		return i < len(ws) && ws[i].Number == nil && ws[i].Text == t && ws[i].spaced
+	}
+	small := func(i int, max int64) bool { // a whole number 1..max at i
+		if i >= len(ws) || ws[i].Number == nil || !ws[i].spaced || !ws[i].Number.IsInt() {
+			return false
+		}
+		n := ws[i].Number.Num()
+		return n.Sign() > 0 && n.IsInt64() && n.Int64() <= max
+	}
+	var out []Word
+	changed := false
+	// hundreds
+	for i := 0; i < len(ws); i++ {
+		w := ws[i]
+		if w.Number != nil && w.Number.IsInt() && w.Number.Sign() > 0 && w.Number.Num().IsInt64() && w.Number.Num().Int64() <= 99 && isWord(i+1, "hundred") {
+			v := new(big.Rat).Mul(w.Number, big.NewRat(100, 1))
+			j := i + 2
+			if small(j, 99) {
+				v.Add(v, ws[j].Number)
+				j++
+			} else if isWord(j, "and") && small(j+1, 99) {
+				v.Add(v, ws[j+1].Number)
+				j += 2
+			}
+			out = append(out, Word{Text: v.RatString(), Number: v, spaced: w.spaced})
+			i = j - 1
+			changed = true
+			continue
+		}
+		out = append(out, w)
+	}
+	if changed {
+		ws = out
+	}
+	// scales, read from the right so that a smaller scaled remainder
+	// ("two hundred thousand" after "five million") is merged first.
+	var scaled func(i int) (*big.Rat, int)
+	scaled = func(i int) (*big.Rat, int) { // the phrase at number word i and the index after it
+		w := ws[i]
+		if i+1 >= len(ws) || ws[i+1].Number != nil || !ws[i+1].spaced {
+			return w.Number, i + 1
+		}
+		s, ok := scales[ws[i+1].Text]
+		if !ok {
+			return w.Number, i + 1
+		}
+		v := new(big.Rat).Mul(w.Number, new(big.Rat).SetInt64(s))
+		j := i + 2
+		if wordScales[ws[i+1].Text] && w.Number.IsInt() && w.Number.Sign() > 0 {
+			k := j
+			if isWord(k, "and") {
+				k++
+			}
+			if k < len(ws) && small(k, s-1) {
+				if r, next := scaled(k); r.IsInt() && r.Sign() > 0 && r.Cmp(new(big.Rat).SetInt64(s)) < 0 {
+					v.Add(v, r)
+					j = next
+				}
+			}
+		}
+		return v, j
+	}
+	out = nil
+	merged := false
+	for i := 0; i < len(ws); i++ {
+		w := ws[i]
+		if w.Number == nil {
+			out = append(out, w)
+			continue
+		}
+		v, j := scaled(i)
+		if j == i+1 {
+			out = append(out, w)
+			continue
+		}
+		out = append(out, Word{Text: v.RatString(), Number: v, spaced: w.spaced})
+		i = j - 1
+		merged = true
+	}
+	if merged {
+		return out
+	}
+	return ws
+}
 
 // hyphenNumbers returns ws with every word that is a number (ASCII, as
 // words reads numbers, never negative) or a word of the spelled-number
@@ -1045,9 +1320,9 @@ func hyphenNumbers(ws []Word) []Word {
 			}
 			head := w.Text[:k]
 			if v, ok := parseNumber(head); ok {
-				num = Word{Text: head, Number: v}
+				num = Word{Text: head, Number: v, spaced: w.spaced}
 			} else if n, ok := spelledNumber[head]; ok {
-				num = Word{Text: big.NewInt(n).String(), Number: new(big.Rat).SetInt64(n)}
+				num = Word{Text: big.NewInt(n).String(), Number: new(big.Rat).SetInt64(n), spaced: w.spaced}
 			}
 		}
 		if num.Number == nil {
@@ -1083,7 +1358,7 @@ func spelledNumbers(ws []Word) []Word {
 		if &out[0] == &ws[0] {
 			out = append([]Word(nil), ws...)
 		}
-		out[i] = Word{Text: big.NewInt(n).String(), Number: new(big.Rat).SetInt64(n)}
+		out[i] = Word{Text: big.NewInt(n).String(), Number: new(big.Rat).SetInt64(n), spaced: w.spaced}
 	}
 	return out
 }
@@ -1092,12 +1367,12 @@ func spelledNumbers(ws []Word) []Word {
 // answer's value when it is one number word, or the number of a numbered
 // label ("grade 3") whose label word the question uses.
 func numericTarget(q *Question) (*big.Rat, bool) {
-	wc := Words(q.Answer)
+	wc := cachedWords(q.Answer)
 	switch {
 	case len(wc) == 1 && wc[0].Number != nil:
 		return wc[0].Number, true
 	case len(wc) == 2 && wc[1].Number != nil && wc[0].Number == nil && !hasDigit(wc[0].Text):
-		for _, w := range Words(q.Question) {
+		for _, w := range cachedWords(q.Question) {
 			if w.Text == wc[0].Text {
 				return wc[1].Number, true
 			}
@@ -1111,7 +1386,7 @@ func numericTarget(q *Question) (*big.Rat, bool) {
 // descriptions is set.
 func (j *judgement) contains(vs []string, descriptions bool) bool {
 	for _, v := range vs {
-		wv := Words(v)
+		wv := cachedWords(v)
 		if len(wv) == 0 || allFunctionWords(wv) {
 			continue
 		}
@@ -1197,11 +1472,11 @@ func (j *judgement) allowed(w Word, descriptions bool) bool {
 	if joinWords[w.Text] {
 		return false
 	}
-	if functionWords[w.Text] || j.variantWord(w) {
+	if functionWords[w.Text] || j.variantWord(w) || legalSuffixes[w.Text] {
 		return true
 	}
 	if !descriptions || hasDigit(w.Text) {
-		return j.questionWord(w)
+		return j.questionWord(w) || j.inflectedQuestionWord(w)
 	}
 	if j.vocab == nil {
 		j.vocab = map[string]bool{}
@@ -1214,7 +1489,46 @@ func (j *judgement) allowed(w Word, descriptions bool) bool {
 			j.vocab[k] = true
 		}
 	}
-	return j.vocab[w.Text] || j.questionWord(w)
+	return j.vocab[w.Text] || j.questionWord(w) || j.inflectedQuestionWord(w)
+}
+
+// inflectedQuestionWord reports whether w is an inflection of a question
+// word: less at most one of the endings of inflections each, the two are
+// the same text of at least three characters ("remaining" and "remains"
+// are both "remain"). It allows the word only: the word guards read
+// question words as written.
+func (j *judgement) inflectedQuestionWord(w Word) bool {
+	if w.Number != nil || hasDigit(w.Text) {
+		return false
+	}
+	for q := range j.questionWords() {
+		// the question words include those less a possessive 's or ’s
+		// ("container" of "container's")
+		if b, ok := strings.CutSuffix(q, "'s"); ok {
+			q = b
+		} else if b, ok := strings.CutSuffix(q, "’s"); ok {
+			q = b
+		}
+		for _, a := range stems(w.Text) {
+			for _, b := range stems(q) {
+				if a == b && utf8.RuneCountInString(a) >= 3 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// stems returns w and w less each of inflections it ends in.
+func stems(w string) []string {
+	out := []string{w}
+	for _, e := range inflections {
+		if s, ok := strings.CutSuffix(w, e); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // functionWords may surround an answer; joinWords never may (they turn an
@@ -1225,6 +1539,15 @@ var (
 	// precisionWords may stand beside M3's one number ("a total of 29",
 	// "exactly 29"): they name no candidate.
 	precisionWords = toWordSet("exactly precisely total")
+	// dimensionWords may stand beside M3's one number too ("9.4 km
+	// deep"): they name no candidate.
+	dimensionWords = toWordSet("deep long high tall wide thick")
+	// legalSuffixes are allowed words ("Kessler Lime Works Ltd"); a
+	// distractor's word all the same under M2.
+	legalSuffixes = toWordSet("ltd limited inc plc llc corp gmbh")
+	// inflections are the endings an inflected question word may differ
+	// by ("remaining" for "remains").
+	inflections = []string{"ing", "ed", "es", "s", "d"}
 	// tailPronouns are words of a tail that the tail guard's word check
 	// passes over (spec/verification.md, "Explanations").
 	tailPronouns = toWordSet("it they them he him she her these those")
@@ -1284,6 +1607,10 @@ type Word struct {
 	Text string
 	// Number is the word's value when the word is a number, else nil.
 	Number *big.Rat
+	// spaced is set when only spaces (U+0020, U+00A0, U+202F) or
+	// nothing stand between the word and the one before it in the text
+	// Words read (scaleNumbers merges only such words).
+	spaced bool
 }
 
 // Words splits s into words as the verification spec defines them: s is
@@ -1297,9 +1624,14 @@ type Word struct {
 // before its first letter is a number is read as that number and the rest
 // ("10.6km": 10.6 and "km"), and digit groups after one space, U+00A0 or
 // U+202F are one number ("125 000"; mergeGroups).
-func Words(s string) []Word {
+func Words(s string) []Word { return wordsOf(s, false) }
+
+// wordsOf is Words; with answer set it also reads a decimal comma
+// (decimalComma: "2,9" is 2.9), as an answer to a question with a numeric
+// target is read.
+func wordsOf(s string, answer bool) []Word {
 	n := Normalize(s)
-	var a wordList
+	a := wordList{answer: answer}
 	rs := []rune(n)
 	i, prevEnd := 0, 0
 	for i < len(rs) {
@@ -1320,6 +1652,11 @@ func Words(s string) []Word {
 			break
 		}
 		neg := start > 0 && (rs[start-1] == '-' || rs[start-1] == '\u2212') && (start < 2 || !wordRune(rs[start-2]))
+		spaced := true
+		for _, r := range rs[prevEnd:start] {
+			spaced = spaced && groupSep(r)
+		}
+		a.spaced = spaced
 		a.addRaw(string(rs[start:i]), neg, start == prevEnd+1 && groupSep(rs[prevEnd]), false)
 		prevEnd = i
 	}
@@ -1333,6 +1670,8 @@ type wordList struct {
 	ws        []Word
 	marks     []bool
 	withMarks bool
+	answer    bool   // read decimal commas (wordsOf)
+	spaced    bool   // the next raw word's spaced (Word.spaced)
 	run       string // the digits of an open digit-group run, "" when none
 }
 
@@ -1342,9 +1681,13 @@ type wordList struct {
 // sign stands directly before text, sep when exactly one space, no-break
 // space or narrow no-break space does.
 func (a *wordList) addRaw(text string, neg, sep, mark bool) {
-	num, rest := splitUnit(text)
-	w := Word{Text: num}
-	if v, ok := parseNumber(num); ok {
+	parse := parseNumber
+	if a.answer {
+		parse = parseAnswerNumber
+	}
+	num, rest := splitUnitBy(text, parse)
+	w := Word{Text: num, spaced: a.spaced}
+	if v, ok := parse(num); ok {
 		if neg {
 			v.Neg(v)
 		}
@@ -1352,7 +1695,7 @@ func (a *wordList) addRaw(text string, neg, sep, mark bool) {
 	}
 	a.add(w, sep, mark)
 	if rest != "" {
-		a.add(Word{Text: rest}, false, false)
+		a.add(Word{Text: rest, spaced: true}, false, false)
 	}
 }
 
@@ -1388,12 +1731,14 @@ func (a *wordList) add(w Word, sep, mark bool) {
 // splitUnit splits a word whose part before its first letter (Unicode L)
 // is a number into that number and the rest ("1.6mg/l": "1.6", "mg/l");
 // any other word is returned whole, with rest empty.
-func splitUnit(text string) (num, rest string) {
+func splitUnit(text string) (num, rest string) { return splitUnitBy(text, parseNumber) }
+
+func splitUnitBy(text string, parse func(string) (*big.Rat, bool)) (num, rest string) {
 	i := strings.IndexFunc(text, unicode.IsLetter)
 	if i <= 0 {
 		return text, ""
 	}
-	if _, ok := parseNumber(text[:i]); !ok {
+	if _, ok := parse(text[:i]); !ok {
 		return text, ""
 	}
 	return text[:i], text[i:]
@@ -1460,6 +1805,22 @@ func parseNumber(s string) (*big.Rat, bool) {
 	return v, ok
 }
 
+// parseAnswerNumber is parseNumber with the decimal comma of an answer
+// (spec/verification.md, "Decimal commas"): ASCII digits, one "," and
+// one, two, or four or more ASCII digits ("2,9", "12,50", "1,2345"): a
+// comma so followed is never a thousands separator, so it is a decimal
+// point.
+func parseAnswerNumber(s string) (*big.Rat, bool) {
+	if v, ok := parseNumber(s); ok {
+		return v, ok
+	}
+	ip, frac, ok := strings.Cut(s, ",")
+	if !ok || !allDigits(ip) || !allDigits(frac) || len(frac) == 3 {
+		return nil, false
+	}
+	return new(big.Rat).SetString(ip + "." + frac)
+}
+
 func allDigits(s string) bool {
 	if s == "" {
 		return false
@@ -1493,6 +1854,15 @@ func lowerVocabOf(text string) map[string]bool {
 }
 
 var vocabCache textCache[map[string]bool]
+
+// cachedWords is Words of a question's own texts (its text, canonical
+// answer, variants and distractors), which every answer to it reads
+// again; cachedAnswerWords is answerWords of a distractor. The slices
+// are shared: callers must not modify them.
+func cachedWords(s string) []Word       { return wordsCache.get(s, Words) }
+func cachedAnswerWords(s string) []Word { return answerWordsCache.get(s, answerWords) }
+
+var wordsCache, answerWordsCache textCache[[]Word]
 
 // maxTextCache bounds each textCache: its texts are narratives and
 // questions (a few per set), which sessions of one set judge against

@@ -85,7 +85,8 @@ var spelledOf = func() map[int]string {
 
 var seps = []string{" — ", "—", " - ", " -- ", " – ", " (", "; ", ". ", ", because ", ", as ", ", according to ", ", which ", "\n", "\r", "\r\n", "\n\n",
 	" ", ", ", " or ", " and ", "-", " to ", "-to-", "/", "\u2010", "\u2011", "\u2212", " \u2212 ", "\u00a0—\u00a0", "\u3000",
-	"\u2028", "\u0085", "\t", ". \n", "!\n", "\n—", " \n "}
+	"\u2028", "\u0085", "\t", ". \n", "!\n", "\n—", " \n ",
+	": ", " because ", " -> ", " thousand ", " hundred "} // 1.5.19
 
 // candidates returns the strings an answer is built from for a question.
 func candidates(q *skill.Question) []string {
@@ -126,6 +127,26 @@ func candidates(q *skill.Question) []string {
 			add(strings.ToUpper(sp[:1]) + sp[1:])
 		}
 		add(n + "-fold")
+		// 1.5.19 number phrases and decimal commas
+		add(n + "k")
+		add(n + " thousand")
+		add(strings.Replace(n, ".", ",", 1))
+		if v, ok := new(big.Rat).SetString(strings.ReplaceAll(n, ",", "")); ok && v.IsInt() && v.Sign() > 0 {
+			if k := new(big.Rat).Quo(v, big.NewRat(1000, 1)); k.IsInt() {
+				add(k.RatString() + "k")
+				add(k.RatString() + " thousand")
+			}
+			if i := v.Num().Int64(); v.Num().IsInt64() && i >= 100 && i < 10000 && i%100 < 100 {
+				h, r := i/100, i%100
+				if hs, ok := spelledOf[int(h)]; ok {
+					add(hs + " hundred")
+					if rs, ok := spelledOf[int(r)]; ok && r > 0 {
+						add(hs + " hundred " + rs)
+						add(hs + " hundred and " + rs)
+					}
+				}
+			}
+		}
 		add(n + "-km")
 		add(n + "x")
 		add(n + " percent")
@@ -152,7 +173,10 @@ func candidates(q *skill.Question) []string {
 func wrappers(a string) []string {
 	return []string{a, "the " + a, "Answer: " + a, a + " is the answer", "\n" + a, "\r\n" + a, a + "\n", a + "\r\n",
 		strings.ToUpper(a), "The answer is approximately " + a, "It's " + a + ".", "**" + a + "**", "(" + a + ")",
-		"\u00a0" + a, a + ".", "— " + a, "about " + a, "a total of " + a, "exactly " + a}
+		"\u00a0" + a, a + ".", "— " + a, "about " + a, "a total of " + a, "exactly " + a,
+		// 1.5.19
+		"So the answer is " + a + ".", "I think it's " + a, "1. " + a, "Result: " + a, "The value is " + a,
+		"Most likely " + a, "\\boxed{" + a + "}", "<answer>" + a + "</answer>", a + " Ltd", a + " deep", "Therefore, " + a}
 }
 
 func answersFor(q *skill.Question) []string {

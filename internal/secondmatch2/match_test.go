@@ -100,7 +100,33 @@ var (
 	reLead  = regexp.MustCompile(`^[1-9][0-9]{0,2}$`)
 	reGroup = regexp.MustCompile(`^[0-9]{3}$`)
 	reLast  = regexp.MustCompile(`^[0-9]{3}(?:\.[0-9]+)?$`)
+	// 1.5.19 decimal comma: digits, one comma, 1, 2 or 4+ digits
+	reDec = regexp.MustCompile(`^[0-9]+,(?:[0-9]{1,2}|[0-9]{4,})$`)
 )
+
+func isNumText(t string, answer bool) bool {
+	return reNum.MatchString(t) || answer && reDec.MatchString(t)
+}
+
+func numOf(t string) *big.Rat {
+	if reDec.MatchString(t) && !reNum.MatchString(t) {
+		r, _ := new(big.Rat).SetString(strings.Replace(t, ",", ".", 1))
+		return r
+	}
+	return numVal(t)
+}
+
+func onlySpaces(g string) bool {
+	if g == "" {
+		return false
+	}
+	for _, r := range g {
+		if r != ' ' && r != '\u00a0' && r != '\u202f' {
+			return false
+		}
+	}
+	return true
+}
 
 func numVal(s string) *big.Rat {
 	r, ok := new(big.Rat).SetString(strings.ReplaceAll(s, ",", ""))
@@ -118,6 +144,8 @@ type W struct {
 	start, end int // span in the normalised text
 	raw        int // index of the raw word it comes from
 	neg        bool
+	close      bool // stands close to the word before it (1.5.19 number phrases)
+	rest       bool // read from the rest of a hyphenated number
 }
 
 func same(a, b W) bool {
@@ -180,11 +208,12 @@ func wordsN(n string, answerReadings bool) []W {
 				}
 			}
 		}
+		cl := ri > 0 && onlySpaces(n[rw[ri-1].end:r.start])
 		mk := func(t string, st, en int) W {
-			w := W{text: t, start: st, end: en, raw: ri}
-			if reNum.MatchString(t) {
+			w := W{text: t, start: st, end: en, raw: ri, close: cl}
+			if isNumText(t, answerReadings) {
 				w.num = true
-				w.val = numVal(t)
+				w.val = numOf(t)
 				if neg {
 					w.val.Neg(w.val)
 					w.neg = true
@@ -193,9 +222,9 @@ func wordsN(n string, answerReadings bool) []W {
 			return w
 		}
 		fl := firstLetter(r.text)
-		if fl > 0 && reNum.MatchString(r.text[:fl]) {
+		if fl > 0 && isNumText(r.text[:fl], answerReadings) {
 			ws = append(ws, mk(r.text[:fl], r.start, r.start+fl))
-			ws = append(ws, W{text: r.text[fl:], start: r.start + fl, end: r.end, raw: ri})
+			ws = append(ws, W{text: r.text[fl:], start: r.start + fl, end: r.end, raw: ri, close: true})
 			continue
 		}
 		ws = append(ws, mk(r.text, r.start, r.end))
@@ -225,7 +254,7 @@ func wordsN(n string, answerReadings bool) []W {
 				break
 			}
 			if j > i {
-				m := W{text: txt, num: true, val: numVal(txt), start: w.start, end: ws[j].end, raw: w.raw, neg: w.neg}
+				m := W{text: txt, num: true, val: numVal(txt), start: w.start, end: ws[j].end, raw: w.raw, neg: w.neg, close: w.close}
 				if w.neg {
 					m.val.Neg(m.val)
 				}
@@ -243,7 +272,80 @@ func wordsN(n string, answerReadings bool) []W {
 	for _, w := range out {
 		out2 = append(out2, readRest(w)...)
 	}
-	return out2
+	return phrases(out2)
+}
+
+var scaleOf = map[string]int64{"k": 1000, "thousand": 1000, "million": 1000000, "mn": 1000000, "billion": 1000000000, "bn": 1000000000}
+
+func wholeIn(w W, lo, hi int64) bool {
+	return w.num && w.val.IsInt() && w.val.Num().IsInt64() && w.val.Num().Int64() >= lo && w.val.Num().Int64() <= hi
+}
+
+// phrases applies 1.5.19's number phrases: hundreds, then scale words.
+func phrases(ws []W) []W {
+	var h []W
+	for i := 0; i < len(ws); i++ {
+		w := ws[i]
+		if wholeIn(w, 1, 99) && i+1 < len(ws) && !ws[i+1].num && ws[i+1].text == "hundred" && ws[i+1].close {
+			v := new(big.Rat).Mul(w.val, big.NewRat(100, 1))
+			j := i + 2
+			if j < len(ws) && ws[j].close && wholeIn(ws[j], 1, 99) {
+				v.Add(v, ws[j].val)
+				j++
+			} else if j+1 < len(ws) && !ws[j].num && ws[j].text == "and" && ws[j].close && ws[j+1].close && wholeIn(ws[j+1], 1, 99) {
+				v.Add(v, ws[j+1].val)
+				j += 2
+			}
+			h = append(h, W{text: v.RatString(), num: true, val: v, start: w.start, end: ws[j-1].end, raw: w.raw, close: w.close})
+			i = j - 1
+			continue
+		}
+		h = append(h, w)
+	}
+	// phrase at i: value and next index
+	var at func(i int) (*big.Rat, int)
+	at = func(i int) (*big.Rat, int) {
+		w := h[i]
+		if i+1 >= len(h) || h[i+1].num || !h[i+1].close {
+			return w.val, i + 1
+		}
+		sc, ok := scaleOf[h[i+1].text]
+		if !ok {
+			return w.val, i + 1
+		}
+		v := new(big.Rat).Mul(w.val, big.NewRat(sc, 1))
+		next := i + 2
+		word := h[i+1].text == "thousand" || h[i+1].text == "million" || h[i+1].text == "billion"
+		if word && w.val.IsInt() && w.val.Sign() > 0 {
+			k := next
+			if k < len(h) && !h[k].num && h[k].text == "and" && h[k].close {
+				k++
+			}
+			if k < len(h) && h[k].close && wholeIn(h[k], 1, sc-1) {
+				r, n2 := at(k)
+				if r.IsInt() && r.Sign() > 0 && r.Cmp(big.NewRat(sc, 1)) < 0 {
+					v.Add(v, r)
+					next = n2
+				}
+			}
+		}
+		return v, next
+	}
+	var out []W
+	for i := 0; i < len(h); i++ {
+		if !h[i].num {
+			out = append(out, h[i])
+			continue
+		}
+		v, j := at(i)
+		if j == i+1 {
+			out = append(out, h[i])
+			continue
+		}
+		out = append(out, W{text: v.RatString(), num: true, val: v, start: h[i].start, end: h[j-1].end, raw: h[i].raw, close: h[i].close})
+		i = j - 1
+	}
+	return out
 }
 
 // readRest applies the spelled-out and hyphenated-number readings to one word.
@@ -251,6 +353,13 @@ func readRest(w W) []W {
 	var out2 []W
 	{
 		if !w.num {
+			// 1.5.19 fold words: a spelled-out number directly followed by "fold"
+			if pre, ok := strings.CutSuffix(w.text, "fold"); ok {
+				if v, ok := spelled[pre]; ok {
+					return []W{{text: pre, num: true, val: big.NewRat(int64(v), 1), start: w.start, end: w.start + len(pre), raw: w.raw, close: w.close},
+						{text: "fold", start: w.start + len(pre), end: w.end, raw: w.raw, close: w.close || !w.rest}}
+				}
+			}
 			if v, ok := spelled[w.text]; ok {
 				w.num = true
 				w.val = big.NewRat(int64(v), 1)
@@ -284,9 +393,9 @@ func readRest(w W) []W {
 				} else {
 					v = big.NewRat(int64(spelled[pre]), 1)
 				}
-				out2 = append(out2, W{text: pre, num: true, val: v, start: w.start, end: w.start + split, raw: w.raw})
-				// the rest is read with the answer's readings again (1.5.13)
-				return append(out2, readRest(W{text: w.text[split+1:], start: w.start + split + 1, end: w.end, raw: w.raw})...)
+				out2 = append(out2, W{text: pre, num: true, val: v, start: w.start, end: w.start + split, raw: w.raw, close: w.close, rest: w.rest})
+				// the rest is read with the answer's readings again (1.5.13); never close (1.5.19)
+				return append(out2, readRest(W{text: w.text[split+1:], start: w.start + split + 1, end: w.end, raw: w.raw, rest: true})...)
 			}
 		}
 		out2 = append(out2, w)
@@ -315,6 +424,7 @@ func isJoin(w W) bool { return !w.num && joiningWords[w.text] }
 
 var unitRows = [][]string{
 	{"%", "percent", "pct", "cent"},
+	{"pp", "pts", "percentage"}, // 1.5.19
 	{"€", "eur", "euro", "euros"},
 	{"£", "gbp", "pound", "pounds", "sterling"},
 	{"$", "usd", "dollar", "dollars"},
@@ -592,11 +702,42 @@ func (c *ctx) isVarWord(w W) bool {
 
 func (c *ctx) isQWord(w W) bool { return !w.num && c.qwords[w.text] }
 
+var dimension = set("deep long high tall wide thick")
+
+var legal = set("ltd limited inc plc llc corp gmbh")
+
+// inflected: w, less at most one ending, equals a question word less at
+// most one ending, at least three characters (1.5.19).
+func (c *ctx) inflected(w W) bool {
+	if w.num || hasDigit(w.text) {
+		return false
+	}
+	cut := func(t string) []string {
+		out := []string{t}
+		for _, e := range []string{"ing", "ed", "es", "s", "d"} {
+			if strings.HasSuffix(t, e) {
+				out = append(out, t[:len(t)-len(e)])
+			}
+		}
+		return out
+	}
+	for q := range c.qwords {
+		for _, a := range cut(w.text) {
+			for _, b := range cut(q) {
+				if a == b && utf8.RuneCountInString(a) >= 3 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 func (c *ctx) allowed(w W, desc bool) bool {
 	if isJoin(w) {
 		return false
 	}
-	if isFn(w) || c.isVarWord(w) || c.isQWord(w) {
+	if isFn(w) || c.isVarWord(w) || c.isQWord(w) || (!w.num && legal[w.text]) || c.inflected(w) {
 		return true
 	}
 	return desc && !w.num && c.desc[w.text]
@@ -680,12 +821,54 @@ func (c *ctx) firstSep(text string) int {
 		}
 		return rawWord{}, false
 	}
+	// 1.5.19: ": " / ", " after an answer word (a raw word before it, no
+	// function word, a candidate's raw word or holding a digit)
+	answerWordBefore := func(off int) bool {
+		for _, r := range rw {
+			if r.end > off {
+				break
+			}
+			t := normS(r.text)
+			if !functionWords[t] && (c.candRaw[t] || hasDigit(t)) {
+				return true
+			}
+		}
+		return false
+	}
+	// 1.5.19: the raw word because or since, not first, white space before, no candidate's word
+	wordSep := -1
+	for k := 1; k < len(rw); k++ {
+		t := normS(rw[k].text)
+		if (t == "because" || t == "since") && !c.candRaw[t] {
+			if p, _ := utf8.DecodeLastRuneInString(text[:rw[k].start]); isWS(p) {
+				wordSep = rw[k].start
+				break
+			}
+		}
+	}
+	first := func(off int) int {
+		if wordSep >= 0 && wordSep < off {
+			return wordSep
+		}
+		return off
+	}
 	for i, x := range rs {
+		if wordSep >= 0 && x.off >= wordSep {
+			return wordSep
+		}
 		prevWS := i > 0 && isWS(rs[i-1].r)
 		nextWS := i+1 < len(rs) && isWS(rs[i+1].r)
 		switch x.r {
-		case '—', '(', ';', '\n', '\r':
+		case '—', '(', ';', '\n', '\r', '→', '⇒':
 			return x.off
+		case '>':
+			if i > 0 && (rs[i-1].r == '-' || rs[i-1].r == '=') {
+				return first(rs[i-1].off)
+			}
+		case ':':
+			if nextWS && answerWordBefore(x.off) {
+				return x.off
+			}
 		case '–':
 			if prevWS && nextWS {
 				return x.off
@@ -735,6 +918,17 @@ func (c *ctx) firstSep(text string) int {
 			if k == i+1 {
 				continue
 			}
+			if answerWordBefore(x.off) {
+				// 1.5.19: only before a raw word with no upper-case letter and no digit
+				for _, r := range rw {
+					if r.start > x.off {
+						if !hasUpper(r.text) && !hasDigit(r.text) {
+							return x.off
+						}
+						break
+					}
+				}
+			}
 			rest := text[rs[k-1].off+utf8.RuneLen(rs[k-1].r):]
 			for _, conn := range []string{"because", "since", "as", "according", "based", "given", "per", "which"} { // 1.5.16
 				if len(rest) >= len(conn) && strings.EqualFold(rest[:len(conn)], conn) {
@@ -746,7 +940,7 @@ func (c *ctx) firstSep(text string) int {
 			}
 		}
 	}
-	return -1
+	return wordSep
 }
 
 // splitAt returns the index of the first separator when it splits text
@@ -822,7 +1016,7 @@ func (c *ctx) m3(text string) bool {
 		if i == n {
 			continue
 		}
-		if c.allowed(w, true) || (!w.num && c.usedUnits[w.text]) || c.compound(w) || w.text == "exactly" || w.text == "precisely" || w.text == "total" { // 1.5.17 precision words
+		if c.allowed(w, true) || (!w.num && c.usedUnits[w.text]) || c.compound(w) || w.text == "exactly" || w.text == "precisely" || w.text == "total" || dimension[w.text] { // 1.5.17 precision words, 1.5.19 dimension words
 			continue
 		}
 		return false
@@ -946,11 +1140,25 @@ func (c *ctx) steps(text string) (bool, string) {
 	return false, "none"
 }
 
+// 1.5.19: the lead-in's parts. A final ":" means the frame's last raw
+// word must be directly followed by ':'.
 var frames = [][]string{
 	{"the", "final", "answer", "is"}, {"the", "final", "answer"}, {"the", "answer", "is"}, {"the", "answer"},
 	{"final", "answer", "is"}, {"final", "answer"}, {"answer", "is"}, {"answer"},
+	{"my", "final", "answer", "is"}, {"my", "final", "answer"}, {"my", "answer", "is"}, {"my", "answer"},
+	{"the", "result", "is"}, {"the", "result", ":"}, {"result", "is"}, {"result", ":"},
+	{"the", "value", "is"}, {"value", "is"}, {"the", "figure", "is"}, {"figure", "is"},
+	{"the", "amount", "is"}, {"amount", "is"}, {"the", "number", "is"}, {"number", "is"},
+	{"the", "total", "is"}, {"total", "is"}, {"the", "count", "is"}, {"count", "is"},
 	{"it", "is"}, {"it", "was"}, {"it's"}, {"it’s"},
 }
+
+var (
+	connectives = [][]string{{"so"}, {"thus"}, {"therefore"}, {"hence"}}
+	opinions    = [][]string{{"i", "think"}, {"i", "believe"}, {"i'd", "say"}, {"i’d", "say"}, {"i", "would", "say"}}
+	likelihoods = [][]string{{"most", "likely"}, {"likely"}, {"probably"}}
+	hedgeSeqs   = [][]string{{"about"}, {"approx"}, {"approximately"}, {"around"}, {"circa"}, {"roughly"}}
+)
 var tailFrames = [][]string{{"is", "the", "final", "answer"}, {"is", "the", "answer"}, {"is", "correct"}}
 
 func (c *ctx) rest(text string) (string, bool) {
@@ -960,14 +1168,38 @@ func (c *ctx) rest(text string) (string, bool) {
 		nr[i] = normS(r.text)
 	}
 	li := 0 // raw words consumed by the lead-in
-	for _, f := range frames {
-		if len(f) < len(rw) && eqs(nr[:len(f)], f) {
-			li = len(f)
-			break
+	// list mark: "1" first, only white space before, then "." or ")" and white space
+	if !c.hasTarget && !c.candRaw["1"] && len(rw) >= 2 && rw[0].text == "1" && strings.TrimFunc(text[:rw[0].start], isWS) == "" {
+		after := text[rw[0].end:]
+		if len(after) >= 2 && (after[0] == '.' || after[0] == ')') {
+			if r, _ := utf8.DecodeRuneInString(after[1:]); isWS(r) {
+				li = 1
+			}
 		}
 	}
-	if c.hasTarget && li+1 < len(rw) && hedges[nr[li]] {
-		li++
+	part := func(list [][]string) {
+		for _, f := range list {
+			colon := f[len(f)-1] == ":"
+			g := f
+			if colon {
+				g = f[:len(f)-1]
+			}
+			if li+len(g) >= len(rw) || !eqs(nr[li:li+len(g)], g) {
+				continue
+			}
+			if colon && !strings.HasPrefix(text[rw[li+len(g)-1].end:], ":") {
+				continue
+			}
+			li += len(g)
+			return
+		}
+	}
+	part(connectives)
+	part(opinions)
+	part(frames)
+	part(likelihoods)
+	if c.hasTarget {
+		part(hedgeSeqs)
 	}
 	ti := len(rw)
 	for _, f := range tailFrames {
@@ -1066,11 +1298,25 @@ func dehyphenAll(ss []string) []string {
 	return out
 }
 
+// unwrapAnswer applies 1.5.19's wrappers.
+func unwrapAnswer(a string) string {
+	t := strings.TrimFunc(a, isWS)
+	for _, p := range [][2]string{{"<answer>", "</answer>"}, {"$$\\boxed{", "}$$"}, {"$\\boxed{", "}$"}, {"\\boxed{", "}"}} {
+		if len(t) < len(p[0])+len(p[1]) {
+			continue
+		}
+		if strings.EqualFold(t[:len(p[0])], p[0]) && strings.EqualFold(t[len(t)-len(p[1]):], p[1]) {
+			return t[len(p[0]) : len(t)-len(p[1])]
+		}
+	}
+	return a
+}
+
 func (c *ctx) judge(answer string) (bool, string) {
 	if len(answer) > 64 {
 		return false, "M0"
 	}
-	answer = dehyphen(answer)
+	answer = unwrapAnswer(dehyphen(answer))
 	if ok, r := c.withLeadIn(answer); ok {
 		return ok, r
 	}
