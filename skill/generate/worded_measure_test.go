@@ -173,15 +173,14 @@ func llmCorpusDir() string {
 }
 
 type hedgeStats struct {
-	questions, listed, worded   int
-	scenarios                   int
-	fullPairs, fullAccepted     int
-	exposedB, exposedA          int // scenarios: right + missing accepted
-	qExposedB, qExposedA        int // questions with an exposed scenario
-	passB, passA                float64
-	sessB, sessA                float64
-	sessions                    int
-	wordedFamily, wordedMissing int
+	questions, listed, worded int
+	scenarios                 int
+	fullPairs, fullAccepted   int
+	exposedB, exposedA        int // scenarios: right + missing accepted
+	qExposedB, qExposedA      int // questions with an exposed scenario
+	passB, passA              float64
+	sessB, sessA              float64
+	sessions                  int
 }
 
 // set measures every question of s; sessions draw one question per part.
