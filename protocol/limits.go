@@ -801,13 +801,18 @@ func SessionTokens(rounds int) int {
 // tokenHold is a prover session's reservation of prompt tokens (spec
 // §9a), taken at the hello by admitSessionOwn: the session's rounds draw
 // on it first and on the budgets only for what exceeds it, and release
-// gives what is left back when the session ends.
+// gives what is left back when the session ends. It keeps the budgets
+// the hello charged (the verifier's group and /32 block, hasBlk as the
+// hello decided it), so that what goes back goes where it came from
+// whatever the node's admission of the verifier does meanwhile; the
+// session's unused answerer calls go back the same way (refundCalls).
 type tokenHold struct {
-	b      *budgets
-	p      peer.ID
-	pfx    netip.Prefix
-	hasPfx bool
-	left   int
+	b        *budgets
+	p        peer.ID
+	pfx, blk netip.Prefix
+	hasPfx   bool
+	hasBlk   bool
+	left     int
 }
 
 // charge spends n prompt tokens of a round: from the hold, and what
@@ -818,7 +823,7 @@ func (h *tokenHold) charge(n int, now time.Time) bool {
 		h.left -= n
 		return true
 	}
-	if !h.b.chargeTokensIn(h.p, h.pfx, h.hasPfx, n-h.left, now) {
+	if !h.b.chargeTokensAt(h.p, h.pfx, h.hasPfx, h.blk, h.hasBlk, n-h.left, now) {
 		return false
 	}
 	h.left = 0
@@ -832,9 +837,17 @@ func (h *tokenHold) give(n int) { h.left += max(n, 0) }
 // release gives what is left of the hold back to the budgets.
 func (h *tokenHold) release(now time.Time) {
 	if h.b != nil && h.left > 0 {
-		h.b.refundTokensIn(h.p, h.pfx, h.hasPfx, h.left, now)
+		h.b.refundTokensAt(h.p, h.pfx, h.hasPfx, h.blk, h.hasBlk, h.left, now)
 	}
 	h.left = 0
+}
+
+// refundCalls gives n answerer calls the session reserved at its hello
+// and did not make back to the budgets the hello charged.
+func (h *tokenHold) refundCalls(n int, now time.Time) {
+	if h.b != nil {
+		h.b.refundCallsAt(h.p, h.pfx, h.hasPfx, h.blk, h.hasBlk, n, now)
+	}
 }
 
 // admitSessionOwn reserves one session, rounds answerer calls and the
@@ -931,7 +944,7 @@ func (b *budgets) admitSessionOwn(p peer.ID, pfx netip.Prefix, hasPfx bool, roun
 			g.tokens.tokens -= res
 		}
 	}
-	return tokenHold{b: b, p: p, pfx: pfx, hasPfx: hasPfx, left: int(res)}, false, ""
+	return tokenHold{b: b, p: p, pfx: pfx, blk: blk, hasPfx: hasPfx, hasBlk: hasBlk, left: int(res)}, false, ""
 }
 
 // proverReserve is the share of the node's global budgets kept for
@@ -1030,11 +1043,19 @@ func (b *budgets) refundCalls(p peer.ID, n int, now time.Time) {
 
 // refundCallsIn is refundCalls with the verifier's prefix given.
 func (b *budgets) refundCallsIn(p peer.ID, pfx netip.Prefix, hasPfx bool, n int, now time.Time) {
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
+	b.refundCallsAt(p, pfx, hasPfx, blk, hasBlk, n, now)
+}
+
+// refundCallsAt is refundCallsIn with the verifier's /32 block given
+// (hasBlk false: none), as its hello decided it: whether the block's
+// budget applies depends on whether the node admits p, which can change
+// during a session.
+func (b *budgets) refundCallsAt(p peer.ID, pfx netip.Prefix, hasPfx bool, blk netip.Prefix, hasBlk bool, n int, now time.Time) {
 	if n <= 0 {
 		return
 	}
 	c := b.cfg
-	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stateLocked(p, now).calls.give(float64(n), float64(c.MaxCallsPerVerifier), c.ProverWindow, now)
@@ -1060,11 +1081,17 @@ func (b *budgets) refundTokens(p peer.ID, n int, now time.Time) {
 
 // refundTokensIn is refundTokens with the verifier's prefix given.
 func (b *budgets) refundTokensIn(p peer.ID, pfx netip.Prefix, hasPfx bool, n int, now time.Time) {
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
+	b.refundTokensAt(p, pfx, hasPfx, blk, hasBlk, n, now)
+}
+
+// refundTokensAt is refundTokensIn with the verifier's /32 block given
+// (refundCallsAt).
+func (b *budgets) refundTokensAt(p peer.ID, pfx netip.Prefix, hasPfx bool, blk netip.Prefix, hasBlk bool, n int, now time.Time) {
 	if n <= 0 {
 		return
 	}
 	c := b.cfg
-	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stateLocked(p, now).tokens.give(float64(n), float64(c.MaxTokensPerVerifier), c.ProverWindow, now)
@@ -1092,13 +1119,19 @@ func (b *budgets) chargeTokens(p peer.ID, n int, now time.Time) bool {
 
 // chargeTokensIn is chargeTokens with the verifier's prefix given.
 func (b *budgets) chargeTokensIn(p peer.ID, pfx netip.Prefix, hasPfx bool, n int, now time.Time) bool {
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
+	return b.chargeTokensAt(p, pfx, hasPfx, blk, hasBlk, n, now)
+}
+
+// chargeTokensAt is chargeTokensIn with the verifier's /32 block given
+// (refundCallsAt).
+func (b *budgets) chargeTokensAt(p peer.ID, pfx netip.Prefix, hasPfx bool, blk netip.Prefix, hasBlk bool, n int, now time.Time) bool {
 	if n <= 0 {
 		return true
 	}
 	c := b.cfg
 	x := float64(n)
 	reserve := b.reserveFor(p, float64(c.MaxProverTokens), x)
-	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := b.stateLocked(p, now)

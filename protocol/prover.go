@@ -341,7 +341,7 @@ func (p *proverRun) serve() {
 	}
 	p.reserved, p.tokens = int(hello.GetRounds()), hold
 	defer func() {
-		s.budgets.refundCallsIn(p.remote, p.pfx, p.hasPfx, p.reserved-p.calls, s.now())
+		p.tokens.refundCalls(p.reserved-p.calls, s.now())
 		p.tokens.release(s.now())
 	}()
 	// Pay for the session: the verifier draws a set only then (§5a). The

@@ -166,3 +166,36 @@ func TestTokenHold(t *testing.T) {
 		t.Fatalf("hold of a 20 000-token budget: %d (%s), want 5 000", h2.left, why)
 	}
 }
+
+// A hold goes back to the budgets its hello charged, whatever the node's
+// admission of the verifier does during the session: the /32 block's
+// budget applies only to verifiers the node does not admit, and a
+// verifier admitted mid-session (its reciprocal session passed) or whose
+// admission lapsed would otherwise leave its block a hold short, or
+// credit it with one it never paid. The session's unused calls too.
+func TestTokenHoldReleaseWhereCharged(t *testing.T) {
+	for _, admittedAtHello := range []bool{false, true} {
+		trusted := admittedAtHello
+		b, _, now := budgetsWith(t, Config{TrustedPeer: func(peer.ID) bool { return trusted }})
+		p, pfx := sybil(1, 1), net48(1)
+		blk, _ := BlockOf(pfx)
+		block := func() (tokens, calls float64) {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			g := b.proverBlockLocked(blk, now)
+			return g.tokens.tokens, g.calls.tokens
+		}
+		t0, c0 := block()
+		h, _, why := b.admitSessionOwn(p, pfx, true, 3, now)
+		if why != "" {
+			t.Fatal(why)
+		}
+		trusted = !admittedAtHello // admitted, or lapsed, during the session
+		h.refundCalls(3, now)
+		h.release(now)
+		if t1, c1 := block(); t1 != t0 || c1 != c0 {
+			t.Errorf("admitted at the hello %v: the block's tokens %.0f -> %.0f, calls %.0f -> %.0f after the session, want them back where they were",
+				admittedAtHello, t0, t1, c0, c1)
+		}
+	}
+}
