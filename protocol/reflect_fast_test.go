@@ -211,11 +211,17 @@ func BenchmarkChallengeDigest(b *testing.B) {
 	}
 	homoglyph := func(n, q string) *challengePrint { return challengeDigest(homo[n], q) }
 	accents := func(n, q string) *challengePrint { return challengeDigest(marks[n], q) }
+	// A verifier's worst case: 32 KiB of supplementary letters whose keys
+	// were computed on every use (Osage, a Cyrillic extension and a
+	// mathematical letter, about 1 µs each), in words of three.
+	crafted := strings.Repeat("\U000104EB\U0001E06C\U0001D716 ", skill.MaxNarrativeBytes/13)
+	worst := func(_, q string) *challengePrint { return challengeDigest(crafted, q) }
+	runeKeys()
 	for _, path := range []struct {
 		name   string
 		digest func(n, q string) *challengePrint
 	}{{"fast", challengeDigest}, {"general", challengeDigestGeneral}, {"prepared", prepared},
-		{"homoglyphs", homoglyph}, {"combining", accents}} {
+		{"homoglyphs", homoglyph}, {"combining", accents}, {"crafted-32KiB", worst}} {
 		b.Run(path.name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0

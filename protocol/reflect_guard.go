@@ -222,7 +222,7 @@ type issuedRef struct {
 func newReflectionGuard(window time.Duration) *reflectionGuard {
 	// The general path's table of word keys, made before a challenge
 	// that is neither ASCII nor simple needs it.
-	go bmpKeys()
+	go runeKeys()
 	return &reflectionGuard{window: window, exact: map[[32]byte]uint32{}}
 }
 

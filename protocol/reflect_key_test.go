@@ -31,6 +31,11 @@ func TestWordKeyTerminates(t *testing.T) {
 		if again := computeKeys(k, 0); again != k {
 			t.Fatalf("%U: key %q, its key %q", r, k, again)
 		}
+		// The table a challenge is keyed with holds every rune whose key
+		// is not itself (no key is computed on use).
+		if got, same := wordKey(r); same != (k == string(r)) || !same && got != k {
+			t.Fatalf("%U: table key %q (own %v), definition %q", r, got, same, k)
+		}
 	}
 	t.Logf("the deepest key takes %d steps", deepest)
 	if deepest >= maxKeyDepth-1 {
