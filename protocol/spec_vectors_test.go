@@ -354,18 +354,8 @@ func TestSpecSetIDVector(t *testing.T) {
 // general path and on the fast one.
 func TestReflectionVectors(t *testing.T) {
 	var v struct {
-		Description string `json:"description"`
-		Cases       []struct {
-			Name          string   `json:"name"`
-			Narrative     string   `json:"narrative"`
-			Question      string   `json:"question"`
-			Normalized    string   `json:"normalized"`
-			Digest        string   `json:"digest"`
-			Words         []string `json:"words"`
-			WordHashes    []string `json:"word_hashes"`
-			ShingleHashes []string `json:"shingle_hashes"`
-			Sketch        []string `json:"sketch"`
-		} `json:"cases"`
+		Description string                 `json:"description"`
+		Cases       []reflectionVectorCase `json:"cases"`
 	}
 	loadVector(t, "reflection.json", &v)
 	if len(v.Cases) < 6 {
