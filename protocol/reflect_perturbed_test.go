@@ -26,23 +26,11 @@ func TestReflectionPerturbedByRelay(t *testing.T) {
 	declined := make(chan *pb.Decline, 1)
 	m.SetStreamHandler(ID, func(s network.Stream) {
 		defer s.Reset()
-		_ = s.SetDeadline(time.Now().Add(30 * time.Second))
-		in := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
-		f, err := in.recv()
-		if err != nil {
-			t.Errorf("M: hello: %v", err)
+		in, c, out, ok := relayBack(t, m, a.ID(), s, 30*time.Second)
+		if !ok {
 			return
 		}
-		ack(in, f.GetHello())
-		c := echoProbes(t, in)
-		out := openRaw(t, m, a.ID())
 		defer out.s.Reset()
-		_ = out.s.SetDeadline(time.Now().Add(30 * time.Second))
-		out.send(helloFrame(m.ID(), a.ID(), nil))
-		if f, err := out.recv(); err != nil || f.GetHelloAck() == nil {
-			t.Errorf("M: A's hello ack: %v %v", f, err)
-			return
-		}
 		for c != nil {
 			fwd := &pb.Challenge{Round: c.GetRound(), Rounds: 3, Domain: "d", Narrative: perturbWords(c.GetNarrative(), 2, homoglyphOne),
 				Question: perturbWords(c.GetQuestion(), 2, homoglyphOne), BudgetMs: 15000, Kind: c.GetKind()}

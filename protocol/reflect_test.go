@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/text/cases"
@@ -34,24 +35,14 @@ func TestReflectionAttack(t *testing.T) {
 			declined := make(chan *pb.Decline, 1)
 			m.SetStreamHandler(ID, func(s network.Stream) {
 				defer s.Reset()
-				_ = s.SetDeadline(time.Now().Add(10 * time.Second))
-				in := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
-				f, err := in.recv()
-				if err != nil {
-					t.Errorf("M: hello: %v", err)
+				in, c, out, ok := relayBack(t, m, a.ID(), s, 10*time.Second)
+				if !ok {
 					return
 				}
-				ack(in, f.GetHello())
-				c := echoProbes(t, in)
+				defer out.s.Reset()
 				// Relay it back to A as M's own challenge.
-				out := openRaw(t, m, a.ID())
-				out.send(helloFrame(m.ID(), a.ID(), nil))
-				if f, err := out.recv(); err != nil || f.GetHelloAck() == nil {
-					t.Errorf("M: A's hello ack: %v %v", f, err)
-					return
-				}
 				out.send(&pb.Frame{Body: &pb.Frame_Challenge{Challenge: c}})
-				f, err = out.recv()
+				f, err := out.recv()
 				if err != nil {
 					t.Errorf("M: reply to reflected challenge: %v", err)
 					return
@@ -88,6 +79,33 @@ func TestReflectionAttack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// relayBack is M's side of a reflection: on s, a session of A's verifying
+// M, it acks the hello and echoes the probes, then opens its own verifier
+// stream to A (a paid hello acked); it returns A's round 1 and both
+// streams, or ok false (reported) when a step failed. Both streams get
+// the deadline.
+func relayBack(t *testing.T, m host.Host, a peer.ID, s network.Stream, d time.Duration) (in *rawPeer, c *pb.Challenge, out *rawPeer, ok bool) {
+	t.Helper()
+	_ = s.SetDeadline(time.Now().Add(d))
+	in = &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
+	f, err := in.recv()
+	if err != nil {
+		t.Errorf("M: hello: %v", err)
+		return nil, nil, nil, false
+	}
+	ack(in, f.GetHello())
+	c = echoProbes(t, in)
+	out = openRaw(t, m, a)
+	_ = out.s.SetDeadline(time.Now().Add(d))
+	out.send(helloFrame(m.ID(), a, nil))
+	if f, err := out.recv(); err != nil || f.GetHelloAck() == nil {
+		t.Errorf("M: A's hello ack: %v %v", f, err)
+		out.s.Reset()
+		return nil, nil, nil, false
+	}
+	return in, c, out, true
 }
 
 // A challenge this node issued is refused even after its session ended,
