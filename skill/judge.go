@@ -158,7 +158,7 @@ func mapStrings(ss []string, f func(string) string) []string {
 // judgeFramed applies rules M1-M5 to an answer, then, when none accepts
 // it, to its rest after a lead-in and before a tail frame.
 // cands are the question's candidateForms (candidatesOf).
-func judgeFramed(q *Question, answer string, narratives []string, cands candidateForms) (bool, string) {
+func judgeFramed(q *Question, answer string, narratives []string, cands *candidateForms) (bool, string) {
 	if ok, rule := judgeText(q, answer, narratives, cands); ok {
 		return true, rule
 	}
@@ -187,7 +187,7 @@ func judgeFramed(q *Question, answer string, narratives []string, cands candidat
 // given, per, which), at the end of the answer or before a character
 // that is no letter, mark or number. Both the head and the tail must
 // hold a raw word; ok is false when the answer has no such separator.
-func explained(answer string, cands candidateForms) (head, tail string, ok bool) {
+func explained(answer string, cands *candidateForms) (head, tail string, ok bool) {
 	spans := rawWordSpans(answer)
 	if len(spans) < 2 {
 		return "", "", false
@@ -218,7 +218,7 @@ func explained(answer string, cands candidateForms) (head, tail string, ok bool)
 	// a label alone ("Operator: Kessler", "Therefore, Kessler").
 	named := len(answer) + 1
 	for _, sp := range spans {
-		if w := Normalize(answer[sp[0]:sp[1]]); !functionWords[w] && (cands.words[w] || hasDigit(w)) {
+		if w := Normalize(answer[sp[0]:sp[1]]); !functionWords[w] && (cands.word(w) || hasDigit(w)) {
 			named = sp[1]
 			break
 		}
@@ -228,7 +228,7 @@ func explained(answer string, cands candidateForms) (head, tail string, ok bool)
 	wordSep := -1
 	for k := 1; k < len(spans); k++ {
 		w := Normalize(answer[spans[k][0]:spans[k][1]])
-		if (w == "because" || w == "since") && !cands.words[w] && spaceBefore(spans[k][0]) {
+		if (w == "because" || w == "since") && !cands.word(w) && spaceBefore(spans[k][0]) {
 			wordSep = spans[k][0]
 			break
 		}
@@ -273,7 +273,7 @@ func explained(answer string, cands candidateForms) (head, tail string, ok bool)
 			// one is right: "NoV-GII.2" is a candidate's word, so
 			// "NoV-GII.2. That ..." is cut; "class I. That ..." is cut
 			// unless a candidate holds an initial ("P. Okonjo").
-			if w := prevWord(i); r == '.' && (strings.Contains(w, ".") && !digitsAndDots(w) && !cands.hasWord(w) || hedges[Normalize(w)] || cands.initials && initial(w, answer[i+1:])) {
+			if w := prevWord(i); r == '.' && (strings.Contains(w, ".") && !digitsAndDots(w) && !cands.hasWord(w) || hedges[Normalize(w)] || cands.hasInitials() && initial(w, answer[i+1:])) {
 				continue
 			}
 			sep = i
@@ -350,15 +350,26 @@ func initial(w, rest string) bool {
 // candidateForms is what explained reads of a question's candidates (its
 // accepted variants and its distractors): their raw words, normalised,
 // and whether one holds an initial (one upper-case letter directly
-// followed by a .).
+// followed by a .). They are read on first use: an answer equal to a
+// variant (MatchAny), most of what agents send, needs none of them, and
+// building the word set was 3 % of a mutual attestation's CPU
+// (BenchmarkMutualAttestConcurrent). Not safe for concurrent use; one
+// judgement builds its own.
 type candidateForms struct {
+	q        *Question
+	built    bool
 	words    map[string]bool
 	initials bool
 }
 
-func candidatesOf(q *Question) candidateForms {
-	c := candidateForms{words: map[string]bool{}}
-	for _, t := range append(q.Variants(), q.Distractors...) {
+func candidatesOf(q *Question) *candidateForms { return &candidateForms{q: q} }
+
+func (c *candidateForms) build() {
+	if c.built {
+		return
+	}
+	c.built, c.words = true, map[string]bool{}
+	for _, t := range append(c.q.Variants(), c.q.Distractors...) {
 		for _, sp := range rawWordSpans(t) {
 			w := t[sp[0]:sp[1]]
 			c.words[Normalize(w)] = true
@@ -367,12 +378,23 @@ func candidatesOf(q *Question) candidateForms {
 			}
 		}
 	}
-	return c
+}
+
+// word reports whether the normalised word w is a word of a candidate.
+func (c *candidateForms) word(w string) bool {
+	c.build()
+	return c.words[w]
+}
+
+// hasInitials reports whether a candidate holds an initial.
+func (c *candidateForms) hasInitials() bool {
+	c.build()
+	return c.initials
 }
 
 // hasWord reports whether w (a raw word) is, normalised, a word of a
 // candidate.
-func (c candidateForms) hasWord(w string) bool { return c.words[Normalize(w)] }
+func (c *candidateForms) hasWord(w string) bool { return c.word(Normalize(w)) }
 
 // asciiEqualFold reports whether a and b are equal up to ASCII case.
 func asciiEqualFold(a, b string) bool {
@@ -501,7 +523,7 @@ var (
 // tail frame ("Answer: -3.2" leaves ": -3.2", keeping the sign; "assay
 // drift is the answer." leaves "assay drift "); ok is false when there
 // is none.
-func leadIn(q *Question, answer string, cands candidateForms) (rest string, ok bool) {
+func leadIn(q *Question, answer string, cands *candidateForms) (rest string, ok bool) {
 	spans := rawWordSpans(answer)
 	word := func(k int) string {
 		if k >= len(spans) {
@@ -511,7 +533,7 @@ func leadIn(q *Question, answer string, cands candidateForms) (rest string, ok b
 	}
 	numeric := func() bool { _, ok := numericTarget(q); return ok }
 	k := 0
-	if listMark(answer, spans) && !cands.words["1"] && !numeric() {
+	if listMark(answer, spans) && !cands.word("1") && !numeric() {
 		k = 1
 	}
 	part := func(list [][]string) {
@@ -616,7 +638,7 @@ func unwrap(answer string) string {
 }
 
 // judgeText applies rules M1-M5 to an answer of at most MaxAnswerBytes.
-func judgeText(q *Question, answer string, narratives []string, cands candidateForms) (bool, string) {
+func judgeText(q *Question, answer string, narratives []string, cands *candidateForms) (bool, string) {
 	vs := q.Variants()
 	if MatchAny(answer, vs) {
 		return true, RuleExact
