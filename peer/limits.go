@@ -192,6 +192,11 @@ type Limits struct {
 	// PowDifficulty is the base proof of work asked before a set is drawn
 	// (protocol.NoPow, the default, for none; 16 for a public node).
 	PowDifficulty int
+	// PayDifficulty is the proof of work this node's prover asks of a
+	// verifier that contacted it and that it does not admit, before it
+	// answers anything (0, the default: none; 16 for a public node;
+	// protocol.Config.PayDifficulty).
+	PayDifficulty int
 	// MaxDrawsPerPeer, MaxDrawsPerPrefix and MaxDraws bound the challenge
 	// sets drawn per hour for one peer, for one IPv4 /24 or IPv6 /48, and
 	// in total; MaxDrawsPerBlock for the peers of one IPv6 /32 that the
@@ -257,6 +262,9 @@ func (l Limits) Check() error {
 	if l.PowDifficulty < protocol.NoPow || l.PowDifficulty > protocol.MaxPowDifficulty {
 		return fmt.Errorf("limits: proof-of-work difficulty %d: want %d (none) or 0..%d bits", l.PowDifficulty, protocol.NoPow, protocol.MaxPowDifficulty)
 	}
+	if l.PayDifficulty < 0 || l.PayDifficulty > protocol.DefaultMaxPowDifficulty {
+		return fmt.Errorf("limits: verifier payment %d: want 0 (none) to %d bits", l.PayDifficulty, protocol.DefaultMaxPowDifficulty)
+	}
 	if l.MaxAcceptTotal < 0 || l.MaxAcceptTotal > protocol.MaxTotal {
 		return fmt.Errorf("limits: accepted total %s: want 0 (default) up to %s", l.MaxAcceptTotal, protocol.MaxTotal)
 	}
@@ -266,7 +274,7 @@ func (l Limits) Check() error {
 // protocolLimits copies the node's protocol budgets into c.
 func (cfg *Config) protocolLimits(c protocol.Config) protocol.Config {
 	l := cfg.Limits
-	c.PowDifficulty = l.PowDifficulty
+	c.PowDifficulty, c.PayDifficulty = l.PowDifficulty, l.PayDifficulty
 	c.MaxDrawsPerPeer, c.MaxDrawsPerPrefix, c.MaxDraws = l.MaxDrawsPerPeer, l.MaxDrawsPerPrefix, l.MaxDraws
 	c.MaxSessionsPerVerifier, c.MaxCallsPerVerifier, c.MaxProverCalls = l.MaxSessionsPerVerifier, l.MaxCallsPerVerifier, l.MaxProverCalls
 	c.MaxSessionsPerVerifierPrefix, c.MaxProverSessions = l.MaxSessionsPerVerifierPrefix, l.MaxProverSessions

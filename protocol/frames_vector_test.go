@@ -66,6 +66,11 @@ func frameVectors(t testing.TB) []struct {
 		t.Fatal(err)
 	}
 	probeNonce := frameVectorSeq(0x10, 8)
+	payNonce := frameVectorSeq(0xc0, PayNonceBytes)
+	pay, err := SolvePay(t.Context(), payNonce, vid, 8, MaxPowDifficulty)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return []struct {
 		name, sender, desc string
 		f                  *pb.Frame
@@ -75,6 +80,10 @@ func frameVectors(t testing.TB) []struct {
 				Rounds: 3, TauMs: 15000, TotalMs: 120000, Reciprocal: true, RttCreditMs: 500, PowDifficulty: 8}}}},
 		{"hello_ack", "prover", "the nonce echoed, the smallest proof of work of 8 bits (§5a: SolvePow counts up from 0) and the answer to the hello's reciprocal request: WILL (§1a)",
 			&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: nonce, Pow: pow, Reciprocal: pb.Reciprocal_RECIPROCAL_WILL}}}},
+		{"hello_ack_pay", "prover", "as hello_ack, and the prover asks the verifier (which came to it) for a payment of 8 bits bound to 16 fresh nonce bytes (§5b)",
+			&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: nonce, Pow: pow, Reciprocal: pb.Reciprocal_RECIPROCAL_WILL, PayDifficulty: 8, PayNonce: payNonce}}}},
+		{"probe_pay", "verifier", "probe 1 of 1 with 8 nonce bytes and the smallest pay of hello_ack_pay's 8 bits (§5b: SolvePay counts up from 0)",
+			&pb.Frame{Body: &pb.Frame_Probe{Probe: &pb.Probe{Seq: 1, Nonce: probeNonce, Pay: pay}}}},
 		{"probe", "verifier", "probe 1 of 1 with 8 nonce bytes",
 			&pb.Frame{Body: &pb.Frame_Probe{Probe: &pb.Probe{Seq: 1, Nonce: probeNonce}}}},
 		{"probe_ack", "prover", "the probe's seq and nonce echoed",
@@ -188,7 +197,11 @@ func TestFrameVectorDecode(t *testing.T) {
 	var f frameVectorFile
 	loadVector(t, "frames.json", &f)
 	seen := map[string]bool{}
-	var hello *pb.Hello
+	var (
+		hello  *pb.Hello
+		payAck *pb.HelloAck
+		paid   bool
+	)
 	for _, v := range f.Frames {
 		t.Run(v.Name, func(t *testing.T) {
 			raw, err := hex.DecodeString(v.FrameHex)
@@ -222,6 +235,19 @@ func TestFrameVectorDecode(t *testing.T) {
 				if !CheckPow(hello.GetNonce(), pid, a.GetPow(), int(hello.GetPowDifficulty())) {
 					t.Fatal("the hello ack's pow does not pay the hello")
 				}
+				if a.GetPayDifficulty() > 0 {
+					payAck = a
+				}
+			}
+			if pr := got.GetProbe(); len(pr.GetPay()) > 0 {
+				vid, err := peer.IDFromBytes(hello.GetVerifierId())
+				if err != nil || payAck == nil {
+					t.Fatalf("a paying probe before a hello and an ack asking payment: %v", err)
+				}
+				if !CheckPay(payAck.GetPayNonce(), vid, pr.GetPay(), int(payAck.GetPayDifficulty())) {
+					t.Fatal("the probe's pay does not pay the ack's ask")
+				}
+				paid = true
 			}
 			if env := got.GetVerdict().GetAttestation(); len(env) > 0 {
 				if _, _, err := attestation.Verify(env, attestation.VerifyOptions{AllowExpired: true}); err != nil {
@@ -229,6 +255,9 @@ func TestFrameVectorDecode(t *testing.T) {
 				}
 			}
 		})
+	}
+	if !paid {
+		t.Fatal("no frame pays a payment (§5b)")
 	}
 	if len(seen) != 8 {
 		t.Fatalf("%d kinds of frame, want all 8: %v", len(seen), seen)

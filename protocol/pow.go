@@ -52,10 +52,16 @@ var ErrPowTooHard = errors.New("acaptcha: proof-of-work difficulty too high")
 
 // PowDigest is SHA-256(PowTag || nonce || requester || pow).
 func PowDigest(nonce []byte, requester peer.ID, pow []byte) [32]byte {
+	return tagDigest(PowTag, nonce, requester, pow)
+}
+
+// tagDigest is SHA-256(tag || nonce || id || pow): the digest of §5a's
+// proof of work (PowTag) and of §5b's payment (PayTag).
+func tagDigest(tag string, nonce []byte, id peer.ID, pow []byte) [32]byte {
 	h := sha256.New()
-	h.Write([]byte(PowTag))
+	h.Write([]byte(tag))
 	h.Write(nonce)
-	h.Write([]byte(requester))
+	h.Write([]byte(id))
 	h.Write(pow)
 	var d [32]byte
 	h.Sum(d[:0])
@@ -79,19 +85,27 @@ func LeadingZeroBits(d [32]byte) int {
 // hello nonce and requester. Difficulty 0 is paid by anything (an empty
 // pow included); otherwise pow must be 1..MaxPowBytes bytes.
 func CheckPow(nonce []byte, requester peer.ID, pow []byte, d int) bool {
+	return checkTagged(PowTag, nonce, requester, pow, d)
+}
+
+func checkTagged(tag string, nonce []byte, id peer.ID, pow []byte, d int) bool {
 	if d <= 0 {
 		return true
 	}
 	if d > MaxPowDifficulty || len(pow) == 0 || len(pow) > MaxPowBytes {
 		return false
 	}
-	return LeadingZeroBits(PowDigest(nonce, requester, pow)) >= d
+	return LeadingZeroBits(tagDigest(tag, nonce, id, pow)) >= d
 }
 
 // SolvePow finds a pow of difficulty d (at most maxD): an 8-byte
 // big-endian counter from 0 up. It stops when ctx ends. Difficulty 0
 // needs no pow (nil).
 func SolvePow(ctx context.Context, nonce []byte, requester peer.ID, d, maxD int) ([]byte, error) {
+	return solveTagged(ctx, PowTag, nonce, requester, d, maxD)
+}
+
+func solveTagged(ctx context.Context, tag string, nonce []byte, id peer.ID, d, maxD int) ([]byte, error) {
 	if d <= 0 {
 		return nil, nil
 	}
@@ -99,8 +113,8 @@ func SolvePow(ctx context.Context, nonce []byte, requester peer.ID, d, maxD int)
 		return nil, fmt.Errorf("%w: %d bits, this node pays at most %d", ErrPowTooHard, d, min(maxD, MaxPowDifficulty))
 	}
 	// One buffer: prefix, then the 8-byte counter, hashed whole per try.
-	buf := make([]byte, 0, len(PowTag)+len(nonce)+len(requester)+8)
-	buf = append(append(append(buf, PowTag...), nonce...), requester...)
+	buf := make([]byte, 0, len(tag)+len(nonce)+len(id)+8)
+	buf = append(append(append(buf, tag...), nonce...), id...)
 	n := len(buf)
 	buf = buf[:n+8]
 	for i := uint64(0); ; i++ {
@@ -112,4 +126,37 @@ func SolvePow(ctx context.Context, nonce []byte, requester peer.ID, d, maxD int)
 			return append([]byte(nil), buf[n:]...), nil
 		}
 	}
+}
+
+// The verifier's payment (spec/protocol.md §5b): a prover may ask the
+// verifier, before it answers anything, for a proof of work of D_v bits
+// (HelloAck.pay_difficulty) bound to a fresh nonce of its own
+// (HelloAck.pay_nonce, PayNonceBytes) and to the verifier's peer ID:
+//
+//	SHA-256(PayTag || pay nonce || verifier peer ID || pay)
+//
+// with at least D_v leading zero bits, pay (1..MaxPowBytes bytes) sent in
+// the first Probe. A verifier that opens sessions on its own initiative
+// then spends its own work before the prover's answerer runs.
+const (
+	// PayTag is the domain-separation tag of the payment digest.
+	PayTag = "acaptcha/attest/pay/v1\x00"
+	// PayNonceBytes is the length of HelloAck.pay_nonce when D_v > 0.
+	PayNonceBytes = 16
+)
+
+// PayDigest is SHA-256(PayTag || nonce || verifier || pay).
+func PayDigest(nonce []byte, verifier peer.ID, pay []byte) [32]byte {
+	return tagDigest(PayTag, nonce, verifier, pay)
+}
+
+// CheckPay reports whether pay pays difficulty d for the session with this
+// pay nonce and verifier, by the rules of CheckPow.
+func CheckPay(nonce []byte, verifier peer.ID, pay []byte, d int) bool {
+	return checkTagged(PayTag, nonce, verifier, pay, d)
+}
+
+// SolvePay finds a pay of difficulty d (at most maxD) as SolvePow does.
+func SolvePay(ctx context.Context, nonce []byte, verifier peer.ID, d, maxD int) ([]byte, error) {
+	return solveTagged(ctx, PayTag, nonce, verifier, d, maxD)
 }

@@ -79,7 +79,8 @@ func (s *Service) handleStream(str network.Stream) {
 	stop := context.AfterFunc(s.ctx, func() { str.Reset() })
 	defer stop()
 
-	p := &proverRun{svc: s, str: str, remote: remote, pfx: pfx, hasPfx: hasPfx, res: &res, log: log, hold: hold, release: hold.release}
+	p := &proverRun{svc: s, str: str, remote: remote, pfx: pfx, hasPfx: hasPfx, res: &res, log: log, hold: hold, release: hold.release,
+		inbound: str.Conn().Stat().Direction == network.DirInbound}
 	p.serve()
 }
 
@@ -144,6 +145,12 @@ type proverRun struct {
 	declined, started bool
 	// afterAck: the verifier's first frame after the hello ack was read.
 	afterAck bool
+	// inbound: the verifier opened the stream's connection (it came to
+	// this node on its own initiative). payD and payNonce are the payment
+	// the hello ack asked of it (spec §5b; 0 and nil: none).
+	inbound  bool
+	payD     int
+	payNonce []byte
 }
 
 // abort resets the stream with code and records err.
@@ -400,7 +407,12 @@ func (p *proverRun) serve() {
 		p.res.Err = fmt.Errorf("%w: a newer stream of this verifier's network in probation took this one's place", ErrBusy)
 		return
 	}
-	if err := p.write(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow, Reciprocal: recip}}}); err != nil {
+	if err := p.askPay(); err != nil {
+		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %w", ErrBusy, err))
+		return
+	}
+	ack := &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow, Reciprocal: recip, PayDifficulty: uint32(p.payD), PayNonce: p.payNonce}
+	if err := p.write(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: ack}}); err != nil {
 		p.abort(0, fmt.Errorf("%w: send hello ack: %w", ErrNetwork, err))
 		return
 	}
@@ -409,6 +421,40 @@ func (p *proverRun) serve() {
 	p.firstBy = p.helloAt.Add(s.cfg.IdleTimeout)
 	p.deadline = p.helloAt.Add(s.cfg.IdleTimeout + total + 2*proverSlack)
 	p.exchange(s.answererFor(p), total)
+}
+
+// askPay sets the payment this session's hello ack asks of the verifier
+// (spec §5b): Config.PayDifficulty bits, with a fresh nonce, of a
+// verifier that opened the connection and that this node does not admit;
+// none of a verifier this node contacted (its session was asked for) or
+// admits.
+func (p *proverRun) askPay() error {
+	s := p.svc
+	if s.cfg.PayDifficulty <= 0 || !p.inbound || s.budgets.trusted(p.remote) {
+		return nil
+	}
+	nonce := make([]byte, PayNonceBytes)
+	if _, err := io.ReadFull(s.random, nonce); err != nil {
+		return fmt.Errorf("pay nonce: %w", err)
+	}
+	p.payD, p.payNonce = s.cfg.PayDifficulty, nonce
+	return nil
+}
+
+// paid reports whether f, the verifier's first frame after the hello
+// ack, pays what the ack asked (spec §5b): a Probe whose pay is valid,
+// or a Verdict (a verifier that gives up costs this node nothing more).
+func (p *proverRun) paid(f *pb.Frame) bool {
+	if p.payD <= 0 {
+		return true
+	}
+	switch b := f.GetBody().(type) {
+	case *pb.Frame_Probe:
+		return CheckPay(p.payNonce, p.remote, b.Probe.GetPay(), p.payD)
+	case *pb.Frame_Verdict:
+		return true
+	}
+	return false
 }
 
 // VerifierProver is a skill.Prover that shares its capacity among the
@@ -662,6 +708,14 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			}
 			if by := time.Now().Add(p.svc.cfg.HandshakeTimeout); by.Before(p.firstBy) {
 				p.firstBy = by
+			}
+			// The payment comes before anything is answered (§5b): an
+			// unpaid session ends as a busy one, which no verifier signs
+			// (one written before document 1.13.0 does not pay).
+			if !p.paid(fr.f) {
+				p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy,
+					fmt.Errorf("%w: %w: the verifier did not pay the %d-bit proof of work its hello ack asked", ErrBusy, ErrVerifierUnpaid, p.payD))
+				return
 			}
 		}
 		switch b := fr.f.GetBody().(type) {

@@ -99,6 +99,14 @@ var (
 	// hello asked for, or the peer broke the protocol before paying; no
 	// set was drawn and nothing was signed (spec §5a).
 	ErrUnpaid = errors.New("acaptcha: peer did not pay for the session")
+	// ErrVerifierUnpaid: this node's prover asked the verifier for a
+	// payment (spec §5b) and its first frame after the ack did not pay
+	// it (ProverResult.Err; the session ended busy, nothing answered).
+	ErrVerifierUnpaid = errors.New("acaptcha: verifier did not pay")
+	// ErrPayRefused: the prover asked this node's verifier for a payment
+	// above what it pays, or on a connection the prover opened (spec
+	// §5b); no session ran and nothing was signed.
+	ErrPayRefused = errors.New("acaptcha: prover's payment not paid")
 	// ErrDeclined: the prover declined the hello (no prover, version,
 	// policy); no set was drawn and nothing was signed.
 	ErrDeclined = errors.New("acaptcha: prover declined the session")
@@ -223,8 +231,14 @@ type Config struct {
 	// prefix (IPv4 /24, IPv6 /48; default DefaultMaxDrawsPerPrefix) and
 	// in total. Loopback peers are exempt from the prefix budget unless
 	// LimitLoopback is set (tests and benches on loopback set it).
-	PowDifficulty     int
-	MaxPowDifficulty  int
+	PowDifficulty    int
+	MaxPowDifficulty int
+	// PayDifficulty is the proof of work in bits this node's prover asks
+	// of a verifier that opened the connection and that the node does
+	// not admit, before it answers anything (spec/protocol.md §5b; 0, the
+	// default: none; at most MaxPowDifficulty). This node's verifier pays
+	// what a prover asks up to MaxPowDifficulty, on connections it opened.
+	PayDifficulty     int
 	DrawWindow        time.Duration
 	MaxDrawsPerPeer   int
 	MaxDrawsPerPrefix int
@@ -367,6 +381,9 @@ func (c *Config) applyDefaults() error {
 		return fmt.Errorf("acaptcha: config: MaxPowDifficulty %d exceeds %d", c.MaxPowDifficulty, MaxPowDifficulty)
 	}
 	c.PowDifficulty = min(c.PowDifficulty, c.MaxPowDifficulty)
+	if c.PayDifficulty < 0 || c.PayDifficulty > c.MaxPowDifficulty {
+		return fmt.Errorf("acaptcha: config: PayDifficulty %d: want 0 (none) to %d bits (MaxPowDifficulty)", c.PayDifficulty, c.MaxPowDifficulty)
+	}
 	c.HelloTimeout = min(c.HelloTimeout, c.HandshakeTimeout)
 	if c.MaxAcceptTotal > MaxTotal {
 		return fmt.Errorf("acaptcha: config: MaxAcceptTotal %s exceeds the protocol maximum %s", c.MaxAcceptTotal, MaxTotal)

@@ -116,6 +116,7 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 	defer stop()
 
 	run.str = str
+	run.inbound = str.Conn().Stat().Direction == network.DirInbound
 	// The run ends the core session: Finish for a verdict, Abort when no
 	// session ran (a set no challenge of which reached the wire then goes
 	// back to the source, and its draw to the peer's share; an unpaid
@@ -186,6 +187,9 @@ type verifierRun struct {
 	res        *Result
 	reciprocal bool
 	log        *slog.Logger
+	// inbound: the prover opened the stream's connection (this node did
+	// not come to it), so this node pays no payment it asks (spec §5b).
+	inbound bool
 
 	rtt   time.Duration
 	start time.Time // when the first challenge's write returned
@@ -439,7 +443,10 @@ func (v *verifierRun) handshake() error {
 		}
 		return errNoSession{fmt.Errorf("%w: send hello to %s: %w", ErrNetwork, v.peer, err)}
 	}
-	var f pb.Frame
+	var (
+		f   pb.Frame
+		pay []byte // this node's payment (§5b), in the first probe
+	)
 	if err := v.read(&f, ackWait(s.cfg.HandshakeTimeout, v.vs.PowDifficulty())); err != nil {
 		return v.readErr("hello ack", err, true)
 	}
@@ -452,6 +459,12 @@ func (v *verifierRun) handshake() error {
 		// this node does not know reads as unspecified (spec §1a).
 		if r := b.HelloAck.GetReciprocal(); v.reciprocal && pb.Reciprocal_name[int32(r)] != "" {
 			v.res.Reciprocal = r
+		}
+		// What the prover asks of this node (§5b), solved before
+		// anything is drawn for it.
+		var err error
+		if pay, err = v.payFor(b.HelloAck); err != nil {
+			return err
 		}
 		// The core checks the payment and only then draws (within the
 		// shares); a source failure leaves the session Done, inconclusive.
@@ -506,6 +519,11 @@ func (v *verifierRun) handshake() error {
 			return failure(skill.ReasonInconclusive, 0, "probe nonce: %v", err)
 		}
 		probe.Seq = uint32(seq)
+		if seq == 1 {
+			probe.Pay = pay
+		} else {
+			probe.Pay = nil
+		}
 		if err := v.write(probeFrame); err != nil {
 			return v.readErr("probe write", err, true)
 		}
@@ -536,6 +554,38 @@ func (v *verifierRun) handshake() error {
 	v.rtt = max(v.rtt, 0)
 	v.vs.SetRTT(v.rtt)
 	return nil
+}
+
+// payFor returns the payment the prover's hello ack asks of this node
+// (spec §5b): nil when it asks none. A malformed ask is a protocol error
+// (no session ran: nothing is drawn or signed). An ask above
+// MaxPowDifficulty, or on a connection the prover opened (it came to
+// this node: it asked for the session it would charge for), is not paid:
+// no session, ErrPayRefused, the stream reset busy.
+func (v *verifierRun) payFor(ack *pb.HelloAck) ([]byte, error) {
+	s := v.svc
+	d, nonce := int(ack.GetPayDifficulty()), ack.GetPayNonce()
+	switch {
+	case d == 0 && len(nonce) == 0:
+		return nil, nil
+	case d > MaxPowDifficulty:
+		return nil, failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "hello ack asks pay_difficulty %d above %d", d, MaxPowDifficulty)
+	case d == 0 || len(nonce) != PayNonceBytes:
+		return nil, failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "hello ack pay_nonce of %d bytes with pay_difficulty %d", len(nonce), d)
+	case v.inbound:
+		_ = v.str.ResetWithError(ErrCodeBusy)
+		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work on a connection it opened", ErrPayRefused, v.peer, d)}
+	}
+	// The prover waits for the first probe from writing its ack (§6 step
+	// 5); half the round-1 window is the most this spends.
+	ctx, cancel := context.WithTimeout(v.ctx, min(s.cfg.HandshakeTimeout, DefaultHandshakeTimeout)/2)
+	defer cancel()
+	pay, err := SolvePay(ctx, nonce, s.h.ID(), d, s.cfg.MaxPowDifficulty)
+	if err != nil {
+		_ = v.str.ResetWithError(ErrCodeBusy)
+		return nil, errNoSession{fmt.Errorf("%w: %s: %w", ErrPayRefused, v.peer, err)}
+	}
+	return pay, nil
 }
 
 // totalSetDeadline reports whether T_total, not the round's budget, set a

@@ -121,6 +121,8 @@ func TestNodeLimitFlagsRefused(t *testing.T) {
 		{"node", "--conn-high", "10", "--conn-low", "20"},
 		{"node", "--conns-per-ip", "-3"},
 		{"node", "--pow-difficulty", "40"},
+		{"node", "--pay-difficulty", "23"},
+		{"node", "--pay-difficulty", "-2"},
 		{"node", "--max-draws-per-peer", "-1"},
 		{"node", "--max-draws-per-prefix", "-1"},
 		{"node", "--max-draws", "5", "--max-draws-per-peer", "6"},
@@ -189,7 +191,7 @@ func TestNodeLimitsApplied(t *testing.T) {
 	}
 }
 
-// --pow-difficulty's default (auto) asks a public node's proof of work
+// --pow-difficulty's and --pay-difficulty's default (auto) asks a public node's proof of work
 // when the node listens beyond loopback (the defaults included), none on
 // loopback only; an explicit value wins, and below auto is a usage error.
 func TestAutoPow(t *testing.T) {
@@ -204,19 +206,19 @@ func TestAutoPow(t *testing.T) {
 		{[]string{"/ip4/192.0.2.1/tcp/4717"}, protocol.PublicPowDifficulty},
 		{[]string{"/dns4/node.example/tcp/4717"}, protocol.PublicPowDifficulty},
 	} {
-		l := limitOptions{powDifficulty: powAuto}
+		l := limitOptions{powDifficulty: powAuto, payDifficulty: powAuto}
 		if err := l.check(); err != nil {
 			t.Fatal(err)
 		}
 		cfg := peer.Config{ListenAddrs: tc.addrs}
 		l.apply(&cfg)
-		if cfg.Limits.PowDifficulty != tc.want {
-			t.Errorf("listen %q: base D %d, want %d", tc.addrs, cfg.Limits.PowDifficulty, tc.want)
+		if cfg.Limits.PowDifficulty != tc.want || cfg.Limits.PayDifficulty != tc.want {
+			t.Errorf("listen %q: base D %d, D_v %d, want %d", tc.addrs, cfg.Limits.PowDifficulty, cfg.Limits.PayDifficulty, tc.want)
 		}
-		l.powDifficulty = 0
+		l.powDifficulty, l.payDifficulty = 0, 0
 		l.apply(&cfg)
-		if cfg.Limits.PowDifficulty != 0 {
-			t.Errorf("listen %q with --pow-difficulty 0: base D %d", tc.addrs, cfg.Limits.PowDifficulty)
+		if cfg.Limits.PowDifficulty != 0 || cfg.Limits.PayDifficulty != 0 {
+			t.Errorf("listen %q with --pow-difficulty 0 --pay-difficulty 0: base D %d, D_v %d", tc.addrs, cfg.Limits.PowDifficulty, cfg.Limits.PayDifficulty)
 		}
 	}
 	if err := (&limitOptions{powDifficulty: -2}).check(); err == nil {

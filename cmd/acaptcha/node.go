@@ -46,6 +46,7 @@ type limitOptions struct {
 	connLow, connHigh, connsPerIP int
 	limitLoopback                 loopbackMode
 	powDifficulty                 int
+	payDifficulty                 int
 	drawsPerPeer, drawsPerPrefix  int
 	drawsPerBlock                 int
 	sessionsPerVerifierBlock      int
@@ -85,6 +86,8 @@ func (l *limitOptions) check() error {
 		return usageErr("--conn-high %d: at most %d", l.connHigh, 1<<20)
 	case l.powDifficulty < powAuto || l.powDifficulty > protocol.DefaultMaxPowDifficulty:
 		return usageErr("--pow-difficulty %d: want 0 (none) to %d bits, or auto (%d when listening beyond loopback, else 0)", l.powDifficulty, protocol.DefaultMaxPowDifficulty, protocol.PublicPowDifficulty)
+	case l.payDifficulty < powAuto || l.payDifficulty > protocol.DefaultMaxPowDifficulty:
+		return usageErr("--pay-difficulty %d: want 0 (none) to %d bits, or auto (%d when listening beyond loopback, else 0)", l.payDifficulty, protocol.DefaultMaxPowDifficulty, protocol.PublicPowDifficulty)
 	case l.maxAcceptTotal < 0 || l.maxAcceptTotal > protocol.MaxTotal:
 		return usageErr("--max-accept-total %s: want 0 (default) up to %s", l.maxAcceptTotal, protocol.MaxTotal)
 	case l.drawsPerPeer > 0 && l.draws > 0 && l.drawsPerPeer > l.draws:
@@ -102,8 +105,13 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 	if pow == powAuto {
 		pow = autoPow(cfg.ListenAddrs)
 	}
+	pay := l.payDifficulty
+	if pay == powAuto {
+		pay = autoPow(cfg.ListenAddrs)
+	}
 	cfg.Limits = peer.Limits{
 		PowDifficulty:   pow,
+		PayDifficulty:   pay,
 		MaxDrawsPerPeer: l.drawsPerPeer, MaxDrawsPerPrefix: l.drawsPerPrefix, MaxDraws: l.draws,
 		MaxDrawsPerBlock: l.drawsPerBlock, MaxSessionsPerVerifierBlock: l.sessionsPerVerifierBlock,
 		MaxSessionsPerVerifier: l.sessionsPerVerifier, MaxCallsPerVerifier: l.callsPerVerifier,
@@ -538,7 +546,7 @@ func (a *app) nodeCmd() *cobra.Command {
 			if a.jsonOut {
 				out := map[string]any{"peer_id": n.ID().String(), "llm": llmName, "challenges": a.challenges,
 					"challenge_source": challengeKind(a.challenges), "require_source": n.RequireSource(),
-					"pow_difficulty": max(n.ProtocolConfig().PowDifficulty, 0)}
+					"pow_difficulty": max(n.ProtocolConfig().PowDifficulty, 0), "pay_difficulty": n.ProtocolConfig().PayDifficulty}
 				var as []string
 				for _, m := range addrs {
 					as = append(as, m.String())
@@ -601,6 +609,11 @@ func (a *app) nodeCmd() *cobra.Command {
 					fmt.Fprintf(a.stdout, "  a libp2p peer pays %d bits of proof of work before this node draws a set for it (--pow-difficulty; failures and load add to it)\n", d)
 				} else {
 					fmt.Fprintln(a.stdout, "  no proof of work asked of libp2p peers on an idle node (--pow-difficulty; failures and load add to it)")
+				}
+				if d := n.ProtocolConfig().PayDifficulty; d > 0 {
+					fmt.Fprintf(a.stdout, "  a verifier that contacts this node and is not admitted pays %d bits of proof of work before this node's LLM answers it (--pay-difficulty)\n", d)
+				} else {
+					fmt.Fprintln(a.stdout, "  no proof of work asked of verifiers before this node's LLM answers them (--pay-difficulty)")
 				}
 				for _, l := range a.nat.startLines() {
 					fmt.Fprintf(a.stdout, "  %s\n", l)
@@ -672,6 +685,8 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.Lookup("limit-loopback").NoOptDefVal = loopbackOn
 	l.powDifficulty = powAuto
 	f.Var(&powFlag{&l.powDifficulty}, "pow-difficulty", fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn: auto (or %d) asks %d when listening beyond loopback, else 0; 0 asks none; failures and load add to it", powAuto, protocol.PublicPowDifficulty))
+	l.payDifficulty = powAuto
+	f.Var(&powFlag{&l.payDifficulty}, "pay-difficulty", fmt.Sprintf("proof of work in bits this node's prover asks of a verifier that contacted it and that it does not admit, before its LLM answers anything: auto (or %d) asks %d when listening beyond loopback, else 0; 0 asks none", powAuto, protocol.PublicPowDifficulty))
 	f.IntVar(&l.drawsPerPeer, "max-draws-per-peer", protocol.DefaultMaxDrawsPerPeer, "challenge sets one peer can make this node draw per hour")
 	f.IntVar(&l.drawsPerPrefix, "max-draws-per-prefix", protocol.DefaultMaxDrawsPerPrefix, "challenge sets the peers of one IPv4 /24 or IPv6 /48 can make this node draw per hour")
 	f.IntVar(&l.drawsPerBlock, "max-draws-per-block", 0, fmt.Sprintf("challenge sets the peers of one IPv6 /32 that this node does not admit can make it draw per hour (0: %d times --max-draws-per-prefix)", protocol.BlockFactor))

@@ -483,7 +483,15 @@ type HelloAck struct {
 	// reciprocal answers the Hello's reciprocal request (spec/protocol.md
 	// §1a): whether this node will verify the verifier back. UNSPECIFIED
 	// when the Hello did not ask, and from provers before document 1.6.0.
-	Reciprocal    Reciprocal `protobuf:"varint,3,opt,name=reciprocal,proto3,enum=acaptcha.wire.v1.Reciprocal" json:"reciprocal,omitempty"`
+	Reciprocal Reciprocal `protobuf:"varint,3,opt,name=reciprocal,proto3,enum=acaptcha.wire.v1.Reciprocal" json:"reciprocal,omitempty"`
+	// pay_difficulty is D_v, the proof of work the prover asks of the
+	// verifier before it answers (spec/protocol.md §5b): 0..32, 0 = none
+	// (absent before document 1.13.0).
+	PayDifficulty uint32 `protobuf:"varint,4,opt,name=pay_difficulty,json=payDifficulty,proto3" json:"pay_difficulty,omitempty"`
+	// pay_nonce is the prover's fresh nonce the verifier's proof of work is
+	// bound to: exactly 16 bytes when pay_difficulty is above 0, empty
+	// otherwise.
+	PayNonce      []byte `protobuf:"bytes,5,opt,name=pay_nonce,json=payNonce,proto3" json:"pay_nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -539,11 +547,29 @@ func (x *HelloAck) GetReciprocal() Reciprocal {
 	return Reciprocal_RECIPROCAL_UNSPECIFIED
 }
 
+func (x *HelloAck) GetPayDifficulty() uint32 {
+	if x != nil {
+		return x.PayDifficulty
+	}
+	return 0
+}
+
+func (x *HelloAck) GetPayNonce() []byte {
+	if x != nil {
+		return x.PayNonce
+	}
+	return nil
+}
+
 // Probe is one RTT measurement.
 type Probe struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint32                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`    // 1, 2, ...
-	Nonce         []byte                 `protobuf:"bytes,2,opt,name=nonce,proto3" json:"nonce,omitempty"` // 8 random bytes
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   uint32                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`    // 1, 2, ...
+	Nonce []byte                 `protobuf:"bytes,2,opt,name=nonce,proto3" json:"nonce,omitempty"` // 8 random bytes
+	// pay is the verifier's proof-of-work nonce (1..32 bytes) paying the
+	// HelloAck's pay_difficulty, on the first probe only; empty otherwise
+	// (spec/protocol.md §5b).
+	Pay           []byte `protobuf:"bytes,3,opt,name=pay,proto3" json:"pay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -588,6 +614,13 @@ func (x *Probe) GetSeq() uint32 {
 func (x *Probe) GetNonce() []byte {
 	if x != nil {
 		return x.Nonce
+	}
+	return nil
+}
+
+func (x *Probe) GetPay() []byte {
+	if x != nil {
+		return x.Pay
 	}
 	return nil
 }
@@ -1048,16 +1081,19 @@ const file_spec_proto_wire_proto_rawDesc = "" +
 	"reciprocal\x12\"\n" +
 	"\rrtt_credit_ms\x18\t \x01(\rR\vrttCreditMs\x12%\n" +
 	"\x0epow_difficulty\x18\n" +
-	" \x01(\rR\rpowDifficulty\"p\n" +
+	" \x01(\rR\rpowDifficulty\"\xb4\x01\n" +
 	"\bHelloAck\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\fR\x05nonce\x12\x10\n" +
 	"\x03pow\x18\x02 \x01(\fR\x03pow\x12<\n" +
 	"\n" +
 	"reciprocal\x18\x03 \x01(\x0e2\x1c.acaptcha.wire.v1.ReciprocalR\n" +
-	"reciprocal\"/\n" +
+	"reciprocal\x12%\n" +
+	"\x0epay_difficulty\x18\x04 \x01(\rR\rpayDifficulty\x12\x1b\n" +
+	"\tpay_nonce\x18\x05 \x01(\fR\bpayNonce\"A\n" +
 	"\x05Probe\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\rR\x03seq\x12\x14\n" +
-	"\x05nonce\x18\x02 \x01(\fR\x05nonce\"2\n" +
+	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12\x10\n" +
+	"\x03pay\x18\x03 \x01(\fR\x03pay\"2\n" +
 	"\bProbeAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\rR\x03seq\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\fR\x05nonce\"\xbc\x01\n" +

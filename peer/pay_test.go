@@ -1,0 +1,72 @@
+package peer_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-msgio/pbio"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/internal/testutil/testnode"
+	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/protocol/pb"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// Two nodes that both ask the verifier's payment (spec/protocol.md §5b)
+// still attest each other on first contact: the node that came pays its
+// verification of the other, and is not asked to pay for being verified
+// back (it came to the other: its session was asked for).
+func TestMutualAttestationWithPayment(t *testing.T) {
+	sets := dependentSets(t)
+	oracle := testutil.NewOracle(sets...)
+	start := func(sets []*skill.Set, pay int) *peer.Node {
+		return testnode.New(t, testnode.Options{
+			Config: peer.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Limits: peer.Limits{PayDifficulty: pay}},
+			Sets:   sets, Brain: oracle, Memory: true,
+		})
+	}
+	a := start(sets[:len(sets)/2], 12)
+	b := start(sets[len(sets)/2:], 12)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := a.Attest(ctx, addrInfo(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Ours.Verdict.Accepted || m.Theirs == nil || !m.Theirs.Accepted {
+		t.Fatalf("A on B: %+v; B on A: %+v %v", m.Ours.Verdict, m.Theirs, m.TheirsErr)
+	}
+
+	// B does ask: a verifier that comes to it meets the ask in the ack.
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Connect(ctx, addrInfo(b)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.NewStream(ctx, b.ID(), protocol.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	_ = s.SetDeadline(time.Now().Add(10 * time.Second))
+	nonce := make([]byte, protocol.NonceBytes)
+	w, r := pbio.NewDelimitedWriter(s), pbio.NewDelimitedReader(s, protocol.MaxProverFrame)
+	if err := w.WriteMsg(&pb.Frame{Body: &pb.Frame_Hello{Hello: &pb.Hello{SpecVersion: protocol.SpecVersion, VerifierId: []byte(h.ID()),
+		ProverId: []byte(b.ID()), Nonce: nonce, Rounds: 3, TauMs: 15000, TotalMs: 120000}}}); err != nil {
+		t.Fatal(err)
+	}
+	var f pb.Frame
+	if err := r.ReadMsg(&f); err != nil {
+		t.Fatal(err)
+	}
+	if ack := f.GetHelloAck(); ack.GetPayDifficulty() != 12 || len(ack.GetPayNonce()) != protocol.PayNonceBytes {
+		t.Fatalf("B's answer to a verifier that came: %v, want an ack asking 12 bits", &f)
+	}
+}
