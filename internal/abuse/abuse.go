@@ -208,6 +208,12 @@ type AttackReport struct {
 	// ProbeHold is, for stalled-hellos, the longest a stream that sent
 	// one probe and then nothing held its slot (bound: BoundProbeHold).
 	ProbeHold time.Duration `json:"probe_hold_ns,omitempty"`
+	// PayHashes are the hashes the attack's verifiers tried to pay the
+	// node's payments (spec/protocol.md §5b), and UnpaidAnswered the
+	// rounds the node answered in sessions it asked a payment of and did
+	// not get (bound: none).
+	PayHashes      int64 `json:"payment_hashes,omitempty"`
+	UnpaidAnswered int64 `json:"rounds_answered_unpaid,omitempty"`
 	// AnswerHold is, for stalled-hellos, the longest a stream that sent
 	// round 1, read its answer and then sent nothing held its slot
 	// (bound: BoundAnswerHold).
@@ -308,6 +314,9 @@ func (r *Report) CheckCost() []string {
 		}
 		if a.AnswerHold > BoundAnswerHold {
 			f = append(f, fmt.Sprintf("%s: an answer then silence held a slot %s > %s", a.Name, a.AnswerHold.Round(time.Millisecond), BoundAnswerHold))
+		}
+		if a.UnpaidAnswered > 0 {
+			f = append(f, fmt.Sprintf("%s: %d rounds answered in sessions that did not pay", a.Name, a.UnpaidAnswered))
 		}
 		if a.CallBudget >= 0 && a.Calls > a.CallBudget {
 			f = append(f, fmt.Sprintf("%s: %d answerer calls, budget %d", a.Name, a.Calls, a.CallBudget))
@@ -567,6 +576,9 @@ func (b *bench) startNode() error {
 	log := slog.New(b.logs.handler(b.cfg.NodeLog, slog.LevelWarn))
 	n, err := peer.New(peer.Config{
 		Key: key, StorePath: filepath.Join(b.dir, "node.db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		// As a public node asks (spec/protocol.md §5b): every verifier
+		// that comes to it pays before its answerer reads a challenge.
+		Limits: peer.Limits{PayDifficulty: protocol.PublicPowDifficulty},
 		Source: b.oracle.Source(gen, nil), Prover: b.prover, Logger: log,
 		AttestPolicy: peer.AttestAll, Gossip: true, RequireSource: skill.SourceProcedural, SourceKind: skill.SourceProcedural,
 		ConnLowWater: b.cfg.ConnLow, ConnHighWater: b.cfg.ConnHigh, ConnGracePeriod: benchConnGrace,
@@ -612,6 +624,7 @@ func (b *bench) attackReport(name string, pc protocol.Config, d time.Duration) A
 		r.Calls = b.prover.stalled.Load()
 		r.CallBudget = int64(len(ids)) * bucketBudget(pc.MaxCallsPerVerifier, pc.ProverWindow, d)
 	}
+	r.PayHashes, r.UnpaidAnswered = c.get(payHashesKey), c.get(unpaidAnsweredKey)
 	r.ProbeHold = time.Duration(c.get(probeHoldKey)) * time.Millisecond
 	r.AnswerHold = time.Duration(c.get(answerHoldKey)) * time.Millisecond
 	r.Detail = c.detail()

@@ -35,6 +35,12 @@ func TestBenchShort(t *testing.T) {
 		if a.Sessions == 0 {
 			t.Errorf("attack %s made no attempt", a.Name)
 		}
+		// The node asks every verifier that comes to it for the payment
+		// of spec/protocol.md §5b: the hostile verifiers that pay are
+		// answered, the others are not (CheckCost's UnpaidAnswered).
+		if a.Name == AttackProverCost && (a.PayHashes == 0 || a.Calls == 0) {
+			t.Errorf("hostile verifiers: %d payment hashes, %d answerer calls: the payment path did not run", a.PayHashes, a.Calls)
+		}
 	}
 	if raceEnabled {
 		t.Logf("race detector on: speed-dependent bounds not asserted: %v", rep.Failed)

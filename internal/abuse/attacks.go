@@ -193,7 +193,35 @@ type rawStream struct {
 	s network.Stream
 	r pbio.Reader
 	w pbio.Writer
+	// me and ack: the attacker's ID and the node's hello ack, once read
+	// (helloAcked), for the payment of probe 1 (spec §5b).
+	me  lpeer.ID
+	ack *pb.HelloAck
 }
+
+// probe1 sends probe 1, paying what the node's hello ack asked (spec
+// §5b: a white-box attacker pays, or it is declined busy before anything
+// is answered), and reads its ack. The hashes tried are counted.
+func (r *rawStream) probe1(ctx context.Context, c *attackCounters) bool {
+	var pay []byte
+	if d := int(r.ack.GetPayDifficulty()); d > 0 {
+		var err error
+		if pay, err = protocol.SolvePay(ctx, r.ack.GetPayNonce(), r.me, d, attackerMaxPow); err != nil {
+			return false
+		}
+		c.add(payHashesKey, int64(binary.BigEndian.Uint64(pay))+1)
+		c.inc("sessions paid")
+	}
+	if r.send(&pb.Frame{Body: &pb.Frame_Probe{Probe: &pb.Probe{Seq: 1, Nonce: make([]byte, 8), Pay: pay}}}) != nil {
+		return false
+	}
+	f, err := r.recv(frameWait)
+	return err == nil && f.GetProbeAck() != nil
+}
+
+// payHashesKey counts the hashes attackers tried to pay the node's
+// verifier payments (spec §5b; SolvePay's counter + 1 per payment).
+const payHashesKey = "payment hashes"
 
 func openRaw(ctx context.Context, h host.Host, to lpeer.ID) (*rawStream, error) {
 	sctx, cancel := context.WithTimeout(ctx, frameWait)
@@ -249,6 +277,7 @@ func (b *bench) helloAcked(ctx context.Context, h host.Host, c *attackCounters, 
 		r.s.Reset()
 		return nil
 	}
+	r.me, r.ack = h.ID(), f.GetHelloAck()
 	return r
 }
 
@@ -401,14 +430,13 @@ func (b *bench) stall(ctx context.Context, h host.Host, c *attackCounters) {
 				}
 				defer r.s.Reset()
 				key := "stalls after the ack"
+				if probe || answer {
+					if !r.probe1(ctx, c) {
+						return
+					}
+				}
 				if probe {
 					key = "stalls after a probe"
-					if r.send(&pb.Frame{Body: &pb.Frame_Probe{Probe: &pb.Probe{Seq: 1, Nonce: make([]byte, 8)}}}) != nil {
-						return
-					}
-					if f, err := r.recv(frameWait); err != nil || f.GetProbeAck() == nil {
-						return
-					}
 				}
 				if answer {
 					key = "silences after an answer"
@@ -510,6 +538,13 @@ func (b *bench) relay(ctx context.Context, h host.Host, c *attackCounters) {
 			defer out.s.Reset()
 			if out.send(helloFrame(h.ID(), b.node.ID(), nil)) == nil {
 				if f, err := out.recv(frameWait); err == nil && f.GetHelloAck() != nil {
+					// The relay pays the node's payment (spec §5b), if
+					// asked, so that its challenge is read at all.
+					out.me, out.ack = h.ID(), f.GetHelloAck()
+					if !out.probe1(ctx, c) {
+						c.inc("relay probes refused")
+						return
+					}
 					relayed := &pb.Challenge{Round: 1, Rounds: ch.GetRounds(), Domain: ch.GetDomain(),
 						Narrative: " " + ch.GetNarrative(), Question: ch.GetQuestion(), BudgetMs: ch.GetBudgetMs()}
 					if out.send(&pb.Frame{Body: &pb.Frame_Challenge{Challenge: relayed}}) == nil {
@@ -571,13 +606,22 @@ func hostileNarrative(i int) string {
 // Finding 7: hostile verifiers run three-round sessions with made-up
 // challenges to make the node call its answerer.
 func (b *bench) hostileVerifier(ctx context.Context, h host.Host, c *attackCounters) {
-	i := 0
+	i, sessions := 0, 0
 	b.loop(ctx, b.cfg.Pace, func() {
 		r := b.helloAcked(ctx, h, c, nil, "sessions refused")
 		if r == nil {
 			return
 		}
 		defer r.s.Reset()
+		// Every other session pays the node's payment (spec §5b) and
+		// probes first; the others send round 1 at once, unpaid, and
+		// must get no answer.
+		paying := sessions%2 == 0
+		sessions++
+		if paying && !r.probe1(ctx, c) {
+			c.inc("sessions refused at the probe")
+			return
+		}
 		for round := uint32(1); round <= 3; round++ {
 			i++
 			ch := &pb.Challenge{Round: round, Rounds: 3, Domain: "hostile", Narrative: hostileNarrative(i), Question: "Which one?", BudgetMs: 20_000}
@@ -590,9 +634,16 @@ func (b *bench) hostileVerifier(ctx context.Context, h host.Host, c *attackCount
 				return
 			}
 			c.inc("rounds answered")
+			if !paying && r.ack.GetPayDifficulty() > 0 {
+				c.inc(unpaidAnsweredKey)
+			}
 		}
 	})
 }
+
+// unpaidAnsweredKey counts rounds the node answered in sessions whose
+// payment (spec §5b) it asked and did not get: the bound is none.
+const unpaidAnsweredKey = "rounds answered unpaid"
 
 // Finding 8: identities that connect, speak the protocol and never answer
 // the node's hello.

@@ -22,3 +22,17 @@ func TestCheckCostSaysRampUpTookTheRun(t *testing.T) {
 		t.Errorf("CheckCost with a short ramp-up: %s", f)
 	}
 }
+
+// A round the node answered in a session whose payment (spec/protocol.md
+// §5b) it asked and did not get fails the cost bounds.
+func TestCheckCostUnpaidAnswer(t *testing.T) {
+	r := &Report{Duration: 30 * time.Second, Honest: Latency{Count: 1},
+		Attack: []AttackReport{{Name: AttackProverCost, CallBudget: -1, UnpaidAnswered: 2}}}
+	if f := strings.Join(r.CheckCost(), "; "); !strings.Contains(f, "2 rounds answered in sessions that did not pay") {
+		t.Errorf("CheckCost: %q", f)
+	}
+	r.Attack[0].UnpaidAnswered = 0
+	if f := r.CheckCost(); len(f) != 0 {
+		t.Errorf("CheckCost of a clean run: %v", f)
+	}
+}
