@@ -641,6 +641,22 @@ func (b *budgets) difficulty(p peer.ID, now time.Time) int {
 	return min(d, c.MaxPowDifficulty)
 }
 
+// payDifficulty is D_v, the payment this node's prover asks of a verifier
+// that came to it (spec §5b; 0: none): PayDifficulty plus 2 bits for each
+// halving of the node's answerer-call budget left below its full size (as
+// G of §5a: a verifier of fresh IDs emptying it meets a rising price),
+// capped at MaxPowDifficulty.
+func (b *budgets) payDifficulty(now time.Time) int {
+	c := b.cfg
+	if c.PayDifficulty <= 0 {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls.refill(float64(c.MaxProverCalls), c.ProverWindow, now)
+	return min(c.PayDifficulty+globalDrawBits(b.calls.tokens, float64(c.MaxProverCalls)), c.MaxPowDifficulty)
+}
+
 // globalDrawBits is G of spec §5a: 2 bits for each halving of the global
 // draw budget below its full size (left under 1/2: 2, under 1/4: 4,
 // under 1/8: 6), at most 8. Fresh peer IDs and prefixes are free, so the

@@ -376,3 +376,31 @@ func TestPayVectors(t *testing.T) {
 		t.Fatalf("%d of %d valid: vectors must cover both outcomes", valid, len(v.Cases))
 	}
 }
+
+// The payment rises as the node's answerer calls are spent (2 bits per
+// halving left, as G of §5a) and never exceeds MaxPowDifficulty; none is
+// asked when PayDifficulty is 0.
+func TestPayDifficultyRisesWithLoad(t *testing.T) {
+	now := time.Unix(5000, 0)
+	cfg := Config{PayDifficulty: 16, MaxProverCalls: 64}
+	if err := cfg.applyDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudgets(&cfg)
+	if d := b.payDifficulty(now); d != 16 {
+		t.Fatalf("idle node asks %d bits, want 16", d)
+	}
+	for left, want := range map[float64]int{40: 16, 31: 18, 15: 20, 7: 22, 0: 22} {
+		b.calls.tokens = left
+		if d := b.payDifficulty(now); d != want {
+			t.Errorf("%v of 64 calls left: %d bits, want %d", left, d, want)
+		}
+	}
+	cfg0 := Config{}
+	if err := cfg0.applyDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if d := newBudgets(&cfg0).payDifficulty(now); d != 0 {
+		t.Fatalf("no PayDifficulty: %d bits asked", d)
+	}
+}

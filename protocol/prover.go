@@ -424,10 +424,10 @@ func (p *proverRun) serve() {
 }
 
 // askPay sets the payment this session's hello ack asks of the verifier
-// (spec §5b): Config.PayDifficulty bits, with a fresh nonce, of a
-// verifier that opened the connection and that this node does not admit;
-// none of a verifier this node contacted (its session was asked for) or
-// admits.
+// (spec §5b): Config.PayDifficulty bits and a load term (payDifficulty),
+// with a fresh nonce, of a verifier that opened the connection and that
+// this node does not admit; none of a verifier this node contacted (its
+// session was asked for) or admits.
 func (p *proverRun) askPay() error {
 	s := p.svc
 	if s.cfg.PayDifficulty <= 0 || !p.inbound || s.budgets.trusted(p.remote) {
@@ -437,7 +437,7 @@ func (p *proverRun) askPay() error {
 	if _, err := io.ReadFull(s.random, nonce); err != nil {
 		return fmt.Errorf("pay nonce: %w", err)
 	}
-	p.payD, p.payNonce = s.cfg.PayDifficulty, nonce
+	p.payD, p.payNonce = s.budgets.payDifficulty(s.now()), nonce
 	return nil
 }
 
