@@ -236,7 +236,9 @@ type Config struct {
 	// PayDifficulty is the proof of work in bits this node's prover asks
 	// of a verifier that opened the connection and that the node does
 	// not admit, before it answers anything (spec/protocol.md §5b; 0, the
-	// default: none; at most MaxPowDifficulty). This node's verifier pays
+	// default: none; at most MaxPowDifficulty), plus 2 bits per halving of
+	// the node's answerer-call budget left, capped at MaxPowDifficulty.
+	// This node's verifier pays
 	// what a prover asks up to MaxPowDifficulty, on connections it opened.
 	PayDifficulty     int
 	DrawWindow        time.Duration
