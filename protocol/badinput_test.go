@@ -39,6 +39,22 @@ func openRaw(t testing.TB, m host.Host, p peer.ID) *rawPeer {
 	return &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxVerifierFrame}
 }
 
+// rawProver makes h answer acaptcha streams with serve, given the raw
+// stream and the hello read from it (streams whose hello does not come
+// within 10 s are reset).
+func rawProver(t testing.TB, h host.Host, serve func(r *rawPeer, hello *pb.Hello)) {
+	h.SetStreamHandler(ID, func(s network.Stream) {
+		defer s.Reset()
+		_ = s.SetDeadline(time.Now().Add(10 * time.Second))
+		r := &rawPeer{t: t, s: s, r: newFrameReader(s, MaxVerifierFrame), max: MaxProverFrame}
+		f, err := r.recv()
+		if err != nil || f.GetHello() == nil {
+			return
+		}
+		serve(r, f.GetHello())
+	})
+}
+
 func (r *rawPeer) send(f *pb.Frame) {
 	r.t.Helper()
 	if err := writeFrame(r.s, f, r.max); err != nil {
