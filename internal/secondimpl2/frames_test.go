@@ -39,11 +39,17 @@ type hello struct {
 type helloAck struct {
 	Nonce, Pow []byte
 	Reciprocal int32
+	// the verifier's payment asked (protocol.md §5b): D_v and its nonce
+	PayDifficulty uint32
+	PayNonce      []byte
 }
 
 type probe struct {
 	Seq   uint32
 	Nonce []byte
+	// Pay is the verifier's payment (§5b), field 3 of a Probe only: a
+	// ProbeAck has no field 3 (one would be an unknown field).
+	Pay []byte
 }
 
 type challenge struct {
@@ -110,9 +116,14 @@ func encodeFrame(f *frame) []byte {
 		body.bytes(1, a.Nonce)
 		body.bytes(2, a.Pow)
 		body.varint(3, uint64(int64(a.Reciprocal)))
+		body.varint(4, uint64(a.PayDifficulty))
+		body.bytes(5, a.PayNonce)
 	case bProbe, bProbeAck:
 		body.varint(1, uint64(f.Probe.Seq))
 		body.bytes(2, f.Probe.Nonce)
+		if f.Body == bProbe {
+			body.bytes(3, f.Probe.Pay)
+		}
 	case bChallenge:
 		c := f.Challenge
 		body.varint(1, uint64(c.Round))
@@ -192,8 +203,11 @@ func decodeFrame(b []byte) (*frame, error) {
 			Rounds: m.u32(5), TauMs: m.u32(6), TotalMs: m.u32(7), Reciprocal: m.boolean(8),
 			RTTCreditMs: m.u32(9), PowDifficulty: m.u32(10)}
 	case bHelloAck:
-		out.HelloAck = &helloAck{Nonce: bs(1), Pow: bs(2), Reciprocal: m.i32(3)}
-	case bProbe, bProbeAck:
+		out.HelloAck = &helloAck{Nonce: bs(1), Pow: bs(2), Reciprocal: m.i32(3),
+			PayDifficulty: m.u32(4), PayNonce: bs(5)}
+	case bProbe:
+		out.Probe = &probe{Seq: m.u32(1), Nonce: bs(2), Pay: bs(3)}
+	case bProbeAck:
 		out.Probe = &probe{Seq: m.u32(1), Nonce: bs(2)}
 	case bChallenge:
 		out.Challenge = &challenge{Round: m.u32(1), Rounds: m.u32(2), Domain: s(3), Narrative: s(4),

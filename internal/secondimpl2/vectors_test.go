@@ -2,6 +2,7 @@ package secondimpl2
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,20 +73,25 @@ func frameFromJSON(t *testing.T, m map[string]json.RawMessage) *frame {
 			return &frame{Body: bHello, Hello: &hello{h.SpecVersion, b64(t, h.VerifierID), b64(t, h.ProverID),
 				b64(t, h.Nonce), h.Rounds, h.TauMs, h.TotalMs, h.Reciprocal, h.RttCreditMs, h.PowDifficulty}}
 		case "helloAck":
-			var a struct{ Nonce, Pow, Reciprocal string }
+			var a struct {
+				Nonce, Pow, Reciprocal string
+				PayDifficulty          uint32
+				PayNonce               string
+			}
 			json.Unmarshal(raw, &a)
-			return &frame{Body: bHelloAck, HelloAck: &helloAck{b64(t, a.Nonce), b64(t, a.Pow), reciprocalNames[a.Reciprocal]}}
+			return &frame{Body: bHelloAck, HelloAck: &helloAck{b64(t, a.Nonce), b64(t, a.Pow), reciprocalNames[a.Reciprocal],
+				a.PayDifficulty, b64(t, a.PayNonce)}}
 		case "probe", "probeAck":
 			var p struct {
-				Seq   uint32
-				Nonce string
+				Seq        uint32
+				Nonce, Pay string
 			}
 			json.Unmarshal(raw, &p)
 			body := bProbe
 			if k == "probeAck" {
 				body = bProbeAck
 			}
-			return &frame{Body: body, Probe: &probe{p.Seq, b64(t, p.Nonce)}}
+			return &frame{Body: body, Probe: &probe{p.Seq, b64(t, p.Nonce), b64(t, p.Pay)}}
 		case "challenge":
 			var c challenge
 			json.Unmarshal(raw, &c)
@@ -123,8 +130,11 @@ func TestVectorFrames(t *testing.T) {
 		}
 	}
 	loadVector(t, "frames.json", &v)
+	bodies := map[int]bool{}
+	byName := map[string]*frame{}
 	for _, f := range v.Frames {
 		want := frameFromJSON(t, f.Message)
+		bodies[want.Body] = true
 		enc := encodeFrame(want)
 		if hex.EncodeToString(enc) != f.FrameHex {
 			t.Errorf("%s: encoded %x, vector %s", f.Name, enc, f.FrameHex)
@@ -144,9 +154,110 @@ func TestVectorFrames(t *testing.T) {
 		if !reflect.DeepEqual(normFrame(got), normFrame(want)) {
 			t.Errorf("%s: decoded %+v, want %+v", f.Name, got, want)
 		}
+		byName[f.Name] = got
 	}
-	if len(v.Frames) != 8 {
-		t.Errorf("frames.json has %d frames, want one per body (8)", len(v.Frames))
+	if len(bodies) != 8 {
+		t.Errorf("frames.json has frames of %d bodies, want every body (8)", len(bodies))
+	}
+	// §5b: probe_pay pays hello_ack_pay's ask, for the hello's verifier,
+	// and hello_ack_pay is the hello_ack with a well-formed ask added.
+	h, ack, ackPay, pr, prPay := byName["hello"], byName["hello_ack"], byName["hello_ack_pay"], byName["probe"], byName["probe_pay"]
+	if h == nil || ack == nil || ackPay == nil || pr == nil || prPay == nil {
+		t.Fatalf("frames.json lacks one of hello, hello_ack, hello_ack_pay, probe, probe_pay")
+	}
+	if ackPay.Body != bHelloAck || prPay.Body != bProbe {
+		t.Fatalf("hello_ack_pay is body %d, probe_pay body %d", ackPay.Body, prPay.Body)
+	}
+	a := ackPay.HelloAck
+	if a.PayDifficulty < 1 || askMalformed(a) {
+		t.Errorf("hello_ack_pay asks no well-formed payment: D_v %d, nonce %x", a.PayDifficulty, a.PayNonce)
+	}
+	if ack.HelloAck.PayDifficulty != 0 || len(ack.HelloAck.PayNonce) != 0 || !bytes.Equal(a.Nonce, h.Hello.Nonce) ||
+		!bytes.Equal(a.Pow, ack.HelloAck.Pow) || a.Reciprocal != ack.HelloAck.Reciprocal {
+		t.Errorf("hello_ack_pay is not hello_ack with an ask added: %+v / %+v", a, ack.HelloAck)
+	}
+	if len(pr.Probe.Pay) != 0 || prPay.Probe.Seq != 1 || prPay.Probe.Seq != pr.Probe.Seq || !bytes.Equal(prPay.Probe.Nonce, pr.Probe.Nonce) {
+		t.Errorf("probe_pay is not probe 1 with a pay added: %+v / %+v", prPay.Probe, pr.Probe)
+	}
+	if len(prPay.Probe.Pay) < 1 || len(prPay.Probe.Pay) > 32 {
+		t.Errorf("probe_pay's pay is %d bytes", len(prPay.Probe.Pay))
+	}
+	if !payValid(a.PayNonce, h.Hello.VerifierID, prPay.Probe.Pay, int(a.PayDifficulty)) {
+		d := payDigest(a.PayNonce, h.Hello.VerifierID, prPay.Probe.Pay)
+		t.Errorf("probe_pay's pay %x does not pay %d bits for the hello's verifier (digest %x)", prPay.Probe.Pay, a.PayDifficulty, d)
+	}
+	// the smallest counter pay (the description says SolvePay counts up from 0)
+	if sp := solvePay(context.Background(), a.PayNonce, h.Hello.VerifierID, int(a.PayDifficulty)); !bytes.Equal(sp, prPay.Probe.Pay) {
+		t.Errorf("smallest counter pay %x, probe_pay has %x", sp, prPay.Probe.Pay)
+	}
+	// a ProbeAck carries no pay: field 3 on one is an unknown field
+	pa := byName["probe_ack"]
+	if pa == nil || len(pa.Probe.Pay) != 0 {
+		t.Errorf("probe_ack: %+v", pa)
+	}
+}
+
+func TestVectorPay(t *testing.T) {
+	var v struct {
+		Description string
+		Tag         string
+		Cases       []struct {
+			Name        string
+			Nonce       string `json:"pay_nonce_hex"`
+			Verifier    string `json:"verifier"`
+			VerifierHex string `json:"verifier_hex"`
+			Pay         string `json:"pay_hex"`
+			Digest      string `json:"digest_hex"`
+			LZ          int    `json:"leading_zero_bits"`
+			Difficulty  int
+			Valid       bool
+		}
+	}
+	loadVector(t, "pay.json", &v)
+	if v.Tag != payTag || len(payTag) != 23 {
+		t.Errorf("tag %q, mine %q", v.Tag, payTag)
+	}
+	if len(v.Cases) == 0 {
+		t.Fatal("pay.json has no cases")
+	}
+	valid, invalid := 0, 0
+	for _, c := range v.Cases {
+		ver := unhex(t, c.VerifierHex)
+		id, err := lpeer.Decode(c.Verifier)
+		if err != nil || !bytes.Equal([]byte(id), ver) {
+			t.Errorf("%s: verifier %s is not %s", c.Name, c.Verifier, c.VerifierHex)
+		}
+		nonce, pay := unhex(t, c.Nonce), unhex(t, c.Pay)
+		if len(nonce) != payNonceLen {
+			t.Errorf("%s: pay nonce of %d bytes", c.Name, len(nonce))
+		}
+		d := payDigest(nonce, ver, pay)
+		if hex.EncodeToString(d[:]) != c.Digest {
+			t.Errorf("%s: digest %x want %s", c.Name, d, c.Digest)
+		}
+		// the digest spelled out: SHA-256 over the concatenation
+		if d2 := sha256.Sum256(bytes.Join([][]byte{[]byte(payTag), nonce, ver, pay}, nil)); d2 != d {
+			t.Errorf("%s: streamed digest differs from the one-shot one", c.Name)
+		}
+		if leadingZeros(d) != c.LZ {
+			t.Errorf("%s: lz %d want %d", c.Name, leadingZeros(d), c.LZ)
+		}
+		if got := payValid(nonce, ver, pay, c.Difficulty); got != c.Valid {
+			t.Errorf("%s: valid %v want %v", c.Name, got, c.Valid)
+		}
+		// the case that says it is a §5a proof of work of the same inputs
+		// is one (under the pow tag), and fails as a pay
+		if strings.Contains(c.Name, "§5a") && !powValid(nonce, ver, pay, c.Difficulty) {
+			t.Errorf("%s: not a §5a proof of work of %d bits", c.Name, c.Difficulty)
+		}
+		if c.Valid {
+			valid++
+		} else {
+			invalid++
+		}
+	}
+	if valid == 0 || invalid == 0 {
+		t.Errorf("pay.json: %d valid, %d invalid cases", valid, invalid)
 	}
 }
 
