@@ -1,9 +1,14 @@
 package secondimpl2
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"testing"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
+	"google.golang.org/protobuf/proto"
 )
 
 // The verifier's payment (protocol.md §5b).
@@ -67,5 +72,31 @@ func solvePay(ctx context.Context, nonce, verifier []byte, d int) []byte {
 		if payValid(nonce, verifier, p, d) {
 			return p
 		}
+	}
+}
+
+// My encoding of the §5b fields is what the .proto says: the generated
+// messages read them back (fields 4 and 5 of HelloAck, 3 of Probe), and a
+// ProbeAck never carries a pay.
+func TestPayFieldsMatchProto(t *testing.T) {
+	a := &helloAck{Nonce: randBytes(32), Pow: []byte{1}, Reciprocal: 1, PayDifficulty: 17, PayNonce: randBytes(payNonceLen)}
+	raw := encodeFrame(&frame{Body: bHelloAck, HelloAck: a})
+	var f pb.Frame
+	if err := proto.Unmarshal(raw[1:], &f); err != nil || raw[0] != byte(len(raw)-1) {
+		t.Fatalf("hello ack: %v", err)
+	}
+	if g := f.GetHelloAck(); g.GetPayDifficulty() != 17 || !bytes.Equal(g.GetPayNonce(), a.PayNonce) {
+		t.Fatalf("hello ack read back: %v", g)
+	}
+	pr := &probe{Seq: 1, Nonce: randBytes(8), Pay: []byte{0, 0, 0, 9}}
+	raw = encodeFrame(&frame{Body: bProbe, Probe: pr})
+	f.Reset()
+	if err := proto.Unmarshal(raw[1:], &f); err != nil || !bytes.Equal(f.GetProbe().GetPay(), pr.Pay) {
+		t.Fatalf("probe read back: %v %v", err, f.GetProbe())
+	}
+	raw = encodeFrame(&frame{Body: bProbeAck, Probe: pr})
+	f.Reset()
+	if err := proto.Unmarshal(raw[1:], &f); err != nil || f.GetProbeAck() == nil || len(f.GetProbeAck().ProtoReflect().GetUnknown()) != 0 {
+		t.Fatalf("probe ack carries more than seq and nonce: %v %v", err, f.GetProbeAck())
 	}
 }

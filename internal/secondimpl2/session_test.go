@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -150,6 +151,14 @@ type proverOpts struct {
 	reciprocal int32
 	// verifyBack: answer WILL and start a session back.
 	verifyBack bool
+	// payDifficulty is D_v, the payment asked of a verifier that came to
+	// this node (the stream's connection is inbound here; §5b's intended
+	// use); payAlways asks it of every verifier (to test a verifier's
+	// refusal); ackHook edits the ack before it is written (malformed
+	// asks).
+	payDifficulty uint32
+	payAlways     bool
+	ackHook       func(a *helloAck)
 }
 
 type proverResult struct {
@@ -162,6 +171,10 @@ type proverResult struct {
 	ackWritten time.Time
 	// firstFrame is when the verifier's first frame after the ack was read.
 	firstFrame time.Time
+	// payAsked is the D_v the ack asked (§5b); unpaid is set when the
+	// verifier's first frame after it did not pay (Decline{BUSY} sent).
+	payAsked uint32
+	unpaid   bool
 }
 
 func (n *node) handleProver(s network.Stream) {
@@ -237,6 +250,13 @@ func (n *node) prove(s network.Stream, res *proverResult) error {
 		pow = solvePow(h.Nonce, n.id, int(h.PowDifficulty))
 	}
 	ack := &helloAck{Nonce: h.Nonce, Pow: pow}
+	if d := n.prover.payDifficulty; d > 0 && (n.prover.payAlways || s.Conn().Stat().Direction == network.DirInbound) {
+		ack.PayDifficulty, ack.PayNonce = d, randBytes(payNonceLen)
+	}
+	if n.prover.ackHook != nil {
+		n.prover.ackHook(ack)
+	}
+	res.payAsked = ack.PayDifficulty
 	if h.Reciprocal {
 		ack.Reciprocal = n.prover.reciprocal
 		if n.prover.verifyBack {
@@ -297,6 +317,16 @@ func (n *node) prove(s network.Stream, res *proverResult) error {
 		if firstAfterAck.IsZero() {
 			firstAfterAck = time.Now()
 			res.firstFrame = firstAfterAck
+			// §5b, §6 step 5: an asked payment is checked first: a Probe
+			// whose pay is valid, or a Verdict; anything else is BUSY.
+			if d := int(ack.PayDifficulty); d > 0 {
+				paid := f.Body == bVerdict ||
+					(f.Body == bProbe && payValid(ack.PayNonce, h.VerifierID, f.Probe.Pay, d))
+				if !paid {
+					res.unpaid = true
+					return decl(drBusy, fmt.Sprintf("payment of %d bits asked", d), codeBusy)
+				}
+			}
 		}
 		switch f.Body {
 		case bProbe:
@@ -412,6 +442,14 @@ type verifierOpts struct {
 	// provenance is the source the records name (attestation.md §3.1;
 	// "" is procedural, what this implementation's sets are).
 	provenance string
+	// maxPay is the most this verifier pays a prover that asks (§5b; 0:
+	// maxOwnPay, 22 bits). noPay reads no ask and pays nothing, as a
+	// verifier before document 1.13.0 (it decodes no field 4 or 5).
+	// wrongPay sends the first counter value after the solution that
+	// does not pay (an invalid payment).
+	maxPay   uint32
+	noPay    bool
+	wrongPay bool
 }
 
 type verifierResult struct {
@@ -425,6 +463,12 @@ type verifierResult struct {
 	reciprocal int32
 	credit     time.Duration
 	transcript []tRound
+	// payAsked is the prover's D_v (§5b); paid the pay sent in probe 1;
+	// busyDecline is set when the prover answered a probe Decline{BUSY}.
+	payAsked    uint32
+	paid        []byte
+	payNonce    []byte
+	busyDecline bool
 }
 
 var (
@@ -433,6 +477,9 @@ var (
 	errUnpaid       = errors.New("unpaid")
 	errUnresponsive = errors.New("unresponsive")
 	errNetwork      = errors.New("network failure")
+	// errPayRefused: the prover asked a payment this verifier does not
+	// pay (above its maximum, or the prover opened the connection; §5b).
+	errPayRefused = errors.New("payment asked not paid")
 )
 
 func randBytes(n int) []byte {
@@ -511,7 +558,40 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 		return res
 	}
 	res.reciprocal = f.HelloAck.Reciprocal
-	// Draw the set after the paid ack, one question per part.
+	// The payment asked (§5b, §5 step 3), solved before the set is drawn.
+	var pay []byte
+	if a := f.HelloAck; !o.noPay {
+		res.payAsked = a.PayDifficulty
+		if askMalformed(a) {
+			// as an ack with a wrong nonce: no session, nothing signed
+			s.ResetWithError(codePV)
+			res.noSession = fmt.Errorf("%w: malformed payment ask (D_v %d, nonce of %d bytes)", errUnpaid, a.PayDifficulty, len(a.PayNonce))
+			return res
+		}
+		if d := a.PayDifficulty; d > 0 {
+			if d > cmp.Or(o.maxPay, maxOwnPay) || s.Conn().Stat().Direction == network.DirInbound {
+				s.ResetWithError(codeBusy)
+				res.noSession = fmt.Errorf("%w: %d bits, connection %v", errPayRefused, d, s.Conn().Stat().Direction)
+				return res
+			}
+			// within the first-frame deadline of §6 step 5, I - P from
+			// reading the ack, less a second for the probe's write
+			I := min(idleTimeout, time.Duration(o.totalMs)*time.Millisecond+10*time.Second)
+			sctx, cancel := context.WithDeadline(ctx, ackRead.Add(I-2*time.Second-time.Second))
+			pay = solvePay(sctx, a.PayNonce, n.id, int(d))
+			cancel()
+			if pay == nil {
+				s.ResetWithError(codeBusy)
+				res.noSession = fmt.Errorf("%w: %d bits not solved in time", errPayRefused, d)
+				return res
+			}
+			for o.wrongPay && payValid(a.PayNonce, n.id, pay, int(d)) {
+				pay = binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(pay)+1)
+			}
+			res.paid, res.payNonce = pay, a.PayNonce
+		}
+	}
+	// Draw the set after the paid ack (and the payment), one question per part.
 	set := o.source()
 	type pick struct {
 		part *specPart
@@ -578,6 +658,9 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 	var firstProbe time.Time
 	for seq := 1; seq <= probes; seq++ {
 		pr := &probe{Seq: uint32(seq), Nonce: randBytes(8)}
+		if seq == 1 {
+			pr.Pay = pay
+		}
 		if err := writeFrame(s, &frame{Body: bProbe, Probe: pr}); err != nil {
 			s.Reset()
 			res.noSession = fmt.Errorf("%w: %v", errNetwork, err)
@@ -610,7 +693,8 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 		switch {
 		case f.Body == bDecline && f.Decline.Reason == drBusy:
 			s.Reset()
-			res.noSession = errBusy
+			res.noSession = fmt.Errorf("%w: %s", errBusy, f.Decline.Detail)
+			res.busyDecline = true
 			return res
 		case f.Body == bDecline:
 			return sendVerdict(false, "declined", nil, nil, nil, codeDeclined, 0)
