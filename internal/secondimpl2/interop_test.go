@@ -148,6 +148,14 @@ type backResult struct {
 
 func newPair(t *testing.T, transport string, conf protocol.Config) *pair {
 	t.Helper()
+	return newPairDialing(t, transport, conf, false)
+}
+
+// newPairDialing is newPair where our node opens the connection to mine
+// when oursDials (newPair: mine opens it), which decides who came to whom
+// (§5b).
+func newPairDialing(t *testing.T, transport string, conf protocol.Config, oursDials bool) *pair {
+	t.Helper()
 	listen := "/ip4/127.0.0.1/tcp/0"
 	if transport == "quic" {
 		listen = "/ip4/127.0.0.1/udp/0/quic-v1"
@@ -172,7 +180,11 @@ func newPair(t *testing.T, transport string, conf protocol.Config) *pair {
 	p.ours, p.ourConf = svc, conf
 	p.ctx, p.cancel = context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(p.cancel)
-	if err := hm.Connect(p.ctx, lpeer.AddrInfo{ID: ho.ID(), Addrs: ho.Addrs()}); err != nil {
+	dialer, to := hm, ho
+	if oursDials {
+		dialer, to = ho, hm
+	}
+	if err := dialer.Connect(p.ctx, lpeer.AddrInfo{ID: to.ID(), Addrs: to.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -202,7 +214,7 @@ func (p *pair) myProved(t *testing.T) *proverResult {
 
 // checkMine: my verifier's session against our prover, accepted and
 // verified by our prover against itself as subject.
-func (p *pair) checkMine(t *testing.T, vr *verifierResult) {
+func (p *pair) checkMine(t *testing.T, vr *verifierResult) protocol.ProverResult {
 	t.Helper()
 	if vr.noSession != nil || !vr.accepted {
 		t.Fatalf("my verifier vs our prover: no session %v, %s %v", vr.noSession, vr.reason, vr.rounds)
@@ -214,10 +226,11 @@ func (p *pair) checkMine(t *testing.T, vr *verifierResult) {
 	if _, err := verifyAttestation(vr.envelope, verifyOpts{Subject: []byte(p.oursH.ID()), Now: time.Now().Unix()}); err != nil {
 		t.Fatalf("my own record: %v", err)
 	}
+	return pr
 }
 
 // checkOurs: our verifier's session against my prover.
-func (p *pair) checkOurs(t *testing.T, res *protocol.Result, err error) {
+func (p *pair) checkOurs(t *testing.T, res *protocol.Result, err error) *proverResult {
 	t.Helper()
 	if err != nil || res == nil || !res.Verdict.Accepted {
 		t.Fatalf("our verifier vs my prover: %v %+v", err, res)
@@ -229,6 +242,7 @@ func (p *pair) checkOurs(t *testing.T, res *protocol.Result, err error) {
 	if _, _, err := protocol.VerifyAttestation(res.Envelope, protocol.VerifyOptions{Subject: p.mine.h.ID(), Now: time.Now()}); err != nil {
 		t.Fatalf("our record: %v", err)
 	}
+	return pr
 }
 
 func TestInteropBothDirections(t *testing.T) {
