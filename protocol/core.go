@@ -188,8 +188,7 @@ func (vs *VerifierSession) Pay(ctx context.Context, pow []byte) error {
 	// The draw may wait for the source, but the prover waits for the
 	// first probe only I = min(45 s, total_ms + 10 s) from the ack (spec
 	// §5 step 1): the wait ends early enough for the probe to make it.
-	wait := min(DefaultIdleTimeout, s.cfg.Policy.Total+proverSlack) - firstProbeMargin
-	dctx, cancel := context.WithTimeout(ctx, max(wait, firstProbeMargin))
+	dctx, cancel := context.WithTimeout(ctx, drawWait(&s.cfg))
 	vs.sess, vs.srcErr = s.newSession(dctx)
 	cancel()
 	if vs.sess == nil {
@@ -197,6 +196,15 @@ func (vs *VerifierSession) Pay(ctx context.Context, pow []byte) error {
 		return nil
 	}
 	return nil
+}
+
+// drawWait is the longest a paid session waits for its set from reading
+// the hello ack: the prover waits for the first probe only I = min(45 s,
+// total_ms + 10 s) from writing it (spec §5 step 1). A verifier that
+// solved the prover's payment first (§5b) spent part of it already
+// (Verify passes Pay a context with that deadline).
+func drawWait(c *Config) time.Duration {
+	return max(min(DefaultIdleTimeout, c.Policy.Total+proverSlack)-firstProbeMargin, firstProbeMargin)
 }
 
 // Done reports whether the session has its verdict (or can have none but

@@ -141,7 +141,7 @@ func frameVectorAttestation(t testing.TB, v any) {
 
 func buildFrameVector(t testing.TB) []byte {
 	t.Helper()
-	out := frameVectorFile{Description: "One frame of every body (spec/protocol.md §2, §3; spec/proto/wire.proto), between the verifier and the prover of attestation.json " +
+	out := frameVectorFile{Description: "One frame of every body (spec/protocol.md §2, §3; spec/proto/wire.proto), and a hello ack asking the payment of §5b with a probe paying it, between the verifier and the prover of attestation.json " +
 		"(keys from its seeds, its nonce, its envelope in the verdict). frame_hex is the frame as sent: the minimal uvarint of the message's length, then the " +
 		"message's proto3 encoding (fields in number order, defaults omitted). message is the Frame in the canonical proto3 JSON mapping (bytes in base64, " +
 		"enums by name). A receiver decoding frame_hex gets message; a sender encoding message the Go way writes frame_hex."}

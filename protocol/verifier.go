@@ -461,14 +461,18 @@ func (v *verifierRun) handshake() error {
 			v.res.Reciprocal = r
 		}
 		// What the prover asks of this node (§5b), solved before
-		// anything is drawn for it.
+		// anything is drawn for it; the draw's wait for the source then
+		// ends as it would have without it (drawWait from the ack).
+		ackAt := time.Now() // wall clock: a context deadline
 		var err error
 		if pay, err = v.payFor(b.HelloAck); err != nil {
 			return err
 		}
+		dctx, cancel := context.WithDeadline(v.ctx, ackAt.Add(drawWait(&s.cfg)))
+		defer cancel()
 		// The core checks the payment and only then draws (within the
 		// shares); a source failure leaves the session Done, inconclusive.
-		if err := v.vs.Pay(v.ctx, b.HelloAck.GetPow()); err != nil {
+		if err := v.vs.Pay(dctx, b.HelloAck.GetPow()); err != nil {
 			switch {
 			case errors.Is(err, ErrUnpaid):
 				_ = v.str.ResetWithError(ErrCodeDeclined)
