@@ -119,6 +119,10 @@ func (n *Node) recordReceived(r protocol.ProverResult) {
 		// limiter (lograte.go) and hide the warnings that matter. The
 		// session is counted (Stats.ProveFailed) below.
 		n.log.Debug("refused a verifier's session at this node's limits", "peer", r.Verifier, "err", r.Err)
+	case errors.Is(r.Err, protocol.ErrVerifyFirst):
+		// Every hello of an unadmitted verifier that came to us, by
+		// design: debug only (a peer could fill the log with them).
+		n.log.Debug("asked a verifier that came to us to be verified first", "peer", r.Verifier, "err", r.Err)
 	case errors.Is(r.Err, protocol.ErrNoProver):
 		// A node without an LLM declines every verifier by design (the
 		// start-up lines said so): not worth a warning per peer.
@@ -176,6 +180,9 @@ func (n *Node) tagIssued(e EvtAttestationIssued) {
 // wakeWaiters hands a prover result to the Attest calls waiting for it.
 func (n *Node) wakeWaiters(e EvtAttestationReceived) {
 	r := e.Result
+	if errors.Is(r.Err, protocol.ErrVerifyFirst) {
+		return // no verification of us: this node asked the peer to wait for its own
+	}
 	n.mu.Lock()
 	ws := n.waiters[r.Verifier]
 	n.mu.Unlock()

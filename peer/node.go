@@ -157,6 +157,12 @@ type Config struct {
 	// Limits are the attestation protocol's budgets (limits.go; zero
 	// fields: the protocol defaults).
 	Limits Limits
+	// VerifyFirst: this node's prover answers a verifier that came to it
+	// (opened the connection) only once the node admits it; until then
+	// its hellos are declined VERIFY_FIRST and the node verifies it
+	// (spec/protocol.md §5c). Attest copes with a peer that does so: it
+	// waits for the peer's verdict on this node and asks again.
+	VerifyFirst bool
 
 	// Discovery (discovery.go).
 	Bootstrap []string // multiaddrs with /p2p/
@@ -392,6 +398,7 @@ func New(cfg Config) (*Node, error) {
 		// Peers this node admits may use the last quarter of its prover
 		// budgets, which fresh peer IDs cannot drain (protocol.md §9a).
 		TrustedPeer: func(p peer.ID) bool { return n.Admission(p).Admitted },
+		VerifyFirst: cfg.VerifyFirst,
 		OnReflection: func(p peer.ID) {
 			n.warnPeer(p, "peer reflected our own challenge back to us")
 		},
@@ -523,14 +530,14 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 	// A session already in flight (first contact) did not ask the peer to
 	// verify us back: let it finish and run our own, reciprocal one.
 	res, err := n.verifyAfter(ctx, ai.ID, true, time.Now())
+	if vf := (*protocol.VerifyFirstError)(nil); errors.As(err, &vf) {
+		return n.attestVerifiedFirst(ctx, ai.ID, vf, theirs)
+	}
 	if err != nil {
 		return nil, err
 	}
 	m := &Mutual{Peer: ai.ID, Ours: res}
-	timeout := n.cfg.MutualTimeout
-	if timeout <= 0 {
-		timeout = n.cfg.Policy.Total + 30*time.Second
-	}
+	timeout := n.mutualTimeout()
 	if why, dropped := protocol.ReciprocalDropped(res.Reciprocal); dropped {
 		// The peer's HelloAck said it will not verify us back (spec
 		// §1a): nothing to wait for, unless a session of its own with us
@@ -570,6 +577,69 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 			return m, nil
 		}
 	}
+}
+
+// mutualTimeout is how long Attest waits for the peer's verdict on us.
+func (n *Node) mutualTimeout() time.Duration {
+	if t := n.cfg.MutualTimeout; t > 0 {
+		return t
+	}
+	return n.cfg.Policy.Total + 30*time.Second
+}
+
+// attestVerifiedFirst finishes Attest with a peer whose prover declined
+// our hello VERIFY_FIRST (spec/protocol.md §5c: it answers a verifier
+// that came to it once it admits it): when it verifies us now (or a
+// session of its own with us runs), wait for its verdict, then, if it
+// accepted us, verify it again. It fails with vf when the peer will not
+// verify us now, and when it rejected us.
+func (n *Node) attestVerifiedFirst(ctx context.Context, p peer.ID, vf *protocol.VerifyFirstError, theirs chan protocol.ProverResult) (*Mutual, error) {
+	if vf.Reciprocal != pb.Reciprocal_RECIPROCAL_WILL && !n.svc.Proving(p) {
+		select {
+		case pr := <-theirs: // its session with us ended meanwhile
+			return n.afterVerifiedFirst(ctx, p, pr)
+		default:
+		}
+		return nil, fmt.Errorf("attest %s: %w", p, vf)
+	}
+	start := time.Now()
+	hard := start.Add(max(n.mutualTimeout(), n.svc.Config().MaxAcceptTotal+reciprocalGrace))
+	t := time.NewTimer(n.mutualTimeout())
+	defer t.Stop()
+	for {
+		select {
+		case pr := <-theirs:
+			return n.afterVerifiedFirst(ctx, p, pr)
+		case <-t.C:
+			if now := time.Now(); n.svc.Proving(p) && now.Before(hard) {
+				t.Reset(min(time.Second, hard.Sub(now)))
+				continue
+			}
+			return nil, fmt.Errorf("attest %s: it verifies us before it answers us and gave no verdict within %s: %w", p, time.Since(start).Round(time.Millisecond), vf)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("attest %s: waiting for its verdict on us before it answers us: %w", p, ctx.Err())
+		}
+	}
+}
+
+// afterVerifiedFirst verifies p once p's verdict on us, pr, came (see
+// attestVerifiedFirst).
+func (n *Node) afterVerifiedFirst(ctx context.Context, p peer.ID, pr protocol.ProverResult) (*Mutual, error) {
+	if pr.Err != nil || !pr.Accepted {
+		why := string(pr.Reason)
+		if pr.Err != nil {
+			why = pr.Err.Error()
+		}
+		return nil, fmt.Errorf("attest %s: it verifies us before it answers us, and did not accept us (%s)", p, why)
+	}
+	res, err := n.verifyAfter(ctx, p, false, time.Now())
+	if errors.Is(err, protocol.ErrVerifyFirst) {
+		return nil, fmt.Errorf("attest %s: it accepted us but does not admit us (its trust rules, such as the challenge source it requires, are not met), and it answers only the verifiers it admits: %w", p, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attest %s after its verdict on us: %w", p, err)
+	}
+	return &Mutual{Peer: p, Ours: res, Theirs: &pr}, nil
 }
 
 // reciprocalGrace is added to the longest session this node accepts as a

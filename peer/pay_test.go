@@ -70,3 +70,31 @@ func TestMutualAttestationWithPayment(t *testing.T) {
 		t.Fatalf("B's answer to a verifier that came: %v, want an ack asking 12 bits", &f)
 	}
 }
+
+// Two nodes that verify first (spec/protocol.md §5c) still attest each
+// other: the node that was come to answers the one that came once it has
+// verified and admitted it, and Attest waits for that verdict and asks
+// again. The verdicts are both acceptances and both stored.
+func TestMutualAttestationVerifyFirst(t *testing.T) {
+	sets := dependentSets(t)
+	oracle := testutil.NewOracle(sets...)
+	start := func(sets []*skill.Set) *peer.Node {
+		return testnode.New(t, testnode.Options{
+			Config: peer.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, VerifyFirst: true, RequireSource: skill.SourceProcedural},
+			Sets:   sets, Brain: oracle, Memory: true,
+		})
+	}
+	a, b := start(sets[:len(sets)/2]), start(sets[len(sets)/2:])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := a.Attest(ctx, addrInfo(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Ours.Verdict.Accepted || m.Theirs == nil || !m.Theirs.Accepted {
+		t.Fatalf("A on B: %+v; B on A: %+v %v", m.Ours.Verdict, m.Theirs, m.TheirsErr)
+	}
+	if !b.Admission(a.ID()).Admitted {
+		t.Fatal("B answered A without admitting it")
+	}
+}

@@ -5,6 +5,8 @@
 package protocol
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -58,6 +60,15 @@ func ReciprocalDropped(r pb.Reciprocal) (string, bool) {
 		return "it admits us through attestations by peers it trusts and runs no session of its own", true
 	}
 	return "", false
+}
+
+// ReciprocalName is r's name without its prefix, in lower case ("will",
+// "busy"), or its number when this node does not know it.
+func ReciprocalName(r pb.Reciprocal) string {
+	if n, ok := pb.Reciprocal_name[int32(r)]; ok {
+		return strings.ToLower(strings.TrimPrefix(n, "RECIPROCAL_"))
+	}
+	return fmt.Sprintf("reciprocal %d", int32(r))
 }
 
 // ProverResult is what the prover side learns from a session a remote

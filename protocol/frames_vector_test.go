@@ -96,6 +96,9 @@ func frameVectors(t testing.TB) []struct {
 			&pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: 1, Answer: "KX-7"}}}},
 		{"decline", "prover", "a challenge refused as one this node issued",
 			&pb.Frame{Body: &pb.Frame_Decline{Decline: &pb.Decline{Reason: pb.DeclineReason_DECLINE_REASON_REFLECTION, Detail: "round 1 is a challenge this node issued"}}}},
+		{"decline_verify_first", "prover", "a hello declined by a prover that answers a verifier that came to it once it admits it, and verifies it now (§5c)",
+			&pb.Frame{Body: &pb.Frame_Decline{Decline: &pb.Decline{Reason: pb.DeclineReason_DECLINE_REASON_VERIFY_FIRST,
+				Detail: "verifying you first; ask again after the verdict", Reciprocal: pb.Reciprocal_RECIPROCAL_WILL}}}},
 		{"verdict", "verifier", "the acceptance of attestation.json, with its rounds and its envelope",
 			&pb.Frame{Body: &pb.Frame_Verdict{Verdict: &pb.Verdict{Accepted: true, Reason: "ok", Rounds: []*pb.RoundResult{
 				{Round: 1, BudgetMs: 15000, EffectiveMs: 4210, Correct: true, ElapsedMs: 4250},
@@ -141,7 +144,7 @@ func frameVectorAttestation(t testing.TB, v any) {
 
 func buildFrameVector(t testing.TB) []byte {
 	t.Helper()
-	out := frameVectorFile{Description: "One frame of every body (spec/protocol.md §2, §3; spec/proto/wire.proto), and a hello ack asking the payment of §5b with a probe paying it, between the verifier and the prover of attestation.json " +
+	out := frameVectorFile{Description: "One frame of every body (spec/protocol.md §2, §3; spec/proto/wire.proto), a hello ack asking the payment of §5b with a probe paying it, and a decline asking to verify first (§5c), between the verifier and the prover of attestation.json " +
 		"(keys from its seeds, its nonce, its envelope in the verdict). frame_hex is the frame as sent: the minimal uvarint of the message's length, then the " +
 		"message's proto3 encoding (fields in number order, defaults omitted). message is the Frame in the canonical proto3 JSON mapping (bytes in base64, " +
 		"enums by name). A receiver decoding frame_hex gets message; a sender encoding message the Go way writes frame_hex."}

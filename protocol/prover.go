@@ -331,6 +331,12 @@ func (p *proverRun) serve() {
 			return
 		}
 	}
+	// A verifier that came to this node is answered only once the node
+	// admits it (spec §5c): before any budget is charged or work done.
+	if s.cfg.VerifyFirst && p.inbound && !s.budgets.trusted(p.remote) {
+		p.verifyFirst()
+		return
+	}
 	// Budgets before work (spec §6, §9a): sessions, answerer calls and
 	// tokens per verifier and window, answerer calls of all verifiers.
 	// A hello refused because the verifier's own budgets (its peer's,
@@ -421,6 +427,27 @@ func (p *proverRun) serve() {
 	p.firstBy = p.helloAt.Add(s.cfg.IdleTimeout)
 	p.deadline = p.helloAt.Add(s.cfg.IdleTimeout + total + 2*proverSlack)
 	p.exchange(s.answererFor(p), total)
+}
+
+// verifyFirst declines the hello VERIFY_FIRST (spec §5c), saying in the
+// decline whether this node verifies the verifier now: OnReciprocal is
+// asked as for a hello that asks to be verified back (it starts the
+// session when it answers WILL). Nothing is signed; the verifier asks
+// again once it has this node's verdict.
+func (p *proverRun) verifyFirst() {
+	s := p.svc
+	recip := pb.Reciprocal_RECIPROCAL_NOT_OFFERED
+	if s.cfg.OnReciprocal != nil {
+		recip = s.cfg.OnReciprocal(p.remote, s.budgets.canDraw(p.remote, s.now()))
+	}
+	p.declined = true
+	if p.release != nil {
+		p.release()
+	}
+	d := declineFrame(pb.DeclineReason_DECLINE_REASON_VERIFY_FIRST, "this node answers a verifier that came to it once it admits it; ask again after its verdict on you")
+	d.GetDecline().Reciprocal = recip
+	declineAndReset(p.str, d, ErrCodeDeclined, min(s.cfg.HandshakeTimeout, declineLinger))
+	p.res.Err = fmt.Errorf("%w: declined the hello of %s, which came to this node and is not admitted (%s)", ErrVerifyFirst, p.remote, ReciprocalName(recip))
 }
 
 // askPay sets the payment this session's hello ack asks of the verifier

@@ -107,6 +107,11 @@ var (
 	// above what it pays, or on a connection the prover opened (spec
 	// §5b); no session ran and nothing was signed.
 	ErrPayRefused = errors.New("acaptcha: prover's payment not paid")
+	// ErrVerifyFirst: the prover answers a verifier that came to it only
+	// once it admits it, and declined the hello VERIFY_FIRST (spec §5c;
+	// Verify returns a *VerifyFirstError); ProverResult.Err of such a
+	// hello on this node's side.
+	ErrVerifyFirst = errors.New("acaptcha: prover verifies this node first")
 	// ErrDeclined: the prover declined the hello (no prover, version,
 	// policy); no set was drawn and nothing was signed.
 	ErrDeclined = errors.New("acaptcha: prover declined the session")
@@ -114,6 +119,30 @@ var (
 	// draw budget, is spent for the current window (spec §9a).
 	ErrPeerQuota = errors.New("acaptcha: set-draw budget spent")
 )
+
+// VerifyFirstError is Verify's error when the prover declined the hello
+// VERIFY_FIRST (spec §5c): it answers this node only once it admits it.
+// Reciprocal says whether it is verifying this node now (WILL: its
+// verdict comes, then a new Verify may be answered) or why not. It
+// matches ErrVerifyFirst.
+type VerifyFirstError struct {
+	Peer       peer.ID
+	Reciprocal pb.Reciprocal
+	Detail     string
+}
+
+func (e *VerifyFirstError) Error() string {
+	why := "it verifies us now"
+	if w, dropped := ReciprocalDropped(e.Reciprocal); dropped {
+		why = "it will not verify us now: " + w
+	} else if e.Reciprocal != pb.Reciprocal_RECIPROCAL_WILL {
+		why = "it did not say whether it verifies us"
+	}
+	return fmt.Sprintf("%v: %s answers us only once it admits us; %s (%s)", ErrVerifyFirst, e.Peer, why, e.Detail)
+}
+
+// Is makes errors.Is(err, ErrVerifyFirst) hold.
+func (e *VerifyFirstError) Is(target error) bool { return target == ErrVerifyFirst }
 
 // ackWait is how long a verifier waits for the HelloAck from writing its
 // hello (spec §5a): the prover's handshake timeout, counted from its
@@ -240,7 +269,15 @@ type Config struct {
 	// the node's answerer-call budget left, capped at MaxPowDifficulty.
 	// This node's verifier pays
 	// what a prover asks up to MaxPowDifficulty, on connections it opened.
-	PayDifficulty     int
+	PayDifficulty int
+	// VerifyFirst: this node's prover answers a verifier that came to it
+	// (opened the connection) only once the node admits it (TrustedPeer):
+	// until then the hello is declined VERIFY_FIRST, and OnReciprocal is
+	// asked whether the node verifies the verifier now (spec §5c). A
+	// script cannot then borrow this node's answerer, its own challenges
+	// reflected or anyone's, by coming to it; a verifier this node came
+	// to, or admits, is answered as before.
+	VerifyFirst       bool
 	DrawWindow        time.Duration
 	MaxDrawsPerPeer   int
 	MaxDrawsPerPrefix int

@@ -406,6 +406,15 @@ func (v *verifierRun) isReflected() bool {
 
 // decline turns a Decline frame into the session's failure.
 func (v *verifierRun) decline(d *pb.Decline, before bool) error {
+	if d.GetReason() == pb.DeclineReason_DECLINE_REASON_VERIFY_FIRST && !v.vs.paid {
+		// At the hello only (§5c): no session ran; the caller learns
+		// whether the prover verifies this node first.
+		r := d.GetReciprocal()
+		if pb.Reciprocal_name[int32(r)] == "" {
+			r = pb.Reciprocal_RECIPROCAL_UNSPECIFIED
+		}
+		return errNoSession{&VerifyFirstError{Peer: v.peer, Reciprocal: r, Detail: truncate(d.GetDetail(), MaxDeclineDetail)}}
+	}
 	if d.GetReason() == pb.DeclineReason_DECLINE_REASON_BUSY && before {
 		return errNoSession{fmt.Errorf("%w: %s: %s", ErrBusy, v.peer, truncate(d.GetDetail(), MaxDeclineDetail))}
 	}

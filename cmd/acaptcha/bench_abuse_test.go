@@ -215,6 +215,21 @@ func TestAutoPow(t *testing.T) {
 		if cfg.Limits.PowDifficulty != tc.want || cfg.Limits.PayDifficulty != tc.want {
 			t.Errorf("listen %q: base D %d, D_v %d, want %d", tc.addrs, cfg.Limits.PowDifficulty, cfg.Limits.PayDifficulty, tc.want)
 		}
+		// --verify-first auto: on exactly where the proof of work is.
+		if cfg.VerifyFirst != (tc.want > 0) {
+			t.Errorf("listen %q: verify first %v", tc.addrs, cfg.VerifyFirst)
+		}
+		for _, v := range []string{"on", "off"} {
+			vl := l
+			if err := vl.verifyFirst.Set(v); err != nil {
+				t.Fatal(err)
+			}
+			vcfg := peer.Config{ListenAddrs: tc.addrs}
+			vl.apply(&vcfg)
+			if vcfg.VerifyFirst != (v == "on") {
+				t.Errorf("listen %q, --verify-first %s: %v", tc.addrs, v, vcfg.VerifyFirst)
+			}
+		}
 		l.powDifficulty, l.payDifficulty = 0, 0
 		l.apply(&cfg)
 		if cfg.Limits.PowDifficulty != 0 || cfg.Limits.PayDifficulty != 0 {

@@ -45,6 +45,7 @@ type contactOptions struct {
 type limitOptions struct {
 	connLow, connHigh, connsPerIP int
 	limitLoopback                 loopbackMode
+	verifyFirst                   loopbackMode // auto|on|off, as --limit-loopback's
 	powDifficulty                 int
 	payDifficulty                 int
 	drawsPerPeer, drawsPerPrefix  int
@@ -100,6 +101,7 @@ func (l *limitOptions) check() error {
 func (l *limitOptions) apply(cfg *peer.Config) {
 	cfg.ConnLowWater, cfg.ConnHighWater, cfg.ConnsPerIP = l.connLow, l.connHigh, l.connsPerIP
 	cfg.LimitLoopback = l.limitLoopback.limits(cfg.ListenAddrs)
+	cfg.VerifyFirst = l.verifyFirst.limits(cfg.ListenAddrs)
 	cfg.ExemptLoopback = !cfg.LimitLoopback
 	pow := l.powDifficulty
 	if pow == powAuto {
@@ -546,7 +548,7 @@ func (a *app) nodeCmd() *cobra.Command {
 			if a.jsonOut {
 				out := map[string]any{"peer_id": n.ID().String(), "llm": llmName, "challenges": a.challenges,
 					"challenge_source": challengeKind(a.challenges), "require_source": n.RequireSource(),
-					"pow_difficulty": max(n.ProtocolConfig().PowDifficulty, 0), "pay_difficulty": n.ProtocolConfig().PayDifficulty}
+					"pow_difficulty": max(n.ProtocolConfig().PowDifficulty, 0), "pay_difficulty": n.ProtocolConfig().PayDifficulty, "verify_first": n.ProtocolConfig().VerifyFirst}
 				var as []string
 				for _, m := range addrs {
 					as = append(as, m.String())
@@ -609,6 +611,9 @@ func (a *app) nodeCmd() *cobra.Command {
 					fmt.Fprintf(a.stdout, "  a libp2p peer pays %d bits of proof of work before this node draws a set for it (--pow-difficulty; failures and load add to it)\n", d)
 				} else {
 					fmt.Fprintln(a.stdout, "  no proof of work asked of libp2p peers on an idle node (--pow-difficulty; failures and load add to it)")
+				}
+				if n.ProtocolConfig().VerifyFirst {
+					fmt.Fprintln(a.stdout, "  a verifier that contacts this node is answered once this node admits it: it is verified first (--verify-first)")
 				}
 				if d := n.ProtocolConfig().PayDifficulty; d > 0 {
 					fmt.Fprintf(a.stdout, "  a verifier that contacts this node and is not admitted pays %d bits of proof of work before this node's LLM answers it (--pay-difficulty)\n", d)
@@ -683,6 +688,8 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.connsPerIP, "conns-per-ip", peer.DefaultConnsPerIP, "inbound connections per IPv4 address or IPv6 /56")
 	f.Var(&l.limitLoopback, "limit-loopback", "apply the per-IP and per-prefix limits to loopback peers too: auto (the default) when the node listens beyond loopback (a local proxy, tunnel or sidecar makes every peer it forwards a loopback peer), on always, off never (loopback exempt, libp2p's default); --limit-loopback alone is on")
 	f.Lookup("limit-loopback").NoOptDefVal = loopbackOn
+	f.Var(&l.verifyFirst, "verify-first", "answer a verifier that came to this node only once the node admits it, verifying it first (spec/protocol.md §5c): auto (the default) when the node listens beyond loopback, on always, off never (such verifiers are answered, paying --pay-difficulty); --verify-first alone is on")
+	f.Lookup("verify-first").NoOptDefVal = loopbackOn
 	l.powDifficulty = powAuto
 	f.Var(&powFlag{&l.powDifficulty}, "pow-difficulty", fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn: auto (or %d) asks %d when listening beyond loopback, else 0; 0 asks none; failures and load add to it", powAuto, protocol.PublicPowDifficulty))
 	l.payDifficulty = powAuto

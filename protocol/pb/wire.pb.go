@@ -104,6 +104,7 @@ const (
 	DeclineReason_DECLINE_REASON_REFUSED             DeclineReason = 6 // the answerer refused the challenge
 	DeclineReason_DECLINE_REASON_REFLECTION          DeclineReason = 7 // the challenge is one this node issued
 	DeclineReason_DECLINE_REASON_UNSUPPORTED_KIND    DeclineReason = 8 // the challenge's kind is not one this prover answers
+	DeclineReason_DECLINE_REASON_VERIFY_FIRST        DeclineReason = 9 // at the hello: this prover answers a verifier that came to it only once it admits it (spec §5c)
 )
 
 // Enum value maps for DeclineReason.
@@ -118,6 +119,7 @@ var (
 		6: "DECLINE_REASON_REFUSED",
 		7: "DECLINE_REASON_REFLECTION",
 		8: "DECLINE_REASON_UNSUPPORTED_KIND",
+		9: "DECLINE_REASON_VERIFY_FIRST",
 	}
 	DeclineReason_value = map[string]int32{
 		"DECLINE_REASON_UNSPECIFIED":         0,
@@ -129,6 +131,7 @@ var (
 		"DECLINE_REASON_REFUSED":             6,
 		"DECLINE_REASON_REFLECTION":          7,
 		"DECLINE_REASON_UNSUPPORTED_KIND":    8,
+		"DECLINE_REASON_VERIFY_FIRST":        9,
 	}
 )
 
@@ -831,9 +834,12 @@ func (x *Answer) GetAnswer() string {
 
 // Decline ends the session from the prover's side.
 type Decline struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reason        DeclineReason          `protobuf:"varint,1,opt,name=reason,proto3,enum=acaptcha.wire.v1.DeclineReason" json:"reason,omitempty"`
-	Detail        string                 `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"` // human-readable, at most 256 bytes
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason DeclineReason          `protobuf:"varint,1,opt,name=reason,proto3,enum=acaptcha.wire.v1.DeclineReason" json:"reason,omitempty"`
+	Detail string                 `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"` // human-readable, at most 256 bytes
+	// reciprocal, with VERIFY_FIRST only: whether the prover verifies the
+	// verifier now (WILL) or why not, as HelloAck.reciprocal (spec §5c).
+	Reciprocal    Reciprocal `protobuf:"varint,3,opt,name=reciprocal,proto3,enum=acaptcha.wire.v1.Reciprocal" json:"reciprocal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -880,6 +886,13 @@ func (x *Decline) GetDetail() string {
 		return x.Detail
 	}
 	return ""
+}
+
+func (x *Decline) GetReciprocal() Reciprocal {
+	if x != nil {
+		return x.Reciprocal
+	}
+	return Reciprocal_RECIPROCAL_UNSPECIFIED
 }
 
 // RoundResult is one round as the verifier measured it.
@@ -1107,10 +1120,13 @@ const file_spec_proto_wire_proto_rawDesc = "" +
 	"\x04kind\x18\a \x01(\tR\x04kind\"6\n" +
 	"\x06Answer\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\rR\x05round\x12\x16\n" +
-	"\x06answer\x18\x02 \x01(\tR\x06answer\"Z\n" +
+	"\x06answer\x18\x02 \x01(\tR\x06answer\"\x98\x01\n" +
 	"\aDecline\x127\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x1f.acaptcha.wire.v1.DeclineReasonR\x06reason\x12\x16\n" +
-	"\x06detail\x18\x02 \x01(\tR\x06detail\"\x9c\x01\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x12<\n" +
+	"\n" +
+	"reciprocal\x18\x03 \x01(\x0e2\x1c.acaptcha.wire.v1.ReciprocalR\n" +
+	"reciprocal\"\x9c\x01\n" +
 	"\vRoundResult\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\rR\x05round\x12\x1b\n" +
 	"\tbudget_ms\x18\x02 \x01(\rR\bbudgetMs\x12!\n" +
@@ -1133,7 +1149,7 @@ const file_spec_proto_wire_proto_rawDesc = "" +
 	"\x16RECIPROCAL_BACKING_OFF\x10\x03\x12\x13\n" +
 	"\x0fRECIPROCAL_BUSY\x10\x04\x12\x1a\n" +
 	"\x16RECIPROCAL_NOT_OFFERED\x10\x05\x12\x17\n" +
-	"\x13RECIPROCAL_ADMITTED\x10\x06*\xad\x02\n" +
+	"\x13RECIPROCAL_ADMITTED\x10\x06*\xce\x02\n" +
 	"\rDeclineReason\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18DECLINE_REASON_NO_PROVER\x10\x01\x12\x17\n" +
@@ -1143,7 +1159,8 @@ const file_spec_proto_wire_proto_rawDesc = "" +
 	"\x1bDECLINE_REASON_PROVER_ERROR\x10\x05\x12\x1a\n" +
 	"\x16DECLINE_REASON_REFUSED\x10\x06\x12\x1d\n" +
 	"\x19DECLINE_REASON_REFLECTION\x10\a\x12#\n" +
-	"\x1fDECLINE_REASON_UNSUPPORTED_KIND\x10\bB*Z(github.com/acaptcha/acaptcha/protocol/pbb\x06proto3"
+	"\x1fDECLINE_REASON_UNSUPPORTED_KIND\x10\b\x12\x1f\n" +
+	"\x1bDECLINE_REASON_VERIFY_FIRST\x10\tB*Z(github.com/acaptcha/acaptcha/protocol/pbb\x06proto3"
 
 var (
 	file_spec_proto_wire_proto_rawDescOnce sync.Once
@@ -1184,12 +1201,13 @@ var file_spec_proto_wire_proto_depIdxs = []int32{
 	11, // 7: acaptcha.wire.v1.Frame.verdict:type_name -> acaptcha.wire.v1.Verdict
 	0,  // 8: acaptcha.wire.v1.HelloAck.reciprocal:type_name -> acaptcha.wire.v1.Reciprocal
 	1,  // 9: acaptcha.wire.v1.Decline.reason:type_name -> acaptcha.wire.v1.DeclineReason
-	10, // 10: acaptcha.wire.v1.Verdict.rounds:type_name -> acaptcha.wire.v1.RoundResult
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	0,  // 10: acaptcha.wire.v1.Decline.reciprocal:type_name -> acaptcha.wire.v1.Reciprocal
+	10, // 11: acaptcha.wire.v1.Verdict.rounds:type_name -> acaptcha.wire.v1.RoundResult
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_spec_proto_wire_proto_init() }
