@@ -399,6 +399,14 @@ func New(cfg Config) (*Node, error) {
 		// budgets, which fresh peer IDs cannot drain (protocol.md §9a).
 		TrustedPeer: func(p peer.ID) bool { return n.Admission(p).Admitted },
 		VerifyFirst: cfg.VerifyFirst,
+		// With VerifyFirst, a verifier our own standing verdict accepted
+		// is answered even when that verdict is on challenges weaker than
+		// we require to admit it (a node without an LLM serves
+		// procedural ones): it answered ours.
+		VerifiedPeer: func(p peer.ID) bool {
+			adm := n.Admission(p)
+			return adm.Admitted || adm.Reason == NotAdmittedSource
+		},
 		OnReflection: func(p peer.ID) {
 			n.warnPeer(p, "peer reflected our own challenge back to us")
 		},

@@ -333,7 +333,7 @@ func (p *proverRun) serve() {
 	}
 	// A verifier that came to this node is answered only once the node
 	// admits it (spec §5c): before any budget is charged or work done.
-	if s.cfg.VerifyFirst && p.inbound && !s.budgets.trusted(p.remote) {
+	if s.cfg.VerifyFirst && p.inbound && !s.budgets.trusted(p.remote) && (s.cfg.VerifiedPeer == nil || !s.cfg.VerifiedPeer(p.remote)) {
 		p.verifyFirst()
 		return
 	}

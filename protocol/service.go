@@ -277,7 +277,12 @@ type Config struct {
 	// script cannot then borrow this node's answerer, its own challenges
 	// reflected or anyone's, by coming to it; a verifier this node came
 	// to, or admits, is answered as before.
-	VerifyFirst       bool
+	VerifyFirst bool
+	// VerifiedPeer, with VerifyFirst, reports whether this node's own
+	// verdict on p accepted it and stands (a peer it accepted on
+	// challenges weaker than it requires for admission): such a verifier
+	// is answered too (spec §5c). Nil: only TrustedPeer counts.
+	VerifiedPeer      func(peer.ID) bool
 	DrawWindow        time.Duration
 	MaxDrawsPerPeer   int
 	MaxDrawsPerPrefix int

@@ -27,6 +27,7 @@ func TestVerifyFirst(t *testing.T) {
 	}{
 		{"came-unadmitted", false, false, ErrVerifyFirst},
 		{"came-admitted", true, false, nil},
+		{"came-accepted", false, false, nil},
 		{"prover-came", false, true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -36,7 +37,8 @@ func TestVerifyFirst(t *testing.T) {
 			proved := newProved()
 			var asked atomic.Int32
 			newService(t, b, Config{Prover: prover, VerifyFirst: true, OnProved: proved.fn,
-				TrustedPeer: func(p peer.ID) bool { return tc.admitted && p == a.ID() },
+				TrustedPeer:  func(p peer.ID) bool { return tc.admitted && p == a.ID() },
+				VerifiedPeer: func(p peer.ID) bool { return tc.name == "came-accepted" && p == a.ID() },
 				OnReciprocal: func(p peer.ID, _ bool) pb.Reciprocal {
 					if p == a.ID() {
 						asked.Add(1)

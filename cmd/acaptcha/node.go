@@ -688,7 +688,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.connsPerIP, "conns-per-ip", peer.DefaultConnsPerIP, "inbound connections per IPv4 address or IPv6 /56")
 	f.Var(&l.limitLoopback, "limit-loopback", "apply the per-IP and per-prefix limits to loopback peers too: auto (the default) when the node listens beyond loopback (a local proxy, tunnel or sidecar makes every peer it forwards a loopback peer), on always, off never (loopback exempt, libp2p's default); --limit-loopback alone is on")
 	f.Lookup("limit-loopback").NoOptDefVal = loopbackOn
-	f.Var(&l.verifyFirst, "verify-first", "answer a verifier that came to this node only once the node admits it, verifying it first (spec/protocol.md §5c): auto (the default) when the node listens beyond loopback, on always, off never (such verifiers are answered, paying --pay-difficulty); --verify-first alone is on")
+	f.Var(&l.verifyFirst, "verify-first", "answer a verifier that came to this node only once the node admits it or its own verdict accepted it, verifying it first (spec/protocol.md §5c): auto (the default) when the node listens beyond loopback, on always, off never (such verifiers are answered, paying --pay-difficulty); --verify-first alone is on")
 	f.Lookup("verify-first").NoOptDefVal = loopbackOn
 	l.powDifficulty = powAuto
 	f.Var(&powFlag{&l.powDifficulty}, "pow-difficulty", fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn: auto (or %d) asks %d when listening beyond loopback, else 0; 0 asks none; failures and load add to it", powAuto, protocol.PublicPowDifficulty))
