@@ -403,10 +403,7 @@ func New(cfg Config) (*Node, error) {
 		// is answered even when that verdict is on challenges weaker than
 		// we require to admit it (a node without an LLM serves
 		// procedural ones): it answered ours.
-		VerifiedPeer: func(p peer.ID) bool {
-			adm := n.Admission(p)
-			return adm.Admitted || adm.Reason == NotAdmittedSource
-		},
+		VerifiedPeer: n.verifiedByUs,
 		OnReflection: func(p peer.ID) {
 			n.warnPeer(p, "peer reflected our own challenge back to us")
 		},
@@ -585,6 +582,25 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 			return m, nil
 		}
 	}
+}
+
+// verifiedByUs reports whether p is admitted, or our own standing verdict
+// accepted it (on challenges below our admission source too), or a
+// session of ours with p has written an acceptance that is not recorded
+// yet: the verdict reaches p before the store and trust index have it,
+// and p asks again as soon as it reads it (spec/protocol.md §5c).
+func (n *Node) verifiedByUs(p peer.ID) bool {
+	if adm := n.Admission(p); adm.Admitted || adm.Reason == NotAdmittedSource {
+		return true
+	}
+	n.mu.Lock()
+	c := n.inflight[p]
+	n.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	r := c.verdict.Load()
+	return r != nil && r.Verdict.Accepted && r.Attestation != nil
 }
 
 // mutualTimeout is how long Attest waits for the peer's verdict on us.

@@ -91,10 +91,10 @@ func splitExamples(t *testing.T, dir string) (string, string) {
 	return a, b
 }
 
-func startNodeProc(t *testing.T, bin, dir, llmURL, corpus string) (*proc, string) {
+func startNodeProc(t *testing.T, bin, dir, llmURL, corpus string, extra ...string) (*proc, string) {
 	t.Helper()
-	cmd := exec.Command(bin, "node", "--json", "--llm", "openai:stub", "--challenges", "corpus:"+corpus, "--key", filepath.Join(dir, "key"),
-		"--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", "--log-level", "info")
+	cmd := exec.Command(bin, append([]string{"node", "--json", "--llm", "openai:stub", "--challenges", "corpus:" + corpus, "--key", filepath.Join(dir, "key"),
+		"--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", "--log-level", "info"}, extra...)...)
 	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+llmURL+"/v1", "OPENAI_API_KEY=test")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -272,6 +272,17 @@ func TestCLINodeAndAttestProcesses(t *testing.T) {
 	}
 	if out, code := run(t, bin, nil, "attest", "--rounds", "7", addrB); code != 2 {
 		t.Fatalf("bad policy: exit %d\n%s", code, out)
+	}
+
+	// A node as a public one runs by default (spec/protocol.md §5b, §5c):
+	// it asks the verifier that comes to it for a payment, and answers it
+	// only once it has verified and accepted it; attest pays, waits for
+	// that verdict and asks again. Both sides accept. (A's corpus is
+	// used up at --max-serves 1 by now: room for more serves.)
+	_, addrP := startNodeProc(t, bin, filepath.Join(dir, "p"), oracle.URL, corpusB, "--verify-first=on", "--pay-difficulty", "12")
+	out, code = run(t, bin, env, append([]string{"attest", "--json", "--max-serves", "5", addrP}, common...)...)
+	if err := json.Unmarshal([]byte(out), &m); code != 0 || err != nil || !m.Ours.Accepted || !m.Theirs.Accepted || !m.Theirs.AttestationVerified {
+		t.Fatalf("attest a node that verifies first and asks payment: exit %d %v\n%s", code, err, out)
 	}
 }
 
