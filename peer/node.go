@@ -158,7 +158,7 @@ type Config struct {
 	// fields: the protocol defaults).
 	Limits Limits
 	// VerifyFirst: this node's prover answers a verifier that came to it
-	// (opened the connection) only once the node admits it; until then
+	// (the node did not dial it itself) only once the node admits it; until then
 	// its hellos are declined VERIFY_FIRST and the node verifies it
 	// (spec/protocol.md §5c). Attest copes with a peer that does so: it
 	// waits for the peer's verdict on this node and asks again.
@@ -229,6 +229,7 @@ type Node struct {
 
 	// State of the issue-5 subsystems, each owned by its own file.
 	contact   contactState
+	solicited solicitState // solicit.go
 	trust     trustState
 	gossip    gossipState
 	discovery discoveryState
@@ -404,6 +405,7 @@ func New(cfg Config) (*Node, error) {
 		// we require to admit it (a node without an LLM serves
 		// procedural ones): it answered ours.
 		VerifiedPeer: n.verifiedByUs,
+		Solicited:    n.solicitedPeer,
 		OnReflection: func(p peer.ID) {
 			n.warnPeer(p, "peer reflected our own challenge back to us")
 		},
@@ -415,6 +417,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start attestation service: %w", err)
 	}
 	n.svc = svc
+	n.watchSolicited()
 	// Subsystems start in dependency order: trust state and gossip before
 	// first contact (which consults them), discovery last (it brings peers).
 	for _, start := range []func() error{n.startTrust, n.startGossip, n.startContact, n.startDiscovery} {
@@ -517,7 +520,9 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 	if ai.ID == n.host.ID() {
 		return nil, errors.New("cannot attest ourselves")
 	}
+	n.solicit(ai.ID) // this node came to the peer (solicit.go)
 	if err := n.host.Connect(ctx, ai); err != nil {
+		n.forgetSolicited(ai.ID)
 		return nil, fmt.Errorf("connect to %s: %w: %w", ai.ID, ErrNetwork, err)
 	}
 	if err := n.awaitDirect(ctx, ai.ID); err != nil { // nat.go: hole punching, relay limits
@@ -697,6 +702,10 @@ func (n *Node) standingVerdictOnUs(p peer.ID, now time.Time) *protocol.ProverRes
 // Verify runs one verifier session against a connected peer (no reciprocal
 // request). Concurrent calls for the same peer share one session.
 func (n *Node) Verify(ctx context.Context, p peer.ID) (*protocol.Result, error) {
+	if c := n.host.Network().Connectedness(p); c != network.Connected && c != network.Limited {
+		n.solicit(p)               // the session's stream dials p: this node came to it (solicit.go)
+		defer n.forgetSolicited(p) // kept only while connected
+	}
 	return n.verify(ctx, p, false)
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-msgio/pbio"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
@@ -98,5 +100,63 @@ func TestMutualAttestationVerifyFirst(t *testing.T) {
 	// standing acceptance of A is what let A in.
 	if adm := b.Admission(a.ID()); !adm.Admitted && adm.Reason != peer.NotAdmittedSource {
 		t.Fatalf("B answered A with neither admitting it nor accepting it: %+v", adm)
+	}
+}
+
+// Who came is what the node did, not the direction of the connection a
+// session runs on: a peer that reached a node behind NAT through a relay
+// is dialled back by the node's hole punch (libp2p's service, not the
+// node), so its sessions run on a connection outbound at the node. Here
+// the peer's own connection is closed and the node's host dials it, as
+// the hole punch would: the peer's verifier hello is still declined
+// VERIFY_FIRST (spec/protocol.md §5c).
+func TestVerifyFirstHolePunchDirection(t *testing.T) {
+	sets := dependentSets(t)
+	a := testnode.New(t, testnode.Options{
+		Config: peer.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, VerifyFirst: true},
+		Sets:   sets, Brain: testutil.NewOracle(sets...), Memory: true,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Connect(ctx, addrInfo(a)); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Network().ClosePeer(a.ID())
+	for deadline := time.Now().Add(5 * time.Second); a.Host().Network().Connectedness(h.ID()) == network.Connected; {
+		if time.Now().After(deadline) {
+			t.Fatal("the node still holds the peer's connection")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := a.Host().Connect(ctx, lpeer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range a.Host().Network().ConnsToPeer(h.ID()) {
+		if c.Stat().Direction != network.DirOutbound {
+			t.Fatalf("connection %s at the node, want only outbound ones", c.Stat().Direction)
+		}
+	}
+	s, err := h.NewStream(ctx, a.ID(), protocol.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	_ = s.SetDeadline(time.Now().Add(10 * time.Second))
+	w, r := pbio.NewDelimitedWriter(s), pbio.NewDelimitedReader(s, protocol.MaxProverFrame)
+	if err := w.WriteMsg(&pb.Frame{Body: &pb.Frame_Hello{Hello: &pb.Hello{SpecVersion: protocol.SpecVersion, VerifierId: []byte(h.ID()),
+		ProverId: []byte(a.ID()), Nonce: make([]byte, protocol.NonceBytes), Rounds: 3, TauMs: 15000, TotalMs: 120000}}}); err != nil {
+		t.Fatal(err)
+	}
+	var f pb.Frame
+	if err := r.ReadMsg(&f); err != nil {
+		t.Fatal(err)
+	}
+	if f.GetDecline().GetReason() != pb.DeclineReason_DECLINE_REASON_VERIFY_FIRST {
+		t.Fatalf("a peer the node did not dial itself got %v, want Decline{VERIFY_FIRST}", &f)
 	}
 }

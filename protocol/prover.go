@@ -80,7 +80,7 @@ func (s *Service) handleStream(str network.Stream) {
 	defer stop()
 
 	p := &proverRun{svc: s, str: str, remote: remote, pfx: pfx, hasPfx: hasPfx, res: &res, log: log, hold: hold, release: hold.release,
-		inbound: str.Conn().Stat().Direction == network.DirInbound}
+		inbound: s.cameToUs(remote)}
 	p.serve()
 }
 
@@ -145,8 +145,8 @@ type proverRun struct {
 	declined, started bool
 	// afterAck: the verifier's first frame after the hello ack was read.
 	afterAck bool
-	// inbound: the verifier opened the stream's connection (it came to
-	// this node on its own initiative). payD and payNonce are the payment
+	// inbound: the verifier came to this node on its own initiative
+	// (Service.cameToUs). payD and payNonce are the payment
 	// the hello ack asked of it (spec §5b; 0 and nil: none).
 	inbound  bool
 	payD     int
@@ -452,7 +452,7 @@ func (p *proverRun) verifyFirst() {
 
 // askPay sets the payment this session's hello ack asks of the verifier
 // (spec §5b): Config.PayDifficulty bits and a load term (payDifficulty),
-// with a fresh nonce, of a verifier that opened the connection and that
+// with a fresh nonce, of a verifier that came to this node (cameToUs) and that
 // this node does not admit; none of a verifier this node contacted (its
 // session was asked for) or admits.
 func (p *proverRun) askPay() error {

@@ -120,6 +120,20 @@ var (
 	ErrPeerQuota = errors.New("acaptcha: set-draw budget spent")
 )
 
+// cameToUs reports whether p came to this node (spec §5b, §5c): not
+// Solicited, or, without that hook, some connection to p was opened by p.
+func (s *Service) cameToUs(p peer.ID) bool {
+	if s.cfg.Solicited != nil {
+		return !s.cfg.Solicited(p)
+	}
+	for _, c := range s.h.Network().ConnsToPeer(p) {
+		if c.Stat().Direction == network.DirInbound {
+			return true
+		}
+	}
+	return false
+}
+
 // VerifyFirstError is Verify's error when the prover declined the hello
 // VERIFY_FIRST (spec §5c): it answers this node only once it admits it.
 // Reciprocal says whether it is verifying this node now (WILL: its
@@ -263,21 +277,30 @@ type Config struct {
 	PowDifficulty    int
 	MaxPowDifficulty int
 	// PayDifficulty is the proof of work in bits this node's prover asks
-	// of a verifier that opened the connection and that the node does
+	// of a verifier that came to this node (Solicited) and that the node does
 	// not admit, before it answers anything (spec/protocol.md §5b; 0, the
 	// default: none; at most MaxPowDifficulty), plus 2 bits per halving of
 	// the node's answerer-call budget left, capped at MaxPowDifficulty.
 	// This node's verifier pays
-	// what a prover asks up to MaxPowDifficulty, on connections it opened.
+	// what a prover asks up to MaxPowDifficulty, to provers it came to.
 	PayDifficulty int
 	// VerifyFirst: this node's prover answers a verifier that came to it
-	// (opened the connection) only once the node admits it (TrustedPeer):
+	// (Solicited: it did not contact it) only once the node admits it (TrustedPeer):
 	// until then the hello is declined VERIFY_FIRST, and OnReciprocal is
 	// asked whether the node verifies the verifier now (spec §5c). A
 	// script cannot then borrow this node's answerer, its own challenges
 	// reflected or anyone's, by coming to it; a verifier this node came
 	// to, or admits, is answered as before.
 	VerifyFirst bool
+	// Solicited reports whether this node contacted p on its own
+	// initiative (it dialed p to be verified or to verify it), which
+	// decides who "came" for verify first and the payment (spec §5b,
+	// §5c): a verifier this node contacted is answered as asked for, and
+	// this node's verifier pays only provers it contacted. Nil: p came to
+	// this node when any connection between them was opened by p (the
+	// connection a session runs on is not enough: after p reached a node
+	// behind NAT through a relay, the node's own hole punch dials p).
+	Solicited func(p peer.ID) bool
 	// VerifiedPeer, with VerifyFirst, reports whether this node's own
 	// verdict on p accepted it and stands (a peer it accepted on
 	// challenges weaker than it requires for admission): such a verifier
