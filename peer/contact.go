@@ -874,6 +874,31 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 		c.backoff[p] = b
 		n.infoPeer(p, "first contact: peer declines to be verified; backing off", "err", err, "retry_in", d)
 		return d
+	case errors.Is(err, protocol.ErrVerifyFirst):
+		// The peer answers us once it has verified us (spec §5c): no
+		// failure of anyone. While it verifies us, ask again soon (its
+		// session takes its rounds' time); when it will not (its verdict
+		// on us stands, or we are in its back-off), back off as from a
+		// rejection.
+		var vf *protocol.VerifyFirstError
+		if errors.As(err, &vf) && vf.Reciprocal != pb.Reciprocal_RECIPROCAL_WILL && vf.Reciprocal != pb.Reciprocal_RECIPROCAL_UNSPECIFIED &&
+			vf.Reciprocal != pb.Reciprocal_RECIPROCAL_BUSY {
+			b.transient, b.silent = 0, false
+			b.rejected++
+			d := c.retryRejected << min(b.rejected-1, 30)
+			if d <= 0 || d > MaxRetryRejected {
+				d = MaxRetryRejected
+			}
+			b.until, b.reason = now.Add(d), "verifies us first and will not now"
+			c.backoff[p] = b
+			n.infoPeer(p, "first contact: peer answers us only once it admits us, and will not verify us now; backing off", "err", err, "retry_in", d)
+			return d
+		}
+		d := jitter(contactTransientMax / 2)
+		b.until, b.reason = now.Add(d), "verifies us first"
+		c.backoff[p] = b
+		n.infoPeer(p, "first contact: peer verifies us before it answers us; asking again", "retry_in", d)
+		return d
 	case err != nil || res.Verdict.Reason == skill.ReasonInconclusive:
 		why := "inconclusive"
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/protocol/pb"
 )
 
 // TestRecordContactKeepsRetrying: a peer whose sessions keep failing for
@@ -159,5 +160,34 @@ func TestSilentNetsProbation(t *testing.T) {
 	}
 	if k := len(n.contact.silentNets); k > contactSilentNetsTracked {
 		t.Fatalf("%d networks tracked, bound %d", k, contactSilentNetsTracked)
+	}
+}
+
+// A peer that verifies us first (spec/protocol.md §5c) is asked again
+// after about half a minute while it verifies us, with no failure
+// counted; one that will not verify us now is backed off from as from a
+// rejection.
+func TestRecordContactVerifyFirst(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := &Node{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	n.contact.ctx = ctx
+	n.contact.backoff = map[peer.ID]*contactBackoff{}
+	n.contact.verified = map[peer.ID]time.Time{}
+	n.contact.retryRejected = time.Hour
+	p := peer.ID("peer-under-test")
+	will := &protocol.VerifyFirstError{Peer: p, Reciprocal: pb.Reciprocal_RECIPROCAL_WILL}
+	for i := range 10 {
+		d := n.recordContact(p, nil, fmt.Errorf("verify: %w", will), false)
+		if want := contactTransientMax / 2; d < want*3/4 || d >= want*5/4 {
+			t.Fatalf("attempt %d: retry in %s, want about %s", i, d, want)
+		}
+		if b := n.contact.backoff[p]; b.transient != 0 || b.rejected != 0 {
+			t.Fatalf("attempt %d: counted as a failure: %+v", i, b)
+		}
+	}
+	attested := &protocol.VerifyFirstError{Peer: p, Reciprocal: pb.Reciprocal_RECIPROCAL_ATTESTED}
+	if d := n.recordContact(p, nil, attested, false); d != time.Hour || n.contact.backoff[p].rejected != 1 {
+		t.Fatalf("a peer that will not verify us: retry in %s, state %+v", d, n.contact.backoff[p])
 	}
 }
