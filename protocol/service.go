@@ -122,10 +122,24 @@ var (
 
 // cameToUs reports whether p came to this node (spec §5b, §5c): not
 // Solicited, or, without that hook, some connection to p was opened by p.
+// It decides what this node's prover asks of a verifier.
 func (s *Service) cameToUs(p peer.ID) bool {
 	if s.cfg.Solicited != nil {
 		return !s.cfg.Solicited(p)
 	}
+	return s.openedByPeer(p)
+}
+
+// proverCameToUs is cameToUs for this node's verifier, which refuses to
+// pay a prover that came to it: only when p also opened a connection to
+// this node (a library caller that connected through the host and then
+// verifies p did come to p, though the node did not dial it).
+func (s *Service) proverCameToUs(p peer.ID) bool {
+	return (s.cfg.Solicited == nil || !s.cfg.Solicited(p)) && s.openedByPeer(p)
+}
+
+// openedByPeer reports whether some connection to p was opened by p.
+func (s *Service) openedByPeer(p peer.ID) bool {
 	for _, c := range s.h.Network().ConnsToPeer(p) {
 		if c.Stat().Direction == network.DirInbound {
 			return true

@@ -116,7 +116,7 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 	defer stop()
 
 	run.str = str
-	run.inbound = s.cameToUs(p)
+	run.inbound = s.proverCameToUs(p)
 	// The run ends the core session: Finish for a verdict, Abort when no
 	// session ran (a set no challenge of which reached the wire then goes
 	// back to the source, and its draw to the peer's share; an unpaid
@@ -187,8 +187,8 @@ type verifierRun struct {
 	res        *Result
 	reciprocal bool
 	log        *slog.Logger
-	// inbound: the prover came to this node (Service.cameToUs), so this
-	// node pays no payment it asks (spec §5b).
+	// inbound: the prover came to this node (Service.proverCameToUs), so
+	// this node pays no payment it asks (spec §5b).
 	inbound bool
 
 	rtt   time.Duration
