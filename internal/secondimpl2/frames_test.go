@@ -67,6 +67,10 @@ type answer struct {
 type decline struct {
 	Reason int32
 	Detail string
+	// Reciprocal is field 3, with VERIFY_FIRST only (protocol.md §3,
+	// §5c): whether the prover verifies the verifier now, valued as
+	// HelloAck.reciprocal (§1a); 0 otherwise.
+	Reciprocal int32
 }
 
 type roundResult struct {
@@ -139,6 +143,7 @@ func encodeFrame(f *frame) []byte {
 	case bDecline:
 		body.varint(1, uint64(int64(f.Decline.Reason)))
 		body.bytes(2, []byte(f.Decline.Detail))
+		body.varint(3, uint64(int64(f.Decline.Reciprocal)))
 	case bVerdict:
 		v := f.Verdict
 		body.boolean(1, v.Accepted)
@@ -215,7 +220,7 @@ func decodeFrame(b []byte) (*frame, error) {
 	case bAnswer:
 		out.Answer = &answer{Round: m.u32(1), Answer: s(2)}
 	case bDecline:
-		out.Decline = &decline{Reason: m.i32(1), Detail: s(2)}
+		out.Decline = &decline{Reason: m.i32(1), Detail: s(2), Reciprocal: m.i32(3)}
 	case bVerdict:
 		v := &verdict{Accepted: m.boolean(1), Reason: s(2), FailedRound: m.u32(3), Detail: s(4), Attestation: bs(6)}
 		rs, e := m.repeated(5)

@@ -42,6 +42,16 @@ const (
 	drProverError = 5
 	drReflection  = 7
 	drKind        = 8
+	drVerifyFirst = 9
+)
+
+// Reciprocal values (protocol.md §1a)
+const (
+	reciprocalWill       = 1
+	reciprocalAttested   = 2
+	reciprocalBackingOff = 3
+	reciprocalBusy       = 4
+	reciprocalNotOffered = 5
 )
 
 const (

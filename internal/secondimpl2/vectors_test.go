@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acaptcha/acaptcha/protocol/pb"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 func loadVector(t *testing.T, name string, v any) {
@@ -50,7 +52,7 @@ func b64(t *testing.T, s string) []byte {
 var declineNames = map[string]int32{"DECLINE_REASON_UNSPECIFIED": 0, "DECLINE_REASON_NO_PROVER": 1,
 	"DECLINE_REASON_BUSY": 2, "DECLINE_REASON_BAD_HELLO": 3, "DECLINE_REASON_UNSUPPORTED_VERSION": 4,
 	"DECLINE_REASON_PROVER_ERROR": 5, "DECLINE_REASON_REFUSED": 6, "DECLINE_REASON_REFLECTION": 7,
-	"DECLINE_REASON_UNSUPPORTED_KIND": 8}
+	"DECLINE_REASON_UNSUPPORTED_KIND": 8, "DECLINE_REASON_VERIFY_FIRST": 9}
 
 var reciprocalNames = map[string]int32{"RECIPROCAL_UNSPECIFIED": 0, "RECIPROCAL_WILL": 1,
 	"RECIPROCAL_ATTESTED": 2, "RECIPROCAL_BACKING_OFF": 3, "RECIPROCAL_BUSY": 4,
@@ -101,9 +103,9 @@ func frameFromJSON(t *testing.T, m map[string]json.RawMessage) *frame {
 			json.Unmarshal(raw, &a)
 			return &frame{Body: bAnswer, Answer: &a}
 		case "decline":
-			var d struct{ Reason, Detail string }
+			var d struct{ Reason, Detail, Reciprocal string }
 			json.Unmarshal(raw, &d)
-			return &frame{Body: bDecline, Decline: &decline{declineNames[d.Reason], d.Detail}}
+			return &frame{Body: bDecline, Decline: &decline{declineNames[d.Reason], d.Detail, reciprocalNames[d.Reciprocal]}}
 		case "verdict":
 			var v struct {
 				Accepted    bool
@@ -194,6 +196,63 @@ func TestVectorFrames(t *testing.T) {
 	pa := byName["probe_ack"]
 	if pa == nil || len(pa.Probe.Pay) != 0 {
 		t.Errorf("probe_ack: %+v", pa)
+	}
+	checkVerifyFirstVector(t, byName, v.Frames)
+}
+
+// checkVerifyFirstVector: §3, §5c: decline_verify_first is a prover's
+// Decline with reason VERIFY_FIRST (9) and field 3 reciprocal WILL (1),
+// byte for byte: Frame field 7 (length-delimited) holding field 1
+// varint 9, field 2 the detail, field 3 varint 1, in number order, under
+// the minimal uvarint of the Frame's length.
+func checkVerifyFirstVector(t *testing.T, byName map[string]*frame, frames []struct {
+	Name, Sender string
+	Message      map[string]json.RawMessage
+	FrameHex     string `json:"frame_hex"`
+}) {
+	t.Helper()
+	vf := byName["decline_verify_first"]
+	if vf == nil || vf.Body != bDecline {
+		t.Fatalf("frames.json lacks the decline decline_verify_first: %+v", vf)
+	}
+	var hexStr, sender string
+	for _, f := range frames {
+		if f.Name == "decline_verify_first" {
+			hexStr, sender = f.FrameHex, f.Sender
+		}
+	}
+	if sender != "prover" {
+		t.Errorf("decline_verify_first: sender %q, want prover", sender)
+	}
+	d := vf.Decline
+	if d.Reason != drVerifyFirst || d.Reciprocal != reciprocalWill {
+		t.Errorf("decline_verify_first: reason %d reciprocal %d, want 9 and 1 (WILL)", d.Reason, d.Reciprocal)
+	}
+	body := []byte{0x08, 0x09, 0x12, byte(len(d.Detail))}
+	body = append(append(body, d.Detail...), 0x18, 0x01)
+	fr := append([]byte{0x3a, byte(len(body))}, body...)
+	want := append([]byte{byte(len(fr))}, fr...)
+	if len(d.Detail) > 127 || len(body) > 127 || len(fr) > 127 {
+		t.Fatalf("decline_verify_first: detail of %d bytes, not a one-byte length", len(d.Detail))
+	}
+	if got := unhex(t, hexStr); !bytes.Equal(got, want) {
+		t.Errorf("decline_verify_first: vector %x, built by hand %x", got, want)
+	}
+	// A receiver that does not know field 3 (before document 1.13.0)
+	// skips it and reads a decline of reason 9 with the same detail.
+	stripped := append([]byte{0x3a, byte(len(body) - 2)}, body[:len(body)-2]...)
+	old, err := decodeFrame(stripped)
+	if err != nil || old.Decline.Reason != drVerifyFirst || old.Decline.Detail != d.Detail || old.Decline.Reciprocal != 0 {
+		t.Errorf("decline_verify_first without field 3: %+v %v", old, err)
+	}
+	// and the generated message reads the same
+	var pf pb.Frame
+	if err := proto.Unmarshal(want[1:], &pf); err != nil {
+		t.Fatal(err)
+	}
+	pd := pf.GetDecline()
+	if pd == nil || pd.GetReason() != pb.DeclineReason_DECLINE_REASON_VERIFY_FIRST || pd.GetReciprocal() != pb.Reciprocal_RECIPROCAL_WILL || pd.GetDetail() != d.Detail {
+		t.Errorf("decline_verify_first through protocol/pb: %v", pd)
 	}
 }
 
