@@ -105,6 +105,11 @@ type node struct {
 	back chan *verifierResult
 	// verifier options for sessions back
 	backOpts verifierOpts
+	// acceptedUntil: this node's own standing acceptances (its verifier
+	// signed ok, until the record expires); backRunning: its sessions back
+	// running (§1a.3, §5c). Under mu.
+	acceptedUntil map[lpeer.ID]time.Time
+	backRunning   map[lpeer.ID]bool
 }
 
 type issuedChallenge struct {
@@ -119,7 +124,8 @@ func newNode(h host.Host, key lcrypto.PrivKey) *node {
 		panic(err)
 	}
 	n := &node{h: h, priv: ed25519.PrivateKey(raw), id: []byte(h.ID()),
-		proved: make(chan *proverResult, 64), back: make(chan *verifierResult, 64)}
+		proved: make(chan *proverResult, 64), back: make(chan *verifierResult, 64),
+		acceptedUntil: map[lpeer.ID]time.Time{}, backRunning: map[lpeer.ID]bool{}}
 	h.SetStreamHandler(protoID, n.handleProver)
 	return n
 }
@@ -169,6 +175,20 @@ type proverOpts struct {
 	payDifficulty uint32
 	payAlways     bool
 	ackHook       func(a *helloAck)
+	// verifyFirst (§5c): a verifier that came to this node (the stream's
+	// connection is inbound here) is answered only once admits says so
+	// or this node's own acceptance of it stands; until then its hello
+	// is declined VERIFY_FIRST with the reciprocal answer (WILL with
+	// verifyBack: a session back is started or runs). admits is the
+	// node's trust (nil: it admits nobody).
+	verifyFirst bool
+	admits      func(p lpeer.ID) bool
+	// probeAckAfter delays the ack of probe seq this long after reading
+	// it (a slow path); probeReply, when it returns a frame, sends that
+	// instead of the ack (then lingers and resets ErrCodeDeclined, as
+	// after a decline): a prover breaking the protocol on purpose.
+	probeAckAfter func(seq uint32) time.Duration
+	probeReply    func(pr *probe) *frame
 }
 
 type proverResult struct {
@@ -185,6 +205,14 @@ type proverResult struct {
 	// verifier's first frame after it did not pay (Decline{BUSY} sent).
 	payAsked uint32
 	unpaid   bool
+	// verifyFirst is set when the hello was declined VERIFY_FIRST (§5c),
+	// with declineReciprocal the decline's field 3; lingerErr is how the
+	// linger after a decline ended (the verifier's reset, its code).
+	verifyFirst       bool
+	declineReciprocal int32
+	lingerErr         error
+	// round1Read is when round 1 was read.
+	round1Read time.Time
 }
 
 func (n *node) handleProver(s network.Stream) {
@@ -199,11 +227,51 @@ func (n *node) handleProver(s network.Stream) {
 // linger: write the decline, half-close, wait up to d for the verifier to
 // close (reading and discarding), then reset with code (protocol.md §6
 // step 2).
-func linger(s network.Stream, r *bufio.Reader, d time.Duration, code network.StreamErrorCode) {
+func linger(s network.Stream, r *bufio.Reader, d time.Duration, code network.StreamErrorCode) error {
 	s.CloseWrite()
 	s.SetReadDeadline(time.Now().Add(d))
-	io.Copy(io.Discard, io.LimitReader(r, 1<<16))
+	_, err := io.Copy(io.Discard, io.LimitReader(r, 1<<16))
 	s.ResetWithError(code)
+	return err
+}
+
+// standing: this node admits p or its own acceptance of p stands (§5c).
+func (n *node) standing(p lpeer.ID) (admitted, accepted bool) {
+	if n.prover.admits != nil && n.prover.admits(p) {
+		admitted = true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return admitted, n.acceptedUntil[p].After(time.Now())
+}
+
+// reciprocalFor decides the answer to a request to verify p back
+// (§1a.3), for a hello asking it or a VERIFY_FIRST decline (§5c): WILL
+// while a session of this node's to p runs (no second one); else
+// ATTESTED while its own acceptance of p stands; else, with verifyBack,
+// WILL and a session back started; else the configured answer.
+func (n *node) reciprocalFor(p lpeer.ID) int32 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.backRunning[p]:
+		return reciprocalWill
+	case n.acceptedUntil[p].After(time.Now()):
+		return reciprocalAttested
+	case n.prover.verifyBack:
+		n.backRunning[p] = true
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			vr := n.verify(ctx, p, n.backOpts)
+			n.mu.Lock()
+			delete(n.backRunning, p)
+			n.mu.Unlock()
+			n.back <- vr
+		}()
+		return reciprocalWill
+	}
+	return n.prover.reciprocal
 }
 
 func (n *node) prove(s network.Stream, res *proverResult) error {
@@ -235,7 +303,7 @@ func (n *node) prove(s network.Stream, res *proverResult) error {
 		if reason == drBusy {
 			d = 500 * time.Millisecond
 		}
-		linger(s, r, d, code)
+		res.lingerErr = linger(s, r, d, code)
 		return fmt.Errorf("declined %d: %s", reason, detail)
 	}
 	if maj, ok := specMajor(h.SpecVersion); !ok || maj != 1 {
@@ -252,6 +320,26 @@ func (n *node) prove(s network.Stream, res *proverResult) error {
 		s.Close()
 		return errors.New("no prover")
 	}
+	// §5c: after the hello's own checks, before any budget or work, a
+	// verifier that came to this node and that it neither admits nor has
+	// accepted is declined VERIFY_FIRST, with the reciprocal answer as
+	// for a hello asking to be verified back; linger and reset
+	// ErrCodeDeclined as after any decline at the hello. Nothing signed.
+	verifier := s.Conn().RemotePeer()
+	came := s.Conn().Stat().Direction == network.DirInbound
+	if n.prover.verifyFirst && came {
+		if admitted, accepted := n.standing(verifier); !admitted && !accepted {
+			rec := n.reciprocalFor(verifier)
+			if rec == 0 {
+				rec = reciprocalNotOffered
+			}
+			res.verifyFirst, res.declineReciprocal = true, rec
+			writeFrame(s, &frame{Body: bDecline, Decline: &decline{Reason: drVerifyFirst,
+				Detail: "verifying you first; ask again after the verdict", Reciprocal: rec}})
+			res.lingerErr = linger(s, r, time.Second, codeDeclined)
+			return fmt.Errorf("declined VERIFY_FIRST, reciprocal %d", rec)
+		}
+	}
 	var pow []byte
 	if h.PowDifficulty > maxOwnPow {
 		return decl(drBusy, "proof of work too hard", codeBusy)
@@ -260,7 +348,10 @@ func (n *node) prove(s network.Stream, res *proverResult) error {
 		pow = solvePow(h.Nonce, n.id, int(h.PowDifficulty))
 	}
 	ack := &helloAck{Nonce: h.Nonce, Pow: pow}
-	if d := n.prover.payDifficulty; d > 0 && (n.prover.payAlways || s.Conn().Stat().Direction == network.DirInbound) {
+	// §5b's intended use: ask a verifier that came and that this node
+	// does not admit; a verify-first prover answers none such (§5c), so
+	// it asks none.
+	if d := n.prover.payDifficulty; d > 0 && (n.prover.payAlways || (came && !n.prover.verifyFirst)) {
 		ack.PayDifficulty, ack.PayNonce = d, randBytes(payNonceLen)
 	}
 	if n.prover.ackHook != nil {
@@ -268,15 +359,7 @@ func (n *node) prove(s network.Stream, res *proverResult) error {
 	}
 	res.payAsked = ack.PayDifficulty
 	if h.Reciprocal {
-		ack.Reciprocal = n.prover.reciprocal
-		if n.prover.verifyBack {
-			ack.Reciprocal = 1 // WILL
-			go func(p lpeer.ID) {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				defer cancel()
-				n.back <- n.verify(ctx, p, n.backOpts)
-			}(s.Conn().RemotePeer())
-		}
+		ack.Reciprocal = n.reciprocalFor(verifier)
 	}
 	if d := n.prover.ackAfter - time.Since(helloRead); d > 0 {
 		time.Sleep(d)
@@ -345,6 +428,16 @@ func (n *node) prove(s network.Stream, res *proverResult) error {
 				s.ResetWithError(codePV)
 				return errors.New("probe out of order")
 			}
+			if n.prover.probeReply != nil {
+				if rf := n.prover.probeReply(f.Probe); rf != nil {
+					writeFrame(s, rf)
+					res.lingerErr = linger(s, r, time.Second, codeDeclined)
+					return fmt.Errorf("probe %d answered with frame %d on purpose", f.Probe.Seq, rf.Body)
+				}
+			}
+			if n.prover.probeAckAfter != nil {
+				time.Sleep(n.prover.probeAckAfter(f.Probe.Seq))
+			}
 			if err := writeFrame(s, &frame{Body: bProbeAck, Probe: f.Probe}); err != nil {
 				return err
 			}
@@ -363,6 +456,9 @@ func (n *node) prove(s network.Stream, res *proverResult) error {
 				return fmt.Errorf("bad challenge %+v", c)
 			}
 			readAt := time.Now()
+			if !round1 {
+				res.round1Read = readAt
+			}
 			round, kind, round1 = c.Round, k, true
 			if n.isOwn(c) {
 				return decl(drReflection, "a challenge this node issued", codeReflect)
@@ -479,6 +575,12 @@ type verifierResult struct {
 	paid        []byte
 	payNonce    []byte
 	busyDecline bool
+	// verifyFirst: the prover declined the hello VERIFY_FIRST (§5c); no
+	// session ran and reciprocal is the decline's field 3.
+	verifyFirst bool
+	// firstProbe is when the first probe's write returned, round1 when
+	// round 1's write began.
+	firstProbe, round1 time.Time
 }
 
 var (
@@ -490,6 +592,9 @@ var (
 	// errPayRefused: the prover asked a payment this verifier does not
 	// pay (above its maximum, or the prover opened the connection; §5b).
 	errPayRefused = errors.New("payment asked not paid")
+	// errVerifyFirst: the prover answers this verifier only once it
+	// admits it (§5c); also errDeclinedHell (a decline at the hello).
+	errVerifyFirst = errors.New("verify first")
 )
 
 func randBytes(n int) []byte {
@@ -553,6 +658,14 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 	case f.Body == bDecline && f.Decline.Reason == drBusy:
 		s.Reset()
 		res.noSession = errBusy
+		return res
+	case f.Body == bDecline && f.Decline.Reason == drVerifyFirst:
+		// §5c: no session ran, nothing drawn or signed; reset as after
+		// any decline at the hello. The reciprocal says whether the
+		// prover verifies this node now (WILL) or why not.
+		s.ResetWithError(codeDeclined)
+		res.verifyFirst, res.reciprocal = true, f.Decline.Reciprocal
+		res.noSession = fmt.Errorf("%w: %w: reciprocal %d: %s", errDeclinedHell, errVerifyFirst, f.Decline.Reciprocal, f.Decline.Detail)
 		return res
 	case f.Body == bDecline:
 		s.ResetWithError(codeDeclined)
@@ -633,6 +746,13 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 	}
 	sendVerdict := func(accepted bool, reason string, rounds []attRound, elapsed []time.Duration, tr []tRound, resetCode network.StreamErrorCode, credit time.Duration) *verifierResult {
 		env := sign(accepted, reason, rounds, tr)
+		if accepted {
+			// a standing acceptance of p (§5c), counted before the verdict
+			// is written: the prover may ask again as soon as it reads it
+			n.mu.Lock()
+			n.acceptedUntil[p] = time.Now().Add(86400 * time.Second)
+			n.mu.Unlock()
+		}
 		v := &verdict{Accepted: accepted, Reason: reason, Attestation: env}
 		if !accepted {
 			v.FailedRound = uint32(max(len(rounds), 1))
@@ -678,7 +798,7 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 		}
 		t0 := time.Now()
 		if seq == 1 {
-			firstProbe = t0
+			firstProbe, res.firstProbe = t0, t0
 		}
 		s.SetReadDeadline(t0.Add(probeTimeout))
 		f, err := readFrame(r, capProver)
@@ -733,6 +853,9 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 		c := &challenge{Round: uint32(i + 1), Rounds: uint32(o.rounds), Domain: set.Domain,
 			Narrative: pk.part.Narrative, Question: pk.q.Question, BudgetMs: o.tauMs}
 		n.remember(c)
+		if i == 0 {
+			res.round1 = time.Now()
+		}
 		werr := writeFrame(s, &frame{Body: bChallenge, Challenge: c})
 		t0 := time.Now()
 		if i == 0 {
