@@ -27,9 +27,12 @@ func TestPaceSlowestProverAccepted(t *testing.T) {
 }
 
 // A verifier at the slowest pace the spec allows (§6 step 5, §9): its
-// first probe just within I − P of reading the ack, round 1 just within
-// 10 s of writing its first probe, each answer read 0.6 s after it came
-// and the next frame written just within 8 s (10 s − P) of reading it.
+// first probe just within I − P of reading the ack, each answer read
+// 0.6 s after it came and the next frame written just within 8 s
+// (10 s − P) of reading it; and round 1 at 9.7 s from writing its first
+// probe, past its own round-1 window (8 s since document 1.12.9, §5
+// step 4) on purpose: on loopback that is 9.7 s from our prover's
+// reading the probe, within the 10 s the prover MUST wait (its floor).
 // Our prover must not give up. (With document 1.12.2's bound, the next
 // frame 9.8 s after reading the answer, it did: the honest prover's
 // stream failed after a challenge and the verifier signed it

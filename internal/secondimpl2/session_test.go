@@ -61,6 +61,14 @@ const (
 	idleTimeout      = 45 * time.Second
 	readGrace        = 250 * time.Millisecond
 	maxOwnPow        = 22
+	// pathAllowance is P of §5a: the verifier waits for the ack the
+	// handshake timeout plus P from writing the hello, and its
+	// obligations counted from reading a prover's frame are the prover's
+	// waits less P (§6 step 5).
+	pathAllowance = 2 * time.Second
+	// round1Window: round 1 (or the Verdict) is written within the
+	// handshake timeout less P of writing the first probe (§5 step 4).
+	round1Window = handshakeTimeout - pathAllowance
 )
 
 var logf = func(format string, args ...any) {
@@ -626,7 +634,9 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 		res.noSession = fmt.Errorf("%w: %v", errNetwork, err)
 		return res
 	}
-	wait := handshakeTimeout
+	// §5a: the handshake timeout plus the path allowance P from writing
+	// the hello, plus 50 ms · 2^(D−16) when D ≥ 17.
+	wait := handshakeTimeout + pathAllowance
 	if o.pow > 16 {
 		wait += 50 * time.Millisecond << (o.pow - 16)
 	}
@@ -700,7 +710,7 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 			// within the first-frame deadline of §6 step 5, I - P from
 			// reading the ack, less a second for the probe's write
 			I := min(idleTimeout, time.Duration(o.totalMs)*time.Millisecond+10*time.Second)
-			sctx, cancel := context.WithDeadline(ctx, ackRead.Add(I-2*time.Second-time.Second))
+			sctx, cancel := context.WithDeadline(ctx, ackRead.Add(I-pathAllowance-time.Second))
 			pay = solvePay(sctx, a.PayNonce, n.id, int(d))
 			cancel()
 			if pay == nil {
@@ -800,7 +810,9 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 		if seq == 1 {
 			firstProbe, res.firstProbe = t0, t0
 		}
-		s.SetReadDeadline(t0.Add(probeTimeout))
+		// the probe timeout, cut to the round-1 window (§5 step 4): an
+		// ack not read by its end is no reply
+		s.SetReadDeadline(minTime(t0.Add(probeTimeout), firstProbe.Add(round1Window)))
 		f, err := readFrame(r, capProver)
 		if err != nil {
 			code, remote := remoteCode(err)
@@ -816,7 +828,12 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 				return sendVerdict(false, "protocol_error", nil, nil, nil, codePV, 0)
 			}
 			s.Reset()
-			res.noSession = fmt.Errorf("%w: probe: %v", errNetwork, err)
+			if isTimeout(err) {
+				// no reply within the probe timeout or the round-1 window
+				res.noSession = fmt.Errorf("%w: probe %d: %v", errUnresponsive, seq, err)
+			} else {
+				res.noSession = fmt.Errorf("%w: probe: %v", errNetwork, err)
+			}
 			return res
 		}
 		d := time.Since(t0)
@@ -834,8 +851,9 @@ func (n *node) verify(ctx context.Context, p lpeer.ID, o verifierOpts) *verifier
 		if rtt < 0 || d < rtt {
 			rtt = d
 		}
-		// another probe only while two more of the fastest fit (§12 1.11.1)
-		if time.Since(firstProbe)+2*rtt > handshakeTimeout {
+		// another probe only while round 1 can still be written in the
+		// round-1 window: two more of the fastest round trips fit
+		if time.Since(firstProbe)+2*rtt > round1Window {
 			break
 		}
 	}
