@@ -452,12 +452,12 @@ func (p *proverRun) verifyFirst() {
 
 // askPay sets the payment this session's hello ack asks of the verifier
 // (spec §5b): Config.PayDifficulty bits and a load term (payDifficulty),
-// with a fresh nonce, of a verifier that came to this node (cameToUs) and that
-// this node does not admit; none of a verifier this node contacted (its
-// session was asked for) or admits.
+// with a fresh nonce, of a verifier that came to this node (cameToUs) and
+// that this node neither admits nor has accepted (VerifiedPeer); none of
+// a verifier this node contacted (its session was asked for).
 func (p *proverRun) askPay() error {
 	s := p.svc
-	if s.cfg.PayDifficulty <= 0 || !p.inbound || s.budgets.trusted(p.remote) {
+	if s.cfg.PayDifficulty <= 0 || !p.inbound || s.budgets.trusted(p.remote) || s.cfg.VerifiedPeer != nil && s.cfg.VerifiedPeer(p.remote) {
 		return nil
 	}
 	nonce := make([]byte, PayNonceBytes)

@@ -413,6 +413,7 @@ func (v *verifierRun) decline(d *pb.Decline, before bool) error {
 		if pb.Reciprocal_name[int32(r)] == "" {
 			r = pb.Reciprocal_RECIPROCAL_UNSPECIFIED
 		}
+		_ = v.str.ResetWithError(ErrCodeDeclined) // as after any decline at the hello (§5 step 3)
 		return errNoSession{&VerifyFirstError{Peer: v.peer, Reciprocal: r, Detail: truncate(d.GetDetail(), MaxDeclineDetail)}}
 	}
 	if d.GetReason() == pb.DeclineReason_DECLINE_REASON_BUSY && before {

@@ -134,7 +134,7 @@ func TestInteropVerifyFirstMyProver(t *testing.T) {
 		p.mine.prover.verifyFirst, p.mine.prover.verifyBack = true, true
 		res, err := p.ours.Verify(p.ctx, p.mine.h.ID(), false)
 		checkOurVerifyFirst(t, p.mine.h.ID(), res, err, pb.Reciprocal_RECIPROCAL_WILL)
-		checkDeclinedFirst(t, p.myProved(t), reciprocalWill, true)
+		checkDeclinedFirst(t, p.myProved(t), reciprocalWill)
 		select {
 		case vr := <-p.mine.back:
 			if !vr.accepted {
@@ -155,7 +155,7 @@ func TestInteropVerifyFirstMyProver(t *testing.T) {
 		p.mine.prover.verifyFirst, p.mine.prover.reciprocal = true, reciprocalBusy
 		res, err := p.ours.Verify(p.ctx, p.mine.h.ID(), true)
 		checkOurVerifyFirst(t, p.mine.h.ID(), res, err, pb.Reciprocal_RECIPROCAL_BUSY)
-		checkDeclinedFirst(t, p.myProved(t), reciprocalBusy, true)
+		checkDeclinedFirst(t, p.myProved(t), reciprocalBusy)
 	})
 	// A VERIFY_FIRST after the HelloAck (which §5c forbids) is read as
 	// any other decline there: signed declined (§5 step 4).
@@ -264,7 +264,7 @@ func TestInteropVerifyFirstAttest(t *testing.T) {
 	if m.Theirs == nil || !m.Theirs.Accepted || m.Theirs.Attestation == nil {
 		t.Fatalf("my verdict as the node saw it: %+v %v", m.Theirs, m.TheirsErr)
 	}
-	checkDeclinedFirst(t, provedBy(t, mine), reciprocalWill, true)
+	checkDeclinedFirst(t, provedBy(t, mine), reciprocalWill)
 	if pr := provedBy(t, mine); pr.record == nil || !pr.record.Accepted || pr.answered != 3 {
 		t.Fatalf("my prover answering the node's second hello: %+v", pr)
 	}

@@ -70,22 +70,14 @@ func checkVerifyFirst(t *testing.T, vr *verifierResult, rec int32) {
 // checkDeclinedFirst: my prover declined the hello VERIFY_FIRST with
 // reciprocal rec, answered nothing, took no verdict, and the verifier
 // reset the stream ErrCodeDeclined during the linger (§5 step 3: "after
-// a Decline the verifier resets with ErrCodeDeclined"; §5c: a verifier
-// reads VERIFY_FIRST as "any other Decline" at the hello). plainOK also
-// takes a reset without a code (codes are best effort, §8): our
-// verifier resets so after VERIFY_FIRST, though it resets
-// ErrCodeDeclined after the other declines at the hello.
-func checkDeclinedFirst(t *testing.T, pr *proverResult, rec int32, plainOK bool) {
+// a Decline the verifier resets with ErrCodeDeclined"; §5c says the same
+// for VERIFY_FIRST).
+func checkDeclinedFirst(t *testing.T, pr *proverResult, rec int32) {
 	t.Helper()
 	if !pr.verifyFirst || pr.declineReciprocal != rec || pr.answered != 0 || pr.verdict != nil || !pr.ackWritten.IsZero() {
 		t.Fatalf("my prover: want a VERIFY_FIRST decline with reciprocal %d: %+v", rec, pr)
 	}
-	code, remote := remoteCode(pr.lingerErr)
-	switch {
-	case remote && code == codeDeclined:
-	case remote && code == 0 && plainOK:
-		t.Logf("the verifier reset without a code after VERIFY_FIRST (§5 step 3 says ErrCodeDeclined)")
-	default:
+	if code, remote := remoteCode(pr.lingerErr); !remote || code != codeDeclined {
 		t.Fatalf("my prover: the verifier ended the linger with %v, want a reset ErrCodeDeclined", pr.lingerErr)
 	}
 }
@@ -103,7 +95,7 @@ func TestVerifyFirstSelf(t *testing.T) {
 
 	first, again, theirs := v.verifyAsking(ctx, p.h.ID(), defaultVerifierOpts(), time.Minute)
 	checkVerifyFirst(t, first, reciprocalWill)
-	checkDeclinedFirst(t, provedBy(t, p), reciprocalWill, false)
+	checkDeclinedFirst(t, provedBy(t, p), reciprocalWill)
 	if theirs == nil || theirs.record == nil || !theirs.record.Accepted || theirs.answered != 3 {
 		t.Fatalf("p's verdict on v: %+v", theirs)
 	}
@@ -146,7 +138,7 @@ func TestVerifyFirstSelfAdmits(t *testing.T) {
 		if again != nil || theirs != nil {
 			t.Fatalf("asked again after NOT_OFFERED: %+v %+v", again, theirs)
 		}
-		checkDeclinedFirst(t, provedBy(t, p), reciprocalNotOffered, false)
+		checkDeclinedFirst(t, provedBy(t, p), reciprocalNotOffered)
 		p.prover.reciprocal = reciprocalBusy
 		vr := v.verify(ctx, p.h.ID(), defaultVerifierOpts())
 		checkVerifyFirst(t, vr, reciprocalBusy)
