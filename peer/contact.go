@@ -196,7 +196,22 @@ type contactBackoff struct {
 	// deferred counts the attempts put off because the peer's network is
 	// in probation and the probation slot was taken.
 	deferred int
+	// verifyFirst counts the peer's VERIFY_FIRST declines in a row that
+	// said it verifies us (spec §5c); waitingFirst marks until as a timer
+	// to ask again after one, not a back-off from the peer.
+	verifyFirst  int
+	waitingFirst bool
 }
+
+// verifyFirstTries bounds the VERIFY_FIRST declines saying WILL (or BUSY)
+// that a peer gets in a row before first contact backs off from it as
+// from a rejection: a peer that says so and never verifies us would
+// otherwise be asked every half minute for as long as it stays.
+const verifyFirstTries = 8
+
+// verifyFirstQuickRetry is how soon the node with the lower peer ID of
+// two that verify first asks again after a VERIFY_FIRST.
+const verifyFirstQuickRetry = 5 * time.Second
 
 // silentNet is a network in probation: until when, and for an IPv6 /32
 // how many of its /48s fell silent meanwhile.
@@ -571,7 +586,7 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 	}
 	now := time.Now()
 	c.mu.Lock()
-	if b := c.backoff[p]; b != nil && now.Before(b.until) {
+	if b := c.backoff[p]; b != nil && now.Before(b.until) && !b.waitingFirst {
 		c.mu.Unlock()
 		return pb.Reciprocal_RECIPROCAL_BACKING_OFF
 	}
@@ -761,7 +776,7 @@ func (n *Node) needsChallenge(p peer.ID, now time.Time) (bool, string) {
 	c := &n.contact
 	c.mu.Lock()
 	b := c.backoff[p]
-	if b != nil && now.Before(b.until) {
+	if b != nil && now.Before(b.until) && !b.waitingFirst {
 		c.mu.Unlock()
 		return false, "backing off until " + b.until.Format(time.RFC3339) + " after " + b.reason
 	}
@@ -858,6 +873,12 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 	if b == nil {
 		b = &contactBackoff{}
 	}
+	// A timer to ask again after a VERIFY_FIRST lasts until the next
+	// outcome, which sets its own; so does the count of them in a row.
+	b.waitingFirst = false
+	if !errors.Is(err, protocol.ErrVerifyFirst) {
+		b.verifyFirst = 0
+	}
 	switch {
 	case err != nil && (c.ctx.Err() != nil || errors.Is(err, protocol.ErrClosed) || errors.Is(err, protocol.ErrNoSource)):
 		return 0
@@ -876,13 +897,18 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 		return d
 	case errors.Is(err, protocol.ErrVerifyFirst):
 		// The peer answers us once it has verified us (spec §5c): no
-		// failure of anyone. While it verifies us, ask again soon (its
-		// session takes its rounds' time); when it will not (its verdict
-		// on us stands, or we are in its back-off), back off as from a
+		// failure of anyone. While it verifies us (WILL), or cannot now
+		// (BUSY), ask again soon (its session takes its rounds' time), at
+		// most verifyFirstTries times in a row; when it will not (any
+		// other answer), or never comes to a verdict, back off as from a
 		// rejection.
 		var vf *protocol.VerifyFirstError
-		if errors.As(err, &vf) && vf.Reciprocal != pb.Reciprocal_RECIPROCAL_WILL && vf.Reciprocal != pb.Reciprocal_RECIPROCAL_UNSPECIFIED &&
-			vf.Reciprocal != pb.Reciprocal_RECIPROCAL_BUSY {
+		waiting := errors.As(err, &vf) && (vf.Reciprocal == pb.Reciprocal_RECIPROCAL_WILL || vf.Reciprocal == pb.Reciprocal_RECIPROCAL_BUSY)
+		if waiting {
+			b.verifyFirst++
+		}
+		if !waiting || b.verifyFirst > verifyFirstTries {
+			b.verifyFirst = 0
 			b.transient, b.silent = 0, false
 			b.rejected++
 			d := c.retryRejected << min(b.rejected-1, 30)
@@ -894,8 +920,16 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 			n.infoPeer(p, "first contact: peer answers us only once it admits us, and will not verify us now; backing off", "err", err, "retry_in", d)
 			return d
 		}
+		// Two verify-first nodes that met without either asking the
+		// other each wait for the other: the one with the lower peer ID
+		// asks again first, so that the other, not running a session of
+		// its own then, answers it (mutualWait) rather than both asking
+		// at once again.
 		d := jitter(contactTransientMax / 2)
-		b.until, b.reason = now.Add(d), "verifies us first"
+		if n.host != nil && n.host.ID() < p {
+			d = jitter(verifyFirstQuickRetry)
+		}
+		b.until, b.reason, b.waitingFirst = now.Add(d), "verifies us first", true
 		c.backoff[p] = b
 		n.infoPeer(p, "first contact: peer verifies us before it answers us; asking again", "retry_in", d)
 		return d

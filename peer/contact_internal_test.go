@@ -164,9 +164,11 @@ func TestSilentNetsProbation(t *testing.T) {
 }
 
 // A peer that verifies us first (spec/protocol.md §5c) is asked again
-// after about half a minute while it verifies us, with no failure
-// counted; one that will not verify us now is backed off from as from a
-// rejection.
+// after about half a minute while it says it verifies us, with no failure
+// counted, at most verifyFirstTries times in a row; then, and at once for
+// any other answer (UNSPECIFIED included), it is backed off from as from
+// a rejection. The timer to ask again is no back-off for a reciprocal
+// request or a challenge.
 func TestRecordContactVerifyFirst(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -177,17 +179,21 @@ func TestRecordContactVerifyFirst(t *testing.T) {
 	n.contact.retryRejected = time.Hour
 	p := peer.ID("peer-under-test")
 	will := &protocol.VerifyFirstError{Peer: p, Reciprocal: pb.Reciprocal_RECIPROCAL_WILL}
-	for i := range 10 {
+	for i := range verifyFirstTries {
 		d := n.recordContact(p, nil, fmt.Errorf("verify: %w", will), false)
 		if want := contactTransientMax / 2; d < want*3/4 || d >= want*5/4 {
 			t.Fatalf("attempt %d: retry in %s, want about %s", i, d, want)
 		}
-		if b := n.contact.backoff[p]; b.transient != 0 || b.rejected != 0 {
-			t.Fatalf("attempt %d: counted as a failure: %+v", i, b)
+		if b := n.contact.backoff[p]; b.transient != 0 || b.rejected != 0 || !b.waitingFirst {
+			t.Fatalf("attempt %d: state %+v", i, b)
 		}
 	}
-	attested := &protocol.VerifyFirstError{Peer: p, Reciprocal: pb.Reciprocal_RECIPROCAL_ATTESTED}
-	if d := n.recordContact(p, nil, attested, false); d != time.Hour || n.contact.backoff[p].rejected != 1 {
-		t.Fatalf("a peer that will not verify us: retry in %s, state %+v", d, n.contact.backoff[p])
+	if d := n.recordContact(p, nil, will, false); d != time.Hour || n.contact.backoff[p].rejected != 1 || n.contact.backoff[p].waitingFirst {
+		t.Fatalf("after %d WILLs without a verdict: retry in %s, state %+v", verifyFirstTries, d, n.contact.backoff[p])
+	}
+	q := peer.ID("other-peer")
+	unspecified := &protocol.VerifyFirstError{Peer: q, Reciprocal: pb.Reciprocal_RECIPROCAL_UNSPECIFIED}
+	if d := n.recordContact(q, nil, unspecified, false); d != time.Hour || n.contact.backoff[q].rejected != 1 {
+		t.Fatalf("UNSPECIFIED: retry in %s, state %+v", d, n.contact.backoff[q])
 	}
 }

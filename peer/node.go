@@ -405,7 +405,10 @@ func New(cfg Config) (*Node, error) {
 		// we require to admit it (a node without an LLM serves
 		// procedural ones): it answered ours.
 		VerifiedPeer: n.verifiedByUs,
-		Solicited:    n.solicitedPeer,
+		RejectedPeer: func(p peer.ID) bool { return n.Admission(p).Reason == NotAdmittedRejected },
+		Solicited:    n.askedToVerify,
+		Contacted:    n.payable,
+		MutualWait:   n.mutualWait,
 		OnReflection: func(p peer.ID) {
 			n.warnPeer(p, "peer reflected our own challenge back to us")
 		},
@@ -520,7 +523,7 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 	if ai.ID == n.host.ID() {
 		return nil, errors.New("cannot attest ourselves")
 	}
-	n.solicit(ai.ID) // this node came to the peer (solicit.go)
+	n.solicit(ai.ID, true) // this node came to the peer and asks it to verify us (solicit.go)
 	if err := n.host.Connect(ctx, ai); err != nil {
 		n.forgetSolicited(ai.ID)
 		return nil, fmt.Errorf("connect to %s: %w: %w", ai.ID, ErrNetwork, err)
@@ -702,10 +705,10 @@ func (n *Node) standingVerdictOnUs(p peer.ID, now time.Time) *protocol.ProverRes
 // Verify runs one verifier session against a connected peer (no reciprocal
 // request). Concurrent calls for the same peer share one session.
 func (n *Node) Verify(ctx context.Context, p peer.ID) (*protocol.Result, error) {
-	if c := n.host.Network().Connectedness(p); c != network.Connected && c != network.Limited {
-		n.solicit(p)               // the session's stream dials p: this node came to it (solicit.go)
-		defer n.forgetSolicited(p) // kept only while connected
-	}
+	// An explicit verification: this node comes to p (it pays p's
+	// payment, spec §5b), kept while connected (solicit.go).
+	n.solicit(p, false)
+	defer n.forgetSolicited(p)
 	return n.verify(ctx, p, false)
 }
 
@@ -746,6 +749,9 @@ func (n *Node) verifyAfter(ctx context.Context, p peer.ID, reciprocal bool, notB
 	n.mu.Unlock()
 
 	c.res, c.err = n.svc.Verify(ctx, p, reciprocal)
+	if errors.Is(c.err, protocol.ErrVerifyFirst) {
+		n.noteVerifyFirst(p) // for mutualWait (solicit.go)
+	}
 	c.ended.Store(true)
 	if c.err == nil {
 		n.recordIssued(c.res, "libp2p")

@@ -2,72 +2,156 @@ package peer
 
 import (
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// Who came to whom (spec/protocol.md §5b, §5c): a verifier that came to
-// this node is verified first and pays; one this node contacted was asked
-// for its sessions. libp2p's connection direction does not say it: once a
-// peer reached a node behind NAT through a relay, the node's hole punch
-// dials the peer, and the direct connection the sessions then use is
-// outbound at the node. So the node remembers the peers it dialed itself
-// (Attest, bootstrap and discovery dials, a Verify of a peer it was not
-// connected to) for as long as it stays connected to them; dials made by
-// libp2p's own services (hole punching, the DHT's routing) do not count.
+// Who came to whom (spec/protocol.md §5b, §5c). libp2p's connection
+// direction does not say it: once a peer reached a node behind NAT through
+// a relay, the node's hole punch dials the peer, and the direct connection
+// the sessions then use is outbound at the node. So the node remembers
+// what it did itself, for as long as it stays connected to the peer:
+//
+//   - asked: it asked the peer to verify it (Attest). Only such a peer's
+//     sessions are answered as asked for; a discovery dial asks nothing
+//     (a script that advertises itself on the DHT or over mDNS must not
+//     get the node's answerer by being dialed).
+//   - contacted: it came to the peer (Attest, Verify, a bootstrap or
+//     discovery dial). Only such a prover's payment (§5b) is paid.
+//
+// Dials made by libp2p's own services (hole punching, the DHT's routing,
+// relays) count as neither. And it remembers the peers that declined its
+// own sessions VERIFY_FIRST (§5c), so that two verify-first nodes that
+// came to each other do not wait for each other for ever (mutualWait).
 
-// maxSolicited bounds the peers remembered; past it the oldest entries
-// are dropped (a dropped peer is then one that came: the stricter side).
+// maxSolicited bounds each set of peers remembered; past it the oldest
+// entries are dropped (a dropped peer is then one that came, or that did
+// not decline us: the stricter side).
 const maxSolicited = 4096
 
+// mutualWaitFor is how long a peer's VERIFY_FIRST decline of our session
+// counts for mutualWait.
+const mutualWaitFor = 5 * time.Minute
+
 type solicitState struct {
-	mu    sync.Mutex
-	peers map[peer.ID]uint64 // the order each was added in
-	next  uint64
+	mu        sync.Mutex
+	asked     peerSet
+	contacted peerSet
+	declined  peerSet // when each declined our session VERIFY_FIRST
 }
 
-// solicit records that this node contacts p on its own initiative.
-func (n *Node) solicit(p peer.ID) {
-	s := &n.solicited
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.peers == nil {
-		s.peers = map[peer.ID]uint64{}
+// peerSet is a bounded map of peers to when they were added.
+type peerSet map[peer.ID]time.Time
+
+func (s *peerSet) add(p peer.ID, now time.Time) {
+	if *s == nil {
+		*s = peerSet{}
 	}
-	if _, ok := s.peers[p]; !ok && len(s.peers) >= maxSolicited {
+	if _, ok := (*s)[p]; !ok && len(*s) >= maxSolicited {
 		var oldest peer.ID
-		first := true
-		var oldestAt uint64
-		for q, at := range s.peers {
-			if first || at < oldestAt {
-				oldest, oldestAt, first = q, at, false
+		var oldestAt time.Time
+		for q, at := range *s {
+			if oldestAt.IsZero() || at.Before(oldestAt) {
+				oldest, oldestAt = q, at
 			}
 		}
-		delete(s.peers, oldest)
+		delete(*s, oldest)
 	}
-	s.next++
-	s.peers[p] = s.next
+	(*s)[p] = now
 }
 
-// solicitedPeer reports whether this node contacted p itself and has
-// stayed connected to it since (protocol.Config.Solicited).
-func (n *Node) solicitedPeer(p peer.ID) bool {
+// solicit records that this node comes to p on its own initiative, and
+// whether it asks p to verify it (Attest).
+func (n *Node) solicit(p peer.ID, askVerify bool) {
 	s := &n.solicited
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.peers[p]
+	now := time.Now()
+	s.contacted.add(p, now)
+	if askVerify {
+		s.asked.add(p, now)
+	}
+}
+
+// askedToVerify reports whether this node asked p to verify it and has
+// stayed connected to it since (protocol.Config.Solicited).
+func (n *Node) askedToVerify(p peer.ID) bool {
+	s := &n.solicited
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.asked[p]
 	return ok
+}
+
+// contactedPeer reports whether this node came to p and has stayed
+// connected to it since (protocol.Config.Contacted).
+func (n *Node) contactedPeer(p peer.ID) bool {
+	s := &n.solicited
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.contacted[p]
+	return ok
+}
+
+// noteVerifyFirst records that p declined our session VERIFY_FIRST.
+func (n *Node) noteVerifyFirst(p peer.ID) {
+	s := &n.solicited
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.declined.add(p, time.Now())
+}
+
+// payable reports whether this node's verifier pays p's payment (spec
+// §5b; protocol.Config.Contacted): it came to p, or p declined our own
+// session VERIFY_FIRST within mutualWaitFor (two verify-first nodes that
+// met without either asking the other: p answers us against a payment
+// once each waits for the other, mutualWait on its side). A peer gets
+// this node to pay only for sessions this node opens on its own, bounded
+// by its draw shares.
+func (n *Node) payable(p peer.ID) bool {
+	s := &n.solicited
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.contacted[p]; ok {
+		return true
+	}
+	at, ok := s.declined[p]
+	return ok && time.Since(at) <= mutualWaitFor
+}
+
+// mutualWait reports whether p, which came to us and which we have not
+// accepted, waits for us as we wait for it (protocol.Config.MutualWait):
+// it declined our own session VERIFY_FIRST within mutualWaitFor, and no
+// session of ours with p runs now (while one does, p gets no answer: it
+// could hand our own challenges back to us). Two verify-first nodes that
+// met without either asking the other then answer each other, against
+// the payment of spec §5c.
+func (n *Node) mutualWait(p peer.ID) bool {
+	s := &n.solicited
+	s.mu.Lock()
+	at, ok := s.declined[p]
+	s.mu.Unlock()
+	if !ok || time.Since(at) > mutualWaitFor {
+		return false
+	}
+	n.mu.Lock()
+	_, running := n.inflight[p]
+	n.mu.Unlock()
+	return !running
 }
 
 // forgetSolicited drops p once no connection to it is left.
 func (n *Node) forgetSolicited(p peer.ID) {
-	if n.host.Network().Connectedness(p) == network.Connected || n.host.Network().Connectedness(p) == network.Limited {
+	if c := n.host.Network().Connectedness(p); c == network.Connected || c == network.Limited {
 		return
 	}
 	s := &n.solicited
 	s.mu.Lock()
-	delete(s.peers, p)
+	delete(s.asked, p)
+	delete(s.contacted, p)
+	delete(s.declined, p)
 	s.mu.Unlock()
 }
 

@@ -143,6 +143,10 @@ const (
 	PayTag = "acaptcha/attest/pay/v1\x00"
 	// PayNonceBytes is the length of HelloAck.pay_nonce when D_v > 0.
 	PayNonceBytes = 16
+	// MutualWaitPayDifficulty is the least payment a verify-first prover
+	// asks of a verifier it answers because each waits for the other
+	// (spec §5c; Config.MutualWait): about a million hashes.
+	MutualWaitPayDifficulty = 20
 )
 
 // PayDigest is SHA-256(PayTag || nonce || verifier || pay).

@@ -151,6 +151,10 @@ type proverRun struct {
 	inbound  bool
 	payD     int
 	payNonce []byte
+	// mutualWait: a verify-first node answers this verifier, which came
+	// to it, because each waits for the other (Config.MutualWait), against
+	// a payment of at least MutualWaitPayDifficulty bits.
+	mutualWait bool
 }
 
 // abort resets the stream with code and records err.
@@ -332,10 +336,21 @@ func (p *proverRun) serve() {
 		}
 	}
 	// A verifier that came to this node is answered only once the node
-	// admits it (spec §5c): before any budget is charged or work done.
-	if s.cfg.VerifyFirst && p.inbound && !s.budgets.trusted(p.remote) && (s.cfg.VerifiedPeer == nil || !s.cfg.VerifiedPeer(p.remote)) {
-		p.verifyFirst()
-		return
+	// admits or has accepted it, one it rejected never (spec §5c):
+	// before any budget is charged or work done. Two verify-first nodes
+	// that wait for each other are answered against a payment.
+	if s.cfg.VerifyFirst && !s.budgets.trusted(p.remote) && (s.cfg.VerifiedPeer == nil || !s.cfg.VerifiedPeer(p.remote)) {
+		switch {
+		case s.cfg.RejectedPeer != nil && s.cfg.RejectedPeer(p.remote):
+			p.verifyFirst()
+			return
+		case !p.inbound:
+		case s.cfg.MutualWait != nil && s.cfg.MutualWait(p.remote):
+			p.mutualWait = true
+		default:
+			p.verifyFirst()
+			return
+		}
 	}
 	// Budgets before work (spec §6, §9a): sessions, answerer calls and
 	// tokens per verifier and window, answerer calls of all verifiers.
@@ -440,6 +455,9 @@ func (p *proverRun) verifyFirst() {
 	if s.cfg.OnReciprocal != nil {
 		recip = s.cfg.OnReciprocal(p.remote, s.budgets.canDraw(p.remote, s.now()))
 	}
+	if recip == pb.Reciprocal_RECIPROCAL_UNSPECIFIED {
+		recip = pb.Reciprocal_RECIPROCAL_NOT_OFFERED // never UNSPECIFIED here (§5c)
+	}
 	p.declined = true
 	if p.release != nil {
 		p.release()
@@ -457,14 +475,21 @@ func (p *proverRun) verifyFirst() {
 // a verifier this node contacted (its session was asked for).
 func (p *proverRun) askPay() error {
 	s := p.svc
-	if s.cfg.PayDifficulty <= 0 || !p.inbound || s.budgets.trusted(p.remote) || s.cfg.VerifiedPeer != nil && s.cfg.VerifiedPeer(p.remote) {
+	if (s.cfg.PayDifficulty <= 0 && !p.mutualWait) || !p.inbound || s.budgets.trusted(p.remote) || s.cfg.VerifiedPeer != nil && s.cfg.VerifiedPeer(p.remote) {
+		return nil
+	}
+	d := s.budgets.payDifficulty(s.now())
+	if p.mutualWait {
+		d = max(d, min(MutualWaitPayDifficulty, s.cfg.MaxPowDifficulty))
+	}
+	if d <= 0 {
 		return nil
 	}
 	nonce := make([]byte, PayNonceBytes)
 	if _, err := io.ReadFull(s.random, nonce); err != nil {
 		return fmt.Errorf("pay nonce: %w", err)
 	}
-	p.payD, p.payNonce = s.budgets.payDifficulty(s.now()), nonce
+	p.payD, p.payNonce = d, nonce
 	return nil
 }
 

@@ -130,12 +130,14 @@ func (s *Service) cameToUs(p peer.ID) bool {
 	return s.openedByPeer(p)
 }
 
-// proverCameToUs is cameToUs for this node's verifier, which refuses to
-// pay a prover that came to it: only when p also opened a connection to
-// this node (a library caller that connected through the host and then
-// verifies p did come to p, though the node did not dial it).
+// proverCameToUs is whether this node's verifier refuses to pay p's
+// payment: p came to this node (not Contacted; without that hook, p
+// opened a connection to it).
 func (s *Service) proverCameToUs(p peer.ID) bool {
-	return (s.cfg.Solicited == nil || !s.cfg.Solicited(p)) && s.openedByPeer(p)
+	if s.cfg.Contacted != nil {
+		return !s.cfg.Contacted(p)
+	}
+	return s.openedByPeer(p)
 }
 
 // openedByPeer reports whether some connection to p was opened by p.
@@ -306,15 +308,29 @@ type Config struct {
 	// reflected or anyone's, by coming to it; a verifier this node came
 	// to, or admits, is answered as before.
 	VerifyFirst bool
-	// Solicited reports whether this node contacted p on its own
-	// initiative (it dialed p to be verified or to verify it), which
-	// decides who "came" for verify first and the payment (spec §5b,
-	// §5c): a verifier this node contacted is answered as asked for, and
-	// this node's verifier pays only provers it contacted. Nil: p came to
-	// this node when any connection between them was opened by p (the
+	// Solicited reports whether this node asked p to verify it (it came
+	// to p for p's verdict, as Attest does), and Contacted whether it came
+	// to p on its own initiative at all (a dial to verify p, or a
+	// discovery dial, included): who "came" for verify first and the
+	// payment (spec §5b, "Who came"; §5c). A verifier this node asked is
+	// answered as asked for; every other one came to this node. This
+	// node's verifier pays only provers it contacted. Nil: p came to this
+	// node when any connection between them was opened by p (the
 	// connection a session runs on is not enough: after p reached a node
 	// behind NAT through a relay, the node's own hole punch dials p).
 	Solicited func(p peer.ID) bool
+	Contacted func(p peer.ID) bool
+	// RejectedPeer, with VerifyFirst, reports whether this node's own
+	// standing verdict on p is a rejection: such a verifier is never
+	// answered, asked for or not (spec §5c).
+	RejectedPeer func(peer.ID) bool
+	// MutualWait, with VerifyFirst, reports whether p, which came to
+	// this node and which it has not accepted, declined this node's own
+	// session VERIFY_FIRST recently while no session of this node's with
+	// p runs: two verify-first nodes that met without either asking the
+	// other wait for each other. Such a verifier is answered against the
+	// payment of at least MutualWaitPayDifficulty bits (spec §5c).
+	MutualWait func(peer.ID) bool
 	// VerifiedPeer, with VerifyFirst, reports whether this node's own
 	// verdict on p accepted it and stands (a peer it accepted on
 	// challenges weaker than it requires for admission): such a verifier

@@ -474,9 +474,13 @@ func (v *verifierRun) handshake() error {
 		// anything is drawn for it; the draw's wait for the source then
 		// ends as it would have without it (drawWait from the ack).
 		ackAt := time.Now() // wall clock: a context deadline
-		var err error
-		if pay, err = v.payFor(b.HelloAck); err != nil {
-			return err
+		// Only a prover that paid this node's own proof of work (§5a) is
+		// paid (else Pay below ends it unpaid, a failure of the peer).
+		if CheckPow(v.vs.Nonce(), v.peer, b.HelloAck.GetPow(), v.vs.PowDifficulty()) {
+			var err error
+			if pay, err = v.payFor(b.HelloAck); err != nil {
+				return err
+			}
 		}
 		dctx, cancel := context.WithDeadline(v.ctx, ackAt.Add(drawWait(&s.cfg)))
 		defer cancel()
