@@ -85,16 +85,6 @@ func (n *Node) askedToVerify(p peer.ID) bool {
 	return ok
 }
 
-// contactedPeer reports whether this node came to p and has stayed
-// connected to it since (protocol.Config.Contacted).
-func (n *Node) contactedPeer(p peer.ID) bool {
-	s := &n.solicited
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.contacted[p]
-	return ok
-}
-
 // noteVerifyFirst records that p declined our session VERIFY_FIRST.
 func (n *Node) noteVerifyFirst(p peer.ID) {
 	s := &n.solicited
