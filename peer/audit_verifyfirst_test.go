@@ -255,20 +255,10 @@ func TestVerifierDoesNotPayPeerThatCameThroughHolePunch(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := newPeerHost(t)
 	// The peer reaches the node (through the relay, here directly) and
 	// its relayed connection goes; the node's hole punch dials it.
-	if err := h.Connect(ctx, addrInfo(a)); err != nil {
-		t.Fatal(err)
-	}
-	_ = h.Network().ClosePeer(a.ID())
-	waitFor(t, 5*time.Second, "the node to drop the peer's connection", func() bool {
-		return a.Host().Network().Connectedness(h.ID()) != network.Connected
-	})
+	cameThenDropped(ctx, t, h, a)
 	hellos, paid := payingProver(t, h, 16)
 	if err := a.Host().Connect(ctx, lpeer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}); err != nil {
 		t.Fatal(err)

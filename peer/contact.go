@@ -203,6 +203,21 @@ type contactBackoff struct {
 	waitingFirst bool
 }
 
+// rejectBackoffLocked backs off from p as from a rejection without a
+// record (a decline at the hello): retryRejected doubling per one in a
+// row, at most MaxRetryRejected. c.mu is held.
+func (c *contactState) rejectBackoffLocked(p peer.ID, b *contactBackoff, now time.Time, reason string) time.Duration {
+	b.transient, b.silent = 0, false
+	b.rejected++
+	d := c.retryRejected << min(b.rejected-1, 30)
+	if d <= 0 || d > MaxRetryRejected {
+		d = MaxRetryRejected
+	}
+	b.until, b.reason = now.Add(d), reason
+	c.backoff[p] = b
+	return d
+}
+
 // verifyFirstTries bounds the VERIFY_FIRST declines saying WILL (or BUSY)
 // that a peer gets in a row before first contact backs off from it as
 // from a rejection: a peer that says so and never verifies us would
@@ -885,14 +900,7 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 	case errors.Is(err, protocol.ErrDeclined):
 		// The peer refuses to be verified at all (no prover, another
 		// major version): back off as from a rejection, with no record.
-		b.transient, b.silent = 0, false
-		b.rejected++
-		d := c.retryRejected << min(b.rejected-1, 30)
-		if d <= 0 || d > MaxRetryRejected {
-			d = MaxRetryRejected
-		}
-		b.until, b.reason = now.Add(d), "declined"
-		c.backoff[p] = b
+		d := c.rejectBackoffLocked(p, b, now, "declined")
 		n.infoPeer(p, "first contact: peer declines to be verified; backing off", "err", err, "retry_in", d)
 		return d
 	case errors.Is(err, protocol.ErrVerifyFirst):
@@ -909,14 +917,7 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 		}
 		if !waiting || b.verifyFirst > verifyFirstTries {
 			b.verifyFirst = 0
-			b.transient, b.silent = 0, false
-			b.rejected++
-			d := c.retryRejected << min(b.rejected-1, 30)
-			if d <= 0 || d > MaxRetryRejected {
-				d = MaxRetryRejected
-			}
-			b.until, b.reason = now.Add(d), "verifies us first and will not now"
-			c.backoff[p] = b
+			d := c.rejectBackoffLocked(p, b, now, "verifies us first and will not now")
 			n.infoPeer(p, "first contact: peer answers us only once it admits us, and will not verify us now; backing off", "err", err, "retry_in", d)
 			return d
 		}

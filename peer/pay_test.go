@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-msgio/pbio"
@@ -44,32 +45,13 @@ func TestMutualAttestationWithPayment(t *testing.T) {
 	}
 
 	// B does ask: a verifier that comes to it meets the ask in the ack.
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := newPeerHost(t)
 	if err := h.Connect(ctx, addrInfo(b)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := h.NewStream(ctx, b.ID(), protocol.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Reset()
-	_ = s.SetDeadline(time.Now().Add(10 * time.Second))
-	nonce := make([]byte, protocol.NonceBytes)
-	w, r := pbio.NewDelimitedWriter(s), pbio.NewDelimitedReader(s, protocol.MaxProverFrame)
-	if err := w.WriteMsg(&pb.Frame{Body: &pb.Frame_Hello{Hello: &pb.Hello{SpecVersion: protocol.SpecVersion, VerifierId: []byte(h.ID()),
-		ProverId: []byte(b.ID()), Nonce: nonce, Rounds: 3, TauMs: 15000, TotalMs: 120000}}}); err != nil {
-		t.Fatal(err)
-	}
-	var f pb.Frame
-	if err := r.ReadMsg(&f); err != nil {
-		t.Fatal(err)
-	}
+	f := helloReply(ctx, t, h, b)
 	if ack := f.GetHelloAck(); ack.GetPayDifficulty() != 12 || len(ack.GetPayNonce()) != protocol.PayNonceBytes {
-		t.Fatalf("B's answer to a verifier that came: %v, want an ack asking 12 bits", &f)
+		t.Fatalf("B's answer to a verifier that came: %v, want an ack asking 12 bits", f)
 	}
 }
 
@@ -118,11 +100,38 @@ func TestVerifyFirstHolePunchDirection(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	h := newPeerHost(t)
+	cameThenDropped(ctx, t, h, a)
+	if err := a.Host().Connect(ctx, lpeer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range a.Host().Network().ConnsToPeer(h.ID()) {
+		if c.Stat().Direction != network.DirOutbound {
+			t.Fatalf("connection %s at the node, want only outbound ones", c.Stat().Direction)
+		}
+	}
+	f := helloReply(ctx, t, h, a)
+	if f.GetDecline().GetReason() != pb.DeclineReason_DECLINE_REASON_VERIFY_FIRST {
+		t.Fatalf("a peer the node did not dial itself got %v, want Decline{VERIFY_FIRST}", f)
+	}
+}
+
+// newPeerHost is a bare libp2p host on loopback, closed with the test.
+func newPeerHost(t *testing.T) host.Host {
+	t.Helper()
 	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// cameThenDropped makes h come to node a and drop its connection, waiting
+// until a has let it go: a's own dial to h that follows (as a hole punch
+// would make) leaves only connections outbound at a.
+func cameThenDropped(ctx context.Context, t *testing.T, h host.Host, a *peer.Node) {
+	t.Helper()
 	if err := h.Connect(ctx, addrInfo(a)); err != nil {
 		t.Fatal(err)
 	}
@@ -133,30 +142,26 @@ func TestVerifyFirstHolePunchDirection(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := a.Host().Connect(ctx, lpeer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range a.Host().Network().ConnsToPeer(h.ID()) {
-		if c.Stat().Direction != network.DirOutbound {
-			t.Fatalf("connection %s at the node, want only outbound ones", c.Stat().Direction)
-		}
-	}
+}
+
+// helloReply opens an acaptcha stream from h to a, sends a verifier's
+// hello and returns a's first frame.
+func helloReply(ctx context.Context, t *testing.T, h host.Host, a *peer.Node) *pb.Frame {
+	t.Helper()
 	s, err := h.NewStream(ctx, a.ID(), protocol.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Reset()
+	t.Cleanup(func() { s.Reset() })
 	_ = s.SetDeadline(time.Now().Add(10 * time.Second))
 	w, r := pbio.NewDelimitedWriter(s), pbio.NewDelimitedReader(s, protocol.MaxProverFrame)
 	if err := w.WriteMsg(&pb.Frame{Body: &pb.Frame_Hello{Hello: &pb.Hello{SpecVersion: protocol.SpecVersion, VerifierId: []byte(h.ID()),
 		ProverId: []byte(a.ID()), Nonce: make([]byte, protocol.NonceBytes), Rounds: 3, TauMs: 15000, TotalMs: 120000}}}); err != nil {
 		t.Fatal(err)
 	}
-	var f pb.Frame
-	if err := r.ReadMsg(&f); err != nil {
+	f := new(pb.Frame)
+	if err := r.ReadMsg(f); err != nil {
 		t.Fatal(err)
 	}
-	if f.GetDecline().GetReason() != pb.DeclineReason_DECLINE_REASON_VERIFY_FIRST {
-		t.Fatalf("a peer the node did not dial itself got %v, want Decline{VERIFY_FIRST}", &f)
-	}
+	return f
 }
