@@ -601,8 +601,16 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 	}
 	now := time.Now()
 	c.mu.Lock()
-	if b := c.backoff[p]; b != nil && now.Before(b.until) && !b.waitingFirst {
+	if b := c.backoff[p]; b != nil && now.Before(b.until) {
 		c.mu.Unlock()
+		if b.waitingFirst {
+			// p verifies us first and our session asks again when the
+			// timer ends (recordContact): that is the session back. A
+			// worker started now would be declined again, and its
+			// decline would start one of p's, and so on (two
+			// verify-first nodes ping-ponging).
+			return pb.Reciprocal_RECIPROCAL_WILL
+		}
 		return pb.Reciprocal_RECIPROCAL_BACKING_OFF
 	}
 	c.mu.Unlock()
@@ -791,7 +799,7 @@ func (n *Node) needsChallenge(p peer.ID, now time.Time) (bool, string) {
 	c := &n.contact
 	c.mu.Lock()
 	b := c.backoff[p]
-	if b != nil && now.Before(b.until) && !b.waitingFirst {
+	if b != nil && now.Before(b.until) {
 		c.mu.Unlock()
 		return false, "backing off until " + b.until.Format(time.RFC3339) + " after " + b.reason
 	}
@@ -911,7 +919,11 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 		// other answer), or never comes to a verdict, back off as from a
 		// rejection.
 		var vf *protocol.VerifyFirstError
-		waiting := errors.As(err, &vf) && (vf.Reciprocal == pb.Reciprocal_RECIPROCAL_WILL || vf.Reciprocal == pb.Reciprocal_RECIPROCAL_BUSY)
+		// BACKING_OFF may be a short back-off of the peer's own (a
+		// session of its that did not run): asked again as for WILL,
+		// within the same bound.
+		waiting := errors.As(err, &vf) && (vf.Reciprocal == pb.Reciprocal_RECIPROCAL_WILL || vf.Reciprocal == pb.Reciprocal_RECIPROCAL_BUSY ||
+			vf.Reciprocal == pb.Reciprocal_RECIPROCAL_BACKING_OFF)
 		if waiting {
 			b.verifyFirst++
 		}

@@ -40,6 +40,7 @@ type solicitState struct {
 	asked     peerSet
 	contacted peerSet
 	declined  peerSet // when each declined our session VERIFY_FIRST
+	declinedB peerSet // when we declined each one's session VERIFY_FIRST
 }
 
 // peerSet is a bounded map of peers to when they were added.
@@ -94,12 +95,13 @@ func (n *Node) noteVerifyFirst(p peer.ID) {
 }
 
 // payable reports whether this node's verifier pays p's payment (spec
-// §5b; protocol.Config.Contacted): it came to p, or p declined our own
-// session VERIFY_FIRST within mutualWaitFor (two verify-first nodes that
-// met without either asking the other: p answers us against a payment
-// once each waits for the other, mutualWait on its side). A peer gets
-// this node to pay only for sessions this node opens on its own, bounded
-// by its draw shares.
+// §5b; protocol.Config.Contacted): it came to p, or either declined the
+// other's session VERIFY_FIRST within mutualWaitFor (two verify-first
+// nodes that met without either asking the other: the one waiting
+// answers the other against a payment, mutualWait on its side, whichever
+// declined first). A peer gets this node to pay only for sessions this
+// node opens on its own, after the peer paid this node's own proof of
+// work, bounded by its draw shares.
 func (n *Node) payable(p peer.ID) bool {
 	s := &n.solicited
 	s.mu.Lock()
@@ -107,8 +109,21 @@ func (n *Node) payable(p peer.ID) bool {
 	if _, ok := s.contacted[p]; ok {
 		return true
 	}
-	at, ok := s.declined[p]
-	return ok && time.Since(at) <= mutualWaitFor
+	for _, set := range []peerSet{s.declined, s.declinedB} {
+		if at, ok := set[p]; ok && time.Since(at) <= mutualWaitFor {
+			return true
+		}
+	}
+	return false
+}
+
+// noteDeclinedByUs records that our prover declined p's session
+// VERIFY_FIRST (for payable).
+func (n *Node) noteDeclinedByUs(p peer.ID) {
+	s := &n.solicited
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.declinedB.add(p, time.Now())
 }
 
 // mutualWait reports whether p, which came to us and which we have not
@@ -142,6 +157,7 @@ func (n *Node) forgetSolicited(p peer.ID) {
 	delete(s.asked, p)
 	delete(s.contacted, p)
 	delete(s.declined, p)
+	delete(s.declinedB, p)
 	s.mu.Unlock()
 }
 
