@@ -26,9 +26,10 @@ import (
 // own sessions VERIFY_FIRST (§5c), so that two verify-first nodes that
 // came to each other do not wait for each other for ever (mutualWait).
 
-// maxSolicited bounds each set of peers remembered; past it the oldest
-// entries are dropped (a dropped peer is then one that came, or that did
-// not decline us: the stricter side).
+// maxSolicited bounds each set of peers remembered; past it an arbitrary
+// entry is dropped (a dropped peer is then one that came, or that did not
+// decline us: the stricter side). Peers a remote can add (the declined
+// sets) cost a map operation each, no scan.
 const maxSolicited = 4096
 
 // mutualWaitFor is how long a peer's VERIFY_FIRST decline of our session
@@ -51,16 +52,26 @@ func (s *peerSet) add(p peer.ID, now time.Time) {
 		*s = peerSet{}
 	}
 	if _, ok := (*s)[p]; !ok && len(*s) >= maxSolicited {
-		var oldest peer.ID
-		var oldestAt time.Time
-		for q, at := range *s {
-			if oldestAt.IsZero() || at.Before(oldestAt) {
-				oldest, oldestAt = q, at
-			}
+		for q := range *s {
+			delete(*s, q)
+			break
 		}
-		delete(*s, oldest)
 	}
 	(*s)[p] = now
+}
+
+// recent reports whether p was added within d.
+func (s peerSet) recent(p peer.ID, d time.Duration) bool {
+	at, ok := s[p]
+	return ok && time.Since(at) <= d
+}
+
+// note adds p to the set chosen by which, under the state's lock.
+func (n *Node) note(p peer.ID, which func(*solicitState) *peerSet) {
+	s := &n.solicited
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	which(s).add(p, time.Now())
 }
 
 // solicit records that this node comes to p on its own initiative, and
@@ -88,10 +99,13 @@ func (n *Node) askedToVerify(p peer.ID) bool {
 
 // noteVerifyFirst records that p declined our session VERIFY_FIRST.
 func (n *Node) noteVerifyFirst(p peer.ID) {
-	s := &n.solicited
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.declined.add(p, time.Now())
+	n.note(p, func(s *solicitState) *peerSet { return &s.declined })
+}
+
+// noteDeclinedByUs records that our prover declined p's session
+// VERIFY_FIRST (for payable).
+func (n *Node) noteDeclinedByUs(p peer.ID) {
+	n.note(p, func(s *solicitState) *peerSet { return &s.declinedB })
 }
 
 // payable reports whether this node's verifier pays p's payment (spec
@@ -106,24 +120,8 @@ func (n *Node) payable(p peer.ID) bool {
 	s := &n.solicited
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.contacted[p]; ok {
-		return true
-	}
-	for _, set := range []peerSet{s.declined, s.declinedB} {
-		if at, ok := set[p]; ok && time.Since(at) <= mutualWaitFor {
-			return true
-		}
-	}
-	return false
-}
-
-// noteDeclinedByUs records that our prover declined p's session
-// VERIFY_FIRST (for payable).
-func (n *Node) noteDeclinedByUs(p peer.ID) {
-	s := &n.solicited
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.declinedB.add(p, time.Now())
+	_, contacted := s.contacted[p]
+	return contacted || s.declined.recent(p, mutualWaitFor) || s.declinedB.recent(p, mutualWaitFor)
 }
 
 // mutualWait reports whether p, which came to us and which we have not
@@ -136,9 +134,9 @@ func (n *Node) noteDeclinedByUs(p peer.ID) {
 func (n *Node) mutualWait(p peer.ID) bool {
 	s := &n.solicited
 	s.mu.Lock()
-	at, ok := s.declined[p]
+	waiting := s.declined.recent(p, mutualWaitFor)
 	s.mu.Unlock()
-	if !ok || time.Since(at) > mutualWaitFor {
+	if !waiting {
 		return false
 	}
 	n.mu.Lock()

@@ -151,6 +151,10 @@ type proverRun struct {
 	inbound  bool
 	payD     int
 	payNonce []byte
+	// known: the node admits or has accepted the verifier
+	// (Service.knownVerifier; asked only when it verifies first or asks
+	// payment).
+	known bool
 	// mutualWait: a verify-first node answers this verifier, which came
 	// to it, because each waits for the other (Config.MutualWait), against
 	// a payment of at least MutualWaitPayDifficulty bits.
@@ -339,7 +343,10 @@ func (p *proverRun) serve() {
 	// admits or has accepted it, one it rejected never (spec §5c):
 	// before any budget is charged or work done. Two verify-first nodes
 	// that wait for each other are answered against a payment.
-	if s.cfg.VerifyFirst && !s.budgets.trusted(p.remote) && (s.cfg.VerifiedPeer == nil || !s.cfg.VerifiedPeer(p.remote)) {
+	// Whether the node admits or has accepted the verifier is asked
+	// once, and only by a node that verifies first or asks payment.
+	p.known = (s.cfg.VerifyFirst || s.cfg.PayDifficulty > 0) && p.svc.knownVerifier(p.remote)
+	if s.cfg.VerifyFirst && !p.known {
 		switch {
 		case s.cfg.RejectedPeer != nil && s.cfg.RejectedPeer(p.remote):
 			p.verifyFirst()
@@ -468,6 +475,13 @@ func (p *proverRun) verifyFirst() {
 	p.res.Err = fmt.Errorf("%w: declined the hello of %s, which came to this node and is not admitted (%s)", ErrVerifyFirst, p.remote, ReciprocalName(recip))
 }
 
+// knownVerifier reports whether this node admits p (TrustedPeer) or its
+// own standing verdict accepted it (VerifiedPeer): such a verifier is
+// neither verified first nor asked a payment (spec §5b, §5c).
+func (s *Service) knownVerifier(p peer.ID) bool {
+	return s.budgets.trusted(p) || s.cfg.VerifiedPeer != nil && s.cfg.VerifiedPeer(p)
+}
+
 // askPay sets the payment this session's hello ack asks of the verifier
 // (spec §5b): Config.PayDifficulty bits and a load term (payDifficulty),
 // with a fresh nonce, of a verifier that came to this node (cameToUs) and
@@ -475,7 +489,7 @@ func (p *proverRun) verifyFirst() {
 // a verifier this node contacted (its session was asked for).
 func (p *proverRun) askPay() error {
 	s := p.svc
-	if (s.cfg.PayDifficulty <= 0 && !p.mutualWait) || !p.inbound || s.budgets.trusted(p.remote) || s.cfg.VerifiedPeer != nil && s.cfg.VerifiedPeer(p.remote) {
+	if (s.cfg.PayDifficulty <= 0 && !p.mutualWait) || !p.inbound || p.known {
 		return nil
 	}
 	d := s.budgets.payDifficulty(s.now())
