@@ -227,6 +227,11 @@ type Limits struct {
 	MaxProverSessions            int
 	MaxProverTokens              int
 	MaxProverPowWork             int
+	// MaxVerifierPayWork bounds the proof-of-work hashes this node's
+	// verifier solves per hour to pay the provers that ask it (spec
+	// protocol.md §5b; one prover a sixteenth, one IP prefix an eighth;
+	// 0: protocol.DefaultMaxVerifierPayWork).
+	MaxVerifierPayWork int
 	// MaxInboundPerPeer, MaxInboundPerPrefix and MaxInbound bound
 	// concurrent prover sessions; MaxInboundPerBlock those of the
 	// untrusted verifiers of one IPv6 /32 (0: protocol.BlockFactor times
@@ -254,6 +259,7 @@ func (l Limits) Check() error {
 		{"draws per IPv6 /32", l.MaxDrawsPerBlock}, {"sessions per verifier IPv6 /32", l.MaxSessionsPerVerifierBlock},
 		{"inbound sessions per IPv6 /32", l.MaxInboundPerBlock},
 		{"prover tokens", l.MaxProverTokens}, {"prover proof-of-work hashes", l.MaxProverPowWork},
+		{"verifier payment hashes", l.MaxVerifierPayWork},
 	} {
 		if c.v < 0 {
 			return fmt.Errorf("limits: %s %d must not be negative", c.name, c.v)
@@ -279,7 +285,7 @@ func (cfg *Config) protocolLimits(c protocol.Config) protocol.Config {
 	c.MaxSessionsPerVerifier, c.MaxCallsPerVerifier, c.MaxProverCalls = l.MaxSessionsPerVerifier, l.MaxCallsPerVerifier, l.MaxProverCalls
 	c.MaxSessionsPerVerifierPrefix, c.MaxProverSessions = l.MaxSessionsPerVerifierPrefix, l.MaxProverSessions
 	c.MaxProverTokens, c.MaxProverPowWork = l.MaxProverTokens, l.MaxProverPowWork
-	c.MaxTokensPerVerifier = l.MaxTokensPerVerifier
+	c.MaxTokensPerVerifier, c.MaxVerifierPayWork = l.MaxTokensPerVerifier, l.MaxVerifierPayWork
 	c.MaxInboundPerPeer, c.MaxInboundPerPrefix, c.MaxInbound = l.MaxInboundPerPeer, l.MaxInboundPerPrefix, l.MaxInbound
 	c.MaxDrawsPerBlock, c.MaxSessionsPerVerifierBlock, c.MaxInboundPerBlock = l.MaxDrawsPerBlock, l.MaxSessionsPerVerifierBlock, l.MaxInboundPerBlock
 	c.MaxAcceptTotal = l.MaxAcceptTotal

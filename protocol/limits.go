@@ -77,6 +77,21 @@ const (
 	// highest default difficulty (22 bits, about 1.4 s of one core here)
 	// or 4,096 at 16 bits: about 90 s of CPU per hour at most.
 	DefaultMaxProverPowWork = 1 << 28
+	// DefaultMaxVerifierPayWork is the node's global budget of
+	// proof-of-work hashes its verifier solves per DrawWindow to pay the
+	// provers that ask it (spec §5b): a prover's ack names D_v, and each
+	// payment is charged 2^D_v before it is solved. As the prover's
+	// DefaultMaxProverPowWork: 64 payments at 22 bits, about 90 s of one
+	// core per hour at most. One prover gets at most a sixteenth
+	// (verifierPayPeerShare: 4 payments at 22 bits), the provers of one IP
+	// prefix an eighth (proverPrefixShare), and the last quarter is kept
+	// for the peers the node admits (proverReserve): a prover can make
+	// the verifier pay (a peer that declined its session VERIFY_FIRST, a
+	// peer it was made to dial), and fresh peer IDs are free.
+	DefaultMaxVerifierPayWork = 1 << 28
+	// verifierPayPeerShare: one prover may make the verifier pay at most
+	// this fraction of MaxVerifierPayWork per window.
+	verifierPayPeerShare = 16
 	// proverPrefixShare: the verifiers of one IP prefix (or relay, §9a)
 	// may use at most this fraction of the node's proof-of-work,
 	// answerer-call and prompt-token budgets (the calls and tokens never
@@ -155,6 +170,7 @@ type peerState struct {
 	sessions bucket // prover: sessions answered for this verifier
 	calls    bucket // prover: answerer calls
 	tokens   bucket // prover: prompt tokens
+	pay      bucket // verifier: payment hashes solved for this prover (§5b)
 	usage    PeerUsage
 }
 
@@ -429,6 +445,9 @@ type budgets struct {
 	sessions    bucket                         // global sessions answered
 	tokens      bucket                         // global prompt tokens
 	pow         bucket                         // global proof-of-work hashes solved
+	payPrefixes map[netip.Prefix]*bucket       // verifier: payment hashes per prover prefix
+	pay         bucket                         // verifier: global payment hashes solved
+	payRefused  int                            // payments refused for spent budgets
 	outbound    int                            // verifier sessions in flight
 	unpaid      int                            // counters for tests and metrics
 	drawRefused int
@@ -437,7 +456,7 @@ type budgets struct {
 func newBudgets(cfg *Config) *budgets {
 	return &budgets{cfg: cfg, peers: map[peer.ID]*peerState{}, prefixes: map[netip.Prefix]*bucket{},
 		blocks: map[netip.Prefix]*bucket{}, vprefixes: map[netip.Prefix]*proverPrefix{},
-		vblocks: map[netip.Prefix]*proverPrefix{}}
+		vblocks: map[netip.Prefix]*proverPrefix{}, payPrefixes: map[netip.Prefix]*bucket{}}
 }
 
 // proverPrefix is what the prover's budgets remember of one verifier IP
@@ -599,6 +618,7 @@ func (b *budgets) idleLocked(st *peerState, now time.Time) bool {
 		st.sessions.full(float64(c.MaxSessionsPerVerifier), c.ProverWindow, now) &&
 		st.calls.full(float64(c.MaxCallsPerVerifier), c.ProverWindow, now) &&
 		st.tokens.full(float64(c.MaxTokensPerVerifier), c.ProverWindow, now) &&
+		st.pay.full(b.payPeerCap(), c.DrawWindow, now) &&
 		b.failuresLocked(st, now) == 0
 }
 
@@ -611,6 +631,47 @@ func (b *budgets) failuresLocked(st *peerState, now time.Time) float64 {
 }
 
 // ---- verifier side ----
+
+// payPeerCap is one prover's share of the verifier's payment budget.
+func (b *budgets) payPeerCap() float64 {
+	return float64(b.cfg.MaxVerifierPayWork / verifierPayPeerShare)
+}
+
+// chargePay spends 2^d hashes of the verifier's payment budgets (spec
+// §5b: the global one, prover p's share and its IP prefix's) before this
+// node solves the payment p's hello ack asks, or reports false, spending
+// nothing, when any cannot cover it. It is never given back: the work is
+// done whatever follows. The last quarter of the global budget is kept
+// for the peers the node admits (Config.TrustedPeer).
+func (b *budgets) chargePay(p peer.ID, d int, now time.Time) bool {
+	if d <= 0 {
+		return true
+	}
+	c := b.cfg
+	work := math.Ldexp(1, d)
+	full := float64(c.MaxVerifierPayWork)
+	reserve := b.reserveFor(p, full, work)
+	pfx, hasPfx := b.prefix(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pay.refill(full, c.DrawWindow, now)
+	st := b.stateLocked(p, now)
+	st.pay.refill(b.payPeerCap(), c.DrawWindow, now)
+	var pb *bucket
+	if hasPfx {
+		pb = b.drawGroupLocked(b.payPrefixes, pfx, c.MaxVerifierPayWork/proverPrefixShare, now)
+	}
+	if b.pay.tokens < work+reserve || st.pay.tokens < work || pb != nil && pb.tokens < work {
+		b.payRefused++
+		return false
+	}
+	b.pay.tokens -= work
+	st.pay.tokens -= work
+	if pb != nil {
+		pb.tokens -= work
+	}
+	return true
+}
 
 // startOutbound counts a verifier session in flight; it returns the
 // function that ends it.

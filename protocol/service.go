@@ -298,8 +298,15 @@ type Config struct {
 	// default: none; at most MaxPowDifficulty), plus 2 bits per halving of
 	// the node's answerer-call budget left, capped at MaxPowDifficulty.
 	// This node's verifier pays
-	// what a prover asks up to MaxPowDifficulty, to provers it came to.
-	PayDifficulty int
+	// what a prover asks up to MaxPowDifficulty, to provers it came to,
+	// within MaxVerifierPayWork: the hashes it solves to pay provers per
+	// DrawWindow (a payment of D bits is charged 2^D before it is solved;
+	// default DefaultMaxVerifierPayWork), one prover at most a sixteenth,
+	// the provers of one IP prefix an eighth, the last quarter kept for
+	// the peers the node admits (TrustedPeer). Beyond it the session is
+	// not run (ErrPayRefused, the stream reset busy).
+	PayDifficulty      int
+	MaxVerifierPayWork int
 	// VerifyFirst: this node's prover answers a verifier that came to it
 	// (Solicited: it did not contact it) only once the node admits it (TrustedPeer):
 	// until then the hello is declined VERIFY_FIRST, and OnReciprocal is
@@ -444,6 +451,7 @@ func (c *Config) applyDefaults() error {
 		{"MaxProverSessions", &c.MaxProverSessions, DefaultMaxProverSessions},
 		{"MaxProverTokens", &c.MaxProverTokens, DefaultMaxProverTokens},
 		{"MaxProverPowWork", &c.MaxProverPowWork, DefaultMaxProverPowWork},
+		{"MaxVerifierPayWork", &c.MaxVerifierPayWork, DefaultMaxVerifierPayWork},
 	} {
 		if *n.v < 0 {
 			return fmt.Errorf("acaptcha: config: negative %s", n.name)

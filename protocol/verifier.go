@@ -577,9 +577,10 @@ func (v *verifierRun) handshake() error {
 // payFor returns the payment the prover's hello ack asks of this node
 // (spec §5b): nil when it asks none. A malformed ask is a protocol error
 // (no session ran: nothing is drawn or signed). An ask above
-// MaxPowDifficulty, or on a connection the prover opened (it came to
-// this node: it asked for the session it would charge for), is not paid:
-// no session, ErrPayRefused, the stream reset busy.
+// MaxPowDifficulty, on a connection the prover opened (it came to this
+// node: it asked for the session it would charge for), or beyond the
+// payment budgets (Config.MaxVerifierPayWork), is not paid: no session,
+// ErrPayRefused, the stream reset busy.
 func (v *verifierRun) payFor(ack *pb.HelloAck) ([]byte, error) {
 	s := v.svc
 	d, nonce := int(ack.GetPayDifficulty()), ack.GetPayNonce()
@@ -593,6 +594,10 @@ func (v *verifierRun) payFor(ack *pb.HelloAck) ([]byte, error) {
 	case v.inbound:
 		_ = v.str.ResetWithError(ErrCodeBusy)
 		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work on a connection it opened", ErrPayRefused, v.peer, d)}
+	}
+	if !s.budgets.chargePay(v.peer, d, s.now()) {
+		_ = v.str.ResetWithError(ErrCodeBusy)
+		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work: this node's payment budget is spent", ErrPayRefused, v.peer, d)}
 	}
 	// The prover waits for the first probe from writing its ack (§6 step
 	// 5); half the round-1 window is the most this spends.

@@ -161,7 +161,7 @@ func TestNodeLimitsApplied(t *testing.T) {
 	l := limitOptions{connLow: 5, connHigh: 9, connsPerIP: 2, limitLoopback: loopbackOn, powDifficulty: 16,
 		drawsPerPeer: 3, drawsPerPrefix: 7, draws: 11, sessionsPerVerifier: 4, callsPerVerifier: 12, maxAcceptTotal: time.Minute,
 		sessionsPerVerifierPrefix: 13, proverSessions: 17, proverTokens: 19, proverPowWork: 23, tokensPerVerifier: 29, proverCalls: 31,
-		drawsPerBlock: 37, sessionsPerVerifierBlock: 41}
+		drawsPerBlock: 37, sessionsPerVerifierBlock: 41, verifierPayWork: 43}
 	if err := l.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestNodeLimitsApplied(t *testing.T) {
 	pc := n.ProtocolConfig()
 	if pc.PowDifficulty != 16 || pc.MaxDrawsPerPeer != 3 || pc.MaxDrawsPerPrefix != 7 || pc.MaxDraws != 11 ||
 		pc.MaxSessionsPerVerifier != 4 || pc.MaxCallsPerVerifier != 12 || !pc.LimitLoopback ||
-		pc.MaxSessionsPerVerifierPrefix != 13 || pc.MaxProverSessions != 17 || pc.MaxProverTokens != 19 || pc.MaxProverPowWork != 23 ||
+		pc.MaxSessionsPerVerifierPrefix != 13 || pc.MaxProverSessions != 17 || pc.MaxProverTokens != 19 || pc.MaxProverPowWork != 23 || pc.MaxVerifierPayWork != 43 ||
 		pc.MaxTokensPerVerifier != 29 || pc.MaxProverCalls != 31 || pc.MaxDrawsPerBlock != 37 || pc.MaxSessionsPerVerifierBlock != 41 ||
 		pc.MaxInboundPerBlock != protocol.BlockFactor*pc.MaxInboundPerPrefix {
 		t.Fatalf("protocol config: %+v", pc)

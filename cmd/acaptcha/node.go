@@ -59,6 +59,7 @@ type limitOptions struct {
 	sessionsPerVerifierPrefix     int
 	proverSessions, proverTokens  int
 	proverPowWork                 int
+	verifierPayWork               int
 	maxAcceptTotal                time.Duration
 }
 
@@ -74,6 +75,7 @@ func (l *limitOptions) check() error {
 		{"--max-tokens-per-verifier", l.tokensPerVerifier}, {"--max-prover-calls", l.proverCalls},
 		{"--max-sessions-per-verifier-prefix", l.sessionsPerVerifierPrefix}, {"--max-prover-sessions", l.proverSessions},
 		{"--max-prover-tokens", l.proverTokens}, {"--max-prover-pow-work", l.proverPowWork},
+		{"--max-verifier-pay-work", l.verifierPayWork},
 		{"--max-draws-per-block", l.drawsPerBlock}, {"--max-sessions-per-verifier-block", l.sessionsPerVerifierBlock},
 	} {
 		if c.v < 0 {
@@ -118,7 +120,7 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 		MaxDrawsPerBlock: l.drawsPerBlock, MaxSessionsPerVerifierBlock: l.sessionsPerVerifierBlock,
 		MaxSessionsPerVerifier: l.sessionsPerVerifier, MaxCallsPerVerifier: l.callsPerVerifier,
 		MaxSessionsPerVerifierPrefix: l.sessionsPerVerifierPrefix, MaxProverSessions: l.proverSessions,
-		MaxProverTokens: l.proverTokens, MaxProverPowWork: l.proverPowWork,
+		MaxProverTokens: l.proverTokens, MaxProverPowWork: l.proverPowWork, MaxVerifierPayWork: l.verifierPayWork,
 		MaxTokensPerVerifier: l.tokensPerVerifier, MaxProverCalls: l.proverCalls,
 	}
 	if l.maxAcceptTotal > 0 {
@@ -707,6 +709,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.proverCalls, "max-prover-calls", protocol.DefaultMaxProverCalls, "LLM calls this node's prover makes per hour for all verifiers")
 	f.IntVar(&l.proverTokens, "max-prover-tokens", protocol.DefaultMaxProverTokens, "prompt tokens this node's prover reads per hour for all verifiers")
 	f.IntVar(&l.proverPowWork, "max-prover-pow-work", protocol.DefaultMaxProverPowWork, "proof-of-work hashes this node solves as a prover per hour for all verifiers (a session at difficulty D is charged 2^D; the verifiers of one IP prefix get an eighth)")
+	f.IntVar(&l.verifierPayWork, "max-verifier-pay-work", protocol.DefaultMaxVerifierPayWork, "proof-of-work hashes this node's verifier solves per hour to pay the provers that ask it (a payment of D bits is charged 2^D; one prover gets a sixteenth, the provers of one IP prefix an eighth; beyond it the session is not run)")
 	f.DurationVar(&l.maxAcceptTotal, "max-accept-total", protocol.DefaultMaxAcceptTotal, "longest total_ms this node accepts in a verifier's hello (raised to its own --total if longer)")
 	return cmd
 }

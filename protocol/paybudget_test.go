@@ -1,0 +1,106 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// The verifier's payment budgets (§5b, Config.MaxVerifierPayWork): one
+// prover gets a sixteenth, one IP prefix an eighth, untrusted provers
+// three quarters of the whole; the window refills them; a refusal spends
+// nothing.
+func TestVerifierPayBudgets(t *testing.T) {
+	const d = 10 // 1,024 hashes a payment
+	cfg := Config{MaxVerifierPayWork: 1 << 16}
+	trusted := peer.ID("admitted")
+	cfg.TrustedPeer = func(p peer.ID) bool { return p == trusted }
+	if err := cfg.applyDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudgets(&cfg)
+	where := map[peer.ID]netip.Prefix{}
+	b.prefixOf = func(p peer.ID) (netip.Prefix, bool) { pfx, ok := where[p]; return pfx, ok }
+	now := time.Unix(1_700_000_000, 0)
+	id := func(net, i int) peer.ID { return peer.ID(fmt.Sprintf("prover-%d-%d", net, i)) }
+
+	// One prover: 2^16/16 = 4 payments of 2^10.
+	for i := range 4 {
+		if !b.chargePay(id(0, 0), d, now) {
+			t.Fatalf("payment %d of one prover refused", i)
+		}
+	}
+	if b.chargePay(id(0, 0), d, now) {
+		t.Fatal("a fifth payment of one prover within the window was charged")
+	}
+	if b.payRefused != 1 {
+		t.Fatalf("payRefused = %d, want 1", b.payRefused)
+	}
+	// A quarter of the window later, one more (the share refills at
+	// its size per window).
+	later := now.Add(cfg.DrawWindow / 4)
+	if !b.chargePay(id(0, 0), d, later) {
+		t.Fatal("the prover's share did not refill")
+	}
+
+	// One prefix: 2^16/8 = 8 payments, whatever the peer IDs.
+	pfx := netip.MustParsePrefix("198.51.100.0/24")
+	paid := 0
+	for i := range 20 {
+		where[id(1, i)] = pfx
+		if b.chargePay(id(1, i), d, later) {
+			paid++
+		}
+	}
+	if paid != 8 {
+		t.Fatalf("the provers of one prefix got %d payments, want 8", paid)
+	}
+
+	// The whole: untrusted provers leave a quarter (16 payments).
+	for i := range 100 {
+		b.chargePay(id(2, i), d, later)
+	}
+	left := b.pay.tokens
+	if want := float64(cfg.MaxVerifierPayWork / proverReserve); left < want || left >= want+1<<d {
+		t.Fatalf("untrusted provers left %.0f hashes, want the reserve of %.0f", left, want)
+	}
+	if b.chargePay(id(3, 0), d, later) {
+		t.Fatal("an untrusted prover was paid from the reserve")
+	}
+	if !b.chargePay(trusted, d, later) {
+		t.Fatal("an admitted prover was refused the reserve")
+	}
+	// Too hard for any share: refused, nothing spent.
+	before := b.pay.tokens
+	if b.chargePay(trusted, 20, later) || b.pay.tokens != before {
+		t.Fatalf("a payment above the prover's share was charged (%.0f -> %.0f)", before, b.pay.tokens)
+	}
+}
+
+// A prover that asks the verifier to pay more than its share gets no
+// session: the verifier resets it busy (ErrPayRefused), nothing drawn or
+// signed, and the prover's answerer is never called.
+func TestVerifierPayBudgetEndsSession(t *testing.T) {
+	set := testSet("pay-1")
+	a, b := newHost(t), newHost(t)
+	// 2^16/16 = 4,096 hashes for one prover: one payment of 12 bits.
+	va := newService(t, a, Config{Source: sourceOf("pay-1", "pay-1"), Policy: fastPolicy(5*time.Second, 20*time.Second), MaxVerifierPayWork: 1 << 16})
+	prover := &countingProver{Prover: oracleProver(0, set)}
+	newService(t, b, Config{Prover: prover, PayDifficulty: 12})
+	connect(t, a, b, "tcp") // a comes to b
+	res, err := va.Verify(testCtx(t, 20*time.Second), b.ID(), false)
+	if err != nil || !res.Verdict.Accepted {
+		t.Fatalf("first Verify: %v %+v", err, res)
+	}
+	res, err = va.Verify(testCtx(t, 20*time.Second), b.ID(), false)
+	if !errors.Is(err, ErrPayRefused) || res != nil {
+		t.Fatalf("second Verify: %v %+v, want ErrPayRefused and no result", err, res)
+	}
+	if n := prover.calls.Load(); n != 3 {
+		t.Fatalf("%d answerer calls, want the first session's 3", n)
+	}
+}
