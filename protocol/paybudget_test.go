@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
 )
 
 // The verifier's payment budgets (§5b, Config.MaxVerifierPayWork): one
@@ -102,5 +104,59 @@ func TestVerifierPayBudgetEndsSession(t *testing.T) {
 	}
 	if n := prover.calls.Load(); n != 3 {
 		t.Fatalf("%d answerer calls, want the first session's 3", n)
+	}
+}
+
+// A verifier that came to a prover asking a payment of D_v is solved at
+// most D_v + PaySlack bits of its own proof of work (§5a) before it has
+// paid anything: a hello asking more is declined BUSY, the prover's
+// proof-of-work budget untouched; one within the slack is acked. A
+// verifier the prover does not ask to pay is solved up to its maximum.
+func TestPowCappedByPayAsk(t *testing.T) {
+	set := testSet("pay-4")
+	for _, tc := range []struct {
+		name     string
+		payD, d  int
+		acked    bool
+		verifier func(m peer.ID) func(peer.ID) bool // TrustedPeer
+	}{
+		{"within-slack", 8, 8 + PaySlack, true, nil},
+		{"above-slack", 8, 8 + PaySlack + 1, false, nil},
+		{"no-ask", 0, 14, true, nil},
+		{"admitted", 8, 14, true, func(m peer.ID) func(peer.ID) bool { return func(p peer.ID) bool { return p == m } }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, b := newHost(t), newHost(t)
+			cfg := Config{Prover: oracleProver(0, set), PayDifficulty: tc.payD}
+			if tc.verifier != nil {
+				cfg.TrustedPeer = tc.verifier(m.ID())
+			}
+			svc := newService(t, b, cfg)
+			connect(t, m, b, "tcp") // m comes to b
+			r := openRaw(t, m, b.ID())
+			r.send(helloFrame(m.ID(), b.ID(), func(h *pb.Hello) { h.PowDifficulty = uint32(tc.d) }))
+			f, err := r.recv()
+			if err != nil {
+				t.Fatalf("hello: %v", err)
+			}
+			var spent float64 // the budget starts full at its first charge
+			if svc.budgets.mu.Lock(); !svc.budgets.pow.last.IsZero() {
+				spent = float64(svc.cfg.MaxProverPowWork) - svc.budgets.pow.tokens
+			}
+			svc.budgets.mu.Unlock()
+			if !tc.acked {
+				if f.GetDecline().GetReason() != pb.DeclineReason_DECLINE_REASON_BUSY {
+					t.Fatalf("hello asking %d bits of a verifier asked %d: %v, want Decline{BUSY}", tc.d, tc.payD, f)
+				}
+				if spent != 0 {
+					t.Fatalf("%.0f proof-of-work hashes charged for a declined hello", spent)
+				}
+				return
+			}
+			ack := f.GetHelloAck()
+			if ack == nil || !CheckPow(ack.GetNonce(), b.ID(), ack.GetPow(), tc.d) || int(ack.GetPayDifficulty()) != map[bool]int{true: 0, false: tc.payD}[tc.verifier != nil] {
+				t.Fatalf("hello asking %d bits: %v, want an ack paying them and asking %d", tc.d, f, tc.payD)
+			}
+		})
 	}
 }

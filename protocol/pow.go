@@ -147,6 +147,15 @@ const (
 	// asks of a verifier it answers because each waits for the other
 	// (spec §5c; Config.MutualWait): about a million hashes.
 	MutualWaitPayDifficulty = 20
+	// PaySlack is how many bits more than it asks a verifier to pay
+	// (D_v) this node's prover solves of that verifier's own proof of
+	// work (§5a) before the verifier has paid anything: a verifier that
+	// came to it and asks more is declined BUSY (spec §5b). The prover
+	// solves first (its pow is in the ack that asks the payment), so a
+	// verifier that walks away after the ack costs the prover at most
+	// 2^(D_v+PaySlack) hashes, not 2^MaxPowDifficulty; the slack leaves
+	// room for a verifier's load and failure bits (§5a's G).
+	PaySlack = 2
 )
 
 // PayDigest is SHA-256(PayTag || nonce || verifier || pay).

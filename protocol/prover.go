@@ -379,6 +379,18 @@ func (p *proverRun) serve() {
 		p.tokens.refundCalls(p.reserved-p.calls, s.now())
 		p.tokens.release(s.now())
 	}()
+	// What this node asks the verifier (§5b), decided before it solves
+	// anything: a verifier asked to pay D_v is solved at most D_v +
+	// PaySlack bits before it has paid (PaySlack).
+	if err := p.askPay(); err != nil {
+		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %w", ErrBusy, err))
+		return
+	}
+	if d := int(hello.GetPowDifficulty()); p.payD > 0 && d > p.payD+PaySlack {
+		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy,
+			fmt.Errorf("%w: the verifier came to this node and asks %d bits of proof of work, more than %d before it pays the %d this node asks", ErrBusy, d, p.payD+PaySlack, p.payD))
+		return
+	}
 	// Pay for the session: the verifier draws a set only then (§5a). The
 	// work is charged to the node's budget (and the verifier prefix's
 	// share) before it is done.
@@ -433,10 +445,6 @@ func (p *proverRun) serve() {
 	// paid stream of the group takes it.
 	if p.hold != nil && !p.hold.enterStall() {
 		p.res.Err = fmt.Errorf("%w: a newer stream of this verifier's network in probation took this one's place", ErrBusy)
-		return
-	}
-	if err := p.askPay(); err != nil {
-		p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy, fmt.Errorf("%w: %w", ErrBusy, err))
 		return
 	}
 	ack := &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow, Reciprocal: recip, PayDifficulty: uint32(p.payD), PayNonce: p.payNonce}
