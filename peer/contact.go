@@ -214,8 +214,27 @@ func (c *contactState) rejectBackoffLocked(p peer.ID, b *contactBackoff, now tim
 		d = MaxRetryRejected
 	}
 	b.until, b.reason = now.Add(d), reason
-	c.backoff[p] = b
+	c.putBackoffLocked(p, b, now)
 	return d
+}
+
+// maxContactBackoffs bounds the back-off table. A peer's entry lives as
+// long as it stays connected, and a rejection's (or a decline's at the
+// hello, which signs nothing and charges no budget) a day past its end
+// once the peer has gone, so fresh peer IDs that decline our hello and
+// leave would otherwise grow it by one entry each for 25 hours. A full
+// table forgets a sixteenth at once, back-offs that have ended first,
+// then any: a forgotten peer is challenged again at the next rescan,
+// where a stored rejection backs it off again (needsChallenge).
+const maxContactBackoffs = 1 << 16
+
+// putBackoffLocked stores p's back-off, making room in a full table;
+// c.mu is held.
+func (c *contactState) putBackoffLocked(p peer.ID, b *contactBackoff, now time.Time) {
+	if _, ok := c.backoff[p]; !ok {
+		bounded.MakeRoom(c.backoff, maxContactBackoffs, func(b *contactBackoff) bool { return !now.Before(b.until) })
+	}
+	c.backoff[p] = b
 }
 
 // verifyFirstTries bounds the VERIFY_FIRST declines saying WILL (or BUSY)
@@ -322,7 +341,7 @@ func (n *Node) deferContact(p peer.ID, now time.Time) time.Duration {
 	b.deferred++
 	d := jitter(min(contactTransientBackoff<<min(b.deferred-1, 30), contactTransientMax))
 	b.until, b.reason = now.Add(d), "network in probation, probation slot taken"
-	c.backoff[p] = b
+	c.putBackoffLocked(p, b, now)
 	return d
 }
 
@@ -846,7 +865,7 @@ func (n *Node) needsChallenge(p peer.ID, now time.Time) (bool, string) {
 			if until := a.IssuedAt.Add(c.retryRejected); now.Before(until) {
 				c.mu.Lock()
 				if c.backoff[p] == nil {
-					c.backoff[p] = &contactBackoff{until: until, rejected: 1, reason: string(a.Reason) + " (stored)"}
+					c.putBackoffLocked(p, &contactBackoff{until: until, rejected: 1, reason: string(a.Reason) + " (stored)"}, now)
 				}
 				c.mu.Unlock()
 				n.wakeAt(until)
@@ -943,7 +962,7 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 			d = jitter(verifyFirstQuickRetry)
 		}
 		b.until, b.reason, b.waitingFirst = now.Add(d), "verifies us first", true
-		c.backoff[p] = b
+		c.putBackoffLocked(p, b, now)
 		n.infoPeer(p, "first contact: peer verifies us before it answers us; asking again", "retry_in", d)
 		return d
 	case err != nil || res.Verdict.Reason == skill.ReasonInconclusive:
@@ -960,7 +979,7 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 		}
 		d := jitter(min(contactTransientBackoff<<min(b.transient-1, 30), contactTransientMax))
 		b.until, b.reason = now.Add(d), why
-		c.backoff[p] = b
+		c.putBackoffLocked(p, b, now)
 		n.infoPeer(p, "first contact: session did not run; retrying", "retry_in", d, "err", why)
 		return d
 	case res.Verdict.Accepted:
@@ -980,7 +999,7 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 			d = MaxRetryRejected
 		}
 		b.until, b.reason = now.Add(d), string(res.Verdict.Reason)
-		c.backoff[p] = b
+		c.putBackoffLocked(p, b, now)
 		delete(c.verified, p)
 		n.log.Info("first contact: peer rejected; backing off", "peer", p, "reason", res.Verdict.Reason, "rejections", b.rejected, "retry_in", d)
 		return d
