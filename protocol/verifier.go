@@ -594,6 +594,12 @@ func (v *verifierRun) payFor(ack *pb.HelloAck) ([]byte, error) {
 	case v.inbound:
 		_ = v.str.ResetWithError(ErrCodeBusy)
 		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work on a connection it opened", ErrPayRefused, v.peer, d)}
+	case d > s.cfg.MaxPowDifficulty:
+		// Above what this node pays: refused before the budgets are
+		// charged (SolvePay would refuse it unsolved, and the charge of
+		// 2^d would spend them for nothing).
+		_ = v.str.ResetWithError(ErrCodeBusy)
+		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work, above the %d this node pays", ErrPayRefused, v.peer, d, s.cfg.MaxPowDifficulty)}
 	}
 	if !s.budgets.chargePay(v.peer, d, s.now()) {
 		_ = v.str.ResetWithError(ErrCodeBusy)
