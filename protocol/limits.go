@@ -446,6 +446,7 @@ type budgets struct {
 	tokens      bucket                         // global prompt tokens
 	pow         bucket                         // global proof-of-work hashes solved
 	payPrefixes map[netip.Prefix]*bucket       // verifier: payment hashes per prover prefix
+	payBlocks   map[netip.Prefix]*bucket       // verifier: payment hashes per prover IPv6 /32
 	pay         bucket                         // verifier: global payment hashes solved
 	payRefused  int                            // payments refused for spent budgets
 	outbound    int                            // verifier sessions in flight
@@ -456,7 +457,8 @@ type budgets struct {
 func newBudgets(cfg *Config) *budgets {
 	return &budgets{cfg: cfg, peers: map[peer.ID]*peerState{}, prefixes: map[netip.Prefix]*bucket{},
 		blocks: map[netip.Prefix]*bucket{}, vprefixes: map[netip.Prefix]*proverPrefix{},
-		vblocks: map[netip.Prefix]*proverPrefix{}, payPrefixes: map[netip.Prefix]*bucket{}}
+		vblocks: map[netip.Prefix]*proverPrefix{}, payPrefixes: map[netip.Prefix]*bucket{},
+		payBlocks: map[netip.Prefix]*bucket{}}
 }
 
 // proverPrefix is what the prover's budgets remember of one verifier IP
@@ -652,16 +654,22 @@ func (b *budgets) chargePay(p peer.ID, d int, now time.Time) bool {
 	full := float64(c.MaxVerifierPayWork)
 	reserve := b.reserveFor(p, full, work)
 	pfx, hasPfx := b.prefix(p)
+	// The provers of one IPv6 /32 that the node does not admit share
+	// BlockFactor prefixes' worth (spec §9a, "IPv6 /32 blocks").
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.pay.refill(full, c.DrawWindow, now)
 	st := b.stateLocked(p, now)
 	st.pay.refill(b.payPeerCap(), c.DrawWindow, now)
-	var pb *bucket
+	var pb, bb *bucket
 	if hasPfx {
 		pb = b.drawGroupLocked(b.payPrefixes, pfx, c.MaxVerifierPayWork/proverPrefixShare, now)
 	}
-	if b.pay.tokens < work+reserve || st.pay.tokens < work || pb != nil && pb.tokens < work {
+	if hasBlk {
+		bb = b.drawGroupLocked(b.payBlocks, blk, min(BlockFactor*(c.MaxVerifierPayWork/proverPrefixShare), c.MaxVerifierPayWork), now)
+	}
+	if b.pay.tokens < work+reserve || st.pay.tokens < work || pb != nil && pb.tokens < work || bb != nil && bb.tokens < work {
 		b.payRefused++
 		return false
 	}
@@ -669,6 +677,9 @@ func (b *budgets) chargePay(p peer.ID, d int, now time.Time) bool {
 	st.pay.tokens -= work
 	if pb != nil {
 		pb.tokens -= work
+	}
+	if bb != nil {
+		bb.tokens -= work
 	}
 	return true
 }

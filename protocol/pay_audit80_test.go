@@ -5,9 +5,13 @@ package protocol
 import (
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/acaptcha/acaptcha/protocol/pb"
 )
@@ -57,5 +61,48 @@ func TestAudit80UnpayableAskChargesNothing(t *testing.T) {
 	// The prover's own share is whole: an ask it would pay is paid.
 	if !b.chargePay(m.ID(), 16, va.now()) {
 		t.Fatal("after two unpayable asks the prover's share could not cover one payment of 16 bits")
+	}
+}
+
+// TestAudit80PayBudgetPerBlock: the verifier's payment budget had no IPv6
+// /32 block (§9a "IPv6 /32 blocks": every other per-prefix budget has
+// one). A prover network's share is an eighth of 2^28 hashes per hour,
+// so six /48s of one /32 (65,536 /48s to its holder, fresh peer IDs in
+// each) were paid all three quarters open to provers the node does not
+// admit: 48 payments of 22 bits, each after paying this node's proof of
+// work of 16 bits, and no prover the node does not admit was paid for
+// the rest of the hour. The /32 now gets BlockFactor (2) prefixes' worth
+// (a quarter), as for draws, sessions, calls, tokens and proof of work.
+func TestAudit80PayBudgetPerBlock(t *testing.T) {
+	const d = 22
+	cfg := Config{}
+	if err := cfg.applyDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudgets(&cfg)
+	where := map[peer.ID]netip.Prefix{}
+	b.prefixOf = func(p peer.ID) (netip.Prefix, bool) { pfx, ok := where[p]; return pfx, ok }
+	now := time.Unix(1_700_000_000, 0)
+	paid := 0
+	for net := range 16 { // 16 /48s of 2001:db8::/32
+		pfx := netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(net)}), 48)
+		for i := range 16 { // fresh peer IDs
+			id := peer.ID(fmt.Sprintf("prover-%d-%d", net, i))
+			where[id] = pfx
+			if b.chargePay(id, d, now) {
+				paid++
+			}
+		}
+	}
+	want := BlockFactor * cfg.MaxVerifierPayWork / proverPrefixShare >> d
+	if paid > want {
+		t.Fatalf("fresh peer IDs in 16 /48s of one IPv6 /32 were paid %d payments of %d bits (%d of the %d hashes per hour, %.0f%%); want at most %d (BlockFactor prefixes' worth)",
+			paid, d, paid<<d, cfg.MaxVerifierPayWork, 100*float64(paid<<d)/float64(cfg.MaxVerifierPayWork), want)
+	}
+	// A prover of another /32 is still paid.
+	other := peer.ID("other-block")
+	where[other] = netip.MustParsePrefix("2001:db9:1::/48")
+	if !b.chargePay(other, d, now) {
+		t.Fatal("a prover of another /32 was refused")
 	}
 }
