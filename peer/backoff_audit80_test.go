@@ -4,10 +4,14 @@ package peer
 // IDs. Each failed on the code it was written against.
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,4 +121,47 @@ func TestAudit80ContactBackoffBounded(t *testing.T) {
 	if kept > maxContactBackoffs {
 		t.Fatalf("%d fresh peer IDs that declined our hello and left: %d back-offs kept (each for 25 h), want at most %d", fresh+remotes, kept, maxContactBackoffs)
 	}
+}
+
+// TestAudit80KeepFailingWarnLimited: the warning that a peer's sessions
+// keep failing (its seventh in a row, about three minutes of a
+// connection whose hellos it breaks) was written unlimited, one per peer
+// ID: a script that keeps its connections (8 per address, 400 and more in
+// all) and cycles fresh IDs wrote thousands an hour. It now goes through
+// warnPeer (one per peer a minute, a burst of 20 then one a second in
+// all).
+func TestAudit80KeepFailingWarnLimited(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := &Node{log: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	n.contact.ctx = ctx
+	n.contact.backoff = map[peer.ID]*contactBackoff{}
+	n.contact.verified = map[peer.ID]time.Time{}
+	const peers = 200
+	fail := errors.New("stream reset")
+	for i := range peers {
+		p := peer.ID(fmt.Sprintf("fresh-peer-%d", i))
+		for range contactTransientTries + 1 {
+			n.recordContact(p, nil, fail, false)
+		}
+	}
+	mu.Lock()
+	lines := strings.Count(logs.String(), "keep failing")
+	mu.Unlock()
+	if lines > warnBurst+2 {
+		t.Fatalf("%d fresh peers whose sessions failed %d times in a row: %d WARN lines at once, want at most the burst of %d", peers, contactTransientTries+1, lines, warnBurst)
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }

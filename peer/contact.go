@@ -975,7 +975,9 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 		if b.transient == contactTransientTries+1 {
 			// Keep trying while the peer stays connected, at the
 			// longest back-off; pruneBackoff forgets it once it leaves.
-			n.log.Warn("first contact: sessions with peer keep failing; retrying at the longest back-off", "peer", p, "attempts", b.transient, "back_off", contactTransientMax, "last_err", why)
+			// Rate-limited: fresh peer IDs that keep their connections
+			// and break every hello would each write one.
+			n.warnPeer(p, "first contact: sessions with peer keep failing; retrying at the longest back-off", "attempts", b.transient, "back_off", contactTransientMax, "last_err", why)
 		}
 		d := jitter(min(contactTransientBackoff<<min(b.transient-1, 30), contactTransientMax))
 		b.until, b.reason = now.Add(d), why
