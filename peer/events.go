@@ -120,7 +120,7 @@ func (n *Node) recordReceived(r protocol.ProverResult) {
 		// session is counted (Stats.ProveFailed) below.
 		n.log.Debug("refused a verifier's session at this node's limits", "peer", r.Verifier, "err", r.Err)
 	case errors.Is(r.Err, protocol.ErrVerifyFirst):
-		n.noteDeclinedByUs(r.Verifier) // payable (solicit.go)
+		n.noteDeclinedByUs(r.Verifier) // waitingProver (solicit.go)
 		// Every hello of an unadmitted verifier that came to us, by
 		// design: debug only (a peer could fill the log with them).
 		n.log.Debug("asked a verifier that came to us to be verified first", "peer", r.Verifier, "err", r.Err)

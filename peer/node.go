@@ -404,11 +404,12 @@ func New(cfg Config) (*Node, error) {
 		// is answered even when that verdict is on challenges weaker than
 		// we require to admit it (a node without an LLM serves
 		// procedural ones): it answered ours.
-		VerifiedPeer: n.verifiedByUs,
-		RejectedPeer: func(p peer.ID) bool { return n.Admission(p).Reason == NotAdmittedRejected },
-		Solicited:    n.askedToVerify,
-		Contacted:    n.payable,
-		MutualWait:   n.mutualWait,
+		VerifiedPeer:     n.verifiedByUs,
+		RejectedPeer:     func(p peer.ID) bool { return n.Admission(p).Reason == NotAdmittedRejected },
+		Solicited:        n.askedToVerify,
+		Contacted:        n.contactedByUs,
+		MutualWaitProver: n.waitingProver,
+		MutualWait:       n.mutualWait,
 		OnReflection: func(p peer.ID) {
 			n.warnPeer(p, "peer reflected our own challenge back to us")
 		},

@@ -103,25 +103,36 @@ func (n *Node) noteVerifyFirst(p peer.ID) {
 }
 
 // noteDeclinedByUs records that our prover declined p's session
-// VERIFY_FIRST (for payable).
+// VERIFY_FIRST (for waitingProver).
 func (n *Node) noteDeclinedByUs(p peer.ID) {
 	n.note(p, func(s *solicitState) *peerSet { return &s.declinedB })
 }
 
-// payable reports whether this node's verifier pays p's payment (spec
-// §5b; protocol.Config.Contacted): it came to p, or either declined the
-// other's session VERIFY_FIRST within mutualWaitFor (two verify-first
-// nodes that met without either asking the other: the one waiting
-// answers the other against a payment, mutualWait on its side, whichever
-// declined first). A peer gets this node to pay only for sessions this
-// node opens on its own, after the peer paid this node's own proof of
-// work, bounded by its draw shares.
-func (n *Node) payable(p peer.ID) bool {
+// contactedByUs reports whether this node came to p on its own
+// initiative and has stayed connected since (protocol.Config.Contacted):
+// its verifier pays p's payment (spec §5b).
+func (n *Node) contactedByUs(p peer.ID) bool {
 	s := &n.solicited
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, contacted := s.contacted[p]
-	return contacted || s.declined.recent(p, mutualWaitFor) || s.declinedB.recent(p, mutualWaitFor)
+	return contacted
+}
+
+// waitingProver reports whether either of this node and p declined the
+// other's session VERIFY_FIRST within mutualWaitFor
+// (protocol.Config.MutualWaitProver): two verify-first nodes that met
+// without either asking the other, the one waiting answers the other
+// against a payment (mutualWait on its side, whichever declined first),
+// so this node's verifier pays p too, after p paid the proof of work of
+// at least protocol.MutualWaitPayDifficulty it asks such a prover. A
+// peer gets this node to pay only for sessions this node opens on its
+// own, within its draw shares and the payment budgets.
+func (n *Node) waitingProver(p peer.ID) bool {
+	s := &n.solicited
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.declined.recent(p, mutualWaitFor) || s.declinedB.recent(p, mutualWaitFor)
 }
 
 // mutualWait reports whether p, which came to us and which we have not

@@ -67,6 +67,11 @@ type BeginOptions struct {
 	// add; capped by Config.MaxPowDifficulty): a door open to anonymous
 	// clients asks more than the libp2p base.
 	MinPowDifficulty int
+	// PowFloor, when above the session's proof of work, replaces it
+	// (capped by Config.MaxPowDifficulty): the libp2p verifier asks a
+	// prover in mutual wait at least MutualWaitPayDifficulty, what it
+	// may pay that prover (spec §5b, §5c).
+	PowFloor int
 	// DeferLoad counts the session in the node's outbound load (which
 	// raises every peer's proof of work, §9a) only once its subject has
 	// paid, not from Begin: a door that begins sessions for clients that
@@ -147,6 +152,7 @@ func (v *Verifier) Begin(subject peer.ID, opt BeginOptions) (*VerifierSession, e
 	if base := max(s.cfg.PowDifficulty, 0); opt.MinPowDifficulty > base {
 		vs.pow = min(vs.pow-base+opt.MinPowDifficulty, s.cfg.MaxPowDifficulty)
 	}
+	vs.pow = max(vs.pow, min(opt.PowFloor, s.cfg.MaxPowDifficulty))
 	return vs, nil
 }
 

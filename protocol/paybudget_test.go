@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -156,6 +157,53 @@ func TestPowCappedByPayAsk(t *testing.T) {
 			ack := f.GetHelloAck()
 			if ack == nil || !CheckPow(ack.GetNonce(), b.ID(), ack.GetPow(), tc.d) || int(ack.GetPayDifficulty()) != map[bool]int{true: 0, false: tc.payD}[tc.verifier != nil] {
 				t.Fatalf("hello asking %d bits: %v, want an ack paying them and asking %d", tc.d, f, tc.payD)
+			}
+		})
+	}
+}
+
+// A prover that came to this node is paid only in mutual wait
+// (Config.MutualWaitProver, spec §5c): the verifier's hello then asks at
+// least MutualWaitPayDifficulty, and a payment up to PaySlack bits above
+// it is paid; without the hook the same prover is not paid.
+func TestVerifierPaysWaitingProver(t *testing.T) {
+	for _, waiting := range []bool{true, false} {
+		t.Run(fmt.Sprint("waiting=", waiting), func(t *testing.T) {
+			a, m := newHost(t), newHost(t)
+			cfg := Config{Source: sourceOf("pay-5"), Policy: fastPolicy(5*time.Second, 20*time.Second)}
+			if waiting {
+				cfg.MutualWaitProver = func(p peer.ID) bool { return p == m.ID() }
+			}
+			va := newService(t, a, cfg)
+			type seen struct {
+				helloD int
+				paid   bool
+			}
+			got := make(chan seen, 1)
+			const ask = MutualWaitPayDifficulty + PaySlack
+			rawProver(t, m, func(r *rawPeer, hello *pb.Hello) {
+				s := seen{helloD: int(hello.GetPowDifficulty())}
+				defer func() { got <- s }()
+				pow, err := SolvePow(testCtx(t, 20*time.Second), hello.GetNonce(), m.ID(), s.helloD, DefaultMaxPowDifficulty)
+				if err != nil {
+					return
+				}
+				nonce := make([]byte, PayNonceBytes)
+				rand.Read(nonce)
+				r.send(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow,
+					PayDifficulty: ask, PayNonce: nonce}}})
+				if f, err := r.recv(); err == nil {
+					s.paid = CheckPay(nonce, a.ID(), f.GetProbe().GetPay(), ask)
+				}
+			})
+			connect(t, m, a, "tcp") // m comes to a
+			_, err := va.Verify(testCtx(t, 30*time.Second), m.ID(), false)
+			s := <-got
+			switch {
+			case waiting && (s.helloD < MutualWaitPayDifficulty || !s.paid):
+				t.Fatalf("waiting prover: hello asked %d bits, paid %v (Verify: %v); want >= %d and paid", s.helloD, s.paid, err, MutualWaitPayDifficulty)
+			case !waiting && (s.paid || !errors.Is(err, ErrPayRefused)):
+				t.Fatalf("prover that came: paid %v, Verify %v; want unpaid, ErrPayRefused", s.paid, err)
 			}
 		})
 	}

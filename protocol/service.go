@@ -327,6 +327,13 @@ type Config struct {
 	// behind NAT through a relay, the node's own hole punch dials p).
 	Solicited func(p peer.ID) bool
 	Contacted func(p peer.ID) bool
+	// MutualWaitProver reports whether p, which this node did not
+	// contact, waits for this node as it waits for p: one of them
+	// declined the other's session VERIFY_FIRST recently (spec §5c).
+	// This node's verifier then asks p a proof of work of at least
+	// MutualWaitPayDifficulty and pays p's payment (§5b), as it pays a
+	// prover it contacted. Nil: no prover that came is paid.
+	MutualWaitProver func(p peer.ID) bool
 	// RejectedPeer, with VerifyFirst, reports whether this node's own
 	// standing verdict on p is a rejection: such a verifier is never
 	// answered, asked for or not (spec §5c).

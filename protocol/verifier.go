@@ -70,7 +70,16 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 	// Cost before work (spec §5a): the core draws nothing before the peer
 	// paid in its hello ack, and a peer whose share of draws is spent is
 	// not even asked.
-	vs, err := s.Core().Begin(p, BeginOptions{Reciprocal: reciprocal})
+	// Who came (spec §5b): a prover this node did not contact is paid
+	// only in mutual wait (§5c), and is then asked at least the proof of
+	// work it may be paid.
+	run.inbound = s.proverCameToUs(p)
+	run.waiting = run.inbound && s.cfg.MutualWaitProver != nil && s.cfg.MutualWaitProver(p)
+	var floor int
+	if run.waiting {
+		floor = MutualWaitPayDifficulty
+	}
+	vs, err := s.Core().Begin(p, BeginOptions{Reciprocal: reciprocal, PowFloor: floor})
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +125,6 @@ func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Resu
 	defer stop()
 
 	run.str = str
-	run.inbound = s.proverCameToUs(p)
 	// The run ends the core session: Finish for a verdict, Abort when no
 	// session ran (a set no challenge of which reached the wire then goes
 	// back to the source, and its draw to the peer's share; an unpaid
@@ -188,8 +196,9 @@ type verifierRun struct {
 	reciprocal bool
 	log        *slog.Logger
 	// inbound: the prover came to this node (Service.proverCameToUs), so
-	// this node pays no payment it asks (spec §5b).
-	inbound bool
+	// this node pays no payment it asks (spec §5b), unless waiting: the
+	// prover is in mutual wait with this node (Config.MutualWaitProver).
+	inbound, waiting bool
 
 	rtt   time.Duration
 	start time.Time // when the first challenge's write returned
@@ -591,9 +600,15 @@ func (v *verifierRun) payFor(ack *pb.HelloAck) ([]byte, error) {
 		return nil, failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "hello ack asks pay_difficulty %d above %d", d, MaxPowDifficulty)
 	case d == 0 || len(nonce) != PayNonceBytes:
 		return nil, failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "hello ack pay_nonce of %d bytes with pay_difficulty %d", len(nonce), d)
-	case v.inbound:
+	case v.inbound && !v.waiting:
 		_ = v.str.ResetWithError(ErrCodeBusy)
 		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work on a connection it opened", ErrPayRefused, v.peer, d)}
+	case d > max(v.vs.PowDifficulty(), PublicPowDifficulty)+PaySlack:
+		// At most PaySlack bits more than the prover paid for this
+		// node (or than a public node's base): the requester pays
+		// first, and not a sixty-fourth of what it costs.
+		_ = v.str.ResetWithError(ErrCodeBusy)
+		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work, more than %d bits above the %d it was asked", ErrPayRefused, v.peer, d, PaySlack, max(v.vs.PowDifficulty(), PublicPowDifficulty))}
 	case d > s.cfg.MaxPowDifficulty:
 		// Above what this node pays: refused before the budgets are
 		// charged (SolvePay would refuse it unsolved, and the charge of
