@@ -6,6 +6,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/internal/bounded"
 )
 
 // Who came to whom (spec/protocol.md §5b, §5c). libp2p's connection
@@ -26,10 +28,13 @@ import (
 // own sessions VERIFY_FIRST (§5c), so that two verify-first nodes that
 // came to each other do not wait for each other for ever (mutualWait).
 
-// maxSolicited bounds each set of peers remembered; past it an arbitrary
-// entry is dropped (a dropped peer is then one that came, or that did not
-// decline us: the stricter side). Peers a remote can add (the declined
-// sets) cost a map operation each, no scan.
+// maxSolicited bounds each set of peers remembered; a full set forgets a
+// sixteenth at once (bounded.MakeRoom: one scan per 256 new peers), in
+// the declined sets those older than mutualWaitFor first, which count
+// for nothing any more; then any (a dropped peer is then one that came,
+// or that did not decline us: the stricter side). A flood of fresh peer
+// IDs declined VERIFY_FIRST then pushes out stale entries before the
+// recent ones of honest peers.
 const maxSolicited = 4096
 
 // mutualWaitFor is how long a peer's VERIFY_FIRST decline of our session
@@ -51,11 +56,8 @@ func (s *peerSet) add(p peer.ID, now time.Time) {
 	if *s == nil {
 		*s = peerSet{}
 	}
-	if _, ok := (*s)[p]; !ok && len(*s) >= maxSolicited {
-		for q := range *s {
-			delete(*s, q)
-			break
-		}
+	if _, ok := (*s)[p]; !ok {
+		bounded.MakeRoom(*s, maxSolicited, func(at time.Time) bool { return now.Sub(at) > mutualWaitFor })
 	}
 	(*s)[p] = now
 }
