@@ -157,6 +157,8 @@ type contactState struct {
 	probation chan struct{}
 	// kick asks the maintenance loop for an early rescan.
 	kick chan struct{}
+	// rescans counts the maintenance loop's rescans (tests).
+	rescans atomic.Int64
 
 	mu sync.Mutex
 	// active holds the peers a worker is handling (queued or running).
@@ -443,15 +445,26 @@ func (n *Node) contactEvents() {
 	}
 }
 
+// contactWakeGap is the least time between two rescans that the end of a
+// back-off causes. A rescan walks the back-off table (up to
+// maxContactBackoffs) and every connected peer, and remote peers choose
+// when their back-offs end (a decline's retry, jittered): a crowd of them
+// with staggered retries would otherwise wake it every 10 ms. Retries are
+// seconds apart, so a quarter of a second later changes nothing for them.
+const contactWakeGap = 250 * time.Millisecond
+
 // contactMaintain rescans the connected peers when a back-off runs out and
 // at least every contactRescan: peers whose back-off ended, admitted peers
-// due for re-attestation, peers an earlier event missed.
+// due for re-attestation, peers an earlier event missed. Two rescans are
+// at least contactWakeGap apart (at most contactRescan).
 func (n *Node) contactMaintain() {
 	c := &n.contact
 	defer c.wg.Done()
 	t := time.NewTimer(n.t.contactRescan)
 	defer t.Stop()
-	next := time.Now().Add(n.t.contactRescan)
+	gap := min(contactWakeGap, n.t.contactRescan)
+	last := time.Now()
+	next := last.Add(n.t.contactRescan)
 	for {
 		at := next
 		c.mu.Lock()
@@ -459,7 +472,8 @@ func (n *Node) contactMaintain() {
 			at = c.nextWake
 		}
 		c.mu.Unlock()
-		t.Reset(max(time.Until(at), 10*time.Millisecond))
+		// From the last rescan, not from a kick: kicks cannot postpone it.
+		t.Reset(max(time.Until(at), time.Until(last.Add(gap)), 10*time.Millisecond))
 		select {
 		case <-c.ctx.Done():
 			return
@@ -471,6 +485,8 @@ func (n *Node) contactMaintain() {
 		case <-t.C:
 		}
 		now := time.Now()
+		last = now
+		c.rescans.Add(1)
 		n.pruneBackoff(now)
 		c.mu.Lock()
 		c.nextWake = time.Time{}
