@@ -28,6 +28,12 @@ import (
 // and logs nothing.
 func newExampleNode(t *testing.T) *Node {
 	t.Helper()
+	return newBareNode(t, Config{Source: exampleCorpus(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// exampleCorpus is a source of the spec's example sets.
+func exampleCorpus(t *testing.T) *skill.Corpus {
+	t.Helper()
 	sets, err := spec.Examples()
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +42,7 @@ func newExampleNode(t *testing.T) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newBareNode(t, Config{Source: src, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return src
 }
 
 // TestReciprocalRequestsDoNotPileUp (issue 10, finding 2): a peer whose

@@ -19,8 +19,6 @@ import (
 
 	"github.com/acaptcha/acaptcha/protocol"
 	wirepb "github.com/acaptcha/acaptcha/protocol/pb"
-	"github.com/acaptcha/acaptcha/skill"
-	"github.com/acaptcha/acaptcha/spec"
 )
 
 // Audit (helper-79): a VERIFY_FIRST decline whose reciprocal is
@@ -30,14 +28,7 @@ func TestVerifyFirstUnspecifiedBacksOff(t *testing.T) {
 	saved := contactTransientMax
 	contactTransientMax = time.Second
 	t.Cleanup(func() { contactTransientMax = saved })
-	sets, err := spec.Examples()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := skill.NewCorpus("test", sets, nil, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := exampleCorpus(t)
 	n := newBareNode(t, Config{Source: src, AttestPolicy: AttestAll, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 
 	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))

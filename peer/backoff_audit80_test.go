@@ -23,8 +23,6 @@ import (
 
 	"github.com/acaptcha/acaptcha/protocol"
 	wirepb "github.com/acaptcha/acaptcha/protocol/pb"
-	"github.com/acaptcha/acaptcha/skill"
-	"github.com/acaptcha/acaptcha/spec"
 )
 
 // TestAudit80ContactBackoffBounded: a peer that declines our hello (any
@@ -37,14 +35,7 @@ import (
 // for 25 hours, without a bound in total. It now holds at most
 // maxContactBackoffs entries.
 func TestAudit80ContactBackoffBounded(t *testing.T) {
-	sets, err := spec.Examples()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := skill.NewCorpus("test", sets, nil, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := exampleCorpus(t)
 	n := newBareNode(t, Config{Source: src, AttestPolicy: AttestAll, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 
 	// The remote path: fresh peer IDs that connect, decline our hello

@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-
-	"github.com/acaptcha/acaptcha/skill"
-	"github.com/acaptcha/acaptcha/spec"
 )
 
 // Back-offs that end a few milliseconds apart (remote peers choose when:
@@ -18,14 +15,7 @@ import (
 // contactWakeGap, each wake walking the back-off table and the connected
 // peers: 200 ends over 1 s woke it up to 100 times (every 10 ms) before.
 func TestContactRescansSpaced(t *testing.T) {
-	sets, err := spec.Examples()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := skill.NewCorpus("test", sets, nil, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := exampleCorpus(t)
 	n := newBareNode(t, Config{Source: src, AttestPolicy: AttestAll, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	c := &n.contact
 	time.Sleep(50 * time.Millisecond) // the loop is waiting
