@@ -932,10 +932,14 @@ func checkOptions(a *Record, opts VerifyOptions) error {
 
 // Cache remembers envelopes that passed Verify's checks up to the
 // signer's (the signature, the key rules, the encoding, the version, the
-// structure, issuer = signer), by SHA-256 of their bytes: Verify of the
-// same bytes again runs only the checks that depend on the options and
-// the time, with the same outcome, and costs a hash instead of a
-// signature check (a replayed envelope costs its sender nothing). It
+// structure, issuer = signer), by the signed record they carry (cacheKey:
+// a SHA-256 of the decoded key, payload type, payload and signature, so
+// that the same record in other bytes, an unknown field appended, is one
+// entry; of the bytes when they decode to no envelope): Verify of the
+// same record again runs only the checks that depend on the options and
+// the time, with the same outcome, and costs a decode and a hash instead
+// of a signature check (a replayed envelope, or a variant of one, costs
+// its sender nothing). It
 // holds at most Max envelopes (DefaultCacheSize when 0) and, when full,
 // forgets a sixteenth at once, expired records first. Safe for
 // concurrent use; the zero Cache is ready.
@@ -974,7 +978,13 @@ type cached struct {
 // shared with later calls for the same bytes: callers must not modify
 // it.
 func (c *Cache) Verify(data []byte, opts VerifyOptions) (*Record, *record.Envelope, error) {
-	key := sha256.Sum256(data)
+	if len(data) > MaxEnvelopeBytes || len(data) == 0 {
+		// What no envelope may be fails before any lookup: a variant of
+		// a cached record larger than an envelope is refused as Verify
+		// refuses it.
+		return verifySigned(data)
+	}
+	key := cacheKey(data)
 	c.mu.Lock()
 	e, ok := c.m[key]
 	c.mu.Unlock()
@@ -1025,6 +1035,35 @@ func (c *Cache) Verify(data []byte, opts VerifyOptions) (*Record, *record.Envelo
 		return nil, nil, err
 	}
 	return e.rec, e.env, nil
+}
+
+// cacheDomain separates the Cache's record keys from digests of bytes.
+const cacheDomain = "acaptcha cached record\x00"
+
+// cacheKey names the signed record in data for the Cache: the SHA-256 of
+// its envelope's key type and data, payload type, payload and signature,
+// all Verify reads of it (the decoder skips unknown fields, keeps the
+// last of a repeated one, and so does Verify's). Data that decodes to no
+// envelope with a public key of a known type (0 to 3) is named by the
+// SHA-256 of its bytes. Nothing is checked nor any key decoded.
+func cacheKey(data []byte) [sha256.Size]byte {
+	var env recordpb.Envelope
+	if err := proto.Unmarshal(data, &env); err != nil || env.GetPublicKey() == nil ||
+		env.GetPublicKey().GetType() < cryptopb.KeyType_RSA || env.GetPublicKey().GetType() > cryptopb.KeyType_ECDSA {
+		return sha256.Sum256(data)
+	}
+	pk := env.GetPublicKey()
+	h := sha256.New()
+	h.Write([]byte(cacheDomain))
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(pk.GetType()))])
+	for _, f := range [][]byte{pk.GetData(), env.GetPayloadType(), env.GetPayload(), env.GetSignature()} {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(f)))])
+		h.Write(f)
+	}
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
 }
 
 // CheckSource applies the provenance policy of spec/attestation.md
