@@ -25,6 +25,7 @@ import (
 
 	"github.com/acaptcha/acaptcha/internal/bounded"
 	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/protocol/attestation"
 )
 
 // AttestationTopic is the GossipSub topic attestations are shared on.
@@ -316,26 +317,9 @@ func (b *gossipBudget) takeAs(p peer.ID, pfx netip.Prefix, cost int, admitted bo
 	return true
 }
 
-// keyCost is what checking a signature of a key of type typ whose
-// encoding (crypto.MarshalPublicKey's Data) is size bytes costs, in units
-// of about one ed25519 check: an RSA key of b bits (b/1024)², rounded up
-// (b from the encoding's size: no key is decoded to price it), other
-// keys 1 or 2.
-func keyCost(typ cryptopb.KeyType, size int) int {
-	switch typ {
-	case cryptopb.KeyType_Ed25519:
-		return 1
-	case cryptopb.KeyType_RSA:
-		// A PKIX encoding holds the modulus and about 38 bytes more.
-		kb := (max(0, size-rsaDEROverhead)*8 + 1023) / 1024
-		return max(1, kb*kb)
-	}
-	return 2
-}
-
-// rsaDEROverhead is what a PKIX-encoded RSA public key holds besides its
-// modulus (294 bytes for 2048 bits, 1062 for 8192).
-const rsaDEROverhead = 38
+// keyCost is attestation.KeyCost: what checking a signature of a key of
+// type typ whose encoding is size bytes costs, in ed25519 checks.
+func keyCost(typ cryptopb.KeyType, size int) int { return attestation.KeyCost(typ, size) }
 
 // gossipCost prices a published message (gossipBudget): its author's
 // signature check (the attached key, or the one its peer ID holds) and

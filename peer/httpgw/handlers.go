@@ -675,7 +675,8 @@ type verifyResponse struct {
 const NotAccepted = "not_accepted"
 
 func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
-	if prefix := g.prefixOf(clientIP(r, g.cfg.TrustedProxies)); !g.rates.allow(prefix, g.now()) {
+	prefix := g.prefixOf(clientIP(r, g.cfg.TrustedProxies))
+	if !g.rates.allow(prefix, g.now()) {
 		g.writeError(w, errorf(errRateLimited, "too many creates and verifies from %s or in total; retry after a second", cmp.Or(prefix, "this client")))
 		return
 	}
@@ -712,6 +713,14 @@ func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(req.Attestation) == 0 {
 		g.writeError(w, errorf(errBadRequest, "attestation missing: give the signed envelope in standard base64"))
+		return
+	}
+	// A record not checked before costs its signature check in rate
+	// tokens, priced by its key as gossip prices it (an RSA-8192 key 64
+	// ed25519 checks; at most the prefix's burst): the request's own
+	// token paid one (http.md §5).
+	if cost := g.verified.Cost(req.Attestation); cost > 1 && !g.rates.charge(prefix, cost-1, g.now()) {
+		g.writeError(w, errorf(errRateLimited, "verifying a record signed with this key costs %d requests' worth of %s's rate or the door's; retry later", cost, cmp.Or(prefix, "this client")))
 		return
 	}
 	a, _, err := g.verified.Verify(req.Attestation, opts)

@@ -140,17 +140,43 @@ func newRateLimits(perPrefix float64, burst int, global float64, globalBurst int
 func (l *rateLimits) allow(prefix string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	pl := l.limiterLocked(prefix, now)
+	if pl.TokensAt(now) < 1 || l.global.TokensAt(now) < 1 {
+		return false
+	}
+	pl.AllowN(now, 1)
+	l.global.AllowN(now, 1)
+	return true
+}
+
+// limiterLocked returns prefix's bucket, making it (and room for it);
+// l.mu is held.
+func (l *rateLimits) limiterLocked(prefix string, now time.Time) *rate.Limiter {
 	pl, ok := l.prefixes[prefix]
 	if !ok {
 		bounded.MakeRoom(l.prefixes, maxRatePrefixes, func(v *rate.Limiter) bool { return v.TokensAt(now) >= float64(l.burst) })
 		pl = rate.NewLimiter(l.rate, l.burst)
 		l.prefixes[prefix] = pl
 	}
-	if pl.TokensAt(now) < 1 || l.global.TokensAt(now) < 1 {
+	return pl
+}
+
+// charge spends n more of prefix's bucket and of the door's, at most
+// the prefix's burst (so that any one request can be served by a full
+// bucket); it reports false, spending nothing, when either holds less.
+func (l *rateLimits) charge(prefix string, n int, now time.Time) bool {
+	if n <= 0 {
+		return true
+	}
+	n = min(n, l.burst)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pl := l.limiterLocked(prefix, now)
+	if pl.TokensAt(now) < float64(n) || l.global.TokensAt(now) < float64(n) {
 		return false
 	}
-	pl.AllowN(now, 1)
-	l.global.AllowN(now, 1)
+	pl.AllowN(now, n)
+	l.global.AllowN(now, n)
 	return true
 }
 

@@ -1046,6 +1046,50 @@ const cacheDomain = "acaptcha cached record\x00"
 // last of a repeated one, and so does Verify's). Data that decodes to no
 // envelope with a public key of a known type (0 to 3) is named by the
 // SHA-256 of its bytes. Nothing is checked nor any key decoded.
+// KeyCost is what checking a signature of a key of type typ whose
+// encoding (crypto.MarshalPublicKey's Data) is size bytes costs, in
+// units of about one ed25519 check: an RSA key of b bits (b/1024)²,
+// rounded up (b from the encoding's size: no key is decoded to price
+// it), other keys 1 or 2. Gossip (trust.md §3.4) and the HTTP door's
+// verify route (http.md §5) price signature checks with it.
+func KeyCost(typ cryptopb.KeyType, size int) int {
+	switch typ {
+	case cryptopb.KeyType_Ed25519:
+		return 1
+	case cryptopb.KeyType_RSA:
+		// A PKIX encoding holds the modulus and about 38 bytes more.
+		kb := (max(0, size-rsaDEROverhead)*8 + 1023) / 1024
+		return max(1, kb*kb)
+	}
+	return 2
+}
+
+// rsaDEROverhead is what a PKIX-encoded RSA public key holds besides its
+// modulus (294 bytes for 2048 bits, 1062 for 8192).
+const rsaDEROverhead = 38
+
+// Cost is what Verify would spend on data now, in KeyCost units: 0 for
+// a record the cache holds (a hash and a decode), KeyCost of the
+// envelope's key for a new one, 1 for data that is no envelope (it fails
+// before any signature check).
+func (c *Cache) Cost(data []byte) int {
+	if len(data) > MaxEnvelopeBytes || len(data) == 0 {
+		return 1
+	}
+	var env recordpb.Envelope
+	if err := proto.Unmarshal(data, &env); err != nil || env.GetPublicKey() == nil {
+		return 1
+	}
+	key := cacheKey(data)
+	c.mu.Lock()
+	_, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return 0
+	}
+	return KeyCost(env.GetPublicKey().GetType(), len(env.GetPublicKey().GetData()))
+}
+
 func cacheKey(data []byte) [sha256.Size]byte {
 	var env recordpb.Envelope
 	if err := proto.Unmarshal(data, &env); err != nil || env.GetPublicKey() == nil ||
