@@ -8,6 +8,7 @@ package peer
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"slices"
 	"strings"
@@ -115,6 +116,15 @@ const (
 	// walks a subject's records, and sybil issuers could otherwise pile
 	// tens of thousands on one peer.
 	MaxLearnedPerSubject = 256
+	// MaxLearnedPerNetwork bounds the records of issuers this node does
+	// not admit directly that the peers of one network (IPv4 /24, IPv6
+	// /48, a relay's group) brought, by gossip or presentation; those of
+	// one IPv6 /32 get protocol.BlockFactor times as many. Issuer and
+	// subject keys are free, so without it one network filled the whole
+	// table (65,536 records in about 4 minutes at its gossip budget) and
+	// every other network's such records were ignored for up to 30 days.
+	// Records loaded at start count for no network.
+	MaxLearnedPerNetwork = MaxLearned / 16
 	maxLearnedHard       = 2 * MaxLearned
 	learnedQueue         = 4096
 	learnedPruneEvery    = 10 * time.Minute
@@ -166,8 +176,11 @@ type trustRec struct {
 	challenges   skill.SourceKind
 	source       string
 	from, author peer.ID
-	learnedAt    time.Time
-	env          []byte
+	// net and block are the groups of from's connection this learned
+	// record is counted in (trustState.perNet), zero when in none.
+	net, block netip.Prefix
+	learnedAt  time.Time
+	env        []byte
 	// versionAt is when this node last accepted a version of the pair
 	// (learned it, or accepted a newer one on gossip), retractAt when it
 	// last accepted a retraction of it, pending the newer version the
@@ -255,6 +268,38 @@ func (t *trustState) dropLearnedLocked(r *trustRec) {
 	if t.perIssuer[r.issuer]--; t.perIssuer[r.issuer] <= 0 {
 		delete(t.perIssuer, r.issuer)
 	}
+	t.uncountNetLocked(r)
+}
+
+// netFullLocked reports whether the network groups nets hold their
+// share of learned records (MaxLearnedPerNetwork).
+func (t *trustState) netFullLocked(nets addrNets) bool {
+	return nets.prefix.IsValid() && t.perNet[nets.prefix] >= MaxLearnedPerNetwork ||
+		nets.block.IsValid() && t.perNet[nets.block] >= protocol.BlockFactor*MaxLearnedPerNetwork
+}
+
+// countNetLocked counts r, a new learned record, in the groups nets.
+func (t *trustState) countNetLocked(r *trustRec, nets addrNets) {
+	r.net, r.block = nets.prefix, nets.block
+	for _, g := range []netip.Prefix{r.net, r.block} {
+		if g.IsValid() {
+			if t.perNet == nil {
+				t.perNet = map[netip.Prefix]int{}
+			}
+			t.perNet[g]++
+		}
+	}
+}
+
+// uncountNetLocked undoes countNetLocked for r, leaving the index.
+func (t *trustState) uncountNetLocked(r *trustRec) {
+	for _, g := range []netip.Prefix{r.net, r.block} {
+		if g.IsValid() {
+			if t.perNet[g]--; t.perNet[g] <= 0 {
+				delete(t.perNet, g)
+			}
+		}
+	}
 }
 
 // dropDamagedLocked removes from the index the records of recs that fail
@@ -288,9 +333,9 @@ func (t *trustState) settlePairLocked(a *protocol.Attestation) {
 // wait: the gossip validator's, past which GossipSub ignores the message
 // whatever the validator says, or a presentation's; the cap then
 // refuses. Under the write lock.
-func (t *trustState) peekSettledLocked(a *protocol.Attestation, self peer.ID, now time.Time, maxWait time.Duration) (learnResult, *trustRec) {
+func (t *trustState) peekSettledLocked(a *protocol.Attestation, self peer.ID, now time.Time, maxWait time.Duration, nets addrNets) (learnResult, *trustRec) {
 	t.settlePairLocked(a)
-	res, old := t.peekLearnLocked(a, self, now)
+	res, old := t.peekLearnLocked(a, self, now, nets)
 	if res != learnUnsettled {
 		return res, old
 	}
@@ -308,7 +353,7 @@ func (t *trustState) peekSettledLocked(a *protocol.Attestation, self peer.ID, no
 	}
 	t.mu.Lock()
 	t.settlePairLocked(a)
-	if res, old = t.peekLearnLocked(a, self, now); res == learnUnsettled {
+	if res, old = t.peekLearnLocked(a, self, now, nets); res == learnUnsettled {
 		// The wait ended first, or the node stops (the check was cut
 		// short).
 		res = learnFull
@@ -416,6 +461,10 @@ type trustState struct {
 	learned   map[peer.ID]map[peer.ID]*trustRec
 	perIssuer map[peer.ID]int
 	nLearned  int
+	// perNet counts the learned records of issuers not admitted directly
+	// by the network (and the IPv6 /32) of the peer that brought them
+	// (trustRec.net, .block; MaxLearnedPerNetwork).
+	perNet map[netip.Prefix]int
 	// self: issuer -> newest attestation of this node (received in a
 	// session or learned), with its envelope.
 	self    map[peer.ID]*trustRec
@@ -922,7 +971,7 @@ func (r learnResult) String() string {
 
 // peekLearnLocked tells what learn would do with an attestation, without
 // changing anything.
-func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now time.Time) (learnResult, *trustRec) {
+func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now time.Time, nets addrNets) (learnResult, *trustRec) {
 	if a.Issuer == self {
 		return learnOwn, nil
 	}
@@ -955,7 +1004,7 @@ func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now 
 	trusted, _ := t.directLocked(a.Issuer, now)
 	if old == nil {
 		limit := t.nLearned >= MaxLearned || t.perIssuer[a.Issuer] >= MaxLearnedPerIssuer ||
-			len(t.learned[a.Subject]) >= MaxLearnedPerSubject
+			len(t.learned[a.Subject]) >= MaxLearnedPerSubject || t.netFullLocked(nets)
 		if t.nLearned >= maxLearnedHard || (limit && !trusted) {
 			if t.checking {
 				// The counts may include records that fail their
@@ -987,7 +1036,10 @@ func (t *trustState) peekLearnLocked(a *protocol.Attestation, self peer.ID, now 
 func (t *trustState) admitGossip(a *protocol.Attestation, self peer.ID, now time.Time, lim *gossipLimiter) learnResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	res, old := t.peekSettledLocked(a, self, now, gossipValidateTimeout)
+	// The forwarder's network is counted when the record is learned
+	// (learn), not here: a record over one network's share is still
+	// forwarded, only not kept.
+	res, old := t.peekSettledLocked(a, self, now, gossipValidateTimeout, addrNets{})
 	switch {
 	case res == learnAboutUs && a.Accepted:
 		// Forwarded (its issuer published it), not learned.
@@ -1046,8 +1098,17 @@ func (n *Node) learn(a *protocol.Attestation, env []byte, via Via, from, author 
 	if via == ViaGossip {
 		maxWait = gossipValidateTimeout
 	}
+	// The groups of the peer that brought it: a record of an issuer not
+	// admitted directly counts in them (MaxLearnedPerNetwork).
+	var nets addrNets
+	if conns := n.host.Network().ConnsToPeer(from); len(conns) > 0 {
+		nets, _ = netsOf(conns[0].RemoteMultiaddr(), n.cfg.LimitLoopback)
+	}
 	t.mu.Lock()
-	res, old := t.peekSettledLocked(a, self, now, maxWait)
+	if direct, _ := t.directLocked(a.Issuer, now); direct {
+		nets = addrNets{}
+	}
+	res, old := t.peekSettledLocked(a, self, now, maxWait, nets)
 	if res != learnedNew {
 		t.mu.Unlock()
 		return res
@@ -1072,6 +1133,10 @@ func (n *Node) learn(a *protocol.Attestation, env []byte, via Via, from, author 
 		if old == nil {
 			t.perIssuer[a.Issuer]++
 			t.nLearned++
+			t.countNetLocked(r, nets)
+		} else {
+			// The pair keeps the slot it was counted in.
+			r.net, r.block = old.net, old.block
 		}
 		m[a.Issuer] = r
 	}
@@ -1216,6 +1281,7 @@ func (n *Node) pruneLearned(now time.Time) {
 				if t.perIssuer[issuer]--; t.perIssuer[issuer] <= 0 {
 					delete(t.perIssuer, issuer)
 				}
+				t.uncountNetLocked(r)
 			}
 		}
 		if len(m) == 0 {
