@@ -451,6 +451,10 @@ func (r *trustRec) supersedes(old *trustRec) bool {
 }
 
 type trustState struct {
+	// presented caches the count of presented records by issuers not
+	// admitted directly (Node.presentedUntrusted).
+	presented presentedCount
+
 	// now overrides the clock of admission decisions (tests).
 	now atomic.Pointer[func() time.Time]
 
@@ -1141,6 +1145,9 @@ func (n *Node) learn(a *protocol.Attestation, env []byte, via Via, from, author 
 		m[a.Issuer] = r
 	}
 	t.mu.Unlock()
+	if via == ViaPresentation && a.Subject != self && !n.admitsDirectly(a.Issuer) {
+		n.notePresentedUntrusted()
+	}
 	n.metrics.observeLearned(via)
 	l := Learned{Attestation: a, Envelope: env, Via: via, From: from, Author: author, LearnedAt: now}
 	select {
