@@ -56,6 +56,10 @@ package peer
 //     neither take the shared slots nor pile up workers. Loopback is
 //     exempt unless Config.LimitLoopback, as for the protocol's prefix
 //     budgets.
+//   - The workers (one per peer, queued or running) are bounded in total
+//     (maxContactWorkers) and per network (maxContactWorkersPerNet, an
+//     IPv6 /32 twice that): fresh peer IDs of one network cannot hold
+//     every worker while the session slots are taken.
 //   - The INFO lines of a session that starts or does not run are
 //     rate-limited per peer and in total (infoPeer, lograte.go).
 
@@ -174,6 +178,10 @@ type contactState struct {
 	// recip marks peers with a pending reciprocal request (served by the
 	// peer's active worker when it is done).
 	recip map[peer.ID]bool
+	// workersIn counts the workers of active by the network (and IPv6
+	// /32) of their peer's connection when they started: at most
+	// maxContactWorkersPerNet each (twice that for a /32).
+	workersIn map[netip.Prefix]int
 	// leashes are the sessions waiting for the peer's first answer.
 	leashes map[peer.ID]*leash
 	// silentNets are the networks in probation (nil until the first
@@ -381,6 +389,7 @@ func (n *Node) startContact() error {
 	c.backoff = map[peer.ID]*contactBackoff{}
 	c.verified = map[peer.ID]time.Time{}
 	c.recip = map[peer.ID]bool{}
+	c.workersIn = map[netip.Prefix]int{}
 	c.leashes = map[peer.ID]*leash{}
 	c.ctx, c.cancel = context.WithCancel(n.ctx)
 	n.loadVerified(time.Now())
@@ -538,6 +547,7 @@ func (n *Node) considerContact(p peer.ID, dir network.Direction, protos []lpprot
 	if !n.policyAllows(p, dir) {
 		return
 	}
+	nets := n.peerNets(p)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.active[p] {
@@ -546,7 +556,7 @@ func (n *Node) considerContact(p peer.ID, dir network.Direction, protos []lpprot
 	if b := c.backoff[p]; b != nil && why == "rescan" && time.Now().Before(b.until) {
 		return
 	}
-	n.startWorkerLocked(p, why)
+	n.startWorkerLocked(p, nets, why)
 }
 
 // maxContactWorkers bounds the first-contact workers that exist at once
@@ -557,16 +567,40 @@ func (n *Node) considerContact(p peer.ID, dir network.Direction, protos []lpprot
 // request is answered BUSY.
 const maxContactWorkers = 1024
 
+// maxContactWorkersPerNet bounds the workers of the peers of one network
+// (an IPv4 /24, an IPv6 /48, a relay's group: peerNets), a sixteenth of
+// maxContactWorkers; the /48s of one IPv6 /32 hold twice that together.
+// Fresh peer IDs are free and a reciprocal request (any hello to a
+// verify-first node, §5c) starts a worker: while the session slots are
+// taken the workers wait, and the peers of one /24 held all 1,024 of
+// them (audit-82). Loopback peers count against the total only, unless
+// Config.LimitLoopback.
+const maxContactWorkersPerNet = maxContactWorkers / 16
+
 // startWorkerLocked starts p's one worker and reports whether it did
-// (not when maxContactWorkers exist); c.mu is held and p has none. The
-// worker serves a reciprocal request that arrives while it runs before
-// it ends.
-func (n *Node) startWorkerLocked(p peer.ID, why string) bool {
+// (not when maxContactWorkers exist, or the share of nets, p's network
+// groups, is held); c.mu is held and p has none. The worker serves a
+// reciprocal request that arrives while it runs before it ends.
+func (n *Node) startWorkerLocked(p peer.ID, nets addrNets, why string) bool {
 	c := &n.contact
-	if len(c.active) >= maxContactWorkers {
+	switch {
+	case len(c.active) >= maxContactWorkers,
+		nets.prefix.IsValid() && c.workersIn[nets.prefix] >= maxContactWorkersPerNet,
+		nets.block.IsValid() && c.workersIn[nets.block] >= 2*maxContactWorkersPerNet:
 		return false
 	}
 	c.active[p] = true
+	count := func(d int) {
+		for _, k := range []netip.Prefix{nets.prefix, nets.block} {
+			if !k.IsValid() {
+				continue
+			}
+			if c.workersIn[k] += d; c.workersIn[k] <= 0 {
+				delete(c.workersIn, k)
+			}
+		}
+	}
+	count(+1)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -576,6 +610,7 @@ func (n *Node) startWorkerLocked(p peer.ID, why string) bool {
 			if !c.recip[p] || c.ctx.Err() != nil {
 				delete(c.recip, p)
 				delete(c.active, p)
+				count(-1)
 				c.mu.Unlock()
 				return
 			}
@@ -660,6 +695,7 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 	if need, _ := n.needsChallenge(p, now); !need {
 		return reciprocalDropReason(n.Admission(p))
 	}
+	nets := n.peerNets(p)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ctx.Err() != nil {
@@ -671,7 +707,7 @@ func (n *Node) onReciprocal(p peer.ID, drawsLeft bool) pb.Reciprocal {
 		c.recip[p] = true
 		return pb.Reciprocal_RECIPROCAL_WILL
 	}
-	if !n.startWorkerLocked(p, whyReciprocal) {
+	if !n.startWorkerLocked(p, nets, whyReciprocal) {
 		return pb.Reciprocal_RECIPROCAL_BUSY
 	}
 	return pb.Reciprocal_RECIPROCAL_WILL
