@@ -44,7 +44,8 @@ package peer
 //   - Silent peers get a short leash: a session holds one of the
 //     MaxConcurrentAttest slots only until the peer answers our hello
 //     with a complete frame (leash.go); one that has not answered within
-//     contactLeash of the stream opening gives its slot up (the session
+//     contactLeash of the stream's open starting (the open included)
+//     gives its slot up (the session
 //     runs on to its handshake timeout without one), and the peer is
 //     marked silent: its later attempts wait for the single probation
 //     slot, so silent peers never queue honest ones behind them.

@@ -65,7 +65,7 @@ func (n *Node) leashFor(p peer.ID) *leash {
 	return c.leashes[p]
 }
 
-// opened starts the leash when the session's stream is open.
+// opened starts the leash when the session's stream starts to open.
 func (l *leash) opened() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -157,15 +157,21 @@ type leashHost struct {
 }
 
 func (h leashHost) NewStream(ctx context.Context, p peer.ID, pids ...lpproto.ID) (network.Stream, error) {
-	s, err := h.Host.NewStream(ctx, p, pids...)
-	if err != nil || !slices.Contains(pids, protocol.ID) {
-		return s, err
+	if !slices.Contains(pids, protocol.ID) {
+		return h.Host.NewStream(ctx, p, pids...)
 	}
 	l := h.n.leashFor(p)
-	if l == nil {
-		return s, nil
+	if l != nil {
+		// From the open's start, not its end: opening is bounded by
+		// twice the handshake timeout only, and a peer that never
+		// answers the negotiation (or, over QUIC, grants no stream
+		// credit) held the slot for all of it (audit-82).
+		l.opened()
 	}
-	l.opened()
+	s, err := h.Host.NewStream(ctx, p, pids...)
+	if err != nil || l == nil {
+		return s, err
+	}
 	return &leashedStream{Stream: s, l: l}, nil
 }
 
