@@ -74,6 +74,11 @@ var (
 	advertiseMaxBackoff  = 5 * time.Minute
 	maxDiscoveryDials    = 8
 	rendezvousFindLimit  = 64
+	// rendezvousAskLimit is how many results a lookup asks the DHT for,
+	// of which rendezvousFindLimit are taken, at most rendezvousPerNet
+	// per network (netQuota).
+	rendezvousAskLimit = 4 * rendezvousFindLimit
+	rendezvousPerNet   = 4
 )
 
 type discoveryState struct {
@@ -627,17 +632,56 @@ func (n *Node) findOnce(rd *drouting.RoutingDiscovery, ns string) error {
 	d := &n.discovery
 	ctx, cancel := context.WithTimeout(d.ctx, time.Minute)
 	defer cancel()
-	ch, err := rd.FindPeers(ctx, ns, discovery.Limit(rendezvousFindLimit))
+	ch, err := rd.FindPeers(ctx, ns, discovery.Limit(rendezvousAskLimit))
 	if err != nil {
 		return fmt.Errorf("find peers on %q: %w", ns, err)
 	}
+	q := netQuota{per: rendezvousPerNet, total: rendezvousFindLimit, limitLoopback: n.cfg.LimitLoopback}
 	for ai := range ch {
-		n.discovered(ai, "dht")
+		if q.take(ai) {
+			n.discovered(ai, "dht")
+		}
 	}
 	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("find peers on %q: %w", ns, err)
 	}
 	return nil
+}
+
+// netQuota shares a lookup's results out by network: fresh peer IDs
+// advertising the rendezvous from one IPv4 /24 or IPv6 /48 (or through
+// one relay) get at most per of the total results taken, so that they
+// cannot fill a lookup and crowd the honest peers out of discovery. A
+// result is counted by its first address with a network; one with none
+// (no address this node could group) counts only in the total.
+type netQuota struct {
+	per, total    int
+	limitLoopback bool
+	taken         int
+	nets          map[netip.Prefix]int
+}
+
+// take reports whether ai is within the quota, counting it if so.
+func (q *netQuota) take(ai peer.AddrInfo) bool {
+	if q.taken >= q.total {
+		return false
+	}
+	for _, a := range ai.Addrs {
+		nets, known := netsOf(a, q.limitLoopback)
+		if !known || !nets.prefix.IsValid() {
+			continue
+		}
+		if q.nets[nets.prefix] >= q.per {
+			return false
+		}
+		if q.nets == nil {
+			q.nets = map[netip.Prefix]int{}
+		}
+		q.nets[nets.prefix]++
+		break
+	}
+	q.taken++
+	return true
 }
 
 // jitter returns d scaled by a random factor in [0.75, 1.25).
