@@ -498,7 +498,7 @@ func (n *Node) discovered(ai peer.AddrInfo, via string) {
 func (n *Node) dial(ctx context.Context, ai peer.AddrInfo) error {
 	ctx, cancel := context.WithTimeout(ctx, discoveryDialTimeout)
 	defer cancel()
-	n.solicit(ai.ID, false) // this node came to the peer, asking nothing of it (solicit.go)
+	n.solicit(ai.ID, false, false) // this node came to the peer, asking nothing of it (solicit.go)
 	if err := n.host.Connect(ctx, ai); err != nil {
 		n.forgetSolicited(ai.ID)
 		return fmt.Errorf("connect to %s: %w: %w", ai.ID, ErrNetwork, err)

@@ -408,6 +408,7 @@ func New(cfg Config) (*Node, error) {
 		RejectedPeer:     func(p peer.ID) bool { return n.Admission(p).Reason == NotAdmittedRejected },
 		Solicited:        n.askedToVerify,
 		Contacted:        n.contactedByUs,
+		Requested:        n.requestedByUs,
 		MutualWaitProver: n.waitingProver,
 		MutualWait:       n.mutualWait,
 		OnReflection: func(p peer.ID) {
@@ -524,7 +525,7 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 	if ai.ID == n.host.ID() {
 		return nil, errors.New("cannot attest ourselves")
 	}
-	n.solicit(ai.ID, true) // this node came to the peer and asks it to verify us (solicit.go)
+	n.solicit(ai.ID, true, true) // this node came to the peer and asks it to verify us (solicit.go)
 	if err := n.host.Connect(ctx, ai); err != nil {
 		n.forgetSolicited(ai.ID)
 		return nil, fmt.Errorf("connect to %s: %w: %w", ai.ID, ErrNetwork, err)
@@ -708,7 +709,7 @@ func (n *Node) standingVerdictOnUs(p peer.ID, now time.Time) *protocol.ProverRes
 func (n *Node) Verify(ctx context.Context, p peer.ID) (*protocol.Result, error) {
 	// An explicit verification: this node comes to p (it pays p's
 	// payment, spec §5b), kept while connected (solicit.go).
-	n.solicit(p, false)
+	n.solicit(p, false, true)
 	defer n.forgetSolicited(p)
 	return n.verify(ctx, p, false)
 }

@@ -45,6 +45,7 @@ type solicitState struct {
 	mu        sync.Mutex
 	asked     peerSet
 	contacted peerSet
+	requested peerSet // explicit Verify or Attest: paid up to the maximum
 	declined  peerSet // when each declined our session VERIFY_FIRST
 	declinedB peerSet // when we declined each one's session VERIFY_FIRST
 }
@@ -76,9 +77,10 @@ func (n *Node) note(p peer.ID, which func(*solicitState) *peerSet) {
 	which(s).add(p, time.Now())
 }
 
-// solicit records that this node comes to p on its own initiative, and
-// whether it asks p to verify it (Attest).
-func (n *Node) solicit(p peer.ID, askVerify bool) {
+// solicit records that this node comes to p on its own initiative,
+// whether it asks p to verify it (Attest), and whether its caller asked
+// for it explicitly (Verify, Attest; not a discovery dial).
+func (n *Node) solicit(p peer.ID, askVerify, requested bool) {
 	s := &n.solicited
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -87,6 +89,20 @@ func (n *Node) solicit(p peer.ID, askVerify bool) {
 	if askVerify {
 		s.asked.add(p, now)
 	}
+	if requested {
+		s.requested.add(p, now)
+	}
+}
+
+// requestedByUs reports whether this node's caller asked to verify p
+// (Verify, Attest) and the node has stayed connected to p since
+// (protocol.Config.Requested).
+func (n *Node) requestedByUs(p peer.ID) bool {
+	s := &n.solicited
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.requested[p]
+	return ok
 }
 
 // askedToVerify reports whether this node asked p to verify it and has
@@ -167,6 +183,7 @@ func (n *Node) forgetSolicited(p peer.ID) {
 	s.mu.Lock()
 	delete(s.asked, p)
 	delete(s.contacted, p)
+	delete(s.requested, p)
 	delete(s.declined, p)
 	delete(s.declinedB, p)
 	s.mu.Unlock()

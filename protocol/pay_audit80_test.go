@@ -110,14 +110,19 @@ func TestAudit80PayBudgetPerBlock(t *testing.T) {
 // TestAudit80PayNoMoreThanPaid: a prover can make this node pay (§5b;
 // a discovery dial of a script, or mutual wait, §5c). The verifier pays
 // at most PaySlack bits above the proof of work it asked (or above a
-// public node's base): before, a prover that paid 2^16 hashes was paid
-// 2^22 (64x). In mutual wait the verifier asks at least
-// MutualWaitPayDifficulty, so two honest verify-first nodes still pay
-// each other's 20-22 bits (TestVerifierPaysWaitingProver).
+// public node's base) unless its caller asked for the verification
+// explicitly (Config.Requested; TestRequestedProverPaidToMax): before, a
+// prover that paid 2^16 hashes was paid 2^22 (64x). In mutual wait the
+// verifier asks at least MutualWaitPayDifficulty, so two honest
+// verify-first nodes still pay each other's 20-22 bits
+// (TestVerifierPaysWaitingProver).
 func TestAudit80PayNoMoreThanPaid(t *testing.T) {
 	a, m := newHost(t), newHost(t)
 	const powD = 16
-	va := newService(t, a, Config{Source: sourceOf("audit80-ratio"), PowDifficulty: powD})
+	// A prover the node contacted on its own (a discovery dial), not one
+	// its caller asked for.
+	va := newService(t, a, Config{Source: sourceOf("audit80-ratio"), PowDifficulty: powD,
+		Contacted: func(peer.ID) bool { return true }, Requested: func(peer.ID) bool { return false }})
 	rawProver(t, m, func(r *rawPeer, hello *pb.Hello) {
 		pow, err := SolvePow(testCtx(t, 10*time.Second), hello.GetNonce(), m.ID(), int(hello.GetPowDifficulty()), DefaultMaxPowDifficulty)
 		if err != nil {

@@ -208,3 +208,35 @@ func TestVerifierPaysWaitingProver(t *testing.T) {
 		})
 	}
 }
+
+// A verification the node's caller asked for explicitly (Config.Requested:
+// peer.Node's Verify and Attest) pays the prover's ask up to the maximum;
+// one the node made on its own (a discovery dial) pays at most PaySlack
+// bits above max(the proof of work its hello asked, 16).
+func TestRequestedProverPaidToMax(t *testing.T) {
+	const ask = PublicPowDifficulty + PaySlack + 2 // 20 bits
+	for _, requested := range []bool{true, false} {
+		t.Run(fmt.Sprint("requested=", requested), func(t *testing.T) {
+			a, m := newHost(t), newHost(t)
+			va := newService(t, a, Config{Source: sourceOf("pay-6"), Policy: fastPolicy(5*time.Second, 20*time.Second),
+				Contacted: func(peer.ID) bool { return true }, Requested: func(peer.ID) bool { return requested }})
+			paid := make(chan bool, 1)
+			rawProver(t, m, func(r *rawPeer, hello *pb.Hello) {
+				ok := false
+				defer func() { paid <- ok }()
+				nonce := make([]byte, PayNonceBytes)
+				rand.Read(nonce)
+				r.send(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(),
+					PayDifficulty: ask, PayNonce: nonce}}})
+				if f, err := r.recv(); err == nil {
+					ok = CheckPay(nonce, a.ID(), f.GetProbe().GetPay(), ask)
+				}
+			})
+			connect(t, a, m, "tcp") // a comes to m
+			_, err := va.Verify(testCtx(t, 30*time.Second), m.ID(), false)
+			if got := <-paid; got != requested || !requested && !errors.Is(err, ErrPayRefused) {
+				t.Fatalf("paid %v (Verify: %v), want paid %v", got, err, requested)
+			}
+		})
+	}
+}

@@ -334,6 +334,15 @@ type Config struct {
 	// MutualWaitPayDifficulty and pays p's payment (§5b), as it pays a
 	// prover it contacted. Nil: no prover that came is paid.
 	MutualWaitProver func(p peer.ID) bool
+	// Requested reports whether this node's caller asked for the
+	// verification of p explicitly (peer.Node's Verify and Attest, not a
+	// discovery dial): its verifier pays such a prover up to
+	// MaxPowDifficulty, within MaxVerifierPayWork. Every other prover it
+	// pays at most PaySlack bits above the larger of the proof of work
+	// its hello asked and PublicPowDifficulty (spec §5b). Nil: the
+	// service's own Verify calls count as requested when the node
+	// contacted p and no Contacted hook is set (the library default).
+	Requested func(p peer.ID) bool
 	// RejectedPeer, with VerifyFirst, reports whether this node's own
 	// standing verdict on p is a rejection: such a verifier is never
 	// answered, asked for or not (spec §5c).

@@ -603,7 +603,7 @@ func (v *verifierRun) payFor(ack *pb.HelloAck) ([]byte, error) {
 	case v.inbound && !v.waiting:
 		_ = v.str.ResetWithError(ErrCodeBusy)
 		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work on a connection it opened", ErrPayRefused, v.peer, d)}
-	case d > max(v.vs.PowDifficulty(), PublicPowDifficulty)+PaySlack:
+	case d > max(v.vs.PowDifficulty(), PublicPowDifficulty)+PaySlack && !v.requested():
 		// At most PaySlack bits more than the prover paid for this
 		// node (or than a public node's base): the requester pays
 		// first, and not a sixty-fourth of what it costs.
@@ -630,6 +630,17 @@ func (v *verifierRun) payFor(ack *pb.HelloAck) ([]byte, error) {
 		return nil, errNoSession{fmt.Errorf("%w: %s: %w", ErrPayRefused, v.peer, err)}
 	}
 	return pay, nil
+}
+
+// requested reports whether this session's prover is paid up to the
+// maximum (Config.Requested): a verification the node's caller asked for
+// explicitly. Without the hook, a library Verify of a prover the node
+// reached (no Contacted hook either) counts as requested.
+func (v *verifierRun) requested() bool {
+	if f := v.svc.cfg.Requested; f != nil {
+		return f(v.peer)
+	}
+	return v.svc.cfg.Contacted == nil && !v.inbound
 }
 
 // totalSetDeadline reports whether T_total, not the round's budget, set a
