@@ -29,6 +29,10 @@ const (
 // ErrStoreLocked is returned when another process holds the store.
 var ErrStoreLocked = store.ErrLocked
 
+// ErrNoAttestation is what Store.Get returns (wrapped) for a key the store
+// does not hold.
+var ErrNoAttestation = store.ErrNoEntry
+
 // OpenStore opens or creates the store at path (store.Open).
 func OpenStore(path string) (*Store, error) { return store.Open(path) }
 

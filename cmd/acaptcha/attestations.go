@@ -288,13 +288,14 @@ func (a *app) storedEntry(key string) (*peer.Entry, error) {
 	}
 	defer st.Close()
 	// A store that cannot be read is a runtime failure; a KEY it does not
-	// hold is a usage error (Get tells the two apart by message only).
-	if _, err := st.List("", ""); err != nil {
-		return nil, fmt.Errorf("read store %s: %w", a.storePath, err)
-	}
+	// hold is a usage error. Get verifies only the record it returns (a
+	// full listing first verified every record the store holds, twice).
 	e, err := st.Get(key)
-	if err != nil {
-		return nil, usageErr("%v (KEY as printed by acaptcha attestations list)", err)
+	switch {
+	case errors.Is(err, peer.ErrNoAttestation):
+		return nil, usageErr("no attestation with key %s (KEY as printed by acaptcha attestations list)", key)
+	case err != nil:
+		return nil, fmt.Errorf("read store %s: %w", a.storePath, err)
 	}
 	return e, nil
 }

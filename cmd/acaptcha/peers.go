@@ -262,9 +262,12 @@ func (a *app) storePeers() (*peersReport, error) {
 		return nil, fmt.Errorf("read store %s: %w", a.storePath, err)
 	}
 	rep := &peersReport{TrustQuorum: a.trustQuorum, RequireSource: min, Source: "store", Peers: ps, At: now.UTC()}
-	if es, err := st.List(peer.Issued, ""); err == nil && len(es) > 0 {
+	// The newest record of a direction names this node: one record is
+	// verified, not all of them (List verified every issued record, one
+	// per peer ID a remote made the node verify, to read the first).
+	if es, _, err := st.ListNewest(peer.Issued, "", 1); err == nil && len(es) > 0 {
 		rep.Self = es[0].Attestation.Issuer.String()
-	} else if es, err := st.List(peer.Received, ""); err == nil && len(es) > 0 {
+	} else if es, _, err := st.ListNewest(peer.Received, "", 1); err == nil && len(es) > 0 {
 		rep.Self = es[0].Attestation.Subject.String()
 	} else if id, ok := keyFileID(filepath.Join(filepath.Dir(a.storePath), "key")); ok {
 		// A store with no record of its own yet: the key file beside it
