@@ -123,7 +123,7 @@ const (
 	// subject keys are free, so without it one network filled the whole
 	// table (65,536 records in about 4 minutes at its gossip budget) and
 	// every other network's such records were ignored for up to 30 days.
-	// Records loaded at start count for no network.
+	// Records loaded at start count for the groups stored with them.
 	MaxLearnedPerNetwork = MaxLearned / 16
 	maxLearnedHard       = 2 * MaxLearned
 	learnedQueue         = 4096
@@ -569,6 +569,7 @@ func (n *Node) loadTrust() error {
 	}
 	t := &n.trust
 	t.issued, t.learned, t.perIssuer, t.nLearned, t.self, t.revoked = idx.issued, idx.learned, idx.perIssuer, idx.nLearned, idx.self, idx.revoked
+	t.perNet = idx.perNet
 	if len(idx.pending) > 0 {
 		t.checking, t.checked = true, make(chan struct{})
 		n.wg.Add(1)
@@ -591,9 +592,13 @@ type trustIndex struct {
 	learned   map[peer.ID]map[peer.ID]*trustRec
 	perIssuer map[peer.ID]int
 	nLearned  int
-	self      map[peer.ID]*trustRec
-	revoked   map[peer.ID]time.Time
-	bad       int
+	// perNet counts the learned records by the network groups they were
+	// learned from (stored with them: MaxLearnedPerNetwork holds across
+	// restarts).
+	perNet  map[netip.Prefix]int
+	self    map[peer.ID]*trustRec
+	revoked map[peer.ID]time.Time
+	bad     int
 	// pending are the learned records about other peers indexed without
 	// their signatures checked (trustRec.check).
 	pending []*trustRec
@@ -700,8 +705,21 @@ func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex
 		if old := m[a.Issuer]; old == nil {
 			idx.perIssuer[a.Issuer]++
 			idx.nLearned++
+			// The groups it was learned from: the share of one network
+			// (MaxLearnedPerNetwork) holds across restarts.
+			r.net, r.block = l.Net, l.Block
+			for _, g := range []netip.Prefix{r.net, r.block} {
+				if g.IsValid() {
+					if idx.perNet == nil {
+						idx.perNet = map[netip.Prefix]int{}
+					}
+					idx.perNet[g]++
+				}
+			}
 		} else if !r.supersedes(old) {
 			continue
+		} else {
+			r.net, r.block = old.net, old.block // counted there
 		}
 		r.check = &learnedCheck{env: l.Envelope}
 		idx.pending = append(idx.pending, r)
@@ -1149,7 +1167,7 @@ func (n *Node) learn(a *protocol.Attestation, env []byte, via Via, from, author 
 		n.notePresentedUntrusted()
 	}
 	n.metrics.observeLearned(via)
-	l := Learned{Attestation: a, Envelope: env, Via: via, From: from, Author: author, LearnedAt: now}
+	l := Learned{Attestation: a, Envelope: env, Via: via, From: from, Author: author, LearnedAt: now, Net: r.net, Block: r.block}
 	select {
 	case t.persist <- l:
 	default:

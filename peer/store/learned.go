@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,11 @@ type Learned struct {
 	From      peer.ID
 	Author    peer.ID
 	LearnedAt time.Time
+	// Net and Block are the network groups the record was counted in
+	// when it was learned (the node's per-network share of learned
+	// records; invalid: none), kept so that the share survives a
+	// restart.
+	Net, Block netip.Prefix
 }
 
 // learnedValue is the stored form of a Learned entry. The times and the
@@ -65,6 +71,8 @@ type learnedValue struct {
 	ExpiresAt int64  `json:"expires_at"`
 	Accepted  bool   `json:"accepted"`
 	Envelope  []byte `json:"envelope"`
+	Net       string `json:"net,omitempty"`
+	Block     string `json:"block,omitempty"`
 }
 
 // learnedKey is uvarint(len(subject)) || subject || issuer: the entries of
@@ -135,6 +143,12 @@ func (s *Store) PutLearned(ls ...Learned) error {
 			}
 			if l.Author != "" {
 				v.Author = l.Author.String()
+			}
+			if l.Net.IsValid() {
+				v.Net = l.Net.String()
+			}
+			if l.Block.IsValid() {
+				v.Block = l.Block.String()
 			}
 			data, err := json.Marshal(v)
 			if err != nil {
@@ -269,6 +283,12 @@ func decodeLearned(k, v []byte, decode func([]byte) (*protocol.Attestation, erro
 	}
 	if lv.Author != "" {
 		l.Author, _ = peer.Decode(lv.Author)
+	}
+	if lv.Net != "" {
+		l.Net, _ = netip.ParsePrefix(lv.Net)
+	}
+	if lv.Block != "" {
+		l.Block, _ = netip.ParsePrefix(lv.Block)
 	}
 	return l, true
 }
