@@ -1,18 +1,14 @@
 package httpgw
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
-	"github.com/acaptcha/acaptcha/protocol"
-	"github.com/acaptcha/acaptcha/skill"
 )
 
 // audit-81: the verify route's cache named envelopes by the SHA-256 of
@@ -24,21 +20,7 @@ func TestVerifyRouteChecksVariantsOnce(t *testing.T) {
 	g, _, base := fakeDoor(t, nil)
 	key, issuer := testutil.NewKey(t)
 	_, subject := testutil.NewKey(t)
-	nonce, digest := make([]byte, protocol.NonceBytes), make([]byte, protocol.DigestBytes)
-	_, _ = rand.Read(nonce)
-	_, _ = rand.Read(digest)
-	now := time.Now().UTC().Truncate(time.Second)
-	a := &protocol.Attestation{
-		Issuer: issuer, Subject: subject, Accepted: true, Reason: skill.ReasonOK, Nonce: nonce, TranscriptDigest: digest,
-		Policy:          protocol.PolicySummary{Rounds: 1, Tau: 15 * time.Second, Total: 2 * time.Minute, RTTCredit: 500 * time.Millisecond},
-		ChallengeDomain: "test", SetID: "set", IssuedAt: now, ExpiresAt: now.Add(time.Hour),
-		SpecVersion: protocol.SpecVersion, Provenance: skill.Provenance{Source: skill.SourceProcedural},
-		Rounds: []protocol.RoundTiming{{Round: 1, Budget: 15 * time.Second, Effective: time.Second, NarrativeTokens: 500, Correct: true}},
-	}
-	env, err := protocol.Seal(a, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := sealedTestRecord(t, key, issuer, subject)
 	const variants = 20
 	for i := range variants {
 		v := append([]byte(nil), env...)

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
@@ -23,21 +26,7 @@ func TestVerifyRouteChecksAnEnvelopeOnce(t *testing.T) {
 	g, _, base := fakeDoor(t, nil)
 	key, issuer := testutil.NewKey(t)
 	_, subject := testutil.NewKey(t)
-	nonce, digest := make([]byte, protocol.NonceBytes), make([]byte, protocol.DigestBytes)
-	_, _ = rand.Read(nonce)
-	_, _ = rand.Read(digest)
-	now := time.Now().UTC().Truncate(time.Second)
-	a := &protocol.Attestation{
-		Issuer: issuer, Subject: subject, Accepted: true, Reason: skill.ReasonOK, Nonce: nonce, TranscriptDigest: digest,
-		Policy:          protocol.PolicySummary{Rounds: 1, Tau: 15 * time.Second, Total: 2 * time.Minute, RTTCredit: 500 * time.Millisecond},
-		ChallengeDomain: "test", SetID: "set", IssuedAt: now, ExpiresAt: now.Add(time.Hour),
-		SpecVersion: protocol.SpecVersion, Provenance: skill.Provenance{Source: skill.SourceProcedural},
-		Rounds: []protocol.RoundTiming{{Round: 1, Budget: 15 * time.Second, Effective: time.Second, NarrativeTokens: 500, Correct: true}},
-	}
-	env, err := protocol.Seal(a, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := sealedTestRecord(t, key, issuer, subject)
 	b64 := base64.StdEncoding.EncodeToString(env)
 	verify := func(extra string) verifyResponse {
 		t.Helper()
@@ -110,4 +99,25 @@ func TestVerifyRouteRefusesUnknownMembers(t *testing.T) {
 	if code != http.StatusOK {
 		t.Errorf("known members: %d %s, want 200", code, msg)
 	}
+}
+
+// sealedTestRecord is an accepted record by issuer (key) about subject,
+// valid for an hour from now, sealed.
+func sealedTestRecord(t *testing.T, key crypto.PrivKey, issuer, subject peer.ID) []byte {
+	t.Helper()
+	nonce, digest := make([]byte, protocol.NonceBytes), make([]byte, protocol.DigestBytes)
+	_, _ = rand.Read(nonce)
+	_, _ = rand.Read(digest)
+	now := time.Now().UTC().Truncate(time.Second)
+	env, err := protocol.Seal(&protocol.Attestation{
+		Issuer: issuer, Subject: subject, Accepted: true, Reason: skill.ReasonOK, Nonce: nonce, TranscriptDigest: digest,
+		Policy:          protocol.PolicySummary{Rounds: 1, Tau: 15 * time.Second, Total: 2 * time.Minute, RTTCredit: 500 * time.Millisecond},
+		ChallengeDomain: "test", SetID: "set", IssuedAt: now, ExpiresAt: now.Add(time.Hour),
+		SpecVersion: protocol.SpecVersion, Provenance: skill.Provenance{Source: skill.SourceProcedural},
+		Rounds: []protocol.RoundTiming{{Round: 1, Budget: 15 * time.Second, Effective: time.Second, NarrativeTokens: 500, Correct: true}},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
 }

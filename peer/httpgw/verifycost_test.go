@@ -6,14 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
-	"github.com/acaptcha/acaptcha/protocol"
-	"github.com/acaptcha/acaptcha/skill"
 )
 
 // A record the verify route has not checked costs its signature check
@@ -41,21 +38,7 @@ func TestVerifyRoutePricesKeys(t *testing.T) {
 	}
 	seal := func() []byte {
 		_, subject := testutil.NewKey(t)
-		nonce, digest := make([]byte, protocol.NonceBytes), make([]byte, protocol.DigestBytes)
-		_, _ = rand.Read(nonce)
-		_, _ = rand.Read(digest)
-		now := time.Now().UTC().Truncate(time.Second)
-		env, err := protocol.Seal(&protocol.Attestation{
-			Issuer: issuer, Subject: subject, Accepted: true, Reason: skill.ReasonOK, Nonce: nonce, TranscriptDigest: digest,
-			Policy:          protocol.PolicySummary{Rounds: 1, Tau: 15 * time.Second, Total: 2 * time.Minute, RTTCredit: 500 * time.Millisecond},
-			ChallengeDomain: "test", SetID: "set", IssuedAt: now, ExpiresAt: now.Add(time.Hour),
-			SpecVersion: protocol.SpecVersion, Provenance: skill.Provenance{Source: skill.SourceProcedural},
-			Rounds: []protocol.RoundTiming{{Round: 1, Budget: 15 * time.Second, Effective: time.Second, NarrativeTokens: 500, Correct: true}},
-		}, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
+		return sealedTestRecord(t, key, issuer, subject)
 	}
 	first := seal()
 	if code := post(first); code != http.StatusOK {
