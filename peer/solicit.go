@@ -98,21 +98,23 @@ func (n *Node) solicit(p peer.ID, askVerify, requested bool) {
 // (Verify, Attest) and the node has stayed connected to p since
 // (protocol.Config.Requested).
 func (n *Node) requestedByUs(p peer.ID) bool {
+	return n.holds(p, func(s *solicitState) peerSet { return s.requested })
+}
+
+// holds reports whether p is in the set chosen by which, under the
+// state's lock.
+func (n *Node) holds(p peer.ID, which func(*solicitState) peerSet) bool {
 	s := &n.solicited
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.requested[p]
+	_, ok := which(s)[p]
 	return ok
 }
 
 // askedToVerify reports whether this node asked p to verify it and has
 // stayed connected to it since (protocol.Config.Solicited).
 func (n *Node) askedToVerify(p peer.ID) bool {
-	s := &n.solicited
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.asked[p]
-	return ok
+	return n.holds(p, func(s *solicitState) peerSet { return s.asked })
 }
 
 // noteVerifyFirst records that p declined our session VERIFY_FIRST.
@@ -130,11 +132,7 @@ func (n *Node) noteDeclinedByUs(p peer.ID) {
 // initiative and has stayed connected since (protocol.Config.Contacted):
 // its verifier pays p's payment (spec §5b).
 func (n *Node) contactedByUs(p peer.ID) bool {
-	s := &n.solicited
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, contacted := s.contacted[p]
-	return contacted
+	return n.holds(p, func(s *solicitState) peerSet { return s.contacted })
 }
 
 // waitingProver reports whether either of this node and p declined the
