@@ -3,8 +3,10 @@ package peer
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,11 +101,38 @@ func TestStartupTrustIndexCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	h0 := m.HeapAlloc
+	// The peak heap while the index loads, sampled every 5 ms.
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapAlloc > peak.Load() {
+				peak.Store(m.HeapAlloc)
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	t0 = time.Now()
 	idx, err := loadTrustIndex(st, id, self.GetPublic())
+	close(done)
+	<-sampled
 	if err != nil {
 		t.Fatal(err)
 	}
 	el := time.Since(t0)
-	t.Logf("trust index of %d issued subjects, %d learned: %s (%.1f µs a record)", len(idx.issued), idx.nLearned, el.Round(time.Millisecond), float64(el.Microseconds())/float64(issued+learned))
+	t.Logf("trust index of %d issued subjects, %d learned: %s (%.1f µs a record), heap peak %.1f MB above the start", len(idx.issued), idx.nLearned, el.Round(time.Millisecond), float64(el.Microseconds())/float64(issued+learned), float64(peak.Load()-min(peak.Load(), h0))/1e6)
 }

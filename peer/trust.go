@@ -613,7 +613,8 @@ type trustIndex struct {
 // reading a store offline): it is then inferred from the issued and
 // received records. selfKey, when known, is self's public key. Of the
 // issued records the index keeps the one that supersedes the others per
-// subject (Store.NewestSound): only those are checked, and one sealed
+// subject (Store.EachNewestSound, a chunk of the store at a time, each
+// winner indexed as it comes): only those are checked, and one sealed
 // with selfKey without a second signature check (remote peers make the
 // node issue up to some 744,000 records at the default draw budget and
 // retention, one per fresh peer ID); the others (received, learned,
@@ -628,7 +629,24 @@ func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex
 		issued: map[peer.ID]*trustRec{}, learned: map[peer.ID]map[peer.ID]*trustRec{},
 		perIssuer: map[peer.ID]int{}, self: map[peer.ID]*trustRec{},
 	}
-	issued, badIssued, err := st.NewestSound(Issued, selfKey)
+	// The issued records are indexed as they are read, a chunk at a time
+	// (Store.EachNewestSound): a node can hold some 744,000 of them.
+	badIssued, err := st.EachNewestSound(Issued, selfKey, func(e Entry) error {
+		if self == "" {
+			self = e.Attestation.Issuer
+		}
+		if e.Attestation.Issuer != self {
+			idx.foreign++
+			idx.other = e.Attestation.Issuer
+			return nil
+		}
+		r := newTrustRec(e.Attestation, SourceIssued)
+		r.issuer = self // one copy of the string for every record
+		if r.supersedes(idx.issued[r.subject]) {
+			idx.issued[r.subject] = r
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -637,24 +655,8 @@ func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex
 		return nil, err
 	}
 	idx.bad = badIssued + badReceived
-	if self == "" {
-		switch {
-		case len(issued) > 0:
-			self = issued[0].Attestation.Issuer
-		case len(received) > 0:
-			self = received[0].Attestation.Subject
-		}
-	}
-	for _, e := range issued {
-		if self != "" && e.Attestation.Issuer != self {
-			idx.foreign++
-			idx.other = e.Attestation.Issuer
-			continue
-		}
-		r := newTrustRec(e.Attestation, SourceIssued)
-		if r.supersedes(idx.issued[r.subject]) {
-			idx.issued[r.subject] = r
-		}
+	if self == "" && len(received) > 0 {
+		self = received[0].Attestation.Subject
 	}
 	for _, e := range received {
 		if self != "" && e.Attestation.Subject != self {

@@ -220,19 +220,34 @@ func TestNewestSoundVerifiesOnePerPair(t *testing.T) {
 		return old(env, o)
 	}
 	t.Cleanup(func() { verifyEnvelope = old })
+	// The same with one chunk and with chunks that end inside a
+	// subject's records (EachNewestSound never splits them).
+	defer func(n int) { newestChunk = n }(newestChunk)
+	for _, chunk := range []int{1 << 20, 1, 7, 59} {
+		newestChunk = chunk
+		checks.Store(0)
+		checkNewestSound(t, s, key, subjects+1, want, &checks)
+	}
+}
+
+// checkNewestSound checks s.NewestSound(Issued, nil) returns the n
+// superseding records of their pairs, with n signature checks, in key
+// order, the newest of issuer key's being the time want holds.
+func checkNewestSound(t *testing.T, s *Store, key crypto.PrivKey, n int, want map[peer.ID]time.Time, checks *atomic.Int64) {
+	t.Helper()
 	es, bad, err := s.NewestSound(Issued, nil)
 	if err != nil || bad != 0 {
-		t.Fatalf("NewestSound: %v, %d damaged", err, bad)
+		t.Fatalf("chunk %d: NewestSound: %v, %d damaged", newestChunk, err, bad)
 	}
-	if len(es) != subjects+1 || checks.Load() != subjects+1 {
-		t.Fatalf("NewestSound returned %d entries with %d checks, want %d and %d", len(es), checks.Load(), subjects+1, subjects+1)
+	if len(es) != n || checks.Load() != int64(n) {
+		t.Fatalf("chunk %d: NewestSound returned %d entries with %d checks, want %d and %d", newestChunk, len(es), checks.Load(), n, n)
 	}
 	// The same winners as List and the supersedes order.
 	all, err := s.List(Issued, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d records: NewestSound verified %d signatures", len(all), subjects+1)
+	t.Logf("chunk %d, %d records: NewestSound verified %d signatures", newestChunk, len(all), n)
 	best := map[string]*protocol.Attestation{}
 	for _, e := range all {
 		a := e.Attestation

@@ -872,33 +872,124 @@ func (s *Store) ListSound(d Direction, p peer.ID) ([]Entry, int, error) {
 // NewestSound returns, of the records of direction d, for each issuer and
 // subject the one that supersedes the others (Supersedes) among those
 // that are still sound, in key order, and how many records it found
-// damaged. Every record is decoded; only the ones it returns, and the
-// damaged ones it passed over for them, are checked further. A record
-// sealed with self (the node's own public key; nil for none) is sound
-// when protocol.DecodeOwnAttestation takes it: every check but the
-// signature, which the node made and its store keeps. Any other record
-// is sound when it verifies. The node builds its index of issued
-// verdicts with it at start: a peer re-attested every few hours leaves a
-// record per session for their lifetime and the keep-expired time, and
-// remote peers make the node issue one record per session drawn (some
-// 744,000 at the default draw budget, one per fresh peer ID), so
-// verifying them all made a restart cost a signature check per session
-// ever kept.
+// damaged. It is EachNewestSound collecting what it yields; the node's
+// start uses EachNewestSound, which holds no more than a chunk of
+// records at a time.
 func (s *Store) NewestSound(d Direction, self crypto.PubKey) ([]Entry, int, error) {
+	var out []Entry
+	bad, err := s.EachNewestSound(d, self, func(e Entry) error {
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, bad, nil
+}
+
+// newestChunk is how many records EachNewestSound copies out of the
+// database at a time (more when one peer's records run past it: a
+// peer's records are never split between chunks).
+var newestChunk = 1024 // a variable for tests
+
+// EachNewestSound calls fn, in key order, with the record of each issuer
+// and subject of direction d that supersedes the others (Supersedes)
+// among those that are still sound, and returns how many records it
+// found damaged; an error of fn stops it and is returned. Every record is
+// decoded; only the ones it yields, and the damaged ones it passed over
+// for them, are checked further. A record sealed with self (the node's
+// own public key; nil for none) is sound when
+// protocol.DecodeOwnAttestation takes it: every check but the signature,
+// which the node made and its store keeps. Any other record is sound
+// when it verifies.
+//
+// The node builds its index of issued verdicts with it at start: a peer
+// re-attested every few hours leaves a record per session for their
+// lifetime and the keep-expired time, and remote peers make the node
+// issue one record per session drawn (some 744,000 at the default draw
+// budget, one per fresh peer ID), so verifying them all made a restart
+// cost a signature check per session ever kept, and holding them all
+// (a copy and a decoded attestation each, about 3.4 KB) some 2.5 GB.
+// The records of one issuer and subject share the key's peer part
+// (entryKey: the subject of an issued record, the issuer of a received
+// one), so it reads the bucket in chunks of about newestChunk records
+// that never split a peer's records, each in its own read transaction,
+// and yields a chunk's winners before it reads the next.
+func (s *Store) EachNewestSound(d Direction, self crypto.PubKey, fn func(Entry) error) (int, error) {
 	var selfID peer.ID
 	if self != nil {
 		var err error
 		if selfID, err = peer.IDFromPublicKey(self); err != nil {
-			return nil, 0, fmt.Errorf("newest sound attestations: %w", err)
+			return 0, fmt.Errorf("newest sound attestations: %w", err)
 		}
 	}
-	if _, err := bucketFor(d); err != nil {
-		return nil, 0, err
-	}
-	_, raw, err := s.stored(d, "")
+	b, err := bucketFor(d)
 	if err != nil {
-		return nil, 0, err
+		return 0, err
 	}
+	pick := func(kvs []storedKV) (int, error) {
+		return eachNewest(d, self, selfID, kvs, fn)
+	}
+	if len(s.replay) > 0 {
+		// A read-only store whose log's records overlay the database's
+		// (Store.replay): the overlay needs every record of the
+		// direction; the CLI's, not the node's.
+		_, raw, err := s.stored(d, "")
+		if err != nil {
+			return 0, err
+		}
+		return pick(raw[0])
+	}
+	if err := s.flushFor(""); err != nil {
+		return 0, err
+	}
+	bad := 0
+	var next []byte // the first key of the next chunk; nil at the start
+	for {
+		var chunk []storedKV
+		more := false
+		err := s.view(func(tx *bolt.Tx) error {
+			bk := tx.Bucket(b)
+			if bk == nil {
+				return nil
+			}
+			c := bk.Cursor()
+			var last []byte // the peer part of the chunk's last key
+			k, v := c.First()
+			if next != nil {
+				k, v = c.Seek(next)
+			}
+			for ; k != nil; k, v = c.Next() {
+				if len(k) < 17 {
+					return fmt.Errorf("stored attestation key %x is too short", k)
+				}
+				p := k[:len(k)-17]
+				if len(chunk) >= newestChunk && !bytes.Equal(p, last) {
+					next, more = bytes.Clone(k), true
+					return nil
+				}
+				kv := storedKV{k: bytes.Clone(k), v: bytes.Clone(v)}
+				last = kv.k[:len(kv.k)-17]
+				chunk = append(chunk, kv)
+			}
+			return nil
+		})
+		if err != nil {
+			return bad, err
+		}
+		n, err := pick(chunk)
+		bad += n
+		if err != nil || !more {
+			return bad, err
+		}
+	}
+}
+
+// eachNewest yields, of kvs (records of direction d in key order, every
+// record of a peer among them), the sound record that supersedes the
+// others of its issuer and subject, in key order, and returns how many
+// records it found damaged.
+func eachNewest(d Direction, self crypto.PubKey, selfID peer.ID, kvs []storedKV, fn func(Entry) error) (int, error) {
 	type cand struct {
 		i int // key order
 		a *protocol.Attestation
@@ -906,7 +997,7 @@ func (s *Store) NewestSound(d Direction, self crypto.PubKey) ([]Entry, int, erro
 	bad := 0
 	groups := map[string][]cand{}
 	var order []string
-	for i, kv := range raw[0] {
+	for i, kv := range kvs {
 		a, ok := decodeStored(kv.v)
 		if !ok {
 			bad++
@@ -931,7 +1022,7 @@ func (s *Store) NewestSound(d Direction, self crypto.PubKey) ([]Entry, int, erro
 			return 0
 		})
 		for _, c := range cs {
-			kv := raw[0][c.i]
+			kv := kvs[c.i]
 			if self != nil {
 				a, err := protocol.DecodeOwnAttestation(kv.v, self, selfID)
 				if err == nil {
@@ -952,11 +1043,12 @@ func (s *Store) NewestSound(d Direction, self crypto.PubKey) ([]Entry, int, erro
 			break
 		}
 	}
-	out := make([]Entry, 0, len(won))
 	for _, i := range slices.Sorted(maps.Keys(won)) {
-		out = append(out, won[i])
+		if err := fn(won[i]); err != nil {
+			return bad, err
+		}
 	}
-	return out, bad, nil
+	return bad, nil
 }
 
 // stored returns the records of direction d ("" for both: dirs) about or
