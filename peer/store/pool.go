@@ -1,9 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -21,9 +24,30 @@ var (
 	// bucketPoolIndex maps a ready set's id to its key in pool/ready.
 	bucketPoolIndex = []byte("pool/index")
 	// bucketPoolServed holds the ids of sets served out (value: the time,
-	// unix nanoseconds), so the same set is never added again.
+	// unix nanoseconds), so the same set is not added again for
+	// pool.ServedRetention (PoolPrune forgets them then, and the oldest
+	// beyond pool.MaxServedIDs).
 	bucketPoolServed = []byte("pool/served")
 )
+
+// PoolPrune scans pool/served at most once per servedPruneEvery (the
+// pool's janitor prunes every minute, and the bucket holds up to
+// pool.MaxServedIDs ids), and deletes at most servedPruneBatch ids per
+// transaction; a full batch makes the next prune scan again.
+const servedPruneEvery = time.Hour
+
+// servedPruneBatch and maxServedIDs (pool.MaxServedIDs) are variables
+// for tests.
+var (
+	servedPruneBatch = 1 << 16
+	maxServedIDs     = pool.MaxServedIDs
+)
+
+// servedPrune is when PoolPrune next scans pool/served.
+type servedPrune struct {
+	mu   sync.Mutex
+	next time.Time
+}
 
 // MaxPoolSetBytes caps one stored pool set.
 const MaxPoolSetBytes = 1 << 20
@@ -204,9 +228,12 @@ func (s *Store) PoolLen(now time.Time, maxAge time.Duration) (int, error) {
 }
 
 // PoolPrune removes the expired ready sets; one that was served at least
-// once is recorded as served.
+// once is recorded as served. It forgets the served ids older than
+// pool.ServedRetention and the oldest beyond pool.MaxServedIDs (see
+// servedPruneEvery).
 func (s *Store) PoolPrune(now time.Time, maxAge time.Duration) (int, error) {
 	n := 0
+	var next time.Time
 	err := s.update1(func(tx *bolt.Tx) error {
 		ready, index, served, err := poolBuckets(tx)
 		if err != nil {
@@ -240,10 +267,64 @@ func (s *Store) PoolPrune(now time.Time, maxAge time.Duration) (int, error) {
 			}
 		}
 		n = len(dead)
+		s.served.mu.Lock()
+		due := !now.Before(s.served.next)
+		s.served.mu.Unlock()
+		if !due {
+			return nil
+		}
+		full, err := pruneServed(served, now)
+		if err != nil {
+			return err
+		}
+		next = now.Add(servedPruneEvery)
+		if full {
+			next = now
+		}
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("pool store: prune: %w", err)
 	}
+	if !next.IsZero() {
+		s.served.mu.Lock()
+		s.served.next = next
+		s.served.mu.Unlock()
+	}
 	return n, nil
+}
+
+// pruneServed deletes from pool/served the ids served out
+// pool.ServedRetention or longer before now (and those whose time does
+// not decode), then the oldest beyond pool.MaxServedIDs, at most
+// servedPruneBatch in all; it reports whether it deleted that many.
+func pruneServed(served *bolt.Bucket, now time.Time) (bool, error) {
+	horizon := now.Add(-pool.ServedRetention).UnixNano()
+	var dead [][]byte
+	var kept []int64
+	c := served.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(v) != 8 || int64(binary.BigEndian.Uint64(v)) <= horizon {
+			if len(dead) < servedPruneBatch {
+				dead = append(dead, bytes.Clone(k))
+			}
+			continue
+		}
+		kept = append(kept, int64(binary.BigEndian.Uint64(v)))
+	}
+	if extra := len(kept) - maxServedIDs; extra > 0 && len(dead) < servedPruneBatch {
+		slices.Sort(kept)
+		cut := kept[extra-1]
+		for k, v := c.First(); k != nil && len(dead) < servedPruneBatch; k, v = c.Next() {
+			if len(v) == 8 && int64(binary.BigEndian.Uint64(v)) <= cut && int64(binary.BigEndian.Uint64(v)) > horizon {
+				dead = append(dead, bytes.Clone(k))
+			}
+		}
+	}
+	for _, k := range dead {
+		if err := served.Delete(k); err != nil {
+			return false, err
+		}
+	}
+	return len(dead) == servedPruneBatch, nil
 }

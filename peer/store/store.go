@@ -96,6 +96,8 @@ type Store struct {
 	rmu         sync.Mutex
 	nReceived   int
 	maxReceived int
+	// served spaces PoolPrune's scans of pool/served.
+	served servedPrune
 }
 
 // Recovery is what Open found in the write-ahead log: the attestations a

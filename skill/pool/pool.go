@@ -71,7 +71,8 @@ const MaxProviderWait = 24 * time.Hour
 type Store interface {
 	// PoolAdd stores a ready set, encoded as data, under id. It stores
 	// nothing and reports false when id is ready already or was served
-	// out before, so a set is never served again after it was used up.
+	// out before (and is still remembered: see PoolPrune), so a set is
+	// never served again after it was used up.
 	PoolAdd(id string, created time.Time, data []byte) (bool, error)
 	// PoolTake takes the oldest ready set created less than maxAge before
 	// now: it counts one serve and, when the set has been served maxServes
@@ -85,7 +86,10 @@ type Store interface {
 	// PoolLen counts the ready sets created less than maxAge before now.
 	PoolLen(now time.Time, maxAge time.Duration) (int, error)
 	// PoolPrune removes the sets created maxAge or longer before now and
-	// returns how many it removed.
+	// returns how many it removed. It also forgets the ids served out
+	// ServedRetention or longer before now, and the oldest ones beyond
+	// MaxServedIDs, so that what the sessions of remote peers consume is
+	// not remembered for the node's life.
 	PoolPrune(now time.Time, maxAge time.Duration) (int, error)
 }
 
@@ -150,6 +154,16 @@ const (
 	DefaultMaxRetryBackoff = 5 * time.Minute
 	DefaultPruneInterval   = time.Minute
 	DefaultWarnAfter       = 3
+	// ServedRetention is how long a Store remembers the id of a set
+	// served out (PoolAdd refuses it meanwhile). Every session a remote
+	// peer opens can use a set up, so the ids are bounded in time and
+	// number (MaxServedIDs): an id is a content digest (skill.ContentID),
+	// and a set generated again identically after 30 days is a collision
+	// of fresh LLM output, not a replay a prover can arrange.
+	ServedRetention = 30 * 24 * time.Hour
+	// MaxServedIDs bounds the served ids a Store remembers (about 90 MB
+	// in bbolt); the oldest beyond it are forgotten first.
+	MaxServedIDs = 1 << 20
 	// DefaultTokenBudget is the default hourly token cap of a node's
 	// challenge generation (the node's --pool-token-budget). A stub
 	// generation attempt costs about 6,000 tokens and an accepted set
@@ -830,9 +844,10 @@ func (p *Pool) janitor() {
 
 // MemStore is an in-memory Store.
 type MemStore struct {
-	mu     sync.Mutex
-	ready  []memEntry
-	served map[string]bool
+	mu    sync.Mutex
+	ready []memEntry
+	// served maps the ids served out to when (see Store.PoolPrune).
+	served map[string]time.Time
 }
 
 type memEntry struct {
@@ -843,7 +858,7 @@ type memEntry struct {
 }
 
 // NewMemStore returns an empty in-memory pool store.
-func NewMemStore() *MemStore { return &MemStore{served: map[string]bool{}} }
+func NewMemStore() *MemStore { return &MemStore{served: map[string]time.Time{}} }
 
 // PoolAdd implements Store.
 func (m *MemStore) PoolAdd(id string, created time.Time, data []byte) (bool, error) {
@@ -852,7 +867,7 @@ func (m *MemStore) PoolAdd(id string, created time.Time, data []byte) (bool, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.served[id] {
+	if _, ok := m.served[id]; ok {
 		return false, nil
 	}
 	for _, e := range m.ready {
@@ -882,7 +897,7 @@ func (m *MemStore) PoolTake(now time.Time, maxAge time.Duration, maxServes int) 
 		e.serves++
 		t := Taken{ID: e.id, Created: e.created, Data: append([]byte(nil), e.data...)}
 		if e.serves >= maxServes {
-			m.served[e.id] = true
+			m.served[e.id] = now
 			m.ready = append(m.ready[:i], m.ready[i+1:]...)
 		}
 		return t, true, nil
@@ -902,7 +917,7 @@ func (m *MemStore) PoolReturn(t Taken, maxServes int) error {
 			return nil
 		}
 	}
-	if !m.served[t.ID] {
+	if _, ok := m.served[t.ID]; !ok {
 		return nil // neither ready nor served out: nothing to undo
 	}
 	delete(m.served, t.ID)
@@ -937,7 +952,7 @@ func (m *MemStore) PoolPrune(now time.Time, maxAge time.Duration) (int, error) {
 	for _, e := range m.ready {
 		if now.Sub(e.created) >= maxAge {
 			if e.serves > 0 {
-				m.served[e.id] = true
+				m.served[e.id] = now
 			}
 			n++
 			continue
@@ -945,5 +960,19 @@ func (m *MemStore) PoolPrune(now time.Time, maxAge time.Duration) (int, error) {
 		kept = append(kept, e)
 	}
 	m.ready = kept
+	for id, at := range m.served {
+		if now.Sub(at) >= ServedRetention {
+			delete(m.served, id)
+		}
+	}
+	if extra := len(m.served) - MaxServedIDs; extra > 0 {
+		ats := slices.SortedFunc(maps.Values(m.served), func(a, b time.Time) int { return a.Compare(b) })
+		cut := ats[extra-1]
+		for id, at := range m.served {
+			if !at.After(cut) {
+				delete(m.served, id)
+			}
+		}
+	}
 	return n, nil
 }
