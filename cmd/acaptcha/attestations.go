@@ -31,6 +31,7 @@ func (a *app) attestationsCmd() *cobra.Command {
 		Short: "List, show, export and verify signed attestations",
 	}
 	var peerFilter, dir string
+	var newest int
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the attestations in the store (issued by this node and received from verifiers), oldest first",
@@ -52,7 +53,19 @@ func (a *app) attestationsCmd() *cobra.Command {
 			default:
 				return usageErr("--direction %q: want %s or %s (default both)", dir, peer.Issued, peer.Received)
 			}
-			es, err := st.List(peer.Direction(dir), p)
+			if newest < 0 {
+				return usageErr("--newest %d: want 0 (every attestation) or more", newest)
+			}
+			var es []peer.Entry
+			total := 0
+			if newest > 0 {
+				// Only the records shown are copied out, decoded and
+				// verified (a node can hold some 744,000 issued ones).
+				es, total, err = st.ListNewest(peer.Direction(dir), p, newest)
+			} else {
+				es, err = st.List(peer.Direction(dir), p)
+				total = len(es)
+			}
 			if err != nil {
 				return fmt.Errorf("read store %s: %w", a.storePath, err)
 			}
@@ -80,11 +93,18 @@ func (a *app) attestationsCmd() *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n", shortKey(e.Key), e.Direction, short(at.Issuer.String()), short(at.Subject.String()),
 					verdictWord(at.Accepted, at.Reason), at.Reason, protocol.SourceName(at.Provenance.Source), at.IssuedAt.Format(time.RFC3339), at.Valid(now))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(es) < total {
+				fmt.Fprintf(a.stdout, "(the %d newest of %d attestations; --newest 0 lists them all)\n", len(es), total)
+			}
+			return nil
 		},
 	}
 	list.Flags().StringVar(&peerFilter, "peer", "", "only attestations about or from this peer ID")
 	list.Flags().StringVar(&dir, "direction", "", "issued or received (default both)")
+	list.Flags().IntVar(&newest, "newest", 0, "only the N newest attestations, still listed oldest first (0: all; a node can hold hundreds of thousands)")
 
 	show := &cobra.Command{
 		Use:   "show KEY",

@@ -327,6 +327,30 @@ func TestAttestationsListOldestFirst(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("list order %v, want oldest first %v", got, want)
 	}
+	// --newest N: the N newest, still oldest first; the table says how
+	// many it left out. A negative N is a usage error.
+	stdout, stderr, code = newUserMain(context.Background(), "attestations", "list", "--json", "--newest", "2", "--store", path)
+	if code != exitOK {
+		t.Fatalf("list --newest 2: exit %d: %s", code, stderr)
+	}
+	rows = nil
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	got = nil
+	for _, r := range rows {
+		got = append(got, r.Attestation.Subject)
+	}
+	if !slices.Equal(got, want[len(want)-2:]) {
+		t.Fatalf("list --newest 2: %v, want %v", got, want[len(want)-2:])
+	}
+	stdout, stderr, code = newUserMain(context.Background(), "attestations", "list", "--newest", "3", "--store", path)
+	if code != exitOK || strings.Count(stdout, "\n") != 5 || !strings.Contains(stdout, "the 3 newest of 6 attestations") {
+		t.Fatalf("list --newest 3: exit %d, %s%s", code, stdout, stderr)
+	}
+	if _, stderr, code = newUserMain(context.Background(), "attestations", "list", "--newest", "-1", "--store", path); code != exitUsage {
+		t.Fatalf("list --newest -1: exit %d, want %d: %s", code, exitUsage, stderr)
+	}
 }
 
 // TestAnswerMaxTokens: the prover's answer cap was fixed at 32 output
