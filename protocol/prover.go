@@ -785,8 +785,12 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			}
 			// The payment comes before anything is answered (§5b): an
 			// unpaid session ends as a busy one, which no verifier signs
-			// (one written before document 1.13.0 does not pay).
+			// (one written before document 1.13.0 does not pay). It is a
+			// stall (§6 step 1): the decline is for what the verifier
+			// did, and a verifier holding the slot until just before the
+			// first-frame deadline would otherwise never strike.
 			if !p.paid(fr.f) {
+				p.strikeSilent()
 				p.refuse(pb.DeclineReason_DECLINE_REASON_BUSY, ErrCodeBusy,
 					fmt.Errorf("%w: %w: the verifier did not pay the %d-bit proof of work its hello ack asked", ErrBusy, ErrVerifierUnpaid, p.payD))
 				return
