@@ -531,8 +531,7 @@ func (v *verifierRun) handshake() error {
 	// The prover's wait is its own handshake timeout, which may be the
 	// floor (10 s) whatever this node's is: a longer one here does not
 	// widen the window.
-	roundOneIn := min(s.cfg.HandshakeTimeout, DefaultHandshakeTimeout)
-	roundOneIn -= roundOneIn / 5
+	roundOneIn := roundOneWindow(s.cfg.HandshakeTimeout)
 	for seq := 1; seq <= s.cfg.Probes; seq++ {
 		// No probe starts unless two more of the fastest round trips
 		// seen (its own, and round 1's way with room to spare) fit before
@@ -583,6 +582,16 @@ func (v *verifierRun) handshake() error {
 	return nil
 }
 
+// roundOneWindow is the round-1 window of spec §5 step 4 for a verifier
+// whose handshake timeout is hs: the prover's wait for round 1 from
+// reading the first probe (its handshake timeout, at least the default's
+// 10 s floor, so hs above it does not widen the window) less the path
+// allowance, a fifth of it: 8 s by default.
+func roundOneWindow(hs time.Duration) time.Duration {
+	w := min(hs, DefaultHandshakeTimeout)
+	return w - w/5
+}
+
 // payFor returns the payment the prover's hello ack asks of this node
 // (spec §5b): nil when it asks none. A malformed ask is a protocol error
 // (no session ran: nothing is drawn or signed). An ask above
@@ -621,8 +630,9 @@ func (v *verifierRun) payFor(ack *pb.HelloAck) ([]byte, error) {
 		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work: this node's payment budget is spent", ErrPayRefused, v.peer, d)}
 	}
 	// The prover waits for the first probe from writing its ack (§6 step
-	// 5); half the round-1 window is the most this spends.
-	ctx, cancel := context.WithTimeout(v.ctx, min(s.cfg.HandshakeTimeout, DefaultHandshakeTimeout)/2)
+	// 5); half the round-1 window (4 s by default) is the most this
+	// spends (§5b).
+	ctx, cancel := context.WithTimeout(v.ctx, roundOneWindow(s.cfg.HandshakeTimeout)/2)
 	defer cancel()
 	pay, err := SolvePay(ctx, nonce, s.h.ID(), d, s.cfg.MaxPowDifficulty)
 	if err != nil {
