@@ -582,6 +582,23 @@ func (v *verifierRun) handshake() error {
 	return nil
 }
 
+// payAsk reads the payment a hello ack asks (spec §5b): none (both
+// fields absent), an ask (D_v 1..32 with a 16-byte nonce), or an error
+// for a malformed one (D_v above 32, a nonce of another length with D_v
+// > 0, or a nonce with D_v = 0), which the verifier treats as a wrong
+// nonce echo. Vectors: spec/vectors/pay_ask.json.
+func payAsk(d uint32, nonce []byte) (asked bool, err error) {
+	switch {
+	case d == 0 && len(nonce) == 0:
+		return false, nil
+	case d > MaxPowDifficulty:
+		return false, fmt.Errorf("hello ack asks pay_difficulty %d above %d", d, MaxPowDifficulty)
+	case d == 0 || len(nonce) != PayNonceBytes:
+		return false, fmt.Errorf("hello ack pay_nonce of %d bytes with pay_difficulty %d", len(nonce), d)
+	}
+	return true, nil
+}
+
 // roundOneWindow is the round-1 window of spec §5 step 4 for a verifier
 // whose handshake timeout is hs: the prover's wait for round 1 from
 // reading the first probe (its handshake timeout, at least the default's
@@ -602,13 +619,12 @@ func roundOneWindow(hs time.Duration) time.Duration {
 func (v *verifierRun) payFor(ack *pb.HelloAck) ([]byte, error) {
 	s := v.svc
 	d, nonce := int(ack.GetPayDifficulty()), ack.GetPayNonce()
+	asked, err := payAsk(ack.GetPayDifficulty(), nonce)
 	switch {
-	case d == 0 && len(nonce) == 0:
+	case err != nil:
+		return nil, failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "%v", err)
+	case !asked:
 		return nil, nil
-	case d > MaxPowDifficulty:
-		return nil, failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "hello ack asks pay_difficulty %d above %d", d, MaxPowDifficulty)
-	case d == 0 || len(nonce) != PayNonceBytes:
-		return nil, failure(skill.ReasonProtocolError, ErrCodeProtocolViolation, "hello ack pay_nonce of %d bytes with pay_difficulty %d", len(nonce), d)
 	case v.inbound && !v.waiting:
 		_ = v.str.ResetWithError(ErrCodeBusy)
 		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work on a connection it opened", ErrPayRefused, v.peer, d)}

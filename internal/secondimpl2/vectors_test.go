@@ -801,3 +801,34 @@ func TestVectorGossipMessageID(t *testing.T) {
 		}
 	}
 }
+
+// TestPayAskVector: spec/vectors/pay_ask.json, the reading of a hello
+// ack's payment fields (protocol.md §5b: none, an ask, or malformed),
+// against askMalformed and the no-ask rule written from the text.
+func TestPayAskVector(t *testing.T) {
+	var v struct {
+		Cases []struct {
+			Name          string
+			PayDifficulty uint32 `json:"pay_difficulty"`
+			PayNonceHex   string `json:"pay_nonce_hex"`
+			Outcome       string
+		}
+	}
+	loadVector(t, "pay_ask.json", &v)
+	if len(v.Cases) == 0 {
+		t.Fatal("pay_ask.json has no cases")
+	}
+	for _, c := range v.Cases {
+		a := &helloAck{PayDifficulty: c.PayDifficulty, PayNonce: unhex(t, c.PayNonceHex)}
+		got := "ask"
+		switch {
+		case askMalformed(a):
+			got = "malformed"
+		case a.PayDifficulty == 0:
+			got = "none"
+		}
+		if got != c.Outcome {
+			t.Errorf("%s: %s, want %s", c.Name, got, c.Outcome)
+		}
+	}
+}
