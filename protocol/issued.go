@@ -15,8 +15,9 @@ import (
 // the same second would stay refused everywhere the two records travel.
 // A record that would tie with (or precede) the previous one is dated one
 // second after it, as long as that stays within a minute of the local
-// clock (far inside MaxClockSkew); the per-peer draw budget keeps the
-// number of records per subject small, so the shift never accumulates.
+// clock (far inside MaxClockSkew), and as the previous one (a tie) when
+// that would not; the per-peer draw budget keeps the number of records
+// per subject small, so the shift never accumulates.
 type issueClock struct {
 	mu   sync.Mutex
 	last map[peer.ID]time.Time
@@ -40,9 +41,19 @@ func (c *issueClock) at(subject peer.ID, now time.Time) time.Time {
 		c.last = map[peer.ID]time.Time{}
 	}
 	if prev, ok := c.last[subject]; ok && !t.After(prev) {
-		if next := prev.Add(time.Second); next.Sub(t) <= maxIssueLead {
+		switch next := prev.Add(time.Second); {
+		case next.Sub(t) <= maxIssueLead:
 			t = next
+		case prev.Sub(t) <= maxIssueLead:
+			// The lead is used up: dated as the previous record (a tie,
+			// which a rejection wins), never before it. Dated by the
+			// clock, a rejection lost to the acceptance before it (the
+			// later issued_at wins) and the peer stayed admitted.
+			t = prev
 		}
+		// Otherwise the clock stepped back further than the lead: a
+		// record dated after the previous one would not be valid yet
+		// anywhere, so the clock dates it.
 	}
 	if len(c.last) >= maxIssueEntries {
 		for id, p := range c.last {

@@ -78,3 +78,31 @@ func TestRecordsOfOneSubjectNeverTie(t *testing.T) {
 		t.Fatalf("second record dated %v, first %v: they tie", dates[1], dates[0])
 	}
 }
+
+// audit84: once the lead is used up (maxIssueLead), a record that cannot
+// be dated one second after the previous one was dated by the clock,
+// before the previous record: a rejection issued then lost to the
+// acceptance before it (later issued_at wins, attestation.md §5 and
+// trust.md §1), so the verifier kept admitting the peer directly, and so
+// did every node holding both records. The record is now dated as the
+// previous one (a tie, which a rejection wins), never before it.
+func TestIssueClockAudit84NeverBeforePrevious(t *testing.T) {
+	var c issueClock
+	now := time.Unix(1_800_000_000, 0)
+	var prev time.Time
+	for i := 0; i < 200; i++ {
+		got := c.at("a", now.Add(time.Duration(i)*time.Millisecond))
+		if i > 0 && got.Before(prev) {
+			t.Fatalf("record %d dated %v, before the previous record's %v (a rejection dated so loses to the acceptance before it)", i+1, got, prev)
+		}
+		if lead := got.Sub(now); lead > maxIssueLead {
+			t.Fatalf("record %d dated %v ahead of the clock (cap %v)", i+1, lead, maxIssueLead)
+		}
+		prev = got
+	}
+	// A clock stepped back far (beyond the lead) dates by the clock
+	// again: a record an hour ahead would be not yet valid everywhere.
+	if got := c.at("a", now.Add(-time.Hour)); !got.Equal(now.Add(-time.Hour)) {
+		t.Fatalf("after the clock stepped back an hour, record dated %v", got)
+	}
+}
