@@ -872,7 +872,8 @@ func (t *trustState) countsLocked(r *trustRec, p, self peer.ID, now time.Time, r
 }
 
 // Revoke withdraws this node's admission of p: every attestation of p
-// issued up to now (ours and learned) stops counting, although the signed
+// issued up to now (ours and learned; and ours dated ahead of the clock by
+// the issue clock) stops counting, although the signed
 // records stay valid for others. The revocation is stored and survives a
 // restart; a fresh verification of p (or, with a quorum, attestations
 // issued after the revocation) admits it again. Revoking an issuer also
@@ -884,7 +885,19 @@ func (n *Node) Revoke(p peer.ID) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
-	at := n.trustNow().UTC().Truncate(time.Second)
+	now := n.trustNow()
+	at := now.UTC().Truncate(time.Second)
+	// The issue clock dates a record up to a minute after the one before
+	// it about the same subject (spec/attestation.md §5), so this node's
+	// newest record of p may be dated ahead of its clock: issued before
+	// the revocation, it must not count as issued after it. (Within the
+	// clock-skew allowance only: a record dated further ahead is not
+	// valid now anyway.)
+	n.trust.mu.RLock()
+	if r := n.trust.issued[p]; r != nil && r.issuedAt.After(at) && !r.issuedAt.After(now.Add(protocol.MaxClockSkew)) {
+		at = r.issuedAt.UTC()
+	}
+	n.trust.mu.RUnlock()
 	if err := n.store.PutRevocation(p, at); err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
