@@ -210,7 +210,14 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 				return usageErr("%v", err)
 			}
 			opts := protocol.VerifyOptions{AllowExpired: allowExpired}
-			if requireSource != "" && !strings.EqualFold(requireSource, "any") {
+			if cmd.Flags().Changed("require-source") && strings.TrimSpace(requireSource) == "" {
+				// As the HTTP door's verify route (http.md §4.6): an empty
+				// value from an unset shell variable (--require-source
+				// "$MIN") would widen the check to any source without a
+				// word. Leaving the flag out means any.
+				return usageErr("--require-source is empty: want procedural, corpus, hybrid, llm or any (or leave the flag out)")
+			}
+			if requireSource != "" && !strings.EqualFold(strings.TrimSpace(requireSource), "any") {
 				if opts.MinSource, err = skill.ParseSourceKind(requireSource); err != nil {
 					return usageErr("--require-source: %v, or any", err)
 				}
@@ -291,7 +298,7 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 	verify.Flags().StringVar(&issuer, "issuer", "", "expected issuer peer ID")
 	verify.Flags().BoolVar(&allowExpired, "allow-expired", false, "accept an expired attestation (for audits)")
 	verify.Flags().BoolVar(&anyVerdict, "any-verdict", false, "exit 0 for any valid record, whatever its verdict (default: exit 1 unless the verdict is ACCEPTED)")
-	verify.Flags().StringVar(&requireSource, "require-source", "", "refuse the attestation unless its challenges came from a source ranked at least this: procedural, corpus, hybrid or llm (default: any source; this flag of verify does not inherit the node's --require-source default)")
+	verify.Flags().StringVar(&requireSource, "require-source", "", "refuse the attestation unless its challenges came from a source ranked at least this: procedural, corpus, hybrid or llm (default: any source; this flag of verify does not inherit the node's --require-source default; an empty value is refused, leave the flag out for any)")
 	// verify reads a file, not the store.
 	for _, c := range []*cobra.Command{list, show, export} {
 		a.addFlags(c.Flags(), groupStore)

@@ -23,12 +23,17 @@ const maxRecordChars = 4 * protocol.MaxEnvelopeBytes
 
 // VerifyInput is verify_attestation's input.
 type VerifyInput struct {
-	Record        string `json:"record" jsonschema:"the signed envelope: base64 or hex, or a JSON object holding it as record, envelope_base64, envelope_hex or attestation (the HTTP door's result or session)"`
-	RequireSource string `json:"require_source,omitempty" jsonschema:"refuse unless the challenges came from a source ranked at least this: procedural, corpus, hybrid or llm (default any)"`
-	AnyVerdict    bool   `json:"any_verdict,omitempty" jsonschema:"ok for any valid record, whatever its verdict (default: ok only when ACCEPTED)"`
-	Subject       string `json:"subject,omitempty" jsonschema:"expected subject peer ID"`
-	Issuer        string `json:"issuer,omitempty" jsonschema:"expected issuer peer ID"`
-	AllowExpired  bool   `json:"allow_expired,omitempty" jsonschema:"accept an expired record (audits)"`
+	Record string `json:"record" jsonschema:"the signed envelope: base64 or hex, or a JSON object holding it as record, envelope_base64, envelope_hex or attestation (the HTTP door's result or session)"`
+	// RequireSource is a pointer, as the HTTP door's verify route takes
+	// it (http.md §4.6): absent or null means any; a string, empty
+	// included, must name a source or any (an empty one, from an unset
+	// variable in the caller's template, would widen the check without a
+	// word).
+	RequireSource *string `json:"require_source,omitempty" jsonschema:"refuse unless the challenges came from a source ranked at least this: procedural, corpus, hybrid, llm or any (leave it out for any)"`
+	AnyVerdict    bool    `json:"any_verdict,omitempty" jsonschema:"ok for any valid record, whatever its verdict (default: ok only when ACCEPTED)"`
+	Subject       string  `json:"subject,omitempty" jsonschema:"expected subject peer ID"`
+	Issuer        string  `json:"issuer,omitempty" jsonschema:"expected issuer peer ID"`
+	AllowExpired  bool    `json:"allow_expired,omitempty" jsonschema:"accept an expired record (audits)"`
 }
 
 // VerifyOutput is verify_attestation's output; its fields mirror
@@ -50,8 +55,8 @@ type VerifyOutput struct {
 func (s *Server) verifyAttestation(_ context.Context, _ *mcp.CallToolRequest, in VerifyInput) (*mcp.CallToolResult, *VerifyOutput, error) {
 	opts := protocol.VerifyOptions{AllowExpired: in.AllowExpired}
 	var err error
-	if rs := strings.TrimSpace(in.RequireSource); rs != "" && !strings.EqualFold(rs, "any") {
-		if opts.MinSource, err = skill.ParseSourceKind(rs); err != nil {
+	if in.RequireSource != nil && !strings.EqualFold(strings.TrimSpace(*in.RequireSource), "any") {
+		if opts.MinSource, err = skill.ParseSourceKind(*in.RequireSource); err != nil {
 			return nil, nil, fmt.Errorf("require_source: %w, or any", err)
 		}
 	}
