@@ -471,6 +471,8 @@ func (a *Record) checkStructure() error {
 		return bad("issuer and subject are the same peer")
 	case !isPeerID(a.Issuer) || !isPeerID(a.Subject):
 		return bad("issuer or subject is not a peer ID (identity multihash of 1 to 42 bytes, or SHA-256 multihash)")
+	case smallOrderPeerID(a.Issuer) || smallOrderPeerID(a.Subject):
+		return bad("issuer or subject is the peer ID of an Ed25519 key of small order, which anyone can sign for")
 	case len(a.Nonce) != NonceBytes:
 		return bad("nonce of %d bytes, want %d", len(a.Nonce), NonceBytes)
 	case len(a.TranscriptDigest) != DigestBytes:
@@ -1232,6 +1234,10 @@ func CheckKeyRules(pub crypto.PubKey, sig []byte) error {
 		}
 		if !exactECDSADER(sig) {
 			return fmt.Errorf("%w: ECDSA signature is not exactly the DER of its (r, s)", ErrBadSignature)
+		}
+	case *crypto.Ed25519PublicKey:
+		if raw, err := k.Raw(); err == nil && SmallOrderEd25519(raw) {
+			return fmt.Errorf("%w: an Ed25519 key of small order, which anyone can sign for", ErrMalformed)
 		}
 	case *crypto.Secp256k1PublicKey:
 		parsed, err := secpecdsa.ParseDERSignature(sig)
