@@ -167,6 +167,61 @@ func sealRecord(r *attRecord, priv ed25519.PrivateKey) []byte {
 	return e
 }
 
+// smallOrderEd: attestation.md §2, an Ed25519 key that decodes (y mod p,
+// the sign bit ignored) to a point of order dividing 8. Such points have
+// y = 1, p − 1, 0, or y with y² = −x² and d·x⁴ − 2x² − 1 = 0; here they
+// are told apart by [8]P = identity, computed in extended coordinates
+// from the decoded y and the spec's x.
+func smallOrderEd(k []byte) bool {
+	p := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(19))
+	be := make([]byte, 32)
+	for i := range k {
+		be[31-i] = k[i]
+	}
+	be[0] &= 0x7f
+	y := new(big.Int).Mod(new(big.Int).SetBytes(be), p)
+	d := new(big.Int).Mul(big.NewInt(-121665), new(big.Int).ModInverse(big.NewInt(121666), p))
+	d.Mod(d, p)
+	// x² = (y² − 1) / (d·y² + 1)
+	y2 := new(big.Int).Mul(y, y)
+	num := new(big.Int).Sub(y2, big.NewInt(1))
+	den := new(big.Int).Add(new(big.Int).Mul(d, y2), big.NewInt(1))
+	den.Mod(den, p)
+	if den.Sign() == 0 {
+		return false
+	}
+	x2 := new(big.Int).Mul(num, new(big.Int).ModInverse(den, p))
+	x2.Mod(x2, p)
+	x := new(big.Int).ModSqrt(x2, p)
+	if x == nil {
+		return false // not a point: its signature fails
+	}
+	// Affine doubling on −x² + y² = 1 + d·x²·y², three times.
+	mod := func(v *big.Int) *big.Int { return v.Mod(v, p) }
+	inv := func(v *big.Int) *big.Int { return new(big.Int).ModInverse(mod(v), p) }
+	for range 3 {
+		xy := mod(new(big.Int).Mul(x, y))
+		xx := mod(new(big.Int).Mul(x, x))
+		yy := mod(new(big.Int).Mul(y, y))
+		dxy2 := mod(new(big.Int).Mul(d, mod(new(big.Int).Mul(xy, xy))))
+		dx := new(big.Int).Add(big.NewInt(1), dxy2) // 1 + d·x²y²
+		dy := new(big.Int).Sub(big.NewInt(1), dxy2) // 1 − d·x²y²
+		if mod(dx).Sign() == 0 || mod(dy).Sign() == 0 {
+			return false
+		}
+		nx := mod(new(big.Int).Mul(new(big.Int).Lsh(xy, 1), inv(dx)))
+		ny := mod(new(big.Int).Mul(new(big.Int).Add(yy, xx), inv(dy)))
+		x, y = nx, ny
+	}
+	return x.Sign() == 0 && y.Cmp(big.NewInt(1)) == 0
+}
+
+// smallOrderID: the peer ID libp2p derives from such a key.
+func smallOrderID(id []byte) bool {
+	pre := []byte{0x00, 0x24, 0x08, 0x01, 0x12, 0x20}
+	return len(id) == 38 && bytes.Equal(id[:6], pre) && smallOrderEd(id[6:])
+}
+
 func isPeerID(b []byte) bool {
 	if len(b) >= 2 && b[0] == 0x00 {
 		l := int(b[1])
@@ -251,7 +306,7 @@ func parseKey(m msg) (*pubKey, error) {
 	k := &pubKey{typ: int32(t), data: d}
 	switch k.typ {
 	case 1:
-		if len(d) != ed25519.PublicKeySize {
+		if len(d) != ed25519.PublicKeySize || smallOrderEd(d) {
 			return nil, eMalformed
 		}
 		k.ed = ed25519.PublicKey(d)
@@ -555,7 +610,7 @@ func verifyAttestation(data []byte, o verifyOpts) (*attRecord, error) {
 	if maj, ok := specMajor(r.SpecVersion); !ok || maj != 1 { // 6
 		return nil, eVersion
 	}
-	if !structureOK(r) { // 7
+	if !structureOK(r) || smallOrderID(r.Issuer) || smallOrderID(r.Subject) { // 7
 		return nil, eMalformed
 	}
 	if !bytes.Equal(peerIDFromKey(env.key.typ, env.key.data), r.Issuer) { // 8
