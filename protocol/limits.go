@@ -178,12 +178,16 @@ type peerState struct {
 // the peer is in the budget table): hello acks that paid, the sets drawn
 // for it, how many of those went back unseen (their draws refunded), and
 // draws refused by its share, its prefix's share or the global budget
-// after it paid.
+// after it paid; and, as a prover, the hashes of the payments (spec §5b)
+// this node's verifier was charged for it (2^D_v each, solved or not)
+// and the payments it asked that the budgets refused.
 type PeerUsage struct {
-	Paid     int `json:"paid"`
-	Drawn    int `json:"drawn"`
-	Returned int `json:"returned"`
-	Refused  int `json:"refused"`
+	Paid       int   `json:"paid"`
+	Drawn      int   `json:"drawn"`
+	Returned   int   `json:"returned"`
+	Refused    int   `json:"refused"`
+	PayWork    int64 `json:"pay_work,omitempty"`
+	PayRefused int   `json:"pay_refused,omitempty"`
 }
 
 // PeerUsage reports what p has cost this node's verifier (zero for a peer
@@ -671,10 +675,12 @@ func (b *budgets) chargePay(p peer.ID, d int, now time.Time) bool {
 	}
 	if b.pay.tokens < work+reserve || st.pay.tokens < work || pb != nil && pb.tokens < work || bb != nil && bb.tokens < work {
 		b.payRefused++
+		st.usage.PayRefused++
 		return false
 	}
 	b.pay.tokens -= work
 	st.pay.tokens -= work
+	st.usage.PayWork += int64(work)
 	if pb != nil {
 		pb.tokens -= work
 	}

@@ -43,6 +43,11 @@ func TestVerifierPayBudgets(t *testing.T) {
 	if b.payRefused != 1 {
 		t.Fatalf("payRefused = %d, want 1", b.payRefused)
 	}
+	// The prover's usage says what it cost (the abuse bench reads it):
+	// the hashes charged, and the payment refused.
+	if u := b.peers[id(0, 0)].usage; u.PayWork != 4<<d || u.PayRefused != 1 {
+		t.Fatalf("usage %+v, want %d hashes charged and 1 refusal", u, 4<<d)
+	}
 	// A quarter of the window later, one more (the share refills at
 	// its size per window).
 	later := now.Add(cfg.DrawWindow / 4)
