@@ -17,15 +17,15 @@ type abuseFlags struct {
 	duration, honestEvery, pace time.Duration
 	attacks                     []string
 	scale                       float64
-	check, nodeLog              bool
-	connLow, connHigh           int
+	check, nodeLog, limitLoop   bool
+	connLow, connHigh, payWork  int
 }
 
 func (a *app) benchAbuseCmd() *cobra.Command {
 	var f abuseFlags
 	cmd := &cobra.Command{
 		Use:   "abuse",
-		Short: "Attack one node on loopback with ten kinds of abuse while honest peers attest with it",
+		Short: "Attack one node on loopback with eleven kinds of abuse while honest peers attest with it",
 		Long: `Starts one acaptcha node in this process on loopback (procedural
 challenges, the protocol's default budgets, first contact on every peer,
 gossip and presentations on) and runs, for --duration, a mix of attacks from
@@ -42,6 +42,10 @@ hostile libp2p clients:
   9 sybil-presentation    presentations of acceptances by throw-away issuers
  10 stalled-hellos        valid hellos (one probe, round 1 and its answer, or
                           none) and then silence
+ 11 payment-drain         provers that decline the node's first contact
+                          VERIFY_FIRST (mutual wait) and then ask the most
+                          payment it pays, again and again; every third
+                          identity a control that asks without declining
 
 Once every attacker identity is up (the ramp-up), the node verifies honest
 provers and honest verifiers verify the node until the end, one session
@@ -66,7 +70,15 @@ addresses as identities.
 RSS below 512 MB, goroutines below 5,000, no attacker set spent beyond the
 attacker's paid sessions, no answerer call beyond budget, every honest
 session accepted, a probe then silence and an answer then silence holding
-a slot at most 15 s.`,
+a slot at most 15 s, the hashes the node paid to the payment-drain provers
+within the shares of its payment budget that apply (one prover's, one
+/24's with --limit-loopback, all unadmitted provers'), and no payment to a
+prover in none of the paying situations (spec §5b).
+
+--limit-loopback counts the loopback peers in the node's per-prefix
+budgets: all of them are then one /24 (127.0.0.0/24), whose share of the
+payment budget the check then applies; meant for --attacks payment-drain
+alone (the other attacks' identities would fill that network's slots).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runBenchAbuse(cmd.Context(), f)
@@ -80,6 +92,8 @@ a slot at most 15 s.`,
 	fl.Float64Var(&f.scale, "scale", 1, "multiplies the attacker identities of every attack")
 	fl.BoolVar(&f.check, "check", false, "exit 1 when an acceptance bound fails")
 	fl.BoolVar(&f.nodeLog, "node-log", false, "print the node's warnings on stderr")
+	fl.BoolVar(&f.limitLoop, "limit-loopback", false, "count loopback peers in the node's per-prefix budgets (all the bench's peers then share 127.0.0.0/24; for --attacks payment-drain)")
+	fl.IntVar(&f.payWork, "max-verifier-pay-work", 0, "the node's payment budget, hashes per hour (0: the protocol's default, 2^28; smaller makes its shares bind within a short run)")
 	fl.IntVar(&f.connLow, "conn-low", abuse.DefaultConnLow, "the node's connection-manager low watermark")
 	fl.IntVar(&f.connHigh, "conn-high", abuse.DefaultConnHigh, "the node's connection-manager high watermark (its inbound limit is set above it)")
 	return cmd
@@ -93,6 +107,8 @@ func (a *app) runBenchAbuse(ctx context.Context, f abuseFlags) error {
 		return usageErr("--honest-every and --pace must not be negative")
 	case f.scale <= 0 || f.scale > 16:
 		return usageErr("--scale %g: want more than 0, at most 16", f.scale)
+	case f.payWork < 0:
+		return usageErr("--max-verifier-pay-work %d: want 0 (the default) or more", f.payWork)
 	case f.connLow < 1 || f.connHigh < f.connLow || f.connHigh > 100_000:
 		return usageErr("--conn-low %d / --conn-high %d: want 1 <= low <= high <= 100000", f.connLow, f.connHigh)
 	}
@@ -101,7 +117,7 @@ func (a *app) runBenchAbuse(ctx context.Context, f abuseFlags) error {
 			return usageErr("--attacks: unknown attack %q (known: %s)", name, strings.Join(abuse.Attacks, ", "))
 		}
 	}
-	cfg := abuse.Config{Duration: f.duration, HonestEvery: f.honestEvery, Pace: f.pace, Attacks: f.attacks, Scale: f.scale, ConnLow: f.connLow, ConnHigh: f.connHigh}
+	cfg := abuse.Config{Duration: f.duration, HonestEvery: f.honestEvery, Pace: f.pace, Attacks: f.attacks, Scale: f.scale, ConnLow: f.connLow, ConnHigh: f.connHigh, LimitLoopback: f.limitLoop, MaxVerifierPayWork: f.payWork}
 	if f.nodeLog {
 		cfg.NodeLog = a.stderr
 	}
@@ -149,6 +165,20 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
+// printPayDrain prints what the payment-drain provers made the node pay
+// against the budget shares that apply to them.
+func printPayDrain(w io.Writer, x abuse.AttackReport) {
+	prefix := "n/a (loopback is exempt; --limit-loopback)"
+	if x.PayBudgetPrefix > 0 {
+		prefix = fmt.Sprintf("%d hashes for the /24 of a share of %d", x.NodePayWork, x.PayBudgetPrefix)
+	}
+	fmt.Fprintf(w, "     node paid %d hashes (%.1f payments of 22 bits) in %d payments the provers received; %d refused by the budgets\n",
+		x.NodePayWork, float64(x.NodePayWork)/(1<<22), x.PaymentsReceived, x.NodePayRefused)
+	fmt.Fprintf(w, "     per prover: at most %d of a share of %d; per /24: %s; per IPv6 /32: n/a (IPv4); unadmitted provers: %d of a share of %d\n",
+		x.NodePayMaxPeer, x.PayBudgetProver, prefix, x.NodePayWork, x.PayBudgetTotal)
+	fmt.Fprintf(w, "     outside the paying situations: %d payments received, %d hashes charged for the controls\n", x.PaidOutside, x.NodePayControls)
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 func printAbuseReport(w io.Writer, r *abuse.Report, interrupted bool) error {
@@ -193,6 +223,9 @@ func printAbuseReport(w io.Writer, r *abuse.Report, interrupted bool) error {
 	fmt.Fprintln(w)
 	for _, x := range r.Attack {
 		fmt.Fprintf(w, "  %d %s: %s\n", x.Finding, x.Name, x.Detail)
+		if x.Name == abuse.AttackPayDrain {
+			printPayDrain(w, x)
+		}
 	}
 	switch {
 	case interrupted:

@@ -58,6 +58,8 @@ func TestBenchAbuseCheck(t *testing.T) {
 			Returned   int    `json:"sets_returned"`
 			Calls      int64  `json:"answerer_calls"`
 			CallBudget int64  `json:"answerer_call_budget"`
+			PayBudget  int64  `json:"pay_budget_prover"`
+			PayTotal   int64  `json:"pay_budget_unadmitted"`
 		} `json:"per_attack"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
@@ -80,6 +82,11 @@ func TestBenchAbuseCheck(t *testing.T) {
 	for _, a := range rep.Attack {
 		if a.Sessions == 0 || a.Drawn-a.Returned > a.Paid || (a.CallBudget >= 0 && a.Calls > a.CallBudget) {
 			t.Errorf("%+v", a)
+		}
+		// The payment drain's figures are in the JSON (its bounds are
+		// --check's: the exit code above).
+		if a.Name == abuse.AttackPayDrain && (a.PayBudget == 0 || a.PayTotal == 0) {
+			t.Errorf("payment-drain without its budget shares: %+v", a)
 		}
 	}
 }

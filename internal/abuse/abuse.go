@@ -1,5 +1,5 @@
 // Package abuse is the abuse bench of issue 10: it starts one acaptcha
-// node in this process on loopback and plays the ten attacks of the
+// node in this process on loopback and plays the attacks of the
 // issue against it from hostile libp2p clients, while one honest prover
 // and one honest verifier keep attesting with it. It reports the honest
 // latency, the node's resources, and per attack what the attacker made the
@@ -91,18 +91,19 @@ const (
 	AttackSilentContact   = "silent-first-contact"
 	AttackPresentation    = "sybil-presentation"
 	AttackStall           = "stalled-hellos"
+	AttackPayDrain        = "payment-drain"
 )
 
-// Attacks lists every attack, finding 1 to 10.
+// Attacks lists every attack, finding 1 to 11.
 var Attacks = []string{AttackReciprocalFlood, AttackGoroutineFlood, AttackIdleConns, AttackSlotPinning,
-	AttackSetDrain, AttackRelay, AttackProverCost, AttackSilentContact, AttackPresentation, AttackStall}
+	AttackSetDrain, AttackRelay, AttackProverCost, AttackSilentContact, AttackPresentation, AttackStall, AttackPayDrain}
 
 // Identities per attack by default (the issue's figures scaled to one
 // process on a small machine; Config.Scale multiplies them).
 var defaultIdentities = map[string]int{
 	AttackReciprocalFlood: 1, AttackGoroutineFlood: 4, AttackIdleConns: 112, AttackSlotPinning: 16,
 	AttackSetDrain: 8, AttackRelay: 2, AttackProverCost: 8, AttackSilentContact: 16, AttackPresentation: 4,
-	AttackStall: 8,
+	AttackStall: 8, AttackPayDrain: 6,
 }
 
 // Config configures a bench run.
@@ -122,6 +123,17 @@ type Config struct {
 	// ConnLow and ConnHigh are the node's connection-manager watermarks
 	// (defaults DefaultConnLow and DefaultConnHigh).
 	ConnLow, ConnHigh int
+	// LimitLoopback counts the node's loopback peers in its per-prefix
+	// budgets (peer.Config.LimitLoopback): every peer of the bench is then
+	// in 127.0.0.0/24, one network (meant for payment-drain alone: the
+	// other attacks' identities would fill that network's connection
+	// slots).
+	LimitLoopback bool
+	// MaxVerifierPayWork is the node's payment budget per window
+	// (peer.Limits.MaxVerifierPayWork; default the protocol's, 2^28
+	// hashes an hour): a smaller one makes its shares bind within a
+	// short run.
+	MaxVerifierPayWork int
 	// Dir holds the stores (default a temporary directory, removed).
 	Dir string
 	// NodeLog, when set, receives the node's warnings.
@@ -156,6 +168,8 @@ func (c *Config) defaults() error {
 		return errors.New("abuse bench: negative pause")
 	case c.Scale < 0 || c.Scale > 16 || math.IsNaN(c.Scale):
 		return fmt.Errorf("abuse bench: scale %g: want 0..16", c.Scale)
+	case c.MaxVerifierPayWork < 0:
+		return errors.New("abuse bench: negative payment budget")
 	case c.ConnLow < 0 || c.ConnHigh < c.ConnLow || c.ConnHigh > 100_000:
 		return fmt.Errorf("abuse bench: connection watermarks %d/%d: want 0 <= low <= high <= 100000", c.ConnLow, c.ConnHigh)
 	}
@@ -218,6 +232,27 @@ type AttackReport struct {
 	// round 1, read its answer and then sent nothing held its slot
 	// (bound: BoundAnswerHold).
 	AnswerHold time.Duration `json:"answer_hold_ns,omitempty"`
+	// Payment drain (finding 11, spec §5b): NodePayWork are the hashes
+	// the node's verifier was charged to pay the attack's provers (2^D_v
+	// per payment, protocol.PeerUsage.PayWork), NodePayMaxPeer the most
+	// for one of them, NodePayRefused the payments its budgets refused
+	// them, and NodePayControls the hashes charged for the controls
+	// (provers in none of the paying situations; bound: none).
+	// PaymentsReceived are the valid payments the provers received, and
+	// PaidOutside those received in none of the node's paying situations
+	// (bound: none). PayBudgetProver, PayBudgetPrefix and PayBudgetTotal
+	// are the shares of the node's payment budget that apply over the
+	// run: one prover's, one /24's (0: none applies, loopback being
+	// exempt) and all unadmitted provers'.
+	NodePayWork      int64 `json:"node_pay_work,omitempty"`
+	NodePayMaxPeer   int64 `json:"node_pay_work_max_prover,omitempty"`
+	NodePayRefused   int   `json:"node_pay_refused,omitempty"`
+	NodePayControls  int64 `json:"node_pay_work_controls,omitempty"`
+	PaymentsReceived int64 `json:"payments_received,omitempty"`
+	PaidOutside      int64 `json:"payments_outside_situations,omitempty"`
+	PayBudgetProver  int64 `json:"pay_budget_prover,omitempty"`
+	PayBudgetPrefix  int64 `json:"pay_budget_prefix,omitempty"`
+	PayBudgetTotal   int64 `json:"pay_budget_unadmitted,omitempty"`
 	// Detail is the attack's own outcome.
 	Detail string `json:"detail"`
 }
@@ -318,6 +353,7 @@ func (r *Report) CheckCost() []string {
 		if a.UnpaidAnswered > 0 {
 			f = append(f, fmt.Sprintf("%s: %d rounds answered in sessions that did not pay", a.Name, a.UnpaidAnswered))
 		}
+		f = append(f, checkPayDrain(a)...)
 		if a.CallBudget >= 0 && a.Calls > a.CallBudget {
 			f = append(f, fmt.Sprintf("%s: %d answerer calls, budget %d", a.Name, a.Calls, a.CallBudget))
 		}
@@ -346,6 +382,10 @@ type bench struct {
 	counters  map[string]*attackCounters
 	// connectRetries counts honest connection attempts refused.
 	connectRetries atomic.Int64
+	// drainSeq numbers the payment-drain identities, and drainControls
+	// are those that never enter a paying situation (paydrain.go).
+	drainSeq      int
+	drainControls []lpeer.ID
 }
 
 // Run runs the bench.
@@ -578,10 +618,11 @@ func (b *bench) startNode() error {
 		Key: key, StorePath: filepath.Join(b.dir, "node.db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
 		// As a public node asks (spec/protocol.md §5b): every verifier
 		// that comes to it pays before its answerer reads a challenge.
-		Limits: peer.Limits{PayDifficulty: protocol.PublicPowDifficulty},
+		Limits: peer.Limits{PayDifficulty: protocol.PublicPowDifficulty, MaxVerifierPayWork: b.cfg.MaxVerifierPayWork},
 		Source: b.oracle.Source(gen, nil), Prover: b.prover, Logger: log,
 		AttestPolicy: peer.AttestAll, Gossip: true, RequireSource: skill.SourceProcedural, SourceKind: skill.SourceProcedural,
 		ConnLowWater: b.cfg.ConnLow, ConnHighWater: b.cfg.ConnHigh, ConnGracePeriod: benchConnGrace,
+		LimitLoopback: b.cfg.LimitLoopback,
 	})
 	if err != nil {
 		return fmt.Errorf("abuse bench: start node: %w", err)
@@ -623,6 +664,9 @@ func (b *bench) attackReport(name string, pc protocol.Config, d time.Duration) A
 	if name == AttackStall {
 		r.Calls = b.prover.stalled.Load()
 		r.CallBudget = int64(len(ids)) * bucketBudget(pc.MaxCallsPerVerifier, pc.ProverWindow, d)
+	}
+	if name == AttackPayDrain {
+		b.payDrainReport(&r, ids, pc, d)
 	}
 	r.PayHashes, r.UnpaidAnswered = c.get(payHashesKey), c.get(unpaidAnsweredKey)
 	r.ProbeHold = time.Duration(c.get(probeHoldKey)) * time.Millisecond

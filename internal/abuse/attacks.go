@@ -137,6 +137,8 @@ func (b *bench) attack(ctx context.Context, name string, n int, c *attackCounter
 		run = b.presentationFlood
 	case AttackStall:
 		run = b.stall
+	case AttackPayDrain:
+		run = b.payDrain
 	default:
 		return fmt.Errorf("unknown attack %q", name)
 	}
@@ -146,7 +148,11 @@ func (b *bench) attack(ctx context.Context, name string, n int, c *attackCounter
 		if ctx.Err() != nil {
 			return nil
 		}
-		h, err := b.attackerHost()
+		newHost := b.attackerHost
+		if name == AttackPayDrain {
+			newHost = func() (host.Host, error) { return b.attackerHostAbove(b.node.ID()) }
+		}
+		h, err := newHost()
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,92 @@
+package abuse
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPayDrain runs the payment drain (finding 11) alone against a node
+// whose payment budget is small enough for its shares to bind within the
+// run (2^26 hashes an hour: one prover's share is one payment of 22 bits,
+// one /24's two), and asserts that the node paid provers in mutual wait,
+// that the share under test refused the payments beyond it, that the
+// hashes it was charged stay within every share that applies, and that
+// it paid none of the controls (provers that came to it and declined
+// nothing). Each bound is made to bind in its own run: the per-prover
+// share with loopback exempt from the per-prefix budgets (two provers in
+// mutual wait), the per-/24 share with loopback counted (three of them).
+func TestPayDrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench run")
+	}
+	const budget = 1 << 26
+	for _, tc := range []struct {
+		name          string
+		limitLoopback bool
+		ids           int   // identities: every third a control
+		want          int64 // hashes the node pays them: the binding share
+	}{
+		{"per-prover", false, 3, 2 << 22},
+		{"per-prefix", true, 4, 2 << 22},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// First contact asks a prover that declined VERIFY_FIRST
+			// again after 3.75-6.25 s and, once paid and declined BUSY,
+			// after 1.5-2.5 s: two asks per prover fit in 10 s.
+			cfg := Config{Duration: 10 * time.Second, Dir: t.TempDir(), Progress: t.Logf, Attacks: []string{AttackPayDrain},
+				Scale: float64(tc.ids) / float64(defaultIdentities[AttackPayDrain]), LimitLoopback: tc.limitLoopback,
+				MaxVerifierPayWork: budget}
+			if raceEnabled {
+				cfg.Duration = 15 * time.Second
+			}
+			rep, err := Run(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Attack) != 1 {
+				t.Fatalf("%d attack reports", len(rep.Attack))
+			}
+			a := rep.Attack[0]
+			t.Logf("%+v", a)
+			if f := rep.CheckCost(); len(f) > 0 {
+				t.Fatalf("cost bounds failed: %v", f)
+			}
+			if a.Identities != tc.ids || a.PayBudgetProver == 0 || a.PayBudgetTotal == 0 || (a.PayBudgetPrefix > 0) != tc.limitLoopback {
+				t.Fatalf("identities %d, budgets %d/%d/%d: not the run asked for", a.Identities, a.PayBudgetProver, a.PayBudgetPrefix, a.PayBudgetTotal)
+			}
+			// The drain really ran: provers in mutual wait were paid, the
+			// controls asked and were refused, and the share under test
+			// refused the rest.
+			if a.NodePayWork == 0 {
+				t.Fatalf("no payment charged: the drain did not reach mutual wait (%s)", a.Detail)
+			}
+			// Under the race detector on 2 cores the node's solve can
+			// outlast its 5 s (charged all the same, and checked above).
+			if a.PaymentsReceived == 0 && !raceEnabled {
+				t.Fatalf("no payment received: %s", a.Detail)
+			}
+			if n := rep.Attack[0].Detail; !containsAll(n, drainDeclinesKey, drainControlKey) {
+				t.Fatalf("no VERIFY_FIRST decline or no ask of a control: %s", n)
+			}
+			if a.NodePayRefused == 0 {
+				t.Fatalf("the node's budgets refused no payment: the share under test never bound (%d hashes paid)", a.NodePayWork)
+			}
+			if a.NodePayWork != tc.want {
+				t.Fatalf("node paid %d hashes, want %d (the binding share)", a.NodePayWork, tc.want)
+			}
+		})
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			return false
+		}
+	}
+	return true
+}
