@@ -201,7 +201,7 @@ func (b *bench) drainSession(ctx context.Context, h host.Host, st *drainIdentity
 		return
 	}
 	c.inc(drainAskedKey)
-	// The node solves within half its round-1 window (5 s).
+	// The node solves within half its round-1 window (4 s).
 	f, err = r.recv(frameWait + 2*time.Second)
 	pay := f.GetProbe().GetPay()
 	if err != nil || f.GetProbe() == nil || !protocol.CheckPay(nonce, b.node.ID(), pay, ask) {

@@ -65,7 +65,7 @@ func TestPayDrain(t *testing.T) {
 				t.Fatalf("no payment charged: the drain did not reach mutual wait (%s)", a.Detail)
 			}
 			// Under the race detector on 2 cores the node's solve can
-			// outlast its 5 s (charged all the same, and checked above).
+			// outlast its 4 s (charged all the same, and checked above).
 			if a.PaymentsReceived == 0 && !raceEnabled {
 				t.Fatalf("no payment received: %s", a.Detail)
 			}
