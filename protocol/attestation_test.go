@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha512"
 	"encoding/asn1"
 	"encoding/binary"
 	"encoding/hex"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -260,6 +262,60 @@ func attestOffCurveEnvelope(t testing.TB, a *protocol.Attestation) []byte {
 		t.Fatal(err)
 	}
 	out, err := proto.Marshal(&recordpb.Envelope{PublicKey: pk, PayloadType: []byte{0x81, 0x94, 0xeb, 0x01}, Payload: payload, Signature: make([]byte, 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// attestSmallOrderEnvelope is an envelope whose public key is the
+// Ed25519 encoding of the curve's identity point (01 00...00, of order
+// 1), over a with that key's peer ID as issuer, with the signature
+// R || S of R = [s]B and S = s for the scalar s of seed 07 00...00
+// (RFC 8032 clamping, reduced mod L): [S]B = R + [k]A holds for every k,
+// so this "signature" verifies over any message under the identity key
+// (attestation.md §2 refuses keys of small order: anyone signs for them).
+func attestSmallOrderEnvelope(t testing.TB, a *protocol.Attestation) []byte {
+	t.Helper()
+	keyData := make([]byte, 32)
+	keyData[0] = 1
+	pub, err := crypto.UnmarshalEd25519PublicKey(keyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := *a
+	b.Issuer = id
+	payload, err := b.MarshalRecord()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := make([]byte, ed25519.SeedSize)
+	seed[0] = 7
+	h := sha512.Sum512(seed)
+	h[0] &= 248
+	h[31] &= 127
+	h[31] |= 64
+	le := make([]byte, 32)
+	for i := range le {
+		le[i] = h[31-i]
+	}
+	l, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
+	sb := new(big.Int).Mod(new(big.Int).SetBytes(le), l).FillBytes(make([]byte, 32))
+	slices.Reverse(sb)
+	sig := append(bytes.Clone(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)), sb...)
+	signed := attestSignedBytes(protocol.AttestationDomain, []byte{0x81, 0x94, 0xeb, 0x01}, payload)
+	if !ed25519.Verify(ed25519.PublicKey(keyData), signed, sig) {
+		t.Fatal("the identity key's forged signature does not verify under crypto/ed25519")
+	}
+	pk, err := crypto.PublicKeyToProto(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := proto.Marshal(&recordpb.Envelope{PublicKey: pk, PayloadType: []byte{0x81, 0x94, 0xeb, 0x01}, Payload: payload, Signature: sig})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -985,6 +1041,7 @@ func attestBuildVector(t testing.TB) []byte {
 			appended(0xa4, 0x06)},
 	}
 	offCurve := attestOffCurveEnvelope(t, a)
+	smallOrder := attestSmallOrderEnvelope(t, a)
 
 	f := attestVectorFile{
 		Description: "acaptcha signed attestation, spec/attestation.md. Keys are Ed25519 from the given seeds " +
@@ -1020,6 +1077,7 @@ func attestBuildVector(t testing.TB) []byte {
 			{Name: "subject_not_peer_id", Description: "the record with subject 55 00 (a multihash of an unknown code with an empty digest, no peer ID), correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, &badSubject, ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
 			{Name: "spec_version_not_utf8", Description: "the record with spec_version the bytes 1.0.0+ and ff (not UTF-8; the version rule alone would take it), correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealRaw(t, rawAttestRecord(badVersion), ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
 			{Name: "ed25519_key_not_on_curve", Description: "an envelope whose public_key is the Ed25519 key 02 00...00 (y = 2, no curve point), over the record with that key's peer ID as issuer, with a signature of 64 zero bytes", EnvelopeHex: hex.EncodeToString(offCurve), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
+			{Name: "ed25519_key_small_order", Description: "an envelope whose public_key is the Ed25519 key 01 00...00 (the identity point, of order 1), over the record with that key's peer ID as issuer, signed R || S with R = [s]B and S = s (s the clamped scalar of seed 07 00...00 mod L): RFC 8032's check [S]B = R + [k]A holds for any message, so anyone signs for this key", EnvelopeHex: hex.EncodeToString(smallOrder), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
 			{Name: "ecdsa_signature_trailing_byte", Description: "the record with the ECDSA P-256 key of scalar 0303...03 as issuer, signed by that key (a valid signature, k = SHA-256(scalar || SHA-256(signed bytes)) mod n), with a byte 00 appended after its DER SEQUENCE", EnvelopeHex: hex.EncodeToString(attestECDSAEnvelope(t, a, ecdsaTrailingByte)), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
 			{Name: "ecdsa_signature_extra_element", Description: "the same ECDSA record and signature with an INTEGER 0 (02 01 00) added inside its DER SEQUENCE after s", EnvelopeHex: hex.EncodeToString(attestECDSAEnvelope(t, a, ecdsaExtraElement)), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
 			{Name: "no_provenance", Description: "the record without field 15, as issued before provenance existed, correctly signed by the issuer: it names no source (rank 0), so a party requiring even source procedural refuses it", EnvelopeHex: hex.EncodeToString(attestMustSeal(t, &legacy, ik)), VerifyAt: stamp(attestVerifyAt), MinSource: string(skill.SourceProcedural), Error: "source_below_minimum"},

@@ -282,3 +282,64 @@ func solveWithin(nonce []byte, verifier peer.ID, d int, n uint64) []byte {
 	}
 	return nil
 }
+
+// The verifier solves at most maxPaySolves payments at once: the budget
+// bounds the hashes of an hour, not how fast they go, and provers in
+// mutual wait (which anyone can reach) could have them solved on every
+// core at once while the node's own sessions waited (helper-85's
+// payment drain at scale 5: 20 provers, honest p99 1.6 s). A payment
+// asked while every solver runs is refused before anything is charged;
+// one the node's caller asked for waits for a solver.
+func TestPaySolversBounded(t *testing.T) {
+	if maxPaySolves() < 1 {
+		t.Fatalf("maxPaySolves() = %d", maxPaySolves())
+	}
+	for _, requested := range []bool{false, true} {
+		t.Run(fmt.Sprint("requested=", requested), func(t *testing.T) {
+			a, m := newHost(t), newHost(t)
+			cfg := Config{Source: sourceOf("pay-solvers"), Policy: fastPolicy(5*time.Second, 20*time.Second),
+				MutualWaitProver: func(p peer.ID) bool { return p == m.ID() },
+				Requested:        func(peer.ID) bool { return requested }}
+			va := newService(t, a, cfg)
+			const ask = MutualWaitPayDifficulty
+			nonce := quickPayNonce(t, a.ID(), ask)
+			paid := make(chan bool, 1)
+			rawProver(t, m, func(r *rawPeer, hello *pb.Hello) {
+				ok := false
+				defer func() { paid <- ok }()
+				pow, err := SolvePow(testCtx(t, 20*time.Second), hello.GetNonce(), m.ID(), int(hello.GetPowDifficulty()), DefaultMaxPowDifficulty)
+				if err != nil {
+					return
+				}
+				r.send(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow,
+					PayDifficulty: ask, PayNonce: nonce}}})
+				if f, err := r.recv(); err == nil {
+					ok = CheckPay(nonce, a.ID(), f.GetProbe().GetPay(), ask)
+				}
+			})
+			connect(t, m, a, "tcp") // m comes to a, and waits for it
+			// Every solver busy; for the requested run, one frees in
+			// 300 ms (within the 4 s the solve has).
+			for range cap(va.paySolvers) {
+				va.paySolvers <- struct{}{}
+			}
+			if requested {
+				go func() {
+					time.Sleep(300 * time.Millisecond)
+					<-va.paySolvers
+				}()
+			}
+			_, err := va.Verify(testCtx(t, 30*time.Second), m.ID(), false)
+			got := <-paid
+			u := va.PeerUsage(m.ID())
+			switch {
+			case requested && !got:
+				t.Fatalf("requested: not paid once a solver freed (Verify: %v)", err)
+			case !requested && (got || !errors.Is(err, ErrPayRefused)):
+				t.Fatalf("every solver busy: paid %v, Verify %v; want unpaid, ErrPayRefused", got, err)
+			case !requested && u.PayWork != 0:
+				t.Fatalf("a payment refused for busy solvers charged %d hashes", u.PayWork)
+			}
+		})
+	}
+}

@@ -546,6 +546,9 @@ type Service struct {
 
 	guard   *reflectionGuard
 	budgets *budgets
+	// paySolvers holds a token per payment being solved (§5b): at most
+	// maxPaySolves at once (paySolver).
+	paySolvers chan struct{}
 	// issued dates the records this verifier signs (issued.go).
 	issued issueClock
 	// random supplies nonces (crypto/rand; tests make it deterministic).
@@ -600,6 +603,7 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 	}
 	s.budgets = newBudgets(&s.cfg)
 	s.budgets.prefixOf = s.drawPrefix
+	s.paySolvers = make(chan struct{}, maxPaySolves())
 	if cfg.Source != nil {
 		s.priv = h.Peerstore().PrivKey(h.ID())
 		if s.priv == nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -641,21 +642,57 @@ func (v *verifierRun) payFor(ack *pb.HelloAck) ([]byte, error) {
 		_ = v.str.ResetWithError(ErrCodeBusy)
 		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work, above the %d this node pays", ErrPayRefused, v.peer, d, s.cfg.MaxPowDifficulty)}
 	}
-	if !s.budgets.chargePay(v.peer, d, s.now()) {
-		_ = v.str.ResetWithError(ErrCodeBusy)
-		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work: this node's payment budget is spent", ErrPayRefused, v.peer, d)}
-	}
 	// The prover waits for the first probe from writing its ack (§6 step
 	// 5); half the round-1 window (4 s by default) is the most this
 	// spends (§5b).
 	ctx, cancel := context.WithTimeout(v.ctx, roundOneWindow(s.cfg.HandshakeTimeout)/2)
 	defer cancel()
+	release, ok := s.paySolver(ctx, v.requested())
+	if !ok {
+		_ = v.str.ResetWithError(ErrCodeBusy)
+		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work while this node solves %d payments already", ErrPayRefused, v.peer, d, cap(s.paySolvers))}
+	}
+	defer release()
+	if !s.budgets.chargePay(v.peer, d, s.now()) {
+		_ = v.str.ResetWithError(ErrCodeBusy)
+		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work: this node's payment budget is spent", ErrPayRefused, v.peer, d)}
+	}
 	pay, err := SolvePay(ctx, nonce, s.h.ID(), d, s.cfg.MaxPowDifficulty)
 	if err != nil {
 		_ = v.str.ResetWithError(ErrCodeBusy)
 		return nil, errNoSession{fmt.Errorf("%w: %s: %w", ErrPayRefused, v.peer, err)}
 	}
 	return pay, nil
+}
+
+// maxPaySolves is how many payments (§5b) a verifier solves at once: half
+// the cores the process may use, at least one. The payment budget bounds
+// the hashes paid in an hour, not how fast they go: provers in mutual
+// wait, which anyone can reach, could otherwise have the budget's
+// unadmitted three quarters (about a minute of a core) solved on every
+// core at once, and the node's own sessions wait behind them.
+func maxPaySolves() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
+// paySolver takes one of the service's payment solvers and returns its
+// release: at once when one is free, and for a verification the node's
+// caller asked for (wait) when one frees before ctx ends. Otherwise it
+// reports false, and the payment is refused before anything is charged.
+func (s *Service) paySolver(ctx context.Context, wait bool) (func(), bool) {
+	release := func() { <-s.paySolvers }
+	select {
+	case s.paySolvers <- struct{}{}:
+		return release, true
+	default:
+	}
+	if !wait {
+		return nil, false
+	}
+	select {
+	case s.paySolvers <- struct{}{}:
+		return release, true
+	case <-ctx.Done():
+		return nil, false
+	}
 }
 
 // requested reports whether this session's prover is paid up to the
