@@ -14,11 +14,11 @@ import (
 // implementation's policy). Once the rejection expires the node prunes
 // it (pruneLearned), the pair is empty, and s presents the withdrawn
 // acceptance, which is learned and counts in the quorum again for the
-// rest of its 23 hours. The same holds for the node's own records after a
-// restart (the store prunes the expired rejection, EachNewestSound then
-// picks the older, still valid acceptance).
+// rest of its 23 hours. A learned rejection is now kept, expired, until
+// MaxKeptLifetime after its issue (learnedDead), in memory and in the
+// store: the node's own issued records are kept Config.KeepExpired (30
+// days by default) past their expiry already.
 func TestRetractionExpiresFirstAudit84(t *testing.T) {
-	t.Skip("audit84: open. Proposal: keep a learned rejection (and, in the store, an issued one) until the latest expiry of the records it superseded, e.g. a trustRec.coversUntil = max(expires_at of the superseded acceptance, its own), pruned only after it; or refuse to learn an acceptance older than a retraction pruned less than MaxKeptLifetime ago (remember pair and issued_at of pruned rejections)")
 	n := newBareNode(t, Config{TrustQuorum: 1, RequireSource: AnySource})
 	now := time.Now()
 	clock := newTestClock(n, now)
@@ -39,5 +39,18 @@ func TestRetractionExpiresFirstAudit84(t *testing.T) {
 	n.pruneLearned(clock.now())
 	if res, err := LearnEnvelope(n, acc, ViaPresentation, s); err != nil || res == learnedNew.String() {
 		t.Errorf("the withdrawn acceptance presented again after its retraction expired: %s, %v (admission %+v)", res, err, n.Admission(s))
+	}
+	if adm := n.Admission(s); adm.Admitted {
+		t.Errorf("admitted after the retraction expired: %+v", adm)
+	}
+	// Once MaxKeptLifetime has passed since the rejection's issue, it
+	// goes, in memory and in the store.
+	// goes (the store's prune: TestPruneLearnedKeepsRetraction).
+	n.pruneLearned(now.Add(MaxKeptLifetime + time.Minute))
+	n.trust.mu.RLock()
+	left := len(n.trust.learned[s])
+	n.trust.mu.RUnlock()
+	if left != 0 {
+		t.Errorf("%d learned records of the subject in memory after MaxKeptLifetime", left)
 	}
 }

@@ -293,7 +293,10 @@ func decodeLearned(k, v []byte, decode func([]byte) (*protocol.Attestation, erro
 	return l, true
 }
 
-// PruneLearned deletes the learned entries that expired at or before now,
+// PruneLearned deletes the learned entries that expired at or before now
+// (a rejection only once maxLifetime since its issue has passed too:
+// every acceptance it superseded expired by then, and one presented
+// again must find the pair held; with maxLifetime 0, at its expiry),
 // and those valid for longer than maxLifetime (expires_at − issued_at;
 // none when maxLifetime is 0), and returns how many it deleted. A node
 // does not learn the latter (spec/trust.md §3.6), but one that read their
@@ -310,7 +313,7 @@ func (s *Store) PruneLearned(now time.Time, maxLifetime time.Duration) (int, err
 		var dead [][]byte
 		err := b.ForEach(func(k, v []byte) error {
 			var lv learnedValue
-			if json.Unmarshal(v, &lv) != nil || lv.ExpiresAt <= now.Unix() ||
+			if json.Unmarshal(v, &lv) != nil || (lv.ExpiresAt <= now.Unix() && (lv.Accepted || lv.IssuedAt+maxSecs <= now.Unix())) ||
 				(maxSecs > 0 && (lv.IssuedAt <= 0 || lv.ExpiresAt-lv.IssuedAt > maxSecs)) {
 				dead = append(dead, bytes.Clone(k))
 			}

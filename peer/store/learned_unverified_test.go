@@ -145,3 +145,38 @@ func TestPutLearnedReplacesDamaged(t *testing.T) {
 		t.Fatalf("after the sound entry over a damaged one: %d listed, %d damaged, %v; want the sound entry", len(got), bad, err)
 	}
 }
+
+// TestPruneLearnedKeepsRetraction: a learned rejection that expired is
+// kept until maxLifetime after its issue, so that the acceptance it
+// withdrew (issued before it, so expiring before then) is not learned
+// again after a restart; an expired acceptance goes at its expiry.
+func TestPruneLearnedKeepsRetraction(t *testing.T) {
+	s, _ := openTemp(t)
+	defer s.Close()
+	key, _ := testutil.NewKey(t)
+	_, rejected := testutil.NewKey(t)
+	_, accepted := testutil.NewKey(t)
+	now := time.Now().Truncate(time.Second)
+	rejEnv, rej := sealedVerdict(t, key, rejected, false, now, time.Hour)
+	accEnv, acc := sealedVerdict(t, key, accepted, true, now, time.Hour)
+	if err := s.PutLearned(Learned{Attestation: rej, Envelope: rejEnv, Via: ViaGossip, LearnedAt: now},
+		Learned{Attestation: acc, Envelope: accEnv, Via: ViaGossip, LearnedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	const maxLifetime = 30 * 24 * time.Hour
+	for _, c := range []struct {
+		at   time.Duration
+		want int
+	}{{2 * time.Hour, 1}, {maxLifetime, 0}} {
+		if _, err := s.PruneLearned(now.Add(c.at), maxLifetime); err != nil {
+			t.Fatal(err)
+		}
+		ls, _, err := s.ListLearnedUnverified("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) != c.want || (c.want == 1 && ls[0].Attestation.Accepted) {
+			t.Fatalf("pruned at +%v: %d learned records left, want %d (the expired rejection)", c.at, len(ls), c.want)
+		}
+	}
+}
