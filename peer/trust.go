@@ -569,6 +569,14 @@ func (n *Node) loadTrust() error {
 	}
 	t := &n.trust
 	t.issued, t.learned, t.perIssuer, t.nLearned, t.self, t.revoked = idx.issued, idx.learned, idx.perIssuer, idx.nLearned, idx.self, idx.revoked
+	// Records dated ahead of the clock before a restart (the issue
+	// clock's lead): the next record about their subjects comes after
+	// them.
+	if n.svc != nil {
+		for subject, r := range idx.issued {
+			n.svc.NoteIssued(subject, r.issuedAt)
+		}
+	}
 	t.perNet = idx.perNet
 	if len(idx.pending) > 0 {
 		t.checking, t.checked = true, make(chan struct{})

@@ -68,3 +68,38 @@ func (c *issueClock) at(subject peer.ID, now time.Time) time.Time {
 	c.last[subject] = t
 	return t
 }
+
+// note records at, the issued_at of a record this verifier signed about
+// subject before (read back from a store at start), as the previous
+// record about subject when it is later than the one held and not more
+// than a second before now: a node dated such a record up to maxIssueLead
+// ahead of its clock, and a restart forgot it, so a rejection signed just
+// after the restart was dated before that record and lost to it.
+func (c *issueClock) note(subject peer.ID, at, now time.Time) {
+	at = at.UTC().Truncate(time.Second)
+	if at.Before(now.UTC().Truncate(time.Second).Add(-time.Second)) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = map[peer.ID]time.Time{}
+	}
+	if prev, ok := c.last[subject]; ok && !at.After(prev) {
+		return
+	}
+	if len(c.last) >= maxIssueEntries {
+		return // the table holds records of this second already
+	}
+	c.last[subject] = at
+}
+
+// NoteIssued tells the verifier of a record it signed about subject
+// before, dated at (its issued_at): a node calls it at start for the
+// records of its store, so that the next record about subject is dated
+// after that one even when it was dated ahead of the clock before a
+// restart (spec/attestation.md §5). Records more than a second old are
+// ignored: no new record can tie with them.
+func (s *Service) NoteIssued(subject peer.ID, at time.Time) {
+	s.issued.note(subject, at, s.now())
+}

@@ -106,3 +106,30 @@ func TestIssueClockAudit84NeverBeforePrevious(t *testing.T) {
 		t.Fatalf("after the clock stepped back an hour, record dated %v", got)
 	}
 }
+
+// audit84 (open, now fixed): the issue clock's lead was forgotten at a
+// restart: a record dated ahead of the clock before it (up to a minute)
+// was followed by one dated by the clock, before it, and a rejection so
+// dated lost to the acceptance. NoteIssued (the node's start, from its
+// store) makes the next record come after it; records over a second old
+// are not kept (nothing new can tie with them).
+func TestIssueClockSeededAfterRestart(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	var c issueClock
+	ahead := now.Add(30 * time.Second)
+	c.note("a", ahead, now)
+	c.note("a", now, now) // older than what it holds: ignored
+	c.note("b", now.Add(-time.Hour), now)
+	if got := c.at("a", now.Add(200*time.Millisecond)); !got.After(ahead) {
+		t.Fatalf("record after the restart dated %v, not after the one dated %v before it", got, ahead)
+	}
+	c.mu.Lock()
+	_, kept := c.last["b"]
+	c.mu.Unlock()
+	if kept {
+		t.Fatal("a record dated an hour ago is kept")
+	}
+	if got := c.at("b", now); !got.Equal(now) {
+		t.Fatalf("a subject last dated an hour ago: record dated %v, want the clock's %v", got, now)
+	}
+}
