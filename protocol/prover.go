@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/protocol/attestation"
 	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -29,6 +30,12 @@ func (s *Service) handleStream(str network.Stream) {
 		return
 	}
 	defer s.wg.Done()
+	if attestation.SmallOrderPeerID(remote) {
+		// A verifier whose key anyone can sign for: no verdict it signs
+		// is valid (spec/attestation.md §2), so nothing is answered.
+		_ = str.ResetWithError(ErrCodeProtocolViolation)
+		return
+	}
 	log := s.log.With("peer", remote, "role", "prover")
 	res := ProverResult{Verifier: remote}
 	started := s.now()

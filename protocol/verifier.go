@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/protocol/attestation"
 	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -40,6 +41,11 @@ import (
 func (s *Service) Verify(ctx context.Context, p peer.ID, reciprocal bool) (*Result, error) {
 	if s.cfg.Source == nil {
 		return nil, ErrNoSource
+	}
+	if attestation.SmallOrderPeerID(p) {
+		// No record about it can be valid (spec/attestation.md §2):
+		// anyone can be this peer, so a session would attest no one.
+		return nil, fmt.Errorf("%w: %s is the peer ID of an Ed25519 key of small order, which anyone can sign for: no session", ErrMalformed, p)
 	}
 	if !s.enter() {
 		return nil, ErrClosed

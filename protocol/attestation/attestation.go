@@ -471,7 +471,7 @@ func (a *Record) checkStructure() error {
 		return bad("issuer and subject are the same peer")
 	case !isPeerID(a.Issuer) || !isPeerID(a.Subject):
 		return bad("issuer or subject is not a peer ID (identity multihash of 1 to 42 bytes, or SHA-256 multihash)")
-	case smallOrderPeerID(a.Issuer) || smallOrderPeerID(a.Subject):
+	case SmallOrderPeerID(a.Issuer) || SmallOrderPeerID(a.Subject):
 		return bad("issuer or subject is the peer ID of an Ed25519 key of small order, which anyone can sign for")
 	case len(a.Nonce) != NonceBytes:
 		return bad("nonce of %d bytes, want %d", len(a.Nonce), NonceBytes)

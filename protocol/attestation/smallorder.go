@@ -88,10 +88,12 @@ func SmallOrderEd25519(key []byte) bool {
 // (Type 1, Data of 32 bytes).
 const ed25519IDPrefix = "\x00\x24\x08\x01\x12\x20"
 
-// smallOrderPeerID reports whether id is the peer ID libp2p derives from
+// SmallOrderPeerID reports whether id is the peer ID libp2p derives from
 // an Ed25519 key of small order (SmallOrderEd25519). Other encodings of
-// such a key are no peer's ID (libp2p derives the one above).
-func smallOrderPeerID(id peer.ID) bool {
+// such a key are no peer's ID (libp2p derives the one above). Anyone can
+// complete libp2p's handshakes as such a peer, and no record by or about
+// it is valid.
+func SmallOrderPeerID(id peer.ID) bool {
 	s := string(id)
 	if len(s) != len(ed25519IDPrefix)+32 || s[:len(ed25519IDPrefix)] != ed25519IDPrefix {
 		return false
