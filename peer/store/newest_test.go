@@ -278,3 +278,32 @@ func (s *Store) mustIssuer(t *testing.T, key crypto.PrivKey) peer.ID {
 	}
 	return id
 }
+
+// TestLatestTieRejectionWins: of two valid records of a peer issued in
+// the same second, Latest returned the first in key order (the key's
+// digest decides), where admission takes the rejection (Supersedes);
+// the node's re-attest and back-off scheduling read Latest (audit-84).
+func TestLatestTieRejectionWins(t *testing.T) {
+	s, _ := openTemp(t)
+	defer s.Close()
+	key, _ := testutil.NewKey(t)
+	at := time.Now().Add(-time.Minute)
+	// Several pairs: the key order of the two records is random.
+	for i := range 8 {
+		_, subject := testutil.NewKey(t)
+		at := at.Add(time.Duration(i) * time.Second)
+		for _, acc := range []bool{true, false} {
+			env, a := sealedVerdict(t, key, subject, acc, at, time.Hour)
+			if err := s.Put(Issued, env, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e, err := s.Latest(Issued, subject, time.Now())
+		if err != nil || e == nil {
+			t.Fatalf("Latest: %v, %v", e, err)
+		}
+		if e.Attestation.Accepted {
+			t.Fatalf("pair %d: Latest returned the acceptance of a tie; admission takes the rejection", i)
+		}
+	}
+}

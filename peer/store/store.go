@@ -1303,7 +1303,8 @@ func overlay(recs []*walRecord, d Direction, prefix []byte, kvs []storedKV) []st
 }
 
 // Latest returns the newest valid (unexpired, accepted or not) attestation
-// of direction d about or from peer p. Every record of p is decoded, but
+// of direction d about or from peer p (at equal issue times the rejection,
+// as Supersedes ranks them). Every record of p is decoded, but
 // only the one returned is verified again: a node reads its newest issued
 // record of a peer at each contact with it, and a peer's issued
 // acceptances accumulate (one per session, kept their lifetime and the
@@ -1319,7 +1320,7 @@ func (s *Store) Latest(d Direction, p peer.ID, now time.Time) (*Entry, error) {
 	type cand struct {
 		dir Direction
 		kv  storedKV
-		at  time.Time
+		a   *protocol.Attestation
 	}
 	var cs []cand
 	for i, dir := range dirs {
@@ -1328,11 +1329,21 @@ func (s *Store) Latest(d Direction, p peer.ID, now time.Time) (*Entry, error) {
 			if !ok || !a.Valid(now) {
 				continue
 			}
-			cs = append(cs, cand{dir: dir, kv: kv, at: a.IssuedAt})
+			cs = append(cs, cand{dir: dir, kv: kv, a: a})
 		}
 	}
-	// Newest first; of equal times, the first in key order.
-	slices.SortStableFunc(cs, func(a, b cand) int { return b.at.Compare(a.at) })
+	// The superseding first (Supersedes: newest, at equal times the
+	// rejection, then the later expiry), as admission orders them; of
+	// records that rank equal, the first in key order.
+	slices.SortStableFunc(cs, func(x, y cand) int {
+		switch {
+		case Supersedes(x.a.IssuedAt, x.a.ExpiresAt, x.a.Accepted, y.a.IssuedAt, y.a.ExpiresAt, y.a.Accepted):
+			return -1
+		case Supersedes(y.a.IssuedAt, y.a.ExpiresAt, y.a.Accepted, x.a.IssuedAt, x.a.ExpiresAt, x.a.Accepted):
+			return 1
+		}
+		return 0
+	})
 	for _, c := range cs {
 		if e, err := verifiedEntry(c.dir, c.kv); err == nil {
 			return &e, nil
