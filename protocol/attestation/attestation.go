@@ -1042,12 +1042,6 @@ func (c *Cache) Verify(data []byte, opts VerifyOptions) (*Record, *record.Envelo
 // cacheDomain separates the Cache's record keys from digests of bytes.
 const cacheDomain = "acaptcha cached record\x00"
 
-// cacheKey names the signed record in data for the Cache: the SHA-256 of
-// its envelope's key type and data, payload type, payload and signature,
-// all Verify reads of it (the decoder skips unknown fields, keeps the
-// last of a repeated one, and so does Verify's). Data that decodes to no
-// envelope with a public key of a known type (0 to 3) is named by the
-// SHA-256 of its bytes. Nothing is checked nor any key decoded.
 // KeyCost is what checking a signature of a key of type typ whose
 // encoding (crypto.MarshalPublicKey's Data) is size bytes costs, in
 // units of about one ed25519 check: an RSA key of b bits (b/1024)²,
@@ -1092,6 +1086,12 @@ func (c *Cache) Cost(data []byte) int {
 	return KeyCost(env.GetPublicKey().GetType(), len(env.GetPublicKey().GetData()))
 }
 
+// cacheKey names the signed record in data for the Cache: the SHA-256 of
+// its envelope's key type and data, payload type, payload and signature,
+// all Verify reads of it (the decoder skips unknown fields, keeps the
+// last of a repeated one, and so does Verify's). Data that decodes to no
+// envelope with a public key of a known type (0 to 3) is named by the
+// SHA-256 of its bytes. Nothing is checked nor any key decoded.
 func cacheKey(data []byte) [sha256.Size]byte {
 	var env recordpb.Envelope
 	if err := proto.Unmarshal(data, &env); err != nil || env.GetPublicKey() == nil ||
