@@ -243,6 +243,14 @@ func attestOffCurveEnvelope(t testing.TB, a *protocol.Attestation) []byte {
 	t.Helper()
 	keyData := make([]byte, 32)
 	keyData[0] = 2
+	return attestRawEd25519Envelope(t, a, keyData, func([]byte) []byte { return make([]byte, 64) })
+}
+
+// attestRawEd25519Envelope is an envelope whose public key is the Ed25519
+// encoding keyData, over a with that key's peer ID as issuer, signed with
+// sign(the bytes a signature covers).
+func attestRawEd25519Envelope(t testing.TB, a *protocol.Attestation, keyData []byte, sign func(signed []byte) []byte) []byte {
+	t.Helper()
 	pub, err := crypto.UnmarshalEd25519PublicKey(keyData)
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +269,9 @@ func attestOffCurveEnvelope(t testing.TB, a *protocol.Attestation) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := proto.Marshal(&recordpb.Envelope{PublicKey: pk, PayloadType: []byte{0x81, 0x94, 0xeb, 0x01}, Payload: payload, Signature: make([]byte, 64)})
+	typ := []byte{0x81, 0x94, 0xeb, 0x01}
+	sig := sign(attestSignedBytes(protocol.AttestationDomain, typ, payload))
+	out, err := proto.Marshal(&recordpb.Envelope{PublicKey: pk, PayloadType: typ, Payload: payload, Signature: sig})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,20 +289,6 @@ func attestSmallOrderEnvelope(t testing.TB, a *protocol.Attestation) []byte {
 	t.Helper()
 	keyData := make([]byte, 32)
 	keyData[0] = 1
-	pub, err := crypto.UnmarshalEd25519PublicKey(keyData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := peer.IDFromPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := *a
-	b.Issuer = id
-	payload, err := b.MarshalRecord()
-	if err != nil {
-		t.Fatal(err)
-	}
 	seed := make([]byte, ed25519.SeedSize)
 	seed[0] = 7
 	h := sha512.Sum512(seed)
@@ -307,19 +303,12 @@ func attestSmallOrderEnvelope(t testing.TB, a *protocol.Attestation) []byte {
 	sb := new(big.Int).Mod(new(big.Int).SetBytes(le), l).FillBytes(make([]byte, 32))
 	slices.Reverse(sb)
 	sig := append(bytes.Clone(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)), sb...)
-	signed := attestSignedBytes(protocol.AttestationDomain, []byte{0x81, 0x94, 0xeb, 0x01}, payload)
-	if !ed25519.Verify(ed25519.PublicKey(keyData), signed, sig) {
-		t.Fatal("the identity key's forged signature does not verify under crypto/ed25519")
-	}
-	pk, err := crypto.PublicKeyToProto(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := proto.Marshal(&recordpb.Envelope{PublicKey: pk, PayloadType: []byte{0x81, 0x94, 0xeb, 0x01}, Payload: payload, Signature: sig})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return attestRawEd25519Envelope(t, a, keyData, func(signed []byte) []byte {
+		if !ed25519.Verify(ed25519.PublicKey(keyData), signed, sig) {
+			t.Fatal("the identity key's forged signature does not verify under crypto/ed25519")
+		}
+		return sig
+	})
 }
 
 // attestSealUnchecked signs a without Seal's refusals.

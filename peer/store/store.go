@@ -1014,15 +1014,7 @@ func eachNewest(d Direction, self crypto.PubKey, selfID peer.ID, kvs []storedKV,
 	won := map[int]Entry{}
 	for _, g := range order {
 		cs := groups[g]
-		slices.SortStableFunc(cs, func(x, y cand) int {
-			switch {
-			case Supersedes(x.a.IssuedAt, x.a.ExpiresAt, x.a.Accepted, y.a.IssuedAt, y.a.ExpiresAt, y.a.Accepted):
-				return -1
-			case Supersedes(y.a.IssuedAt, y.a.ExpiresAt, y.a.Accepted, x.a.IssuedAt, x.a.ExpiresAt, x.a.Accepted):
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(cs, func(x, y cand) int { return supersedesFirst(x.a, y.a) })
 		for _, c := range cs {
 			kv := kvs[c.i]
 			if self != nil {
@@ -1239,6 +1231,19 @@ func (s *Store) listNewestAll(d Direction, p peer.ID, limit int) ([]Entry, int, 
 	return out, n, nil
 }
 
+// supersedesFirst orders records the one that supersedes the other first
+// (Supersedes), 0 for records that rank equal: a comparison for
+// slices.SortStableFunc.
+func supersedesFirst(x, y *protocol.Attestation) int {
+	switch {
+	case Supersedes(x.IssuedAt, x.ExpiresAt, x.Accepted, y.IssuedAt, y.ExpiresAt, y.Accepted):
+		return -1
+	case Supersedes(y.IssuedAt, y.ExpiresAt, y.Accepted, x.IssuedAt, x.ExpiresAt, x.Accepted):
+		return 1
+	}
+	return 0
+}
+
 // storedKV is a key and value of a bucket.
 type storedKV struct{ k, v []byte }
 
@@ -1335,15 +1340,7 @@ func (s *Store) Latest(d Direction, p peer.ID, now time.Time) (*Entry, error) {
 	// The superseding first (Supersedes: newest, at equal times the
 	// rejection, then the later expiry), as admission orders them; of
 	// records that rank equal, the first in key order.
-	slices.SortStableFunc(cs, func(x, y cand) int {
-		switch {
-		case Supersedes(x.a.IssuedAt, x.a.ExpiresAt, x.a.Accepted, y.a.IssuedAt, y.a.ExpiresAt, y.a.Accepted):
-			return -1
-		case Supersedes(y.a.IssuedAt, y.a.ExpiresAt, y.a.Accepted, x.a.IssuedAt, x.a.ExpiresAt, x.a.Accepted):
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(cs, func(x, y cand) int { return supersedesFirst(x.a, y.a) })
 	for _, c := range cs {
 		if e, err := verifiedEntry(c.dir, c.kv); err == nil {
 			return &e, nil
