@@ -690,6 +690,36 @@ func (b *budgets) chargePay(p peer.ID, d int, now time.Time) bool {
 	return true
 }
 
+// refundPay gives back a charge of chargePay(p, d) whose payment was not
+// solved because every solver was busy (Service.paySolver): the budgets
+// and p's counted work, each bucket capped at its size.
+func (b *budgets) refundPay(p peer.ID, d int, now time.Time) {
+	if d <= 0 {
+		return
+	}
+	c := b.cfg
+	work := math.Ldexp(1, d)
+	full := float64(c.MaxVerifierPayWork)
+	pfx, hasPfx := b.prefix(p)
+	blk, hasBlk := b.blockFor(p, pfx, hasPfx)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pay.tokens = min(b.pay.tokens+work, full)
+	st := b.stateLocked(p, now)
+	st.pay.tokens = min(st.pay.tokens+work, b.payPeerCap())
+	st.usage.PayWork -= int64(work)
+	if hasPfx {
+		if g := b.payPrefixes[pfx]; g != nil {
+			g.tokens = min(g.tokens+work, float64(c.MaxVerifierPayWork/proverPrefixShare))
+		}
+	}
+	if hasBlk {
+		if g := b.payBlocks[blk]; g != nil {
+			g.tokens = min(g.tokens+work, float64(min(BlockFactor*(c.MaxVerifierPayWork/proverPrefixShare), c.MaxVerifierPayWork)))
+		}
+	}
+}
+
 // startOutbound counts a verifier session in flight; it returns the
 // function that ends it.
 func (b *budgets) startOutbound() func() {

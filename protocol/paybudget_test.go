@@ -288,7 +288,7 @@ func solveWithin(nonce []byte, verifier peer.ID, d int, n uint64) []byte {
 // mutual wait (which anyone can reach) could have them solved on every
 // core at once while the node's own sessions waited (helper-85's
 // payment drain at scale 5: 20 provers, honest p99 1.6 s). A payment
-// asked while every solver runs is refused before anything is charged;
+// asked while every solver runs is refused and its charge given back;
 // one the node's caller asked for waits for a solver.
 func TestPaySolversBounded(t *testing.T) {
 	if maxPaySolves() < 1 {
@@ -338,7 +338,15 @@ func TestPaySolversBounded(t *testing.T) {
 			case !requested && (got || !errors.Is(err, ErrPayRefused)):
 				t.Fatalf("every solver busy: paid %v, Verify %v; want unpaid, ErrPayRefused", got, err)
 			case !requested && u.PayWork != 0:
-				t.Fatalf("a payment refused for busy solvers charged %d hashes", u.PayWork)
+				t.Fatalf("a payment refused for busy solvers left %d hashes charged", u.PayWork)
+			}
+			if !requested {
+				va.budgets.mu.Lock()
+				left, full := va.budgets.pay.tokens, float64(va.cfg.MaxVerifierPayWork)
+				va.budgets.mu.Unlock()
+				if left < full {
+					t.Fatalf("a payment refused for busy solvers left the budget at %.0f of %.0f", left, full)
+				}
 			}
 		})
 	}

@@ -653,16 +653,18 @@ func (v *verifierRun) payFor(ack *pb.HelloAck) ([]byte, error) {
 	// spends (§5b).
 	ctx, cancel := context.WithTimeout(v.ctx, roundOneWindow(s.cfg.HandshakeTimeout)/2)
 	defer cancel()
-	release, ok := s.paySolver(ctx, v.requested())
-	if !ok {
-		_ = v.str.ResetWithError(ErrCodeBusy)
-		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work while this node solves %d payments already", ErrPayRefused, v.peer, d, cap(s.paySolvers))}
-	}
-	defer release()
 	if !s.budgets.chargePay(v.peer, d, s.now()) {
 		_ = v.str.ResetWithError(ErrCodeBusy)
 		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work: this node's payment budget is spent", ErrPayRefused, v.peer, d)}
 	}
+	release, ok := s.paySolver(ctx, v.requested())
+	if !ok {
+		// Nothing solved: the charge goes back.
+		s.budgets.refundPay(v.peer, d, s.now())
+		_ = v.str.ResetWithError(ErrCodeBusy)
+		return nil, errNoSession{fmt.Errorf("%w: %s asks %d bits of proof of work while this node solves %d payments already", ErrPayRefused, v.peer, d, cap(s.paySolvers))}
+	}
+	defer release()
 	pay, err := SolvePay(ctx, nonce, s.h.ID(), d, s.cfg.MaxPowDifficulty)
 	if err != nil {
 		_ = v.str.ResetWithError(ErrCodeBusy)
@@ -682,7 +684,7 @@ func maxPaySolves() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 // paySolver takes one of the service's payment solvers and returns its
 // release: at once when one is free, and for a verification the node's
 // caller asked for (wait) when one frees before ctx ends. Otherwise it
-// reports false, and the payment is refused before anything is charged.
+// reports false, and the payment is refused and its charge given back.
 func (s *Service) paySolver(ctx context.Context, wait bool) (func(), bool) {
 	release := func() { <-s.paySolvers }
 	select {
