@@ -15,7 +15,7 @@ import (
 // it (pruneLearned), the pair is empty, and s presents the withdrawn
 // acceptance, which is learned and counts in the quorum again for the
 // rest of its 23 hours. A learned rejection is now kept, expired, until
-// MaxKeptLifetime after its issue (learnedDead), in memory and in the
+// MaxKeptLifetime after its issue (store.LearnedDead), in memory and in the
 // store: the node's own issued records are kept Config.KeepExpired (30
 // days by default) past their expiry already.
 func TestRetractionExpiresFirstAudit84(t *testing.T) {

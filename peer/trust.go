@@ -1318,28 +1318,12 @@ func (n *Node) pruneExpired(now time.Time) {
 	}
 }
 
-// learnedDead reports whether a learned record (accepted or not, issued
-// and expiring at the times given) is pruned at now: once it expired,
-// and a rejection only once every acceptance it superseded expired too.
-// Those were issued before it, and this node keeps none valid for longer
-// than MaxKeptLifetime, so issued_at + MaxKeptLifetime is past them all:
-// pruned at its own expiry, a rejection shorter-lived than the
-// acceptance it withdrew left the pair empty, and the subject presented
-// the withdrawn acceptance, which was learned again and counted (trust.md
-// §3.6; audit-84).
-func learnedDead(accepted bool, issued, expires, now time.Time) bool {
-	if now.Before(expires) {
-		return false
-	}
-	return accepted || !now.Before(issued.Add(MaxKeptLifetime))
-}
-
 func (n *Node) pruneLearned(now time.Time) {
 	t := &n.trust
 	t.mu.Lock()
 	for subject, m := range t.learned {
 		for issuer, r := range m {
-			if learnedDead(r.accepted, r.issuedAt, r.expiresAt, now) {
+			if store.LearnedDead(r.accepted, r.issuedAt, r.expiresAt, now, MaxKeptLifetime) {
 				delete(m, issuer)
 				t.nLearned--
 				if t.perIssuer[issuer]--; t.perIssuer[issuer] <= 0 {

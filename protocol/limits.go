@@ -639,6 +639,15 @@ func (b *budgets) failuresLocked(st *peerState, now time.Time) float64 {
 // ---- verifier side ----
 
 // payPeerCap is one prover's share of the verifier's payment budget.
+// payPrefixCap is the payment hashes per window of the provers of one
+// prefix, payBlockCap of the provers of one IPv6 /32 that the node does
+// not admit (BlockFactor prefixes' worth, spec §9a).
+func (b *budgets) payPrefixCap() int { return b.cfg.MaxVerifierPayWork / proverPrefixShare }
+
+func (b *budgets) payBlockCap() int {
+	return min(BlockFactor*b.payPrefixCap(), b.cfg.MaxVerifierPayWork)
+}
+
 func (b *budgets) payPeerCap() float64 {
 	return float64(b.cfg.MaxVerifierPayWork / verifierPayPeerShare)
 }
@@ -668,10 +677,10 @@ func (b *budgets) chargePay(p peer.ID, d int, now time.Time) bool {
 	st.pay.refill(b.payPeerCap(), c.DrawWindow, now)
 	var pb, bb *bucket
 	if hasPfx {
-		pb = b.drawGroupLocked(b.payPrefixes, pfx, c.MaxVerifierPayWork/proverPrefixShare, now)
+		pb = b.drawGroupLocked(b.payPrefixes, pfx, b.payPrefixCap(), now)
 	}
 	if hasBlk {
-		bb = b.drawGroupLocked(b.payBlocks, blk, min(BlockFactor*(c.MaxVerifierPayWork/proverPrefixShare), c.MaxVerifierPayWork), now)
+		bb = b.drawGroupLocked(b.payBlocks, blk, b.payBlockCap(), now)
 	}
 	if b.pay.tokens < work+reserve || st.pay.tokens < work || pb != nil && pb.tokens < work || bb != nil && bb.tokens < work {
 		b.payRefused++
@@ -710,12 +719,12 @@ func (b *budgets) refundPay(p peer.ID, d int, now time.Time) {
 	st.usage.PayWork -= int64(work)
 	if hasPfx {
 		if g := b.payPrefixes[pfx]; g != nil {
-			g.tokens = min(g.tokens+work, float64(c.MaxVerifierPayWork/proverPrefixShare))
+			g.tokens = min(g.tokens+work, float64(b.payPrefixCap()))
 		}
 	}
 	if hasBlk {
 		if g := b.payBlocks[blk]; g != nil {
-			g.tokens = min(g.tokens+work, float64(min(BlockFactor*(c.MaxVerifierPayWork/proverPrefixShare), c.MaxVerifierPayWork)))
+			g.tokens = min(g.tokens+work, float64(b.payBlockCap()))
 		}
 	}
 }

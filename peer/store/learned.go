@@ -293,6 +293,23 @@ func decodeLearned(k, v []byte, decode func([]byte) (*protocol.Attestation, erro
 	return l, true
 }
 
+// LearnedDead reports whether a learned record (accepted or not, issued
+// and expiring at the times given) is pruned at now: once it expired,
+// and a rejection only once every acceptance it superseded expired too
+// (with maxLifetime 0, at its own expiry). Those were issued before it,
+// and a node keeps none valid for longer than maxLifetime, so
+// issued_at + maxLifetime is past them all: pruned at its own expiry, a
+// rejection shorter-lived than the acceptance it withdrew left the pair
+// empty, and the subject presented the withdrawn acceptance, which was
+// learned again and counted (spec/trust.md §3.6; audit-84). The node's
+// memory and its store prune by it alike.
+func LearnedDead(accepted bool, issued, expires, now time.Time, maxLifetime time.Duration) bool {
+	if now.Before(expires) {
+		return false
+	}
+	return accepted || maxLifetime <= 0 || !now.Before(issued.Add(maxLifetime))
+}
+
 // PruneLearned deletes the learned entries that expired at or before now
 // (a rejection only once maxLifetime since its issue has passed too:
 // every acceptance it superseded expired by then, and one presented
@@ -313,7 +330,7 @@ func (s *Store) PruneLearned(now time.Time, maxLifetime time.Duration) (int, err
 		var dead [][]byte
 		err := b.ForEach(func(k, v []byte) error {
 			var lv learnedValue
-			if json.Unmarshal(v, &lv) != nil || (lv.ExpiresAt <= now.Unix() && (lv.Accepted || lv.IssuedAt+maxSecs <= now.Unix())) ||
+			if json.Unmarshal(v, &lv) != nil || LearnedDead(lv.Accepted, time.Unix(lv.IssuedAt, 0), time.Unix(lv.ExpiresAt, 0), now, maxLifetime) ||
 				(maxSecs > 0 && (lv.IssuedAt <= 0 || lv.ExpiresAt-lv.IssuedAt > maxSecs)) {
 				dead = append(dead, bytes.Clone(k))
 			}
