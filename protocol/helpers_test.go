@@ -26,6 +26,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// newReflectionGuard warms the word-key table in a goroutine that
+	// ends when the table is made: made here first, so that a run of one
+	// short test does not end (and find that goroutine) before it.
+	runeKeys()
 	goleak.VerifyTestMain(m)
 }
 
