@@ -100,3 +100,70 @@ func TestNodePrunesExpiredAttestations(t *testing.T) {
 		})
 	}
 }
+
+// A rejection is not pruned before MaxKeptLifetime after its issue, however
+// short Config.KeepExpired is: it supersedes the acceptance of the pair
+// before it, and pruned at its expiry plus an hour it left that withdrawn
+// acceptance the newest record, which the node loaded and admitted again
+// at its next start.
+func TestShortKeepExpiredKeepsRejection(t *testing.T) {
+	sets := dependentSets(t)
+	now := time.Now()
+	day := 24 * time.Hour
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	them, _ := lpeer.IDFromPrivateKey(other)
+	path := filepath.Join(t.TempDir(), "store.db")
+	st, err := peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range [][]byte{
+		peer.SealTest(key, them, true, now.Add(-2*day), 20*day), // valid 18 more days
+		peer.SealTest(key, them, false, now.Add(-day), day/2),   // withdrew it; expired 12 h ago
+	} {
+		a, _, err := protocol.VerifyAttestation(env, protocol.VerifyOptions{AllowExpired: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(peer.Issued, env, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n := testnode.New(t, testnode.Options{
+		Config: peer.Config{Key: key, StorePath: path, KeepExpired: time.Hour},
+		Sets:   sets,
+	})
+	peer.PruneExpired(n, now)
+	if es, err := n.Store().List("", ""); err != nil || len(es) != 2 {
+		t.Fatalf("%d records left (%v), want both: the rejection still supersedes the acceptance", len(es), err)
+	}
+	if ad := n.Admission(them); ad.Admitted {
+		t.Fatalf("admitted %+v after the prune: the withdrawn acceptance counts again", ad)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// And after a restart, which loads the newest record of the pair.
+	n2 := testnode.New(t, testnode.Options{
+		Config: peer.Config{Key: key, StorePath: path, KeepExpired: time.Hour},
+		Sets:   sets,
+	})
+	if ad := n2.Admission(them); ad.Admitted {
+		t.Fatalf("admitted %+v after a restart: the withdrawn acceptance counts again", ad)
+	}
+	// Once MaxKeptLifetime has passed since the rejection, both go.
+	peer.PruneExpired(n2, now.Add(peer.MaxKeptLifetime))
+	if es, err := n2.Store().List("", ""); err != nil || len(es) != 0 {
+		t.Fatalf("%d records left (%v) a kept lifetime later, want none", len(es), err)
+	}
+}

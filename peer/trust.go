@@ -1291,7 +1291,9 @@ const DefaultKeepExpired = 30 * 24 * time.Hour
 // every subject for as long as the node ran, one per session drawn, while
 // the store let them go (a node up for a year at the default draw budget
 // held some 8.7 million; a restart loads only the store's). The index then
-// holds no record the store let go.
+// holds no record the store let go. A rejection is kept until
+// MaxKeptLifetime after its issue, however short KeepExpired is: it
+// supersedes the acceptances before it (store.PruneExpired).
 func (n *Node) pruneExpired(now time.Time) {
 	keep := n.cfg.KeepExpired
 	switch {
@@ -1303,13 +1305,14 @@ func (n *Node) pruneExpired(now time.Time) {
 	cutoff := now.Add(-keep)
 	t := &n.trust
 	t.mu.Lock()
+	keepRejections := now.Add(-MaxKeptLifetime)
 	for p, r := range t.issued {
-		if r.expiresAt.Before(cutoff) {
+		if r.expiresAt.Before(cutoff) && (r.accepted || r.issuedAt.Before(keepRejections)) {
 			delete(t.issued, p)
 		}
 	}
 	t.mu.Unlock()
-	if k, err := n.store.PruneExpired(n.ctx, now.Add(-keep)); err != nil {
+	if k, err := n.store.PruneExpired(n.ctx, cutoff, keepRejections); err != nil {
 		if n.ctx.Err() == nil {
 			n.log.Warn("prune expired attestations", "err", err)
 		}

@@ -676,7 +676,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&a.contact.attestPolicy, "attest-policy", string(peer.AttestAll), "which peers that connect and speak acaptcha this node attests by itself: all, inbound (they dialled us), outbound (we dialled them) or none")
 	f.DurationVar(&a.contact.retryRejected, "retry-rejected", peer.DefaultRetryRejected, "how long a rejected peer is left alone before first contact challenges it again (doubling per rejection, up to 24h)")
-	f.DurationVar(&a.contact.keepExpired, "keep-expired", peer.DefaultKeepExpired, "how long the store keeps an attestation after it expired; older ones are pruned at start and hourly (0 keeps them forever)")
+	f.DurationVar(&a.contact.keepExpired, "keep-expired", peer.DefaultKeepExpired, "how long the store keeps an attestation after it expired; older ones are pruned at start and hourly, a rejection not before 30 days after its issue (0 keeps them forever)")
 	f.IntVar(&a.contact.consensus, "consensus", skill.DefaultConsensusThreshold, "retire a question once this many distinct provers that passed their earlier rounds give it the same non-matching answer on time (0 turns consensus feedback off)")
 	f.StringArrayVar(&a.contact.bootstrap, "bootstrap", nil, "peer to connect to at start and keep connected, as a multiaddr ending in /p2p/PEER_ID (repeatable)")
 	f.BoolVar(&a.contact.mdns, "mdns", true, "discover peers on the local network with mDNS (--mdns=false turns it off)")

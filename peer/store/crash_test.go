@@ -75,7 +75,7 @@ func TestCrashChild(t *testing.T) {
 				fmt.Printf("list-error %v\n", err)
 				return
 			}
-			if _, err := s.PruneExpired(context.Background(), time.Now().Add(-time.Hour)); err != nil {
+			if _, err := s.PruneExpired(context.Background(), time.Now().Add(-time.Hour), time.Time{}); err != nil {
 				fmt.Printf("prune-error %v\n", err)
 				return
 			}

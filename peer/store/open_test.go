@@ -400,7 +400,7 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 	if _, err := ro.TryServe("set", 1); err == nil {
 		t.Fatal("TryServe on a read-only store succeeded")
 	}
-	if _, err := ro.PruneExpired(t.Context(), now.Add(3*time.Hour)); err == nil {
+	if _, err := ro.PruneExpired(t.Context(), now.Add(3*time.Hour), time.Time{}); err == nil {
 		t.Fatal("PruneExpired on a read-only store succeeded")
 	}
 	if err := ro.Close(); err != nil {

@@ -113,7 +113,7 @@ func TestPruneExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	c0, _ := s.Commits()
-	n, err := s.PruneExpired(context.Background(), cutoff)
+	n, err := s.PruneExpired(context.Background(), cutoff, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestPruneExpired(t *testing.T) {
 	})
 	// Nothing left to prune: no commit at all.
 	c1, _ := s.Commits()
-	if n, err := s.PruneExpired(context.Background(), cutoff); err != nil || n != 0 {
+	if n, err := s.PruneExpired(context.Background(), cutoff, time.Time{}); err != nil || n != 0 {
 		t.Errorf("second prune: %d, %v", n, err)
 	}
 	if c2, _ := s.Commits(); c2 != c1 {
@@ -175,10 +175,10 @@ func TestPruneExpiredCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if n, err := s.PruneExpired(ctx, now); !errors.Is(err, context.Canceled) || n != 0 {
+	if n, err := s.PruneExpired(ctx, now, time.Time{}); !errors.Is(err, context.Canceled) || n != 0 {
 		t.Fatalf("cancelled prune: %d, %v", n, err)
 	}
-	if n, err := s.PruneExpired(context.Background(), now); err != nil || n != pruneBatch+1 {
+	if n, err := s.PruneExpired(context.Background(), now, time.Time{}); err != nil || n != pruneBatch+1 {
 		t.Fatalf("prune: %d, %v; want %d", n, err, pruneBatch+1)
 	}
 }

@@ -1491,7 +1491,16 @@ const pruneBatch = 1000
 // left for List to report, not deleted. It deletes in transactions of at
 // most pruneBatch records, and stops early, with ctx's error, when ctx
 // ends (a node that closes does not wait for a long backlog).
-func (s *Store) PruneExpired(ctx context.Context, cutoff time.Time) (int, error) {
+//
+// A rejection issued at or after keepRejections is kept however long ago
+// it expired (zero: no such floor). A node passes now minus the longest
+// lifetime it gives or keeps a record (peer.MaxKeptLifetime): a rejection
+// supersedes the acceptances of the pair issued before it, all expired
+// by then; pruned sooner, at a Config.KeepExpired shorter than their
+// lifetime, it left the newest record of the pair a withdrawn acceptance
+// again, which the trust index loaded at the next start (spec/trust.md
+// §3.6).
+func (s *Store) PruneExpired(ctx context.Context, cutoff, keepRejections time.Time) (int, error) {
 	if err := s.flushFor(""); err != nil {
 		return 0, fmt.Errorf("prune expired attestations: %w", err)
 	}
@@ -1504,7 +1513,7 @@ func (s *Store) PruneExpired(ctx context.Context, cutoff time.Time) (int, error)
 			if err := ctx.Err(); err != nil {
 				return total, fmt.Errorf("prune expired attestations: %w", err)
 			}
-			deleted, next, err := s.pruneSome(ctx, b, after, cutoff)
+			deleted, next, err := s.pruneSome(ctx, b, after, cutoff, keepRejections)
 			total += deleted
 			if err != nil {
 				return total, fmt.Errorf("prune expired attestations: %w", err)
@@ -1523,7 +1532,7 @@ func (s *Store) PruneExpired(ctx context.Context, cutoff time.Time) (int, error)
 // It returns the last key it looked at when it stopped at the batch bound
 // (nil when it reached the end). It reads in a read-only transaction and
 // commits only when there is something to delete.
-func (s *Store) pruneSome(ctx context.Context, b []byte, after []byte, cutoff time.Time) (int, []byte, error) {
+func (s *Store) pruneSome(ctx context.Context, b []byte, after []byte, cutoff, keepRejections time.Time) (int, []byte, error) {
 	var dead [][]byte
 	var next []byte
 	err := s.view(func(tx *bolt.Tx) error {
@@ -1545,8 +1554,15 @@ func (s *Store) pruneSome(ctx context.Context, b []byte, after []byte, cutoff ti
 			if issued := int64(binary.BigEndian.Uint64(k[len(k)-16 : len(k)-8])); issued >= cutoff.Unix() {
 				continue // issued at or after cutoff: not expired before it
 			}
-			if exp, ok := expiresAt(v); !ok || !exp.Before(cutoff) {
+			// Decoded without checking the signature again (a check
+			// costs about 50 µs; a backlog of a million expired records
+			// would take a minute of CPU).
+			a, ok := decodeStored(v)
+			if !ok || !a.ExpiresAt.Before(cutoff) {
 				continue
+			}
+			if !a.Accepted && !keepRejections.IsZero() && !a.IssuedAt.Before(keepRejections) {
+				continue // a rejection still superseding what it withdrew
 			}
 			dead = append(dead, bytes.Clone(k))
 			if len(dead) == pruneBatch {
@@ -1566,17 +1582,6 @@ func (s *Store) pruneSome(ctx context.Context, b []byte, after []byte, cutoff ti
 		return 0, nil, err
 	}
 	return n, next, nil
-}
-
-// expiresAt reads a stored envelope's expiry without checking its
-// signature again (a check costs about 50 µs; a backlog of a million
-// expired records would take a minute of CPU).
-func expiresAt(env []byte) (time.Time, bool) {
-	a, ok := decodeStored(env)
-	if !ok {
-		return time.Time{}, false
-	}
-	return a.ExpiresAt, true
 }
 
 // decodeStored decodes a stored envelope's attestation without checking
