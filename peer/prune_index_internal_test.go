@@ -34,21 +34,29 @@ func TestPruneExpiredPrunesTheIndex(t *testing.T) {
 	}
 	t.Cleanup(func() { n.Close() })
 	now := time.Now()
-	const old, fresh = 300, 10
-	for i := range old + fresh {
+	// Old: expired 3 h ago, past KeepExpired; the rejections among them
+	// issued more than MaxKeptLifetime ago (one issued since still
+	// withdraws the acceptances before it: kept, as the last ten are).
+	const old, fresh, withdrawing = 300, 10, 10
+	for i := range old + fresh + withdrawing {
 		_, sub := testutil.NewKey(t)
-		issued := now.Add(-5 * time.Hour) // expired 3 h ago: past KeepExpired
-		if i >= old {
+		accepted, issued := i%2 == 0, now.Add(-5*time.Hour)
+		switch {
+		case i >= old+fresh:
+			accepted = false
+		case i >= old:
 			issued = now.Add(-time.Minute)
+		case !accepted:
+			issued = now.Add(-MaxKeptLifetime - 5*time.Hour)
 		}
-		n.indexIssued(MakeTestAttestation(self, sub, i%2 == 0, issued, 2*time.Hour))
+		n.indexIssued(MakeTestAttestation(self, sub, accepted, issued, 2*time.Hour))
 	}
 	n.pruneExpired(now)
 	n.trust.mu.RLock()
 	left := len(n.trust.issued)
 	n.trust.mu.RUnlock()
-	t.Logf("%d issued subjects indexed, %d expired past KeepExpired: %d left after the janitor's prune", old+fresh, old, left)
-	if left != fresh {
-		t.Fatalf("%d issued records left in the index, want %d", left, fresh)
+	t.Logf("%d issued subjects indexed, %d expired past KeepExpired: %d left after the janitor's prune", old+fresh+withdrawing, old, left)
+	if left != fresh+withdrawing {
+		t.Fatalf("%d issued records left in the index, want %d", left, fresh+withdrawing)
 	}
 }
