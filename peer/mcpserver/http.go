@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -98,7 +99,9 @@ type HTTPConfig struct {
 	// that together; all networks beyond loopback together get
 	// RemoteRate per second (bursts of twice it; DefaultHTTPRemoteRate
 	// when 0). A request beyond is answered 429
-	// before its body is read. Loopback callers are not limited.
+	// before its body is read. A JSON-RPC batch counts as one request
+	// per message (chargeBatch); one of more messages than RequestBurst
+	// is answered 400. Loopback callers are not limited.
 	RequestRate  float64
 	RequestBurst int
 	RemoteRate   float64
@@ -222,6 +225,9 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.readBody(w, r) {
 		return
 	}
+	if grouped && !h.chargeBatch(w, r, group) {
+		return
+	}
 	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
 		h.inner.ServeHTTP(w, r)
 		return
@@ -305,6 +311,69 @@ func (l *rateLimits) allow(group netip.Prefix, now time.Time) bool {
 		bl.AllowN(now, 1)
 	}
 	l.remote.AllowN(now, 1)
+	return true
+}
+
+// allowN is allow for n requests at once (n at most the burst of a
+// network: more could never be served).
+func (l *rateLimits) allowN(group netip.Prefix, n int, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gl := l.bucket(group, now, 1)
+	var bl *rate.Limiter
+	if blk, ok := protocol.BlockOf(group); ok {
+		bl = l.bucket(blk, now, 2)
+	}
+	f := float64(n)
+	if gl.TokensAt(now) < f || (bl != nil && bl.TokensAt(now) < f) || l.remote.TokensAt(now) < f {
+		return false
+	}
+	gl.AllowN(now, n)
+	if bl != nil {
+		bl.AllowN(now, n)
+	}
+	l.remote.AllowN(now, n)
+	return true
+}
+
+// chargeBatch takes the tokens of a JSON-RPC batch's other messages
+// from the buckets of a caller beyond loopback (ServeHTTP took one for
+// the request); it reports false when it answered (400 for a batch of
+// more messages than a network's burst, 429 when the buckets hold too
+// few). The SDK takes a batch (a JSON array of messages) from a client
+// that names no protocol version, or an older one than 2025-06-18, and
+// runs each call of it on a goroutine of its own: counted as one
+// request, a batch of a network whose burst is 50 ran some 15,000 tool
+// calls per MiB of body.
+func (h *HTTPHandler) chargeBatch(w http.ResponseWriter, r *http.Request, group netip.Prefix) bool {
+	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	data, err := io.ReadAll(r.Body) // readBody left it in memory
+	if err != nil {
+		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	t := bytes.TrimLeft(data, " \t\r\n")
+	if len(t) == 0 || t[0] != '[' {
+		return true
+	}
+	var msgs []json.RawMessage
+	if json.Unmarshal(t, &msgs) != nil || len(msgs) <= 1 {
+		return true // the SDK answers a malformed batch; one message took its token
+	}
+	if len(msgs) > h.rates.burst {
+		http.Error(w, "a JSON-RPC batch of "+strconv.Itoa(len(msgs))+" messages: a caller beyond loopback sends at most "+
+			strconv.Itoa(h.rates.burst)+" in one request (each counts as a request against its network's rate)", http.StatusBadRequest)
+		return false
+	}
+	if !h.rates.allowN(group, len(msgs)-1, time.Now()) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many requests from this network or from beyond loopback (a batch of "+strconv.Itoa(len(msgs))+
+			" messages counts as that many): retry after a second", http.StatusTooManyRequests)
+		return false
+	}
 	return true
 }
 
