@@ -252,8 +252,10 @@ func (g *Gateway) sessionFor(r *http.Request) (*session, error) {
 }
 
 // stepSession is sessionFor for the POST steps of a session (start,
-// probe, answer), which are not rate-limited: a request naming no
-// session is a read (allowRead). It reports false when it answered.
+// probe, answer), which are not rate-limited when they advance it: a
+// request naming no session is a read (allowRead), and so is one that
+// leaves its session as it was (stepApplies, writeRead). It reports
+// false when it answered.
 func (g *Gateway) stepSession(w http.ResponseWriter, r *http.Request) (*session, bool) {
 	s, err := g.sessionFor(r)
 	if err != nil {
@@ -263,6 +265,41 @@ func (g *Gateway) stepSession(w http.ResponseWriter, r *http.Request) (*session,
 		return nil, false
 	}
 	return s, true
+}
+
+// writeRead answers err to a step request that left its session as it
+// was (a state the route does not apply to, a body refused): such a
+// request is a read (http.md §5), answered rate_limited once the
+// client's reads are spent. Without it one session of a client's own let
+// it send requests, each a body parsed and a session rendered, without
+// any limit.
+func (g *Gateway) writeRead(w http.ResponseWriter, r *http.Request, err error) {
+	if g.allowRead(w, r) {
+		g.writeError(w, err)
+	}
+}
+
+// stepApplies checks, before the body is read, that route want applies
+// to s's state: when it does not (an answer to a done session, given the
+// session; expired_session, wrong_state) it answers, as a read, and
+// reports false. The handler checks the state again once the body is in.
+func (g *Gateway) stepApplies(w http.ResponseWriter, r *http.Request, s *session, want string) bool {
+	s.mu.Lock()
+	if want == StateAnswering && s.state == StateDone {
+		v := g.view(s)
+		s.mu.Unlock()
+		if g.allowRead(w, r) {
+			_ = g.writeJSON(w, http.StatusOK, v)
+		}
+		return false
+	}
+	err := checkState(s, want)
+	s.mu.Unlock()
+	if err != nil {
+		g.writeRead(w, r, err)
+		return false
+	}
+	return true
 }
 
 // checkState refuses a route in the wrong state. Called with s.mu held.
@@ -385,7 +422,7 @@ type startRequest struct {
 
 func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 	s, ok := g.stepSession(w, r)
-	if !ok {
+	if !ok || !g.stepApplies(w, r, s, StateAwaitingStart) {
 		return
 	}
 	var req startRequest
@@ -394,13 +431,13 @@ func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	// The session's state first, then the body, as on every step route
 	// (http.md §4): an expired session is expired_session whatever the
-	// body.
+	// body. A request refused so leaves the session as it was: a read.
 	if err := checkState(s, StateAwaitingStart); err != nil {
-		g.writeError(w, err)
+		g.writeRead(w, r, err)
 		return
 	}
 	if derr != nil {
-		g.writeError(w, derr)
+		g.writeRead(w, r, derr)
 		return
 	}
 	// A missing (or null) key or signature is a malformed request, as a
@@ -408,7 +445,7 @@ func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 	// was; one present but empty or undecodable aborts it (bad_key,
 	// bad_signature).
 	if req.PublicKey == nil || req.Signature == nil {
-		g.writeError(w, errorf(errBadRequest, "start: public_key and signature are required"))
+		g.writeRead(w, r, errorf(errBadRequest, "start: public_key and signature are required"))
 		return
 	}
 	// Proof of key possession first: until it holds, the peer ID is only
@@ -515,7 +552,7 @@ type probeRequest struct {
 
 func (g *Gateway) probeSession(w http.ResponseWriter, r *http.Request) {
 	s, ok := g.stepSession(w, r)
-	if !ok {
+	if !ok || !g.stepApplies(w, r, s, StateProbing) {
 		return
 	}
 	var req probeRequest
@@ -524,15 +561,15 @@ func (g *Gateway) probeSession(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := checkState(s, StateProbing); err != nil {
-		g.writeError(w, err)
+		g.writeRead(w, r, err)
 		return
 	}
 	if derr != nil {
-		g.writeError(w, derr)
+		g.writeRead(w, r, derr)
 		return
 	}
 	if req.Seq == nil || req.Nonce == nil {
-		g.writeError(w, errorf(errBadRequest, "seq or nonce missing"))
+		g.writeRead(w, r, errorf(errBadRequest, "seq or nonce missing"))
 		return
 	}
 	if *req.Seq != s.probeSeq || !bytes.Equal(*req.Nonce, s.probeNonce) {
@@ -590,7 +627,7 @@ type answerRequest struct {
 
 func (g *Gateway) answerSession(w http.ResponseWriter, r *http.Request) {
 	s, ok := g.stepSession(w, r)
-	if !ok {
+	if !ok || !g.stepApplies(w, r, s, StateAnswering) {
 		return
 	}
 	var req answerRequest
@@ -599,20 +636,22 @@ func (g *Gateway) answerSession(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == StateDone {
-		// Timed out (or ended) before this answer came: the verdict.
+		// Timed out (or ended) while this answer came: the verdict. The
+		// answer changed nothing: a read, but one owed its verdict (the
+		// client sent it in time to be read), so not refused.
 		_ = g.writeJSON(w, http.StatusOK, g.view(s))
 		return
 	}
 	if err := checkState(s, StateAnswering); err != nil {
-		g.writeError(w, err)
+		g.writeRead(w, r, err)
 		return
 	}
 	if derr != nil {
-		g.writeError(w, derr)
+		g.writeRead(w, r, derr)
 		return
 	}
 	if req.Answer == nil || req.Round == nil {
-		g.writeError(w, errorf(errBadRequest, "round or answer missing"))
+		g.writeRead(w, r, errorf(errBadRequest, "round or answer missing"))
 		return
 	}
 	t := s.waited(t1)
