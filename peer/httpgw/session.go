@@ -63,6 +63,9 @@ type session struct {
 	// Gateway.mu (release, admitStart), so the two locks are never taken
 	// in the other order.
 	released bool
+	// verdict is set with released when the session ended with a
+	// verdict (done): insert forgets ended sessions without one first.
+	verdict bool
 
 	mu      sync.Mutex
 	core    CoreSession
@@ -304,8 +307,15 @@ func (g *Gateway) admitStart(s *session) error {
 	return nil
 }
 
-// insert publishes a new session, forgetting ended ones if the table is
-// full of them.
+// insert publishes a new session, forgetting the ended ones without a
+// verdict (expired: aborted, not started, a probe unanswered) if the
+// table is full. A session with a verdict stays readable for KeepDone
+// (http.md §4.5), as its client's late answer is owed it (§4.4): those
+// were paid and drew a set, so the draw budgets bound them, where a
+// session aborted at its start costs two requests. (Forgetting every
+// ended session, a client that created sessions and aborted them made
+// every verdict unreadable within seconds, and saved no memory: each
+// session's forget timer holds it for KeepDone.)
 func (g *Gateway) insert(s *session) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -314,7 +324,7 @@ func (g *Gateway) insert(s *session) error {
 	}
 	if len(g.sessions) >= 4*g.cfg.MaxSessions {
 		for id, o := range g.sessions {
-			if o.released {
+			if o.released && !o.verdict {
 				delete(g.sessions, id)
 			}
 		}
@@ -338,7 +348,7 @@ func (g *Gateway) lookup(id string) (*session, error) {
 // with s.mu held, once per session.
 func (g *Gateway) release(s *session) {
 	g.mu.Lock()
-	s.released = true
+	s.released, s.verdict = true, s.state == StateDone
 	g.unreserveLocked(s.prefix, s.block, s.started)
 	if s.started {
 		uncount(g.byPeer, s.peer)
