@@ -179,6 +179,7 @@ func NewHTTPHandler(s *Server, cfg HTTPConfig) *HTTPHandler {
 			&mcp.StreamableHTTPOptions{Logger: cfg.Logger, SessionTimeout: cfg.SessionTimeout, MaxRequestBodyBytes: cfg.MaxBodyBytes}),
 	}
 	s.setGroupOf(h.sessionGroup)
+	s.setCharge(h.chargeSession)
 	return h
 }
 
@@ -189,6 +190,18 @@ func (h *HTTPHandler) sessionGroup(ss *mcp.ServerSession) (netip.Prefix, bool) {
 	defer h.mu.Unlock()
 	g, ok := h.owner[ss.ID()]
 	return g, ok
+}
+
+// chargeSession spends n more requests (at most a network's burst, so
+// that a full bucket serves any one call) of the rate of ss's network
+// when ss was opened from beyond loopback (true, spending nothing, for
+// any other session); false when a bucket holds less.
+func (h *HTTPHandler) chargeSession(ss *mcp.ServerSession, n int) bool {
+	group, ok := h.sessionGroup(ss)
+	if !ok {
+		return true
+	}
+	return h.rates.allowN(group, min(n, h.rates.burst), time.Now())
 }
 
 // Sessions counts the sessions open.

@@ -160,6 +160,13 @@ type Server struct {
 	byBlock   map[netip.Prefix]int
 	remote    int
 	groupOf   func(*mcp.ServerSession) (netip.Prefix, bool)
+	// charge spends n more requests of the rate of a session opened
+	// from beyond loopback over HTTP (HTTPHandler; true for any other
+	// session, and when nil).
+	charge func(sess *mcp.ServerSession, n int) bool
+	// verified remembers the records verify_attestation checked: the
+	// same record again costs a hash, not a signature check.
+	verified protocol.AttestationCache
 	// waits counts the long-polls waiting, by MCP session
 	// (Config.MaxWaitsPerSession).
 	waits map[*mcp.ServerSession]int
@@ -657,6 +664,29 @@ func ipComponent(ip netip.Addr) ma.Component {
 	}
 	c, _ := ma.NewComponent("ip6", ip.String())
 	return *c
+}
+
+// setCharge tells the server how to charge a verify_attestation of a
+// record not checked before to the rate of the session's network
+// (HTTPHandler).
+func (s *Server) setCharge(f func(*mcp.ServerSession, int) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.charge = f
+}
+
+// chargeVerify spends the price of a signature check beyond the one
+// request the call took (its request's token) from the rate of req's
+// session when that was opened from beyond loopback; it reports false
+// when the rate holds less.
+func (s *Server) chargeVerify(req *mcp.CallToolRequest, n int) bool {
+	if n <= 0 || req == nil || req.Session == nil {
+		return true
+	}
+	s.mu.Lock()
+	f := s.charge
+	s.mu.Unlock()
+	return f == nil || f(req.Session, n)
 }
 
 // setGroupOf tells the server the network of an MCP session opened from

@@ -52,7 +52,7 @@ type VerifyOutput struct {
 	Attestation        map[string]any `json:"attestation,omitempty"`
 }
 
-func (s *Server) verifyAttestation(_ context.Context, _ *mcp.CallToolRequest, in VerifyInput) (*mcp.CallToolResult, *VerifyOutput, error) {
+func (s *Server) verifyAttestation(_ context.Context, req *mcp.CallToolRequest, in VerifyInput) (*mcp.CallToolResult, *VerifyOutput, error) {
 	opts := protocol.VerifyOptions{AllowExpired: in.AllowExpired}
 	var err error
 	if in.RequireSource != nil && !strings.EqualFold(strings.TrimSpace(*in.RequireSource), "any") {
@@ -79,7 +79,16 @@ func (s *Server) verifyAttestation(_ context.Context, _ *mcp.CallToolRequest, in
 	if err != nil {
 		return nil, nil, err
 	}
-	at, _, err := protocol.VerifyAttestation(data, opts)
+	// A record not checked before costs its signature check in the
+	// rate of a caller beyond loopback, priced by its key as gossip and
+	// the HTTP door's verify route price it (an RSA-8192 key 64 Ed25519
+	// checks); the call's request paid one. Without it a fresh or forged
+	// record under an RSA-8192 key cost its sender one request and the
+	// node 2.4 ms.
+	if cost := s.verified.Cost(data); cost > 1 && !s.chargeVerify(req, cost-1) {
+		return nil, nil, fmt.Errorf("verifying a record signed with this key costs %d requests' worth of this network's rate (or of all callers' beyond loopback): retry later", cost)
+	}
+	at, _, err := s.verified.Verify(data, opts)
 	if err != nil {
 		return nil, &VerifyOutput{Error: err.Error(), ErrorCode: protocol.AttestationErrorCode(err), SourceBelowMinimum: errors.Is(err, protocol.ErrSourceBelowMinimum)}, nil
 	}
