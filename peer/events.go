@@ -6,6 +6,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/acaptcha/acaptcha/protocol"
 )
@@ -168,14 +169,73 @@ func refusedForLoad(err error) bool {
 // tagIssued protects an accepted peer in the connection manager while it
 // is connected over libp2p (a peer verified through another door has no
 // connection to protect; the tag would only take a slot of the manager's
-// table).
+// table), and lifts the protection when a later verdict rejects it.
 func (n *Node) tagIssued(e EvtAttestationIssued) {
 	r := e.Result
-	if !r.Verdict.Accepted || n.host.Network().Connectedness(r.Peer) != network.Connected {
+	if !r.Verdict.Accepted {
+		n.unprotect(r.Peer)
+		return
+	}
+	if n.host.Network().Connectedness(r.Peer) != network.Connected {
 		return
 	}
 	n.host.ConnManager().TagPeer(r.Peer, TagAttested, tagValue)
 	n.host.ConnManager().Protect(r.Peer, protectAttested)
+}
+
+// unprotect lifts p's protection and tag in the connection manager.
+func (n *Node) unprotect(p peer.ID) {
+	cm := n.host.ConnManager()
+	cm.Unprotect(p, protectAttested)
+	if n.host.Network().Connectedness(p) == network.Connected {
+		// The manager forgets the tags of a peer with no connection
+		// itself (and logs an untag of one it does not track).
+		cm.UntagPeer(p, TagAttested)
+	}
+}
+
+// syncProtection makes p's protection in the connection manager follow
+// our acceptance of it while it is connected: libp2p's manager keeps a
+// protection until it is lifted, connected or not, so without this every
+// peer ever accepted stayed in its table (and protected) for the life of
+// the process, through the end of its attestation and a later rejection.
+func (n *Node) syncProtection(p peer.ID) {
+	if n.host.Network().Connectedness(p) == network.Connected && n.trust.ownAcceptance(p, n.trustNow()) {
+		n.host.ConnManager().TagPeer(p, TagAttested, tagValue)
+		n.host.ConnManager().Protect(p, protectAttested)
+		return
+	}
+	n.unprotect(p)
+}
+
+// watchProtection runs syncProtection for every peer whose connectedness
+// changes (one goroutine, reading the host's event bus; the swarm emits
+// these events from a queue of its own, so a moment's delay here holds
+// up no connection).
+func (n *Node) watchProtection() error {
+	sub, err := n.host.EventBus().Subscribe(new(event.EvtPeerConnectednessChanged))
+	if err != nil {
+		return fmt.Errorf("connection protection: subscribe to connectedness events: %w", err)
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer sub.Close()
+		for {
+			select {
+			case <-n.ctx.Done():
+				return
+			case e, ok := <-sub.Out():
+				if !ok {
+					return
+				}
+				if evt, ok := e.(event.EvtPeerConnectednessChanged); ok {
+					n.syncProtection(evt.Peer)
+				}
+			}
+		}
+	}()
+	return nil
 }
 
 // wakeWaiters hands a prover result to the Attest calls waiting for it.

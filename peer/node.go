@@ -425,7 +425,7 @@ func New(cfg Config) (*Node, error) {
 	n.watchSolicited()
 	// Subsystems start in dependency order: trust state and gossip before
 	// first contact (which consults them), discovery last (it brings peers).
-	for _, start := range []func() error{n.startTrust, n.startGossip, n.startContact, n.startDiscovery} {
+	for _, start := range []func() error{n.startTrust, n.watchProtection, n.startGossip, n.startContact, n.startDiscovery} {
 		if err := start(); err != nil {
 			n.Close()
 			return nil, err

@@ -912,8 +912,7 @@ func (n *Node) Revoke(p peer.ID) error {
 	n.trust.mu.Lock()
 	n.trust.revoked[p] = at
 	n.trust.mu.Unlock()
-	n.host.ConnManager().Unprotect(p, protectAttested)
-	n.host.ConnManager().UntagPeer(p, TagAttested)
+	n.unprotect(p)
 	n.log.Info("revoked admission", "peer", p, "at", at)
 	return nil
 }
@@ -1407,6 +1406,16 @@ func (t *trustState) direct(p peer.ID, now time.Time) bool {
 	defer t.mu.RUnlock()
 	ok, _ := t.directLocked(p, now)
 	return ok
+}
+
+// ownAcceptance reports whether this node's own standing verdict on p
+// accepts it: p is admitted directly, or would be but for the challenge
+// source its record names (the verdict accepted it all the same).
+func (t *trustState) ownAcceptance(p peer.ID, now time.Time) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ok, reason := t.directLocked(p, now)
+	return ok || reason == NotAdmittedSource
 }
 
 // presentable returns the envelopes this node presents about itself.
