@@ -459,10 +459,23 @@ func decodeEnvelope(data []byte) (*recordpb.Envelope, bool) {
 	return &env, true
 }
 
+// gossipNeutralScore is the application score of a peer this node does
+// not admit directly: a little above 0, so that a peer with nothing
+// against it scores above 0 and GossipSub forgets it when it disconnects.
+// GossipSub retains the score of a departed peer for RetainScore unless
+// it is positive (so that a penalty is not shed by reconnecting); at
+// exactly 0, every fresh peer ID that connected and spoke GossipSub left
+// an entry for an hour, bounded only by the rate of new connections
+// (audit-89). The least penalty (an invalid delivery decayed to
+// DecayToZero: 100 x 0.01^2) outweighs it, so penalised peers are still
+// retained.
+const gossipNeutralScore = 1e-3
+
 // gossipScore penalises peers that forward invalid records: rejected
 // deliveries cost the forwarder 100 points times their count squared (the
 // count decays over an hour), so two forgeries push it to the graylist
-// threshold and its RPCs are ignored. Peers this node admits directly get a small bonus.
+// threshold and its RPCs are ignored. Peers this node admits directly get a small bonus,
+// the others gossipNeutralScore.
 // IP colocation is not scored: test swarms and LAN clusters share an IP.
 func (n *Node) gossipScore() (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresholds) {
 	const decayInterval = time.Second
@@ -484,7 +497,7 @@ func (n *Node) gossipScore() (*pubsub.PeerScoreParams, *pubsub.PeerScoreThreshol
 			if n.trust.direct(p, n.trustNow()) {
 				return 10
 			}
-			return 0
+			return gossipNeutralScore
 		},
 		AppSpecificWeight:         1,
 		BehaviourPenaltyWeight:    -10,
