@@ -4,15 +4,21 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/simplelru"
 	ds "github.com/ipfs/go-datastore"
 	dsq "github.com/ipfs/go-datastore/query"
 	dssync "github.com/ipfs/go-datastore/sync"
+	"github.com/libp2p/go-libp2p-kad-dht/amino"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/multiformats/go-base32"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/acaptcha/acaptcha/protocol"
 )
@@ -45,6 +51,21 @@ const (
 	// dhtProviderCacheKeys is the size of the provider manager's cache
 	// of keys' provider sets (the DHT's own default).
 	dhtProviderCacheKeys = 256
+)
+
+// Bounds of the addresses provider records put in the peerstore. The
+// DHT writes a provider's addresses to the peerstore, for
+// dhtProviderAddrTTL, before its record reaches the store: a record the
+// store refused still left up to 64 addresses (the peerstore's cap per
+// peer) for a day, so fresh peer IDs from one network, their records all
+// refused, could fill the peerstore's table of addresses of peers not
+// connected (a million, shared with every other use) and crowd honest
+// peers' addresses out of it (audit-89). The DHT sees the peerstore
+// through dhtPeerstore, which keeps a provider's new addresses only when
+// its record can be stored, and at most maxDHTProviderAddrs of them.
+const (
+	dhtProviderAddrTTL  = amino.DefaultProviderAddrTTL
+	maxDHTProviderAddrs = 8
 )
 
 // errDHTFull refuses a provider record over a bound (the DHT logs it at
@@ -161,6 +182,85 @@ func (d *dhtStore) Put(ctx context.Context, k ds.Key, v []byte) error {
 		d.byBlock[r.block]++
 	}
 	return nil
+}
+
+// mayHold reports whether a provider record of p could be stored now: p
+// holds one already, or it and its network, its IPv6 /32 and the store
+// have room.
+func (d *dhtStore) mayHold(p peer.ID) bool {
+	if p == d.self {
+		return true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.byPeer[p] > 0 {
+		return true
+	}
+	if len(d.rec) >= d.total {
+		return false
+	}
+	if g, ok := d.groupOf(p); ok {
+		if d.byGroup[g] >= d.perGroup {
+			return false
+		}
+		if b, ok := protocol.BlockOf(g); ok && d.byBlock[b] >= d.perBlock {
+			return false
+		}
+	}
+	return true
+}
+
+// dhtHost is the host the DHT runs on: the node's, with the peerstore
+// seen through dhtPeerstore.
+type dhtHost struct {
+	host.Host
+	ps dhtPeerstore
+}
+
+func (h dhtHost) Peerstore() peerstore.Peerstore { return h.ps }
+
+// dhtPeerstore bounds the addresses the DHT's provider records put in the
+// peerstore (those added for dhtProviderAddrTTL, which the node sets as
+// the provider manager's): the addresses a provider has already pass
+// (their TTL is renewed), and new ones only while its record can be
+// stored and it has fewer than maxDHTProviderAddrs.
+type dhtPeerstore struct {
+	peerstore.Peerstore
+	store *dhtStore
+}
+
+func (ps dhtPeerstore) AddAddrs(p peer.ID, addrs []ma.Multiaddr, ttl time.Duration) {
+	if ttl == dhtProviderAddrTTL && p != ps.store.self {
+		addrs = ps.providerAddrs(p, addrs)
+	}
+	if len(addrs) > 0 {
+		ps.Peerstore.AddAddrs(p, addrs, ttl)
+	}
+}
+
+func (ps dhtPeerstore) AddAddr(p peer.ID, addr ma.Multiaddr, ttl time.Duration) {
+	ps.AddAddrs(p, []ma.Multiaddr{addr}, ttl)
+}
+
+// providerAddrs returns the addresses of addrs the peerstore keeps for
+// provider p.
+func (ps dhtPeerstore) providerAddrs(p peer.ID, addrs []ma.Multiaddr) []ma.Multiaddr {
+	have := ps.Peerstore.Addrs(p)
+	room := maxDHTProviderAddrs - len(have)
+	if !ps.store.mayHold(p) {
+		room = 0
+	}
+	var out []ma.Multiaddr
+	for _, a := range addrs {
+		switch {
+		case slices.ContainsFunc(have, a.Equal):
+			out = append(out, a)
+		case room > 0 && !slices.ContainsFunc(out, a.Equal):
+			out = append(out, a)
+			room--
+		}
+	}
+	return out
 }
 
 func (d *dhtStore) Delete(ctx context.Context, k ds.Key) error {

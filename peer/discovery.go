@@ -551,13 +551,15 @@ func (n *Node) startDHT() error {
 		pfx := n.peerNets(p).prefix
 		return pfx, pfx.IsValid()
 	})
-	kad, err := dht.New(n.host,
+	kad, err := dht.New(dhtHost{Host: n.host, ps: dhtPeerstore{Peerstore: n.host.Peerstore(), store: d.dhtStore}},
 		dht.ProtocolPrefix(DHTProtocolPrefix),
 		dht.Mode(dht.ModeAutoServer),
 		dht.BootstrapPeers(d.bootstrap...),
 		dht.Datastore(d.dhtStore),
 		// Its cache of provider sets keeps no record the store refused.
-		dht.ProviderManagerOpts(records.Cache(d.dhtStore.cache)),
+		// A provider's addresses reach the peerstore (for this TTL)
+		// through dhtPeerstore, which bounds them.
+		dht.ProviderManagerOpts(records.Cache(d.dhtStore.cache), records.ProviderAddrTTL(dhtProviderAddrTTL)),
 		dht.DisableValues(),
 		// Addresses out of the DHT's scope never reach the peerstore,
 		// the provider records or what this node advertises.
