@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/acaptcha/acaptcha/internal/bounded"
+	"github.com/acaptcha/acaptcha/internal/liblog"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/protocol/attestation"
 )
@@ -546,6 +547,9 @@ func (n *Node) startGossip() error {
 		// attestations arrive in a burst and silently drops them; the
 		// swarm bench lost admissions that way.
 		pubsub.WithValidateQueueSize(gossipValidateQueue),
+		// GossipSub's own logger writes text to standard error; this one
+		// goes where the application routed go-libp2p's (liblog).
+		pubsub.WithLogger(liblog.Logger("pubsub")),
 	)
 	if err != nil {
 		return fmt.Errorf("start gossipsub: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/acaptcha/acaptcha/internal/liblog"
 	"github.com/acaptcha/acaptcha/llm"
 	"github.com/acaptcha/acaptcha/protocol"
 
@@ -341,6 +342,9 @@ func (a *app) rootCmd() *cobra.Command {
 			if a.jsonOut {
 				a.log = slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
 			}
+			// go-libp2p, the DHT and GossipSub log through this handler
+			// too (JSON lines under --json), not in their own formats.
+			liblog.Install(a.log.Handler())
 			return a.checkNumbers(cmd.Flags())
 		},
 	}
