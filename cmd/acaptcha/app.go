@@ -266,6 +266,12 @@ const maxTrustQuorum = 2 * peer.MaxLearned
 func (a *app) checkNumbers(fs *pflag.FlagSet) error {
 	has := func(name string) bool { return fs.Lookup(name) != nil }
 	switch {
+	case has("store") && strings.TrimSpace(a.storePath) == "":
+		// An unset shell variable (--store "$DB"): every command would
+		// fail on the path "" with an error that names no flag.
+		return usageErr("--store is empty: want the path of the store file (leave the flag out for %s)", fs.Lookup("store").DefValue)
+	case has("key") && strings.TrimSpace(a.keyFile) == "":
+		return usageErr("--key is empty: want the path of the identity key file (leave the flag out for %s)", fs.Lookup("key").DefValue)
 	case has("max-serves") && a.maxServes < 1:
 		return usageErr("--max-serves %d: want at least 1", a.maxServes)
 	case has("pool-size") && a.gen.poolSize < 1:

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -53,5 +54,49 @@ func TestLibraryLogsFollowJSON(t *testing.T) {
 	}
 	if msg, code := jsonError(t, lines[len(lines)-1]); code != exitFailure || !strings.Contains(msg, "listen") {
 		t.Errorf("last line: %q exit %d, want the error object", msg, code)
+	}
+}
+
+// An empty --store or --key (an unset shell variable: --store "$DB") is a
+// flag value no command can use: it is a usage error (exit 2) that names
+// the flag. Before, node, attest and mcp exited 1 with "open store :
+// open : no such file or directory" or "create key file: open : no such
+// file or directory", and the read-only commands with "store  does not
+// exist".
+func TestEmptyStoreOrKeyIsUsage(t *testing.T) {
+	dir := t.TempDir()
+	key, db := filepath.Join(dir, "key"), filepath.Join(dir, "db")
+	target := "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWCHRxU7HALLkCqz5d6UgSmrCgaVpfCt2yTKQpyGkY4XtL"
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"node", "--store", "", "--key", key, "--listen", "/ip4/127.0.0.1/tcp/0"}, "--store"},
+		{[]string{"node", "--store", db, "--key", " ", "--listen", "/ip4/127.0.0.1/tcp/0"}, "--key"},
+		{[]string{"attest", "--store", "", "--key", key, "--listen", "/ip4/127.0.0.1/tcp/0", target}, "--store"},
+		{[]string{"attest", "--store", db, "--key", "", "--listen", "/ip4/127.0.0.1/tcp/0", target}, "--key"},
+		{[]string{"mcp", "--store", "", "--key", key}, "--store"},
+		{[]string{"attestations", "list", "--store", ""}, "--store"},
+		{[]string{"peers", "--store", ""}, "--store"},
+	} {
+		for _, jsonOut := range []bool{false, true} {
+			args := tc.args
+			if jsonOut {
+				args = append([]string{"--json"}, args...)
+			}
+			out, errOut, code := runMain(t, args...)
+			if code != exitUsage || !strings.Contains(errOut, tc.flag+" is empty") {
+				t.Errorf("%q: exit %d, want %d and %q\nstdout: %.200s\nstderr: %s", args, code, exitUsage, tc.flag+" is empty", out, errOut)
+				continue
+			}
+			if jsonOut {
+				if _, c := jsonError(t, strings.TrimSpace(errOut)); c != exitUsage {
+					t.Errorf("%q: JSON exit_code %d", args, c)
+				}
+			}
+		}
+	}
+	if _, err := os.Stat(key); err == nil {
+		t.Errorf("a usage error created the key file %s", key)
 	}
 }
