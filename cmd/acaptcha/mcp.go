@@ -82,6 +82,15 @@ a running node's (its store is locked while it runs).`,
 			if httpMaxConns < 1 {
 				return usageErr("--http-max-conns %d: want at least 1", httpMaxConns)
 			}
+			if httpAddr == "" {
+				// Over stdio there is one client and no caller to dial
+				// for: taken without --http they would be ignored.
+				for _, name := range []string{"http-max-conns", "http-private-dials"} {
+					if cmd.Flags().Changed(name) {
+						return usageErr("--%s needs --http: it applies to MCP over streamable HTTP, not stdio", name)
+					}
+				}
+			}
 			if fl := cmd.Flags().Lookup("pool-size"); fl != nil && !fl.Changed {
 				// An agent's MCP server verifies a peer now and then: a
 				// pool of the node's size would write sets at each launch

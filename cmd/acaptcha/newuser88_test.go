@@ -100,3 +100,19 @@ func TestEmptyStoreOrKeyIsUsage(t *testing.T) {
 		t.Errorf("a usage error created the key file %s", key)
 	}
 }
+
+// mcp's --http-max-conns and --http-private-dials act only with --http
+// (their help says "with --http"); without it they were taken and ignored
+// without a word (exit 0 once stdin closed), where node's
+// --http-trusted-proxy without --http is a usage error. They are refused
+// alike now.
+func TestMCPHTTPFlagsNeedHTTP(t *testing.T) {
+	dir := t.TempDir()
+	for _, flag := range [][]string{{"--http-max-conns", "10"}, {"--http-private-dials"}} {
+		args := append([]string{"mcp", "--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db")}, flag...)
+		out, errOut, code := runMain(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, flag[0]+" needs --http") {
+			t.Errorf("%q: exit %d, want %d and %q\nstdout: %.200s\nstderr: %s", args, code, exitUsage, flag[0]+" needs --http", out, errOut)
+		}
+	}
+}
