@@ -340,3 +340,26 @@ func TestLearnPersistQueueFullDoesNotBlock(t *testing.T) {
 	}
 	release()
 }
+
+// A rejection of this node by an issuer it does not admit directly is
+// ignored (not_accepted, trust.md §3.4 step 8b), even when it retracts an
+// acceptance the node received from that issuer in a session: the node
+// takes records about itself from third parties only when it admits their
+// issuer directly.
+func TestGossipAboutUsRejectionIgnored(t *testing.T) {
+	n := newBareNode(t, Config{})
+	start := time.Now()
+	newTestClock(n, start)
+	base := start.Add(-time.Hour)
+	xk, x := testutil.NewKey(t)
+	acc := SealTest(xk, n.ID(), true, base, 2*time.Hour)
+	a, _, err := protocol.VerifyAttestation(acc, protocol.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.indexReceived(a, acc)
+	rej := SealTest(xk, n.ID(), false, base.Add(time.Minute), 2*time.Hour)
+	if reason, _ := validateOnly(t, n, rej, x); reason != gossipNotAccepted {
+		t.Fatalf("rejection of us retracting a held acceptance: %q, want %q", reason, gossipNotAccepted)
+	}
+}

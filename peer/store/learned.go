@@ -96,15 +96,18 @@ func learnedPrefix(subject peer.ID) []byte {
 // replaces one issued at (ib, eb) with verdict bcc by the same issuer about
 // the same subject: the later issue time wins; at equal issue times a
 // rejection beats an acceptance, then the later expiry wins. Identical
-// records do not supersede each other.
+// records do not supersede each other. Times compare as the records' int64
+// Unix seconds (spec/vectors/supersede.json): a time.Time made from a
+// second above about 2^63 − 6.2·10^10 wraps, and After then misorders it,
+// while Unix gives the second back.
 func Supersedes(ia, ea time.Time, acc bool, ib, eb time.Time, bcc bool) bool {
-	if !ia.Equal(ib) {
-		return ia.After(ib)
+	if a, b := ia.Unix(), ib.Unix(); a != b {
+		return a > b
 	}
 	if acc != bcc {
 		return !acc
 	}
-	return ea.After(eb)
+	return ea.Unix() > eb.Unix()
 }
 
 // PutLearned stores learned attestations, each replacing the stored entry
