@@ -414,6 +414,23 @@ func TestPresentRecords(t *testing.T) {
 		e.wantNotAdmitted(t, other)
 	})
 
+	t.Run("foreign_by_step_order", func(t *testing.T) {
+		// The first failing step of attestation.md §6 decides (§3.5): a
+		// record of another major version is skipped whatever its subject
+		// (step 6 before step 10), an expired record about another peer
+		// is foreign (step 10 before step 12).
+		p, other := e.presenter(t), e.presenter(t)
+		major := acceptanceOf(ik, other.ID(), now-60, day, "corpus")
+		major.SpecVersion = "2.0.0"
+		newMajor := sealRecord(major, ik)
+		mine := seal(t, acceptanceOf(ik, p.ID(), now-60, day, "corpus"), ik, now)
+		wantCount(t, present(e.ctx, p, e.n.ID(), presentFrames(newMajor, mine), presentOpts{}), 1)
+		q := e.presenter(t)
+		expired := seal(t, acceptanceOf(ik, other.ID(), now-2*day, day, "corpus"), ik, now)
+		wantReset(t, present(e.ctx, q, e.n.ID(), presentFrames(expired), presentOpts{}), codePV)
+		e.wantNotAdmitted(t, other)
+	})
+
 	t.Run("forged", func(t *testing.T) {
 		p := e.presenter(t)
 		env := seal(t, acceptanceOf(ik, p.ID(), now-60, day, "corpus"), ik, now)
