@@ -232,6 +232,9 @@ type Limits struct {
 	// protocol.md §5b; one prover a sixteenth, one IP prefix an eighth;
 	// 0: protocol.DefaultMaxVerifierPayWork).
 	MaxVerifierPayWork int
+	// MaxPaySolves is how many of those payments it solves at once
+	// (0: half the cores the process may use, at least one).
+	MaxPaySolves int
 	// MaxInboundPerPeer, MaxInboundPerPrefix and MaxInbound bound
 	// concurrent prover sessions; MaxInboundPerBlock those of the
 	// untrusted verifiers of one IPv6 /32 (0: protocol.BlockFactor times
@@ -259,7 +262,7 @@ func (l Limits) Check() error {
 		{"draws per IPv6 /32", l.MaxDrawsPerBlock}, {"sessions per verifier IPv6 /32", l.MaxSessionsPerVerifierBlock},
 		{"inbound sessions per IPv6 /32", l.MaxInboundPerBlock},
 		{"prover tokens", l.MaxProverTokens}, {"prover proof-of-work hashes", l.MaxProverPowWork},
-		{"verifier payment hashes", l.MaxVerifierPayWork},
+		{"verifier payment hashes", l.MaxVerifierPayWork}, {"payments solved at once", l.MaxPaySolves},
 	} {
 		if c.v < 0 {
 			return fmt.Errorf("limits: %s %d must not be negative", c.name, c.v)
@@ -288,7 +291,7 @@ func (cfg *Config) protocolLimits(c protocol.Config) protocol.Config {
 	c.MaxTokensPerVerifier, c.MaxVerifierPayWork = l.MaxTokensPerVerifier, l.MaxVerifierPayWork
 	c.MaxInboundPerPeer, c.MaxInboundPerPrefix, c.MaxInbound = l.MaxInboundPerPeer, l.MaxInboundPerPrefix, l.MaxInbound
 	c.MaxDrawsPerBlock, c.MaxSessionsPerVerifierBlock, c.MaxInboundPerBlock = l.MaxDrawsPerBlock, l.MaxSessionsPerVerifierBlock, l.MaxInboundPerBlock
-	c.MaxAcceptTotal = l.MaxAcceptTotal
+	c.MaxAcceptTotal, c.MaxPaySolves = l.MaxAcceptTotal, l.MaxPaySolves
 	c.LimitLoopback = cfg.LimitLoopback
 	return c
 }

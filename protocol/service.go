@@ -307,6 +307,10 @@ type Config struct {
 	// not run (ErrPayRefused, the stream reset busy).
 	PayDifficulty      int
 	MaxVerifierPayWork int
+	// MaxPaySolves is how many payments this node's verifier solves at
+	// once (§5b: a payment asked while they all run is refused and its
+	// charge given back; 0: max(1, GOMAXPROCS/2)).
+	MaxPaySolves int
 	// VerifyFirst: this node's prover answers a verifier that came to it
 	// (Solicited: it did not contact it) only once the node admits it (TrustedPeer):
 	// until then the hello is declined VERIFY_FIRST, and OnReciprocal is
@@ -603,7 +607,11 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 	}
 	s.budgets = newBudgets(&s.cfg)
 	s.budgets.prefixOf = s.drawPrefix
-	s.paySolvers = make(chan struct{}, maxPaySolves())
+	solves := cfg.MaxPaySolves
+	if solves <= 0 {
+		solves = maxPaySolves()
+	}
+	s.paySolvers = make(chan struct{}, solves)
 	if cfg.Source != nil {
 		s.priv = h.Peerstore().PrivKey(h.ID())
 		if s.priv == nil {

@@ -134,6 +134,9 @@ type Config struct {
 	// hashes an hour): a smaller one makes its shares bind within a
 	// short run.
 	MaxVerifierPayWork int
+	// MaxPaySolves is how many payments the node solves at once
+	// (peer.Limits.MaxPaySolves; default half the cores, at least one).
+	MaxPaySolves int
 	// Dir holds the stores (default a temporary directory, removed).
 	Dir string
 	// NodeLog, when set, receives the node's warnings.
@@ -170,6 +173,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("abuse bench: scale %g: want 0..16", c.Scale)
 	case c.MaxVerifierPayWork < 0:
 		return errors.New("abuse bench: negative payment budget")
+	case c.MaxPaySolves < 0:
+		return errors.New("abuse bench: negative count of payments solved at once")
 	case c.ConnLow < 0 || c.ConnHigh < c.ConnLow || c.ConnHigh > 100_000:
 		return fmt.Errorf("abuse bench: connection watermarks %d/%d: want 0 <= low <= high <= 100000", c.ConnLow, c.ConnHigh)
 	}
@@ -618,7 +623,7 @@ func (b *bench) startNode() error {
 		Key: key, StorePath: filepath.Join(b.dir, "node.db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
 		// As a public node asks (spec/protocol.md §5b): every verifier
 		// that comes to it pays before its answerer reads a challenge.
-		Limits: peer.Limits{PayDifficulty: protocol.PublicPowDifficulty, MaxVerifierPayWork: b.cfg.MaxVerifierPayWork},
+		Limits: peer.Limits{PayDifficulty: protocol.PublicPowDifficulty, MaxVerifierPayWork: b.cfg.MaxVerifierPayWork, MaxPaySolves: b.cfg.MaxPaySolves},
 		Source: b.oracle.Source(gen, nil), Prover: b.prover, Logger: log,
 		AttestPolicy: peer.AttestAll, Gossip: true, RequireSource: skill.SourceProcedural, SourceKind: skill.SourceProcedural,
 		ConnLowWater: b.cfg.ConnLow, ConnHighWater: b.cfg.ConnHigh, ConnGracePeriod: benchConnGrace,

@@ -39,7 +39,13 @@ func TestPayDrain(t *testing.T) {
 			// after 1.5-2.5 s: two asks per prover fit in 10 s.
 			cfg := Config{Duration: 10 * time.Second, Dir: t.TempDir(), Progress: t.Logf, Attacks: []string{AttackPayDrain},
 				Scale: float64(tc.ids) / float64(defaultIdentities[AttackPayDrain]), LimitLoopback: tc.limitLoopback,
-				MaxVerifierPayWork: budget}
+				MaxVerifierPayWork: budget,
+				// Solvers for every paying identity at once: a payment
+				// refused while the only solver of a 2-core machine ran
+				// (TestPaySolversBounded's bound) left a share unreached
+				// when the machine was loaded (seen: one payment of the
+				// two the per-prover share allows, under -race at load 3).
+				MaxPaySolves: tc.ids}
 			if raceEnabled {
 				cfg.Duration = 15 * time.Second
 			}
