@@ -96,8 +96,11 @@ func TestEndlessResponseBodyIsCut(t *testing.T) {
 			if w := wrote.Load(); w > 4*llm.MaxResponseBytes {
 				t.Errorf("HTTP %d: the server wrote %d MiB before the client stopped reading, want about %d", status, w>>20, llm.MaxResponseBytes>>20)
 			}
-			if elapsed > 10*time.Second {
-				t.Errorf("HTTP %d: the call took %s", status, elapsed)
+			// Cut by the cap, not by the call's deadline (20 s): what
+			// it read is bounded above; how long reading it takes is the
+			// machine's (10.4 s under -race at load 10).
+			if elapsed >= 20*time.Second {
+				t.Errorf("HTTP %d: the call took %s, its whole deadline", status, elapsed)
 			}
 		}
 	})
