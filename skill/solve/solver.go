@@ -34,7 +34,8 @@ type Config struct {
 	// (DefaultMaxAnswerTokens when 0).
 	MaxAnswerTokens int
 	// Memory keeps all rounds of a session in one multi-turn
-	// conversation. Without it every round is asked alone, so questions
+	// conversation: every earlier round's prompt, and as the model's turn
+	// the answer extracted from its reply. Without it every round is asked alone, so questions
 	// that depend on earlier rounds cannot be answered (the forgetful
 	// prover of tests and evaluation).
 	Memory bool
@@ -114,7 +115,7 @@ type solverSession struct {
 	s *Solver
 
 	mu      sync.Mutex
-	history []llms.MessageContent // earlier user and assistant turns (Memory only)
+	history []llms.MessageContent // earlier user turns and answers (Memory only)
 }
 
 // Answer implements skill.Answerer. LLM errors are returned wrapped; the
@@ -166,7 +167,13 @@ func (a *solverSession) Answer(ctx context.Context, c skill.Challenge) (string, 
 		return "", fmt.Errorf("solver round %d: %w: reply %q holds no answer", c.Round, llm.ErrEmptyOutput, skill.CapBytes(resp.Text, 200))
 	}
 	if a.s.cfg.Memory {
-		a.history = append(a.history, user, llms.TextParts(llms.ChatMessageTypeAI, strings.TrimSpace(resp.Text)))
+		// The assistant turn kept is the answer, not the whole reply: the
+		// later rounds re-send it, and the prover's token budgets charge
+		// them the earlier rounds' narratives and questions only
+		// (spec/protocol.md §9a). A reply's reasoning or explanation runs
+		// to the answer token cap (thousands for a reasoning model), and
+		// the verifier's narrative steers how much of it there is.
+		a.history = append(a.history, user, llms.TextParts(llms.ChatMessageTypeAI, ans))
 	}
 	return ans, nil
 }
