@@ -15,6 +15,9 @@ const (
 	guardMaxBackoff = 5 * time.Minute
 	// guardCanaryTimeout bounds one canary call.
 	guardCanaryTimeout = time.Minute
+	// guardMaxHold caps how long a provider's stated wait (its
+	// Retry-After) holds hellos off: then a session tries again.
+	guardMaxHold = guardMaxBackoff
 )
 
 // guardCanary is the challenge GuardedProver asks to learn whether its
@@ -40,7 +43,13 @@ var guardCanary = Challenge{
 // mark. While the mark stands the canary is also asked in the background
 // when each back-off ends, so that the first verifier after the answerer
 // came back is not the one turned away (at most one canary per back-off:
-// 12 an hour at 5 min). Close stops a canary under way and the timer.
+// 12 an hour at 5 min). An answer (or canary) refused with a wait the
+// provider stated (a rate limit's Retry-After: an error with a
+// RetryAfter() time.Duration method, as package llm's) makes Unavailable
+// return an error until that wait, at most guardMaxHold, has passed or
+// an answer succeeds: the answerer is known not to answer before then. A
+// rate limit without a wait neither holds hellos off nor starts a canary
+// (reply). Close stops a canary under way and the timer.
 type GuardedProver struct {
 	prover Prover
 	log    *slog.Logger
@@ -52,10 +61,13 @@ type GuardedProver struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	down      error     // the last canary's error; nil: reachable
-	next      time.Time // when a canary may run again
-	backoff   time.Duration
+	mu      sync.Mutex
+	down    error     // the last canary's error; nil: reachable
+	next    time.Time // when a canary may run again
+	backoff time.Duration
+	// until is when the wait the provider last asked for ends (zero:
+	// none).
+	until     time.Time
 	checking  bool
 	closed    bool
 	stopTimer func() bool // the pending background re-check, if any
@@ -104,11 +116,50 @@ func (a guardedAnswerer) Answer(ctx context.Context, c Challenge) (string, error
 	switch {
 	case err == nil:
 		a.g.up()
-	case errors.Is(err, ErrDeclined) || ctx.Err() != nil || a.g.reply(err):
+	case errors.Is(err, ErrDeclined) || ctx.Err() != nil:
 	default:
-		a.g.suspect()
+		a.g.hold(err)
+		if !a.g.reply(err) {
+			a.g.suspect()
+		}
 	}
 	return s, err
+}
+
+// providerWait is the wait a provider's refusal asked for (the
+// Retry-After of package llm's rate-limit error), or 0.
+func providerWait(err error) time.Duration {
+	var w interface{ RetryAfter() time.Duration }
+	if errors.As(err, &w) {
+		return w.RetryAfter()
+	}
+	return 0
+}
+
+// hold records the wait err asks for, if any (holdLocked).
+func (g *GuardedProver) hold(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.holdLocked(err)
+}
+
+// holdLocked holds hellos off until the wait err asks for (at most
+// guardMaxHold) has passed.
+func (g *GuardedProver) holdLocked(err error) {
+	w := providerWait(err)
+	if w <= 0 {
+		return
+	}
+	now := g.now()
+	until := now.Add(min(w, guardMaxHold))
+	if !until.After(g.until) {
+		return
+	}
+	if !now.Before(g.until) {
+		g.log.Warn("answerer rate limited by its provider: this node declines to be verified (BUSY, nothing signed) until the wait it asked for has passed",
+			"wait", w, "declining_for", until.Sub(now), "err", err)
+	}
+	g.until = until
 }
 
 // Unavailable reports the error of the answerer's last canary while it
@@ -118,6 +169,9 @@ func (g *GuardedProver) Unavailable() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.down == nil {
+		if left := g.until.Sub(g.now()); left > 0 {
+			return fmt.Errorf("answerer rate limited: its provider asked to wait %s more", left.Round(time.Second))
+		}
 		return nil
 	}
 	if !g.checking && !g.now().Before(g.next) {
@@ -206,6 +260,7 @@ func (g *GuardedProver) up() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.clearLocked()
+	g.until = time.Time{}
 	g.gen++
 }
 
@@ -254,6 +309,12 @@ func (g *GuardedProver) startLocked() {
 
 // recordLocked records a canary's result; gen is g.gen when it began.
 func (g *GuardedProver) recordLocked(err error, gen uint64) {
+	switch {
+	case err == nil:
+		g.until = time.Time{} // the provider answered
+	case gen == g.gen:
+		g.holdLocked(err)
+	}
 	if err != nil && (g.reply(err) || gen != g.gen) {
 		// A reply (the answerer is there), or an answer succeeded
 		// since the canary began: not down.

@@ -350,3 +350,84 @@ func TestGuardedProverCheckAnswersRefusesReplies(t *testing.T) {
 		t.Fatalf("Check of a rate-limited answerer: %v, want nil (there, only busy)", err)
 	}
 }
+
+// waitError is a rate limit that names the provider's wait, as package
+// llm's does (llm.RetryAfter).
+type waitError struct{ after time.Duration }
+
+func (e waitError) Error() string             { return fmt.Sprintf("rate limited (retry after %s)", e.after) }
+func (e waitError) RetryAfter() time.Duration { return e.after }
+
+// TestGuardedProverHoldsForProviderWait: a provider's stated wait holds
+// hellos off until it has passed (at most guardMaxHold) or an answer
+// succeeds; a canary refused with a wait holds them off too; a rate
+// limit that names no wait holds nothing (TestGuardedProverReplyErrors).
+// TestRateLimitWaitDeclinesHellos drives it over the providers' wire.
+func TestGuardedProverHoldsForProviderWait(t *testing.T) {
+	var fail atomic.Pointer[error]
+	inner := ProverFunc(func() Answerer {
+		return AnswerFunc(func(ctx context.Context, c Challenge) (string, error) {
+			if e := fail.Load(); e != nil {
+				return "", *e
+			}
+			return "ok", nil
+		})
+	})
+	failWith := func(err error) { fail.Store(&err) }
+	g := NewGuardedProver(inner, nil, func(err error) bool { var w waitError; return errors.As(err, &w) })
+	defer g.Close()
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	g.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	ctx := context.Background()
+	answer := func() { _, _ = g.NewSession().Answer(ctx, Challenge{Question: "q"}) }
+
+	failWith(fmt.Errorf("solver round 1: %w", waitError{20 * time.Second}))
+	answer()
+	if g.Unavailable() == nil {
+		t.Fatal("no hold for a 20 s wait")
+	}
+	advance(19 * time.Second)
+	if g.Unavailable() == nil {
+		t.Fatal("hold ended 1 s early")
+	}
+	advance(2 * time.Second)
+	if err := g.Unavailable(); err != nil {
+		t.Fatalf("hold still on after the wait: %v", err)
+	}
+
+	// A shorter wait does not cut a longer one short.
+	failWith(waitError{time.Hour})
+	answer()
+	failWith(waitError{time.Second})
+	answer()
+	advance(guardMaxHold - time.Second)
+	if g.Unavailable() == nil {
+		t.Fatal("a later 1 s wait cut the hold short")
+	}
+	advance(2 * time.Second)
+	if err := g.Unavailable(); err != nil {
+		t.Fatalf("an hour's wait held hellos off beyond %s: %v", guardMaxHold, err)
+	}
+
+	// A successful answer ends the hold at once.
+	failWith(waitError{time.Minute})
+	answer()
+	fail.Store(nil)
+	answer()
+	if err := g.Unavailable(); err != nil {
+		t.Fatalf("hold still on after an answer: %v", err)
+	}
+
+	// A canary refused with a wait holds them off; one that answers ends
+	// the hold.
+	failWith(waitError{time.Minute})
+	if err := g.Check(ctx); err != nil || g.Unavailable() == nil {
+		t.Fatalf("canary refused with a wait: Check %v, Unavailable %v", err, g.Unavailable())
+	}
+	fail.Store(nil)
+	if err := g.Check(ctx); err != nil || g.Unavailable() != nil {
+		t.Fatalf("canary answered: Check %v, Unavailable %v", err, g.Unavailable())
+	}
+}
