@@ -85,10 +85,12 @@ func run(ctx context.Context) error {
 	}
 	defer script.Close()
 
+	var unexpected []string
 	for _, c := range []struct {
-		name string
-		n    *peer.Node
-	}{{"agent (demo oracle)", agent}, {"script (keywords)", script}} {
+		name  string
+		n     *peer.Node
+		admit bool // the outcome this client should get
+	}{{"agent (demo oracle)", agent, true}, {"script (keywords)", script, false}} {
 		fmt.Printf("%s %s connects; the service attests it on first contact...\n", c.name, short(c.n.ID()))
 		if err := c.n.Host().Connect(ctx, lpeer.AddrInfo{ID: service.ID(), Addrs: service.Host().Addrs()}); err != nil {
 			return fmt.Errorf("connect: %w", err)
@@ -102,18 +104,30 @@ func run(ctx context.Context) error {
 		} else {
 			fmt.Printf("  not admitted: %s\n", adm.Reason)
 		}
+		if adm.Admitted != c.admit {
+			unexpected = append(unexpected, fmt.Sprintf("%s: admitted=%t, want %t", c.name, adm.Admitted, c.admit))
+		}
 		reply, err := call(ctx, c.n, service.ID(), "hello from "+c.name)
 		if reason, gated := peer.GateReason(err); gated {
 			fmt.Printf("  echo refused by the gate: %s\n\n", reason)
+			if c.admit {
+				unexpected = append(unexpected, fmt.Sprintf("%s: echo refused (%s)", c.name, reason))
+			}
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("echo: %w", err)
 		}
 		fmt.Printf("  echo replied: %q\n\n", reply)
+		if !c.admit {
+			unexpected = append(unexpected, c.name+": echo served to a peer not admitted")
+		}
 	}
 	st := service.Stats()
 	fmt.Printf("service: %d session(s) run, %d gated stream(s) served, %d refused\n", st.SessionsVerified, st.AdmissionsGranted, st.AdmissionsDenied)
+	if len(unexpected) > 0 {
+		return fmt.Errorf("unexpected outcomes: %s", strings.Join(unexpected, "; "))
+	}
 	return nil
 }
 

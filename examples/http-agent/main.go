@@ -10,14 +10,17 @@
 // By default it starts a node with its HTTP door on loopback in this
 // process; -url uses a running one instead, started with
 //
-//	acaptcha node --http 127.0.0.1:8080 --challenges examples
+//	acaptcha node --http 127.0.0.1:8080 --challenges examples --max-serves 1000
 //
+// (the embedded corpus has 4 sets, each served once by default, and one
+// run draws 3 of them).
 // Run it with: go run ./examples/http-agent
 package main
 
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -38,14 +41,34 @@ import (
 )
 
 func main() {
-	url := flag.String("url", "", "base URL of a running node's HTTP door (acaptcha node --http ADDR --challenges examples) instead of one started here; the embedded corpus has 4 sets, served once each unless --max-serves is raised")
-	flag.Parse()
+	url, err := parseArgs(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(2)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := run(ctx, strings.TrimRight(*url, "/")); err != nil {
+	if err := run(ctx, url); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+}
+
+// parseArgs reads the flags; it returns the door's base URL, empty to
+// start a node here.
+func parseArgs(args []string) (string, error) {
+	fs := flag.NewFlagSet("http-agent", flag.ContinueOnError)
+	url := fs.String("url", "", "base URL of a running node's HTTP door (acaptcha node --http ADDR --challenges examples --max-serves 1000) instead of one started here; the embedded corpus has 4 sets, served once each unless --max-serves is raised")
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	if fs.NArg() > 0 {
+		return "", fmt.Errorf("unexpected argument %q (a running node's door is given with -url URL)", fs.Arg(0))
+	}
+	return strings.TrimRight(*url, "/"), nil
 }
 
 func run(ctx context.Context, base string) (err error) {

@@ -36,15 +36,36 @@ import (
 )
 
 func main() {
-	bin := flag.String("acaptcha", "", "acaptcha binary to serve MCP (default: build ./cmd/acaptcha into a temporary directory)")
-	addr := flag.String("addr", "", "attest this running node (multiaddr ending in /p2p/PEER_ID) instead of one started here; start it with --llm and --challenges examples, so that it can answer our challenges and the demo key can answer its own")
-	flag.Parse()
+	a, err := parseArgs(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(2)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := run(ctx, *bin, *addr); err != nil {
+	if err := run(ctx, a.bin, a.addr); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+}
+
+type args struct{ bin, addr string }
+
+// parseArgs reads the flags.
+func parseArgs(argv []string) (args, error) {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	bin := fs.String("acaptcha", "", "acaptcha binary to serve MCP (default: build ./cmd/acaptcha into a temporary directory)")
+	addr := fs.String("addr", "", "attest this running node (multiaddr ending in /p2p/PEER_ID) instead of one started here; start it with --llm and --challenges examples, so that it can answer our challenges and the demo key can answer its own")
+	if err := fs.Parse(argv); err != nil {
+		return args{}, err
+	}
+	if fs.NArg() > 0 {
+		return args{}, fmt.Errorf("unexpected argument %q (a running node is given with -addr MULTIADDR, the binary with -acaptcha PATH)", fs.Arg(0))
+	}
+	return args{bin: *bin, addr: *addr}, nil
 }
 
 func run(ctx context.Context, bin, addr string) error {
