@@ -12,8 +12,9 @@
 // (or Anthropic's 529 overloaded_error) is ErrRateLimited (retried under a
 // RetryPolicy). Token usage is normalised across providers and counted.
 //
-// Solver is the prover's brain: it implements skill.Prover on top of a
-// Model, with or without memory of earlier rounds.
+// The prover's brain over a Model is solve.Solver (package skill/solve):
+// it implements skill.Prover, with or without memory of earlier rounds.
+// This package is provider plumbing only and imports nothing of acaptcha.
 //
 // # Client quirks handled here (langchaingo v0.1.14)
 //

@@ -12,8 +12,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 )
 
-// LoadOrCreateKey reads the node's Ed25519 identity from path, creating it
-// (mode 0600, parent directories 0700) on first run. A key file readable by
+// LoadOrCreateKey reads the node's identity (a libp2p private key, of any
+// type) from path, creating an Ed25519 one (mode 0600, parent directories
+// 0700) on first run. A key file readable by
 // group or others is refused: it is the node's identity.
 func LoadOrCreateKey(path string, log *slog.Logger) (crypto.PrivKey, error) {
 	data, err := os.ReadFile(path)

@@ -56,10 +56,15 @@ type Config struct {
 	KeyFile string
 	// Store is an open store; when nil StorePath is opened and owned by
 	// the node.
-	Store       *Store
-	StorePath   string
+	Store     *Store
+	StorePath string
+	// ListenAddrs are the multiaddrs the host listens on (default
+	// DefaultListenAddrs: every IPv4 interface, port DefaultPort).
 	ListenAddrs []string
-	Policy      skill.Policy
+	// Policy is the timing policy of the sessions this node runs as
+	// verifier (skill.DefaultPolicy when Rounds is 0); New refuses one
+	// that fails Policy.Check.
+	Policy skill.Policy
 	// Source supplies challenges when this node verifies; nil means the
 	// node only proves.
 	Source skill.Source
@@ -78,7 +83,8 @@ type Config struct {
 	// on us after our own verification finished (default: the policy's
 	// total budget plus 30 s).
 	MutualTimeout time.Duration
-	Logger        *slog.Logger
+	// Logger receives the node's logs (slog.Default() when nil).
+	Logger *slog.Logger
 	// HostOptions are appended to the libp2p options (tests use them).
 	// They must not set a connection gater: the node installs its own
 	// (gate.go), and libp2p refuses a second one.

@@ -732,7 +732,7 @@ type VerifyOptions struct {
 	MinSource skill.SourceKind
 }
 
-// VerifyAttestation decodes and checks a marshalled attestation envelope
+// Verify decodes and checks a marshalled attestation envelope
 // following spec/attestation.md section 6: the size cap, the envelope
 // encoding and payload type, the signature over AttestationDomain, the
 // payload encoding, the spec version, the structural checks, that the
@@ -740,7 +740,9 @@ type VerifyOptions struct {
 // validity window and, with opts.MinSource, the challenge source (step
 // 13). On success it returns the
 // attestation and the envelope; on failure it returns only an error that
-// wraps exactly one of the Err* sentinels of this file.
+// wraps exactly one of the Err* sentinels of this file. A valid record of
+// any verdict passes: a caller that admits on it checks Record.Accepted
+// (as `acaptcha attestations verify` does unless --any-verdict).
 func Verify(data []byte, opts VerifyOptions) (*Record, *record.Envelope, error) {
 	a, env, err := verifySigned(data)
 	if err != nil {
