@@ -88,8 +88,10 @@ func run(ctx context.Context) error {
 			Prover:       oracle.Prover(),
 			AttestPolicy: peer.AttestAll,
 			TrustQuorum:  quorum,
-			// Procedural challenges, for an offline example: admit and
-			// vouch on them explicitly (the default requires hybrid).
+			// Procedural challenges, for an offline example: say so (the
+			// node warns at start) and admit and vouch on them
+			// explicitly (the default requires hybrid).
+			SourceKind:    skill.SourceProcedural,
 			RequireSource: skill.SourceProcedural,
 			Gossip:        true,
 			DHT:           true,
