@@ -147,7 +147,11 @@ func (s *Store) commit(batch []*pendingWrite) (closing bool) {
 		if w.rec != nil {
 			w.done <- logErr // a failed threshold checkpoint leaves the records logged
 		} else {
-			w.done <- errors.Join(logErr, cpErr)
+			// A flush (a read, Close) waits for the checkpoint alone:
+			// the records whose append failed were never pending, and
+			// their writers hear of it. Joined, one failed write failed
+			// every read sharing its commit.
+			w.done <- cpErr
 		}
 	}
 	return closing
