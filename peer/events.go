@@ -27,7 +27,8 @@ import (
 // logs a slow-consumer warning, it does not drop events.
 
 // EvtAttestationIssued is emitted after this node stored a verdict it
-// issued.
+// issued. A store that fails (a full disk) is logged as an error and the
+// event is emitted all the same: the verdict was signed and delivered.
 type EvtAttestationIssued struct {
 	Result *protocol.Result
 	// Door names the front door the session ran through: "libp2p" or

@@ -473,12 +473,20 @@ func (n *Node) Addrs() []ma.Multiaddr {
 
 // Close stops the node at once: the protocol service first (the sessions
 // in flight are cut: their streams are reset), then background work, the
-// host and the store. Shutdown lets the sessions end first. Close may be
-// called more than once, and while Shutdown waits (it then returns too).
+// host and the store. A session that had its verdict when it was cut
+// (signed, and perhaps delivered) stores it before the store closes:
+// Close waits up to closeSessionsWait for the cut sessions to end.
+// Shutdown lets the sessions end first. Close may be called more than
+// once, and while Shutdown waits (it then returns too).
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() { n.closeErr = n.close() })
 	return n.closeErr
 }
+
+// closeSessionsWait bounds how long Close waits for the sessions it cut
+// to end (they store a verdict they had; a cut stream ends the others at
+// once).
+const closeSessionsWait = 5 * time.Second
 
 func (n *Node) close() error {
 	n.cancel()
@@ -487,6 +495,17 @@ func (n *Node) close() error {
 	n.svc.Close()
 	n.stopGossip()
 	n.wg.Wait()
+	// A session whose verdict was in hand when the service closed (its
+	// record not yet stored: Verify returns it, the peer may hold it)
+	// stores it before the store closes; none starts any more.
+	idle := n.drain.start()
+	t := time.NewTimer(closeSessionsWait)
+	select {
+	case <-idle:
+	case <-t.C:
+		n.log.Warn("closing with sessions still running: a verdict they reach is not stored", "sessions", n.drain.sessions())
+	}
+	t.Stop()
 	n.stopEvents()
 	err := n.host.Close()
 	n.cm.Close()
