@@ -322,9 +322,6 @@ func New(cfg Config) (*Node, error) {
 		case r.Records > 0:
 			log.Info("store: attestations recovered from the write-ahead log (the node did not close cleanly)", "store", cfg.StorePath, "recovered", r.Records)
 		}
-		// While sessions run, a record waits up to storeLinger for the
-		// next one so that both share a synced commit.
-		s.SetLinger(storeLinger, func() bool { return protocol.RunningSessions() > 0 })
 	}
 	listen := cfg.ListenAddrs
 	if len(listen) == 0 {

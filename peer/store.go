@@ -1,6 +1,9 @@
 package peer
 
-import "github.com/acaptcha/acaptcha/peer/store"
+import (
+	"github.com/acaptcha/acaptcha/peer/store"
+	"github.com/acaptcha/acaptcha/protocol"
+)
 
 // The node's database lives in package store; these names keep the node's
 // API in one place for embedders.
@@ -33,8 +36,20 @@ var ErrStoreLocked = store.ErrLocked
 // does not hold.
 var ErrNoAttestation = store.ErrNoEntry
 
-// OpenStore opens or creates the store at path (store.Open).
-func OpenStore(path string) (*Store, error) { return store.Open(path) }
+// OpenStore opens or creates the store at path (store.Open) for a node:
+// while sessions run, a record waits up to storeLinger for the next one
+// so that both share a synced commit (Store.SetLinger). A node opening
+// its StorePath and a program handing its node Config.Store (the CLI,
+// which shares the store with its challenge pools) both open it here;
+// before, only the former lingered.
+func OpenStore(path string) (*Store, error) {
+	s, err := store.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	s.SetLinger(storeLinger, func() bool { return protocol.RunningSessions() > 0 })
+	return s, nil
+}
 
 // ErrStoreCorrupt is returned for a store file that is damaged;
 // ErrNotStore for a file that is no acaptcha store (an empty file, or a

@@ -61,13 +61,11 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 				return err
 			}
 			if ai.ID == n.ID() {
-				n.Close()
-				n.Store().Close()
+				a.closeNode(n)
 				return usageErr("%s is this node's own peer ID (--key %s): attest another node", ai.ID, a.keyFile)
 			}
 			defer func() {
-				n.Close()
-				n.Store().Close()
+				a.closeNode(n)
 			}()
 			if timeout <= 0 {
 				pol, _ := a.policy()

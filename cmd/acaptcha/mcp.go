@@ -121,8 +121,7 @@ a running node's (its store is locked while it runs).`,
 			}
 			a.checkLLMAtStart()
 			defer func() {
-				n.Close()
-				n.Store().Close()
+				a.closeNode(n)
 			}()
 			if attestTimeout == 0 {
 				pol, _ := a.policy()

@@ -502,6 +502,20 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	return n, llmName, nil
 }
 
+// closeNode closes a started node, then stops the command's generation
+// pools (they draw on nothing once the node is closed; a set that one
+// finishes is saved to the store), then closes the store the node and
+// the pools share. Stopped after the store, a pool whose set was ready in
+// between failed to save it ("database not open"), an LLM generation
+// spent for nothing.
+func (a *app) closeNode(n *peer.Node) {
+	n.Close()
+	if a.gen.stopPools != nil {
+		a.gen.stopPools() // idempotent: Main and node's defer call it too
+	}
+	n.Store().Close()
+}
+
 func (a *app) nodeCmd() *cobra.Command {
 	var httpAddr string
 	var httpProxies []string
@@ -531,8 +545,7 @@ func (a *app) nodeCmd() *cobra.Command {
 			}
 			a.checkLLMAtStart()
 			defer func() {
-				n.Close()
-				n.Store().Close()
+				a.closeNode(n)
 			}()
 			// The announcement of the pool's first set ends with the
 			// command (before it returns: it writes to stdout), and
