@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -23,16 +22,7 @@ import (
 // network's burst is refused before any of it runs.
 func TestHTTPBatchCountsEachCall(t *testing.T) {
 	h := newHTTPHandler(t, mcpserver.HTTPConfig{RequestRate: 1, RequestBurst: 10})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a := r.Header.Get("X-Test-Remote"); a != "" {
-			r.RemoteAddr = a
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		ts.Close()
-		h.Close()
-	})
+	ts := remoteServer(t, h)
 	const from = "192.0.2.7:4000"
 	code, sid := initializeFrom(t, ts.URL, from)
 	if code != http.StatusOK || sid == "" {

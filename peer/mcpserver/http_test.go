@@ -108,18 +108,7 @@ func TestHTTPSessionsSharedByNetworks(t *testing.T) {
 	t.Cleanup(srv.Close)
 	const capN = 16 // 2 per network, 4 per /32, 12 beyond loopback
 	h := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{MaxSessions: capN, Logger: testLogger(t)})
-	// The test server listens on loopback: X-Test-Remote stands for the
-	// caller's address.
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a := r.Header.Get("X-Test-Remote"); a != "" {
-			r.RemoteAddr = a
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		ts.Close()
-		h.Close()
-	})
+	ts := remoteServer(t, h)
 	from := func(addr string) int {
 		t.Helper()
 		st, _ := initializeFrom(t, ts.URL, addr)
@@ -191,4 +180,21 @@ func initializeFrom(t *testing.T, url, addr string) (int, string) {
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+}
+
+// remoteServer serves h on a loopback test server where a request's
+// X-Test-Remote header stands for the caller's address; the server and h
+// close with the test.
+func remoteServer(t *testing.T, h *mcpserver.HTTPHandler) *httptest.Server {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("X-Test-Remote"); a != "" {
+			r.RemoteAddr = a
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ts.Close()
+		h.Close()
+	})
+	return ts
 }

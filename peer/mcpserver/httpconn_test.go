@@ -237,16 +237,7 @@ func TestHTTPConnsSharedByNetworks(t *testing.T) {
 // networks beyond loopback one together; loopback callers none.
 func TestHTTPRequestsRateLimitedByNetwork(t *testing.T) {
 	h := newHTTPHandler(t, mcpserver.HTTPConfig{RequestRate: 1, RequestBurst: 10})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a := r.Header.Get("X-Test-Remote"); a != "" {
-			r.RemoteAddr = a
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		ts.Close()
-		h.Close()
-	})
+	ts := remoteServer(t, h)
 	post := func(from string) int {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))

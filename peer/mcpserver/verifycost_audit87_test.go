@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -30,16 +29,7 @@ import (
 // caller network's rate, and a record checked before costs a hash.
 func TestHTTPVerifyPricesKeys(t *testing.T) {
 	h := newHTTPHandler(t, mcpserver.HTTPConfig{RequestRate: 0.001, RequestBurst: 50})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a := r.Header.Get("X-Test-Remote"); a != "" {
-			r.RemoteAddr = a
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		ts.Close()
-		h.Close()
-	})
+	ts := remoteServer(t, h)
 	const from = "192.0.2.9:4000"
 	code, sid := initializeFrom(t, ts.URL, from)
 	if code != http.StatusOK || sid == "" {
