@@ -235,10 +235,11 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many requests from this network or from beyond loopback: retry after a second", http.StatusTooManyRequests)
 		return
 	}
-	if !h.readBody(w, r) {
+	body, ok := h.readBody(w, r)
+	if !ok {
 		return
 	}
-	if grouped && !h.chargeBatch(w, r, group) {
+	if grouped && !h.chargeBatch(w, r, body, group) {
 		return
 	}
 	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
@@ -358,17 +359,11 @@ func (l *rateLimits) allowN(group netip.Prefix, n int, now time.Time) bool {
 // runs each call of it on a goroutine of its own: counted as one
 // request, a batch of a network whose burst is 50 ran some 15,000 tool
 // calls per MiB of body.
-func (h *HTTPHandler) chargeBatch(w http.ResponseWriter, r *http.Request, group netip.Prefix) bool {
-	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
+func (h *HTTPHandler) chargeBatch(w http.ResponseWriter, r *http.Request, body []byte, group netip.Prefix) bool {
+	if r.Method != http.MethodPost {
 		return true
 	}
-	data, err := io.ReadAll(r.Body) // readBody left it in memory
-	if err != nil {
-		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
-		return false
-	}
-	r.Body = io.NopCloser(bytes.NewReader(data))
-	t := bytes.TrimLeft(data, " \t\r\n")
+	t := bytes.TrimLeft(body, " \t\r\n")
 	if len(t) == 0 || t[0] != '[' {
 		return true
 	}
@@ -403,13 +398,14 @@ func (l *rateLimits) bucket(key netip.Prefix, now time.Time, factor int) *rate.L
 }
 
 // readBody reads r's body within the body timeout and at most the body
-// cap, and hands it on from memory; it reports false when it answered
+// cap, and hands it on from memory (and returns it, for chargeBatch);
+// it reports false when it answered
 // (408, 413, 400). The server's header timeout ends at the header: the
 // SDK read the body with no deadline, so a client that sent a byte now
 // and then held its connection and goroutine without end.
-func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) bool {
+func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return true
+		return nil, true
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(h.bodyTimeout))
@@ -420,21 +416,21 @@ func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) bool {
 	case err == nil:
 	case errors.As(err, &mbe):
 		http.Error(w, "request body over "+strconv.FormatInt(h.maxBody, 10)+" bytes", http.StatusRequestEntityTooLarge)
-		return false
+		return nil, false
 	case errors.As(err, &ne) && ne.Timeout():
 		w.Header().Set("Connection", "close")
 		http.Error(w, "request body not received within "+h.bodyTimeout.String(), http.StatusRequestTimeout)
-		return false
+		return nil, false
 	default:
 		http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
-		return false
+		return nil, false
 	}
 	// No deadline from here: a tool call's response may stream for
 	// minutes (attest_peer), and the server watches the connection for
 	// its client going away.
 	_ = rc.SetReadDeadline(time.Time{})
 	r.Body = io.NopCloser(bytes.NewReader(data))
-	return true
+	return data, true
 }
 
 // overShareLocked reports why a caller of group may open no session now
