@@ -245,8 +245,9 @@ var (
 )
 
 // readUvarint reads one minimal unsigned varint (protocol.md §2: no
-// trailing 0x80 groups, at most 10 bytes, no overflow). EOF before the
-// first byte is io.EOF, after it io.ErrUnexpectedEOF.
+// trailing 0x80 groups, at most 9 bytes: a 9th byte with its high bit set
+// overflows, whatever follows). EOF before the first byte is io.EOF,
+// after it io.ErrUnexpectedEOF.
 func readUvarint(r *bufio.Reader) (uint64, error) {
 	var n uint64
 	for i := 0; ; i++ {
@@ -257,7 +258,7 @@ func readUvarint(r *bufio.Reader) (uint64, error) {
 			}
 			return 0, err
 		}
-		if i == 9 && c > 1 {
+		if i == 8 && c >= 0x80 {
 			return 0, errPrefix
 		}
 		n |= uint64(c&0x7f) << (7 * i)
