@@ -499,17 +499,20 @@ func (g *Gateway) checkKey(s *session, req startRequest) error {
 	if id != s.peer {
 		return errorf(errBadKey, "public_key is %s's, the session is %s's", id, s.peer)
 	}
-	if len(req.Signature) == 0 || len(req.Signature) > 1024 {
-		return errorf(errBadSignature, "signature of %d bytes", len(req.Signature))
-	}
 	// The key rules of attestation.md §2 (http.md §1): an ECDSA key on
-	// P-256 only, a Secp256k1 key compressed (above) and its signature
-	// with a low S.
+	// P-256 only, an Ed25519 key not of small order, a Secp256k1 key
+	// compressed (above) and its signature with a low S. A key they
+	// refuse is bad_key whatever the signature (http.md §4.2: the key,
+	// step 1, before the signature, step 2), so the signature's length
+	// is checked after them.
 	if err := attestation.CheckKeyRules(pub, req.Signature); err != nil {
 		if errors.Is(err, attestation.ErrMalformed) {
 			return errorf(errBadKey, "public_key: %v", err)
 		}
 		return errorf(errBadSignature, "signature: %v", err)
+	}
+	if len(req.Signature) == 0 || len(req.Signature) > 1024 {
+		return errorf(errBadSignature, "signature of %d bytes", len(req.Signature))
 	}
 	ok, err := pub.Verify(StartMessage(s.id, s.core.Nonce(), g.cfg.Core.Self(), s.peer), req.Signature)
 	if err != nil || !ok {
