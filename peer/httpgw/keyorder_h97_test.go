@@ -40,3 +40,13 @@ func TestStartKeyBeforeSignatureLength(t *testing.T) {
 		}
 	}
 }
+
+// helper-97: http.md §6: a create naming the node's own peer ID is
+// bad_peer_id (no node verifies itself).
+func TestCreateOwnPeerID(t *testing.T) {
+	_, core, base := fakeDoor(t, nil)
+	a := newAgent(t, base)
+	if st, eb := a.post("/v1/sessions", map[string]string{"peer_id": core.Self().String()}, nil); st != 400 || eb.Code != CodeBadPeerID {
+		t.Fatalf("create for the node's own peer ID: %d %+v, want 400 bad_peer_id", st, eb)
+	}
+}
