@@ -1,11 +1,16 @@
 package secondimpl2
 
 import (
+	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"reflect"
 	"testing"
+
+	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
 )
 
 // TestVectorFraming reads every case of spec/vectors/framing.json with
@@ -50,5 +55,52 @@ func TestVectorFraming(t *testing.T) {
 				t.Errorf("%s: read %+v, want %+v", c.Name, got, want)
 			}
 		}
+	}
+}
+
+// TestVectorHTTPStart builds spec/vectors/http_start.json's start message
+// with this implementation's encoder (http.md §4.2) and checks its key
+// proof and payment.
+func TestVectorHTTPStart(t *testing.T) {
+	var v struct {
+		Verifier  string `json:"verifier_peer_id"`
+		Subject   string `json:"subject_peer_id"`
+		SessionID string `json:"session_id"`
+		Nonce     []byte `json:"nonce"`
+		D         int    `json:"pow_difficulty"`
+		MsgHex    string `json:"start_message_hex"`
+		Msg       []byte `json:"start_message"`
+		Request   struct {
+			PublicKey []byte `json:"public_key"`
+			Signature []byte `json:"signature"`
+			Pow       []byte `json:"pow"`
+		} `json:"request"`
+		Other []byte `json:"signature_of_another_session"`
+	}
+	loadVector(t, "http_start.json", &v)
+	vid, err1 := lpeer.Decode(v.Verifier)
+	sid, err2 := lpeer.Decode(v.Subject)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	msg := startMessage(v.SessionID, v.Nonce, []byte(vid), []byte(sid))
+	if hex.EncodeToString(msg) != v.MsgHex || !bytes.Equal(msg, v.Msg) {
+		t.Fatalf("start message %x, vector %s", msg, v.MsgHex)
+	}
+	pub, err := lcrypto.UnmarshalPublicKey(v.Request.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := lpeer.IDFromPublicKey(pub); err != nil || id != sid {
+		t.Fatalf("public key of %s (%v)", id, err)
+	}
+	if ok, err := pub.Verify(msg, v.Request.Signature); !ok || err != nil {
+		t.Fatalf("signature: %v", err)
+	}
+	if ok, _ := pub.Verify(msg, v.Other); ok {
+		t.Fatal("another session's signature verifies")
+	}
+	if !powValid(v.Nonce, []byte(sid), v.Request.Pow, v.D) {
+		t.Fatal("pow does not pay")
 	}
 }
