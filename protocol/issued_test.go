@@ -133,3 +133,59 @@ func TestIssueClockSeededAfterRestart(t *testing.T) {
 		t.Fatalf("a subject last dated an hour ago: record dated %v, want the clock's %v", got, now)
 	}
 }
+
+// A full table: 16,384 other subjects dated in the current second.
+// Evicting must not let the next record about a subject be dated before
+// (or with) its previous one. The table was cleared when full, so the
+// subject's entry dated ahead of the clock was forgotten and its next
+// record was dated by the clock, before the acceptance that preceded it.
+func TestIssueClockFullTableKeepsOrder(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	fill := func(c *issueClock, n int) {
+		for i := 0; i < n; i++ {
+			c.at(peer.ID(fmt.Sprint("sybil-", i)), now.Add(time.Duration(i)*time.Microsecond))
+		}
+	}
+	t.Run("ahead", func(t *testing.T) {
+		var c issueClock
+		var prev time.Time
+		for i := 0; i < 4; i++ {
+			prev = c.at("victim", now)
+		}
+		if !prev.Equal(now.Add(3 * time.Second)) {
+			t.Fatalf("fourth record dated %v", prev)
+		}
+		fill(&c, maxIssueEntries+1)
+		if next := c.at("victim", now.Add(500*time.Millisecond)); !next.After(prev) {
+			t.Fatalf("after the table filled, the next record is dated %v, the previous %v", next, prev)
+		}
+		if n := len(c.last); n > maxIssueEntries {
+			t.Fatalf("table holds %d entries, cap %d", n, maxIssueEntries)
+		}
+	})
+	t.Run("evicted", func(t *testing.T) {
+		// The subject's own entry is among the evicted ones.
+		var c issueClock
+		prev := c.at("victim", now)
+		fill(&c, 2*maxIssueEntries)
+		if next := c.at("victim", now.Add(900*time.Millisecond)); !next.After(prev) {
+			t.Fatalf("after its entry was evicted, the next record is dated %v, the previous %v", next, prev)
+		}
+		if lead := c.at("fresh", now).Sub(now); lead > maxIssueLead {
+			t.Fatalf("a fresh subject dated %v ahead", lead)
+		}
+	})
+	t.Run("stale first", func(t *testing.T) {
+		// Entries of past seconds go without raising the floor: a
+		// fresh subject is dated by the clock.
+		var c issueClock
+		fill(&c, maxIssueEntries)
+		later := now.Add(2 * time.Second)
+		if got := c.at("fresh", later); !got.Equal(later) {
+			t.Fatalf("fresh subject dated %v, want %v", got, later)
+		}
+		if !c.floor.IsZero() {
+			t.Fatalf("floor %v after evicting only past entries", c.floor)
+		}
+	})
+}
