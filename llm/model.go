@@ -22,8 +22,10 @@ var (
 	// token limit, so the text is cut off.
 	ErrTruncated = errors.New("llm output truncated at the token limit")
 	// ErrRateLimited reports that the provider refused the call with HTTP
-	// 429 (or an equivalent rate-limit error).
-	ErrRateLimited = errors.New("llm provider rate limit")
+	// 429 (or an equivalent rate-limit error). Its RateLimited method
+	// tells packages that do not import this one (skill.GuardedProver)
+	// that an error is a rate limit, with or without a stated wait.
+	ErrRateLimited error = &rateLimited{"llm provider rate limit"}
 	// ErrEmptyOutput reports a reply without any text.
 	ErrEmptyOutput = errors.New("llm returned no text")
 	// ErrProviderStatus reports a provider HTTP error status that the
@@ -297,6 +299,15 @@ func (m *Model) generateContent(ctx context.Context, msgs []llms.MessageContent,
 	}()
 	return m.llm.GenerateContent(ctx, msgs, opts...)
 }
+
+// rateLimited is the type of ErrRateLimited.
+type rateLimited struct{ msg string }
+
+func (e *rateLimited) Error() string { return e.msg }
+
+// RateLimited marks a provider's rate limit (skill.GuardedProver holds
+// hellos off after one).
+func (*rateLimited) RateLimited() bool { return true }
 
 // rateLimitError is ErrRateLimited with the wait the provider asked for.
 type rateLimitError struct{ after time.Duration }

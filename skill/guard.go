@@ -18,6 +18,14 @@ const (
 	// guardMaxHold caps how long a provider's stated wait (its
 	// Retry-After) holds hellos off: then a session tries again.
 	guardMaxHold = guardMaxBackoff
+	// guardLimitHold is how long a rate limit that states no wait holds
+	// hellos off, doubled for each further one that comes after a hold
+	// ended with no answer succeeding since, up to guardLimitMaxHold: a
+	// per-minute quota (the usual limit that states no wait) refills
+	// within a minute, and a longer hold would only lengthen the time a
+	// verifier that spent the quota keeps the node busy.
+	guardLimitHold    = 10 * time.Second
+	guardLimitMaxHold = time.Minute
 )
 
 // guardCanary is the challenge GuardedProver asks to learn whether its
@@ -48,8 +56,12 @@ var guardCanary = Challenge{
 // RetryAfter() time.Duration method, as package llm's) makes Unavailable
 // return an error until that wait, at most guardMaxHold, has passed or
 // an answer succeeds: the answerer is known not to answer before then. A
-// rate limit without a wait neither holds hellos off nor starts a canary
-// (reply). Close stops a canary under way and the timer.
+// rate limit that states no wait (an error with a RateLimited() bool
+// method that returns true, as llm.ErrRateLimited) holds them off for
+// guardLimitHold (10 s), doubled for each further one after a hold ended
+// with no answer succeeding since, at most guardLimitMaxHold (1 min).
+// Neither starts a canary (reply). Close stops a canary under way and
+// the timer.
 type GuardedProver struct {
 	prover Prover
 	log    *slog.Logger
@@ -67,7 +79,10 @@ type GuardedProver struct {
 	backoff time.Duration
 	// until is when the wait the provider last asked for ends (zero:
 	// none).
-	until     time.Time
+	until time.Time
+	// limitHold is the last hold of a rate limit that stated no wait
+	// (zero: none since an answer succeeded).
+	limitHold time.Duration
 	checking  bool
 	closed    bool
 	stopTimer func() bool // the pending background re-check, if any
@@ -136,6 +151,13 @@ func providerWait(err error) time.Duration {
 	return 0
 }
 
+// rateLimited reports whether err is a provider's rate limit
+// (llm.ErrRateLimited), with or without a stated wait.
+func rateLimited(err error) bool {
+	var r interface{ RateLimited() bool }
+	return errors.As(err, &r) && r.RateLimited()
+}
+
 // hold records the wait err asks for, if any (holdLocked).
 func (g *GuardedProver) hold(err error) {
 	g.mu.Lock()
@@ -144,19 +166,27 @@ func (g *GuardedProver) hold(err error) {
 }
 
 // holdLocked holds hellos off until the wait err asks for (at most
-// guardMaxHold) has passed.
+// guardMaxHold) has passed, or for the next limitHold when err is a rate
+// limit that states none.
 func (g *GuardedProver) holdLocked(err error) {
+	now := g.now()
 	w := providerWait(err)
 	if w <= 0 {
-		return
+		if !rateLimited(err) || now.Before(g.until) {
+			// Not a rate limit; or one of a hold's time (a session
+			// accepted before it), which neither lengthens nor doubles
+			// it.
+			return
+		}
+		w = min(max(2*g.limitHold, guardLimitHold), guardLimitMaxHold)
+		g.limitHold = w
 	}
-	now := g.now()
 	until := now.Add(min(w, guardMaxHold))
 	if !until.After(g.until) {
 		return
 	}
 	if !now.Before(g.until) {
-		g.log.Warn("answerer rate limited by its provider: this node declines to be verified (BUSY, nothing signed) until the wait it asked for has passed",
+		g.log.Warn("answerer rate limited by its provider: this node declines to be verified (BUSY, nothing signed) until the wait it asked for (a default when it named none) has passed",
 			"wait", w, "declining_for", until.Sub(now), "err", err)
 	}
 	g.until = until
@@ -260,7 +290,7 @@ func (g *GuardedProver) up() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.clearLocked()
-	g.until = time.Time{}
+	g.until, g.limitHold = time.Time{}, 0
 	g.gen++
 }
 
@@ -311,7 +341,7 @@ func (g *GuardedProver) startLocked() {
 func (g *GuardedProver) recordLocked(err error, gen uint64) {
 	switch {
 	case err == nil:
-		g.until = time.Time{} // the provider answered
+		g.until, g.limitHold = time.Time{}, 0 // the provider answered
 	case gen == g.gen:
 		g.holdLocked(err)
 	}

@@ -360,8 +360,9 @@ func (e waitError) RetryAfter() time.Duration { return e.after }
 
 // TestGuardedProverHoldsForProviderWait: a provider's stated wait holds
 // hellos off until it has passed (at most guardMaxHold) or an answer
-// succeeds; a canary refused with a wait holds them off too; a rate
-// limit that names no wait holds nothing (TestGuardedProverReplyErrors).
+// succeeds; a canary refused with a wait holds them off too; an error
+// that is no rate limit holds nothing (TestGuardedProverReplyErrors), a
+// rate limit that names no wait a default (TestGuardedProverHoldsForWaitlessLimit).
 // TestRateLimitWaitDeclinesHellos drives it over the providers' wire.
 func TestGuardedProverHoldsForProviderWait(t *testing.T) {
 	var fail atomic.Pointer[error]
@@ -429,5 +430,79 @@ func TestGuardedProverHoldsForProviderWait(t *testing.T) {
 	fail.Store(nil)
 	if err := g.Check(ctx); err != nil || g.Unavailable() != nil {
 		t.Fatalf("canary answered: Check %v, Unavailable %v", err, g.Unavailable())
+	}
+}
+
+// limitError is a rate limit that names no wait, as llm.ErrRateLimited
+// without a Retry-After.
+type limitError struct{}
+
+func (limitError) Error() string     { return "rate limited" }
+func (limitError) RateLimited() bool { return true }
+
+// TestGuardedProverHoldsForWaitlessLimit: a rate limit that names no
+// wait holds hellos off for guardLimitHold; refusals of sessions accepted
+// before the hold neither lengthen nor double it; one after a hold ended
+// with no answer in between doubles it, up to guardLimitMaxHold; an
+// answer ends the hold and resets the doubling.
+// TestRateLimitWithoutWaitDeclinesHellos drives it over the providers'
+// wire.
+func TestGuardedProverHoldsForWaitlessLimit(t *testing.T) {
+	var fail atomic.Bool
+	inner := ProverFunc(func() Answerer {
+		return AnswerFunc(func(ctx context.Context, c Challenge) (string, error) {
+			if fail.Load() {
+				return "", fmt.Errorf("solver round 1: %w", limitError{})
+			}
+			return "ok", nil
+		})
+	})
+	g := NewGuardedProver(inner, nil, func(err error) bool { var l limitError; return errors.As(err, &l) })
+	defer g.Close()
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	g.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	answer := func() { _, _ = g.NewSession().Answer(context.Background(), Challenge{Question: "q"}) }
+	// held reports whether hellos are held off for d and not beyond.
+	held := func(d time.Duration) bool {
+		t.Helper()
+		advance(d - time.Second)
+		if g.Unavailable() == nil {
+			t.Errorf("hold ended before %s", d)
+			return false
+		}
+		advance(time.Second)
+		if err := g.Unavailable(); err != nil {
+			t.Errorf("hold still on after %s: %v", d, err)
+			return false
+		}
+		return true
+	}
+
+	fail.Store(true)
+	answer()
+	answer() // a session accepted before the hold
+	if !held(guardLimitHold) {
+		return
+	}
+	for _, d := range []time.Duration{2 * guardLimitHold, 4 * guardLimitHold, guardLimitMaxHold, guardLimitMaxHold} {
+		answer()
+		if !held(d) {
+			return
+		}
+	}
+	// An answer resets the doubling.
+	fail.Store(false)
+	answer()
+	fail.Store(true)
+	answer()
+	held(guardLimitHold)
+	// An answer ends a hold at once.
+	answer()
+	fail.Store(false)
+	answer()
+	if err := g.Unavailable(); err != nil {
+		t.Fatalf("hold still on after an answer: %v", err)
 	}
 }
