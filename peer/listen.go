@@ -1,11 +1,14 @@
 package peer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"syscall"
+	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -24,31 +27,66 @@ var DefaultListenAddrs = []string{
 }
 
 // ListensBeyondLoopback reports whether a node listening on addrs
-// (DefaultListenAddrs when none) can be reached from beyond loopback:
-// one of them starts with an IP address other than loopback (an
-// unspecified one covers every interface) or a DNS name, or does not
-// parse (refused later; erring on the safe side).
+// (DefaultListenAddrs when none) can be reached from beyond loopback: one
+// of them is anything but a loopback IP address or a DNS name that
+// resolves to loopback addresses only. An unspecified IP address covers
+// every interface; a DNS name (/dns, /dns4, /dns6) is looked up in its
+// family as libp2p does when it listens (/dns4/localhost listens on
+// 127.0.0.1), and one that does not resolve counts as beyond; an IPv6
+// zone (/ip6zone) is read through to its address; a relay address
+// (/p2p-circuit), an address that does not parse and any other are
+// beyond (erring on the safe side).
 func ListensBeyondLoopback(addrs []string) bool {
 	if len(addrs) == 0 {
 		addrs = DefaultListenAddrs
 	}
 	for _, s := range addrs {
-		a, err := ma.NewMultiaddr(s)
-		if err != nil {
+		if !listensOnLoopback(s) {
 			return true
 		}
-		first, _ := ma.SplitFirst(a)
-		if first == nil {
-			continue
-		}
-		switch first.Protocol().Code {
+	}
+	return false
+}
+
+// listenLookupTimeout bounds the lookup of one DNS listen address.
+const listenLookupTimeout = 2 * time.Second
+
+// lookupListenIP resolves a DNS listen address's name; a variable for
+// tests.
+var lookupListenIP = func(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	return net.DefaultResolver.LookupNetIP(ctx, network, host)
+}
+
+// listensOnLoopback reports whether listen address s reaches loopback
+// only (ListensBeyondLoopback).
+func listensOnLoopback(s string) bool {
+	a, err := ma.NewMultiaddr(s)
+	if err != nil {
+		return false
+	}
+	for _, c := range a {
+		switch c.Protocol().Code {
+		case ma.P_IP6ZONE:
+			continue // the address follows
 		case ma.P_IP4, ma.P_IP6:
-			if !manet.IsIPLoopback(a) {
-				return true
-			}
+			ip, ok := netip.AddrFromSlice(c.RawValue())
+			return ok && ip.Unmap().IsLoopback()
 		case ma.P_DNS, ma.P_DNS4, ma.P_DNS6:
+			network := map[int]string{ma.P_DNS: "ip", ma.P_DNS4: "ip4", ma.P_DNS6: "ip6"}[c.Protocol().Code]
+			ctx, cancel := context.WithTimeout(context.Background(), listenLookupTimeout)
+			defer cancel()
+			ips, err := lookupListenIP(ctx, network, c.Value())
+			if err != nil || len(ips) == 0 {
+				return false
+			}
+			for _, ip := range ips {
+				if !ip.Unmap().IsLoopback() {
+					return false
+				}
+			}
 			return true
 		}
+		return false
 	}
 	return false
 }
