@@ -13,7 +13,18 @@ import (
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/procedural"
 )
+
+// mustGenerator is the offline procedural generator.
+func mustGenerator(t *testing.T) *procedural.Generator {
+	t.Helper()
+	g, err := procedural.New(procedural.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
 
 // stubSource serves nothing; it only gives a node something to verify
 // with, so that its source kind matters.
@@ -273,6 +284,10 @@ func TestWeakSourceWarnsOnceAtStart(t *testing.T) {
 		{"procedural", Config{Source: stubSource{}, SourceKind: skill.SourceProcedural}, "a script written against this code", "neither admits nor vouches"},
 		{"procedural, explicit policy", Config{Source: stubSource{}, SourceKind: skill.SourceProcedural, RequireSource: skill.SourceProcedural}, "passes them", "admits and vouches on them"},
 		{"corpus via Provenancer", Config{Source: provenancerSource{stubSource{kind: skill.SourceCorpus}}}, "pre-solve", "neither admits nor vouches"},
+		// The offline generator says its kind itself: a library node
+		// given it without SourceKind warned of nothing, and first
+		// contact took its kind for unknown.
+		{"procedural generator", Config{Source: mustGenerator(t)}, "a script written against this code", "neither admits nor vouches"},
 		// Nodes sharing a corpus decline each other as reflectors (issue 12).
 		{"corpus warns of shared corpora", Config{Source: provenancerSource{stubSource{kind: skill.SourceCorpus}}}, "decline each other", "own corpus"},
 		{"hybrid", Config{Source: stubSource{}, SourceKind: skill.SourceHybrid}, "", ""},

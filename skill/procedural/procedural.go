@@ -103,7 +103,10 @@ type Generator struct {
 	ctr            atomic.Uint64
 }
 
-var _ skill.Source = (*Generator)(nil)
+var (
+	_ skill.Source      = (*Generator)(nil)
+	_ skill.Provenancer = (*Generator)(nil)
+)
 
 // New validates cfg and returns a generator.
 func New(cfg Config) (*Generator, error) {
@@ -154,6 +157,12 @@ func New(cfg Config) (*Generator, error) {
 
 // Name implements skill.Source.
 func (g *Generator) Name() string { return "procedural" }
+
+// Kind implements skill.Provenancer: every set it serves is procedural
+// (its Provenance says so), and a node that verifies with it warns at
+// start that a script written against this code passes its challenges
+// without being told (peer.Config.SourceKind).
+func (g *Generator) Kind() skill.SourceKind { return skill.SourceProcedural }
 
 // Next implements skill.Source: it generates a fresh set from a
 // crypto-random seed, or from the configured deterministic stream.
