@@ -1370,20 +1370,41 @@ func hyphenNumbers(ws []Word) []Word {
 // spelledNumbers returns ws with every word of the spelled-number table
 // read as the number it spells (a new slice when one is; ws otherwise).
 // Judge applies it to the answer of a question with a numeric target only.
+// A ten ("thirty") and a unit one to nine ("one") that are both whole
+// words, the unit close to the ten (spaces only between them), are one
+// number, their sum: "thirty one" is 31 as "thirty-one" is
+// (spec/verification.md, "Spelled-out numbers").
 func spelledNumbers(ws []Word) []Word {
-	out := ws
-	for i, w := range ws {
+	var out []Word
+	for i := 0; i < len(ws); i++ {
+		w := ws[i]
 		n, ok := spelledNumber[w.Text]
 		if !ok || w.Number != nil {
+			if out != nil {
+				out = append(out, w)
+			}
 			continue
 		}
-		if &out[0] == &ws[0] {
-			out = append([]Word(nil), ws...)
+		if out == nil {
+			out = append(make([]Word, 0, len(ws)), ws[:i]...)
 		}
-		out[i] = Word{Text: big.NewInt(n).String(), Number: new(big.Rat).SetInt64(n), spaced: w.spaced}
+		if spelledTens[w.Text] && i+1 < len(ws) && ws[i+1].Number == nil && ws[i+1].spaced {
+			if u, ok := spelledNumber[ws[i+1].Text]; ok && u >= 1 && u <= 9 {
+				n += u
+				i++
+			}
+		}
+		out = append(out, Word{Text: big.NewInt(n).String(), Number: new(big.Rat).SetInt64(n), spaced: w.spaced})
+	}
+	if out == nil {
+		return ws
 	}
 	return out
 }
+
+// spelledTens are the tens of the spelled-number table, which a spelled
+// unit may follow as a separate word ("thirty one").
+var spelledTens = toWordSet("twenty thirty forty fifty sixty seventy eighty ninety")
 
 // numericTarget is the number a numeric answer must state: the canonical
 // answer's value when it is one number word, or the number of a numbered

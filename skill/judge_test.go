@@ -634,8 +634,17 @@ func TestJudgeSpelledNumbers(t *testing.T) {
 		{count, "3 or four", false},      // a second number
 		{count, "three 5", false},        // two numbers
 		{count, "Priority three", false}, // the number-label guard
-		{big, "forty two", false},        // two numbers (40 and 2)
-		{big, "fortytwo", false},         // not in the table
+		{big, "forty two", true},         // a ten and a unit as two words (1.5.21)
+		{big, "Forty Two alerts", true},
+		{count, "forty two", false}, // 42, neither 40 nor 2
+		{big, "forty, two", false},  // two numbers across a separator
+		{big, "forty  two", true},   // spaces only
+		{big, "forty one-two", false},
+		{big, "forty twofold", false}, // 40, 2 and fold: the unit is no whole word
+		{big, "forty zero", false},
+		{big, "forty ten", false},
+		{big, "twenty twenty-two", false},
+		{big, "fortytwo", false}, // not in the table
 		{big, "forty-ten", false},
 		{label, "assay 3", false}, // no numeric target: no reading
 	}

@@ -269,7 +269,17 @@ func wordsN(n string, answerReadings bool) []W {
 		return out
 	}
 	var out2 []W
-	for _, w := range out {
+	for i := 0; i < len(out); i++ {
+		w := out[i]
+		// 1.5.21 compound tens: "thirty one", both words spelled out,
+		// the unit close to the ten, is 31.
+		if t, ok := spelled[w.text]; ok && !w.num && t >= 20 && t%10 == 0 && i+1 < len(out) && !out[i+1].num && out[i+1].close {
+			if u, ok := spelled[out[i+1].text]; ok && u >= 1 && u <= 9 {
+				out2 = append(out2, W{text: w.text + " " + out[i+1].text, num: true, val: big.NewRat(int64(t+u), 1), start: w.start, end: out[i+1].end, raw: w.raw, close: w.close})
+				i++
+				continue
+			}
+		}
 		out2 = append(out2, readRest(w)...)
 	}
 	return phrases(out2)
