@@ -46,7 +46,10 @@ import (
 // An answer none of them accepts that begins with a lead-in ("Answer:",
 // "The answer is", "It's", and before a numeric target a hedge such as
 // "approximately") or ends with a tail frame ("is the answer", "is
-// correct") is judged again on the text between them.
+// correct") is judged again on the text between them; one with an
+// explanation after a separator ("X — because ...") by its head; and one
+// holding a possessive ("the central lab's") all over again as its
+// plain form, the endings removed.
 func Judge(q *Question, answer string, narratives []string) bool {
 	ok, _ := JudgeRule(q, answer, narratives)
 	return ok
@@ -74,6 +77,19 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	answer = unwrap(asciiHyphens(answer))
 	q, narratives = hyphenTexts(q, narratives)
 	cands := candidatesOf(q)
+	if ok, rule := judgeExplained(q, answer, narratives, cands); ok {
+		return true, rule
+	}
+	if plain, ok := dropPossessives(answer, cands); ok {
+		return judgeExplained(q, plain, narratives, cands)
+	}
+	return false, RuleNone
+}
+
+// judgeExplained judges an answer by M1-M5, after a lead-in and before a
+// tail frame, then by its head before an explanation whose tail the
+// guard passes.
+func judgeExplained(q *Question, answer string, narratives []string, cands *candidateForms) (bool, string) {
 	if ok, rule := judgeFramed(q, answer, narratives, cands); ok {
 		return true, rule
 	}
@@ -81,6 +97,50 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 		return judgeFramed(q, head, narratives, cands)
 	}
 	return false, RuleNone
+}
+
+// dropPossessives returns the answer with the possessive ending 's or ’s
+// (S upper-case too) removed from every raw word that ends so, holds
+// more, is no raw word of a candidate (after norm) and whose rest is no
+// number ("the central lab's" is "the central lab", "St John's" stays
+// where a candidate writes it); ok is false when no raw word does
+// (spec/verification.md, "Possessives").
+func dropPossessives(answer string, cands *candidateForms) (string, bool) {
+	if !strings.ContainsAny(answer, "'’") {
+		return answer, false
+	}
+	var b strings.Builder
+	last, changed := 0, false
+	for _, sp := range rawWordSpans(answer) {
+		raw := answer[sp[0]:sp[1]]
+		base, ok := strings.CutSuffix(raw, "s")
+		if !ok {
+			base, ok = strings.CutSuffix(raw, "S")
+		}
+		if ok {
+			if b2, ok2 := strings.CutSuffix(base, "'"); ok2 {
+				base = b2
+			} else if b2, ok2 := strings.CutSuffix(base, "’"); ok2 {
+				base = b2
+			} else {
+				ok = false
+			}
+		}
+		if !ok || base == "" || cands.hasWord(raw) {
+			continue
+		}
+		if _, num := parseNumber(Normalize(base)); num {
+			continue
+		}
+		b.WriteString(answer[last:sp[0]])
+		b.WriteString(base)
+		last, changed = sp[1], true
+	}
+	if !changed {
+		return answer, false
+	}
+	b.WriteString(answer[last:])
+	return b.String(), true
 }
 
 // unicodeHyphens are the hyphens other than U+002D that language models
@@ -465,7 +525,10 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 			// it" beside the distractor "Singapore IT machine" holds no
 			// word of it (a distractor that is only "IT" still occurs in
 			// that tail, above).
-			if !tailPronouns[w.Text] && j.distractorWord(w) {
+			if b, ok := possessiveBase(w); (ok && tailPronouns[b.Text]) || tailPronouns[w.Text] {
+				continue
+			}
+			if j.distractorWord(w) {
 				return true
 			}
 		}
@@ -1469,6 +1532,20 @@ func (j *judgement) distractorWord(w Word) bool {
 	if functionWords[w.Text] || j.variantWord(w) {
 		return false
 	}
+	// A possessive names what it owns: "annex's" is the distractor "the
+	// annex"'s word "annex" (spec/verification.md, "Possessives").
+	if b, ok := possessiveBase(w); ok && j.distractorWordAs(b) {
+		return true
+	}
+	return j.distractorWordAs(w)
+}
+
+// distractorWordAs is distractorWord for w as written: the same as a word
+// of a distractor and no function word, variant's word or question word.
+func (j *judgement) distractorWordAs(w Word) bool {
+	if functionWords[w.Text] || j.variantWord(w) {
+		return false
+	}
 	for _, d := range j.distractors {
 		for _, dw := range d {
 			if dw.Same(w) {
@@ -1477,6 +1554,25 @@ func (j *judgement) distractorWord(w Word) bool {
 		}
 	}
 	return false
+}
+
+// possessiveBase returns w less a final 's or ’s (a possessive: "lab's"
+// is "lab"), when w is a word of letters, marks and digits with that
+// ending and more, and the rest is no number (spec/verification.md,
+// "Possessives").
+func possessiveBase(w Word) (Word, bool) {
+	if w.Number != nil {
+		return Word{}, false
+	}
+	for _, e := range []string{"'s", "’s"} {
+		if b, ok := strings.CutSuffix(w.Text, e); ok && b != "" {
+			if _, num := parseNumber(b); num {
+				return Word{}, false
+			}
+			return Word{Text: b, spaced: w.spaced}, true
+		}
+	}
+	return Word{}, false
 }
 
 func (j *judgement) variantWord(w Word) bool {

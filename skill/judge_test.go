@@ -813,3 +813,52 @@ func BenchmarkJudgeRefused(b *testing.B) {
 		Judge(q, "So I think it's the central lab: the vendor said so", n)
 	}
 }
+
+// An answer in the possessive is judged again as its plain form, and a
+// possessive of a distractor's word names that distractor under M2's
+// word guard and the tail guard (verification.md 1.5.22).
+func TestJudgePossessives(t *testing.T) {
+	n := []string{"Plates from the annex were read twice, and the annex's plates drifted. The central lab logged the outage " +
+		"in the 1990s, and Kessler's kiln stayed idle. St John's Hospital and the Vale clinic reported 31 cases; it was quiet."}
+	site := &Question{Question: "Which site logged the outage?", Answer: "the central lab", Answers: []string{"the central lab", "central lab"},
+		ReasoningType: MultiHop, AnswerType: EntityAnswer, Distractors: []string{"the annex", "annex", "Kessler", "the IT desk"}}
+	saint := &Question{Question: "Which hospital reported cases?", Answer: "St John's Hospital", Answers: []string{"St John's Hospital", "St John's"},
+		ReasoningType: MultiHop, AnswerType: EntityAnswer, Distractors: []string{"the Vale clinic", "St John"}}
+	count := &Question{Question: "How many cases were reported?", Answer: "31", ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{site, "the central lab's", true},
+		{site, "The Central Lab’s", true},
+		{site, "CENTRAL LAB'S", true},
+		{site, "That's the central lab", true},
+		{site, "the central lab's, it's in the log", true}, // a pronoun's possessive names nothing
+		{site, "central lab's annex's", false},             // the annex, possessive
+		{site, "central lab annex's", false},
+		{site, "central lab (Kessler's)", false},
+		{site, "central lab — the annex's", false},
+		{site, "Kessler's", false},
+		{site, "annex's", false},
+		{site, "lab's", false}, // not the variant
+		{saint, "St John's", true},
+		{saint, "St John", false}, // a candidate's own possessive stays: St John is a distractor
+		{count, "31's", false},    // a number's "possessive" stays a word
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, n); got != c.want {
+			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
+		}
+	}
+	// The plain form depends on the candidates only: no answer is
+	// accepted both where the central lab is right and where the annex
+	// is (the same question, the candidates swapped).
+	annex := &Question{Question: site.Question, Answer: "the annex", Answers: []string{"the annex", "annex"},
+		ReasoningType: MultiHop, AnswerType: EntityAnswer, Distractors: []string{"the central lab", "central lab", "Kessler", "the IT desk"}}
+	for _, a := range []string{"central lab's annex's", "annex's central lab", "the annex's central lab's", "central lab annex's", "annex's lab", "the annex's plates, central lab"} {
+		if Judge(site, a, n) && Judge(annex, a, n) {
+			t.Errorf("%q is accepted for the central lab and for the annex", a)
+		}
+	}
+}

@@ -764,6 +764,38 @@ func (c *ctx) isDistWord(w W, dists [][]W) bool {
 	return false
 }
 
+// possBase is w less a possessive 's or ’s (1.5.22): a non-number word
+// with that ending and more, whose rest is no number.
+func possBase(w W) (W, bool) {
+	if w.num {
+		return W{}, false
+	}
+	for _, e := range []string{"'s", "’s"} {
+		if strings.HasSuffix(w.text, e) && len(w.text) > len(e) {
+			b := w.text[:len(w.text)-len(e)]
+			if isNumText(b, false) {
+				return W{}, false
+			}
+			return W{text: b}, true
+		}
+	}
+	return W{}, false
+}
+
+// distWordGuard is M2's word guard (and the tail guard's): w is a
+// distractor's word, no function word, variant's word or question word;
+// a possessive that is no variant's word is read less its ending too.
+func (c *ctx) distWordGuard(w W, ds [][]W) bool {
+	g := func(x W) bool { return !isFn(x) && c.isDistWord(x, ds) && !c.isVarWord(x) && !c.isQWord(x) }
+	if g(w) {
+		return true
+	}
+	if b, ok := possBase(w); ok && !isFn(w) && !c.isVarWord(w) {
+		return g(b)
+	}
+	return false
+}
+
 // labelGuard reports whether the answer words break the number-label guard.
 func (c *ctx) labelGuard(aw []W) bool {
 	if !c.canonOneNum {
@@ -1056,7 +1088,7 @@ func (c *ctx) m4(text string, desc bool) bool {
 				if k >= i && k < i+len(v) {
 					continue
 				}
-				if !isFn(w) && c.isDistWord(w, c.dists) && !c.isVarWord(w) && !c.isQWord(w) {
+				if c.distWordGuard(w, c.dists) {
 					ok = false
 					break
 				}
@@ -1264,7 +1296,10 @@ func (c *ctx) tailOK(tail string) bool {
 		}
 		for _, w := range tw {
 			// 1.5.14: a pronoun is no distractor word of a tail.
-			if !isFn(w) && !(!w.num && tailPronouns[w.text]) && c.isDistWord(w, ds) && !c.isVarWord(w) && !c.isQWord(w) {
+			if b, ok := possBase(w); !w.num && (tailPronouns[w.text] || ok && tailPronouns[b.text]) {
+				continue
+			}
+			if c.distWordGuard(w, ds) {
 				return false
 			}
 		}
@@ -1327,6 +1362,38 @@ func (c *ctx) judge(answer string) (bool, string) {
 		return false, "M0"
 	}
 	answer = unwrapAnswer(dehyphen(answer))
+	if ok, r := c.judgeOnce(answer); ok {
+		return ok, r
+	}
+	// 1.5.22 possessives: judged again without the endings.
+	if p, ok := c.dropPoss(answer); ok {
+		return c.judgeOnce(p)
+	}
+	return false, "none"
+}
+
+// dropPoss removes 's / ’s from each raw word ending so (more than the
+// ending) that is no candidate's raw word and whose rest is no number.
+func (c *ctx) dropPoss(answer string) (string, bool) {
+	out, last, did := "", 0, false
+	for _, r := range runs(answer) {
+		t := r.text
+		cut := 0
+		if strings.HasSuffix(t, "'s") || strings.HasSuffix(t, "'S") {
+			cut = 2
+		} else if strings.HasSuffix(t, "’s") || strings.HasSuffix(t, "’S") {
+			cut = len("’s")
+		}
+		if cut == 0 || len(t) == cut || c.candRaw[normS(t)] || isNumText(normS(t[:len(t)-cut]), false) {
+			continue
+		}
+		out += answer[last : r.end-cut]
+		last, did = r.end, true
+	}
+	return out + answer[last:], did
+}
+
+func (c *ctx) judgeOnce(answer string) (bool, string) {
 	if ok, r := c.withLeadIn(answer); ok {
 		return ok, r
 	}
