@@ -125,6 +125,7 @@ func candidates(q *skill.Question) []string {
 			add(sp)
 			add(sp + "-fold")
 			add(strings.ToUpper(sp[:1]) + sp[1:])
+			add(strings.Replace(sp, "-", " ", 1)) // 1.5.21 compound tens
 		}
 		add(n + "-fold")
 		// 1.5.19 number phrases and decimal commas
@@ -176,7 +177,9 @@ func wrappers(a string) []string {
 		"\u00a0" + a, a + ".", "— " + a, "about " + a, "a total of " + a, "exactly " + a,
 		// 1.5.19
 		"So the answer is " + a + ".", "I think it's " + a, "1. " + a, "Result: " + a, "The value is " + a,
-		"Most likely " + a, "\\boxed{" + a + "}", "<answer>" + a + "</answer>", a + " Ltd", a + " deep", "Therefore, " + a}
+		"Most likely " + a, "\\boxed{" + a + "}", "<answer>" + a + "</answer>", a + " Ltd", a + " deep", "Therefore, " + a,
+		// 1.5.22
+		a + "'s", "the " + a + "’s", "That's " + a}
 }
 
 func answersFor(q *skill.Question) []string {
@@ -206,7 +209,7 @@ func answersFor(q *skill.Question) []string {
 		}
 	}
 	for x := range core {
-		for _, s := range []string{" — because it is ", "\n\nExplanation: ", "\nthe narrative says "} {
+		for _, s := range []string{" — because it is ", "\n\nExplanation: ", "\nthe narrative says ", "'s ", " (it's "} {
 			for _, y := range cs {
 				set[x+s+y] = true
 			}
