@@ -101,9 +101,9 @@ func judgeExplained(q *Question, answer string, narratives []string, cands *cand
 
 // dropPossessives returns the answer with the possessive ending 's or ’s
 // (S upper-case too) removed from every raw word that ends so, holds
-// more, is no raw word of a candidate (after norm) and whose rest is no
-// number ("the central lab's" is "the central lab", "St John's" stays
-// where a candidate writes it); ok is false when no raw word does
+// more and is no raw word of a candidate (after norm): "the central
+// lab's" is "the central lab", "St John's" stays where a candidate
+// writes it; ok is false when no raw word does
 // (spec/verification.md, "Possessives").
 func dropPossessives(answer string, cands *candidateForms) (string, bool) {
 	if !strings.ContainsAny(answer, "'’") {
@@ -127,9 +127,6 @@ func dropPossessives(answer string, cands *candidateForms) (string, bool) {
 			}
 		}
 		if !ok || base == "" || cands.hasWord(raw) {
-			continue
-		}
-		if _, num := parseNumber(Normalize(base)); num {
 			continue
 		}
 		b.WriteString(answer[last:sp[0]])
@@ -1557,22 +1554,33 @@ func (j *judgement) distractorWordAs(w Word) bool {
 }
 
 // possessiveBase returns w less a final 's or ’s (a possessive: "lab's"
-// is "lab"), when w is a word of letters, marks and digits with that
-// ending and more, and the rest is no number (spec/verification.md,
-// "Possessives").
+// is "lab", "1's" the number 1), when w is a word with that ending and
+// more (spec/verification.md, "Possessives").
 func possessiveBase(w Word) (Word, bool) {
 	if w.Number != nil {
 		return Word{}, false
 	}
 	for _, e := range []string{"'s", "’s"} {
 		if b, ok := strings.CutSuffix(w.Text, e); ok && b != "" {
-			if _, num := parseNumber(b); num {
-				return Word{}, false
+			base := Word{Text: b, spaced: w.spaced}
+			if v, num := parseNumber(b); num {
+				base.Number = v
 			}
-			return Word{Text: b, spaced: w.spaced}, true
+			return base, true
 		}
 	}
 	return Word{}, false
+}
+
+// guardSame reports whether the answer word w is, for M2's guards, the
+// distractor word d: the same, or a possessive that is no variant's word
+// whose base is the same ("annex's" and "annex", "1's" and "1").
+func (j *judgement) guardSame(w, d Word) bool {
+	if w.Same(d) {
+		return true
+	}
+	b, ok := possessiveBase(w)
+	return ok && b.Same(d) && !j.variantWord(w)
 }
 
 func (j *judgement) variantWord(w Word) bool {
@@ -1585,14 +1593,16 @@ func (j *judgement) variantWord(w Word) bool {
 }
 
 // namesDistractor reports whether a distractor occurs in the answer as
-// whole consecutive words, other than entirely inside [a, b).
+// whole consecutive words, other than entirely inside [a, b); a
+// possessive that is no variant's word is read as its base too ("grade
+// 1's" names the distractor "grade 1").
 func (j *judgement) namesDistractor(a, b int) bool {
 	for _, d := range j.distractors {
 		for i := 0; i+len(d) <= len(j.wa); i++ {
 			if i >= a && i+len(d) <= b {
 				continue
 			}
-			if sameWords(j.wa[i:i+len(d)], d) {
+			if slices.EqualFunc(j.wa[i:i+len(d)], d, j.guardSame) {
 				return true
 			}
 		}

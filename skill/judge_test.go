@@ -825,6 +825,8 @@ func TestJudgePossessives(t *testing.T) {
 	saint := &Question{Question: "Which hospital reported cases?", Answer: "St John's Hospital", Answers: []string{"St John's Hospital", "St John's"},
 		ReasoningType: MultiHop, AnswerType: EntityAnswer, Distractors: []string{"the Vale clinic", "St John"}}
 	count := &Question{Question: "How many cases were reported?", Answer: "31", ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	grade := &Question{Question: "Which grade applies?", Answer: "grade 3", Answers: []string{"grade 3", "G3"},
+		ReasoningType: Conditional, AnswerType: LabelAnswer, Distractors: []string{"grade 1", "grade 2"}}
 	cases := []struct {
 		q    *Question
 		a    string
@@ -843,8 +845,12 @@ func TestJudgePossessives(t *testing.T) {
 		{site, "annex's", false},
 		{site, "lab's", false}, // not the variant
 		{saint, "St John's", true},
+		{saint, "St John's Hospital", true},   // the distractor St John occurs inside the variant only
+		{grade, "grade 3 (grade 1's)", false}, // the tail names grade 1
+		{grade, "G3 — grade 2's", false},
+		{grade, "grade 3's", true},
 		{saint, "St John", false}, // a candidate's own possessive stays: St John is a distractor
-		{count, "31's", false},    // a number's "possessive" stays a word
+		{count, "31's", true},     // its plain form is 31
 	}
 	for _, c := range cases {
 		if got := Judge(c.q, c.a, n); got != c.want {

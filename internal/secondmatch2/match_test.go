@@ -765,18 +765,18 @@ func (c *ctx) isDistWord(w W, dists [][]W) bool {
 }
 
 // possBase is w less a possessive 's or ’s (1.5.22): a non-number word
-// with that ending and more, whose rest is no number.
+// with that ending and more; "1's" is the number 1.
 func possBase(w W) (W, bool) {
 	if w.num {
 		return W{}, false
 	}
 	for _, e := range []string{"'s", "’s"} {
 		if strings.HasSuffix(w.text, e) && len(w.text) > len(e) {
-			b := w.text[:len(w.text)-len(e)]
-			if isNumText(b, false) {
-				return W{}, false
+			b := W{text: w.text[:len(w.text)-len(e)]}
+			if isNumText(b.text, false) {
+				b.num, b.val = true, numOf(b.text)
 			}
-			return W{text: b}, true
+			return b, true
 		}
 	}
 	return W{}, false
@@ -833,14 +833,29 @@ func (c *ctx) labelGuard(aw []W) bool {
 // occurrence not entirely inside it).
 func (c *ctx) distOccurs(aw []W, lo, hi int) bool {
 	ds := append(append([][]W{}, c.dists...), c.distsR...)
-	for _, d := range ds {
-		for i := 0; i+len(d) <= len(aw); i++ {
-			if occursAt(aw, d, i) && !(i >= lo && i+len(d) <= hi) {
-				return true
+	for _, x := range [][]W{aw, c.possReading(aw)} {
+		for _, d := range ds {
+			for i := 0; i+len(d) <= len(x); i++ {
+				if occursAt(x, d, i) && !(i >= lo && i+len(d) <= hi) {
+					return true
+				}
 			}
 		}
 	}
 	return false
+}
+
+// possReading is aw with every possessive that is no variant's word read
+// as its base (1.5.22, for the guards).
+func (c *ctx) possReading(aw []W) []W {
+	out := make([]W, len(aw))
+	for i, w := range aw {
+		out[i] = w
+		if b, ok := possBase(w); ok && !c.isVarWord(w) {
+			out[i] = b
+		}
+	}
+	return out
 }
 
 // sepInfo returns the byte index of the first separator of text (as given)
@@ -1290,7 +1305,7 @@ func (c *ctx) tailOK(tail string) bool {
 	ds := append(append([][]W{}, c.dists...), c.distsR...)
 	for _, tw := range readings {
 		for _, d := range ds {
-			if occurs(tw, d) {
+			if occurs(tw, d) || occurs(c.possReading(tw), d) {
 				return false
 			}
 		}
@@ -1373,7 +1388,7 @@ func (c *ctx) judge(answer string) (bool, string) {
 }
 
 // dropPoss removes 's / ’s from each raw word ending so (more than the
-// ending) that is no candidate's raw word and whose rest is no number.
+// ending) that is no candidate's raw word.
 func (c *ctx) dropPoss(answer string) (string, bool) {
 	out, last, did := "", 0, false
 	for _, r := range runs(answer) {
@@ -1384,7 +1399,7 @@ func (c *ctx) dropPoss(answer string) (string, bool) {
 		} else if strings.HasSuffix(t, "’s") || strings.HasSuffix(t, "’S") {
 			cut = len("’s")
 		}
-		if cut == 0 || len(t) == cut || c.candRaw[normS(t)] || isNumText(normS(t[:len(t)-cut]), false) {
+		if cut == 0 || len(t) == cut || c.candRaw[normS(t)] {
 			continue
 		}
 		out += answer[last : r.end-cut]

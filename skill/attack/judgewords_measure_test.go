@@ -1,0 +1,216 @@
+package attack
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/procedural"
+)
+
+// TestMeasureJudgeWords prints (JUDGE_WORDS_MEASURE=N, N procedural sets
+// besides the LLM-written sample sets and hybrids, which are skipped
+// when absent) what the matcher does with two answer forms of
+// verification.md 1.5.21 and 1.5.22, from both sides:
+//
+//   - agents: every integer numeric target 21-999 whose spelling has a
+//     ten and a unit, written as two words ("thirty one", "one hundred
+//     thirty one", with and without the question's first unit variant)
+//     and every non-numeric accepted variant in the possessive ("X's",
+//     "the X’s"): how many are accepted;
+//   - attackers: every attacker of All(), WhiteBox and Listing answers
+//     every question: the questions it answers bare, and with its
+//     answer's words put in the possessive or its numbers spelled with a
+//     space (a script gains nothing when the second never exceeds the
+//     first);
+//   - two candidates: every ordered pair of distinct candidates
+//     (variants, distractors, attackers' answers) joined as "X Y's",
+//     "X (Y's)" and "X — Y's", and for a numeric target the target's
+//     ten and unit with another candidate's number: accepted strings
+//     whose second candidate is a distractor (must be 0).
+func TestMeasureJudgeWords(t *testing.T) {
+	n := 0
+	fmt.Sscan(os.Getenv("JUDGE_WORDS_MEASURE"), &n)
+	if n == 0 {
+		t.Skip("set JUDGE_WORDS_MEASURE=<procedural sets> to measure")
+	}
+	seed := uint64(20261124)
+	g, err := procedural.New(procedural.Config{Seed: &seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var proc []*skill.Set
+	for i := 0; i < n; i++ {
+		set, err := g.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		proc = append(proc, set)
+	}
+	measureWords(t, "procedural", proc)
+	for _, d := range []string{"../../../shared/llm-corpus", "/work/shared/llm-corpus"} {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			continue
+		}
+		for _, pat := range []string{"/sets/*.json", "/hybrid/*-hybrid.json", "/hybrid/*-hybrid-q.json"} {
+			files, _ := filepath.Glob(d + pat)
+			var sets []*skill.Set
+			for _, f := range files {
+				if set, err := skill.LoadFile(f); err == nil {
+					sets = append(sets, set)
+				}
+			}
+			measureWords(t, pat, sets)
+		}
+		break
+	}
+}
+
+// spelledWords spells 21-999 with a ten and a unit as separate words
+// ("one hundred thirty one"); ok is false for other values.
+func spelledWords(v int) (string, bool) {
+	units := strings.Fields("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen")
+	tens := strings.Fields("twenty thirty forty fifty sixty seventy eighty ninety")
+	if v < 21 || v > 999 || v%100 < 21 || v%10 == 0 {
+		return "", false
+	}
+	s := tens[v%100/10-2] + " " + units[v%10]
+	if v >= 100 {
+		s = units[v/100] + " hundred " + s
+	}
+	return s, true
+}
+
+// respell writes every integer 21-999 of a with a ten and a unit in
+// words ("31 hosts" is "thirty one hosts").
+func respell(a string) string {
+	fs := strings.Fields(a)
+	for i, f := range fs {
+		var v int
+		if _, err := fmt.Sscanf(f, "%d", &v); err == nil && fmt.Sprint(v) == f {
+			if s, ok := spelledWords(v); ok {
+				fs[i] = s
+			}
+		}
+	}
+	return strings.Join(fs, " ")
+}
+
+// possessive puts the last word of a in the possessive.
+func possessive(a string) string {
+	a = strings.TrimRight(strings.TrimSpace(a), ".")
+	if a == "" {
+		return a
+	}
+	return a + "'s"
+}
+
+func measureWords(t *testing.T, label string, sets []*skill.Set) {
+	var compN, compOK, possN, possOK, pairsN, pairsOK, pairsDistractor int
+	attackers := append(append(All(), WhiteBox("")...), Listing())
+	bare, formed := map[string]int{}, map[string]int{}
+	verbose := os.Getenv("JUDGE_WORDS_VERBOSE") != ""
+	for _, set := range sets {
+		for k := range set.Parts {
+			var narr []string
+			for r := 0; r <= k; r++ {
+				narr = append(narr, set.Parts[r].Narrative)
+			}
+			for j := range set.Parts[k].Questions {
+				q := &set.Parts[k].Questions[j]
+				if v, ok := new(big.Rat).SetString(strings.ReplaceAll(strings.TrimSpace(q.Answer), ",", "")); ok && v.IsInt() && v.Num().IsInt64() {
+					if s, ok := spelledWords(int(v.Num().Int64())); ok {
+						forms := []string{s, "The answer is " + s + "."}
+						for _, x := range q.Variants() {
+							if w := strings.Fields(x); len(w) == 2 && w[0] == strings.TrimSpace(q.Answer) {
+								forms = append(forms, s+" "+w[1])
+							}
+						}
+						for _, f := range forms {
+							compN++
+							if skill.Judge(q, f, narr) {
+								compOK++
+							} else if verbose {
+								t.Logf("compound refused: %q for %q", f, q.Answer)
+							}
+						}
+					}
+				} else {
+					for _, x := range q.Variants() {
+						for _, f := range []string{possessive(x), "the " + strings.TrimSuffix(possessive(x), "'s") + "’s"} {
+							possN++
+							if skill.Judge(q, f, narr) {
+								possOK++
+							} else if verbose {
+								t.Logf("possessive refused: %q for %v", f, q.Variants())
+							}
+						}
+					}
+				}
+				cands := append(append([]string{}, q.Variants()...), q.Distractors...)
+				for _, a := range attackers {
+					s := a.Prover.NewSession()
+					var ans string
+					for r := 0; r <= k; r++ {
+						qi := 0
+						if r == k {
+							qi = j
+						}
+						var err error
+						ans, err = s.Answer(context.Background(), skill.Challenge{Round: r + 1, Rounds: skill.Parts, Domain: set.Domain,
+							Narrative: set.Parts[r].Narrative, Question: set.Parts[r].Questions[qi].Question})
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+					cands = append(cands, ans)
+					if skill.Judge(q, ans, narr) {
+						bare[a.Name]++
+					}
+					for _, f := range []string{possessive(ans), respell(ans)} {
+						if f != ans && skill.Judge(q, f, narr) {
+							formed[a.Name]++
+							if !skill.Judge(q, ans, narr) {
+								t.Logf("%s: %q accepted where %q is not (%v)", a.Name, f, ans, q.Variants())
+							}
+							break
+						}
+					}
+				}
+				cands = dedupe(cands)
+				for _, x := range cands {
+					for _, y := range cands {
+						if strings.EqualFold(x, y) {
+							continue
+						}
+						for _, f := range []string{"%s %s's", "%s (%s's)", "%s — %s's", "%s %s", "%s (%s)"} {
+							a := fmt.Sprintf(f, x, respell(y))
+							if len(a) > skill.MaxAnswerBytes || (strings.Count(f, "'") == 0 && respell(y) == y) {
+								continue
+							}
+							pairsN++
+							if !skill.Judge(q, a, narr) {
+								continue
+							}
+							pairsOK++
+							if names(q.Distractors, y) {
+								pairsDistractor++
+								t.Logf("ACCEPTED naming a distractor: %q for %v", a, q.Variants())
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%s (%d sets) agents: a ten and a unit as two words %d/%d; possessive variants %d/%d", label, len(sets), compOK, compN, possOK, possN)
+	for _, a := range attackers {
+		t.Logf("%s attacker %-22s questions answered bare %d, possessive or respelled %d", label, a.Name, bare[a.Name], formed[a.Name])
+	}
+	t.Logf("%s two candidates: %d strings, accepted %d, naming a distractor %d", label, pairsN, pairsOK, pairsDistractor)
+}
