@@ -605,7 +605,18 @@ func (g *Gateway) deliver(w http.ResponseWriter, s *session) {
 		return
 	}
 	s.state, s.ch, s.answerBy = StateAnswering, c, time.Time{}
-	t0, err := g.writeTimed(w, http.StatusOK, g.view(s))
+	began := g.now()
+	written, err := g.writeTimed(w, http.StatusOK, g.view(s))
+	// The round's clock starts when the flush returned, but at most
+	// MaxChallengeWrite after the write began (http.md §2): a client that
+	// read the narrative and the question and then stopped reading (its
+	// receive window closed) holds the write and the flush open, and
+	// would otherwise start its own clock when it liked, up to the
+	// server's write timeout later.
+	t0 := written
+	if limit := began.Add(MaxChallengeWrite); written.After(limit) {
+		t0 = limit
+	}
 	s.sent = t0
 	if c.Round == 1 {
 		s.start = t0
@@ -620,7 +631,9 @@ func (g *Gateway) deliver(w http.ResponseWriter, s *session) {
 	deadline := s.core.AnswerDeadline(t0.Sub(s.start))
 	s.answerBy = t0.Add(deadline)
 	s.totalCut = deadline < c.Budget+s.core.Credit()
-	g.arm(s, deadline+AnswerGrace, func() { g.timeout(s) })
+	// The timer runs from now (the flush returned): what the write held
+	// past MaxChallengeWrite is already spent.
+	g.arm(s, deadline+AnswerGrace-written.Sub(t0), func() { g.timeout(s) })
 }
 
 type answerRequest struct {

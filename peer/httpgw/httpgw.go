@@ -99,6 +99,11 @@ const (
 	// times a round out, as on libp2p: a just-late answer is judged late
 	// rather than missing.
 	AnswerGrace = 250 * time.Millisecond
+	// MaxChallengeWrite is the most of a challenge response's write and
+	// flush the client is not charged for (http.md §2): the round's
+	// clock starts when the flush returned, but at most this long after
+	// the write began, as on libp2p (protocol.md §5 step 5).
+	MaxChallengeWrite = time.Second
 	// Server timeouts (the idle timeout: idleTimeoutFor).
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 10 * time.Second
