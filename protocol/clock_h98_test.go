@@ -1,0 +1,300 @@
+package protocol
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acaptcha/acaptcha/protocol/pb"
+	"github.com/acaptcha/acaptcha/skill"
+)
+
+// A hostile prover against the verifier's clock (helper-98's audit):
+// what it can do with the RTT probes, the clock points of an answer and
+// the chain of rounds. The figures asserted are the verifier's own
+// (Result.RTT, Result.Credit, each round's Elapsed and Effective), so
+// that a loaded machine only makes them larger.
+
+func probeAckFrame(seq uint32, nonce []byte) *pb.Frame {
+	return &pb.Frame{Body: &pb.Frame_ProbeAck{ProbeAck: &pb.ProbeAck{Seq: seq, Nonce: nonce}}}
+}
+
+func answerFrame(round uint32, answer string) *pb.Frame {
+	return &pb.Frame{Body: &pb.Frame_Answer{Answer: &pb.Answer{Round: round, Answer: answer}}}
+}
+
+// Probe acks out of the script: each ends the session protocol_error
+// (signed), never in more credit; a duplicated ack that the verifier
+// reads in round 1's place still costs the prover the round it saw.
+func TestHostileProbeAcks(t *testing.T) {
+	type want struct {
+		reason skill.Reason
+		detail string
+		rounds int // round entries: 1 when round 1 was delivered
+	}
+	cases := []struct {
+		name   string
+		probes int
+		fp     fakeProver
+		want   want
+	}{
+		{"duplicate ack", 1, func(t *testing.T, r *rawPeer, h *pb.Hello) {
+			ack(r, h)
+			f, _ := r.recv()
+			p := f.GetProbe()
+			r.send(probeAckFrame(p.GetSeq(), p.GetNonce()))
+			r.send(probeAckFrame(p.GetSeq(), p.GetNonce()))
+			drain(r)
+		}, want{skill.ReasonProtocolError, "expected answer, got probe_ack", 1}},
+		{"ack naming the next probe", 1, func(t *testing.T, r *rawPeer, h *pb.Hello) {
+			ack(r, h)
+			f, _ := r.recv()
+			r.send(probeAckFrame(f.GetProbe().GetSeq()+1, f.GetProbe().GetNonce()))
+			drain(r)
+		}, want{skill.ReasonProtocolError, "does not match", 0}},
+		{"ack before the probe", 1, func(t *testing.T, r *rawPeer, h *pb.Hello) {
+			ack(r, h)
+			r.send(probeAckFrame(1, make([]byte, probeNonceBytes)))
+			drain(r)
+		}, want{skill.ReasonProtocolError, "does not match", 0}},
+		{"first ack repeated, three probes", 3, func(t *testing.T, r *rawPeer, h *pb.Hello) {
+			ack(r, h)
+			f, _ := r.recv()
+			p := f.GetProbe()
+			r.send(probeAckFrame(p.GetSeq(), p.GetNonce()))
+			r.send(probeAckFrame(p.GetSeq(), p.GetNonce()))
+			drain(r)
+		}, want{skill.ReasonProtocolError, "does not match", 0}},
+	}
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					res, err := verifierUnderTest(t, tr, Config{Probes: c.probes}, c.fp)
+					if err != nil {
+						t.Fatal(err)
+					}
+					v := res.Verdict
+					if v.Accepted || v.Reason != c.want.reason || !strings.Contains(v.Detail, c.want.detail) || len(v.Rounds) != c.want.rounds || v.FailedRound != 1 {
+						t.Fatalf("verdict %s %q, %d rounds, failed round %d; want %s containing %q, %d rounds, failed round 1",
+							v.Reason, v.Detail, len(v.Rounds), v.FailedRound, c.want.reason, c.want.detail, c.want.rounds)
+					}
+					if res.Attestation == nil {
+						t.Fatal("not signed")
+					}
+				})
+			}
+		})
+	}
+}
+
+// A prover that holds its probe acks and answers the rounds at once: the
+// RTT it makes the verifier measure is whatever it held, the credit is
+// exactly the cap (Policy.RTTCredit, 500 ms), and every round's effective
+// time is its elapsed time less that cap and no more. Probes answered
+// slowly first and fast later buy only the fastest: the minimum.
+func TestHeldProbeAcksBuyTheCapOnly(t *testing.T) {
+	const think = 700 * time.Millisecond
+	cases := []struct {
+		name   string
+		probes int
+		hold   []time.Duration // per probe seq (1-based); missing: none
+		// cap: the credit is the cap; otherwise it is the (small) RTT
+		// of an ack not held.
+		cap bool
+	}{
+		{"one probe held 1.5 s", 1, []time.Duration{1500 * time.Millisecond}, true},
+		{"three probes held 1.2 s, 0.8 s, 0.6 s", 3, []time.Duration{1200 * time.Millisecond, 800 * time.Millisecond, 600 * time.Millisecond}, true},
+		{"slow then fast", 3, []time.Duration{1200 * time.Millisecond, 300 * time.Millisecond, 0}, false},
+	}
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					src := sourceOf("held-probes-" + tr + "-" + c.name)
+					answers := oracle(src.sets...)
+					var acked []uint32
+					res, err := verifierUnderTest(t, tr, Config{Source: src, Probes: c.probes, ProbeTimeout: 3 * time.Second}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
+						ack(r, h)
+						for range 16 + skill.Parts { // probes, then the rounds
+							f, err := r.recv()
+							if err != nil {
+								return
+							}
+							switch b := f.GetBody().(type) {
+							case *pb.Frame_Probe:
+								seq := b.Probe.GetSeq()
+								if int(seq) <= len(c.hold) {
+									time.Sleep(c.hold[seq-1])
+								}
+								acked = append(acked, seq)
+								r.send(probeAckFrame(seq, b.Probe.GetNonce()))
+							case *pb.Frame_Challenge:
+								time.Sleep(think)
+								r.send(answerFrame(b.Challenge.GetRound(), answers[b.Challenge.GetQuestion()]))
+							default:
+								r.s.Close()
+								drain(r)
+								return
+							}
+						}
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					v := res.Verdict
+					if !v.Accepted || len(v.Rounds) != skill.Parts {
+						t.Fatalf("verdict %+v", v)
+					}
+					if len(acked) != c.probes {
+						t.Fatalf("probes acked %v, want %d", acked, c.probes)
+					}
+					capC := skill.DefaultRTTCredit
+					switch {
+					case c.cap && (res.RTT < c.hold[len(c.hold)-1] || res.Credit != capC):
+						t.Fatalf("rtt %s credit %s: want rtt at least the shortest hold %s and credit exactly %s", res.RTT, res.Credit, c.hold[len(c.hold)-1], capC)
+					case !c.cap && (res.Credit != res.RTT || res.RTT >= capC):
+						t.Fatalf("rtt %s credit %s: want the minimum (the ack not held), under the cap", res.RTT, res.Credit)
+					}
+					for _, rd := range v.Rounds {
+						// The verifier's own figures: effective is elapsed
+						// less the credit, the credit at most the cap.
+						if rd.Effective != max(rd.Elapsed-res.Credit, 0) || rd.Elapsed-rd.Effective > capC || rd.Elapsed < think {
+							t.Errorf("round %d: elapsed %s effective %s credit %s; want effective = elapsed - credit, at most %s below it, elapsed at least %s",
+								rd.Round, rd.Elapsed, rd.Effective, res.Credit, capC, think)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// The round's clock stops when the whole answer frame was read, not its
+// first byte: a prover that sends the frame's prefix and half of it at
+// once and the rest later is timed to the last byte, and one whose last
+// byte comes after the deadline has given no answer (timeout).
+func TestAnswerTimedAtItsLastByte(t *testing.T) {
+	const late = 800 * time.Millisecond
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			for _, tail := range []time.Duration{late, 2 * time.Second} {
+				src := sourceOf("answer-pieces-" + tr + tail.String())
+				answers := oracle(src.sets...)
+				p := fastPolicy(time.Second, 30*time.Second)
+				p.Rounds = 1
+				res, err := verifierUnderTest(t, tr, Config{Source: src, Policy: p}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
+					ack(r, h)
+					c := echoProbes(t, r)
+					if c == nil {
+						return
+					}
+					b, err := appendFrame(nil, answerFrame(c.GetRound(), answers[c.GetQuestion()]), MaxProverFrame)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if _, err := r.s.Write(b[:len(b)/2]); err != nil {
+						t.Error(err)
+						return
+					}
+					time.Sleep(tail)
+					_, _ = r.s.Write(b[len(b)/2:])
+					drain(r)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := res.Verdict
+				if len(v.Rounds) != 1 {
+					t.Fatalf("tail after %s: verdict %+v", tail, v)
+				}
+				rd := v.Rounds[0]
+				t.Logf("tail after %s: %s, elapsed %s, effective %s", tail, v.Reason, rd.Elapsed, rd.Effective)
+				switch {
+				case rd.Elapsed < min(tail, p.Tau+res.Credit+answerGrace):
+					t.Errorf("tail after %s: elapsed %s, timed before the last byte", tail, rd.Elapsed)
+				case tail == late && (!v.Accepted || !rd.Answered):
+					t.Errorf("tail after %s: %s, want accepted (in time)", tail, v.Reason)
+				case tail > p.Tau+time.Second && (v.Reason != skill.ReasonTimeout || rd.Answered):
+					t.Errorf("tail after %s: %s, answered %v; want timeout, unanswered (only the first half was in time)", tail, v.Reason, rd.Answered)
+				}
+			}
+		})
+	}
+}
+
+// Chaining: round 2 is written only after round 1 passed. A prover whose
+// round-1 answer is wrong, or right but late (read within the grace, or
+// not at all), reads the Verdict next, never the second part; the
+// Verdict carries neither the expected answer nor any later part.
+func TestFailedRoundOneRevealsNoMore(t *testing.T) {
+	p := fastPolicy(300*time.Millisecond, 30*time.Second)
+	cases := []struct {
+		name   string
+		delay  time.Duration
+		wrong  bool
+		reason skill.Reason
+	}{
+		{"wrong at once", 0, true, skill.ReasonWrongAnswer},
+		{"right within the grace", p.Tau + 120*time.Millisecond, false, skill.ReasonTimeout},
+		{"right after the grace", p.Tau + time.Second, false, skill.ReasonTimeout},
+	}
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					src := sourceOf("chain-" + tr + "-" + c.name)
+					set := src.sets[0]
+					answers := oracle(set)
+					var next *pb.Frame
+					res, err := verifierUnderTest(t, tr, Config{Source: src, Policy: p}, func(t *testing.T, r *rawPeer, h *pb.Hello) {
+						ack(r, h)
+						ch := echoProbes(t, r)
+						if ch == nil {
+							return
+						}
+						time.Sleep(c.delay)
+						ans := answers[ch.GetQuestion()]
+						if c.wrong {
+							ans = "not it"
+						}
+						r.send(answerFrame(1, ans))
+						f, err := r.recv()
+						if err != nil {
+							t.Errorf("after round 1: %v", err)
+							return
+						}
+						next = f
+						drain(r)
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					v := res.Verdict
+					if v.Accepted || v.Reason != c.reason || v.FailedRound != 1 || len(v.Rounds) != 1 {
+						t.Fatalf("verdict %s failed round %d, %d rounds; want %s in round 1", v.Reason, v.FailedRound, len(v.Rounds), c.reason)
+					}
+					if next.GetVerdict() == nil {
+						t.Fatalf("after a failed round 1 the prover read %s, want the verdict", frameKind(next))
+					}
+					raw, err := appendFrame(nil, next, MaxVerifierFrame)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, part := range set.Parts[1:] {
+						if bytes.Contains(raw, []byte(part.Narrative[:64])) {
+							t.Errorf("the verdict carries part %d's narrative", i+2)
+						}
+					}
+					for _, q := range set.Parts[0].Questions {
+						if len(q.Answer) >= 6 && bytes.Contains(raw, []byte(q.Answer)) {
+							t.Errorf("the verdict carries round 1's expected answer %q", q.Answer)
+						}
+					}
+				})
+			}
+		})
+	}
+}
