@@ -2,9 +2,15 @@ package protocol
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/acaptcha/acaptcha/protocol/pb"
 	"github.com/acaptcha/acaptcha/skill"
@@ -297,4 +303,91 @@ func TestFailedRoundOneRevealsNoMore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// headHoldingHost is a's host whose streams write a frame over 1 KiB (a
+// challenge) as a QUIC write that a prover holds by its flow-control
+// credit: all but the last tail bytes at once (the narrative and the
+// question reach the prover), the tail after hold. The Write returns
+// once the tail went.
+type headHoldingHost struct {
+	host.Host
+	hold time.Duration
+	tail int
+	// heads records when each head was written (the prover has the text
+	// one way later).
+	heads *[]time.Time
+}
+
+func (h headHoldingHost) NewStream(ctx context.Context, p peer.ID, pids ...libp2pprotocol.ID) (network.Stream, error) {
+	s, err := h.Host.NewStream(ctx, p, pids...)
+	if err != nil {
+		return nil, err
+	}
+	return headHoldingStream{Stream: s, h: h}, nil
+}
+
+type headHoldingStream struct {
+	network.Stream
+	h headHoldingHost
+}
+
+func (s headHoldingStream) Write(b []byte) (int, error) {
+	if len(b) <= 1<<10 {
+		return s.Stream.Write(b)
+	}
+	n, err := s.Stream.Write(b[:len(b)-s.h.tail])
+	if err != nil {
+		return n, err
+	}
+	*s.h.heads = append(*s.h.heads, time.Now())
+	time.Sleep(s.h.hold)
+	m, err := s.Stream.Write(b[len(b)-s.h.tail:])
+	return n + m, err
+}
+
+// The most a prover gains per round on the verifier's clock, both ways
+// at once (spec §10): it holds its probe acks (the credit: at most
+// rtt_credit, 500 ms) and, over QUIC, holds the challenge's write open
+// by its flow-control credit with all but the frame's last bytes in
+// hand (at most maxChallengeWrite, 1 s, is not charged). In virtual
+// time: the prover has each question 3 s before its answer leaves, and
+// the verifier records an effective time 1.5 s less the real round trip
+// (80 ms) below that, never more.
+func TestSimHeldWriteAndProbeAcksBound(t *testing.T) {
+	const (
+		hold  = 3 * time.Second
+		delay = 2 * time.Second
+	)
+	simPair(t, func(t *testing.T, a, b host.Host) {
+		src := sourceOf("sim-held-both")
+		answers := oracle(src.sets...)
+		var heads []time.Time
+		va, err := NewService(headHoldingHost{Host: a, hold: hold, tail: 3, heads: &heads}, Config{Source: src, ProbeTimeout: 10 * time.Second, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer va.Close()
+		done := rawTimedProver(t, b, answers, func(uint32) { time.Sleep(delay) }, 0)
+		res, err := va.Verify(context.Background(), b.ID(), false)
+		<-done
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := res.Verdict
+		if !v.Accepted || len(v.Rounds) != skill.Parts || len(heads) != skill.Parts {
+			t.Fatalf("verdict %+v, %d heads", v, len(heads))
+		}
+		bound := skill.DefaultRTTCredit + maxChallengeWrite
+		for _, r := range v.Rounds {
+			// The prover had the question from one way after the head
+			// was written and answered as the tail came, hold later.
+			had := hold
+			gain := had - r.Effective
+			t.Logf("round %d: question in hand %s, elapsed %s, effective %s: gain %s", r.Round, had, r.Elapsed, r.Effective, gain)
+			if gain > bound || gain < bound-2*simOneWay-5*time.Millisecond {
+				t.Errorf("round %d: gain %s, want at most %s (rtt_credit + the uncharged write), about %s", r.Round, gain, bound, bound-2*simOneWay)
+			}
+		}
+	})
 }
