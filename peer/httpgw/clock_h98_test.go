@@ -158,3 +158,124 @@ func TestChallengeFlushHeldIsCharged(t *testing.T) {
 			hold, done.Result.Reason, r.ElapsedMs, min)
 	}
 }
+
+// rawPost writes a POST of body to path on c as HTTP/1.1 (the body may
+// be given in part: Content-Length is length).
+func rawPost(t *testing.T, c net.Conn, path string, length int, body []byte) {
+	t.Helper()
+	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: pipe\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, length, body); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An answer request opened in round 1 (its headers read, so the route
+// checked the state) whose body comes while round 2's response is held:
+// its arrival is before the round's clock started. It is charged from
+// the held write's end, as an answer read after a held write on libp2p
+// (protocol.md §5 step 5): the elapsed time is never negative and the
+// hold past the first second is the client's. Before, the door judged
+// the round on an arrival before t0: a negative elapsed time (-987 ms
+// here) and effective 0, signed so by the node's core, however long the
+// client held the question.
+func TestAnswerBeforeHeldFlushEnds(t *testing.T) {
+	const hold = 3 * time.Second
+	key, sets := newAnswerKey(t)
+	set := sets[0]
+	p := skill.DefaultPolicy()
+	p.Rounds, p.Tau, p.Total, p.RTTCredit = 2, 5*time.Second, 20*time.Second, 10*time.Millisecond
+	g, err := New(Config{Core: newFakeCore(t, set, p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := newPipeListener()
+	srv := httptest.NewUnstartedServer(g.Handler())
+	srv.Listener = pl
+	srv.Start()
+	tr := &http.Transport{DialContext: pl.dial}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.CloseClientConnections()
+		srv.Close()
+		g.Close()
+	})
+	a := newAgent(t, "http://pipe")
+	a.hc = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	v := a.create()
+	cur := a.startAndProbe(v)
+	if cur.State != StateAnswering || cur.Challenge.Round != 1 {
+		t.Fatalf("after the probes: %+v", cur)
+	}
+	path := "/v1/sessions/" + v.SessionID + "/answer"
+	dial := func() net.Conn {
+		c, err := pl.dial(context.Background(), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		return c
+	}
+
+	// B: round 2's answer request, opened now: headers and a first byte.
+	const length = 256
+	b := dial()
+	rawPost(t, b, path, length, []byte("{"))
+	time.Sleep(200 * time.Millisecond) // the route reads the headers and checks the state
+
+	// A: round 1's answer; its response is round 2, held after the question.
+	c := dial()
+	body1, _ := json.Marshal(answerRequest{Round: ptr(1), Answer: ptr(key.answer(cur.Challenge))})
+	rawPost(t, c, path, len(body1), body1)
+	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 16), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []byte
+	one := make([]byte, 1)
+	for len(got) < 1<<20 && !bytes.Contains(got, []byte(`"budget_ms"`)) {
+		n, err := resp.Body.Read(one)
+		got = append(got, one[:n]...)
+		if err != nil {
+			t.Fatalf("round 2's response ended before its question: %v (%q)", err, got)
+		}
+	}
+	var ans2 string
+	for _, q := range set.Parts[1].Questions {
+		if qj, _ := json.Marshal(q.Question); bytes.Contains(got, qj) {
+			ans2 = q.Answer
+		}
+	}
+	if ans2 == "" {
+		t.Fatalf("round 2's question not found in %q", got)
+	}
+	// B's body, while A holds round 2's flush.
+	rest2, _ := json.Marshal(ans2)
+	tail := []byte(`"round":2,"answer":` + string(rest2))
+	tail = append(tail, bytes.Repeat([]byte(" "), length-1-len(tail)-1)...)
+	tail = append(tail, '}')
+	if _, err := b.Write(tail); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(hold)
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+
+	respB, err := http.ReadResponse(bufio.NewReader(b), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer respB.Body.Close()
+	data, _ := io.ReadAll(respB.Body)
+	var done Session
+	if err := json.Unmarshal(data, &done); err != nil || done.Result == nil || len(done.Result.Rounds) != 2 {
+		t.Fatalf("round 2's answer: %d %q", respB.StatusCode, data)
+	}
+	r := done.Result.Rounds[1]
+	t.Logf("round 2 answered during a %s held flush: %s, elapsed %d ms, effective %d ms", hold, done.Result.Reason, r.ElapsedMs, r.EffectiveMs)
+	if min := (hold - time.Second).Milliseconds() - 100; r.ElapsedMs < min || done.Result.Reason != string(skill.ReasonOK) {
+		t.Fatalf("round 2: %s, elapsed %d ms; want ok (within the budget), elapsed at least %d ms",
+			done.Result.Reason, r.ElapsedMs, min)
+	}
+}

@@ -617,7 +617,7 @@ func (g *Gateway) deliver(w http.ResponseWriter, s *session) {
 	if limit := began.Add(MaxChallengeWrite); written.After(limit) {
 		t0 = limit
 	}
-	s.sent = t0
+	s.sent, s.flushed = t0, written
 	if c.Round == 1 {
 		s.start = t0
 	}
@@ -669,6 +669,16 @@ func (g *Gateway) answerSession(w http.ResponseWriter, r *http.Request) {
 	if req.Answer == nil || req.Round == nil {
 		g.writeRead(w, r, errorf(errBadRequest, "round or answer missing"))
 		return
+	}
+	if t1.Before(s.flushed) {
+		// A request that passed the state check before this round's
+		// challenge went out (another connection, opened earlier) and
+		// whose body came while the client held the challenge's flush:
+		// it is read no earlier than the flush returned, as an answer
+		// read after a held write on libp2p (http.md §2). Its arrival
+		// could precede t0: a negative elapsed time, effective 0
+		// however long the client held the question.
+		t1 = s.flushed
 	}
 	t := s.waited(t1)
 	if *req.Round != s.ch.Round {

@@ -81,7 +81,8 @@ type session struct {
 	rtt        time.Duration // minimum probe RTT; -1 until measured
 
 	ch       skill.Challenge // the challenge out (answering)
-	sent     time.Time       // when its response was flushed
+	sent     time.Time       // t0: when its response was flushed, at most MaxChallengeWrite after its write began
+	flushed  time.Time       // when its response's flush returned (sent, or later when the client held it)
 	start    time.Time       // when round 1's was
 	answerBy time.Time       // the answer deadline once delivered (zero while the response is rendered)
 	totalCut bool            // T_total, not the round's budget, set the deadline
