@@ -48,6 +48,18 @@ func ListensBeyondLoopback(addrs []string) bool {
 	return false
 }
 
+// ReachableBeyondLoopback reports whether peers from beyond loopback can
+// reach a node that listens on listen (ListensBeyondLoopback) and
+// reserves slots with relays (Config.Relays, the CLI's --relay): a relay
+// exists to carry connections from elsewhere, so a node with one is
+// reachable beyond loopback however narrowly it listens (a node that
+// listens on 127.0.0.1 only and reserves a slot with a public relay is
+// reached from the whole internet, its peers arriving through the
+// relay's address).
+func ReachableBeyondLoopback(listen, relays []string) bool {
+	return len(relays) > 0 || ListensBeyondLoopback(listen)
+}
+
 // listenLookupTimeout bounds the lookup of one DNS listen address.
 const listenLookupTimeout = 2 * time.Second
 

@@ -65,3 +65,22 @@ func TestListensBeyondLoopbackLocalhost(t *testing.T) {
 		t.Error("/dns4/localhost counts as beyond loopback")
 	}
 }
+
+// A node that listens on loopback only but reserves a slot with a relay
+// is reached from anywhere through the relay: it counts as beyond
+// loopback (its per-IP limits and the CLI's automatic proof of work
+// apply), whatever the relay's own address.
+func TestReachableBeyondLoopbackWithRelay(t *testing.T) {
+	loop := []string{"/ip4/127.0.0.1/tcp/0"}
+	if ReachableBeyondLoopback(loop, nil) {
+		t.Error("loopback only, no relay: beyond loopback")
+	}
+	for _, relay := range []string{
+		"/ip4/192.0.2.7/tcp/4001/p2p/12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf",
+		"/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf",
+	} {
+		if !ReachableBeyondLoopback(loop, []string{relay}) {
+			t.Errorf("loopback only with relay %s: not beyond loopback", relay)
+		}
+	}
+}

@@ -145,8 +145,9 @@ type Config struct {
 	//
 	// Loopback peers count in the per-IP and per-prefix limits (this
 	// one, the protocol's draws, sessions and inbound streams, first
-	// contact's, gossip's) when the node listens beyond loopback
-	// (ListensBeyondLoopback of ListenAddrs, the defaults included),
+	// contact's, gossip's) when the node can be reached beyond loopback
+	// (ReachableBeyondLoopback: ListenAddrs, the defaults included, or
+	// any Relays),
 	// since behind a local proxy, tunnel or sidecar every peer is a
 	// loopback peer; a node on loopback only exempts them, as libp2p
 	// does. LimitLoopback counts them always, ExemptLoopback never
@@ -301,7 +302,7 @@ func New(cfg Config) (*Node, error) {
 		key = k
 	}
 	// Resolved once: every limit below reads cfg.LimitLoopback.
-	cfg.LimitLoopback = cfg.LimitLoopback || !cfg.ExemptLoopback && ListensBeyondLoopback(cfg.ListenAddrs)
+	cfg.LimitLoopback = cfg.LimitLoopback || !cfg.ExemptLoopback && ReachableBeyondLoopback(cfg.ListenAddrs, cfg.Relays)
 	n := &Node{cfg: cfg, log: log, t: defaultTiming(), inflight: map[peer.ID]*call{}, waiters: map[peer.ID][]chan protocol.ProverResult{}}
 	if cfg.timing != nil {
 		n.t = *cfg.timing

@@ -203,21 +203,25 @@ func TestNodeLimitsApplied(t *testing.T) {
 // loopback only; an explicit value wins, and below auto is a usage error.
 func TestAutoPow(t *testing.T) {
 	for _, tc := range []struct {
-		addrs []string
-		want  int
+		addrs  []string
+		relays []string // --relay
+		want   int
 	}{
-		{nil, protocol.PublicPowDifficulty}, // the defaults: 0.0.0.0
-		{[]string{"/ip4/127.0.0.1/tcp/0"}, 0},
-		{[]string{"/ip6/::1/udp/0/quic-v1", "/ip4/127.0.0.1/tcp/4717"}, 0},
-		{[]string{"/ip4/127.0.0.1/tcp/0", "/ip4/0.0.0.0/tcp/0"}, protocol.PublicPowDifficulty},
-		{[]string{"/ip4/192.0.2.1/tcp/4717"}, protocol.PublicPowDifficulty},
-		{[]string{"/dns4/node.example/tcp/4717"}, protocol.PublicPowDifficulty},
+		{nil, nil, protocol.PublicPowDifficulty}, // the defaults: 0.0.0.0
+		{[]string{"/ip4/127.0.0.1/tcp/0"}, nil, 0},
+		{[]string{"/ip6/::1/udp/0/quic-v1", "/ip4/127.0.0.1/tcp/4717"}, nil, 0},
+		{[]string{"/ip4/127.0.0.1/tcp/0", "/ip4/0.0.0.0/tcp/0"}, nil, protocol.PublicPowDifficulty},
+		{[]string{"/ip4/192.0.2.1/tcp/4717"}, nil, protocol.PublicPowDifficulty},
+		{[]string{"/dns4/node.example/tcp/4717"}, nil, protocol.PublicPowDifficulty},
+		// A node on loopback only with a relay is reached through the
+		// relay from anywhere: it asked no proof of work.
+		{[]string{"/ip4/127.0.0.1/tcp/0"}, []string{"/ip4/192.0.2.7/tcp/4001/p2p/12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf"}, protocol.PublicPowDifficulty},
 	} {
 		l := limitOptions{powDifficulty: powAuto, payDifficulty: powAuto}
 		if err := l.check(); err != nil {
 			t.Fatal(err)
 		}
-		cfg := peer.Config{ListenAddrs: tc.addrs}
+		cfg := peer.Config{ListenAddrs: tc.addrs, Relays: tc.relays}
 		l.apply(&cfg)
 		if cfg.Limits.PowDifficulty != tc.want || cfg.Limits.PayDifficulty != tc.want {
 			t.Errorf("listen %q: base D %d, D_v %d, want %d", tc.addrs, cfg.Limits.PowDifficulty, cfg.Limits.PayDifficulty, tc.want)
@@ -231,7 +235,7 @@ func TestAutoPow(t *testing.T) {
 			if err := vl.verifyFirst.Set(v); err != nil {
 				t.Fatal(err)
 			}
-			vcfg := peer.Config{ListenAddrs: tc.addrs}
+			vcfg := peer.Config{ListenAddrs: tc.addrs, Relays: tc.relays}
 			vl.apply(&vcfg)
 			if vcfg.VerifyFirst != (v == "on") {
 				t.Errorf("listen %q, --verify-first %s: %v", tc.addrs, v, vcfg.VerifyFirst)
@@ -359,17 +363,20 @@ func TestBenchProversCheckSaysWhichGoal(t *testing.T) {
 // loopback only keeps the exemption; on and off force it.
 func TestLimitLoopbackAuto(t *testing.T) {
 	for _, tc := range []struct {
-		addrs []string
-		mode  string
-		want  bool
+		addrs  []string
+		relays []string
+		mode   string
+		want   bool
 	}{
-		{nil, "", true}, // the defaults: 0.0.0.0
-		{[]string{"/ip4/127.0.0.1/tcp/0"}, "", false},
-		{[]string{"/ip4/127.0.0.1/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}, "auto", true},
-		{nil, "off", false},
-		{nil, "false", false},
-		{[]string{"/ip4/127.0.0.1/tcp/0"}, "on", true},
-		{[]string{"/ip4/127.0.0.1/tcp/0"}, "true", true},
+		{nil, nil, "", true}, // the defaults: 0.0.0.0
+		{[]string{"/ip4/127.0.0.1/tcp/0"}, nil, "", false},
+		{[]string{"/ip4/127.0.0.1/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}, nil, "auto", true},
+		{nil, nil, "off", false},
+		{nil, nil, "false", false},
+		{[]string{"/ip4/127.0.0.1/tcp/0"}, nil, "on", true},
+		{[]string{"/ip4/127.0.0.1/tcp/0"}, nil, "true", true},
+		// Loopback only, with a relay: peers from anywhere come through it.
+		{[]string{"/ip4/127.0.0.1/tcp/0"}, []string{"/ip4/192.0.2.7/tcp/4001/p2p/12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf"}, "", true},
 	} {
 		l := limitOptions{powDifficulty: powAuto}
 		if tc.mode != "" {
@@ -377,7 +384,7 @@ func TestLimitLoopbackAuto(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		cfg := peer.Config{ListenAddrs: tc.addrs}
+		cfg := peer.Config{ListenAddrs: tc.addrs, Relays: tc.relays}
 		l.apply(&cfg)
 		if cfg.LimitLoopback != tc.want {
 			t.Errorf("listen %q, --limit-loopback %q: LimitLoopback %v, want %v", tc.addrs, tc.mode, cfg.LimitLoopback, tc.want)

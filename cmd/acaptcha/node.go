@@ -88,9 +88,9 @@ func (l *limitOptions) check() error {
 	case l.connHigh > 1<<20:
 		return usageErr("--conn-high %d: at most %d", l.connHigh, 1<<20)
 	case l.powDifficulty < powAuto || l.powDifficulty > protocol.DefaultMaxPowDifficulty:
-		return usageErr("--pow-difficulty %d: want 0 (none) to %d bits, or auto (%d when listening beyond loopback, else 0)", l.powDifficulty, protocol.DefaultMaxPowDifficulty, protocol.PublicPowDifficulty)
+		return usageErr("--pow-difficulty %d: want 0 (none) to %d bits, or auto (%d when listening beyond loopback or with a --relay, else 0)", l.powDifficulty, protocol.DefaultMaxPowDifficulty, protocol.PublicPowDifficulty)
 	case l.payDifficulty < powAuto || l.payDifficulty > protocol.DefaultMaxPowDifficulty:
-		return usageErr("--pay-difficulty %d: want 0 (none) to %d bits, or auto (%d when listening beyond loopback, else 0)", l.payDifficulty, protocol.DefaultMaxPowDifficulty, protocol.PublicPowDifficulty)
+		return usageErr("--pay-difficulty %d: want 0 (none) to %d bits, or auto (%d when listening beyond loopback or with a --relay, else 0)", l.payDifficulty, protocol.DefaultMaxPowDifficulty, protocol.PublicPowDifficulty)
 	case l.maxAcceptTotal < 0 || l.maxAcceptTotal > protocol.MaxTotal:
 		return usageErr("--max-accept-total %s: want 0 (default) up to %s", l.maxAcceptTotal, protocol.MaxTotal)
 	case l.drawsPerPeer > 0 && l.draws > 0 && l.drawsPerPeer > l.draws:
@@ -102,16 +102,16 @@ func (l *limitOptions) check() error {
 // apply copies the limits into a node config.
 func (l *limitOptions) apply(cfg *peer.Config) {
 	cfg.ConnLowWater, cfg.ConnHighWater, cfg.ConnsPerIP = l.connLow, l.connHigh, l.connsPerIP
-	cfg.LimitLoopback = l.limitLoopback.limits(cfg.ListenAddrs)
-	cfg.VerifyFirst = l.verifyFirst.limits(cfg.ListenAddrs)
+	cfg.LimitLoopback = l.limitLoopback.limits(cfg.ListenAddrs, cfg.Relays)
+	cfg.VerifyFirst = l.verifyFirst.limits(cfg.ListenAddrs, cfg.Relays)
 	cfg.ExemptLoopback = !cfg.LimitLoopback
 	pow := l.powDifficulty
 	if pow == powAuto {
-		pow = autoPow(cfg.ListenAddrs)
+		pow = autoPow(cfg.ListenAddrs, cfg.Relays)
 	}
 	pay := l.payDifficulty
 	if pay == powAuto {
-		pay = autoPow(cfg.ListenAddrs)
+		pay = autoPow(cfg.ListenAddrs, cfg.Relays)
 	}
 	cfg.Limits = peer.Limits{
 		PowDifficulty:   pow,
@@ -169,14 +169,14 @@ func (m *loopbackMode) Type() string { return "auto|on|off" }
 // tunnel or a service mesh's sidecar (every peer it forwards arrives from
 // 127.0.0.1) fresh peer IDs had the node's whole budgets: no per-prefix
 // draw, session or inbound limit, no per-IP connection limit.
-func (m loopbackMode) limits(addrs []string) bool {
+func (m loopbackMode) limits(listen, relays []string) bool {
 	switch m {
 	case loopbackOn:
 		return true
 	case loopbackOff:
 		return false
 	}
-	return autoPow(addrs) != 0
+	return autoPow(listen, relays) != 0
 }
 
 // powAuto as --pow-difficulty (the default) picks the base proof of work
@@ -311,13 +311,16 @@ func (a *app) capDraws(l *peer.Limits, given func(flag string) bool) {
 		"max_draws", l.MaxDraws, "pool_token_budget", a.gen.tokenBudget, "set_tokens", setTokens)
 }
 
-// autoPow is the base proof of work of a node listening on addrs (the
-// defaults when none): protocol.PublicPowDifficulty when any of them is
-// an IP address other than loopback (an unspecified one covers every
-// interface), so that a peer from the network pays before this node draws
-// a set for it; none for a node only loopback can reach.
-func autoPow(addrs []string) int {
-	if peer.ListensBeyondLoopback(addrs) {
+// autoPow is the base proof of work of a node listening on listen (the
+// defaults when none) and reserving slots with relays (--relay):
+// protocol.PublicPowDifficulty when any listen address is an IP address
+// other than loopback (an unspecified one covers every interface), or
+// when it has a relay (peers from anywhere reach it through the relay),
+// so that a peer from the network pays before this node draws a set for
+// it; none for a node only loopback can reach
+// (peer.ReachableBeyondLoopback).
+func autoPow(listen, relays []string) int {
+	if peer.ReachableBeyondLoopback(listen, relays) {
 		return protocol.PublicPowDifficulty
 	}
 	return 0
@@ -463,6 +466,7 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		DHT:            contact.dht,
 		DialPublicOnly: contact.publicOnly,
 	}
+	a.nat.apply(&cfg) // nat.go: --nat, --relay, --relay-service; before the limits, which read the relays
 	contact.limits.apply(&cfg)
 	// node has --max-draws; attest and mcp do not, and take the cap. A
 	// value from the environment (ACAPTCHA_MAX_DRAWS, ...) is given too.
@@ -470,7 +474,6 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	if !given("max-draws") {
 		a.capDraws(&cfg.Limits, given)
 	}
-	a.nat.apply(&cfg) // nat.go: --nat, --relay, --relay-service
 	if reg != nil {
 		cfg.Metrics = reg
 	}
@@ -701,14 +704,14 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.connLow, "conn-low", peer.DefaultConnLowWater, "connection manager low watermark: trimming stops at this many connections")
 	f.IntVar(&l.connHigh, "conn-high", peer.DefaultConnHighWater, "connection manager high watermark: above it unattested idle peers are trimmed first (the inbound connection limit is set above it)")
 	f.IntVar(&l.connsPerIP, "conns-per-ip", peer.DefaultConnsPerIP, "inbound connections per IPv4 address or IPv6 /56")
-	f.Var(&l.limitLoopback, "limit-loopback", "apply the per-IP and per-prefix limits to loopback peers too: auto (the default) when the node listens beyond loopback (a local proxy, tunnel or sidecar makes every peer it forwards a loopback peer), on always, off never (loopback exempt, libp2p's default); --limit-loopback alone is on")
+	f.Var(&l.limitLoopback, "limit-loopback", "apply the per-IP and per-prefix limits to loopback peers too: auto (the default) when the node listens beyond loopback or has a --relay (a local proxy, tunnel or sidecar makes every peer it forwards a loopback peer), on always, off never (loopback exempt, libp2p's default); --limit-loopback alone is on")
 	f.Lookup("limit-loopback").NoOptDefVal = loopbackOn
-	f.Var(&l.verifyFirst, "verify-first", "answer a verifier that came to this node only once the node admits it or its own verdict accepted it, verifying it first (spec/protocol.md §5c): auto (the default) when the node listens beyond loopback, on always, off never (such verifiers are answered, paying --pay-difficulty); --verify-first alone is on")
+	f.Var(&l.verifyFirst, "verify-first", "answer a verifier that came to this node only once the node admits it or its own verdict accepted it, verifying it first (spec/protocol.md §5c): auto (the default) when the node listens beyond loopback or has a --relay, on always, off never (such verifiers are answered, paying --pay-difficulty); --verify-first alone is on")
 	f.Lookup("verify-first").NoOptDefVal = loopbackOn
 	l.powDifficulty = powAuto
-	f.Var(&powFlag{&l.powDifficulty}, "pow-difficulty", fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn: auto (or %d) asks %d when listening beyond loopback, else 0; 0 asks none; failures and load add to it", powAuto, protocol.PublicPowDifficulty))
+	f.Var(&powFlag{&l.powDifficulty}, "pow-difficulty", fmt.Sprintf("base proof of work in bits asked before a challenge set is drawn: auto (or %d) asks %d when listening beyond loopback or with a --relay, else 0; 0 asks none; failures and load add to it", powAuto, protocol.PublicPowDifficulty))
 	l.payDifficulty = powAuto
-	f.Var(&powFlag{&l.payDifficulty}, "pay-difficulty", fmt.Sprintf("proof of work in bits this node's prover asks of a verifier that contacted it and that it does not admit, before its LLM answers anything: auto (or %d) asks %d when listening beyond loopback, else 0; 0 asks none", powAuto, protocol.PublicPowDifficulty))
+	f.Var(&powFlag{&l.payDifficulty}, "pay-difficulty", fmt.Sprintf("proof of work in bits this node's prover asks of a verifier that contacted it and that it does not admit, before its LLM answers anything: auto (or %d) asks %d when listening beyond loopback or with a --relay, else 0; 0 asks none", powAuto, protocol.PublicPowDifficulty))
 	f.IntVar(&l.drawsPerPeer, "max-draws-per-peer", protocol.DefaultMaxDrawsPerPeer, "challenge sets one peer can make this node draw per hour")
 	f.IntVar(&l.drawsPerPrefix, "max-draws-per-prefix", protocol.DefaultMaxDrawsPerPrefix, "challenge sets the peers of one IPv4 /24 or IPv6 /48 can make this node draw per hour")
 	f.IntVar(&l.drawsPerBlock, "max-draws-per-block", 0, fmt.Sprintf("challenge sets the peers of one IPv6 /32 that this node does not admit can make it draw per hour (0: %d times --max-draws-per-prefix)", protocol.BlockFactor))
