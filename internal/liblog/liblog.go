@@ -10,7 +10,9 @@
 // Routed, a library's record keeps the level its library logs at by
 // default (error, or what GOLOG_LOG_LEVEL sets for its subsystem, as
 // before) and then passes the application's own level too; it carries
-// its subsystem as the attribute "logger".
+// its subsystem as the attribute "logger". A remote peer can trigger some
+// of those records, so they pass a rate limit per subsystem, message and
+// peer and in total (limit.go).
 package liblog
 
 import (
@@ -87,6 +89,10 @@ func (h handler) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (h handler) Handle(ctx context.Context, r slog.Record) error {
 	t := target()
+	r, held := limit(h.system, r)
+	if held && !t.Enabled(ctx, r.Level) {
+		return nil
+	}
 	for _, o := range h.ops {
 		if o.group != "" {
 			t = t.WithGroup(o.group)
@@ -163,7 +169,12 @@ func (c zapCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	for _, k := range keys {
 		r.AddAttrs(slog.Any(k, enc.Fields[k]))
 	}
-	return target().Handle(context.Background(), r)
+	t := target()
+	r, held := limit(e.LoggerName, r)
+	if held && !t.Enabled(context.Background(), r.Level) {
+		return nil
+	}
+	return t.Handle(context.Background(), r)
 }
 
 func (c zapCore) Sync() error { return nil }
