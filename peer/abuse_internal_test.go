@@ -145,11 +145,16 @@ func TestWarnPeerRateLimited(t *testing.T) {
 	var buf bytes.Buffer
 	n := &Node{log: slog.New(slog.NewTextHandler(&buf, nil))}
 	_, p := testutil.NewKey(t)
+	held := linesHeldBack.Load()
 	for range 1000 {
 		n.warnPeer(p, "verification of us by peer broke off")
 	}
 	if k := strings.Count(buf.String(), "\n"); k != 1 {
 		t.Fatalf("%d lines for one peer", k)
+	}
+	// What is held back is counted (acaptcha_log_lines_suppressed_total).
+	if d := linesHeldBack.Load() - held; d < 999 {
+		t.Fatalf("%d lines counted as held back, want at least 999", d)
 	}
 	buf.Reset()
 	peers := make([]peer.ID, 1000)

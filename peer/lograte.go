@@ -12,6 +12,7 @@ package peer
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -24,6 +25,12 @@ const (
 	// warnRefill is the sustained rate after the burst: one line a second.
 	warnRefill = time.Second
 )
+
+// linesHeldBack counts, in this process, the per-peer lines the limiters
+// held back (written at DEBUG or not at all): the metric
+// acaptcha_log_lines_suppressed_total{source="node"} with the protocol's
+// (protocol.SuppressedLogLines).
+var linesHeldBack atomic.Uint64
 
 type warnKey struct {
 	p   peer.ID
@@ -63,11 +70,13 @@ func (l *lineLimiter) allow(k warnKey, now time.Time) (ok bool, suppressed, drop
 	e := l.last[k]
 	if e != nil && now.Sub(e.at) < warnEvery {
 		e.suppressed++
+		linesHeldBack.Add(1)
 		return false, 0, 0
 	}
 	l.global.refill(now, warnBurst, warnRefill)
 	if l.global.tokens < 1 {
 		l.dropped++
+		linesHeldBack.Add(1)
 		return false, 0, 0
 	}
 	if e == nil {
@@ -80,6 +89,7 @@ func (l *lineLimiter) allow(k warnKey, now time.Time) (ok bool, suppressed, drop
 		}
 		if len(l.last) >= warnTracked {
 			l.dropped++
+			linesHeldBack.Add(1)
 			return false, 0, 0
 		}
 		e = &warnEntry{}

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/acaptcha/acaptcha/internal/liblog"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -221,6 +222,22 @@ func newMetrics(reg prometheus.Registerer, st *Store) *metrics {
 		}
 		return 0
 	}))
+	// Log lines about remote peers held back by the rate limits (and
+	// written at DEBUG, if at all): this process's, whichever node
+	// registered first.
+	for _, c := range []struct {
+		source string
+		get    func() uint64
+	}{
+		{"node", func() uint64 { return linesHeldBack.Load() + protocol.SuppressedLogLines() }},
+		{"libraries", liblog.Suppressed},
+	} {
+		_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "log_lines_suppressed_total",
+			Help:        "Log lines a remote peer could trigger that the per-peer and total rate limits held back (this process): source node for acaptcha's own, libraries for go-libp2p's, the DHT's and GossipSub's.",
+			ConstLabels: prometheus.Labels{"source": c.source},
+		}, func() float64 { return float64(c.get()) }))
+	}
 	if st != nil {
 		for _, c := range []struct {
 			name, help string

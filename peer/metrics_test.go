@@ -97,6 +97,12 @@ func TestMetrics(t *testing.T) {
 	}
 	// go-libp2p's own metrics go to the node's registry too (the resource
 	// manager's stream counts, the swarm's connections).
+	// Log lines held back by the rate limits are counted, ours and the
+	// libraries' apart.
+	mf = metricFamily(t, regV, "acaptcha_log_lines_suppressed_total")
+	if mf == nil || len(mf.GetMetric()) != 2 {
+		t.Fatalf("log lines suppressed counter: %v", mf)
+	}
 	for _, name := range []string{"acaptcha_attestations_issued_total", "acaptcha_session_seconds",
 		"libp2p_rcmgr_streams", "libp2p_swarm_connections_opened_total"} {
 		if metricFamily(t, regV, name) == nil {

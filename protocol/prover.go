@@ -1157,6 +1157,13 @@ const remoteWarnEvery = time.Minute
 // when the service closes.
 var remoteWarns sync.Map // *Service -> *remoteWarnState
 
+// heldBack counts the lines warnRemote held back, in this process.
+var heldBack atomic.Uint64
+
+// SuppressedLogLines returns how many remote-triggered warnings the
+// services of this process held back (wrote at DEBUG instead).
+func SuppressedLogLines() uint64 { return heldBack.Load() }
+
 type remoteWarnState struct {
 	mu   sync.Mutex
 	last map[string]*remoteWarnEntry // by message: a fixed set of strings
@@ -1201,6 +1208,7 @@ func (s *Service) warnRemote(log *slog.Logger, msg string, args ...any) {
 	}
 	allowed, suppressed := v.(*remoteWarnState).allow(msg, time.Now())
 	if !allowed {
+		heldBack.Add(1)
 		log.Debug(msg, args...)
 		return
 	}
