@@ -25,14 +25,23 @@ import (
 //     "the X’s"): how many are accepted;
 //   - attackers: every attacker of All(), WhiteBox and Listing answers
 //     every question: the questions it answers bare, and with its
-//     answer's words put in the possessive or its numbers spelled with a
-//     space (a script gains nothing when the second never exceeds the
-//     first);
+//     answer's words put in the possessive, its numbers spelled with a
+//     space, or (1.5.23) "the" before it or the question's noun after it:
+//     the questions answered only in such a form are what a script could
+//     gain by writing it (a rule change must not raise any of these
+//     figures; "X noun" gains where the variant is the question's own
+//     noun, as any echo of the question's words does);
 //   - two candidates: every ordered pair of distinct candidates
 //     (variants, distractors, attackers' answers) joined as "X Y's",
 //     "X (Y's)" and "X — Y's", and for a numeric target the target's
 //     ten and unit with another candidate's number: accepted strings
-//     whose second candidate is a distractor (must be 0).
+//     whose second candidate is a distractor (must be 0);
+//   - abbreviations (verification.md 1.5.23): every accepted variant
+//     with a . and white space inside it ("B. cereus ST1382") written
+//     as "the X", "The X." and "X N" where N is the question's word
+//     after which/what ("strain"): how many are accepted; the attackers'
+//     answers in the forms "the X" and "X N" count as formed, and two
+//     candidates are joined as "the X Y" and "X. Y" too.
 func TestMeasureJudgeWords(t *testing.T) {
 	n := 0
 	fmt.Sscan(os.Getenv("JUDGE_WORDS_MEASURE"), &n)
@@ -110,10 +119,40 @@ func possessive(a string) string {
 	return a + "'s"
 }
 
+// innerDot reports whether s writes a . and white space between two of
+// its words ("B. cereus ST1382", "Dr. Okafor").
+func innerDot(s string) bool {
+	for i := strings.Index(s, ". "); i >= 0; i = strings.Index(s, ". ") {
+		if strings.TrimSpace(s[i+1:]) != "" && i > 0 {
+			return true
+		}
+		s = s[i+2:]
+	}
+	return false
+}
+
+// askedNoun returns the question's word after "which" or "what" ("strain"
+// of "Which strain caused ..."), or "".
+func askedNoun(question string) string {
+	fs := strings.Fields(strings.ToLower(question))
+	for i := 0; i+1 < len(fs); i++ {
+		if fs[i] == "which" || fs[i] == "what" {
+			w := strings.Trim(fs[i+1], "?,.;:")
+			switch w {
+			case "", "is", "was", "are", "were", "the", "a", "an", "of", "did", "does", "do":
+				return ""
+			}
+			return w
+		}
+	}
+	return ""
+}
+
 func measureWords(t *testing.T, label string, sets []*skill.Set) {
 	var compN, compOK, possN, possOK, pairsN, pairsOK, pairsDistractor int
+	var abbrN, abbrOK int
 	attackers := append(append(All(), WhiteBox("")...), Listing())
-	bare, formed := map[string]int{}, map[string]int{}
+	bare, formed, gained := map[string]int{}, map[string]int{}, map[string]int{}
 	verbose := os.Getenv("JUDGE_WORDS_VERBOSE") != ""
 	for _, set := range sets {
 		for k := range set.Parts {
@@ -152,6 +191,24 @@ func measureWords(t *testing.T, label string, sets []*skill.Set) {
 						}
 					}
 				}
+				noun := askedNoun(q.Question)
+				for _, x := range q.Variants() {
+					if !innerDot(x) {
+						continue
+					}
+					forms := []string{"the " + x, "The " + x + "."}
+					if noun != "" {
+						forms = append(forms, x+" "+noun)
+					}
+					for _, f := range forms {
+						abbrN++
+						if skill.Judge(q, f, narr) {
+							abbrOK++
+						} else if verbose {
+							t.Logf("abbreviation refused: %q for %v", f, q.Variants())
+						}
+					}
+				}
 				cands := append(append([]string{}, q.Variants()...), q.Distractors...)
 				for _, a := range attackers {
 					s := a.Prover.NewSession()
@@ -172,10 +229,15 @@ func measureWords(t *testing.T, label string, sets []*skill.Set) {
 					if skill.Judge(q, ans, narr) {
 						bare[a.Name]++
 					}
-					for _, f := range []string{possessive(ans), respell(ans)} {
+					forms := []string{possessive(ans), respell(ans), "the " + ans}
+					if noun != "" {
+						forms = append(forms, ans+" "+noun)
+					}
+					for _, f := range forms {
 						if f != ans && skill.Judge(q, f, narr) {
 							formed[a.Name]++
 							if !skill.Judge(q, ans, narr) {
+								gained[a.Name]++
 								t.Logf("%s: %q accepted where %q is not (%v)", a.Name, f, ans, q.Variants())
 							}
 							break
@@ -188,9 +250,17 @@ func measureWords(t *testing.T, label string, sets []*skill.Set) {
 						if strings.EqualFold(x, y) {
 							continue
 						}
-						for _, f := range []string{"%s %s's", "%s (%s's)", "%s — %s's", "%s %s", "%s (%s)"} {
+						for _, f := range []string{"%s %s's", "%s (%s's)", "%s — %s's", "%s %s", "%s (%s)", "the %s %s", "%s. %s"} {
 							a := fmt.Sprintf(f, x, respell(y))
-							if len(a) > skill.MaxAnswerBytes || (strings.Count(f, "'") == 0 && respell(y) == y) {
+							if f == "the %s %s" || f == "%s. %s" {
+								if !innerDot(x) && !innerDot(y) {
+									continue
+								}
+								a = fmt.Sprintf(f, x, y)
+							} else if strings.Count(f, "'") == 0 && respell(y) == y {
+								continue
+							}
+							if len(a) > skill.MaxAnswerBytes {
 								continue
 							}
 							pairsN++
@@ -208,9 +278,9 @@ func measureWords(t *testing.T, label string, sets []*skill.Set) {
 			}
 		}
 	}
-	t.Logf("%s (%d sets) agents: a ten and a unit as two words %d/%d; possessive variants %d/%d", label, len(sets), compOK, compN, possOK, possN)
+	t.Logf("%s (%d sets) agents: a ten and a unit as two words %d/%d; possessive variants %d/%d; abbreviations (the X, The X., X noun) %d/%d", label, len(sets), compOK, compN, possOK, possN, abbrOK, abbrN)
 	for _, a := range attackers {
-		t.Logf("%s attacker %-22s questions answered bare %d, possessive or respelled %d", label, a.Name, bare[a.Name], formed[a.Name])
+		t.Logf("%s attacker %-22s questions answered bare %d, in a form (possessive, respelled, the X, X noun) %d, only in a form %d", label, a.Name, bare[a.Name], formed[a.Name], gained[a.Name])
 	}
 	t.Logf("%s two candidates: %d strings, accepted %d, naming a distractor %d", label, pairsN, pairsOK, pairsDistractor)
 }
