@@ -232,8 +232,10 @@ func judgeFramed(q *Question, answer string, narratives []string, cands *candida
 // on both sides; ( or ; a line break (LF or CR); a sentence end (. ! or ?
 // followed by white space, the . not after an abbreviation that is no
 // candidate's word, a hedge, or an initial where a candidate holds one:
-// "e.g.", "approx.", "P. Okonjo"; after a number it is one: "9.4. That
-// ..."); a ":" or "," followed by white space after an answer word (a
+// "e.g.", "approx.", "P. Okonjo"; nor between two raw words that a
+// candidate writes with a . and white space between them: "the B.
+// cereus ST1382" where a candidate is "B. cereus ST1382"; after a number
+// it is one: "9.4. That ..."); a ":" or "," followed by white space after an answer word (a
 // raw word before it that is no function word and is a candidate's word
 // or holds a digit: "Kessler Lime Works: the only one left", never
 // "Operator: Kessler"), the "," only before a raw word without
@@ -333,6 +335,12 @@ func explained(answer string, cands *candidateForms) (head, tail string, ok bool
 			if w := prevWord(i); r == '.' && (strings.Contains(w, ".") && !digitsAndDots(w) && !cands.hasWord(w) || hedges[Normalize(w)] || cands.hasInitials() && initial(w, answer[i+1:])) {
 				continue
 			}
+			// A . that a candidate writes between the same two raw
+			// words ("B. cereus", "Dr. Okafor", "U.S. site") ends no
+			// sentence either: "the B. cereus ST1382" is judged whole.
+			if w := prevWord(i); r == '.' && w != "" && cands.dotPair(w, nextWordAfterDot(answer, i)) {
+				continue
+			}
 			sep = i
 		case ',':
 			if !space(i + 1) {
@@ -392,6 +400,29 @@ func digitsAndDots(w string) bool {
 	return true
 }
 
+// nextWordAfterDot returns the raw word that follows the . at byte i of
+// answer after white space only ("cereus" of "B. cereus"), or "" when
+// something else stands between them.
+func nextWordAfterDot(answer string, i int) string {
+	rest := answer[i+1:]
+	t := strings.TrimLeftFunc(rest, unicode.IsSpace)
+	if len(t) == len(rest) {
+		return ""
+	}
+	sp := rawWordSpans(t)
+	if len(sp) == 0 || sp[0][0] != 0 {
+		return ""
+	}
+	return t[:sp[0][1]]
+}
+
+// dotGap reports whether gap, the text between two raw words, is a .
+// followed by one or more white-space characters and nothing else.
+func dotGap(gap string) bool {
+	rest, ok := strings.CutPrefix(gap, ".")
+	return ok && rest != "" && strings.TrimLeftFunc(rest, unicode.IsSpace) == ""
+}
+
 // initial reports whether w, a raw word a . follows, is one upper-case
 // letter and rest (the text after that .) opens, after white space, with
 // an upper-case letter: a name's initial (P. Okonjo), not a sentence end.
@@ -417,6 +448,9 @@ type candidateForms struct {
 	built    bool
 	words    map[string]bool
 	initials bool
+	// dotPairs are the pairs of consecutive raw words of a candidate
+	// with a . and white space between them ("B. cereus"), normalised.
+	dotPairs map[[2]string]bool
 }
 
 func candidatesOf(q *Question) *candidateForms { return &candidateForms{q: q} }
@@ -427,11 +461,18 @@ func (c *candidateForms) build() {
 	}
 	c.built, c.words = true, map[string]bool{}
 	for _, t := range append(c.q.Variants(), c.q.Distractors...) {
-		for _, sp := range rawWordSpans(t) {
+		spans := rawWordSpans(t)
+		for k, sp := range spans {
 			w := t[sp[0]:sp[1]]
 			c.words[Normalize(w)] = true
 			if r, n := utf8.DecodeRuneInString(w); n == len(w) && unicode.IsUpper(r) && strings.HasPrefix(t[sp[1]:], ".") {
 				c.initials = true
+			}
+			if k+1 < len(spans) && dotGap(t[sp[1]:spans[k+1][0]]) {
+				if c.dotPairs == nil {
+					c.dotPairs = map[[2]string]bool{}
+				}
+				c.dotPairs[[2]string{Normalize(w), Normalize(t[spans[k+1][0]:spans[k+1][1]])}] = true
 			}
 		}
 	}
@@ -447,6 +488,17 @@ func (c *candidateForms) word(w string) bool {
 func (c *candidateForms) hasInitials() bool {
 	c.build()
 	return c.initials
+}
+
+// dotPair reports whether a candidate holds the raw words w and next
+// (compared after norm) consecutively with a . and white space only
+// between them ("B. cereus" of "B. cereus ST1382").
+func (c *candidateForms) dotPair(w, next string) bool {
+	if next == "" {
+		return false
+	}
+	c.build()
+	return c.dotPairs[[2]string{Normalize(w), Normalize(next)}]
 }
 
 // hasWord reports whether w (a raw word) is, normalised, a word of a

@@ -868,3 +868,76 @@ func TestJudgePossessives(t *testing.T) {
 		}
 	}
 }
+
+// A . inside a candidate ("B. cereus", "Dr. Okafor", "U.S. site", "No. 4
+// line") ends no sentence in an answer that writes the candidate's two
+// words around it, so an answer that adds "the" or a trailing word is
+// judged whole (verification.md 1.5.23); the guards still refuse an
+// answer that names a distractor as well.
+func TestJudgeCandidateAbbreviations(t *testing.T) {
+	n := []string{"The emetic isolate was B. cereus ST1382, typed from the rice; S. aureus t978 came from a food handler. " +
+		"Dr. Okafor signed the release after Dr. Mensah left; St. John's logged the outage, St. Mary's did not. The U.S. site and the EU site both ran the No. 4 line; the No. 2 line stood idle."}
+	strain := &Question{Question: "Which strain caused the outbreak?", Answer: "B. cereus ST1382", ReasoningType: MultiHop, AnswerType: EntityAnswer,
+		Answers:     []string{"B. cereus ST1382", "Bacillus cereus ST1382", "Bc ST1382"},
+		Distractors: []string{"S. aureus t978", "Staphylococcus aureus t978", "Sa t978"}}
+	signer := &Question{Question: "Who signed the release?", Answer: "Dr. Okafor", Answers: []string{"Dr. Okafor", "Okafor"},
+		ReasoningType: MultiHop, AnswerType: EntityAnswer, Distractors: []string{"Dr. Mensah", "Mensah"}}
+	site := &Question{Question: "Which site ran the line?", Answer: "U.S. site", ReasoningType: MultiHop, AnswerType: EntityAnswer,
+		Distractors: []string{"EU site"}}
+	line := &Question{Question: "Which line ran at both sites?", Answer: "No. 4 line", ReasoningType: MultiHop, AnswerType: EntityAnswer,
+		Distractors: []string{"No. 2 line"}}
+	saint := &Question{Question: "Which site logged the outage?", Answer: "St. John's", ReasoningType: MultiHop, AnswerType: EntityAnswer,
+		Distractors: []string{"St. Mary's"}}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{strain, "the B. cereus ST1382", true},
+		{strain, "B. cereus ST1382 strain", true},
+		{strain, "The B. cereus ST1382 strain.", true},
+		{strain, "the b. cereus ST1382", true},
+		{strain, "the B. cereus ST1382. It matched the rice.", true},
+		{signer, "Dr. Okafor signed the release", true},
+		{signer, "Dr. Okafor, who signed it", true},
+		{site, "the U.S. site", true},
+		{line, "the No. 4 line", true},
+		{saint, "the St. John's site", true},
+		{saint, "the St. Mary's site", false},
+		// naming a distractor as well still fails
+		{strain, "the B. cereus ST1382 and S. aureus t978", false},
+		{strain, "the B. cereus ST1382 — not S. aureus t978", false},
+		{strain, "B. cereus ST1382 (S. aureus t978)", false},
+		{strain, "S. aureus t978. B. cereus ST1382", false},
+		{strain, "the S. aureus t978", false},
+		{strain, "the B. aureus ST1382", false}, // no candidate writes "B. aureus": cut after B
+		{strain, "the B. cereus t978", false},
+		{signer, "Dr. Okafor or Dr. Mensah", false},
+		{signer, "Dr. Mensah. Dr. Okafor", false},
+		{site, "the U.S. site, not the EU site", false},
+		{line, "the No. 4 line and the No. 2 line", false},
+		{line, "the No. 2 line", false},
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, n); got != c.want {
+			t.Errorf("%q for %q: got %v, want %v", c.a, c.q.Answer, got, c.want)
+		}
+	}
+	// The exception depends on the candidates only: with the candidates
+	// swapped, no answer is accepted in both worlds.
+	aureus := &Question{Question: strain.Question, Answer: "S. aureus t978", ReasoningType: MultiHop, AnswerType: EntityAnswer,
+		Answers:     []string{"S. aureus t978", "Staphylococcus aureus t978", "Sa t978"},
+		Distractors: []string{"B. cereus ST1382", "Bacillus cereus ST1382", "Bc ST1382"}}
+	forms := []string{"the %s %s", "%s. %s", "the %s. %s", "%s %s strain", "%s — %s", "%s, %s", "%s (%s)"}
+	cands := []string{"B. cereus ST1382", "S. aureus t978", "Bc ST1382", "Sa t978", "B.", "S.", "cereus", "aureus"}
+	for _, x := range cands {
+		for _, y := range cands {
+			for _, f := range forms {
+				a := fmt.Sprintf(f, x, y)
+				if Judge(strain, a, n) && Judge(aureus, a, n) {
+					t.Errorf("%q is accepted for B. cereus and for S. aureus", a)
+				}
+			}
+		}
+	}
+}

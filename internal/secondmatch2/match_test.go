@@ -537,6 +537,9 @@ type ctx struct {
 	usedUnits   map[string]bool
 	candRaw     map[string]bool
 	candInitial bool
+	// candDot: "a|b" for consecutive raw words a, b of a candidate with
+	// only a . and white space between them (1.5.23)
+	candDot     map[string]bool
 	upLabels    map[string]bool
 	lowLabels   map[string]bool
 	canonOneNum bool
@@ -648,8 +651,16 @@ func newCtx(q *Q, narr []string) *ctx {
 	// candidates' raw words and initials
 	c.candRaw = map[string]bool{}
 	cands := append(append([]string{}, q.variants()...), q.Distractors...)
+	c.candDot = map[string]bool{}
 	for _, cd := range cands {
-		for _, r := range runs(cd) {
+		cr := runs(cd)
+		for i := 0; i+1 < len(cr); i++ {
+			gap := cd[cr[i].end:cr[i+1].start]
+			if len(gap) >= 2 && gap[0] == '.' && strings.TrimFunc(gap[1:], isWS) == "" {
+				c.candDot[normS(cr[i].text)+"|"+normS(cr[i+1].text)] = true
+			}
+		}
+		for _, r := range cr {
 			c.candRaw[normS(r.text)] = true
 			if utf8.RuneCountInString(r.text) == 1 {
 				ch, _ := utf8.DecodeRuneInString(r.text)
@@ -909,6 +920,7 @@ func (c *ctx) firstSep(text string) int {
 		}
 		return off
 	}
+scan:
 	for i, x := range rs {
 		if wordSep >= 0 && x.off >= wordSep {
 			return wordSep
@@ -947,6 +959,19 @@ func (c *ctx) firstSep(text string) int {
 			}
 			if r, ok := rawEndingAt(x.off); ok {
 				t := r.text
+				// 1.5.23: the two raw words around ". " are consecutive
+				// in a candidate with only a . and white space between
+				k := i + 1
+				for k < len(rs) && isWS(rs[k].r) {
+					k++
+				}
+				if k < len(rs) {
+					for _, nr := range rw {
+						if nr.start == rs[k].off && c.candDot[normS(t)+"|"+normS(nr.text)] {
+							continue scan
+						}
+					}
+				}
 				if strings.Contains(t, ".") && strings.IndexFunc(t, func(r rune) bool { return r != '.' && (r < '0' || r > '9') }) >= 0 && !c.candRaw[normS(t)] {
 					continue
 				}
