@@ -490,6 +490,12 @@ func (c *candidateForms) hasInitials() bool {
 	return c.initials
 }
 
+// dotPairNorm is dotPair of two raw words already normalised.
+func (c *candidateForms) dotPairNorm(p [2]string) bool {
+	c.build()
+	return c.dotPairs[p]
+}
+
 // dotPair reports whether a candidate holds the raw words w and next
 // (compared after norm) consecutively with a . and white space only
 // between them ("B. cereus" of "B. cereus ST1382").
@@ -765,7 +771,7 @@ func judgeText(q *Question, answer string, narratives []string, cands *candidate
 	if len(wa) == 0 {
 		return false, RuleNone
 	}
-	j := judgement{q: q, wa: wa, narratives: narratives, head: len(wa)}
+	j := judgement{q: q, wa: wa, narratives: narratives, head: len(wa), cands: cands}
 	if head, _, ok := explained(answer, cands); ok {
 		// An answer with an explanation gives its answer first: M3's
 		// number and M4's (so M5's) variant must lie in the head ("Tier
@@ -815,6 +821,7 @@ func judgeText(q *Question, answer string, narratives []string, cands *candidate
 
 type judgement struct {
 	q          *Question
+	cands      *candidateForms // the question's (candidatesOf); nil in the tail guard
 	wa         []Word
 	narratives []string
 	// head is the number of the answer's first words that lie before its
@@ -911,7 +918,7 @@ func (j *judgement) window(vs []string) bool {
 	}
 	inNarrative := false
 	for _, n := range j.narratives {
-		if clauseRun(n, core) {
+		if clauseRun(n, core, j.cands) {
 			inNarrative = true
 			break
 		}
@@ -924,16 +931,19 @@ func (j *judgement) window(vs []string) bool {
 
 // clauseRun reports whether run occurs as consecutive words of text with
 // no clause mark (, ; : ( ) [ ] | a line break, an en or em dash, or a
-// sentence end) between any two of them.
-func clauseRun(text string, run []Word) bool {
-	ws, breaks := clauseWords(text)
+// sentence end) between any two of them. A . and white space alone
+// between two raw words that a candidate of cands (nil: none) writes so
+// ("P. Okonjo") is no sentence end.
+func clauseRun(text string, run []Word, cands *candidateForms) bool {
+	e := clauseCache.get(text, clauseWordsOf)
+	ws, breaks := e.words, e.breaks
 	for i := 0; i+len(run) <= len(ws); i++ {
 		if !sameWords(ws[i:i+len(run)], run) {
 			continue
 		}
 		ok := true
 		for k := i + 1; k < i+len(run); k++ {
-			if breaks[k] {
+			if p, dot := e.dots[k]; breaks[k] && !(dot && cands != nil && cands.dotPairNorm(p)) {
 				ok = false
 				break
 			}
@@ -956,9 +966,10 @@ func clauseWordsOf(text string) clauseEntry {
 	a := wordList{withMarks: true}
 	raw := rawWordSpans(text)
 	prevStart, prevEnd := 0, 0
+	var dots map[int][2]string
 	for _, sp := range raw {
-		gap := text[prevEnd:sp[0]]
-		brk := clauseGap(gap, text[prevStart:prevEnd])
+		gap, prev := text[prevEnd:sp[0]], text[prevStart:prevEnd]
+		brk := clauseGap(gap, prev)
 		r, size := utf8.DecodeRuneInString(gap)
 		sep := size == len(gap) && groupSep(r)
 		prevStart, prevEnd = sp[0], sp[1]
@@ -975,9 +986,15 @@ func clauseWordsOf(text string) clauseEntry {
 				w.Number = new(big.Rat).Neg(w.Number)
 			}
 			a.add(w, k == 0 && sep, k == 0 && brk)
+			if k == 0 && brk && prev != "" && dotGap(gap) {
+				if dots == nil {
+					dots = map[int][2]string{}
+				}
+				dots[len(a.ws)-1] = [2]string{Normalize(prev), Normalize(text[sp[0]:sp[1]])}
+			}
 		}
 	}
-	return clauseEntry{a.ws, a.marks}
+	return clauseEntry{a.ws, a.marks, dots}
 }
 
 // clauseGap reports whether gap, the text between two words of a
@@ -1009,6 +1026,11 @@ func clauseGap(gap, prev string) bool {
 type clauseEntry struct {
 	words  []Word
 	breaks []bool
+	// dots holds, for a word whose gap before it is a . and white space
+	// only (a sentence end by clauseGap), the normalised raw words on
+	// either side ("p", "okonjo"): M5 reads no sentence end there where
+	// a candidate writes them so.
+	dots map[int][2]string
 }
 
 var clauseCache textCache[clauseEntry]

@@ -45,7 +45,7 @@ func TestClauseGapSentenceEnd(t *testing.T) {
 		{"e.g. on 12.5 percent days", true},
 		{"on 12.5 percent", true},
 	} {
-		if got := clauseRun(n, Words(c.run)); got != c.want {
+		if got := clauseRun(n, Words(c.run), nil); got != c.want {
 			t.Errorf("clauseRun(%q) = %v, want %v", c.run, got, c.want)
 		}
 	}

@@ -941,3 +941,30 @@ func TestJudgeCandidateAbbreviations(t *testing.T) {
 		}
 	}
 }
+
+// M5 reads a . that a candidate writes between two of its words as no
+// sentence end in the narrative either: "P. Okonjo after the second
+// review" is the narrative's own run (verification.md 1.5.23).
+func TestJudgeWindowAcrossCandidateAbbreviation(t *testing.T) {
+	n := []string{"The revised protocol was signed off by P. Okonjo after the second review. B. cereus ST1382 was typed from the rice at the canteen. J. Okonjo left."}
+	signer := &Question{Question: "Who signed off the revised protocol?", Answer: "P. Okonjo", ReasoningType: MultiHop, AnswerType: EntityAnswer}
+	strain := &Question{Question: "Which strain was typed?", Answer: "B. cereus ST1382", ReasoningType: MultiHop, AnswerType: EntityAnswer}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{signer, "P. Okonjo after the second review", true},
+		{strain, "B. cereus ST1382 was typed from the rice", true},
+		// still one clause of one sentence, and a variant must occur
+		{signer, "Okonjo after the second review", false},
+		{signer, "P. Okonjo after the second review B. cereus", false},
+		{strain, "the second review B. cereus ST1382", false},
+		{signer, "J. Okonjo left", false},
+	}
+	for _, c := range cases {
+		if ok, rule := JudgeRule(c.q, c.a, n); ok != c.want || ok && rule != RuleWindow {
+			t.Errorf("%q for %q: got %v by %s, want %v by M5", c.a, c.q.Answer, ok, rule, c.want)
+		}
+	}
+}

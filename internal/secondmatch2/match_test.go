@@ -1171,7 +1171,7 @@ func (c *ctx) m5(text string) bool {
 			}
 			ok := true
 			for k := i; k+1 < i+len(run); k++ {
-				if clauseMark(nn, nw[k], nw[k+1]) {
+				if clauseMark(nn, nw[k], nw[k+1]) && !c.dotInCandidate(nn, nw[k], nw[k+1]) {
 					ok = false
 					break
 				}
@@ -1185,6 +1185,27 @@ func (c *ctx) m5(text string) bool {
 		return false
 	}
 	return c.m4(text, true)
+}
+
+// dotInCandidate (1.5.23): between a and b of the normalised narrative n
+// stand only a . and white space, and the raw words ending at a and
+// starting at b are consecutive raw words of a candidate with only a .
+// and white space between them.
+func (c *ctx) dotInCandidate(n string, a, b W) bool {
+	between := n[a.end:b.start]
+	if len(between) < 2 || between[0] != '.' || strings.TrimFunc(between[1:], isWS) != "" {
+		return false
+	}
+	var before, after string
+	for _, r := range runs(n) {
+		if r.end == a.end {
+			before = r.text
+		}
+		if r.start == b.start {
+			after = r.text
+		}
+	}
+	return before != "" && after != "" && c.candDot[before+"|"+after]
 }
 
 func clauseMark(n string, a, b W) bool {
