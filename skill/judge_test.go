@@ -875,7 +875,7 @@ func TestJudgePossessives(t *testing.T) {
 // judged whole (verification.md 1.5.23); the guards still refuse an
 // answer that names a distractor as well.
 func TestJudgeCandidateAbbreviations(t *testing.T) {
-	n := []string{"The emetic isolate was B. cereus ST1382, typed from the rice; S. aureus t978 came from a food handler. " +
+	n := []string{"The emetic isolate was B. cereus ST1382, typed from the rice; S. aureus t978 came from a food handler and S. sonnei ST812 from the salad. " +
 		"Dr. Okafor signed the release after Dr. Mensah left; St. John's logged the outage, St. Mary's did not. The U.S. site and the EU site both ran the No. 4 line; the No. 2 line stood idle."}
 	strain := &Question{Question: "Which strain caused the outbreak?", Answer: "B. cereus ST1382", ReasoningType: MultiHop, AnswerType: EntityAnswer,
 		Answers:     []string{"B. cereus ST1382", "Bacillus cereus ST1382", "Bc ST1382"},
@@ -930,12 +930,25 @@ func TestJudgeCandidateAbbreviations(t *testing.T) {
 		Distractors: []string{"B. cereus ST1382", "Bacillus cereus ST1382", "Bc ST1382"}}
 	forms := []string{"the %s %s", "%s. %s", "the %s. %s", "%s %s strain", "%s — %s", "%s, %s", "%s (%s)"}
 	cands := []string{"B. cereus ST1382", "S. aureus t978", "Bc ST1382", "Sa t978", "B.", "S.", "cereus", "aureus"}
+	// Without distractors the candidates are the right one's variants,
+	// so the exception differs between the worlds: still no answer is
+	// accepted in both.
+	strainAlone, aureusAlone := *strain, *aureus
+	strainAlone.Distractors, aureusAlone.Distractors = nil, nil
+	sonnei := Question{Question: strain.Question, Answer: "S. sonnei ST812", Answers: []string{"S. sonnei ST812", "Ss ST812"}, ReasoningType: MultiHop, AnswerType: EntityAnswer}
+	cands = append(cands, "S. sonnei ST812", "sonnei", "S. sonnei")
 	for _, x := range cands {
 		for _, y := range cands {
 			for _, f := range forms {
 				a := fmt.Sprintf(f, x, y)
 				if Judge(strain, a, n) && Judge(aureus, a, n) {
 					t.Errorf("%q is accepted for B. cereus and for S. aureus", a)
+				}
+				if Judge(&strainAlone, a, n) && Judge(&aureusAlone, a, n) {
+					t.Errorf("%q is accepted for B. cereus and for S. aureus (no distractors)", a)
+				}
+				if Judge(&sonnei, a, n) && Judge(&aureusAlone, a, n) {
+					t.Errorf("%q is accepted for S. sonnei and for S. aureus (no distractors)", a)
 				}
 			}
 		}
