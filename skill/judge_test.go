@@ -872,7 +872,7 @@ func TestJudgePossessives(t *testing.T) {
 // A . inside a candidate ("B. cereus", "Dr. Okafor", "U.S. site", "No. 4
 // line") ends no sentence in an answer that writes the candidate's two
 // words around it, so an answer that adds "the" or a trailing word is
-// judged whole (verification.md 1.5.23); the guards still refuse an
+// judged whole (verification.md 1.5.24); the guards still refuse an
 // answer that names a distractor as well.
 func TestJudgeCandidateAbbreviations(t *testing.T) {
 	n := []string{"The emetic isolate was B. cereus ST1382, typed from the rice; S. aureus t978 came from a food handler and S. sonnei ST812 from the salad. " +
@@ -957,7 +957,7 @@ func TestJudgeCandidateAbbreviations(t *testing.T) {
 
 // M5 reads a . that a candidate writes between two of its words as no
 // sentence end in the narrative either: "P. Okonjo after the second
-// review" is the narrative's own run (verification.md 1.5.23).
+// review" is the narrative's own run (verification.md 1.5.24).
 func TestJudgeWindowAcrossCandidateAbbreviation(t *testing.T) {
 	n := []string{"The revised protocol was signed off by P. Okonjo after the second review. B. cereus ST1382 was typed from the rice at the canteen. J. Okonjo left."}
 	signer := &Question{Question: "Who signed off the revised protocol?", Answer: "P. Okonjo", ReasoningType: MultiHop, AnswerType: EntityAnswer}

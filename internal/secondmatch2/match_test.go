@@ -538,7 +538,7 @@ type ctx struct {
 	candRaw     map[string]bool
 	candInitial bool
 	// candDot: "a|b" for consecutive raw words a, b of a candidate with
-	// only a . and white space between them (1.5.23)
+	// only a . and white space between them (1.5.24)
 	candDot     map[string]bool
 	upLabels    map[string]bool
 	lowLabels   map[string]bool
@@ -959,7 +959,7 @@ scan:
 			}
 			if r, ok := rawEndingAt(x.off); ok {
 				t := r.text
-				// 1.5.23: the two raw words around ". " are consecutive
+				// 1.5.24: the two raw words around ". " are consecutive
 				// in a candidate with only a . and white space between
 				k := i + 1
 				for k < len(rs) && isWS(rs[k].r) {
@@ -1187,7 +1187,7 @@ func (c *ctx) m5(text string) bool {
 	return c.m4(text, true)
 }
 
-// dotInCandidate (1.5.23): between a and b of the normalised narrative n
+// dotInCandidate (1.5.24): between a and b of the normalised narrative n
 // stand only a . and white space, and the raw words ending at a and
 // starting at b are consecutive raw words of a candidate with only a .
 // and white space between them.

@@ -26,7 +26,7 @@ import (
 //   - attackers: every attacker of All(), WhiteBox and Listing answers
 //     every question: the questions it answers bare, and with its
 //     answer's words put in the possessive, its numbers spelled with a
-//     space, or (1.5.23) "the" before it or the question's noun after it:
+//     space, or (1.5.24) "the" before it or the question's noun after it:
 //     the questions answered only in such a form are what a script could
 //     gain by writing it (a rule change must not raise any of these
 //     figures; "X noun" gains where the variant is the question's own
@@ -36,7 +36,7 @@ import (
 //     "X (Y's)" and "X — Y's", and for a numeric target the target's
 //     ten and unit with another candidate's number: accepted strings
 //     whose second candidate is a distractor (must be 0);
-//   - abbreviations (verification.md 1.5.23): every accepted variant
+//   - abbreviations (verification.md 1.5.24): every accepted variant
 //     with a . and white space inside it ("B. cereus ST1382") written
 //     as "the X", "The X." and "X N" where N is the question's word
 //     after which/what ("strain"): how many are accepted; the attackers'
