@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/attack"
 )
 
 // agentWrappers are the ways an LLM agent dresses an answer (%s): markdown,
@@ -57,10 +58,7 @@ func measureWrappers(t *testing.T, label string, sets []*skill.Set) {
 	nbTot, nbAcc := 0, 0
 	for _, set := range sets {
 		for k, part := range set.Parts {
-			var narr []string
-			for r := 0; r <= k; r++ {
-				narr = append(narr, set.Parts[r].Narrative)
-			}
+			narr := attack.NarrativesUpTo(set, k)
 			for j := range part.Questions {
 				q := &part.Questions[j]
 				forms := agentWrappers

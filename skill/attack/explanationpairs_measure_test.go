@@ -107,27 +107,14 @@ func h6Forms(t *testing.T, label string, kind skill.SourceKind, sets []*skill.Se
 	letterGain := map[string]bool{}
 	for si, set := range sets {
 		for k := range set.Parts {
-			var narr []string
-			for r := 0; r <= k; r++ {
-				narr = append(narr, set.Parts[r].Narrative)
-			}
+			narr := attack.NarrativesUpTo(set, k)
 			for j := range set.Parts[k].Questions {
 				nq++
 				q := &set.Parts[k].Questions[j]
 				key := fmt.Sprintf("%d/%d/%d", si, k, j)
 				var atk []string
 				for _, a := range attackers {
-					s := a.Prover.NewSession()
-					var ans string
-					for r := 0; r <= k; r++ {
-						qi := 0
-						if r == k {
-							qi = j
-						}
-						ans, _ = s.Answer(context.Background(), skill.Challenge{Round: r + 1, Rounds: skill.Parts, Domain: set.Domain,
-							Narrative: set.Parts[r].Narrative, Question: set.Parts[r].Questions[qi].Question})
-					}
-					atk = append(atk, ans)
+					atk = append(atk, attack.AnswerAt(t, set, a.Prover, k, j))
 				}
 				for _, lp := range letterPairs(atk, strings.Join(narr, "\n")) {
 					if skill.Judge(q, lp, narr) {
@@ -255,10 +242,7 @@ func TestH6Try(t *testing.T) {
 	var p, qi int
 	fmt.Sscanf(os.Getenv("H6_TRY_Q"), "%d:%d", &p, &qi)
 	q := &set.Parts[p].Questions[qi]
-	var narr []string
-	for r := 0; r <= p; r++ {
-		narr = append(narr, set.Parts[r].Narrative)
-	}
+	narr := attack.NarrativesUpTo(set, p)
 	for _, a := range strings.Split(os.Getenv("H6_TRY_A"), "|") {
 		ok, rule := skill.JudgeRule(q, a, narr)
 		t.Logf("%v %s %q (variants %v)", ok, rule, a, q.Variants())

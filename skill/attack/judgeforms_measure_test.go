@@ -1,7 +1,6 @@
 package attack
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -66,10 +65,7 @@ func measureForms(t *testing.T, label string, sets []*skill.Set) {
 	unionBare, unionWrapped := map[string]bool{}, map[string]bool{}
 	for si, set := range sets {
 		for k := range set.Parts {
-			var narr []string
-			for r := 0; r <= k; r++ {
-				narr = append(narr, set.Parts[r].Narrative)
-			}
+			narr := narrativesUpTo(set, k)
 			for j := range set.Parts[k].Questions {
 				q := &set.Parts[k].Questions[j]
 				key := fmt.Sprintf("%d/%d/%d", si, k, j)
@@ -116,22 +112,9 @@ func measureForms(t *testing.T, label string, sets []*skill.Set) {
 					}
 				}
 				// attackers
-				cands := append(append([]string{}, q.Variants()...), q.Distractors...)
+				cands := candidates(q)
 				for _, a := range attackers {
-					s := a.Prover.NewSession()
-					var ans string
-					for r := 0; r <= k; r++ {
-						qi := 0
-						if r == k {
-							qi = j
-						}
-						var err error
-						ans, err = s.Answer(context.Background(), skill.Challenge{Round: r + 1, Rounds: skill.Parts, Domain: set.Domain,
-							Narrative: set.Parts[r].Narrative, Question: set.Parts[r].Questions[qi].Question})
-						if err != nil {
-							t.Fatal(err)
-						}
-					}
+					ans := answerAt(t, set, a.Prover, k, j)
 					cands = append(cands, ans)
 					if skill.Judge(q, ans, narr) {
 						bare[a.Name]++

@@ -1,7 +1,6 @@
 package attack
 
 import (
-	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -371,16 +370,13 @@ func measureShapes(t *testing.T, pat string, files []string, filter []Named, js 
 			var frac [skill.Parts]float64
 			served := true
 			for k := range set.Parts {
-				var narr []string
-				for r := 0; r <= k; r++ {
-					narr = append(narr, set.Parts[r].Narrative)
-				}
+				narr := narrativesUpTo(set, k)
 				n, h := 0, 0
 				for j := range set.Parts[k].Questions {
 					q := &set.Parts[k].Questions[j]
 					answered := false
 					for _, a := range filter {
-						if ans := askInSession(t, set, a.Prover, k, j); skill.Judge(q, ans, narr) || oneNumberJudged(q, ans, narr) {
+						if ans := answerAtBudget(t, set, a.Prover, k, j, skill.DefaultTau); skill.Judge(q, ans, narr) || oneNumberJudged(q, ans, narr) {
 							answered = true
 							break
 						}
@@ -389,7 +385,7 @@ func measureShapes(t *testing.T, pat string, files []string, filter []Named, js 
 						continue
 					}
 					n++
-					ans := askInSession(t, set, js.Prover, k, j)
+					ans := answerAtBudget(t, set, js.Prover, k, j, skill.DefaultTau)
 					ok := skill.Judge(q, ans, narr)
 					if ok {
 						h++
@@ -416,27 +412,6 @@ func measureShapes(t *testing.T, pat string, files []string, filter []Named, js 
 		t.Logf("%-24s %-16s sets served %d, kept questions %d, answered %d; round 1 %.1f%%, sessions %.2f%%",
 			pat, js.Name, nsets, kept, hits, 100*r1/float64(max(nsets, 1)), 100*sess/float64(max(nsets, 1)))
 	}
-}
-
-// askInSession answers question j of part k in a fresh session that has
-// asked the first question of every earlier part.
-func askInSession(t *testing.T, set *skill.Set, p skill.Prover, k, j int) string {
-	t.Helper()
-	s := p.NewSession()
-	var ans string
-	for r := 0; r <= k; r++ {
-		qi := 0
-		if r == k {
-			qi = j
-		}
-		var err error
-		ans, err = s.Answer(context.Background(), skill.Challenge{Round: r + 1, Rounds: skill.Parts, Domain: set.Domain,
-			Narrative: set.Parts[r].Narrative, Question: set.Parts[r].Questions[qi].Question, Budget: skill.DefaultTau})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ans
 }
 
 // oneNumberJudged is the validator's second reading of a script's answer:

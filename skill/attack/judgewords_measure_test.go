@@ -1,7 +1,6 @@
 package attack
 
 import (
-	"context"
 	"fmt"
 	"math/big"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/acaptcha/acaptcha/skill"
-	"github.com/acaptcha/acaptcha/skill/procedural"
 )
 
 // TestMeasureJudgeWords prints (JUDGE_WORDS_MEASURE=N, N procedural sets
@@ -48,24 +46,8 @@ func TestMeasureJudgeWords(t *testing.T) {
 	if n == 0 {
 		t.Skip("set JUDGE_WORDS_MEASURE=<procedural sets> to measure")
 	}
-	seed := uint64(20261124)
-	g, err := procedural.New(procedural.Config{Seed: &seed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var proc []*skill.Set
-	for i := 0; i < n; i++ {
-		set, err := g.Next(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		proc = append(proc, set)
-	}
-	measureWords(t, "procedural", proc)
-	for _, d := range []string{"../../../shared/llm-corpus", "/work/shared/llm-corpus"} {
-		if st, err := os.Stat(d); err != nil || !st.IsDir() {
-			continue
-		}
+	measureWords(t, "procedural", procSets(t, n, 20261124))
+	if d := corpusDir(); d != "" {
 		for _, pat := range []string{"/sets/*.json", "/hybrid/*-hybrid.json", "/hybrid/*-hybrid-q.json"} {
 			files, _ := filepath.Glob(d + pat)
 			var sets []*skill.Set
@@ -76,7 +58,6 @@ func TestMeasureJudgeWords(t *testing.T) {
 			}
 			measureWords(t, pat, sets)
 		}
-		break
 	}
 }
 
@@ -156,10 +137,7 @@ func measureWords(t *testing.T, label string, sets []*skill.Set) {
 	verbose := os.Getenv("JUDGE_WORDS_VERBOSE") != ""
 	for _, set := range sets {
 		for k := range set.Parts {
-			var narr []string
-			for r := 0; r <= k; r++ {
-				narr = append(narr, set.Parts[r].Narrative)
-			}
+			narr := narrativesUpTo(set, k)
 			for j := range set.Parts[k].Questions {
 				q := &set.Parts[k].Questions[j]
 				if v, ok := new(big.Rat).SetString(strings.ReplaceAll(strings.TrimSpace(q.Answer), ",", "")); ok && v.IsInt() && v.Num().IsInt64() {
@@ -209,22 +187,9 @@ func measureWords(t *testing.T, label string, sets []*skill.Set) {
 						}
 					}
 				}
-				cands := append(append([]string{}, q.Variants()...), q.Distractors...)
+				cands := candidates(q)
 				for _, a := range attackers {
-					s := a.Prover.NewSession()
-					var ans string
-					for r := 0; r <= k; r++ {
-						qi := 0
-						if r == k {
-							qi = j
-						}
-						var err error
-						ans, err = s.Answer(context.Background(), skill.Challenge{Round: r + 1, Rounds: skill.Parts, Domain: set.Domain,
-							Narrative: set.Parts[r].Narrative, Question: set.Parts[r].Questions[qi].Question})
-						if err != nil {
-							t.Fatal(err)
-						}
-					}
+					ans := answerAt(t, set, a.Prover, k, j)
 					cands = append(cands, ans)
 					if skill.Judge(q, ans, narr) {
 						bare[a.Name]++

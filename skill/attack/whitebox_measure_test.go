@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/acaptcha/acaptcha/skill"
-	"github.com/acaptcha/acaptcha/skill/procedural"
 )
 
 // wbScore answers every question of a set with a fresh session that has
@@ -36,25 +35,9 @@ func scoreSet(t testing.TB, set *skill.Set, p skill.Prover, sc *wbScore, verbose
 	t.Helper()
 	for k := range set.Parts {
 		for j := range set.Parts[k].Questions {
-			a := p.NewSession()
-			var ans string
-			for r := 0; r <= k; r++ {
-				qi := 0
-				if r == k {
-					qi = j
-				}
-				var err error
-				ans, err = a.Answer(context.Background(), skill.Challenge{Round: r + 1, Rounds: skill.Parts, Domain: set.Domain,
-					Narrative: set.Parts[r].Narrative, Question: set.Parts[r].Questions[qi].Question})
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			ans := answerAt(t, set, p, k, j)
 			q := &set.Parts[k].Questions[j]
-			var narr []string
-			for r := 0; r <= k; r++ {
-				narr = append(narr, set.Parts[r].Narrative)
-			}
+			narr := narrativesUpTo(set, k)
 			okJ := skill.Judge(q, ans, narr)
 			okE := skill.MatchAny(ans, q.Variants())
 			sc.n++
@@ -95,19 +78,10 @@ func TestWhiteBoxMeasureProcedural(t *testing.T) {
 	if nSets == 0 {
 		t.Skip("set WB_MEASURE=<sets> to measure")
 	}
-	seed := uint64(20261124)
-	g, err := procedural.New(procedural.Config{Seed: &seed})
-	if err != nil {
-		t.Fatal(err)
-	}
 	inv := WhiteBox(skill.SourceProcedural)[0]
 	var sc wbScore
 	pass, sessions := 0, 0
-	for i := 0; i < nSets; i++ {
-		set, err := g.Next(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+	for i, set := range procSets(t, nSets, 20261124) {
 		scoreSet(t, set, inv.Prover, &sc, os.Getenv("WB_VERBOSE") != "" && i < 20)
 		pass += sessionPass(t, set, inv.Prover, 4)
 		sessions += 4
@@ -119,16 +93,25 @@ func TestWhiteBoxMeasureProcedural(t *testing.T) {
 		nSets, sc.n, sc.judge, 100*float64(sc.judge)/float64(sc.n), sc.exact, 100*float64(sc.exact)/float64(sc.n), pass, sessions, 100*float64(pass)/float64(sessions))
 }
 
-// llmCorpusDir returns the shared LLM-written corpus, or skips.
-func llmCorpusDir(t testing.TB) string {
-	t.Helper()
+// corpusDir returns the shared LLM-written corpus, or "" when it is
+// absent.
+func corpusDir() string {
 	for _, d := range []string{"../../../shared/llm-corpus", "/work/shared/llm-corpus"} {
 		if st, err := os.Stat(d); err == nil && st.IsDir() {
 			return d
 		}
 	}
-	t.Skip("LLM corpus not present")
 	return ""
+}
+
+// llmCorpusDir returns the shared LLM-written corpus, or skips.
+func llmCorpusDir(t testing.TB) string {
+	t.Helper()
+	d := corpusDir()
+	if d == "" {
+		t.Skip("LLM corpus not present")
+	}
+	return d
 }
 
 // TestWhiteBoxMeasureCorpus prints the white-box and listing attackers'

@@ -64,21 +64,7 @@ func answerAll(t testing.TB, set *skill.Set, p skill.Prover) []string {
 	var out []string
 	for k := range set.Parts {
 		for j := range set.Parts[k].Questions {
-			a := p.NewSession()
-			var ans string
-			for r := 0; r <= k; r++ {
-				qi := 0
-				if r == k {
-					qi = j
-				}
-				var err error
-				ans, err = a.Answer(context.Background(), skill.Challenge{Round: r + 1, Rounds: skill.Parts, Domain: set.Domain,
-					Narrative: set.Parts[r].Narrative, Question: set.Parts[r].Questions[qi].Question})
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			out = append(out, ans)
+			out = append(out, answerAt(t, set, p, k, j))
 		}
 	}
 	return out
@@ -124,10 +110,7 @@ func TestInverterAnswersFreshProcedural(t *testing.T) {
 		answers := answerAll(t, set, inv.Prover)
 		i := 0
 		for k := range set.Parts {
-			var narr []string
-			for r := 0; r <= k; r++ {
-				narr = append(narr, set.Parts[r].Narrative)
-			}
+			narr := narrativesUpTo(set, k)
 			for j := range set.Parts[k].Questions {
 				n++
 				if skill.Judge(&set.Parts[k].Questions[j], answers[i], narr) {
@@ -154,10 +137,7 @@ func TestListingAnswersLists(t *testing.T) {
 		answers := answerAll(t, set, l.Prover)
 		i := 0
 		for k := range set.Parts {
-			var narr []string
-			for r := 0; r <= k; r++ {
-				narr = append(narr, set.Parts[r].Narrative)
-			}
+			narr := narrativesUpTo(set, k)
 			for j := range set.Parts[k].Questions {
 				a := answers[i]
 				i++
