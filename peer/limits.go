@@ -248,7 +248,9 @@ type Limits struct {
 }
 
 // Check reports the first invalid limit: every count and duration must
-// not be negative, and the proof of work must be NoPow or 0..32 bits.
+// not be negative, and the proof of work must be NoPow or 0 up to
+// protocol.DefaultMaxPowDifficulty bits, the most a node asks (New calls
+// it).
 func (l Limits) Check() error {
 	for _, c := range []struct {
 		name string
@@ -268,8 +270,8 @@ func (l Limits) Check() error {
 			return fmt.Errorf("limits: %s %d must not be negative", c.name, c.v)
 		}
 	}
-	if l.PowDifficulty < protocol.NoPow || l.PowDifficulty > protocol.MaxPowDifficulty {
-		return fmt.Errorf("limits: proof-of-work difficulty %d: want %d (none) or 0..%d bits", l.PowDifficulty, protocol.NoPow, protocol.MaxPowDifficulty)
+	if l.PowDifficulty < protocol.NoPow || l.PowDifficulty > protocol.DefaultMaxPowDifficulty {
+		return fmt.Errorf("limits: proof-of-work difficulty %d: want %d (none) or 0..%d bits", l.PowDifficulty, protocol.NoPow, protocol.DefaultMaxPowDifficulty)
 	}
 	if l.PayDifficulty < 0 || l.PayDifficulty > protocol.DefaultMaxPowDifficulty {
 		return fmt.Errorf("limits: verifier payment %d: want 0 (none) to %d bits", l.PayDifficulty, protocol.DefaultMaxPowDifficulty)

@@ -48,7 +48,12 @@ const (
 // against 427-551 and hub 607-615 against 535-577; tmpfs unchanged).
 const storeLinger = 20 * time.Millisecond
 
-// Config configures a node.
+// Config configures a node. The zero value of a field is its default,
+// which for a library node is not always the CLI's: see AttestPolicy,
+// Gossip, NAT, VerifyFirst and Limits (PowDifficulty, PayDifficulty),
+// which `acaptcha node` sets. New refuses a negative count or duration
+// in Config and Limits (KeepExpired alone gives a negative value a
+// meaning: never prune), naming the field.
 type Config struct {
 	// Key is the node identity; when nil it is loaded from (or created
 	// at) KeyFile.
@@ -117,7 +122,8 @@ type Config struct {
 	// Trust and sharing (admission.go, gossip.go, trust.go).
 	// TrustQuorum admits a peer without a fresh challenge when at least
 	// this many distinct issuers, each verified directly by this node,
-	// hold valid accepted attestations of it; 0 disables transitive trust.
+	// hold valid accepted attestations of it; 0 disables transitive trust
+	// (at most 2 * MaxLearned, the most learned records a node keeps).
 	TrustQuorum int
 	// Gossip publishes accepted attestations on the GossipSub topic and
 	// learns others' (default off for the library; on for the CLI node).
@@ -290,6 +296,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.AttestationTTL < 0 || cfg.AttestationTTL > MaxKeptLifetime {
 		return nil, fmt.Errorf("node: attestation TTL %s: want up to %s, the longest nodes keep a record (trust.md §3.6)", cfg.AttestationTTL, MaxKeptLifetime)
 	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	key := cfg.Key
 	if key == nil {
 		if cfg.KeyFile == "" {
@@ -436,6 +445,56 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// maxTrustQuorum is the largest Config.TrustQuorum: the most learned
+// attestations a node's trust index holds at once (twice MaxLearned), so
+// a larger quorum could never be met.
+const maxTrustQuorum = maxLearnedHard
+
+// check refuses the fields of cfg whose value no default stands for,
+// naming the field: a negative count or duration (each of them has a
+// default for 0, and KeepExpired alone gives a negative one a meaning), a
+// trust quorum no index can meet, a challenge-source kind with no rank,
+// and invalid protocol budgets (Limits.Check). They were taken silently:
+// a negative RetryRejected or ConnsPerIP became the default, a negative
+// TrustQuorum or BlockRejected turned the feature off, a SourceKind
+// misspelt ("LLM") left the node's source unknown, so the start-up warning
+// and the source checks of first contact did not apply, and a
+// Limits.PowDifficulty above the node's maximum was lowered to it.
+func (cfg *Config) check() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"MutualTimeout", cfg.MutualTimeout}, {"RetryRejected", cfg.RetryRejected}, {"ReattestBefore", cfg.ReattestBefore},
+		{"BlockRejected", cfg.BlockRejected}, {"ConnGracePeriod", cfg.ConnGracePeriod},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("node: Config.%s %s must not be negative (0: the default)", d.name, d.v)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{
+		{"MaxConcurrentAttest", cfg.MaxConcurrentAttest}, {"TrustQuorum", cfg.TrustQuorum},
+		{"ConnLowWater", cfg.ConnLowWater}, {"ConnHighWater", cfg.ConnHighWater}, {"ConnsPerIP", cfg.ConnsPerIP},
+	} {
+		if c.v < 0 {
+			return fmt.Errorf("node: Config.%s %d must not be negative (0: the default)", c.name, c.v)
+		}
+	}
+	if cfg.TrustQuorum > maxTrustQuorum {
+		return fmt.Errorf("node: Config.TrustQuorum %d: at most %d, the most learned attestations a node keeps", cfg.TrustQuorum, maxTrustQuorum)
+	}
+	if cfg.SourceKind != skill.SourceUnknown && !cfg.SourceKind.Valid() {
+		return fmt.Errorf("node: Config.SourceKind %q: want one of %v, or empty to ask the source (skill.Provenancer)", cfg.SourceKind, skill.SourceKinds)
+	}
+	if err := cfg.Limits.Check(); err != nil {
+		return fmt.Errorf("node: Config.Limits: %w", err)
+	}
+	return nil
 }
 
 // closeStore closes the store the node opened (Config.StorePath) and
