@@ -190,12 +190,20 @@ func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, network.ResourceManager,
 // node listens beyond loopback).
 type Limits struct {
 	// PowDifficulty is the base proof of work asked before a set is drawn
-	// (protocol.NoPow, the default, for none; 16 for a public node).
+	// (0, the default, or protocol.NoPow: none; failures and load still
+	// add to it). The library asks none whatever the node listens on;
+	// `acaptcha node` asks protocol.PublicPowDifficulty (16) when the node
+	// is reachable beyond loopback (ReachableBeyondLoopback), and a public
+	// node should too: without it fresh peer IDs draw sets for nothing up
+	// to the draw budgets. Provers written to spec 1.0.0 cannot pay it.
 	PowDifficulty int
 	// PayDifficulty is the proof of work this node's prover asks of a
 	// verifier that contacted it and that it does not admit, before it
-	// answers anything (0, the default: none; 16 for a public node;
-	// protocol.Config.PayDifficulty).
+	// answers anything (protocol.Config.PayDifficulty; 0, the default:
+	// none, whatever the node listens on). `acaptcha node` asks
+	// protocol.PublicPowDifficulty when the node is reachable beyond
+	// loopback, as a public node should: without it such verifiers make
+	// its LLM answer for nothing, up to the MaxProver* budgets.
 	PayDifficulty int
 	// MaxDrawsPerPeer, MaxDrawsPerPrefix and MaxDraws bound the challenge
 	// sets drawn per hour for one peer, for one IPv4 /24 or IPv6 /48, and

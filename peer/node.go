@@ -175,6 +175,12 @@ type Config struct {
 	// its hellos are declined VERIFY_FIRST and the node verifies it
 	// (spec/protocol.md §5c). Attest copes with a peer that does so: it
 	// waits for the peer's verdict on this node and asks again.
+	// Off by default for the library, whatever the node listens on:
+	// `acaptcha node` turns it on when the node is reachable beyond
+	// loopback (ReachableBeyondLoopback(ListenAddrs, Relays), the default
+	// listen addresses included), and a public node should too; without
+	// it a script that contacts the node has its prover answer any
+	// challenge, within the Limits.MaxProver* budgets.
 	VerifyFirst bool
 
 	// Discovery (discovery.go).
