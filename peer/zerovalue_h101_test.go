@@ -1,10 +1,14 @@
 package peer_test
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +16,8 @@ import (
 
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
+	"github.com/acaptcha/acaptcha/skill/pool"
 )
 
 // TestNewRefusesInvalidConfig (helper-101's audit of a library user's
@@ -64,4 +70,57 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// procProducer is a pool producer of procedural kind that produces
+// nothing until its context ends.
+type procProducer struct{}
+
+func (procProducer) Produce(ctx context.Context) (*skill.Set, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (procProducer) Kind() skill.SourceKind { return skill.SourceProcedural }
+
+// TestNodeKnowsPoolKind: a library node serving a pool.Pool without
+// Config.SourceKind took its challenges for an unknown source (the pool
+// reported no kind), so a pool of procedural sets, which a script parses
+// back, started without the warning the CLI's node gives. The pool now
+// reports its producer's kind.
+func TestNodeKnowsPoolKind(t *testing.T) {
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pool.New(pool.Config{}, procProducer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	n, err := peer.New(peer.Config{Key: key, StorePath: filepath.Join(t.TempDir(), "n.db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		Source: p, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "procedural generator") {
+		t.Errorf("no warning about the procedural source at start; logs:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }

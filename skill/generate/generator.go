@@ -249,6 +249,11 @@ func (g *Generator) Name() string { return "llm:" + g.cfg.Model.Name() }
 // Params returns the content parameters with defaults filled in.
 func (g *Generator) Params() Params { return g.params }
 
+// Kind implements skill.Provenancer: the sets Produce makes are
+// LLM-written (their Provenance says skill.SourceLLM), so a pool.Pool
+// over the generator reports that kind.
+func (g *Generator) Kind() skill.SourceKind { return skill.SourceLLM }
+
 // modelName is the generating model as provenance records it
 // (provider:model), cut to skill.MaxModelBytes.
 func (g *Generator) modelName() string {

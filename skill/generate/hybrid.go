@@ -133,6 +133,10 @@ func (h *Hybrid) Name() string { return "hybrid:" + h.g.cfg.Model.Name() }
 // Params returns the content parameters with defaults filled in.
 func (h *Hybrid) Params() Params { return h.g.Params() }
 
+// Kind implements skill.Provenancer: the sets Produce makes are
+// procedural ones reworded by the LLM (skill.SourceHybrid).
+func (h *Hybrid) Kind() skill.SourceKind { return skill.SourceHybrid }
+
 // Stats returns the accounting so far.
 func (h *Hybrid) Stats() Stats { return h.g.Stats() }
 

@@ -119,6 +119,12 @@ type Config struct {
 	Store Store
 	// Name names the source ("pool" when empty).
 	Name string
+	// Kind is the kind of set the producer makes, which the pool
+	// reports as a skill.Provenancer (Pool.Kind). Empty: the producer's
+	// own Kind when it is a skill.Provenancer (the LLM and hybrid
+	// generators, procedural.Generator), else skill.SourceUnknown. A kind
+	// with no rank is refused.
+	Kind skill.SourceKind
 	// RetryBackoff is the pause of a worker after a failed production
 	// (DefaultRetryBackoff). It doubles with each further consecutive
 	// failure of the pool (a content rejection or a failure of the
@@ -327,6 +333,14 @@ func New(cfg Config, prod Producer) (*Pool, error) {
 		return nil, fmt.Errorf("pool: warn after %d failures, want at least 1", cfg.WarnAfter)
 	}
 	cfg.Workers = min(cfg.Workers, cfg.Size)
+	if cfg.Kind == skill.SourceUnknown {
+		if k, ok := prod.(skill.Provenancer); ok {
+			cfg.Kind = k.Kind()
+		}
+	}
+	if cfg.Kind != skill.SourceUnknown && !cfg.Kind.Valid() {
+		return nil, fmt.Errorf("pool: kind %q: want one of %v, or empty", cfg.Kind, skill.SourceKinds)
+	}
 	if cfg.Store == nil {
 		cfg.Store = NewMemStore()
 	}
@@ -364,6 +378,22 @@ func New(cfg Config, prod Producer) (*Pool, error) {
 
 // Name implements skill.Source.
 func (p *Pool) Name() string { return p.cfg.Name }
+
+// Kind implements skill.Provenancer: the kind of set the producer makes
+// (Config.Kind), so that a node serving the pool without naming its kind
+// (peer.Config.SourceKind) still warns about a weak source, applies its
+// source policy to first contact and tells a pool writing its first sets
+// from one used up. It is skill.SourceUnknown when neither Config.Kind
+// nor the producer says.
+//
+// It is the kind the pool writes, not a promise about every set it
+// serves: a persistent Store may still hold sets an earlier producer of
+// another kind left there, and the pool serves the oldest first (within
+// MaxAge). Each set carries its own provenance, which is what the
+// attestations of its sessions name, so no record overstates its
+// challenges; only the node's own start-up warning and source checks go
+// by this kind until those sets are used up.
+func (p *Pool) Kind() skill.SourceKind { return p.cfg.Kind }
 
 // Close stops the workers, abandoning productions under way, and waits
 // for them; every call waits, the first one also stops them (a caller
