@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -216,6 +217,19 @@ func (c *Config) applyDefaults() error {
 		if *n.v == 0 {
 			*n.v = n.def
 		}
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"RequestRate", c.RequestRate}, {"GlobalRequestRate", c.GlobalRequestRate}} {
+		// A NaN passed the check below (NaN < 0 is false) and refused
+		// every request; an infinite rate lifted the limit.
+		if math.IsNaN(r.v) || math.IsInf(r.v, 0) {
+			return fmt.Errorf("httpgw: %s %v: want a finite rate (0: the default)", r.name, r.v)
+		}
+	}
+	if c.PowDifficulty < protocol.NoPow {
+		return fmt.Errorf("httpgw: PowDifficulty %d: want protocol.NoPow (none beyond the core's), 0 (the default) or up to %d bits", c.PowDifficulty, protocol.MaxPowDifficulty)
 	}
 	if c.RequestRate == 0 {
 		c.RequestRate = DefaultRequestRate
