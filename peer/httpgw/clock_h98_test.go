@@ -85,19 +85,7 @@ func TestChallengeFlushHeldIsCharged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := newPipeListener()
-	srv := httptest.NewUnstartedServer(g.Handler())
-	srv.Listener = pl
-	srv.Start()
-	tr := &http.Transport{DialContext: pl.dial}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		srv.CloseClientConnections()
-		srv.Close()
-		g.Close()
-	})
-	a := newAgent(t, "http://pipe")
-	a.hc = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	a, pl := pipeAgent(t, g)
 
 	v := a.create()
 	var cur Session
@@ -187,19 +175,7 @@ func TestAnswerBeforeHeldFlushEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := newPipeListener()
-	srv := httptest.NewUnstartedServer(g.Handler())
-	srv.Listener = pl
-	srv.Start()
-	tr := &http.Transport{DialContext: pl.dial}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		srv.CloseClientConnections()
-		srv.Close()
-		g.Close()
-	})
-	a := newAgent(t, "http://pipe")
-	a.hc = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	a, pl := pipeAgent(t, g)
 	v := a.create()
 	cur := a.startAndProbe(v)
 	if cur.State != StateAnswering || cur.Challenge.Round != 1 {
@@ -278,4 +254,26 @@ func TestAnswerBeforeHeldFlushEnds(t *testing.T) {
 		t.Fatalf("round 2: %s, elapsed %d ms; want ok (within the budget), elapsed at least %d ms",
 			done.Result.Reason, r.ElapsedMs, min)
 	}
+}
+
+// pipeAgent serves g over an in-memory pipe listener (so a test controls
+// when a response's flush returns) and returns an agent that talks to it,
+// and the listener for connections of the test's own; the server, its
+// connections and g are closed when the test ends.
+func pipeAgent(t *testing.T, g *Gateway) (*agent, *pipeListener) {
+	t.Helper()
+	pl := newPipeListener()
+	srv := httptest.NewUnstartedServer(g.Handler())
+	srv.Listener = pl
+	srv.Start()
+	tr := &http.Transport{DialContext: pl.dial}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.CloseClientConnections()
+		srv.Close()
+		g.Close()
+	})
+	a := newAgent(t, "http://pipe")
+	a.hc = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	return a, pl
 }
