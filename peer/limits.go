@@ -185,25 +185,30 @@ func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, network.ResourceManager,
 
 // Limits are the attestation protocol's budgets of a node
 // (spec/protocol.md §5a, §9a; protocol.Config). A zero field means the
-// protocol's default. Loopback peers count in the per-prefix budgets as
+// protocol's default, but for PowDifficulty and PayDifficulty, whose zero
+// value New resolves from where the node listens (auto). Loopback peers count in the per-prefix budgets as
 // Config.LimitLoopback and ExemptLoopback decide (by default: when the
 // node listens beyond loopback).
 type Limits struct {
 	// PowDifficulty is the base proof of work asked before a set is drawn
-	// (0, the default, or protocol.NoPow: none; failures and load still
-	// add to it). The library asks none whatever the node listens on;
-	// `acaptcha node` asks protocol.PublicPowDifficulty (16) when the node
-	// is reachable beyond loopback (ReachableBeyondLoopback), and a public
-	// node should too: without it fresh peer IDs draw sets for nothing up
-	// to the draw budgets. Provers written to spec 1.0.0 cannot pay it.
+	// (failures and load still add to it). 0, the default, is auto: New
+	// asks protocol.PublicPowDifficulty (16) when the node is reachable
+	// beyond loopback (ReachableBeyondLoopback(Config.ListenAddrs,
+	// Config.Relays), the default listen addresses included) and none on
+	// loopback only, as `acaptcha node --pow-difficulty auto`;
+	// protocol.NoPow asks none whatever the node listens on. Without it
+	// fresh peer IDs draw sets for nothing up to the draw budgets.
+	// Provers written to spec 1.0.0 cannot pay it. The zero value was
+	// "none" whatever the node listened on.
 	PowDifficulty int
 	// PayDifficulty is the proof of work this node's prover asks of a
 	// verifier that contacted it and that it does not admit, before it
-	// answers anything (protocol.Config.PayDifficulty; 0, the default:
-	// none, whatever the node listens on). `acaptcha node` asks
-	// protocol.PublicPowDifficulty when the node is reachable beyond
-	// loopback, as a public node should: without it such verifiers make
-	// its LLM answer for nothing, up to the MaxProver* budgets.
+	// answers anything (protocol.Config.PayDifficulty). 0, the default,
+	// is auto as PowDifficulty's: protocol.PublicPowDifficulty when the
+	// node is reachable beyond loopback, none on loopback only; NoPay asks
+	// none whatever the node listens on. Without it such verifiers make
+	// its LLM answer for nothing, up to the MaxProver* budgets. The zero
+	// value was "none" whatever the node listened on.
 	PayDifficulty int
 	// MaxDrawsPerPeer, MaxDrawsPerPrefix and MaxDraws bound the challenge
 	// sets drawn per hour for one peer, for one IPv4 /24 or IPv6 /48, and
@@ -255,8 +260,13 @@ type Limits struct {
 	MaxAcceptTotal time.Duration
 }
 
+// NoPay as Limits.PayDifficulty asks no payment of verifiers, whatever
+// the node listens on (0 is auto).
+const NoPay = -1
+
 // Check reports the first invalid limit: every count and duration must
-// not be negative, and the proof of work must be NoPow or 0 up to
+// not be negative, and the proof of work and the payment must be
+// protocol.NoPow (NoPay) or 0 (auto) up to
 // protocol.DefaultMaxPowDifficulty bits, the most a node asks (New calls
 // it).
 func (l Limits) Check() error {
@@ -279,10 +289,10 @@ func (l Limits) Check() error {
 		}
 	}
 	if l.PowDifficulty < protocol.NoPow || l.PowDifficulty > protocol.DefaultMaxPowDifficulty {
-		return fmt.Errorf("limits: proof-of-work difficulty %d: want %d (none) or 0..%d bits", l.PowDifficulty, protocol.NoPow, protocol.DefaultMaxPowDifficulty)
+		return fmt.Errorf("limits: proof-of-work difficulty %d: want %d (none), 0 (auto) or 1..%d bits", l.PowDifficulty, protocol.NoPow, protocol.DefaultMaxPowDifficulty)
 	}
-	if l.PayDifficulty < 0 || l.PayDifficulty > protocol.DefaultMaxPowDifficulty {
-		return fmt.Errorf("limits: verifier payment %d: want 0 (none) to %d bits", l.PayDifficulty, protocol.DefaultMaxPowDifficulty)
+	if l.PayDifficulty < NoPay || l.PayDifficulty > protocol.DefaultMaxPowDifficulty {
+		return fmt.Errorf("limits: verifier payment %d: want %d (none), 0 (auto) or 1..%d bits", l.PayDifficulty, NoPay, protocol.DefaultMaxPowDifficulty)
 	}
 	if l.MaxAcceptTotal < 0 || l.MaxAcceptTotal > protocol.MaxTotal {
 		return fmt.Errorf("limits: accepted total %s: want 0 (default) up to %s", l.MaxAcceptTotal, protocol.MaxTotal)

@@ -121,13 +121,19 @@ func (c *relayCounter) BytesTransferred(n int) {
 // its relayed address, once it holds a reservation. (AutoRelay advertises
 // relay addresses only for relays with public addresses, so on loopback
 // the address is built here, as a peer learning it from elsewhere would.)
-func relayedPeer(t *testing.T, rh host.Host, sets []*skill.Set, brain testutil.Brain) (*peer.Node, lpeer.AddrInfo) {
+// edits apply after natBehindRelay's.
+func relayedPeer(t *testing.T, rh host.Host, sets []*skill.Set, brain testutil.Brain, edits ...func(*peer.Config)) (*peer.Node, lpeer.AddrInfo) {
 	t.Helper()
 	var relay []string
 	for _, a := range rh.Addrs() {
 		relay = append(relay, a.String()+"/p2p/"+rh.ID().String())
 	}
-	b := natNode(t, sets, brain, natBehindRelay(relay))
+	b := natNode(t, sets, brain, func(c *peer.Config) {
+		natBehindRelay(relay)(c)
+		for _, e := range edits {
+			e(c)
+		}
+	})
 	eventually(t, 20*time.Second, "relay reservation of the node behind NAT", func() bool {
 		ti := rh.ConnManager().GetTagInfo(b.ID())
 		return ti != nil && ti.Tags["relay-reservation"] > 0
@@ -210,7 +216,10 @@ func TestNATRelayLimitExceededEndsSession(t *testing.T) {
 	oracle := testutil.NewOracle(sets...)
 	const dataLimit = 6 << 10 // enough for the handshakes and identify, not for a session
 	rh, relayed := relayHost(t, &relayv2.RelayLimit{Duration: 10 * time.Minute, Data: dataLimit})
-	b, bInfo := relayedPeer(t, rh, sets[len(sets)/2:], oracle)
+	// B answers A's session: the cut is in A's verification of B. (With a
+	// relay B is reachable beyond loopback, so by default it verifies A
+	// first and the cut falls in its session instead.)
+	b, bInfo := relayedPeer(t, rh, sets[len(sets)/2:], oracle, func(c *peer.Config) { c.AnswerFirst = true })
 	// B's verdict on A cannot come once the relay cut the connection.
 	a := natNode(t, sets[:len(sets)/2], oracle, func(c *peer.Config) { c.MutualTimeout = 5 * time.Second })
 

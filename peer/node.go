@@ -50,8 +50,9 @@ const storeLinger = 20 * time.Millisecond
 
 // Config configures a node. The zero value of a field is its default,
 // which for a library node is not always the CLI's: see AttestPolicy,
-// Gossip, NAT, VerifyFirst and Limits (PowDifficulty, PayDifficulty),
-// which `acaptcha node` sets. New refuses a negative count or duration
+// Gossip and NAT, which `acaptcha node` sets. VerifyFirst and Limits
+// (PowDifficulty, PayDifficulty) default as the CLI's do: on when the
+// node is reachable beyond loopback. New refuses a negative count or duration
 // in Config and Limits (KeepExpired alone gives a negative value a
 // meaning: never prune), naming the field.
 type Config struct {
@@ -168,20 +169,27 @@ type Config struct {
 	LimitLoopback   bool
 	ExemptLoopback  bool
 	// Limits are the attestation protocol's budgets (limits.go; zero
-	// fields: the protocol defaults).
+	// fields: the protocol defaults, but the proof of work and the
+	// payment, auto).
 	Limits Limits
 	// VerifyFirst: this node's prover answers a verifier that came to it
 	// (the node did not dial it itself) only once the node admits it; until then
 	// its hellos are declined VERIFY_FIRST and the node verifies it
 	// (spec/protocol.md §5c). Attest copes with a peer that does so: it
 	// waits for the peer's verdict on this node and asks again.
-	// Off by default for the library, whatever the node listens on:
-	// `acaptcha node` turns it on when the node is reachable beyond
-	// loopback (ReachableBeyondLoopback(ListenAddrs, Relays), the default
-	// listen addresses included), and a public node should too; without
-	// it a script that contacts the node has its prover answer any
-	// challenge, within the Limits.MaxProver* budgets.
+	//
+	// By default (neither field set) New turns it on when the node is
+	// reachable beyond loopback (ReachableBeyondLoopback(ListenAddrs,
+	// Relays), the default listen addresses included) and leaves it off
+	// on loopback only, as `acaptcha node --verify-first auto` does:
+	// without it a script that contacts a public node has its prover
+	// answer any challenge, within the Limits.MaxProver* budgets.
+	// VerifyFirst turns it on always, AnswerFirst off always (VerifyFirst
+	// wins), as --verify-first on|off. The zero value was "off" whatever
+	// the node listened on: a library node on its default 0.0.0.0 answered
+	// every verifier that came to it, where the CLI's verified it first.
 	VerifyFirst bool
+	AnswerFirst bool
 
 	// Discovery (discovery.go).
 	Bootstrap []string // multiaddrs with /p2p/
@@ -316,8 +324,9 @@ func New(cfg Config) (*Node, error) {
 		}
 		key = k
 	}
-	// Resolved once: every limit below reads cfg.LimitLoopback.
-	cfg.LimitLoopback = cfg.LimitLoopback || !cfg.ExemptLoopback && ReachableBeyondLoopback(cfg.ListenAddrs, cfg.Relays)
+	// Resolved once: every limit below reads cfg.LimitLoopback, the
+	// service the resolved VerifyFirst and Limits (resolveAuto).
+	cfg.resolveAuto(ReachableBeyondLoopback(cfg.ListenAddrs, cfg.Relays))
 	n := &Node{cfg: cfg, log: log, t: defaultTiming(), inflight: map[peer.ID]*call{}, waiters: map[peer.ID][]chan protocol.ProverResult{}}
 	if cfg.timing != nil {
 		n.t = *cfg.timing
@@ -457,6 +466,34 @@ func New(cfg Config) (*Node, error) {
 // attestations a node's trust index holds at once (twice MaxLearned), so
 // a larger quorum could never be met.
 const maxTrustQuorum = maxLearnedHard
+
+// resolveAuto settles the fields whose zero value is "auto" for a node
+// that peers from beyond loopback can reach (reachable) or not: a node
+// reachable beyond loopback counts loopback peers in its per-IP and
+// per-prefix limits (unless ExemptLoopback), verifies a verifier that
+// came to it before its prover answers (unless AnswerFirst), and asks
+// protocol.PublicPowDifficulty both as its base proof of work (unless
+// Limits.PowDifficulty is set: protocol.NoPow for none) and as the payment
+// of a verifier it does not admit (unless Limits.PayDifficulty is set:
+// NoPay for none); a node on loopback only does none of these. After it,
+// Limits.PayDifficulty is protocol.Config's (0: none).
+func (cfg *Config) resolveAuto(reachable bool) {
+	cfg.LimitLoopback = cfg.LimitLoopback || !cfg.ExemptLoopback && reachable
+	cfg.VerifyFirst = cfg.VerifyFirst || !cfg.AnswerFirst && reachable
+	auto := protocol.NoPow
+	if reachable {
+		auto = protocol.PublicPowDifficulty
+	}
+	if cfg.Limits.PowDifficulty == 0 {
+		cfg.Limits.PowDifficulty = auto
+	}
+	switch cfg.Limits.PayDifficulty {
+	case 0:
+		cfg.Limits.PayDifficulty = max(auto, 0)
+	case NoPay:
+		cfg.Limits.PayDifficulty = 0 // protocol.Config's none
+	}
+}
 
 // check refuses the fields of cfg whose value no default stands for,
 // naming the field: a negative count or duration (each of them has a

@@ -223,12 +223,18 @@ func TestAutoPow(t *testing.T) {
 		}
 		cfg := peer.Config{ListenAddrs: tc.addrs, Relays: tc.relays}
 		l.apply(&cfg)
-		if cfg.Limits.PowDifficulty != tc.want || cfg.Limits.PayDifficulty != tc.want {
-			t.Errorf("listen %q: base D %d, D_v %d, want %d", tc.addrs, cfg.Limits.PowDifficulty, cfg.Limits.PayDifficulty, tc.want)
+		// The CLI passes every value explicitly (the library's zero
+		// value is auto): none as protocol.NoPow and peer.NoPay.
+		wantPow, wantPay := tc.want, tc.want
+		if tc.want == 0 {
+			wantPow, wantPay = protocol.NoPow, peer.NoPay
+		}
+		if cfg.Limits.PowDifficulty != wantPow || cfg.Limits.PayDifficulty != wantPay {
+			t.Errorf("listen %q: base D %d, D_v %d, want %d, %d", tc.addrs, cfg.Limits.PowDifficulty, cfg.Limits.PayDifficulty, wantPow, wantPay)
 		}
 		// --verify-first auto: on exactly where the proof of work is.
-		if cfg.VerifyFirst != (tc.want > 0) {
-			t.Errorf("listen %q: verify first %v", tc.addrs, cfg.VerifyFirst)
+		if cfg.VerifyFirst != (tc.want > 0) || cfg.AnswerFirst != !cfg.VerifyFirst {
+			t.Errorf("listen %q: verify first %v, answer first %v", tc.addrs, cfg.VerifyFirst, cfg.AnswerFirst)
 		}
 		for _, v := range []string{"on", "off"} {
 			vl := l
@@ -237,13 +243,13 @@ func TestAutoPow(t *testing.T) {
 			}
 			vcfg := peer.Config{ListenAddrs: tc.addrs, Relays: tc.relays}
 			vl.apply(&vcfg)
-			if vcfg.VerifyFirst != (v == "on") {
-				t.Errorf("listen %q, --verify-first %s: %v", tc.addrs, v, vcfg.VerifyFirst)
+			if vcfg.VerifyFirst != (v == "on") || vcfg.AnswerFirst != (v == "off") {
+				t.Errorf("listen %q, --verify-first %s: verify first %v, answer first %v", tc.addrs, v, vcfg.VerifyFirst, vcfg.AnswerFirst)
 			}
 		}
 		l.powDifficulty, l.payDifficulty = 0, 0
 		l.apply(&cfg)
-		if cfg.Limits.PowDifficulty != 0 || cfg.Limits.PayDifficulty != 0 {
+		if cfg.Limits.PowDifficulty != protocol.NoPow || cfg.Limits.PayDifficulty != peer.NoPay {
 			t.Errorf("listen %q with --pow-difficulty 0 --pay-difficulty 0: base D %d, D_v %d", tc.addrs, cfg.Limits.PowDifficulty, cfg.Limits.PayDifficulty)
 		}
 	}

@@ -105,13 +105,21 @@ func (l *limitOptions) apply(cfg *peer.Config) {
 	cfg.LimitLoopback = l.limitLoopback.limits(cfg.ListenAddrs, cfg.Relays)
 	cfg.VerifyFirst = l.verifyFirst.limits(cfg.ListenAddrs, cfg.Relays)
 	cfg.ExemptLoopback = !cfg.LimitLoopback
+	cfg.AnswerFirst = !cfg.VerifyFirst
+	// Every value explicit: the library reads 0 as auto, the flags as none.
 	pow := l.powDifficulty
 	if pow == powAuto {
 		pow = autoPow(cfg.ListenAddrs, cfg.Relays)
 	}
+	if pow == 0 {
+		pow = protocol.NoPow
+	}
 	pay := l.payDifficulty
 	if pay == powAuto {
 		pay = autoPow(cfg.ListenAddrs, cfg.Relays)
+	}
+	if pay == 0 {
+		pay = peer.NoPay
 	}
 	cfg.Limits = peer.Limits{
 		PowDifficulty:   pow,
