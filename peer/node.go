@@ -784,12 +784,13 @@ func (n *Node) attestVerifiedFirst(ctx context.Context, p peer.ID, vf *protocol.
 // afterVerifiedFirst verifies p once p's verdict on us, pr, came (see
 // attestVerifiedFirst).
 func (n *Node) afterVerifiedFirst(ctx context.Context, p peer.ID, pr protocol.ProverResult) (*Mutual, error) {
-	if pr.Err != nil || !pr.Accepted {
-		why := string(pr.Reason)
-		if pr.Err != nil {
-			why = pr.Err.Error()
-		}
-		return nil, fmt.Errorf("attest %s: it verifies us before it answers us, and did not accept us (%s)", p, why)
+	if pr.Err != nil {
+		// Wrapped: a broken connection stays ErrNetwork (the CLI's exit
+		// code for it), a cancelled one the context's error.
+		return nil, fmt.Errorf("attest %s: it verifies us before it answers us, and its session verifying us failed: %w", p, pr.Err)
+	}
+	if !pr.Accepted {
+		return nil, fmt.Errorf("attest %s: it verifies us before it answers us, and did not accept us (%s)", p, pr.Reason)
 	}
 	res, err := n.verifyAfter(ctx, p, false, time.Now())
 	if errors.Is(err, protocol.ErrVerifyFirst) {
