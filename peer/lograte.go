@@ -11,19 +11,19 @@ package peer
 // lines never crowds a warning out.
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/acaptcha/acaptcha/internal/lograte"
 )
 
+// The bounds, shared with the libraries' lines (internal/liblog).
 const (
-	warnEvery   = time.Minute
-	warnTracked = 4096
-	warnBurst   = 20
-	// warnRefill is the sustained rate after the burst: one line a second.
-	warnRefill = time.Second
+	warnEvery  = lograte.Every
+	warnBurst  = lograte.Burst
+	warnRefill = lograte.Refill
 )
 
 // linesHeldBack counts, in this process, the per-peer lines the limiters
@@ -37,20 +37,8 @@ type warnKey struct {
 	msg string
 }
 
-type warnEntry struct {
-	at         time.Time
-	suppressed int
-}
-
 // lineLimiter is the budget of one class of lines.
-type lineLimiter struct {
-	mu     sync.Mutex
-	last   map[warnKey]*warnEntry
-	global tokenBucket
-	// dropped counts lines suppressed by the global bound since the last
-	// line written.
-	dropped int
-}
+type lineLimiter struct{ lograte.Limiter[warnKey] }
 
 // warnLimiter holds the budgets of a node's per-peer log lines: WARN
 // lines (the embedded one) and INFO lines.
@@ -60,45 +48,14 @@ type warnLimiter struct {
 }
 
 // allow decides whether a line for k is written now and returns how many
-// were suppressed before it (for k, and in total).
+// were suppressed before it (for k, and in total); what it holds back is
+// counted in linesHeldBack.
 func (l *lineLimiter) allow(k warnKey, now time.Time) (ok bool, suppressed, dropped int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.last == nil {
-		l.last = map[warnKey]*warnEntry{}
-	}
-	e := l.last[k]
-	if e != nil && now.Sub(e.at) < warnEvery {
-		e.suppressed++
+	ok, suppressed, dropped = l.Allow(k, now)
+	if !ok {
 		linesHeldBack.Add(1)
-		return false, 0, 0
 	}
-	l.global.refill(now, warnBurst, warnRefill)
-	if l.global.tokens < 1 {
-		l.dropped++
-		linesHeldBack.Add(1)
-		return false, 0, 0
-	}
-	if e == nil {
-		if len(l.last) >= warnTracked {
-			for q, qe := range l.last {
-				if now.Sub(qe.at) >= warnEvery {
-					delete(l.last, q)
-				}
-			}
-		}
-		if len(l.last) >= warnTracked {
-			l.dropped++
-			linesHeldBack.Add(1)
-			return false, 0, 0
-		}
-		e = &warnEntry{}
-		l.last[k] = e
-	}
-	l.global.tokens--
-	suppressed, dropped = e.suppressed, l.dropped
-	e.at, e.suppressed, l.dropped = now, 0, 0
-	return true, suppressed, dropped
+	return ok, suppressed, dropped
 }
 
 // warnPeer logs a warning about p, rate-limited per peer and message and

@@ -70,9 +70,7 @@ func TestReceivedBusyRefusalsNotWarned(t *testing.T) {
 	if got := n.Stats().ProveFailed - before; got != flood {
 		t.Errorf("ProveFailed grew by %d, want %d", got, flood)
 	}
-	n.warns.mu.Lock()
-	tracked := len(n.warns.last)
-	n.warns.mu.Unlock()
+	tracked := n.warns.Len()
 	if tracked != 0 {
 		t.Errorf("the warning limiter tracks %d keys after refusals only", tracked)
 	}

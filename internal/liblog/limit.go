@@ -8,45 +8,34 @@ package liblog
 // loopback, so a peer repeating a bad push, or reconnecting under fresh
 // identities, had the node write one line per attempt, with no bound.
 //
-// So every library record at INFO or above passes a limiter: one line
-// per (subsystem, message, peer) per sameEvery, the next one carrying
-// how many were held back ("suppressed"), and in total a burst of
-// limitBurst lines, then one per limitRefill, so that a swarm of
-// identities cannot flood the log either (the next line written carries
-// "suppressed_other"). A held-back record still goes to the handler at
+// So every library record at INFO or above passes a limiter, the one the
+// node's own lines about peers pass (internal/lograte): one line per
+// (subsystem, message, peer) per sameEvery, the next one carrying how many
+// were held back ("suppressed"), and in total a burst of limitBurst lines,
+// then one a second, so that a swarm of identities cannot flood the log
+// either (the next line written carries "suppressed_other"). A held-back record still goes to the handler at
 // DEBUG (a node run at --log-level debug sees them all), and Suppressed
 // counts them (metric acaptcha_log_lines_suppressed_total).
 
 import (
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/acaptcha/acaptcha/internal/lograte"
 )
 
+// The bounds of the node's own lines about peers.
 const (
-	sameEvery    = time.Minute
-	limitTracked = 4096
-	limitBurst   = 20
-	limitRefill  = time.Second
+	sameEvery  = lograte.Every
+	limitBurst = lograte.Burst
 )
 
 type limitKey struct {
 	system, msg, peer string
 }
 
-type limitEntry struct {
-	at         time.Time
-	suppressed int
-}
-
-type limiter struct {
-	mu      sync.Mutex
-	last    map[limitKey]*limitEntry
-	tokens  float64
-	filled  time.Time
-	dropped int // held back by the total bound since the last line written
-}
+type limiter = lograte.Limiter[limitKey]
 
 var (
 	lim        limiter
@@ -59,49 +48,6 @@ var (
 // back by the rate limit (and went to DEBUG instead) in this process.
 func Suppressed() uint64 { return suppressed.Load() }
 
-// allow decides whether a record of k is written at t, and how many
-// were held back before it (for k, and for other keys in total).
-func (l *limiter) allow(k limitKey, t time.Time) (ok bool, same, other int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.last == nil {
-		l.last = map[limitKey]*limitEntry{}
-		l.tokens, l.filled = limitBurst, t
-	}
-	e := l.last[k]
-	if e != nil && t.Sub(e.at) < sameEvery {
-		e.suppressed++
-		return false, 0, 0
-	}
-	if d := t.Sub(l.filled); d > 0 {
-		l.tokens = min(limitBurst, l.tokens+float64(d)/float64(limitRefill))
-		l.filled = t
-	}
-	if l.tokens < 1 {
-		l.dropped++
-		return false, 0, 0
-	}
-	if e == nil {
-		if len(l.last) >= limitTracked {
-			for q, qe := range l.last {
-				if t.Sub(qe.at) >= sameEvery {
-					delete(l.last, q)
-				}
-			}
-		}
-		if len(l.last) >= limitTracked {
-			l.dropped++
-			return false, 0, 0
-		}
-		e = &limitEntry{}
-		l.last[k] = e
-	}
-	l.tokens--
-	same, other = e.suppressed, l.dropped
-	e.at, e.suppressed, l.dropped = t, 0, 0
-	return true, same, other
-}
-
 // limit passes r through the limiter: it returns r to write, with the
 // counts of held-back lines added, or r at DEBUG when it is held back
 // (held true).
@@ -110,7 +56,7 @@ func limit(system string, r slog.Record) (out slog.Record, held bool) {
 		return r, false
 	}
 	k := limitKey{system: system, msg: r.Message, peer: peerOf(r)}
-	ok, same, other := lim.allow(k, now())
+	ok, same, other := lim.Allow(k, now())
 	if !ok {
 		suppressed.Add(1)
 		d := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
