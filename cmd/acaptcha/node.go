@@ -102,21 +102,23 @@ func (l *limitOptions) check() error {
 // apply copies the limits into a node config.
 func (l *limitOptions) apply(cfg *peer.Config) {
 	cfg.ConnLowWater, cfg.ConnHighWater, cfg.ConnsPerIP = l.connLow, l.connHigh, l.connsPerIP
-	cfg.LimitLoopback = l.limitLoopback.limits(cfg.ListenAddrs, cfg.Relays)
-	cfg.VerifyFirst = l.verifyFirst.limits(cfg.ListenAddrs, cfg.Relays)
+	// Looked up once: a DNS listen address is resolved to decide.
+	reach := peer.ReachableBeyondLoopback(cfg.ListenAddrs, cfg.Relays)
+	cfg.LimitLoopback = l.limitLoopback.limits(reach)
+	cfg.VerifyFirst = l.verifyFirst.limits(reach)
 	cfg.ExemptLoopback = !cfg.LimitLoopback
 	cfg.AnswerFirst = !cfg.VerifyFirst
 	// Every value explicit: the library reads 0 as auto, the flags as none.
 	pow := l.powDifficulty
 	if pow == powAuto {
-		pow = autoPow(cfg.ListenAddrs, cfg.Relays)
+		pow = autoPow(reach)
 	}
 	if pow == 0 {
 		pow = protocol.NoPow
 	}
 	pay := l.payDifficulty
 	if pay == powAuto {
-		pay = autoPow(cfg.ListenAddrs, cfg.Relays)
+		pay = autoPow(reach)
 	}
 	if pay == 0 {
 		pay = peer.NoPay
@@ -170,21 +172,21 @@ func (m *loopbackMode) String() string {
 
 func (m *loopbackMode) Type() string { return "auto|on|off" }
 
-// limits reports whether loopback peers of a node listening on addrs
-// count in the per-IP and per-prefix limits: auto limits them when any
-// address is beyond loopback (autoPow's rule). Loopback was exempt
+// limits reports whether loopback peers of a node count in the per-IP and
+// per-prefix limits: auto limits them when the node is reachable beyond
+// loopback (reach, autoPow's rule). Loopback was exempt
 // whatever the node listened on, so behind a local proxy, an SSH or Tor
 // tunnel or a service mesh's sidecar (every peer it forwards arrives from
 // 127.0.0.1) fresh peer IDs had the node's whole budgets: no per-prefix
 // draw, session or inbound limit, no per-IP connection limit.
-func (m loopbackMode) limits(listen, relays []string) bool {
+func (m loopbackMode) limits(reach bool) bool {
 	switch m {
 	case loopbackOn:
 		return true
 	case loopbackOff:
 		return false
 	}
-	return autoPow(listen, relays) != 0
+	return reach
 }
 
 // powAuto as --pow-difficulty (the default) picks the base proof of work
@@ -319,16 +321,16 @@ func (a *app) capDraws(l *peer.Limits, given func(flag string) bool) {
 		"max_draws", l.MaxDraws, "pool_token_budget", a.gen.tokenBudget, "set_tokens", setTokens)
 }
 
-// autoPow is the base proof of work of a node listening on listen (the
-// defaults when none) and reserving slots with relays (--relay):
-// protocol.PublicPowDifficulty when any listen address is an IP address
-// other than loopback (an unspecified one covers every interface), or
-// when it has a relay (peers from anywhere reach it through the relay),
-// so that a peer from the network pays before this node draws a set for
-// it; none for a node only loopback can reach
-// (peer.ReachableBeyondLoopback).
-func autoPow(listen, relays []string) int {
-	if peer.ReachableBeyondLoopback(listen, relays) {
+// autoPow is the base proof of work of a node that reach says is
+// reachable beyond loopback (peer.ReachableBeyondLoopback of its listen
+// addresses, the defaults when none, and its --relay): when any listen
+// address is an IP address other than loopback (an unspecified one covers
+// every interface), or it has a relay (peers from anywhere reach it
+// through the relay), protocol.PublicPowDifficulty, so that a peer from
+// the network pays before this node draws a set for it; none for a node
+// only loopback can reach.
+func autoPow(reach bool) int {
+	if reach {
 		return protocol.PublicPowDifficulty
 	}
 	return 0
