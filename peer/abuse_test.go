@@ -290,6 +290,37 @@ func TestPerIPLimitOnLoopback(t *testing.T) {
 	}
 }
 
+// TestNewConnRateNodeWide: new connections are rate-limited node-wide
+// (Config.NewConnsPerSecond, a bucket of four seconds of it), here on a
+// loopback the node limits: of 10 fresh peer IDs dialing at once, the
+// bucket's 4 get in (and one more per second the dials took), the rest
+// are refused. libp2p's resource manager had no node-wide rate.
+func TestNewConnRateNodeWide(t *testing.T) {
+	key, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	v, err := peer.New(peer.Config{
+		Key: key, StorePath: filepath.Join(t.TempDir(), "v.db"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		ConnsPerIP: 100, NewConnsPerSecond: 1, LimitLoopback: true, Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	start := time.Now()
+	ok := 0
+	const dialers = 10
+	for range dialers {
+		h, _ := rawHost(t)
+		if h.Connect(ctxT(t, 2*time.Second), addrInfo(v)) == nil {
+			ok++
+		}
+	}
+	most := 4 + int(time.Since(start)/time.Second) + 1
+	t.Logf("%d of %d fresh peer IDs connected in %s (rate 1/s, bucket 4)", ok, dialers, time.Since(start).Round(time.Millisecond))
+	if ok < 4 || ok > most || ok == dialers {
+		t.Fatalf("%d of %d connections at a node-wide rate of 1/s with a bucket of 4, want 4 to %d", ok, dialers, min(most, dialers-1))
+	}
+}
+
 // TestPresentationFloodBounded (finding 9): valid presentations of
 // acceptances by throw-away issuers grew the store to the learned cap
 // (65,536 records, 135 MB). Now presentations are rate-limited per

@@ -24,6 +24,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	xrate "github.com/libp2p/go-libp2p/x/rate"
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/acaptcha/acaptcha/protocol"
@@ -169,6 +170,12 @@ func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, network.ResourceManager,
 		return nil, nil, err
 	}
 	opts = append(opts, rcmgr.WithNetworkPrefixLimit(v4, v6))
+	rl, err := connRateLimiter(cfg)
+	if err != nil {
+		cm.Close()
+		return nil, nil, err
+	}
+	opts = append(opts, rcmgr.WithConnRateLimiters(rl))
 	if cfg.Metrics == nil {
 		// The resource manager's statistics feed Prometheus only
 		// (libp2pMetrics): without a registry they cost a formatted
@@ -337,33 +344,106 @@ func networkPrefixLimits(cfg *Config, inbound int) (v4, v6 []rcmgr.NetworkPrefix
 		v4 = append(v4, rcmgr.DefaultNetworkPrefixLimitV4...)
 		v6 = append(v6, rcmgr.DefaultNetworkPrefixLimitV6...)
 	}
-	relays, err := ParseRelays(cfg.Relays)
+	relays, err := relayIPs(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, addr := range relays {
+		l := rcmgr.NetworkPrefixLimit{Network: netip.PrefixFrom(addr, addr.BitLen()), ConnCount: inbound}
+		if addr.Is4() {
+			v4 = append(v4, l)
+		} else {
+			v6 = append(v6, l)
+		}
+	}
+	return v4, v6, nil
+}
+
+// relayIPs are the distinct IP addresses, not loopback, of the node's
+// static relays (DNS addresses are resolved at dial time: nothing to
+// name here).
+func relayIPs(cfg *Config) ([]netip.Addr, error) {
+	relays, err := ParseRelays(cfg.Relays)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
 	seen := map[netip.Addr]bool{}
 	for _, ai := range relays {
 		for _, a := range ai.Addrs {
 			ip, err := manet.ToIP(a)
 			if err != nil {
-				continue // a DNS address: resolved at dial time, nothing to exempt
+				continue
 			}
 			addr, ok := netip.AddrFromSlice(ip)
 			if !ok || addr.IsLoopback() {
 				continue
 			}
 			addr = addr.Unmap()
-			if seen[addr] {
-				continue
-			}
-			seen[addr] = true
-			l := rcmgr.NetworkPrefixLimit{Network: netip.PrefixFrom(addr, addr.BitLen()), ConnCount: inbound}
-			if addr.Is4() {
-				v4 = append(v4, l)
-			} else {
-				v6 = append(v6, l)
+			if !seen[addr] {
+				seen[addr] = true
+				out = append(out, addr)
 			}
 		}
 	}
-	return v4, v6, nil
+	return out, nil
+}
+
+// DefaultNewConnsPerSecond is the node-wide rate of new connections
+// (Config.NewConnsPerSecond); the bucket holds four seconds of it.
+const DefaultNewConnsPerSecond = 64
+
+// newConnBurstSeconds is how many seconds of the new-connection rate the
+// node-wide bucket holds.
+const newConnBurstSeconds = 4
+
+// connRateLimiter is the resource manager's limiter of new connections
+// (either direction: libp2p asks it for dials too). libp2p's default
+// limits each IPv4 address and IPv6 /56 to one every 5 s (burst 16) and
+// each IPv6 /48 to one every 2 s (burst 80), exempts loopback and has no
+// node-wide rate: a peer with many prefixes (an IPv6 /32 holds 65,536
+// /48s) had the node run Noise handshakes, each an X25519 exchange and an
+// Ed25519 signature and verification, as fast as it could connect. The
+// node keeps those per-prefix rates and adds a node-wide one of
+// DefaultNewConnsPerSecond (Config.NewConnsPerSecond). Loopback keeps
+// libp2p's exemption unless it is limited (Config.LimitLoopback): then all
+// of loopback shares one bucket of the node-wide rate (behind a local
+// proxy every peer has the same address, so a per-address rate would be
+// one for everyone), as each static relay's address does (every relayed
+// connection arrives from it; without its own bucket one relay's peers
+// got one connection every 5 s between them).
+func connRateLimiter(cfg *Config) (*xrate.Limiter, error) {
+	perSec := cfg.NewConnsPerSecond
+	if perSec <= 0 {
+		perSec = DefaultNewConnsPerSecond
+	}
+	perSec = min(perSec, math.MaxInt32/newConnBurstSeconds)
+	node := xrate.Limit{RPS: float64(perSec), Burst: newConnBurstSeconds * perSec}
+	loop := xrate.Limit{} // unlimited
+	if cfg.LimitLoopback {
+		loop = node
+	}
+	prefixes := []xrate.PrefixLimit{
+		{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Limit: loop},
+		{Prefix: netip.MustParsePrefix("::1/128"), Limit: loop},
+	}
+	relays, err := relayIPs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, addr := range relays {
+		prefixes = append(prefixes, xrate.PrefixLimit{Prefix: netip.PrefixFrom(addr, addr.BitLen()), Limit: node})
+	}
+	return &xrate.Limiter{
+		NetworkPrefixLimits: prefixes,
+		GlobalLimit:         node,
+		SubnetRateLimiter: xrate.SubnetLimiter{
+			IPv4SubnetLimits: []xrate.SubnetLimit{{PrefixLength: 32, Limit: xrate.Limit{RPS: 0.2, Burst: 16}}},
+			IPv6SubnetLimits: []xrate.SubnetLimit{
+				{PrefixLength: 56, Limit: xrate.Limit{RPS: 0.2, Burst: 16}},
+				{PrefixLength: 48, Limit: xrate.Limit{RPS: 0.5, Burst: 80}},
+			},
+			GracePeriod: time.Minute,
+		},
+	}, nil
 }

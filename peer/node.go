@@ -148,7 +148,11 @@ type Config struct {
 	// watermark so that the manager, not the limit, decides who stays.
 	// ConnGracePeriod protects new connections from trimming (default
 	// 1 min). ConnsPerIP bounds inbound connections per IPv4 address and
-	// IPv6 /56 (default 8).
+	// IPv6 /56 (default 8). NewConnsPerSecond bounds new connections,
+	// either direction, node-wide (default DefaultNewConnsPerSecond, 64,
+	// with a burst of four seconds of it), beside libp2p's per-prefix
+	// rates (connRateLimiter); exempt loopback peers count in neither,
+	// limited ones share one bucket of the node-wide rate.
 	//
 	// Loopback peers count in the per-IP and per-prefix limits (this
 	// one, the protocol's draws, sessions and inbound streams, first
@@ -162,12 +166,13 @@ type Config struct {
 	// The zero value was "exempt" whatever the node listened on: a
 	// library node on its default 0.0.0.0 behind a local proxy had no
 	// per-IP limit at all, where the CLI's had.
-	ConnLowWater    int
-	ConnHighWater   int
-	ConnGracePeriod time.Duration
-	ConnsPerIP      int
-	LimitLoopback   bool
-	ExemptLoopback  bool
+	ConnLowWater      int
+	ConnHighWater     int
+	ConnGracePeriod   time.Duration
+	ConnsPerIP        int
+	NewConnsPerSecond int
+	LimitLoopback     bool
+	ExemptLoopback    bool
 	// Limits are the attestation protocol's budgets (limits.go; zero
 	// fields: the protocol defaults, but the proof of work and the
 	// payment, auto).
@@ -523,6 +528,7 @@ func (cfg *Config) check() error {
 	}{
 		{"MaxConcurrentAttest", cfg.MaxConcurrentAttest}, {"TrustQuorum", cfg.TrustQuorum},
 		{"ConnLowWater", cfg.ConnLowWater}, {"ConnHighWater", cfg.ConnHighWater}, {"ConnsPerIP", cfg.ConnsPerIP},
+		{"NewConnsPerSecond", cfg.NewConnsPerSecond},
 	} {
 		if c.v < 0 {
 			return fmt.Errorf("node: Config.%s %d must not be negative (0: the default)", c.name, c.v)

@@ -49,6 +49,7 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 		{"negative ConnLowWater", func(c *peer.Config) { c.ConnLowWater = -1 }, "ConnLowWater"},
 		{"negative ConnHighWater", func(c *peer.Config) { c.ConnHighWater = -1 }, "ConnHighWater"},
 		{"negative ConnsPerIP", func(c *peer.Config) { c.ConnsPerIP = -1 }, "ConnsPerIP"},
+		{"negative NewConnsPerSecond", func(c *peer.Config) { c.NewConnsPerSecond = -1 }, "NewConnsPerSecond"},
 		{"SourceKind with no rank", func(c *peer.Config) { c.SourceKind = "LLM-written" }, "SourceKind"},
 		{"Limits: negative draws", func(c *peer.Config) { c.Limits.MaxPaySolves = -1 }, "Limits"},
 		{"Limits: pow above the node's maximum", func(c *peer.Config) { c.Limits.PowDifficulty = protocol.DefaultMaxPowDifficulty + 8 }, "Limits"},

@@ -127,6 +127,7 @@ func TestNodeLimitFlagsRefused(t *testing.T) {
 		{"node", "--conn-low", "-1"},
 		{"node", "--conn-high", "10", "--conn-low", "20"},
 		{"node", "--conns-per-ip", "-3"},
+		{"node", "--new-conns-per-second", "-1"},
 		{"node", "--pow-difficulty", "40"},
 		{"node", "--pay-difficulty", "23"},
 		{"node", "--pay-difficulty", "-2"},

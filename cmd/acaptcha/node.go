@@ -44,6 +44,7 @@ type contactOptions struct {
 // spec/protocol.md §5a, §9a).
 type limitOptions struct {
 	connLow, connHigh, connsPerIP int
+	newConnsPerSecond             int
 	limitLoopback                 loopbackMode
 	verifyFirst                   loopbackMode // auto|on|off, as --limit-loopback's
 	powDifficulty                 int
@@ -70,6 +71,7 @@ func (l *limitOptions) check() error {
 		v    int
 	}{
 		{"--conn-low", l.connLow}, {"--conn-high", l.connHigh}, {"--conns-per-ip", l.connsPerIP},
+		{"--new-conns-per-second", l.newConnsPerSecond},
 		{"--max-draws-per-peer", l.drawsPerPeer}, {"--max-draws-per-prefix", l.drawsPerPrefix}, {"--max-draws", l.draws},
 		{"--max-sessions-per-verifier", l.sessionsPerVerifier}, {"--max-calls-per-verifier", l.callsPerVerifier},
 		{"--max-tokens-per-verifier", l.tokensPerVerifier}, {"--max-prover-calls", l.proverCalls},
@@ -102,6 +104,7 @@ func (l *limitOptions) check() error {
 // apply copies the limits into a node config.
 func (l *limitOptions) apply(cfg *peer.Config) {
 	cfg.ConnLowWater, cfg.ConnHighWater, cfg.ConnsPerIP = l.connLow, l.connHigh, l.connsPerIP
+	cfg.NewConnsPerSecond = l.newConnsPerSecond
 	// Looked up once: a DNS listen address is resolved to decide.
 	reach := peer.ReachableBeyondLoopback(cfg.ListenAddrs, cfg.Relays)
 	cfg.LimitLoopback = l.limitLoopback.limits(reach)
@@ -714,6 +717,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&l.connLow, "conn-low", peer.DefaultConnLowWater, "connection manager low watermark: trimming stops at this many connections")
 	f.IntVar(&l.connHigh, "conn-high", peer.DefaultConnHighWater, "connection manager high watermark: above it unattested idle peers are trimmed first (the inbound connection limit is set above it)")
 	f.IntVar(&l.connsPerIP, "conns-per-ip", peer.DefaultConnsPerIP, "inbound connections per IPv4 address or IPv6 /56")
+	f.IntVar(&l.newConnsPerSecond, "new-conns-per-second", peer.DefaultNewConnsPerSecond, "new connections per second, inbound and outbound, node-wide (a burst of four seconds of it), beside libp2p's per-address rates (an IPv4 address or IPv6 /56: one every 5 s after 16); loopback peers, when limited (--limit-loopback), share one bucket of this rate, each --relay address has its own")
 	f.Var(&l.limitLoopback, "limit-loopback", "apply the per-IP and per-prefix limits to loopback peers too: auto (the default) when the node listens beyond loopback or has a --relay (a local proxy, tunnel or sidecar makes every peer it forwards a loopback peer), on always, off never (loopback exempt, libp2p's default); --limit-loopback alone is on")
 	f.Lookup("limit-loopback").NoOptDefVal = loopbackOn
 	f.Var(&l.verifyFirst, "verify-first", "answer a verifier that came to this node only once the node admits it or its own verdict accepted it, verifying it first (spec/protocol.md §5c): auto (the default) when the node listens beyond loopback or has a --relay, on always, off never (such verifiers are answered, paying --pay-difficulty); --verify-first alone is on")
