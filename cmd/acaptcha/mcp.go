@@ -273,7 +273,10 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 	// each until its client deleted it. Connections are capped the same
 	// way (mh.Listener), and a request's body must arrive within
 	// mcpserver.DefaultHTTPBodyTimeout.
-	mh := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: a.log, MaxConns: maxConns})
+	mh, err := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: a.log, MaxConns: maxConns})
+	if err != nil {
+		return err
+	}
 	defer mh.Close()
 	mux.Handle("/mcp", mh)
 	hs := mcpserver.NewHTTPServer(mux)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -137,8 +139,18 @@ type HTTPHandler struct {
 }
 
 // NewHTTPHandler returns the handler of the streamable HTTP transport
-// for s (mount it at /mcp).
-func NewHTTPHandler(s *Server, cfg HTTPConfig) *HTTPHandler {
+// for s (mount it at /mcp). It refuses a rate that is NaN or infinite: a
+// NaN passed the defaults' check (NaN <= 0 is false) and refused every
+// request beyond loopback, +Inf lifted the limit.
+func NewHTTPHandler(s *Server, cfg HTTPConfig) (*HTTPHandler, error) {
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"RequestRate", cfg.RequestRate}, {"RemoteRate", cfg.RemoteRate}} {
+		if math.IsNaN(r.v) || math.IsInf(r.v, 0) {
+			return nil, fmt.Errorf("mcpserver: HTTPConfig.%s %v: want a finite rate (0: the default)", r.name, r.v)
+		}
+	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = DefaultMaxHTTPSessions
 	}
@@ -180,7 +192,7 @@ func NewHTTPHandler(s *Server, cfg HTTPConfig) *HTTPHandler {
 	}
 	s.setGroupOf(h.sessionGroup)
 	s.setCharge(h.chargeSession)
-	return h
+	return h, nil
 }
 
 // sessionGroup is the network of a session opened from beyond loopback

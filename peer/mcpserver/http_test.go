@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,7 +48,7 @@ func TestHTTPSessionsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	h := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{MaxSessions: 3, SessionTimeout: 300 * time.Millisecond, Logger: testLogger(t)})
+	h := mustHTTPHandler(t, srv, mcpserver.HTTPConfig{MaxSessions: 3, SessionTimeout: 300 * time.Millisecond, Logger: testLogger(t)})
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		ts.Close()
@@ -107,7 +108,7 @@ func TestHTTPSessionsSharedByNetworks(t *testing.T) {
 	}
 	t.Cleanup(srv.Close)
 	const capN = 16 // 2 per network, 4 per /32, 12 beyond loopback
-	h := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{MaxSessions: capN, Logger: testLogger(t)})
+	h := mustHTTPHandler(t, srv, mcpserver.HTTPConfig{MaxSessions: capN, Logger: testLogger(t)})
 	ts := remoteServer(t, h)
 	from := func(addr string) int {
 		t.Helper()
@@ -197,4 +198,46 @@ func remoteServer(t *testing.T, h *mcpserver.HTTPHandler) *httptest.Server {
 		h.Close()
 	})
 	return ts
+}
+
+// mustHTTPHandler is NewHTTPHandler's handler, the test failing on its
+// error.
+func mustHTTPHandler(t *testing.T, srv *mcpserver.Server, cfg mcpserver.HTTPConfig) *mcpserver.HTTPHandler {
+	t.Helper()
+	h, err := mcpserver.NewHTTPHandler(srv, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestNewHTTPHandlerRefusesAbsurdRates: a NaN rate passed the defaults'
+// check (NaN <= 0 is false) and refused every request from beyond
+// loopback; an infinite one lifted the limit. NewHTTPHandler refuses
+// both, naming the field, as the HTTP door's New does.
+func TestNewHTTPHandlerRefusesAbsurdRates(t *testing.T) {
+	_, sets, _ := splitSets(t)
+	srv, err := mcpserver.New(mcpserver.Config{Node: startNode(t, sets, nil), Version: "test", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		field string
+		cfg   mcpserver.HTTPConfig
+	}{
+		{"RequestRate", mcpserver.HTTPConfig{RequestRate: math.NaN()}},
+		{"RequestRate", mcpserver.HTTPConfig{RequestRate: math.Inf(1)}},
+		{"RemoteRate", mcpserver.HTTPConfig{RemoteRate: math.NaN()}},
+		{"RemoteRate", mcpserver.HTTPConfig{RemoteRate: math.Inf(-1)}},
+	} {
+		tc.cfg.Logger = testLogger(t)
+		h, err := mcpserver.NewHTTPHandler(srv, tc.cfg)
+		if err == nil {
+			h.Close()
+			t.Errorf("%s %+v accepted", tc.field, tc.cfg)
+		} else if !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("error %q does not name %s", err, tc.field)
+		}
+	}
 }

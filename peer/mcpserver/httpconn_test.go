@@ -52,7 +52,7 @@ func newHTTPHandler(t *testing.T, cfg mcpserver.HTTPConfig) *mcpserver.HTTPHandl
 	}
 	t.Cleanup(srv.Close)
 	cfg.Logger = testLogger(t)
-	return mcpserver.NewHTTPHandler(srv, cfg)
+	return mustHTTPHandler(t, srv, cfg)
 }
 
 // closedBy reports whether the server closed c (or answered and closed)
@@ -314,7 +314,7 @@ func TestHTTPAttestationsSharedByNetworks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	h := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: testLogger(t)})
+	h := mustHTTPHandler(t, srv, mcpserver.HTTPConfig{Logger: testLogger(t)})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a := r.Header.Get("X-Test-Remote"); a != "" {
 			r.RemoteAddr = a

@@ -56,7 +56,7 @@ func (d *dialCounter) port() int { return d.l.Addr().(*net.TCPAddr).Port }
 // the caller address it was opened with (X-Test-Remote; empty: loopback).
 func remoteMCP(t *testing.T, srv *mcpserver.Server) func(ctx context.Context, remote string) *mcp.ClientSession {
 	t.Helper()
-	h := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: testLogger(t)})
+	h := mustHTTPHandler(t, srv, mcpserver.HTTPConfig{Logger: testLogger(t)})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a := r.Header.Get("X-Test-Remote"); a != "" {
 			r.RemoteAddr = a

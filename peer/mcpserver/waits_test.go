@@ -42,7 +42,7 @@ func TestHTTPAbandonedWaitsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	h := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: testLogger(t)})
+	h := mustHTTPHandler(t, srv, mcpserver.HTTPConfig{Logger: testLogger(t)})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a := r.Header.Get("X-Test-Remote"); a != "" {
 			r.RemoteAddr = a
