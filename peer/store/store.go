@@ -788,8 +788,9 @@ func (s *Store) Put(d Direction, env []byte, a *protocol.Attestation) error {
 }
 
 // PutIssued stores an attestation this node issued. A rejection replaces
-// the older rejections of the same subject when it reaches bbolt, in the
-// same transaction: the rejections of one peer coalesce into the newest
+// the older rejections of the same subject that it supersedes (Supersedes)
+// when it reaches bbolt, in the same transaction: the rejections of one
+// peer coalesce into the newest
 // (which alone drives the back-off after a restart), so a peer failing
 // again and again does not grow the store. Acceptances are kept.
 func (s *Store) PutIssued(env []byte, a *protocol.Attestation) error {
@@ -797,7 +798,9 @@ func (s *Store) PutIssued(env []byte, a *protocol.Attestation) error {
 }
 
 // putIssuedRejection puts the issued rejection env under key k and deletes
-// the older rejections of its subject. It decodes them without a
+// the older rejections of its subject: those it supersedes (Supersedes; a
+// rejection of the same second that expires later supersedes it and
+// stays). It decodes them without a
 // signature check (decodeStored): it runs inside the write transaction,
 // over every record of the subject. Run again, it finds nothing more to
 // delete and puts the same record.
@@ -811,7 +814,7 @@ func putIssuedRejection(tx *bolt.Tx, k, env []byte, a *protocol.Attestation) err
 			continue
 		}
 		old, ok := decodeStored(v)
-		if !ok || old.Subject != a.Subject || old.Accepted || old.IssuedAt.After(a.IssuedAt) {
+		if !ok || old.Subject != a.Subject || old.Accepted || !Supersedes(a.IssuedAt, a.ExpiresAt, false, old.IssuedAt, old.ExpiresAt, false) {
 			continue
 		}
 		dead = append(dead, bytes.Clone(kk))
@@ -1287,7 +1290,7 @@ func overlay(recs []*walRecord, d Direction, prefix []byte, kvs []storedKV) []st
 					keep = false
 				}
 			case !r.a.Accepted:
-				if old.Subject == r.a.Subject && !old.Accepted && !old.IssuedAt.After(r.a.IssuedAt) {
+				if old.Subject == r.a.Subject && !old.Accepted && Supersedes(r.a.IssuedAt, r.a.ExpiresAt, false, old.IssuedAt, old.ExpiresAt, false) {
 					dead = append(dead, k)
 				}
 			}

@@ -1,0 +1,80 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
+)
+
+// TestIssuedRejectionKeepsSupersedingRejection: an issued rejection
+// replaces only the older rejections of its subject that it supersedes
+// (spec/trust.md §1: at equal issued_at the later expires_at wins). Two
+// rejections of one second, the one written second expiring sooner: the
+// store deleted the first, which supersedes it, so after a restart the
+// node's newest record of the peer was the expired one and the peer read
+// `expired` (a quorum could then admit it) instead of `rejected`. Found by
+// internal/secondtrust's differential test. Both the checkpoint
+// (putIssuedRejection) and a read-only replay of the log (overlay).
+func TestIssuedRejectionKeepsSupersedingRejection(t *testing.T) {
+	key, _ := testutil.NewKey(t)
+	_, subject := testutil.NewKey(t)
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	long, la := sealedVerdict(t, key, subject, false, at, 24*time.Hour)
+	short, sa := sealedVerdict(t, key, subject, false, at, 30*time.Second) // expired by now
+	newer, na := sealedVerdict(t, key, subject, false, at.Add(time.Second), 30*time.Second)
+
+	check := func(s *Store, when string, wantExpiry time.Time) {
+		t.Helper()
+		es, bad, err := s.NewestSound(Issued, key.GetPublic())
+		if err != nil || bad != 0 {
+			t.Fatal(when, err, bad)
+		}
+		if len(es) != 1 {
+			t.Fatalf("%s: %d newest records, want 1", when, len(es))
+		}
+		if got := es[0].Attestation.ExpiresAt; !got.Equal(wantExpiry) {
+			t.Errorf("%s: newest rejection expires %v, want %v (the superseding one)", when, got, wantExpiry)
+		}
+	}
+
+	s, path := openTemp(t)
+	if err := s.PutIssued(long, la); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIssued(short, sa); err != nil {
+		t.Fatal(err)
+	}
+	s.crash(t)
+	ro, err := OpenWith(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(ro, "read-only replay", la.ExpiresAt)
+	ro.Close()
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(s, "after the checkpoint", la.ExpiresAt)
+	// A later second supersedes both: they coalesce into it.
+	if err := s.PutIssued(newer, na); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check(s, "after a newer rejection", na.ExpiresAt)
+	all, err := s.List(Issued, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 {
+		t.Errorf("%d rejections of the subject kept, want 1 (the newest)", len(all))
+	}
+}
