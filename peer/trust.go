@@ -450,6 +450,16 @@ func (r *trustRec) supersedes(old *trustRec) bool {
 	return old == nil || store.Supersedes(r.issuedAt, r.expiresAt, r.accepted, old.issuedAt, old.expiresAt, old.accepted)
 }
 
+// supersedesOwn is supersedes for the node's own records of a subject,
+// which the store keeps all of: on a full tie (same issued_at, verdict and
+// expires_at) the record of the lower challenge-source rank wins
+// (spec/trust.md §1, store.SupersedesOwn), so that the node's choice does
+// not depend on the order it indexes them in, at start (key order) or as
+// issued.
+func (r *trustRec) supersedesOwn(old *trustRec) bool {
+	return old == nil || store.SupersedesOwn(r.issuedAt, r.expiresAt, r.accepted, r.challenges, old.issuedAt, old.expiresAt, old.accepted, old.challenges)
+}
+
 type trustState struct {
 	// presented caches the count of presented records by issuers not
 	// admitted directly (Node.presentedUntrusted).
@@ -650,7 +660,7 @@ func loadTrustIndex(st *Store, self peer.ID, selfKey crypto.PubKey) (*trustIndex
 		}
 		r := newTrustRec(e.Attestation, SourceIssued)
 		r.issuer = self // one copy of the string for every record
-		if r.supersedes(idx.issued[r.subject]) {
+		if r.supersedesOwn(idx.issued[r.subject]) {
 			idx.issued[r.subject] = r
 		}
 		return nil
@@ -924,7 +934,7 @@ func (n *Node) indexIssued(a *protocol.Attestation) (prev *trustRec) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	prev = t.issued[a.Subject]
-	if r.supersedes(prev) {
+	if r.supersedesOwn(prev) {
 		t.issued[a.Subject] = r
 	}
 	return prev

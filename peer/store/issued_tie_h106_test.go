@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // TestIssuedRejectionKeepsSupersedingRejection: an issued rejection
@@ -76,5 +78,49 @@ func TestIssuedRejectionKeepsSupersedingRejection(t *testing.T) {
 	}
 	if len(all) != 1 {
 		t.Errorf("%d rejections of the subject kept, want 1 (the newest)", len(all))
+	}
+}
+
+// TestIssuedFullTieLowerSourceCounts: of the node's own records of one
+// subject that tie fully (same issued_at, verdict and expires_at), the one
+// on the weaker challenge source is the newest (spec/trust.md §1, document
+// 1.6.15), whatever the order they were written in. The store keeps every
+// acceptance under a key ending in a digest of the envelope, and the
+// start-up index took the first in key order: the same two records made a
+// peer admitted directly or `source_below_minimum` by their digests.
+func TestIssuedFullTieLowerSourceCounts(t *testing.T) {
+	key, _ := testutil.NewKey(t)
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	for trial := range 8 {
+		_, subject := testutil.NewKey(t)
+		mk := func(src skill.SourceKind) ([]byte, *protocol.Attestation) {
+			_, a := sealed(t, key, subject, at, time.Hour)
+			a.Provenance = skill.Provenance{Source: src}
+			env, err := protocol.Seal(a, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return env, a
+		}
+		e1, a1 := mk(skill.SourceHybrid)
+		e2, a2 := mk(skill.SourceProcedural)
+		s, _ := openTemp(t)
+		if trial%2 == 1 {
+			e1, a1, e2, a2 = e2, a2, e1, a1
+		}
+		if err := s.PutIssued(e1, a1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutIssued(e2, a2); err != nil {
+			t.Fatal(err)
+		}
+		es, _, err := s.NewestSound(Issued, key.GetPublic())
+		if err != nil || len(es) != 1 {
+			t.Fatal(err, len(es))
+		}
+		if got := es[0].Attestation.Provenance.Source; got != skill.SourceProcedural {
+			t.Errorf("trial %d: newest of a full tie is on %q, want procedural (the lower rank)", trial, got)
+		}
+		s.Close()
 	}
 }

@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/acaptcha/acaptcha/protocol"
+	"github.com/acaptcha/acaptcha/skill"
 )
 
 // Via names how a learned attestation reached this node.
@@ -108,6 +109,23 @@ func Supersedes(ia, ea time.Time, acc bool, ib, eb time.Time, bcc bool) bool {
 		return !acc
 	}
 	return ea.Unix() > eb.Unix()
+}
+
+// SupersedesOwn is Supersedes for the records one node issued about one
+// subject, which the store keeps all of (spec/trust.md §1): on a full tie
+// (same issue time, verdict and expiry) the record whose challenge source
+// ranks lower (skill.SourceKind.Rank) supersedes the other, so that the
+// one that counts is the same whatever order the records are read in
+// (a learned or received pair keeps one record: there the held one
+// stays).
+func SupersedesOwn(ia, ea time.Time, acc bool, sa skill.SourceKind, ib, eb time.Time, bcc bool, sb skill.SourceKind) bool {
+	if Supersedes(ia, ea, acc, ib, eb, bcc) {
+		return true
+	}
+	if Supersedes(ib, eb, bcc, ia, ea, acc) {
+		return false
+	}
+	return sa.Rank() < sb.Rank()
 }
 
 // PutLearned stores learned attestations, each replacing the stored entry

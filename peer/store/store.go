@@ -1237,11 +1237,16 @@ func (s *Store) listNewestAll(d Direction, p peer.ID, limit int) ([]Entry, int, 
 // supersedesFirst orders records the one that supersedes the other first
 // (Supersedes), 0 for records that rank equal: a comparison for
 // slices.SortStableFunc.
+//
+// Of records of one issuer and subject that tie fully (same issue time,
+// verdict and expiry), the one of the lower challenge-source rank comes
+// first (SupersedesOwn): the node's own records of a subject are all kept,
+// and key order (a digest of the envelope) must not choose which counts.
 func supersedesFirst(x, y *protocol.Attestation) int {
 	switch {
-	case Supersedes(x.IssuedAt, x.ExpiresAt, x.Accepted, y.IssuedAt, y.ExpiresAt, y.Accepted):
+	case SupersedesOwn(x.IssuedAt, x.ExpiresAt, x.Accepted, x.Provenance.Source, y.IssuedAt, y.ExpiresAt, y.Accepted, y.Provenance.Source):
 		return -1
-	case Supersedes(y.IssuedAt, y.ExpiresAt, y.Accepted, x.IssuedAt, x.ExpiresAt, x.Accepted):
+	case SupersedesOwn(y.IssuedAt, y.ExpiresAt, y.Accepted, y.Provenance.Source, x.IssuedAt, x.ExpiresAt, x.Accepted, x.Provenance.Source):
 		return 1
 	}
 	return 0
