@@ -245,15 +245,26 @@ func diffSetup(t testing.TB) ([]party, party, map[string]string) {
 	return parties, anchor, names
 }
 
+// diffBounds are a differential test's case count and time budget: the
+// shorter ones by default (CI runs every package under the race detector
+// on two cores), a quarter of them with -short, the longer ones with
+// SECONDTRUST_LONG=1.
+func diffBounds(cases int, budget time.Duration, longCases int, longBudget time.Duration) (int, time.Duration) {
+	switch {
+	case os.Getenv("SECONDTRUST_LONG") != "":
+		return longCases, longBudget
+	case testing.Short():
+		return max(1, cases/4), budget / 4
+	}
+	return cases, budget
+}
+
 // TestDifferentialPeerReport generates random histories, writes each into
 // a store and compares this package's decision for every peer with the Go
 // node's offline report (peer.PeerReport: the admissions `acaptcha
 // peers` shows, evaluated at a given time). Bounded by count and time.
 func TestDifferentialPeerReport(t *testing.T) {
-	cases, budget := 600, 45*time.Second
-	if testing.Short() {
-		cases, budget = 150, 15*time.Second
-	}
+	cases, budget := diffBounds(300, 20*time.Second, 600, 45*time.Second)
 	parties, anchor, names := diffSetup(t)
 	r := rand.New(rand.NewPCG(106, uint64(time.Now().UnixNano())))
 	dir := scratchDir(t)
@@ -302,10 +313,7 @@ func TestDifferentialPeerReport(t *testing.T) {
 // its store before it starts. A decision whose inputs change between the
 // seconds before and after the node's answer is not compared.
 func TestDifferentialNode(t *testing.T) {
-	cases, budget := 150, 60*time.Second
-	if testing.Short() {
-		cases, budget = 15, 15*time.Second
-	}
+	cases, budget := diffBounds(60, 20*time.Second, 150, 60*time.Second)
 	parties, anchor, names := diffSetup(t)
 	r := rand.New(rand.NewPCG(107, uint64(time.Now().UnixNano())))
 	dir := scratchDir(t)
