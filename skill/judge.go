@@ -1089,7 +1089,7 @@ func (j *judgement) compoundUnit(w Word) bool {
 // never hold it, texts are searched for it.
 var unitTable = [][]string{
 	{"%", "percent", "pct", "cent"},
-	{"pp", "pts", "percentage"},
+	{"pp", "pts", "percentage", "point", "points"},
 	{"€", "eur", "euro", "euros"},
 	{"£", "gbp", "pound", "pounds", "sterling"},
 	{"$", "usd", "dollar", "dollars"},
@@ -1153,6 +1153,12 @@ func (j *judgement) unitName(w Word) bool {
 		for _, n := range j.narratives {
 			j.units |= unitsUsed(n)
 		}
+		// A difference of two percentages is in percentage points: a
+		// text that uses percent uses the percentage-point row too
+		// ("0.33 percentage points" beside "2.36%" and "2.03%").
+		if j.units&unitRow["percent"] != 0 {
+			j.units |= unitRow["pp"]
+		}
 	}
 	return j.units&row != 0
 }
@@ -1201,6 +1207,11 @@ func (j *judgement) labelledNumber() bool {
 	return false
 }
 
+// labelUnits are unit spellings that stay number labels where the texts
+// write them so ("Point 3" beside a narrative's "Point 1"): a
+// percentage point's names that are also words of labels.
+var labelUnits = toWordSet("point points")
+
 // quantityWords are never lower-case number labels: they quantify the
 // number after them ("all 5 labs", "within 10 days").
 var quantityWords = toWordSet("all only exactly just nearly almost over under above below within beyond up total some least most")
@@ -1213,7 +1224,7 @@ var quantityWords = toWordSet("all only exactly just nearly almost over under ab
 // quantity word and one such text writes it with no upper-case letter
 // before numbers of two or more values ("priority 1 ... priority 2").
 func (j *judgement) numberLabel(w Word, first bool) bool {
-	if functionWords[w.Text] || hedges[w.Text] || unitRow[w.Text] != 0 || j.variantWord(w) {
+	if functionWords[w.Text] || hedges[w.Text] || unitRow[w.Text] != 0 && !labelUnits[w.Text] || j.variantWord(w) {
 		return false
 	}
 	lower := first && !quantityWords[w.Text]

@@ -981,3 +981,45 @@ func TestJudgeWindowAcrossCandidateAbbreviation(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgePercentagePoints: a difference of two percentages answered in
+// percentage points ("0.33 percentage points", "0.33 pp", "0.33 points")
+// is accepted where a shown text uses percent, as "0.33%" is
+// (verification.md 1.5.25); a text that uses neither leaves the names
+// refused, and "point" stays a number label where a narrative writes
+// "Point 1" ("Point 3" for a count of 3).
+func TestJudgePercentagePoints(t *testing.T) {
+	diff := &Question{Question: "What is the difference in intraday range between the two pairs?", Answer: "0.33",
+		Answers: []string{"0.33", "0.33%", "0.33 %", "0.33 percent"}, ReasoningType: Comparison, AnswerType: NumericAnswer}
+	pct := []string{"HUF/CZK registered 2.36 percent. EUR/PLN recorded 2.03%."}
+	depth := &Question{Question: "What is the final depth in km of the event?", Answer: "10.6", Answers: []string{"10.6", "10.6 km"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	km := []string{"The well reached 10.6 km before the stop."}
+	count := &Question{Question: "How many swabs were positive?", Answer: "3", Answers: []string{"3"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	points := []string{"Swabs at Point 1 and Point 2 were positive; 12% of the rest were clean, and 3 swabs in all were positive."}
+	cases := []struct {
+		q    *Question
+		n    []string
+		a    string
+		want bool
+	}{
+		{diff, pct, "0.33 percentage points", true},
+		{diff, pct, "0.33 pp", true},
+		{diff, pct, "0.33 points", true},
+		{diff, pct, "0.33 percentage point", true},
+		{diff, pct, "0.33 pts (2.36% − 2.03%)", true},
+		{diff, pct, "0.33 points 0.34", false}, // two numbers
+		{diff, pct, "0.34 percentage points", false},
+		{depth, km, "10.6 points", false},            // no text uses percent or points
+		{depth, km, "10.6 percentage points", false}, // likewise
+		{count, points, "3 points", true},
+		{count, points, "Point 3", false}, // a label the narrative writes
+		{count, points, "the point 3", false},
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, c.n); got != c.want {
+			t.Errorf("Judge(%q) = %v, want %v", c.a, got, c.want)
+		}
+	}
+}

@@ -434,7 +434,7 @@ func isJoin(w W) bool { return !w.num && joiningWords[w.text] }
 
 var unitRows = [][]string{
 	{"%", "percent", "pct", "cent"},
-	{"pp", "pts", "percentage"}, // 1.5.19
+	{"pp", "pts", "percentage", "point", "points"}, // 1.5.19; point, points 1.5.25
 	{"€", "eur", "euro", "euros"},
 	{"£", "gbp", "pound", "pounds", "sterling"},
 	{"$", "usd", "dollar", "dollars"},
@@ -648,6 +648,13 @@ func newCtx(q *Q, narr []string) *ctx {
 			}
 		}
 	}
+	// 1.5.25: a text that uses the percent row uses the percentage-point
+	// row too.
+	if c.usedUnits["percent"] {
+		for _, sp := range unitRows[1] {
+			c.usedUnits[sp] = true
+		}
+	}
 	// candidates' raw words and initials
 	c.candRaw = map[string]bool{}
 	cands := append(append([]string{}, q.variants()...), q.Distractors...)
@@ -813,7 +820,7 @@ func (c *ctx) labelGuard(aw []W) bool {
 		return false
 	}
 	isLabelBase := func(w W) bool {
-		return !w.num && !isFn(w) && !hedges[w.text] && !unitSpelling[w.text] && !c.isVarWord(w)
+		return !w.num && !isFn(w) && !hedges[w.text] && !(unitSpelling[w.text] && w.text != "point" && w.text != "points") && !c.isVarWord(w)
 	}
 	firstNonFn := -1
 	for i, w := range aw {
