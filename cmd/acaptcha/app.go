@@ -137,6 +137,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	a := &app{stdout: stdout, stderr: stderr}
 	root := a.rootCmd()
+	if args == nil {
+		// cobra reads os.Args[1:] when its args are nil: Main(ctx, nil)
+		// would run the process's own arguments (a test binary's
+		// -test.timeout 20m became `unknown command "20m"`).
+		args = []string{}
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

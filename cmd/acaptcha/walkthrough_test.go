@@ -681,3 +681,18 @@ func TestReadOnlyCommandsWriteNothing(t *testing.T) {
 		t.Error("reading the store changed its write-ahead log")
 	}
 }
+
+// Main runs the arguments it is given, never the process's: with none
+// (nil, as TestGroupCommandsRefuseUnknownSubcommands passes for the
+// root) it prints the root's help and exits 0. cobra read os.Args[1:] for
+// nil args, so the test failed when its binary ran with
+// `-test.timeout 20m` (`unknown command "20m" for "acaptcha"`).
+func TestMainIgnoresProcessArgs(t *testing.T) {
+	saved := os.Args
+	os.Args = []string{saved[0], "no-such-command"}
+	t.Cleanup(func() { os.Args = saved })
+	out, errOut, code := newUserMain(context.Background())
+	if code != exitOK || !strings.Contains(out, "Available Commands") {
+		t.Fatalf("Main with no arguments: exit %d\n%.300s\n%s", code, out, errOut)
+	}
+}
