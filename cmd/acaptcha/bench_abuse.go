@@ -85,7 +85,7 @@ alone (the other attacks' identities would fill that network's slots).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&f.duration, "duration", abuse.DefaultDuration, "how long the attack runs (longer when deploying the attackers takes more than three quarters of it: the honest flows then get a quarter; a run whose attackers are still deploying at a quarter past it ends with no honest session, so give a few seconds more than the deployment takes, about 4 s on 2 cores)")
+	fl.DurationVar(&f.duration, "duration", abuse.DefaultDuration, "how long the attack runs (longer when deploying the attackers takes more than three quarters of it: the honest flows then get a quarter; deployment stops at this duration, with the identities up by then, so a run lasts at most a quarter more; give a few seconds more than the deployment takes, about 4 s on 2 cores, to run every identity)")
 	fl.DurationVar(&f.honestEvery, "honest-every", abuse.DefaultHonestEvery, "pause between two sessions of each honest flow")
 	fl.DurationVar(&f.pace, "pace", abuse.DefaultPace, "pause between two iterations of an attacker's loop")
 	fl.StringSliceVar(&f.attacks, "attacks", nil, "attacks to run, comma-separated (default all: "+strings.Join(abuse.Attacks, ",")+")")

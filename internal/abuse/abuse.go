@@ -143,6 +143,14 @@ type Config struct {
 	NodeLog io.Writer
 	// Progress, when set, receives progress lines.
 	Progress func(format string, args ...any)
+
+	// deployPause, for tests, is a pause before each attacker identity
+	// is deployed: the slow ramp-up of a loaded machine.
+	deployPause time.Duration
+	// until, for tests, ends the run before Duration once it reports
+	// true (polled every 100 ms while the honest flows run): a test
+	// waits for the events it asserts, with Duration as its bound.
+	until func(b *bench, honest ...*latencies) bool
 }
 
 func (c *Config) defaults() error {
@@ -421,12 +429,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// attackers are deployed) at least a quarter of it: on a loaded
 	// machine, or under the race detector, deploying 170 identities can
 	// take the whole Duration, and a run whose honest flows never started
-	// measures nothing. Deployment itself is bounded by Duration plus
-	// that quarter.
+	// measures nothing. Deployment itself stops at Duration (the
+	// identities up by then keep attacking), so the run ends by Duration
+	// plus that quarter. (Deployment and run were one deadline, Duration
+	// plus a quarter: a ramp-up past it cancelled the run before the
+	// honest flows started, and the report had no honest session.)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	end := time.AfterFunc(cfg.Duration+honestWindow(cfg.Duration, cfg.Duration), cancel)
-	defer func() { end.Stop() }()
+	deployCtx, stopDeploy := context.WithTimeout(runCtx, cfg.Duration)
+	defer stopDeploy()
 	stopSample := b.sample(rep)
 	cfg.Progress("node %s up; %d attacks for %s", b.node.ID(), len(cfg.Attacks), cfg.Duration)
 
@@ -440,7 +451,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		deploying.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := b.attack(runCtx, name, n, c, sync.OnceFunc(deploying.Done)); err != nil && runCtx.Err() == nil {
+			if err := b.attack(runCtx, deployCtx, name, n, c, sync.OnceFunc(deploying.Done)); err != nil && runCtx.Err() == nil {
 				c.setErr(err)
 				cfg.Progress("attack %s stopped: %v", name, err)
 			}
@@ -450,15 +461,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// measure the node under the full mix, not the attackers' ramp-up
 	// (170 identities dialling at once).
 	deploying.Wait()
+	stopDeploy()
 	rep.RampUp = time.Since(started)
-	if end.Stop() {
-		end = time.AfterFunc(honestWindow(cfg.Duration, rep.RampUp), cancel)
-	}
+	end := time.AfterFunc(honestWindow(cfg.Duration, rep.RampUp), cancel)
+	defer end.Stop()
 	cfg.Progress("attackers deployed in %s; honest flows start", rep.RampUp.Round(time.Millisecond))
 	var hp, hv latencies
 	wg.Add(2)
 	go func() { defer wg.Done(); b.honestProver(runCtx, &hp) }()
 	go func() { defer wg.Done(); b.honestVerifier(runCtx, &hv) }()
+	if cfg.until != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sleepCtx(runCtx, 100*time.Millisecond) {
+				if cfg.until(b, &hp, &hv) {
+					cfg.Progress("the run's goal is reached: ending it")
+					cancel()
+				}
+			}
+		}()
+	}
 	wg.Wait()
 	// The budgets below are over the run as it was.
 	rep.Duration = time.Since(started)

@@ -129,3 +129,33 @@ func TestHonestWindowAfterSlowRampUp(t *testing.T) {
 		}
 	}
 }
+
+// A ramp-up longer than the run plus its quarter (TestBenchAbuseCheck
+// under -race on a loaded 2-core machine: 26.9 s for a 20 s run) still
+// leaves the honest flows their quarter: deployment stops at Duration and
+// the identities up by then attack while the honest flows run. Before,
+// one deadline of Duration plus a quarter bounded both, ended the run
+// before the honest flows started, and the report had no honest session
+// (honest {Count:0 Failures:0}).
+func TestHonestFlowsRunAfterRampUpPastTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("bench run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const d = 2 * time.Second
+	// 16 identities 200 ms apart: 3.2 s of ramp-up, past d + d/4.
+	cfg := Config{Duration: d, Attacks: []string{AttackSilentContact}, Dir: t.TempDir(), Progress: t.Logf,
+		deployPause: 200 * time.Millisecond}
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.HonestProver.Count == 0 || rep.HonestVerifier.Count == 0 || rep.Honest.Failures != 0 {
+		t.Fatalf("ramp-up %s of a %s run: honest prover %+v, honest verifier %+v; want both flows run and accepted",
+			rep.RampUp, d, rep.HonestProver, rep.HonestVerifier)
+	}
+	if ids := rep.Attack[0].Identities; ids == 0 || ids >= defaultIdentities[AttackSilentContact] {
+		t.Fatalf("%d identities deployed; want some, and not all %d (deployment stops at the run's duration)", ids, defaultIdentities[AttackSilentContact])
+	}
+}

@@ -111,9 +111,10 @@ func (c *attackCounters) detail() string {
 	return strings.Join(parts, ", ")
 }
 
-// attack runs one attack with n identities until ctx ends. Each identity
-// starts attacking as soon as its host is up.
-func (b *bench) attack(ctx context.Context, name string, n int, c *attackCounters, deployed func()) error {
+// attack runs one attack with up to n identities until ctx ends. Each
+// identity starts attacking as soon as its host is up; none is added once
+// deployCtx ends (the report counts those that were).
+func (b *bench) attack(ctx, deployCtx context.Context, name string, n int, c *attackCounters, deployed func()) error {
 	defer deployed()
 	var run func(context.Context, host.Host, *attackCounters)
 	switch name {
@@ -145,8 +146,11 @@ func (b *bench) attack(ctx context.Context, name string, n int, c *attackCounter
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for range n {
-		if ctx.Err() != nil {
-			return nil
+		if deployCtx.Err() != nil {
+			break
+		}
+		if b.cfg.deployPause > 0 {
+			time.Sleep(b.cfg.deployPause)
 		}
 		newHost := b.attackerHost
 		if name == AttackPayDrain {
