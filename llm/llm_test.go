@@ -300,8 +300,12 @@ func TestCallerDeadlineMidStreamOpenAI(t *testing.T) {
 		t.Fatalf("only %d of %d deadlines hit mid-stream (after the first chunk)", midStream, n)
 	}
 	t.Logf("raw langchaingo openai client returned success with partial text in %d of %d deadline hits", rawSuccess, n)
-	if srv.Requests() != 2*n {
-		t.Errorf("%d requests", srv.Requests())
+	// One request per call, none retried after its deadline. A request
+	// whose 150 ms ended before the stub's handler ran is not counted
+	// (31 of 32 once, under -race with two busy loops at load 14),
+	// so the count is a bound, not an exact figure.
+	if r := srv.Requests(); r > 2*n || r < n {
+		t.Errorf("%d requests for %d calls", r, 2*n)
 	}
 }
 
