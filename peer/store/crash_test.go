@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -69,11 +71,23 @@ func TestCrashChild(t *testing.T) {
 		// One write(2) a line: a kill leaves whole lines or a cut last one.
 		_, _ = os.Stdout.WriteString("ack " + hex.EncodeToString(h[:]) + "\n")
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	// The child writes until it is killed: the parent kills it after
+	// its count of acknowledged writes, however long they take (a fixed
+	// 20 s ended a child at 518 of the 700 its parent waited for, under
+	// -race at load 14). Its standard input is a pipe from the parent:
+	// end of file (the parent gone without killing it) stops it, and an
+	// hour bounds it in any case.
+	var stopped atomic.Bool
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stopped.Store(true)
+	}()
+	hour := time.Now().Add(time.Hour)
+	running := func() bool { return !stopped.Load() && time.Now().Before(hour) }
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
-			for i := 0; time.Now().Before(deadline); i++ {
+			for i := 0; running(); i++ {
 				d, envs, as := crashRecord(t, key, g+i)
 				if err := s.Put(d, envs[0], as[0]); err != nil {
 					if flaky != nil && strings.Contains(err.Error(), "injected") {
@@ -87,7 +101,7 @@ func TestCrashChild(t *testing.T) {
 		})
 	}
 	wg.Go(func() {
-		for time.Now().Before(deadline) {
+		for running() {
 			time.Sleep(3 * time.Millisecond)
 			if _, err := s.List(Received, ""); err != nil && (flaky == nil || !strings.Contains(err.Error(), "injected")) {
 				fmt.Printf("list-error %v\n", err)
@@ -167,6 +181,11 @@ func killedWriter(t *testing.T, mode string, kills []int) {
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashModeEnv+"="+mode)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
+			t.Fatal(err)
+		}
+		// Open while the child runs (Wait closes it): its end of file
+		// tells the child its parent is gone (TestCrashChild).
+		if _, err := cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
 		}
 		cmd.Stderr = os.Stderr
