@@ -21,7 +21,7 @@ import (
 )
 
 // newBareNode starts a node with no source and no prover.
-func newBareNode(t *testing.T, cfg Config) *Node {
+func newBareNode(t testing.TB, cfg Config) *Node {
 	t.Helper()
 	if cfg.Key == nil {
 		cfg.Key, _ = testutil.NewKey(t)
