@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-base32"
+	ma "github.com/multiformats/go-multiaddr"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
@@ -332,4 +334,94 @@ func maxCount[K comparable](m map[K]int) int {
 		n = max(n, v)
 	}
 	return n
+}
+
+// FuzzDiscoveredAddrs feeds the addresses a remote peer announces (an
+// mDNS answer's, a DHT provider record's, a bootstrap peer's) to the
+// filters that decide which of them the node dials: the DHT's scope and
+// the mDNS gate. Addresses are binary multiaddrs, one per line. The DHT
+// filter keeps exactly the addresses in scope, in order, and a circuit
+// is in scope only as its relay is; the mDNS gate dials at most
+// mdnsMaxAddrs addresses of one answer, each a private, link-local (or,
+// for a loopback node, loopback) IP, none twice within the backoff, and
+// no more than its total burst.
+func FuzzDiscoveredAddrs(f *testing.F) {
+	enc := func(ss ...string) []byte {
+		var out [][]byte
+		for _, s := range ss {
+			out = append(out, ma.StringCast(s).Bytes())
+		}
+		return bytes.Join(out, []byte("\n"))
+	}
+	f.Add(enc("/ip4/192.168.1.7/tcp/4001", "/ip4/8.8.8.8/udp/4001/quic-v1", "/ip6/fe80::1/tcp/1", "/ip4/127.0.0.1/tcp/4001"), uint8(0))
+	f.Add(enc("/ip6zone/eth0/ip6/fe80::1/tcp/1", "/dns4/localhost/tcp/1", "/dns/x.localhost./tcp/1", "/ip4/0.0.0.0/tcp/1"), uint8(3))
+	f.Add(enc("/ip4/1.2.3.4/tcp/1/p2p/12D3KooWA4Xop1JaT3MHxwYMkCepYsv4iPVopMXwCz5iHYdBfeSB/p2p-circuit", "/p2p-circuit", "/ip4/10.0.0.1/tcp/1/ip4/10.0.0.2/tcp/2"), uint8(1))
+	f.Add(enc("/ip6/::ffff:10.0.0.1/tcp/1", "/ip4/10.0.0.1/tcp/1", "/ip4/10.0.0.1/tcp/1", "/ip4/10.0.0.1/tcp/2", "/ip4/10.0.0.1/tcp/3", "/ip4/10.0.0.1/tcp/4", "/ip4/10.0.0.1/tcp/5"), uint8(2))
+	f.Fuzz(func(t *testing.T, data []byte, flags uint8) {
+		var addrs []ma.Multiaddr
+		for _, b := range bytes.Split(data, []byte("\n")) {
+			if a, err := ma.NewMultiaddrBytes(b); err == nil {
+				addrs = append(addrs, a)
+			}
+		}
+		scope := dhtScope{loopback: flags&1 != 0, private: flags&2 != 0}
+		kept := scope.filter(slices.Clone(addrs))
+		var want []ma.Multiaddr
+		for _, a := range addrs {
+			if scope.allows(a) {
+				want = append(want, a)
+			}
+		}
+		if len(kept) != len(want) {
+			t.Fatalf("filter kept %d of %d addresses in scope", len(kept), len(want))
+		}
+		for i := range kept {
+			if !kept[i].Equal(want[i]) {
+				t.Fatalf("filter kept %s, want %s", kept[i], want[i])
+			}
+		}
+		for _, a := range addrs {
+			if relay, rest := ma.SplitFunc(a, func(c ma.Component) bool { return c.Code() == ma.P_CIRCUIT }); len(rest) > 0 && len(relay) > 0 && scope.allows(a) != scope.allows(relay) {
+				t.Fatalf("circuit %s in scope %v, its relay %v", a, scope.allows(a), scope.allows(relay))
+			}
+		}
+
+		g := &mdnsGate{loopback: flags&4 != 0}
+		now := time.Unix(1_800_000_000, 0)
+		_, id := fuzzKey(t, flags)
+		total := 0
+		seen := map[string]bool{}
+		for round := range 3 {
+			got := g.admit(peer.AddrInfo{ID: id, Addrs: addrs}, now)
+			if round > 0 && len(got) > 0 {
+				t.Fatalf("the same peer dialled again within the backoff: %v", got)
+			}
+			if len(got) > mdnsMaxAddrs {
+				t.Fatalf("%d addresses dialled for one answer", len(got))
+			}
+			for _, a := range got {
+				ip, ok := mdnsScope(a, g.loopback)
+				if !ok || !(ip.IsPrivate() || ip.IsLinkLocalUnicast() || g.loopback && ip.IsLoopback()) {
+					t.Fatalf("dialled %s, outside the LAN scope", a)
+				}
+				if seen[string(a.Bytes())] {
+					t.Fatalf("dialled %s twice within the backoff", a)
+				}
+				seen[string(a.Bytes())] = true
+			}
+			total += len(got)
+			// Another peer ID announcing the same addresses.
+			_, other := fuzzKey(t, flags+byte(round)+1)
+			for _, a := range g.admit(peer.AddrInfo{ID: other, Addrs: addrs}, now) {
+				if seen[string(a.Bytes())] {
+					t.Fatalf("dialled %s again for another peer ID within the backoff", a)
+				}
+				seen[string(a.Bytes())] = true
+				total++
+			}
+		}
+		if total > mdnsDialBurst {
+			t.Fatalf("%d dials at once, the burst is %d", total, mdnsDialBurst)
+		}
+	})
 }
