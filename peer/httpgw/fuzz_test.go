@@ -211,6 +211,11 @@ func FuzzGatewayRequest(f *testing.F) {
 	f.Add(uint8(0), uint8(5), js, []byte(`{"attestation":"CgQIARIg","require_source":"hybrid","any_verdict":true}`))
 	f.Add(uint8(0), uint8(5), js, []byte(`{"attestation":"","subject":"x","issuer":"y"}`))
 	f.Add(uint8(0), uint8(5), "text/plain", []byte(`{}`))
+	// The client's own key with a signature of the fuzzer's: the key
+	// rules and the signature check.
+	pub, _ := crypto.MarshalPublicKey(priv.GetPublic())
+	sb, _ := json.Marshal(startRequest{PublicKey: pub, Signature: bytes.Repeat([]byte{1}, 64), Pow: []byte{0}})
+	f.Add(uint8(stageCreated), uint8(2), js, sb)
 	f.Add(uint8(1), uint8(0), js, []byte(`{"peer_id":"x","peer_id":"y"}`))
 	f.Add(uint8(3), uint8(4), js, []byte(`{"Round":1,"answer":"x"} {}`))
 	f.Add(uint8(0), uint8(6), "", []byte{})
