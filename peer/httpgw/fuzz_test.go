@@ -107,6 +107,11 @@ func (d *fuzzDoor) serve(method, path, ctype string, body []byte) (int, []byte) 
 		if !found {
 			d.t.Fatalf("%s %q: code %s with status %d, not a row of the error table", method, path, eb.Code, st)
 		}
+		// wrong_round and bad_probe end the session with a signed
+		// verdict, which the body carries (http.md §6).
+		if (eb.Code == CodeWrongRound || eb.Code == CodeBadProbe) && (eb.Session == nil || eb.Session.State != StateDone || eb.Session.Result == nil) {
+			d.t.Fatalf("%s %q: %s without the ended session: %q", method, path, eb.Code, out)
+		}
 	default:
 		d.t.Fatalf("%s %q: status %d", method, path, st)
 	}
@@ -232,6 +237,9 @@ func FuzzGatewayRequest(f *testing.F) {
 			sid = "no-such-session"
 		}
 		st, out := d.serve(rt.method, strings.ReplaceAll(rt.path, "{id}", sid), ctype, body)
+		if rt.method == http.MethodPost && checkJSONContentType(http.Header{"Content-Type": {ctype}}) != nil && st != http.StatusUnsupportedMediaType && st != http.StatusTooManyRequests {
+			t.Fatalf("POST with Content-Type %q answered %d, not unsupported_media_type", ctype, st)
+		}
 		capped := int64(MaxBodyBytes)
 		if rt.path == "/v1/attestations/verify" {
 			capped = MaxVerifyBodyBytes
