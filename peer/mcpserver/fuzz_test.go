@@ -80,6 +80,10 @@ func isHex(s string) bool {
 	return err == nil
 }
 
+// mcpVersion is the protocol version the fuzzed sessions initialize
+// with.
+const mcpVersion = "2025-06-18"
+
 // mcpFuzzDoor is an MCP server of a running node behind the streamable
 // HTTP handler, served in process.
 type mcpFuzzDoor struct {
@@ -87,14 +91,16 @@ type mcpFuzzDoor struct {
 	next atomic.Uint32
 }
 
-func (d *mcpFuzzDoor) post(t *testing.T, ctx context.Context, remote, session, body string) (*httptest.ResponseRecorder, time.Duration) {
+func (d *mcpFuzzDoor) post(t *testing.T, ctx context.Context, remote, session, version, body string) (*httptest.ResponseRecorder, time.Duration) {
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://mcp.test/mcp", strings.NewReader(body))
 	req.RemoteAddr = remote
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	if version != "" {
+		req.Header.Set("Mcp-Protocol-Version", version)
 	}
 	rec := httptest.NewRecorder()
 	start := time.Now()
@@ -104,12 +110,12 @@ func (d *mcpFuzzDoor) post(t *testing.T, ctx context.Context, remote, session, b
 
 // open initializes a session from loopback (the node's own agent).
 func (d *mcpFuzzDoor) open(t *testing.T) string {
-	rec, _ := d.post(t, context.Background(), "127.0.0.1:50000", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"fuzz","version":"0"}}}`)
+	rec, _ := d.post(t, context.Background(), "127.0.0.1:50000", "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"fuzz","version":"0"}}}`)
 	id := rec.Header().Get("Mcp-Session-Id")
 	if rec.Code != http.StatusOK || id == "" {
 		t.Fatalf("initialize: %d %q", rec.Code, rec.Body.String())
 	}
-	if rec, _ := d.post(t, context.Background(), "127.0.0.1:50000", id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); rec.Code >= 300 {
+	if rec, _ := d.post(t, context.Background(), "127.0.0.1:50000", id, mcpVersion, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); rec.Code >= 300 {
 		t.Fatalf("initialized: %d %q", rec.Code, rec.Body.String())
 	}
 	return id
@@ -149,24 +155,25 @@ func FuzzMCPRequest(f *testing.F) {
 		return string(b)
 	}
 	for _, env := range testutil.VectorEnvelopes(f)[:4] {
-		f.Add(tool("verify_attestation", map[string]any{"record": hex.EncodeToString(env), "any_verdict": true}), true)
-		f.Add(tool("verify_attestation", map[string]any{"record": base64.StdEncoding.EncodeToString(env), "require_source": "hybrid", "subject": n.ID().String()}), false)
+		f.Add(tool("verify_attestation", map[string]any{"record": hex.EncodeToString(env), "any_verdict": true}), true, true)
+		f.Add(tool("verify_attestation", map[string]any{"record": base64.StdEncoding.EncodeToString(env), "require_source": "hybrid", "subject": n.ID().String()}), false, true)
 	}
-	f.Add(tool("verify_attestation", map[string]any{"record": strings.Repeat("A", 70000)}), true)
-	f.Add(tool("list_attestations", map[string]any{"limit": 5, "direction": "issued"}), true)
-	f.Add(tool("list_attestations", map[string]any{"limit": -1, "peer": "x"}), false)
-	f.Add(tool("list_peers", map[string]any{}), true)
-	f.Add(tool("list_peers", map[string]any{"cursor": "zz", "limit": 1e9}), true)
-	f.Add(tool("attest_status", map[string]any{"job_id": "nope", "wait_ms": 100}), true)
-	f.Add(tool("next_challenge", map[string]any{"wait_ms": 10}), true)
-	f.Add(tool("answer_challenge", map[string]any{"id": "x", "answer": "KX-7"}), false)
-	f.Add(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, true)
-	f.Add(`[{"jsonrpc":"2.0","id":4,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}]`, true)
-	f.Add(`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{}}`, true)
-	f.Add(`{"jsonrpc":"2.0","id":null,"method":"ping"}`, false)
-	f.Add(`[]`, true)
-	f.Add(`{`, true)
-	f.Fuzz(func(t *testing.T, body string, remote bool) {
+	f.Add(tool("verify_attestation", map[string]any{"record": strings.Repeat("A", 70000)}), true, true)
+	f.Add(tool("list_attestations", map[string]any{"limit": 5, "direction": "issued"}), true, true)
+	f.Add(tool("list_attestations", map[string]any{"limit": -1, "peer": "x"}), false, true)
+	f.Add(tool("list_peers", map[string]any{}), true, true)
+	f.Add(tool("list_peers", map[string]any{"cursor": "zz", "limit": 1e9}), true, true)
+	f.Add(tool("attest_status", map[string]any{"job_id": "nope", "wait_ms": 100}), true, true)
+	f.Add(tool("next_challenge", map[string]any{"wait_ms": 10}), true, true)
+	f.Add(tool("answer_challenge", map[string]any{"id": "x", "answer": "KX-7"}), false, true)
+	f.Add(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, true, true)
+	f.Add(`[{"jsonrpc":"2.0","id":4,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}]`, true, true)
+	f.Add(`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{}}`, true, true)
+	f.Add(`{"jsonrpc":"2.0","id":null,"method":"ping"}`, false, true)
+	f.Add(`[]`, true, true)
+	f.Add(`[{"jsonrpc":"2.0","id":6,"method":"ping"},{"jsonrpc":"2.0","id":7,"method":"tools/list"}]`, true, false)
+	f.Add(`{`, true, true)
+	f.Fuzz(func(t *testing.T, body string, remote, header bool) {
 		if strings.Contains(body, "attest_peer") {
 			t.Skip("attest_peer dials the network")
 		}
@@ -179,7 +186,12 @@ func FuzzMCPRequest(f *testing.F) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		rec, took := d.post(t, ctx, addr, id, body)
+		version := ""
+		if header {
+			// Without the header the SDK takes a JSON-RPC batch.
+			version = mcpVersion
+		}
+		rec, took := d.post(t, ctx, addr, id, version, body)
 		if took > 8*time.Second {
 			t.Fatalf("the request took %s", took)
 		}
@@ -189,9 +201,14 @@ func FuzzMCPRequest(f *testing.F) {
 		default:
 			t.Fatalf("status %d: %.300q", rec.Code, rec.Body.String())
 		}
+		// A caller beyond loopback has at most a network's burst of
+		// calls run by one request (a batch counts each message).
+		if ran := strings.Count(rec.Body.String(), `"jsonrpc":"2.0"`); remote && ran > mcpserver.DefaultHTTPRequestBurst {
+			t.Fatalf("one request from beyond loopback ran %d calls (burst %d): %d", ran, mcpserver.DefaultHTTPRequestBurst, rec.Code)
+		}
 		// The session answers a request after it (unless the input
 		// ended it, which a client may).
-		rec, _ = d.post(t, context.Background(), "127.0.0.1:50000", id, `{"jsonrpc":"2.0","id":99,"method":"ping"}`)
+		rec, _ = d.post(t, context.Background(), "127.0.0.1:50000", id, mcpVersion, `{"jsonrpc":"2.0","id":99,"method":"ping"}`)
 		if rec.Code != http.StatusOK && rec.Code != http.StatusNotFound {
 			t.Fatalf("ping after the input: %d %.300q", rec.Code, rec.Body.String())
 		}

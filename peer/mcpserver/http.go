@@ -379,9 +379,19 @@ func (h *HTTPHandler) chargeBatch(w http.ResponseWriter, r *http.Request, body [
 	if len(t) == 0 || t[0] != '[' {
 		return true
 	}
+	// Read as the SDK reads a batch: its decoder stops at the end of the
+	// array and ignores what follows, where json.Unmarshal refuses it (a
+	// batch with a byte after it was counted as one request and run
+	// whole). An array this decoder cannot read is answered here: the
+	// SDK refuses it too, unless its decoder reads what this one does
+	// not, which would run it uncounted.
 	var msgs []json.RawMessage
-	if json.Unmarshal(t, &msgs) != nil || len(msgs) <= 1 {
-		return true // the SDK answers a malformed batch; one message took its token
+	if err := json.NewDecoder(bytes.NewReader(t)).Decode(&msgs); err != nil {
+		http.Error(w, "malformed JSON-RPC batch: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	if len(msgs) <= 1 {
+		return true // one message took its token
 	}
 	if len(msgs) > h.rates.burst {
 		http.Error(w, "a JSON-RPC batch of "+strconv.Itoa(len(msgs))+" messages: a caller beyond loopback sends at most "+
