@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"reflect"
 	"strings"
 	"sync"
@@ -421,7 +422,10 @@ func DecodeSet(data []byte) (*Set, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("decode challenge set: %w", err)
 	}
-	if dec.More() {
+	// Nothing but white space may follow the object (generation.md,
+	// "Format"). dec.More reports false before a ']' or '}', so it took
+	// `{...}]` and `{...}}}` as one object.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("decode challenge set: trailing data after the JSON object")
 	}
 	if s.ID == "" {

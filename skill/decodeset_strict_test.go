@@ -35,3 +35,25 @@ func TestDecodeSetStrictJSON(t *testing.T) {
 		}
 	}
 }
+
+// Nothing but JSON white space may follow the set's object
+// (generation.md, "Format"): the decoder checked with dec.More, which
+// reports false before a closing bracket or brace, so `{...}]` and
+// `{...}}` were read as the set (FuzzInspectSet: a file a node loaded
+// that challenge inspect refused as malformed).
+func TestDecodeSetTrailingData(t *testing.T) {
+	data, err := os.ReadFile("../spec/examples/generated/aviation_maintenance.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tail := range []string{" \n\t\r"} {
+		if _, err := DecodeSet(append(bytes.Clone(data), tail...)); err != nil {
+			t.Errorf("white space %q after the object: %v", tail, err)
+		}
+	}
+	for _, tail := range []string{"]", "}", " ]]", "\n}}", "x", "{}", "[]", "null"} {
+		if _, err := DecodeSet(append(bytes.Clone(data), tail...)); err == nil {
+			t.Errorf("%q after the object: decoded", tail)
+		}
+	}
+}

@@ -55,6 +55,8 @@ func mutations() []mutation {
 		// reading (raw bytes)
 		{name: "trailing object", raw: func(b []byte) []byte { return append(b, []byte(" {}")...) }},
 		{name: "trailing white space", raw: func(b []byte) []byte { return append(b, []byte(" \n\t")...) }},
+		{name: "trailing bracket", raw: func(b []byte) []byte { return append(b, ']') }},
+		{name: "trailing braces", raw: func(b []byte) []byte { return append(b, []byte(" }}")...) }},
 		{name: "byte-order mark", raw: func(b []byte) []byte { return append([]byte("\ufeff"), b...) }},
 		{name: "invalid UTF-8", raw: rep(`"domain": "`, "\"domain\": \"\xff")},
 		{name: "lone high surrogate", raw: rep(`"domain": "`, `"domain": "\ud800`)},
