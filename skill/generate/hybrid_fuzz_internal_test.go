@@ -81,10 +81,14 @@ func FuzzHybridReply(f *testing.F) {
 	f.Add(uint8(0), uint8(0), `{"narrative":"AUDIT LOG\n\nCA2 held 4 of 4.\n\nKT-919; RX-390 faded."}`, `{"questions":[{"id":"1.1","question":"Above the 30% threshold, which enzyme held its drift at every single lab?"},{"id":"1.1","question":"y"}]}`)
 	f.Add(uint8(0), uint8(2), `{"narrative":""}`, `{"questions":[{"id":" 9.9 ","question":null}]}`)
 	f.Add(uint8(0), uint8(1), `{"narrative":"x"} {}`, "```\n{\"questions\":[]}\n```")
+	// The inventories are built once: the checks only read them.
+	invs := make([]*inventory, len(sets))
+	for i, s := range sets {
+		invs[i] = newInventory(s)
+	}
 	f.Fuzz(func(t *testing.T, set, part uint8, reply, qreply string) {
-		s := sets[int(set)%len(sets)]
+		s, inv := sets[int(set)%len(sets)], invs[int(set)%len(sets)]
 		pi := int(part) % len(s.Parts)
-		inv := newInventory(s)
 		start := time.Now()
 		narr, err := DecodeRewording(reply)
 		if err != nil {
