@@ -148,7 +148,11 @@ func FuzzMCPRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(srv.Close)
-	d := &mcpFuzzDoor{h: mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: slog.New(slog.DiscardHandler)})}
+	h, err := mcpserver.NewHTTPHandler(srv, mcpserver.HTTPConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	d := &mcpFuzzDoor{h: h}
 	f.Cleanup(d.h.Close)
 	tool := func(name string, args any) string {
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": map[string]any{"name": name, "arguments": args}})
