@@ -22,34 +22,7 @@ import (
 // network's burst is refused before any of it runs.
 func TestHTTPBatchCountsEachCall(t *testing.T) {
 	h := newHTTPHandler(t, mcpserver.HTTPConfig{RequestRate: 1, RequestBurst: 10})
-	ts := remoteServer(t, h)
-	const from = "192.0.2.7:4000"
-	code, sid := initializeFrom(t, ts.URL, from)
-	if code != http.StatusOK || sid == "" {
-		t.Fatalf("initialize: %d, session %q", code, sid)
-	}
-	post := func(body string) (int, string) {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", sid)
-		req.Header.Set("X-Test-Remote", from)
-		cl := &http.Client{Timeout: 10 * time.Second}
-		resp, err := cl.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-		return resp.StatusCode, string(b)
-	}
-	if code, body := post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
-		t.Fatalf("initialized: %d %s", code, body)
-	}
+	post := remoteSession(t, h, "192.0.2.7:4000")
 	const n = 100
 	calls := make([]string, n)
 	for i := range calls {
@@ -79,8 +52,29 @@ func TestHTTPBatchCountsEachCall(t *testing.T) {
 // skipped.
 func TestHTTPBatchWithTrailingDataCounted(t *testing.T) {
 	h := newHTTPHandler(t, mcpserver.HTTPConfig{RequestRate: 1, RequestBurst: 10})
+	post := remoteSession(t, h, "192.0.2.8:4000")
+	const n = 40
+	calls := make([]string, n)
+	for i := range calls {
+		calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list_peers","arguments":{"limit":1}}}`, 10+i)
+	}
+	for _, tail := range []string{"x", " []", "\n{}"} {
+		code, body := post("[" + strings.Join(calls, ",") + "]" + tail)
+		if ran := strings.Count(body, `"result"`); ran > 10 {
+			t.Fatalf("a batch of %d calls with %q after it ran %d calls (burst 10): %d", n, tail, ran, code)
+		}
+		if code != http.StatusTooManyRequests && code != http.StatusBadRequest {
+			t.Errorf("a batch over the burst with %q after it: %d, want 429 or 400", tail, code)
+		}
+	}
+}
+
+// remoteSession initializes an MCP session on h from the address from
+// (beyond loopback, through remoteServer) and returns a poster of request
+// bodies in it: the status and the body of each answer.
+func remoteSession(t *testing.T, h *mcpserver.HTTPHandler, from string) func(body string) (int, string) {
+	t.Helper()
 	ts := remoteServer(t, h)
-	const from = "192.0.2.8:4000"
 	code, sid := initializeFrom(t, ts.URL, from)
 	if code != http.StatusOK || sid == "" {
 		t.Fatalf("initialize: %d, session %q", code, sid)
@@ -107,18 +101,5 @@ func TestHTTPBatchWithTrailingDataCounted(t *testing.T) {
 	if code, body := post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
 		t.Fatalf("initialized: %d %s", code, body)
 	}
-	const n = 40
-	calls := make([]string, n)
-	for i := range calls {
-		calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list_peers","arguments":{"limit":1}}}`, 10+i)
-	}
-	for _, tail := range []string{"x", " []", "\n{}"} {
-		code, body := post("[" + strings.Join(calls, ",") + "]" + tail)
-		if ran := strings.Count(body, `"result"`); ran > 10 {
-			t.Fatalf("a batch of %d calls with %q after it ran %d calls (burst 10): %d", n, tail, ran, code)
-		}
-		if code != http.StatusTooManyRequests && code != http.StatusBadRequest {
-			t.Errorf("a batch over the burst with %q after it: %d, want 429 or 400", tail, code)
-		}
-	}
+	return post
 }
