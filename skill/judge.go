@@ -74,8 +74,8 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	if len(answer) > MaxAnswerBytes {
 		return false, RuleTooLong
 	}
-	answer = unwrap(asciiHyphens(answer))
-	q, narratives = hyphenTexts(q, narratives)
+	answer = unwrap(asciiForms(answer))
+	q, narratives = asciiTexts(q, narratives)
 	cands := candidatesOf(q)
 	if ok, rule := judgeExplained(q, answer, narratives, cands); ok {
 		return true, rule
@@ -140,49 +140,61 @@ func dropPossessives(answer string, cands *candidateForms) (string, bool) {
 	return b.String(), true
 }
 
-// unicodeHyphens are the hyphens other than U+002D that language models
-// write in codes and compounds ("FL‑0417" with U+2011): U+2010 HYPHEN and
-// U+2011 NON-BREAKING HYPHEN. Every text Judge reads has them replaced by
-// "-" first (spec/verification.md, "Hyphens").
-const unicodeHyphens = "\u2010\u2011"
+// asciiRead are the characters every text Judge reads has replaced by
+// their ASCII form first (spec/verification.md, "Hyphens"): U+2010 HYPHEN and U+2011 NON-BREAKING HYPHEN, which language
+// models write in codes and compounds ("FL‑0417" with U+2011), read as
+// "-"; the subscript digits U+2080..U+2089, which they write in formulas
+// ("CO₂"), read as 0..9. Superscript digits are not among them: "m²" and
+// "10³" are exponents, and 10³ is no 103.
+const asciiRead = "\u2010\u2011\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089"
 
-var hyphenReplacer = strings.NewReplacer("\u2010", "-", "\u2011", "-")
+var asciiReplacer = strings.NewReplacer("\u2010", "-", "\u2011", "-",
+	"\u2080", "0", "\u2081", "1", "\u2082", "2", "\u2083", "3", "\u2084", "4",
+	"\u2085", "5", "\u2086", "6", "\u2087", "7", "\u2088", "8", "\u2089", "9")
 
-// asciiHyphens returns s with U+2010 and U+2011 replaced by "-" (s itself
-// when it holds neither).
-func asciiHyphens(s string) string {
-	if !hasUnicodeHyphen(s) {
+// asciiForms returns s with the characters of asciiRead replaced by their
+// ASCII forms (s itself when it holds none).
+func asciiForms(s string) string {
+	if !hasASCIIRead(s) {
 		return s
 	}
-	return hyphenReplacer.Replace(s)
+	return asciiReplacer.Replace(s)
 }
 
-// hasUnicodeHyphen reports whether s holds one of unicodeHyphens. It is
-// strings.ContainsAny(s, unicodeHyphens) at the speed of a byte search:
-// both are E2 80 followed by 90 or 91 in UTF-8, and ContainsAny decodes
-// every rune of s (the judge looks at every narrative of a session for
-// each answer: 0.6 ms of a mutual attestation's CPU, 13 %, went here).
-func hasUnicodeHyphen(s string) bool {
+// hasASCIIRead reports whether s holds one of asciiRead. It is
+// strings.ContainsAny(s, asciiRead) at the speed of a byte search: the
+// hyphens are E2 80 followed by 90 or 91 in UTF-8, the subscript digits
+// E2 82 followed by 80..89, and ContainsAny decodes every rune of s (the
+// judge looks at every narrative of a session for each answer: 0.6 ms of
+// a mutual attestation's CPU, 13 %, went here).
+func hasASCIIRead(s string) bool {
 	for {
-		i := strings.Index(s, "\xe2\x80")
+		i := strings.IndexByte(s, 0xe2)
 		if i < 0 || i+2 >= len(s) {
 			return false
 		}
-		if c := s[i+2]; c == 0x90 || c == 0x91 {
-			return true
+		switch c := s[i+2]; s[i+1] {
+		case 0x80:
+			if c == 0x90 || c == 0x91 {
+				return true
+			}
+		case 0x82:
+			if c >= 0x80 && c <= 0x89 {
+				return true
+			}
 		}
-		s = s[i+2:]
+		s = s[i+1:]
 	}
 }
 
-// hyphenTexts returns q and narratives with asciiHyphens applied to the
+// asciiTexts returns q and narratives with asciiForms applied to the
 // question's text, its canonical answer, variants and distractors and to
-// every narrative: copies where one holds a Unicode hyphen, else the
-// arguments themselves.
-func hyphenTexts(q *Question, narratives []string) (*Question, []string) {
+// every narrative: copies where one holds a character of asciiRead, else
+// the arguments themselves.
+func asciiTexts(q *Question, narratives []string) (*Question, []string) {
 	texts := func(ss []string) bool {
 		for _, s := range ss {
-			if hasUnicodeHyphen(s) {
+			if hasASCIIRead(s) {
 				return true
 			}
 		}
@@ -190,13 +202,13 @@ func hyphenTexts(q *Question, narratives []string) (*Question, []string) {
 	}
 	if texts([]string{q.Question, q.Answer}) || texts(q.Answers) || texts(q.Distractors) {
 		c := *q
-		c.Question, c.Answer = asciiHyphens(q.Question), asciiHyphens(q.Answer)
-		c.Answers = mapStrings(q.Answers, asciiHyphens)
-		c.Distractors = mapStrings(q.Distractors, asciiHyphens)
+		c.Question, c.Answer = asciiForms(q.Question), asciiForms(q.Answer)
+		c.Answers = mapStrings(q.Answers, asciiForms)
+		c.Distractors = mapStrings(q.Distractors, asciiForms)
 		q = &c
 	}
 	if texts(narratives) {
-		narratives = mapStrings(narratives, asciiHyphens)
+		narratives = mapStrings(narratives, asciiForms)
 	}
 	return q, narratives
 }

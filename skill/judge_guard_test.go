@@ -182,10 +182,11 @@ func TestClauseWordsNumbersAsWords(t *testing.T) {
 	}
 }
 
-// hasUnicodeHyphen is strings.ContainsAny(s, unicodeHyphens).
-func TestHasUnicodeHyphen(t *testing.T) {
-	for _, s := range []string{"", "a-b", "FL\u20110417", "x\u2010", "\u2012\u2013\u2014 \u201c\u201d", "\xe2\x80", "a\xe2\x80\x91", "\xe2\x80\xe2\x80\x90", "€‑", "tail \xe2"} {
-		if got, want := hasUnicodeHyphen(s), strings.ContainsAny(s, unicodeHyphens); got != want {
+// hasASCIIRead is strings.ContainsAny(s, asciiRead).
+func TestHasASCIIRead(t *testing.T) {
+	for _, s := range []string{"", "a-b", "FL\u20110417", "x\u2010", "\u2012\u2013\u2014 \u201c\u201d", "\xe2\x80", "a\xe2\x80\x91", "\xe2\x80\xe2\x80\x90", "€‑", "tail \xe2",
+		"CO\u2082", "\u2080", "\u2089x", "\u208a\u207f\u00b2\u00b3\u2079 m\u00b2", "\xe2\x82", "\xe2\xe2\x82\x85", "€\u2082", "\u20ac\u2089", "\xe2\x82\x8a\xe2\x82\x7f"} {
+		if got, want := hasASCIIRead(s), strings.ContainsAny(s, asciiRead); got != want {
 			t.Errorf("%q: %v, want %v", s, got, want)
 		}
 	}

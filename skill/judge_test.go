@@ -730,6 +730,46 @@ func TestJudgeUnicodeHyphens(t *testing.T) {
 	}
 }
 
+// TestJudgeSubscriptDigits: the subscript digits U+2080..U+2089 read as
+// the ASCII digits 0..9 in every text, at the Hyphens step
+// (verification.md 1.5.26): a language model's "CO₂ excursion in the
+// incubator" was refused for the variant CO2 (the word co₂ is not co2).
+// Superscript digits are not read so (m², 10³ stay as written).
+func TestJudgeSubscriptDigits(t *testing.T) {
+	co2 := &Question{Question: "Which excursion did the incubator log on day 3?", Answer: "CO2 excursion", Answers: []string{"CO2 excursion", "CO2"},
+		ReasoningType: MultiHop, AnswerType: EntityAnswer, Distractors: []string{"O2 drop", "humidity drop"}}
+	subVariant := &Question{Question: "Which excursion did the incubator log on day 3?", Answer: "CO\u2082 excursion",
+		ReasoningType: MultiHop, AnswerType: EntityAnswer, Distractors: []string{"O\u2082 drop"}}
+	count := &Question{Question: "How many flasks were discarded?", Answer: "12", ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	n := []string{"The incubator logged a CO2 excursion on day 3 and an O2 drop on day 5; 12 flasks were discarded."}
+	nSub := []string{"The incubator logged a CO\u2082 excursion on day 3 and an O\u2082 drop on day 5; 12 flasks were discarded."}
+	cases := []struct {
+		q    *Question
+		a    string
+		n    []string
+		want bool
+	}{
+		{co2, "CO\u2082 excursion in the incubator", n, true},
+		{co2, "CO\u2082 excursion", n, true},
+		{co2, "CO\u2082", n, true},
+		{co2, "CO\u2082 excursion in the incubator", nSub, true},
+		{co2, "CO2 excursion in the incubator", nSub, true},
+		{co2, "O\u2082 drop", n, false},
+		{co2, "CO\u2083 excursion", n, false},
+		{co2, "CO\u00b2 excursion", n, false}, // a superscript two is not read as 2
+		{subVariant, "CO2 excursion", n, true},
+		{subVariant, "CO2 excursion", nSub, true},
+		{subVariant, "O2 drop", nSub, false},
+		{count, "\u2081\u2082", nSub, true},
+		{count, "\u2081\u2083", nSub, false},
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, c.n); got != c.want {
+			t.Errorf("%q for %q (narrative %.40q): got %v, want %v", c.a, c.q.Answer, c.n[0], got, c.want)
+		}
+	}
+}
+
 // TestJudgeCommaExplanations: a comma, white space and one of according,
 // based, given, per or which opens an explanation as because, since and
 // as do (verification.md 1.5.16): "Lowmoor, according to the report." was

@@ -14,11 +14,11 @@ import "maps"
 func WordedVariant(q *Question, shown []string) (string, bool) {
 	vocab := map[string]bool{}
 	for _, t := range shown {
-		maps.Copy(vocab, lowerVocab(asciiHyphens(t)))
+		maps.Copy(vocab, lowerVocab(asciiForms(t)))
 	}
-	maps.Copy(vocab, lowerVocab(asciiHyphens(q.Question)))
+	maps.Copy(vocab, lowerVocab(asciiForms(q.Question)))
 	for _, v := range q.Variants() {
-		ws := Words(asciiHyphens(v))
+		ws := Words(asciiForms(v))
 		if len(ws) == 0 {
 			continue
 		}
@@ -46,7 +46,7 @@ func WordedVariant(q *Question, shown []string) (string, bool) {
 // unit after a number's digits included), as the judge reads them. The
 // map is the caller's.
 func DescriptionWords(text string) map[string]bool {
-	return maps.Clone(lowerVocab(asciiHyphens(text)))
+	return maps.Clone(lowerVocab(asciiForms(text)))
 }
 
 // FunctionWord and JoiningWord report whether a word (a Word's Text) is

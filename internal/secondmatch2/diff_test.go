@@ -163,12 +163,48 @@ func candidates(q *skill.Question) []string {
 			}
 		}
 	}
+	// 1.5.26: a candidate's digits written as subscripts (read as its
+	// digits) and as superscripts (not read so)
+	for _, s := range append([]string{q.Answer, firstOf(q.Distractors)}, nums...) {
+		if hasDigit(s) {
+			add(scriptDigits(s, '\u2080'))
+			add(scriptDigits(s, '\u2070'))
+		}
+	}
 	out := make([]string, 0, len(set))
 	for s := range set {
 		out = append(out, s)
 	}
 	sort.Strings(out)
 	return out
+}
+
+func firstOf(ss []string) string {
+	if len(ss) == 0 {
+		return ""
+	}
+	return ss[0]
+}
+
+// scriptDigits writes s's ASCII digits from zero on: U+2080 (subscripts)
+// or U+2070 (superscripts, whose 1, 2 and 3 are U+00B9, U+00B2, U+00B3).
+func scriptDigits(s string, zero rune) string {
+	return strings.Map(func(r rune) rune {
+		if r < '0' || r > '9' {
+			return r
+		}
+		if zero == '\u2070' {
+			switch r {
+			case '1':
+				return '\u00b9'
+			case '2':
+				return '\u00b2'
+			case '3':
+				return '\u00b3'
+			}
+		}
+		return zero + (r - '0')
+	}, s)
 }
 
 func wrappers(a string) []string {

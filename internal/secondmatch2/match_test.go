@@ -1390,11 +1390,16 @@ func Judge(q *Q, answer string, narr []string) (bool, string) {
 }
 
 // dehyphen replaces U+2010 and U+2011 by "-" (1.5.15, "Hyphens": the
-// first step after M0, in every text).
+// first step after M0, in every text) and, at the same step, the
+// subscript digits U+2080..U+2089 by the ASCII digits of their values
+// (1.5.26); superscript digits stay.
 func dehyphen(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r == '\u2010' || r == '\u2011' {
+		switch {
+		case r == '\u2010' || r == '\u2011':
 			return '-'
+		case r >= '\u2080' && r <= '\u2089':
+			return '0' + (r - '\u2080')
 		}
 		return r
 	}, s)
