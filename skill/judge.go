@@ -141,10 +141,11 @@ func dropPossessives(answer string, cands *candidateForms) (string, bool) {
 }
 
 // asciiRead are the characters every text Judge reads has replaced by
-// their ASCII form first (spec/verification.md, "Hyphens"): U+2010 HYPHEN and U+2011 NON-BREAKING HYPHEN, which language
-// models write in codes and compounds ("FL‑0417" with U+2011), read as
-// "-"; the subscript digits U+2080..U+2089, which they write in formulas
-// ("CO₂"), read as 0..9. Superscript digits are not among them: "m²" and
+// their ASCII form first (spec/verification.md, "Hyphens"): U+2010 HYPHEN
+// and U+2011 NON-BREAKING HYPHEN, which language models write in codes
+// and compounds ("FL‑0417" with U+2011), read as "-"; the subscript
+// digits U+2080..U+2089, which they write in formulas ("CO₂"), read as
+// 0..9. Superscript digits are not among them: "m²" and
 // "10³" are exponents, and 10³ is no 103.
 const asciiRead = "\u2010\u2011\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089"
 
