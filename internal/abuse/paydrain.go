@@ -36,6 +36,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -192,8 +193,15 @@ func (b *bench) drainSession(ctx context.Context, h host.Host, st *drainIdentity
 	}
 	// The most the node pays: PaySlack bits above the larger of its
 	// hello's proof of work and a public node's base, at most the
-	// node's MaxPowDifficulty (spec §5b).
-	ask := min(max(d, protocol.PublicPowDifficulty)+protocol.PaySlack, b.node.ProtocolConfig().MaxPowDifficulty)
+	// node's MaxPowDifficulty (spec §5b); and no more than one prover's
+	// share of its payment budget holds (a sixteenth of
+	// MaxVerifierPayWork, documented), which the node would refuse
+	// whole: when the node's failures or load raise its hello above
+	// MutualWaitPayDifficulty, an ask of PaySlack bits more outgrows the
+	// share, and this identity would drain nothing at all.
+	pc := b.node.ProtocolConfig()
+	ask := min(max(d, protocol.PublicPowDifficulty)+protocol.PaySlack, pc.MaxPowDifficulty, shareBits(pc.MaxVerifierPayWork/payShareProver))
+	c.inc(fmt.Sprintf("asks of %d bits (hello %d)", ask, d))
 	nonce := make([]byte, protocol.PayNonceBytes)
 	_, _ = rand.Read(nonce)
 	if r.send(&pb.Frame{Body: &pb.Frame_HelloAck{HelloAck: &pb.HelloAck{Nonce: hello.GetNonce(), Pow: pow,
@@ -222,6 +230,14 @@ func (b *bench) drainSession(ctx context.Context, h host.Host, st *drainIdentity
 	// which first contact retries after its transient back-off.
 	_ = r.send(&pb.Frame{Body: &pb.Frame_Decline{Decline: &pb.Decline{Reason: pb.DeclineReason_DECLINE_REASON_BUSY, Detail: "busy"}}})
 	drainClose(r)
+}
+
+// shareBits is the largest d with 2^d <= share (0 for a share under 2).
+func shareBits(share int) int {
+	if share < 2 {
+		return 0
+	}
+	return bits.Len(uint(share)) - 1
 }
 
 // drainClose lets a last frame reach the node before the stream goes:
