@@ -593,7 +593,7 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 			// it" beside the distractor "Singapore IT machine" holds no
 			// word of it (a distractor that is only "IT" still occurs in
 			// that tail, above).
-			if b, ok := possessiveBase(w); (ok && tailPronouns[b.Text]) || tailPronouns[w.Text] {
+			if b, ok := possessiveBase(w); (ok && pronouns[b.Text]) || pronouns[w.Text] {
 				continue
 			}
 			if j.distractorWord(w) {
@@ -1552,7 +1552,25 @@ func spelledNumbers(ws []Word) []Word {
 				i++
 			}
 		}
-		out = append(out, Word{Text: big.NewInt(n).String(), Number: new(big.Rat).SetInt64(n), spaced: w.spaced})
+		v := new(big.Rat).SetInt64(n)
+		// A decimal spelled digit by digit: "seven point six" is 7.6,
+		// "thirty-eight point six" 38.6, "zero point seven" 0.7 (every
+		// word close to the one before it; at least one digit word).
+		if i+2 < len(ws) && ws[i+1].Number == nil && ws[i+1].spaced && ws[i+1].Text == "point" {
+			frac, k := "", i+2
+			for ; k < len(ws) && ws[k].Number == nil && ws[k].spaced; k++ {
+				d, ok := spelledDigit[ws[k].Text]
+				if !ok {
+					break
+				}
+				frac += string(rune('0' + d))
+			}
+			if frac != "" {
+				v, _ = new(big.Rat).SetString(big.NewInt(n).String() + "." + frac)
+				i = k - 1
+			}
+		}
+		out = append(out, Word{Text: v.RatString(), Number: v, spaced: w.spaced})
 	}
 	if out == nil {
 		return ws
@@ -1563,6 +1581,10 @@ func spelledNumbers(ws []Word) []Word {
 // spelledTens are the tens of the spelled-number table, which a spelled
 // unit may follow as a separate word ("thirty one").
 var spelledTens = toWordSet("twenty thirty forty fifty sixty seventy eighty ninety")
+
+// spelledDigit are the words of a spelled decimal's digits after
+// "point" ("seven point six").
+var spelledDigit = map[string]int{"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
 
 // numericTarget is the number a numeric answer must state: the canonical
 // answer's value when it is one number word, or the number of a numbered
@@ -1710,7 +1732,7 @@ func (j *judgement) namesDistractor(a, b int) bool {
 
 // allowed reports whether an answer word outside the matched variant (or
 // beside the number) may stand there: never a joining word, else a
-// function word, a word of an accepted variant, a question word (a
+// function word, a pronoun, a word of an accepted variant, a question word (a
 // description word of the question's own text, when the question names
 // no accepted variant), or, when descriptions are allowed, a description
 // word (a word without digits that the narratives or the question spell
@@ -1719,7 +1741,9 @@ func (j *judgement) allowed(w Word, descriptions bool) bool {
 	if joinWords[w.Text] {
 		return false
 	}
-	if functionWords[w.Text] || j.variantWord(w) || legalSuffixes[w.Text] {
+	// A pronoun refers back and names nothing ("It had loader recorded as
+	// its family type"); a distractor's word all the same under M2.
+	if functionWords[w.Text] || pronouns[w.Text] || j.variantWord(w) || legalSuffixes[w.Text] {
 		return true
 	}
 	if !descriptions || hasDigit(w.Text) {
@@ -1781,7 +1805,7 @@ func stems(w string) []string {
 // functionWords may surround an answer; joinWords never may (they turn an
 // answer into a list, a hedge or a negation).
 var (
-	functionWords = toWordSet("a an the of at in on by from for to with via per its their this that which is was were are be")
+	functionWords = toWordSet("a an the of at in on by from for to with via per its their this that which is was were are be as")
 	joinWords     = toWordSet("and or nor not no none neither either both versus vs plus also but than except")
 	// precisionWords may stand beside M3's one number ("a total of 29",
 	// "exactly 29"): they name no candidate.
@@ -1795,9 +1819,11 @@ var (
 	// inflections are the endings an inflected question word may differ
 	// by ("remaining" for "remains").
 	inflections = []string{"ing", "ed", "es", "s", "d"}
-	// tailPronouns are words of a tail that the tail guard's word check
-	// passes over (spec/verification.md, "Explanations").
-	tailPronouns = toWordSet("it they them he him she her these those")
+	// pronouns are words of a tail that the tail guard's word check
+	// passes over (spec/verification.md, "Explanation"), and allowed
+	// words of every rule: they refer back and name nothing ("It is
+	// classed as competitive", "the Hollin segment hosts it").
+	pronouns = toWordSet("it they them he him she her these those")
 )
 
 func toWordSet(s string) map[string]bool {

@@ -1063,3 +1063,112 @@ func TestJudgePercentagePoints(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeSpelledDecimals: a decimal spelled digit by digit after "point"
+// ("seven point six") is one number, its value (spec/verification.md
+// 1.5.27, "Spelled-out numbers"); it was two numbers, refused. It is read
+// only in an answer to a question with a numeric target, only over words
+// close to each other, and names one value: never its parts.
+func TestJudgeSpelledDecimals(t *testing.T) {
+	score := &Question{Question: "What CVSS base score was recorded for the flaw?", Answer: "7.6", Answers: []string{"7.6", "CVSS 7.6"},
+		ReasoningType: Causal, AnswerType: NumericAnswer}
+	scores := []string{"A value of 7.6 was recorded for the hypervisor-console flaw; the other scored 6 and 7."}
+	depth := &Question{Question: "What is the final depth in km of the event?", Answer: "10.6", Answers: []string{"10.6", "10.6 km"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer, Distractors: []string{"9.4", "6"}}
+	km := []string{"The well reached 10.6 km before the stop, 9.4 km before the relocation."}
+	mean := &Question{Question: "What was the mean in mg/L?", Answer: "55.5", Answers: []string{"55.5", "55.5 mg/L"},
+		ReasoningType: MultiHop, AnswerType: NumericAnswer}
+	mg := []string{"Parcel Farm read 54, 55, 57 and 56 mg/L."}
+	small := &Question{Question: "By how many t/ha did it beat the check?", Answer: "0.7", Answers: []string{"0.7", "0.7 t/ha"},
+		ReasoningType: Comparison, AnswerType: NumericAnswer}
+	tha := []string{"It gave 9.5, 9.2 and 8.7 t/ha."}
+	entity := &Question{Question: "Which level applies?", Answer: "seven point six", Answers: []string{"seven point six"},
+		ReasoningType: Conditional, AnswerType: LabelAnswer}
+	cases := []struct {
+		q    *Question
+		n    []string
+		a    string
+		want bool
+	}{
+		{score, scores, "seven point six", true},
+		{score, scores, "Seven Point Six", true},
+		{score, scores, "CVSS seven point six", true},
+		{score, scores, "7.6 (seven point six)", true},
+		{score, scores, "seven point five", false},
+		{score, scores, "seven point six six", false}, // 7.66
+		{score, scores, "seven, point six", false},    // not close: 7 and 6
+		{score, scores, "seven point", false},         // no digit word: 7 and a unit word
+		{score, scores, "seven point ten", false},     // ten is no digit: 7 and 10
+		{score, scores, "7 point 6", false},           // digits are not read so
+		{score, scores, "seven point-six", false},
+		{depth, km, "ten point six", true},
+		{depth, km, "ten point six km", true},
+		{depth, km, "ten point six or nine point four", false},
+		{depth, km, "10.6 — nine point four", false}, // the tail names the distractor 9.4
+		{depth, km, "ten point six — six", false},    // the tail names the distractor 6
+		{mean, mg, "fifty-five point five", true},
+		{mean, mg, "fifty five point five", true},
+		{small, tha, "zero point seven", true},
+		{small, tha, "zero point seven t/ha", true},
+		{small, tha, "point seven", false},        // no whole part
+		{entity, scores, "seven point six", true}, // M1, as written
+		{entity, scores, "7.6", false},            // no numeric target: no reading
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, c.n); got != c.want {
+			t.Errorf("Judge(%q) = %v, want %v", c.a, got, c.want)
+		}
+	}
+}
+
+// TestJudgePronounsAndAs: an agent's sentence that restates the question
+// around the answer with a pronoun or "as" ("It is classed as
+// competitive", "The Hollin segment hosts it") is accepted
+// (spec/verification.md 1.5.27: "as" is a function word, pronouns are
+// allowed words); both name nothing, so every guard holds: a joining
+// word, another candidate's word or a distractor's word (a pronoun
+// included) still refuses the answer.
+func TestJudgePronounsAndAs(t *testing.T) {
+	mech := &Question{Question: "Which mechanism class had that compound recorded?", Answer: "competitive",
+		Answers: []string{"competitive"}, ReasoningType: Conditional, AnswerType: LabelAnswer}
+	kin := []string{"An inhibitor is classed Competitive when Km rises; Mixed when both move; Noncompetitive otherwise."}
+	seg := &Question{Question: "Which fault segment hosts the 17 May event?", Answer: "Hollin segment", Answers: []string{"Hollin segment", "Hollin"},
+		ReasoningType: Conditional, AnswerType: EntityAnswer}
+	fault := []string{"Only the Corrie and Hollin segments lie beneath the epicentre."}
+	team := &Question{Question: "Which team handled the incident?", Answer: "HR desk", Answers: []string{"HR desk"},
+		Distractors: []string{"IT", "facilities"}, ReasoningType: MultiHop, AnswerType: EntityAnswer}
+	desk := []string{"The HR desk handled it after the IT desk and facilities passed."}
+	level := &Question{Question: "Which status does the station earn?", Answer: "red", Answers: []string{"red", "red status"},
+		Distractors: []string{"amber", "green"}, ReasoningType: Conditional, AnswerType: LabelAnswer}
+	status := []string{"More than 24 gives red status, 19 to 24 amber, and fewer green; the station logged 29."}
+	cases := []struct {
+		q    *Question
+		n    []string
+		a    string
+		want bool
+	}{
+		{mech, kin, "It is classed as competitive.", true},
+		{mech, kin, "It had competitive recorded as its mechanism.", true},
+		{mech, kin, "competitive, as recorded", true},
+		{mech, kin, "as competitive", true},
+		{mech, kin, "It is classed as competitive or mixed.", false}, // a joining word
+		{mech, kin, "competitive as mixed", false},                   // another candidate's word
+		{mech, kin, "mixed as competitive", false},
+		{mech, kin, "It is classed as mixed.", false},
+		{seg, fault, "The Hollin segment hosts it.", true},
+		{seg, fault, "It is the Hollin segment.", true},
+		{seg, fault, "They are the Hollin segment and Corrie.", false},
+		{seg, fault, "Corrie hosts it.", false},
+		{team, desk, "HR desk", true},
+		{team, desk, "the HR desk handled it", false}, // "it" is the distractor IT's word
+		{team, desk, "IT", false},
+		{level, status, "The station earns red status as it logged 29", false}, // 29: a number beside a label is no allowed word
+		{level, status, "red as amber", false},
+		{level, status, "red, as it is", true},
+	}
+	for _, c := range cases {
+		if got := Judge(c.q, c.a, c.n); got != c.want {
+			t.Errorf("Judge(%q) = %v, want %v", c.a, got, c.want)
+		}
+	}
+}

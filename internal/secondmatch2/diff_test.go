@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -148,6 +149,12 @@ func candidates(q *skill.Question) []string {
 				}
 			}
 		}
+		// 1.5.27 spelled decimals: "seven point six", and its parts
+		if sd, ok := spelledDecimalOf(n); ok {
+			add(sd)
+			add(strings.Replace(sd, " point ", ", point ", 1))
+			add(strings.Replace(sd, " point ", " point-", 1))
+		}
 		add(n + "-km")
 		add(n + "x")
 		add(n + " percent")
@@ -177,6 +184,28 @@ func candidates(q *skill.Question) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// spelledDecimalOf spells a number with a decimal part digit by digit
+// after "point" (1.5.27): "7.6" is "seven point six".
+func spelledDecimalOf(n string) (string, bool) {
+	whole, frac, ok := strings.Cut(n, ".")
+	if !ok || frac == "" {
+		return "", false
+	}
+	v, err := strconv.Atoi(whole)
+	sp, known := spelledOf[v]
+	if err != nil || !known {
+		return "", false
+	}
+	out := sp + " point"
+	for _, r := range frac {
+		if r < '0' || r > '9' {
+			return "", false
+		}
+		out += " " + spelledOf[int(r-'0')]
+	}
+	return out, true
 }
 
 func firstOf(ss []string) string {
@@ -215,7 +244,10 @@ func wrappers(a string) []string {
 		"So the answer is " + a + ".", "I think it's " + a, "1. " + a, "Result: " + a, "The value is " + a,
 		"Most likely " + a, "\\boxed{" + a + "}", "<answer>" + a + "</answer>", a + " Ltd", a + " deep", "Therefore, " + a,
 		// 1.5.22
-		a + "'s", "the " + a + "’s", "That's " + a}
+		a + "'s", "the " + a + "’s", "That's " + a,
+		// 1.5.27 pronouns and "as"
+		"It is classed as " + a + ".", "It had " + a + " recorded as its type.", a + " explained it.", "They differ by " + a + ".",
+		"as " + a, a + " as", "it " + a, a + " them"}
 }
 
 func answersFor(q *skill.Question) []string {

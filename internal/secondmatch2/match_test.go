@@ -275,14 +275,53 @@ func wordsN(n string, answerReadings bool) []W {
 		// the unit close to the ten, is 31.
 		if t, ok := spelled[w.text]; ok && !w.num && t >= 20 && t%10 == 0 && i+1 < len(out) && !out[i+1].num && out[i+1].close {
 			if u, ok := spelled[out[i+1].text]; ok && u >= 1 && u <= 9 {
-				out2 = append(out2, W{text: w.text + " " + out[i+1].text, num: true, val: big.NewRat(int64(t+u), 1), start: w.start, end: out[i+1].end, raw: w.raw, close: w.close})
+				m := W{text: w.text + " " + out[i+1].text, num: true, val: big.NewRat(int64(t+u), 1), start: w.start, end: out[i+1].end, raw: w.raw, close: w.close}
 				i++
+				m, i = spelledDecimal(m, out, i)
+				out2 = append(out2, m)
+				continue
+			}
+		}
+		if v, ok := spelled[w.text]; ok && !w.num {
+			m := w
+			m.num, m.val = true, big.NewRat(int64(v), 1)
+			if d, k := spelledDecimal(m, out, i); k > i {
+				out2 = append(out2, d)
+				i = k
 				continue
 			}
 		}
 		out2 = append(out2, readRest(w)...)
 	}
 	return phrases(out2)
+}
+
+// spelledDecimal applies 1.5.27's spelled decimal to the spelled number m
+// that ends at out[i]: "point", then one or more of zero..nine, each close
+// to the word before, make one number ("seven point six" is 7.6). It
+// returns the number and the index of its last word (i when there is no
+// decimal).
+func spelledDecimal(m W, out []W, i int) (W, int) {
+	if i+2 >= len(out) || out[i+1].num || !out[i+1].close || out[i+1].text != "point" {
+		return m, i
+	}
+	digits := ""
+	k := i + 2
+	for ; k < len(out) && !out[k].num && out[k].close; k++ {
+		v, ok := spelled[out[k].text]
+		if !ok || v > 9 || strings.Contains(out[k].text, "-") {
+			break
+		}
+		digits += string(rune('0' + v))
+	}
+	if digits == "" {
+		return m, i
+	}
+	val, _ := new(big.Rat).SetString(m.val.RatString() + "." + digits)
+	m.val = val
+	m.text += " point " + digits
+	m.end = out[k-1].end
+	return m, k - 1
 }
 
 var scaleOf = map[string]int64{"k": 1000, "thousand": 1000, "million": 1000000, "mn": 1000000, "billion": 1000000000, "bn": 1000000000}
@@ -422,7 +461,7 @@ func set(s string) map[string]bool {
 }
 
 var (
-	functionWords = set("a an the of at in on by from for to with via per its their this that which is was were are be")
+	functionWords = set("a an the of at in on by from for to with via per its their this that which is was were are be as") // as: 1.5.27
 	tailPronouns  = set("it they them he him she her these those")
 	joiningWords  = set("and or nor not no none neither either both versus vs plus also but than except")
 	hedges        = set("about approx approximately around circa roughly")
@@ -765,7 +804,8 @@ func (c *ctx) allowed(w W, desc bool) bool {
 	if isJoin(w) {
 		return false
 	}
-	if isFn(w) || c.isVarWord(w) || c.isQWord(w) || (!w.num && legal[w.text]) || c.inflected(w) {
+	// 1.5.27: a pronoun is allowed under every rule (not exempt from M2's word guard)
+	if isFn(w) || (!w.num && tailPronouns[w.text]) || c.isVarWord(w) || c.isQWord(w) || (!w.num && legal[w.text]) || c.inflected(w) {
 		return true
 	}
 	return desc && !w.num && c.desc[w.text]
