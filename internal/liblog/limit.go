@@ -48,15 +48,20 @@ var (
 // back by the rate limit (and went to DEBUG instead) in this process.
 func Suppressed() uint64 { return suppressed.Load() }
 
-// limit passes r through the limiter: it returns r to write, with the
-// counts of held-back lines added, or r at DEBUG when it is held back
-// (held true).
+// limit passes r through the libraries' limiter (limitWith).
 func limit(system string, r slog.Record) (out slog.Record, held bool) {
+	return limitWith(&lim, system, r)
+}
+
+// limitWith passes r through l: it returns r to write, with the counts
+// of held-back lines added, or r at DEBUG when it is held back (held
+// true).
+func limitWith(l *limiter, system string, r slog.Record) (out slog.Record, held bool) {
 	if r.Level < slog.LevelInfo {
 		return r, false
 	}
 	k := limitKey{system: system, msg: r.Message, peer: peerOf(r)}
-	ok, same, other := lim.Allow(k, now())
+	ok, same, other := l.Allow(k, now())
 	if !ok {
 		suppressed.Add(1)
 		d := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)

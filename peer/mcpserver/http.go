@@ -107,7 +107,10 @@ type HTTPConfig struct {
 	RequestRate  float64
 	RequestBurst int
 	RemoteRate   float64
-	Logger       *slog.Logger
+	// Logger receives the handler's lines and the SDK's transport's,
+	// these within the bounds of the server's SDK lines (Server's
+	// sdkLogger).
+	Logger *slog.Logger
 }
 
 // HTTPHandler serves a Server over MCP's streamable HTTP transport, with
@@ -188,7 +191,7 @@ func NewHTTPHandler(s *Server, cfg HTTPConfig) (*HTTPHandler, error) {
 		rates: &rateLimits{rate: rate.Limit(cfg.RequestRate), burst: cfg.RequestBurst,
 			remote: rate.NewLimiter(rate.Limit(cfg.RemoteRate), max(1, int(2*cfg.RemoteRate))), groups: map[netip.Prefix]*rate.Limiter{}},
 		inner: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-			&mcp.StreamableHTTPOptions{Logger: cfg.Logger, SessionTimeout: cfg.SessionTimeout, MaxRequestBodyBytes: cfg.MaxBodyBytes}),
+			&mcp.StreamableHTTPOptions{Logger: s.sdkLogger(cfg.Logger), SessionTimeout: cfg.SessionTimeout, MaxRequestBodyBytes: cfg.MaxBodyBytes}),
 	}
 	s.setGroupOf(h.sessionGroup)
 	s.setCharge(h.chargeSession)

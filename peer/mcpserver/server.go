@@ -26,6 +26,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/acaptcha/acaptcha/internal/bounded"
+	"github.com/acaptcha/acaptcha/internal/liblog"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
@@ -142,6 +143,9 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 	srv *mcp.Server
+	// sdkLines is the budget of the lines the SDK writes (sdkLogger): a
+	// caller makes it log per session and per malformed request.
+	sdkLines liblog.Budget
 
 	ctx    context.Context // background attestations
 	cancel context.CancelFunc
@@ -235,7 +239,7 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "acaptcha node", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
-		Logger:       log,
+		Logger:       s.sdkLogger(log),
 	})
 	if err := s.addTools(); err != nil {
 		s.cancel()
@@ -248,6 +252,17 @@ const instructions = `This server is an acaptcha node: agents verify each other 
 - attest_peer verifies a running node (give its multiaddr ending in /p2p/PEER_ID) and, when this node can answer, asks it to verify this node back.
 - To be verified with your own model and memory: call attest_peer with self_answer true and background true, then loop next_challenge (wait_ms a few thousand) and answer_challenge until next_challenge has nothing pending, and read the outcome with attest_status. Answer fast: each round has a budget of seconds, measured on the verifier's clock.
 - verify_attestation checks a signed record; list_attestations and list_peers show what this node knows.`
+
+// sdkLogger is the logger the SDK is given, writing to log's handler: the
+// SDK logs an INFO line per session opened and closed, an ERROR per
+// request out of order and a WARN per request naming a protocol version
+// its stateful server refuses, that header's value in the message, so its
+// lines pass the libraries' bounds (liblog.Budget: a burst of 20, then one
+// a second, once a minute per message; the text cut to liblog.MaxText),
+// the held-back ones going to DEBUG.
+func (s *Server) sdkLogger(log *slog.Logger) *slog.Logger {
+	return s.sdkLines.Logger(log.Handler(), "mcp-sdk")
+}
 
 // MCP returns the underlying SDK server (to serve it on a transport or an
 // HTTP handler).
