@@ -27,3 +27,11 @@ func (s *Server) HoldScans() (release func()) {
 	s.scans <- struct{}{}
 	return func() { <-s.scans }
 }
+
+// OpenConns counts the connections h.Listener has accepted and not yet
+// seen closed.
+func (h *HTTPHandler) OpenConns() int {
+	h.conns.mu.Lock()
+	defer h.conns.mu.Unlock()
+	return h.conns.open
+}

@@ -42,6 +42,13 @@ const (
 	// cover it, so a client that trickled a body held its connection
 	// and goroutine for as long as it liked.
 	DefaultHTTPBodyTimeout = 10 * time.Second
+	// DefaultHTTPWriteStall bounds one write of a response to a
+	// connection (HTTPConfig.WriteStall): the server has no write
+	// timeout, as a tool call's response may stream for minutes, so a
+	// client that read nothing held the write, its connection and the
+	// calls of its session waiting behind it with no end. A client
+	// reading a few hundred bytes a second keeps every write within it.
+	DefaultHTTPWriteStall = 30 * time.Second
 	// DefaultMaxHTTPBodyBytes caps a request's body. A tool call's
 	// arguments are small: the largest, verify_attestation's record, is
 	// a few KiB.
@@ -95,6 +102,11 @@ type HTTPConfig struct {
 	// MaxBodyBytes caps a request's body (DefaultMaxHTTPBodyBytes when
 	// 0); a longer one is answered 413.
 	MaxBodyBytes int64
+	// WriteStall bounds a write on a connection Listener accepted
+	// (DefaultHTTPWriteStall when 0): a write that makes no progress
+	// for this long (its client reads nothing) fails, and the
+	// connection is closed.
+	WriteStall time.Duration
 	// RequestRate and RequestBurst are the requests per second one
 	// network beyond loopback may send (DefaultHTTPRequestRate,
 	// DefaultHTTPRequestBurst when 0), the /48s of one IPv6 /32 twice
@@ -172,6 +184,9 @@ func NewHTTPHandler(s *Server, cfg HTTPConfig) (*HTTPHandler, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxHTTPBodyBytes
 	}
+	if cfg.WriteStall <= 0 {
+		cfg.WriteStall = DefaultHTTPWriteStall
+	}
 	if cfg.RequestRate <= 0 {
 		cfg.RequestRate = DefaultHTTPRequestRate
 	}
@@ -187,7 +202,7 @@ func NewHTTPHandler(s *Server, cfg HTTPConfig) (*HTTPHandler, error) {
 		srv: srv, max: cfg.MaxSessions, log: cfg.Logger,
 		perGroup: perGroup, perBlock: 2 * perGroup, remote: max(1, cfg.MaxSessions-cfg.MaxSessions/4),
 		owner: map[string]netip.Prefix{}, startingIn: map[netip.Prefix]int{},
-		bodyTimeout: cfg.BodyTimeout, maxBody: cfg.MaxBodyBytes, conns: newConnLimits(cfg.MaxConns),
+		bodyTimeout: cfg.BodyTimeout, maxBody: cfg.MaxBodyBytes, conns: newConnLimits(cfg.MaxConns, cfg.WriteStall),
 		rates: &rateLimits{rate: rate.Limit(cfg.RequestRate), burst: cfg.RequestBurst,
 			remote: rate.NewLimiter(rate.Limit(cfg.RemoteRate), max(1, int(2*cfg.RemoteRate))), groups: map[netip.Prefix]*rate.Limiter{}},
 		inner: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
@@ -548,7 +563,9 @@ func NewHTTPServer(handler http.Handler) *http.Server {
 // Listener wraps l so that the connections it accepts are capped in total
 // and per network (HTTPConfig.MaxConns): one beyond a cap is closed at
 // once. Without it, a client opened any number of connections, each a
-// goroutine of the server for as long as it kept it.
+// goroutine of the server for as long as it kept it. A write on one of
+// them that makes no progress for HTTPConfig.WriteStall fails (and the
+// server closes the connection).
 func (h *HTTPHandler) Listener(l net.Listener) net.Listener {
 	return &limitedListener{Listener: l, lim: h.conns}
 }
@@ -558,15 +575,17 @@ func (h *HTTPHandler) Listener(l net.Listener) net.Listener {
 // the sessions' shares.
 type connLimits struct {
 	max, perGroup, perBlock, remote int
+	// stall bounds each write on a connection (HTTPConfig.WriteStall).
+	stall time.Duration
 
 	mu               sync.Mutex
 	open, remoteOpen int
 	group, block     map[netip.Prefix]int
 }
 
-func newConnLimits(maxConns int) *connLimits {
+func newConnLimits(maxConns int, stall time.Duration) *connLimits {
 	perGroup := max(1, maxConns/8)
-	return &connLimits{max: maxConns, perGroup: perGroup, perBlock: 2 * perGroup, remote: max(1, maxConns-maxConns/4),
+	return &connLimits{max: maxConns, perGroup: perGroup, perBlock: 2 * perGroup, remote: max(1, maxConns-maxConns/4), stall: stall,
 		group: map[netip.Prefix]int{}, block: map[netip.Prefix]int{}}
 }
 
@@ -625,13 +644,25 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 			_ = c.Close()
 			continue
 		}
-		return &limitedConn{Conn: c, release: release}, nil
+		return &limitedConn{Conn: c, release: release, stall: l.lim.stall}, nil
 	}
 }
 
 type limitedConn struct {
 	net.Conn
 	release func()
+	stall   time.Duration
+}
+
+// Write writes b within the write stall from now: every write the
+// server makes (a response, an event of a stream, its last flush) gets a
+// deadline of its own, so a stream idle for an hour is not cut, but a
+// client that stops reading is, within one stall.
+func (c *limitedConn) Write(b []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.stall)); err != nil {
+		return 0, fmt.Errorf("mcpserver: write deadline: %w", err)
+	}
+	return c.Conn.Write(b)
 }
 
 func (c *limitedConn) Close() error {
