@@ -113,9 +113,11 @@ type HTTPConfig struct {
 	// that together; all networks beyond loopback together get
 	// RemoteRate per second (bursts of twice it; DefaultHTTPRemoteRate
 	// when 0). A request beyond is answered 429
-	// before its body is read. A JSON-RPC batch counts as one request
-	// per message (chargeBatch); one of more messages than RequestBurst
-	// is answered 400. Loopback callers are not limited.
+	// before its body is read. A request counts as one per BodyUnit of
+	// its body, a JSON-RPC batch as one per message when that is more
+	// (chargeBody); a batch of more messages than RequestBurst is
+	// answered 400, a body of more units 413. Loopback callers are not
+	// limited.
 	RequestRate  float64
 	RequestBurst int
 	RemoteRate   float64
@@ -269,7 +271,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if grouped && !h.chargeBatch(w, r, body, group) {
+	if grouped && !h.chargeBody(w, r, body, group) {
 		return
 	}
 	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
@@ -380,49 +382,74 @@ func (l *rateLimits) allowN(group netip.Prefix, n int, now time.Time) bool {
 	return true
 }
 
-// chargeBatch takes the tokens of a JSON-RPC batch's other messages
-// from the buckets of a caller beyond loopback (ServeHTTP took one for
-// the request); it reports false when it answered (400 for a batch of
-// more messages than a network's burst, 429 when the buckets hold too
-// few). The SDK takes a batch (a JSON array of messages) from a client
-// that names no protocol version, or an older one than 2025-06-18, and
-// runs each call of it on a goroutine of its own: counted as one
-// request, a batch of a network whose burst is 50 ran some 15,000 tool
-// calls per MiB of body.
-func (h *HTTPHandler) chargeBatch(w http.ResponseWriter, r *http.Request, body []byte, group netip.Prefix) bool {
-	if r.Method != http.MethodPost {
-		return true
-	}
-	t := bytes.TrimLeft(body, " \t\r\n")
-	if len(t) == 0 || t[0] != '[' {
-		return true
-	}
-	// Read as the SDK reads a batch: its decoder stops at the end of the
-	// array and ignores what follows, where json.Unmarshal refuses it (a
-	// batch with a byte after it was counted as one request and run
-	// whole). An array this decoder cannot read is answered here: the
-	// SDK refuses it too, unless its decoder reads what this one does
-	// not, which would run it uncounted.
-	var msgs []json.RawMessage
-	if err := json.NewDecoder(bytes.NewReader(t)).Decode(&msgs); err != nil {
-		http.Error(w, "malformed JSON-RPC batch: "+err.Error(), http.StatusBadRequest)
+// BodyUnit is the body size one request token pays for, from beyond
+// loopback (chargeBody): the SDK decodes a request several times over,
+// some 0.2 to 0.5 s of CPU per MiB of JSON here, whatever the method.
+const BodyUnit = 4 << 10
+
+// chargeBody takes the tokens of a request beyond the one ServeHTTP took
+// from the buckets of a caller beyond loopback: one per BodyUnit of body,
+// or one per message of a JSON-RPC batch when that is more. It reports
+// false when it answered: 400 for a batch of more messages than a
+// network's burst (or an array that does not parse), 413 for a body of
+// more units than the burst, 429 when the buckets hold too few.
+//
+// The SDK takes a batch (a JSON array of messages) from a client that
+// names no protocol version, or an older one than 2025-06-18, and runs
+// each call of it on a goroutine of its own: counted as one request, a
+// batch of a network whose burst is 50 ran some 15,000 tool calls per
+// MiB of body. Priced as one request whatever its size, a MiB of body
+// cost the node up to half a second of CPU for a token: one network
+// within its rate kept several cores busy.
+func (h *HTTPHandler) chargeBody(w http.ResponseWriter, r *http.Request, body []byte, group netip.Prefix) bool {
+	msgs, ok := batchLen(w, r, body)
+	if !ok {
 		return false
 	}
-	if len(msgs) <= 1 {
-		return true // one message took its token
-	}
-	if len(msgs) > h.rates.burst {
-		http.Error(w, "a JSON-RPC batch of "+strconv.Itoa(len(msgs))+" messages: a caller beyond loopback sends at most "+
+	if msgs > h.rates.burst {
+		http.Error(w, "a JSON-RPC batch of "+strconv.Itoa(msgs)+" messages: a caller beyond loopback sends at most "+
 			strconv.Itoa(h.rates.burst)+" in one request (each counts as a request against its network's rate)", http.StatusBadRequest)
 		return false
 	}
-	if !h.rates.allowN(group, len(msgs)-1, time.Now()) {
+	n := max(msgs, (len(body)+BodyUnit-1)/BodyUnit, 1)
+	if n > h.rates.burst {
+		http.Error(w, "a request of "+strconv.Itoa(len(body))+" bytes: a caller beyond loopback sends at most "+
+			strconv.Itoa(h.rates.burst*BodyUnit)+" in one request (each "+strconv.Itoa(BodyUnit)+" bytes count as a request against its network's rate)",
+			http.StatusRequestEntityTooLarge)
+		return false
+	}
+	if n > 1 && !h.rates.allowN(group, n-1, time.Now()) {
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, "too many requests from this network or from beyond loopback (a batch of "+strconv.Itoa(len(msgs))+
-			" messages counts as that many): retry after a second", http.StatusTooManyRequests)
+		http.Error(w, "too many requests from this network or from beyond loopback (a request counts as one per message of a batch or per "+
+			strconv.Itoa(BodyUnit)+" bytes of body, here "+strconv.Itoa(n)+"): retry after a second", http.StatusTooManyRequests)
 		return false
 	}
 	return true
+}
+
+// batchLen is the number of messages of a POST's JSON-RPC batch (0 for a
+// body that is not one); it reports false when it answered 400.
+//
+// It reads the body as the SDK reads a batch: its decoder stops at the
+// end of the array and ignores what follows, where json.Unmarshal
+// refuses it (a batch with a byte after it was counted as one request
+// and run whole). An array this decoder cannot read is answered here:
+// the SDK refuses it too, unless its decoder reads what this one does
+// not, which would run it uncounted.
+func batchLen(w http.ResponseWriter, r *http.Request, body []byte) (int, bool) {
+	if r.Method != http.MethodPost {
+		return 0, true
+	}
+	t := bytes.TrimLeft(body, " \t\r\n")
+	if len(t) == 0 || t[0] != '[' {
+		return 0, true
+	}
+	var msgs []json.RawMessage
+	if err := json.NewDecoder(bytes.NewReader(t)).Decode(&msgs); err != nil {
+		http.Error(w, "malformed JSON-RPC batch: "+err.Error(), http.StatusBadRequest)
+		return 0, false
+	}
+	return len(msgs), true
 }
 
 // bucket is the bucket of a network or an IPv6 /32 (one table: a /48
@@ -438,7 +465,7 @@ func (l *rateLimits) bucket(key netip.Prefix, now time.Time, factor int) *rate.L
 }
 
 // readBody reads r's body within the body timeout and at most the body
-// cap, and hands it on from memory (and returns it, for chargeBatch);
+// cap, and hands it on from memory (and returns it, for chargeBody);
 // it reports false when it answered
 // (408, 413, 400). The server's header timeout ends at the header: the
 // SDK read the body with no deadline, so a client that sent a byte now
