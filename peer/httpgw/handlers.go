@@ -186,7 +186,9 @@ func decode(w http.ResponseWriter, r *http.Request, max int64, v any, members fu
 		if errors.As(err, &mbe) {
 			return errorf(errBodyTooLarge, "body over %d bytes", max)
 		}
-		return errorf(errBadRequest, "body: %v", err)
+		// Not the socket's error: it names the door's own address
+		// (http.md §6).
+		return errorf(errBadRequest, "body not received whole (the connection failed or timed out)")
 	}
 	if err := strictjson.Check(data, members); err != nil {
 		return errorf(errBadRequest, "body: %v", err)
@@ -313,6 +315,12 @@ func checkState(s *session, want string) error {
 		return errorf(errWrongState, "session %s is %s, not %s", s.id, s.state, want)
 	}
 }
+
+// errConnFailed is what a client is told of a response the door could
+// not write: the socket's error names the door's own address (behind a
+// NAT or a load balancer, a private one), so it goes to the log only
+// (http.md §6).
+const errConnFailed = "the connection failed"
 
 // ---- sessions ----
 
@@ -535,7 +543,10 @@ func (g *Gateway) sendProbe(w http.ResponseWriter, s *session, seq int) {
 	t0, err := g.writeTimed(w, status, g.view(s))
 	s.probeSent = t0
 	if err != nil {
-		g.abort(s, fmt.Errorf("%w: probe %d not delivered: %w", protocol.ErrNetwork, seq, err))
+		// The socket's error names the door's own address: it stays in
+		// the log (http.md §6).
+		g.log.Debug("probe not delivered", "session", s.id, "seq", seq, "err", err)
+		g.abort(s, fmt.Errorf("%w: probe %d not delivered: %s", protocol.ErrNetwork, seq, errConnFailed))
 		return
 	}
 	g.arm(s, g.cfg.ProbeTimeout, func() {
@@ -624,7 +635,8 @@ func (g *Gateway) deliver(w http.ResponseWriter, s *session) {
 	if err != nil {
 		// A partly written challenge counts as delivered (peek and
 		// abort is a signed rejection, as on libp2p).
-		s.core.FailRound(skill.ReasonProtocolError, "challenge not delivered: "+err.Error(), s.waited(g.now()))
+		g.log.Debug("challenge not delivered", "session", s.id, "round", c.Round, "err", err)
+		s.core.FailRound(skill.ReasonProtocolError, "challenge not delivered: "+errConnFailed, s.waited(g.now()))
 		g.finish(s)
 		return
 	}
