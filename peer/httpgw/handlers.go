@@ -3,6 +3,7 @@ package httpgw
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -429,6 +430,10 @@ type startRequest struct {
 }
 
 func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
+	// The response (probe 1, or the inconclusive verdict) is written
+	// within the server's write timeout from the request's header: the
+	// draw waits at most what that leaves (http.md §4.2).
+	drawBy := time.Now().Add(writeTimeout - drawMargin)
 	s, ok := g.stepSession(w, r)
 	if !ok || !g.stepApplies(w, r, s, StateAwaitingStart) {
 		return
@@ -469,7 +474,10 @@ func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Cost before work: the core checks the proof of work, then draws.
-	if err := s.core.Pay(r.Context(), req.Pow); err != nil {
+	ctx, cancel := context.WithDeadline(r.Context(), drawBy)
+	err := s.core.Pay(ctx, req.Pow)
+	cancel()
+	if err != nil {
 		g.abort(s, err)
 		g.writeError(w, fmt.Errorf("session %s: %w", s.id, err))
 		return
@@ -482,6 +490,12 @@ func (g *Gateway) startSession(w http.ResponseWriter, r *http.Request) {
 	}
 	g.sendProbe(w, s, 1)
 }
+
+// drawMargin is what a start's draw leaves of the write timeout for the
+// rest of its work and its response. The node's draw may wait for its
+// source some 40 s (a pool's --pool-wait up to 30 s), and a start whose
+// set came after the write timeout got no response at all.
+const drawMargin = 3 * time.Second
 
 // checkKey checks the proof of key possession. Called with s.mu held.
 func (g *Gateway) checkKey(s *session, req startRequest) error {
