@@ -91,7 +91,16 @@ func (n *Node) recordIssued(r *protocol.Result, door string) {
 		return
 	}
 	v := r.Verdict
-	n.log.Info("verified peer", "peer", r.Peer, "door", door, "accepted", v.Accepted, "reason", v.Reason, "failed_round", v.FailedRound, "rtt", r.RTT)
+	if len(r.Envelope) == 0 {
+		// Nothing signed (an inconclusive session, its draw refunded):
+		// only a peer's proof of work bounds how many it causes (over
+		// HTTP peer IDs are free), so the line is rate-limited as the
+		// other lines a remote peer causes. Signed verdicts, bounded by
+		// the draw budgets, are logged each.
+		n.infoPeer(r.Peer, "verified peer", "door", door, "accepted", v.Accepted, "reason", v.Reason, "failed_round", v.FailedRound, "rtt", r.RTT)
+	} else {
+		n.log.Info("verified peer", "peer", r.Peer, "door", door, "accepted", v.Accepted, "reason", v.Reason, "failed_round", v.FailedRound, "rtt", r.RTT)
+	}
 	if r.Attestation != nil && len(r.Envelope) > 0 {
 		if err := n.store.PutIssued(r.Envelope, r.Attestation); err != nil {
 			n.log.Error("store issued attestation", "peer", r.Peer, "err", err)

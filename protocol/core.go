@@ -410,8 +410,18 @@ func (vs *VerifierSession) Finish() *Result {
 	}
 	res.Duration = s.now().Sub(res.Started)
 	if s.log.Enabled(context.Background(), slog.LevelInfo) {
-		s.log.Info("verification finished", "peer", vs.peer, "accepted", verdict.Accepted, "reason", verdict.Reason,
-			"failed_round", verdict.FailedRound, "detail", verdict.Detail, "rtt", res.RTT, "duration", res.Duration)
+		args := []any{"peer", vs.peer, "accepted", verdict.Accepted, "reason", verdict.Reason,
+			"failed_round", verdict.FailedRound, "detail", verdict.Detail, "rtt", res.RTT, "duration", res.Duration}
+		if res.Envelope == nil {
+			// Nothing signed (no set drawn, its draw refunded; the
+			// verifier closing): nothing bounds how many a peer causes
+			// but its proof of work, so the line passes the limiter of
+			// remote-triggered lines. Signed verdicts, bounded by the
+			// draw budgets, are logged each.
+			s.infoRemote(s.log, "verification finished", args...)
+		} else {
+			s.log.Info("verification finished", args...)
+		}
 	}
 	if !verdict.Accepted && verdict.Reason != skill.ReasonInconclusive {
 		s.budgets.failed(vs.peer, s.now(), false)

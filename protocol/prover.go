@@ -1199,6 +1199,19 @@ func (st *remoteWarnState) allow(msg string, now time.Time) (ok bool, suppressed
 // warnRemote logs a remote-triggered warning through the service's
 // limiter (see remoteWarnEvery).
 func (s *Service) warnRemote(log *slog.Logger, msg string, args ...any) {
+	s.logRemote(log, slog.LevelWarn, msg, args...)
+}
+
+// infoRemote logs a remote-triggered INFO line through the service's
+// limiter (see remoteWarnEvery), apart from the warnings of the same
+// message.
+func (s *Service) infoRemote(log *slog.Logger, msg string, args ...any) {
+	s.logRemote(log, slog.LevelInfo, msg, args...)
+}
+
+// logRemote logs msg at level, at most once per remoteWarnEvery (the
+// next one saying how many were held back), the rest at DEBUG.
+func (s *Service) logRemote(log *slog.Logger, level slog.Level, msg string, args ...any) {
 	v, ok := remoteWarns.Load(s)
 	if !ok {
 		var loaded bool
@@ -1206,7 +1219,7 @@ func (s *Service) warnRemote(log *slog.Logger, msg string, args ...any) {
 			context.AfterFunc(s.ctx, func() { remoteWarns.Delete(s) })
 		}
 	}
-	allowed, suppressed := v.(*remoteWarnState).allow(msg, time.Now())
+	allowed, suppressed := v.(*remoteWarnState).allow(level.String()+" "+msg, time.Now())
 	if !allowed {
 		heldBack.Add(1)
 		log.Debug(msg, args...)
@@ -1215,5 +1228,5 @@ func (s *Service) warnRemote(log *slog.Logger, msg string, args ...any) {
 	if suppressed > 0 {
 		args = append(args, "suppressed", suppressed)
 	}
-	log.Warn(msg, args...)
+	log.Log(context.Background(), level, msg, args...)
 }
