@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func TestHTTPBodyCapped(t *testing.T) {
 	}
 	cr := &countingReader{r: strings.NewReader(big)}
 	code := post(cr, -1)
-	t.Logf("a chunked %d-byte body (cap %d): %d, %d bytes taken from the client", len(big), capBytes, code, cr.n)
+	t.Logf("a chunked %d-byte body (cap %d): %d, %d bytes taken from the client", len(big), capBytes, code, cr.n.Load())
 	if code != http.StatusRequestEntityTooLarge && code != -1 {
 		t.Fatalf("a chunked %d-byte body (cap %d): %d, want 413", len(big), capBytes, code)
 	}
@@ -62,13 +63,16 @@ func TestHTTPBodyCapped(t *testing.T) {
 	time.Sleep(700 * time.Millisecond)
 }
 
+// countingReader counts the bytes read from r; n is read by the test
+// while the client's transport may still be writing the body (the 413
+// can come first).
 type countingReader struct {
 	r io.Reader
-	n int
+	n atomic.Int64
 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	k, err := c.r.Read(b)
-	c.n += k
+	c.n.Add(int64(k))
 	return k, err
 }
