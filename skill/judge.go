@@ -10,7 +10,7 @@ import (
 )
 
 // This file is the normative answer matcher of spec/verification.md
-// ("Correctness", rules M0-M5). Every rule here is stated there, with test
+// ("Correctness", rules M0-M6). Every rule here is stated there, with test
 // vectors in spec/vectors/matching.json; change both together.
 
 // Judge reports whether answer is an accepted answer to q. narratives are
@@ -41,7 +41,14 @@ import (
 //	   names an accepted variant);
 //	M5 clause window, for questions without distractors: the answer is the
 //	   narrative's own words around a variant, verbatim within one clause
-//	   of one sentence.
+//	   of one sentence (less the question's words and pronouns around
+//	   them: "Mycoplasma in the working stock explained it");
+//	M6 described code, for questions without distractors or a numeric
+//	   target: description words before a variant that holds a code
+//	   ("the fragment CLV-5649"), each written in a sentence that holds
+//	   a variant, none written before a variant in one clause nor with a
+//	   capital (so never a word of another candidate's name: "parental
+//	   clone 17" is not "daughter clone 17", "Kiln" is Kiln Line B's).
 //
 // An answer none of them accepts that begins with a lead-in ("Answer:",
 // "The answer is", "It's", and before a numeric target a hedge such as
@@ -57,12 +64,13 @@ func Judge(q *Question, answer string, narratives []string) bool {
 
 // The rule names JudgeRule reports (spec/verification.md).
 const (
-	RuleTooLong  = "M0"
-	RuleExact    = "M1"
-	RuleNumeric  = "M3"
-	RuleContains = "M4"
-	RuleWindow   = "M5"
-	RuleNone     = "none"
+	RuleTooLong   = "M0"
+	RuleExact     = "M1"
+	RuleNumeric   = "M3"
+	RuleContains  = "M4"
+	RuleWindow    = "M5"
+	RuleDescribed = "M6"
+	RuleNone      = "none"
 )
 
 // JudgeRule is Judge that also names the rule that decided: the rule that
@@ -86,7 +94,7 @@ func JudgeRule(q *Question, answer string, narratives []string) (bool, string) {
 	return false, RuleNone
 }
 
-// judgeExplained judges an answer by M1-M5, after a lead-in and before a
+// judgeExplained judges an answer by M1-M6, after a lead-in and before a
 // tail frame, then by its head before an explanation whose tail the
 // guard passes.
 func judgeExplained(q *Question, answer string, narratives []string, cands *candidateForms) (bool, string) {
@@ -225,7 +233,7 @@ func mapStrings(ss []string, f func(string) string) []string {
 	return out
 }
 
-// judgeFramed applies rules M1-M5 to an answer, then, when none accepts
+// judgeFramed applies rules M1-M6 to an answer, then, when none accepts
 // it, to its rest after a lead-in and before a tail frame.
 // cands are the question's candidateForms (candidatesOf).
 func judgeFramed(q *Question, answer string, narratives []string, cands *candidateForms) (bool, string) {
@@ -768,7 +776,7 @@ func unwrap(answer string) string {
 	return answer
 }
 
-// judgeText applies rules M1-M5 to an answer of at most MaxAnswerBytes.
+// judgeText applies rules M1-M6 to an answer of at most MaxAnswerBytes.
 func judgeText(q *Question, answer string, narratives []string, cands *candidateForms) (bool, string) {
 	vs := q.Variants()
 	if MatchAny(answer, vs) {
@@ -829,6 +837,9 @@ func judgeText(q *Question, answer string, narratives []string, cands *candidate
 	if len(j.distractors) == 0 && j.window(vs) {
 		return true, RuleWindow
 	}
+	if len(j.distractors) == 0 && !numeric && j.described(vs) {
+		return true, RuleDescribed
+	}
 	return false, RuleNone
 }
 
@@ -845,6 +856,7 @@ type judgement struct {
 	variantWords []Word
 	distractors  [][]Word
 	vocab        map[string]bool // lower-case description words, lazily
+	caps         map[string]bool // words written with a capital, lazily (M6)
 	// qwords are the question words, lazily (qwordsSet): none when an
 	// accepted variant occurs in the question's text (a question that
 	// lists the candidates must not let an answer list them too).
@@ -917,29 +929,160 @@ func occurs(ws, phrase []Word) bool {
 // and every other word is allowed with description words permitted. A
 // description the narrative itself gives of the item is accepted; a run
 // across a list ("green, amber, red") or one naming a code is not.
+//
+// When the answer less its end function words is no such run, the answer
+// less its leading and trailing function words, pronouns and question
+// words is tried ("Mycoplasma in the working stock explained it" where
+// the question asks "What explained it?"), and then the variant must
+// occur among those remaining words: the answer is then accepted exactly
+// when that run, sent alone, is.
 func (j *judgement) window(vs []string) bool {
-	a, b := 0, len(j.wa)
-	for a < b && functionWords[j.wa[a].Text] {
+	a, b := j.trimmed(func(w Word) bool { return functionWords[w.Text] })
+	if b-a >= 2 && j.inNarrative(j.wa[a:b]) {
+		return j.contains(vs, true)
+	}
+	c, d := j.trimmed(func(w Word) bool {
+		return functionWords[w.Text] || pronouns[w.Text] || j.questionWord(w)
+	})
+	if (c == a && d == b) || d-c < 2 || !j.inNarrative(j.wa[c:d]) {
+		return false
+	}
+	return j.containsIn(vs, c, min(d, j.head), true)
+}
+
+// trimmed returns the bounds of the answer's words less its leading and
+// trailing words that drop reports.
+func (j *judgement) trimmed(drop func(Word) bool) (a, b int) {
+	a, b = 0, len(j.wa)
+	for a < b && drop(j.wa[a]) {
 		a++
 	}
-	for b > a && functionWords[j.wa[b-1].Text] {
+	for b > a && drop(j.wa[b-1]) {
 		b--
 	}
-	core := j.wa[a:b]
-	if len(core) < 2 {
-		return false
-	}
-	inNarrative := false
+	return a, b
+}
+
+// inNarrative reports whether run is a clause run of a shown narrative.
+func (j *judgement) inNarrative(run []Word) bool {
 	for _, n := range j.narratives {
-		if clauseRun(n, core, j.cands) {
-			inNarrative = true
-			break
+		if clauseRun(n, run, j.cands) {
+			return true
 		}
 	}
-	if !inNarrative {
-		return false
+	return false
+}
+
+// described applies rule M6, for questions that list no distractors and
+// have no numeric target: a variant that holds a code (a word with an
+// ASCII digit: "CLV-5649", "CO2") occurs, every answer word after it is
+// allowed as under M4 without distractors, and every word before it is
+// allowed with description words permitted, each description word among
+// them attached and not bound (variantSentences) nor capitalized: a shown
+// narrative or the question's text writes it in a sentence that holds a
+// variant, none writes it before a variant in one clause, and none with
+// an upper-case or title-case letter. "the fragment CLV-5649"
+// is accepted where a narrative writes "CLV-5649, a nucleotide-mimetic
+// fragment"; "parental clone 17" is not for the variant "clone 17" (of
+// "daughter clone 17") where a narrative writes "the parental line's
+// clone 17": the word would be another candidate's, around the code they
+// share.
+func (j *judgement) described(vs []string) bool {
+	for _, v := range vs {
+		wv := cachedWords(v)
+		if !holdsCode(wv) {
+			continue
+		}
+		for i := 0; i+len(wv) <= j.head; i++ {
+			if sameWords(j.wa[i:i+len(wv)], wv) && j.describedAt(i, wv) {
+				return true
+			}
+		}
 	}
-	return j.contains(vs, true)
+	return false
+}
+
+// holdsCode reports whether a variant's words include a code: a word
+// that holds an ASCII digit ("CLV-5649", "CO2", "5649" of "CLV 5649").
+func holdsCode(wv []Word) bool {
+	for _, w := range wv {
+		if hasDigit(w.Text) {
+			return true
+		}
+	}
+	return false
+}
+
+// describedAt reports whether the answer, with the variant wv occurring
+// at its word i, passes M6: words after the variant allowed without
+// description words, words before it allowed with them, each description
+// word there attached, not bound (variantSentences) and not capitalized.
+func (j *judgement) describedAt(i int, wv []Word) bool {
+	for _, w := range j.wa[i+len(wv):] {
+		if !j.allowed(w, false) {
+			return false
+		}
+	}
+	var attached, bound map[string]bool
+	for _, w := range j.wa[:i] {
+		if j.allowed(w, false) {
+			continue
+		}
+		if !j.allowed(w, true) {
+			return false
+		}
+		if bound == nil {
+			attached, bound = j.variantSentences()
+		}
+		if !attached[w.Text] || bound[w.Text] || j.capitalized()[w.Text] {
+			return false
+		}
+	}
+	return true
+}
+
+// variantSentences returns, over the shown narratives and the question's
+// text, the words of the sentences that hold an occurrence of an
+// accepted variant (attached: no sentence end or line break between the
+// word and the occurrence) and the words written before an occurrence
+// of an accepted variant in one clause (bound: from the word through the
+// occurrence's first word, no clause mark between two consecutive
+// words). Both read a . and white space between two raw words that a
+// candidate writes so ("P. Okonjo") as M5 does: no mark. Variants whose
+// words are all function words are passed over.
+func (j *judgement) variantSentences() (attached, bound map[string]bool) {
+	attached, bound = map[string]bool{}, map[string]bool{}
+	for _, text := range append(slices.Clip(j.narratives), j.q.Question) {
+		e := clauseCache.get(text, clauseWordsOf)
+		ws := e.words
+		// mark reports whether a mark of marks stands before word k.
+		mark := func(marks []bool, k int) bool {
+			p, dot := e.dots[k]
+			return marks[k] && !(dot && j.cands != nil && j.cands.dotPairNorm(p))
+		}
+		for _, wv := range j.variants {
+			if len(wv) == 0 || allFunctionWords(wv) {
+				continue
+			}
+			for i := 0; i+len(wv) <= len(ws); i++ {
+				if !sameWords(ws[i:i+len(wv)], wv) {
+					continue
+				}
+				clause := true
+				for k := i - 1; k >= 0 && !mark(e.stops, k+1); k-- {
+					clause = clause && !mark(e.breaks, k+1)
+					attached[ws[k].Text] = true
+					if clause {
+						bound[ws[k].Text] = true
+					}
+				}
+				for k := i + len(wv); k < len(ws) && !mark(e.stops, k); k++ {
+					attached[ws[k].Text] = true
+				}
+			}
+		}
+	}
+	return attached, bound
 }
 
 // clauseRun reports whether run occurs as consecutive words of text with
@@ -980,6 +1123,7 @@ func clauseWordsOf(text string) clauseEntry {
 	raw := rawWordSpans(text)
 	prevStart, prevEnd := 0, 0
 	var dots map[int][2]string
+	var stops []bool
 	for _, sp := range raw {
 		gap, prev := text[prevEnd:sp[0]], text[prevStart:prevEnd]
 		brk := clauseGap(gap, prev)
@@ -994,11 +1138,16 @@ func clauseWordsOf(text string) clauseEntry {
 			r2, s2 := utf8.DecodeLastRuneInString(text[:sp[0]-s1])
 			neg = s2 == 0 || !wordRune(r2)
 		}
+		stop := brk && sentenceGap(gap, prev)
 		for k, w := range Words(text[sp[0]:sp[1]]) {
 			if k == 0 && neg && w.Number != nil {
 				w.Number = new(big.Rat).Neg(w.Number)
 			}
+			n := len(a.ws)
 			a.add(w, k == 0 && sep, k == 0 && brk)
+			if len(a.ws) > n {
+				stops = append(stops, k == 0 && stop)
+			}
 			if k == 0 && brk && prev != "" && dotGap(gap) {
 				if dots == nil {
 					dots = map[int][2]string{}
@@ -1007,7 +1156,7 @@ func clauseWordsOf(text string) clauseEntry {
 			}
 		}
 	}
-	return clauseEntry{a.ws, a.marks, dots}
+	return clauseEntry{a.ws, a.marks, stops, dots}
 }
 
 // clauseGap reports whether gap, the text between two words of a
@@ -1036,9 +1185,34 @@ func clauseGap(gap, prev string) bool {
 	return false
 }
 
+// sentenceGap reports whether gap, the text between two words of a text
+// (prev is the word before it), holds a sentence end as clauseGap reads
+// it (? ! … or a . that ends a sentence) or a line break (LF or CR).
+func sentenceGap(gap, prev string) bool {
+	for i, r := range gap {
+		switch r {
+		case '\n', '\r', '?', '!', '…':
+			return true
+		case '.':
+			if i+1 == len(gap) {
+				continue // directly before the next word: ".5"
+			}
+			if i == 0 && strings.Contains(prev, ".") && !hasDigit(prev) {
+				continue // after an abbreviation: "e.g."
+			}
+			return true
+		}
+	}
+	return false
+}
+
 type clauseEntry struct {
 	words  []Word
 	breaks []bool
+	// stops marks, for each word, whether a sentence end or a line break
+	// (sentenceGap) stands between it and the previous word: M6 reads
+	// the sentences that hold a variant.
+	stops []bool
 	// dots holds, for a word whose gap before it is a . and white space
 	// only (a sentence end by clauseGap), the normalised raw words on
 	// either side ("p", "okonjo"): M5 reads no sentence end there where
@@ -1608,12 +1782,18 @@ func numericTarget(q *Question) (*big.Rat, bool) {
 // and every other word is allowed, description words only when
 // descriptions is set.
 func (j *judgement) contains(vs []string, descriptions bool) bool {
+	return j.containsIn(vs, 0, j.head, descriptions)
+}
+
+// containsIn is contains with the variant's occurrence among the answer's
+// words lo to hi (exclusive).
+func (j *judgement) containsIn(vs []string, lo, hi int, descriptions bool) bool {
 	for _, v := range vs {
 		wv := cachedWords(v)
 		if len(wv) == 0 || allFunctionWords(wv) {
 			continue
 		}
-		for i := 0; i+len(wv) <= j.head; i++ {
+		for i := lo; i+len(wv) <= hi; i++ {
 			if !sameWords(j.wa[i:i+len(wv)], wv) {
 				continue
 			}
@@ -1749,6 +1929,28 @@ func (j *judgement) allowed(w Word, descriptions bool) bool {
 	if !descriptions || hasDigit(w.Text) {
 		return j.questionWord(w) || j.inflectedQuestionWord(w)
 	}
+	return j.descriptionWords()[w.Text] || j.questionWord(w) || j.inflectedQuestionWord(w)
+}
+
+// capitalized returns the words that a shown narrative or the question's
+// text writes, at least once, with an upper-case or title-case letter
+// (and no ASCII digit), lazily: M6 takes none of them for a description
+// word, which may be a word of a name ("Kiln" of "Kiln Line B").
+func (j *judgement) capitalized() map[string]bool {
+	if j.caps == nil {
+		j.caps = map[string]bool{}
+		for _, n := range append(slices.Clip(j.narratives), j.q.Question) {
+			for k := range upperVocab(n) {
+				j.caps[k] = true
+			}
+		}
+	}
+	return j.caps
+}
+
+// descriptionWords returns the description words of the session (the
+// shown narratives' and the question's), lazily.
+func (j *judgement) descriptionWords() map[string]bool {
 	if j.vocab == nil {
 		j.vocab = map[string]bool{}
 		for _, n := range j.narratives {
@@ -1760,7 +1962,7 @@ func (j *judgement) allowed(w Word, descriptions bool) bool {
 			j.vocab[k] = true
 		}
 	}
-	return j.vocab[w.Text] || j.questionWord(w) || j.inflectedQuestionWord(w)
+	return j.vocab
 }
 
 // inflectedQuestionWord reports whether w is an inflection of a question
@@ -2127,6 +2329,28 @@ func lowerVocabOf(text string) map[string]bool {
 }
 
 var vocabCache textCache[map[string]bool]
+
+// upperVocab returns the words of a text (as lowerVocab reads them: of a
+// raw word that the number and unit reading splits, its rest) that hold
+// no digit and that the text spells, at least once, with an upper-case
+// or title-case letter. Cached by text.
+func upperVocab(text string) map[string]bool { return upperCache.get(text, upperVocabOf) }
+
+func upperVocabOf(text string) map[string]bool {
+	m := map[string]bool{}
+	for _, raw := range rawWords(text) {
+		if _, rest := splitUnit(raw); rest != "" {
+			raw = rest
+		}
+		if hasDigit(raw) || !hasUpper(raw) {
+			continue
+		}
+		m[Normalize(raw)] = true
+	}
+	return m
+}
+
+var upperCache textCache[map[string]bool]
 
 // cachedWords is Words of a question's own texts (its text, canonical
 // answer, variants and distractors), which every answer to it reads

@@ -1172,3 +1172,198 @@ func TestJudgePronounsAndAs(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeDescribedCode: M6 (spec/verification.md 1.5.28) accepts an
+// agent's description before a variant that holds a code, on a question
+// without distractors ("the fragment CLV-5649", "the engineering laptop
+// KA-LT-4627"): refused before. Every guard holds: each description word
+// must be written in a sentence that holds a variant, no text may write
+// it before a variant in one clause (there it could be another
+// candidate's name around a shared code: "parental clone 17" beside
+// "daughter clone 17") nor with a capital (a name's word: "Kiln" of
+// "Kiln Line B"); after the variant, only the words M4 allows; a
+// variant without a code (a label, a name) gains nothing; a joining word
+// or a second code refuse the answer; a question with distractors is not
+// judged so (M4 permits description words there, as before).
+func TestJudgeDescribedCode(t *testing.T) {
+	frag := &Question{Question: "Which compound's inhibition is left standing?", Answer: "CLV-5649", Answers: []string{"CLV-5649", "CLV 5649"},
+		ReasoningType: Negation, AnswerType: EntityAnswer}
+	frags := []string{"Five compounds were screened: CLV-4569, a small sulfonamide; CLV-5649, a nucleotide-mimetic fragment; and CLV-9465, an acrylamide. The fragment read 2.4 µM. Aggregation was ruled out for the sulfonamide."}
+	host := &Question{Question: "Which host shows genuine command-and-control activity?", Answer: "KA-LT-4627", Answers: []string{"KA-LT-4627"},
+		ReasoningType: Negation, AnswerType: EntityAnswer}
+	hosts := []string{"VOSS: And the engineering laptop, KA-LT-4627, which sits on 10.42.76.27, was making small outbound calls. The build server KA-SV-0112 ran its nightly job."}
+	cause := &Question{Question: "What explained the viability loss?", Answer: "CO2 excursion", Answers: []string{"CO2 excursion", "CO2 drop"},
+		ReasoningType: Causal, AnswerType: LabelAnswer}
+	causes := []string{"A CO2 excursion in the incubator has since explained the drop. The other was traced to assay drift at the central lab; mycoplasma was ruled out."}
+	clone := &Question{Question: "Which line lost viability?", Answer: "daughter clone 17", Answers: []string{"daughter clone 17", "clone 17"},
+		ReasoningType: MultiHop, AnswerType: EntityAnswer}
+	clones := []string{"The parental line's clone 17 grew normally, while the daughter clone 17 lost viability."}
+	drift := &Question{Question: "What explained the other loss?", Answer: "assay drift", Answers: []string{"assay drift"},
+		ReasoningType: Causal, AnswerType: LabelAnswer}
+	entry := &Question{Question: "Which candidate holds at every site?", Answer: "Tallow Gold", Answers: []string{"Tallow Gold"},
+		ReasoningType: Negation, AnswerType: EntityAnswer}
+	entries := []string{"Oxbury, brown-chaffed; Tallow Gold, the only red-chaffed entry; Vennick, awned."}
+	slicer := &Question{Question: "Which sampling point behaves as a persistent source?", Answer: "Slicer 3", Answers: []string{"Slicer 3", "the slicer"},
+		ReasoningType: Negation, AnswerType: EntityAnswer}
+	points := []string{"Five areas were swabbed: the brine tank; Kiln Line B, the smoke kiln and its conveyor; Slicer 3, the high-speed slicer."}
+	withDistractors := *frag
+	withDistractors.Distractors = []string{"CLV-4569", "CLV-9465"}
+	cases := []struct {
+		q    *Question
+		n    []string
+		a    string
+		want bool
+		rule string
+	}{
+		{frag, frags, "the fragment CLV-5649", true, RuleDescribed},
+		{frag, frags, "The nucleotide-mimetic fragment CLV-5649.", true, RuleDescribed},
+		{frag, frags, "the fragment CLV 5649", true, RuleDescribed},
+		{frag, frags, "the fragment CLV-5649 (the only one left)", true, RuleDescribed},
+		{frag, frags, "Answer: the fragment CLV-5649", true, RuleDescribed},
+		{host, hosts, "the engineering laptop KA-LT-4627", true, RuleDescribed},
+		{cause, causes, "an incubator CO2 excursion", true, RuleDescribed},
+		{cause, causes, "incubator CO₂ excursion", true, RuleDescribed},
+		{clone, clones, "the daughter clone 17", true, RuleContains}, // M4 as before
+		// one sentence lists both: the code decides
+		{frag, frags, "the sulfonamide CLV-5649", true, RuleDescribed},
+		// guards: a word of no sentence that holds a variant
+		{host, hosts, "the nightly laptop KA-LT-4627", false, RuleNone},
+		{cause, causes, "assay drift CO2 excursion", false, RuleNone},
+		// a word written before a variant in one clause: another
+		// candidate's name around the shared code
+		{clone, clones, "parental clone 17", false, RuleNone},
+		{clone, clones, "the parental clone 17", false, RuleNone},
+		// a word a text also writes with a capital: a name's word
+		{slicer, points, "the high-speed Slicer 3", true, RuleDescribed},
+		{slicer, points, "Kiln Slicer 3", false, RuleNone},
+		{slicer, points, "the smoke kiln Slicer 3", false, RuleNone},
+		// after the variant, only what M4 allows
+		{frag, frags, "CLV-5649 fragment", false, RuleNone},
+		{clone, clones, "clone 17 parental", false, RuleNone},
+		// a joining word, a second code
+		{frag, frags, "the fragment or CLV-5649", false, RuleNone},
+		{frag, frags, "CLV-4569 CLV-5649", false, RuleNone},
+		{frag, frags, "the sulfonamide CLV-4569", false, RuleNone},
+		// a variant without a code: a label, a name
+		{drift, causes, "mycoplasma assay drift", false, RuleNone},
+		{drift, causes, "the central assay drift", false, RuleNone},
+		{entry, entries, "the red-chaffed entry Tallow Gold", false, RuleNone},
+		// with distractors M4 permits description words (as before)
+		{&withDistractors, frags, "the fragment CLV-5649", true, RuleContains},
+		{&withDistractors, frags, "the sulfonamide CLV-5649", true, RuleContains},
+	}
+	for _, c := range cases {
+		if ok, rule := JudgeRule(c.q, c.a, c.n); ok != c.want || rule != c.rule {
+			t.Errorf("JudgeRule(%q) for %q = %v by %s, want %v by %s", c.a, c.q.Answer, ok, rule, c.want, c.rule)
+		}
+	}
+}
+
+// TestJudgeDescribedSharedCode is the white-box attacker of M6: it knows
+// the narrative and the rule, not which candidate is right, and sends
+// every candidate's variant with one or two of the narrative's lower-case
+// words before it ("parental clone 17", "the quarry gauge QG-7"). Where
+// two candidates share a code ("daughter clone 17", and "parental clone
+// 17" written "the parental line's clone 17"), no answer that M6 accepts
+// for one may be accepted for another: a word written before a variant
+// in one clause is never free. (M5 accepts the narrative's own run, "the
+// daughter clone 17", for the variant "clone 17" as before: that is not
+// M6's.)
+func TestJudgeDescribedSharedCode(t *testing.T) {
+	n := []string{"The parental line's clone 17 grew normally, while the daughter clone 17 lost viability. The gauge at the old quarry, QG-7, recorded it second, and the lower gauge, QG-17, third; clone 7 was not tested."}
+	world := func(answers ...string) *Question {
+		return &Question{Question: "Which one lost viability first?", Answer: answers[0], Answers: answers, ReasoningType: MultiHop, AnswerType: EntityAnswer}
+	}
+	worlds := []*Question{
+		world("daughter clone 17", "clone 17"),
+		world("parental clone 17", "parental line's clone 17"),
+		world("clone 7"),
+		world("QG-7", "old quarry gauge"),
+		world("QG-17", "lower gauge QG-17"),
+	}
+	var lower []string
+	for _, w := range strings.FieldsFunc(n[0], func(r rune) bool { return r == ' ' || r == ',' || r == ';' || r == '.' }) {
+		if strings.ToLower(w) == w {
+			lower = append(lower, w)
+		}
+	}
+	var answers []string
+	for _, q := range worlds {
+		for _, v := range q.Answers {
+			answers = append(answers, v, "the "+v)
+			for _, a := range lower {
+				answers = append(answers, a+" "+v, "the "+a+" "+v, v+" "+a)
+				for _, b := range lower {
+					answers = append(answers, a+" "+b+" "+v)
+				}
+			}
+		}
+	}
+	m6 := 0
+	for _, a := range answers {
+		var in, by []string
+		described := false
+		for _, q := range worlds {
+			if ok, rule := JudgeRule(q, a, n); ok {
+				in, by = append(in, q.Answer), append(by, rule)
+				described = described || rule == RuleDescribed
+			}
+		}
+		if described {
+			m6++
+			if len(in) > 1 {
+				t.Errorf("%q is accepted for %q by %q", a, in, by)
+			}
+		}
+	}
+	if m6 == 0 {
+		t.Error("no answer accepted by M6: the attacker tests nothing")
+	}
+	// The guard's case: "parental" is written before "clone 17" in one
+	// clause.
+	if ok, rule := JudgeRule(worlds[0], "parental clone 17", n); ok {
+		t.Errorf("\"parental clone 17\" accepted for daughter clone 17 by %s", rule)
+	}
+	t.Logf("%d answers, %d accepted by M6 in some world", len(answers), m6)
+}
+
+// TestJudgeWindowQuestionWords: M5 reads the narrative's run less the
+// question's words and pronouns around it (spec/verification.md 1.5.28):
+// "Mycoplasma in the working stock explained it." answers "What explained
+// it?", refused before. The answer is accepted exactly when that run, sent
+// alone, is: the variant must lie in the run (a variant of question words
+// before it names nothing the run does not), and a word that is neither a
+// question word nor a pronoun still ends the run.
+func TestJudgeWindowQuestionWords(t *testing.T) {
+	n := []string{"Growth suppression for HEK293-c11 was later traced to mycoplasma in the working stock. Lab drift was ruled out."}
+	myco := &Question{Question: "Which lab drift or outside factor explained it?", Answer: "mycoplasma", Answers: []string{"mycoplasma"},
+		ReasoningType: Causal, AnswerType: LabelAnswer}
+	drift := &Question{Question: "Which lab drift or outside factor explained it?", Answer: "drift lab", Answers: []string{"drift lab"},
+		ReasoningType: Causal, AnswerType: LabelAnswer}
+	withDistractors := *myco
+	withDistractors.Distractors = []string{"lab drift"}
+	cases := []struct {
+		q    *Question
+		a    string
+		want bool
+	}{
+		{myco, "Mycoplasma in the working stock explained it.", true},
+		{myco, "It was explained by mycoplasma in the working stock.", true},
+		{myco, "mycoplasma in the working stock", true},   // M5 as before
+		{myco, "the outside factor was mycoplasma", true}, // M4 as before: question words
+		// the run must be the narrative's, the variant in it
+		{myco, "Mycoplasma explained it in the working stock.", false},
+		{myco, "It was explained by mycoplasma in the working stock or not.", false},
+		{myco, "Mycoplasma in the working stock was said to explain it.", false},
+		{drift, "drift lab traced to mycoplasma in the working stock", false},
+		{drift, "traced to mycoplasma in the working stock drift lab", false},
+		// with distractors M5 does not apply
+		{&withDistractors, "Mycoplasma in the working stock explained it.", true}, // M4: description words
+		{&withDistractors, "Mycoplasma, not lab drift, explained it.", false},
+	}
+	for _, c := range cases {
+		if got, rule := JudgeRule(c.q, c.a, n); got != c.want {
+			t.Errorf("JudgeRule(%q) for %q = %v by %s, want %v", c.a, c.q.Answer, got, rule, c.want)
+		}
+	}
+}

@@ -49,7 +49,7 @@ func TestMatchingVectors(t *testing.T) {
 		}
 		rules[c.Rule]++
 	}
-	for _, r := range []string{skill.RuleTooLong, skill.RuleExact, skill.RuleNumeric, skill.RuleContains, skill.RuleWindow, skill.RuleNone} {
+	for _, r := range []string{skill.RuleTooLong, skill.RuleExact, skill.RuleNumeric, skill.RuleContains, skill.RuleWindow, skill.RuleDescribed, skill.RuleNone} {
 		if rules[r] == 0 {
 			t.Errorf("no vector decided by rule %s", r)
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -319,7 +320,7 @@ func TestDifferential(t *testing.T) {
 	for _, it := range items {
 		q := it.q
 		c := newCtx(toQS(&q), it.narr)
-		for _, a := range answersFor(&q) {
+		for _, a := range append(answersFor(&q), narrativeForms(&q, it.narr)...) {
 			if k++; k%stride != 0 {
 				continue
 			}
@@ -337,4 +338,83 @@ func TestDifferential(t *testing.T) {
 		}
 	}
 	t.Logf("%d questions, %d answers compared, %d disagreements %v", len(items), n, bad, byKind)
+}
+
+// narrativeForms returns answers built from the narratives around the
+// question's candidates (1.5.28): every candidate that holds a digit with
+// one or two lower-case words of a narrative sentence that holds it before
+// it (M6: "the fragment CLV-5649"), or after it; and the narrative's
+// clause runs around a candidate with the question's words and pronouns
+// around them (M5: "mycoplasma in the working stock explained it").
+func narrativeForms(q *skill.Question, narr []string) []string {
+	cands := append(append([]string{q.Answer}, q.Answers...), firstOf(q.Distractors))
+	var qw []string
+	for _, w := range strings.Fields(strings.ToLower(q.Question)) {
+		w = strings.Trim(w, "?,.;:")
+		if w != "" && !functionWords[w] && strings.ToLower(w) == w && !hasDigit(w) && len(qw) < 2 {
+			qw = append(qw, w)
+		}
+	}
+	set := map[string]bool{}
+	for _, x := range cands {
+		if x == "" {
+			continue
+		}
+		lx := strings.ToLower(x)
+		for _, n := range narr {
+			for _, sent := range strings.FieldsFunc(n, func(r rune) bool { return r == '.' || r == '?' || r == '!' || r == '\n' }) {
+				ls := strings.ToLower(sent)
+				at := strings.Index(ls, lx)
+				if at < 0 {
+					continue
+				}
+				var lower []string
+				for _, w := range strings.FieldsFunc(sent, func(r rune) bool { return r == ' ' || r == ',' || r == ';' || r == ':' || r == '(' || r == ')' }) {
+					if strings.ToLower(w) == w && !hasDigit(w) && len(lower) < 8 {
+						lower = append(lower, w)
+					}
+				}
+				if hasDigit(x) {
+					for i, a := range lower {
+						set[a+" "+x] = true
+						set["the "+a+" "+x] = true
+						set[x+" "+a] = true
+						if i+1 < len(lower) {
+							set[a+" "+lower[i+1]+" "+x] = true
+							set[lower[i+1]+" "+a+" "+x] = true
+						}
+					}
+				}
+				// the clause around the candidate, as written
+				lo, hi := at, at+len(lx)
+				for lo > 0 && !strings.ContainsRune(",;:()", rune(sent[lo-1])) && at-lo < 24 {
+					lo--
+				}
+				for hi < len(sent) && !strings.ContainsRune(",;:()", rune(sent[hi])) && hi-at-len(lx) < 24 {
+					hi++
+				}
+				if !utf8.ValidString(sent[lo:hi]) {
+					continue
+				}
+				run := strings.TrimSpace(sent[lo:hi])
+				for _, r := range []string{run, strings.TrimSpace(sent[at:hi]), strings.TrimSpace(sent[lo : at+len(lx)])} {
+					set[r+" explained it."] = true
+					set["It was explained by "+r+"."] = true
+					set["they "+r] = true
+					for _, w := range qw {
+						set[w+" "+r] = true
+						set[r+" "+w+" it"] = true
+					}
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for a := range set {
+		if len(a) <= 64 {
+			out = append(out, a)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -570,6 +570,7 @@ type ctx struct {
 	distsR      [][]W // with the answer's readings, non-ignored (nil when no target)
 	allDistW    [][]W // plain, every distractor
 	desc        map[string]bool
+	upper       map[string]bool // 1.5.28: written with a capital somewhere
 	qwords      map[string]bool
 	target      *big.Rat
 	hasTarget   bool
@@ -631,6 +632,19 @@ func newCtx(q *Q, narr []string) *ctx {
 		lowerWords(n, c.desc)
 	}
 	lowerWords(q.Question, c.desc)
+	// 1.5.28 (M6): words a text writes with a capital
+	c.upper = map[string]bool{}
+	for _, t := range append(append([]string{}, narr...), q.Question) {
+		for _, r := range runs(t) {
+			w := r.text
+			if fl := firstLetter(w); fl > 0 && reNum.MatchString(w[:fl]) {
+				w = w[fl:]
+			}
+			if !hasDigit(w) && hasUpper(w) {
+				c.upper[normS(w)] = true
+			}
+		}
+	}
 	c.qwords = map[string]bool{}
 	named := false
 	for _, v := range c.vars {
@@ -1154,8 +1168,17 @@ func (c *ctx) m3(text string) bool {
 }
 
 func (c *ctx) m4(text string, desc bool) bool {
+	return c.m4Within(text, desc, 0, -1)
+}
+
+// m4Within is M4 with the variant's occurrence among the answer's words
+// lo to hi (hi < 0: all; 1.5.28, M5's second window).
+func (c *ctx) m4Within(text string, desc bool, lo, hi int) bool {
 	aw := words(text, c.hasTarget)
 	lim := c.limit(text, aw)
+	if hi >= 0 && hi < lim {
+		lim = hi
+	}
 	if c.labelGuard(aw) {
 		return false
 	}
@@ -1163,7 +1186,7 @@ func (c *ctx) m4(text string, desc bool) bool {
 		if len(v) == 0 || allFn(v) {
 			continue
 		}
-		for i := 0; i+len(v) <= lim; i++ {
+		for i := lo; i+len(v) <= lim; i++ {
 			if !occursAt(aw, v, i) {
 				continue
 			}
@@ -1198,17 +1221,35 @@ func (c *ctx) m5(text string) bool {
 		return false
 	}
 	aw := words(text, c.hasTarget)
-	lo, hi := 0, len(aw)
-	for lo < hi && isFn(aw[lo]) {
-		lo++
+	lo, hi := trimEnds(aw, isFn)
+	if hi-lo >= 2 && c.narrativeRun(aw[lo:hi]) {
+		return c.m4(text, true)
 	}
-	for hi > lo && isFn(aw[hi-1]) {
-		hi--
-	}
-	if hi-lo < 2 {
+	// 1.5.28: once more without the pronouns and question words around
+	// the run too; the variant must then lie in the run.
+	lo, hi = trimEnds(aw, func(w W) bool { return isFn(w) || !w.num && tailPronouns[w.text] || c.isQWord(w) })
+	if hi-lo < 2 || !c.narrativeRun(aw[lo:hi]) {
 		return false
 	}
-	run := aw[lo:hi]
+	return c.m4Within(text, true, lo, hi)
+}
+
+// trimEnds returns the bounds of ws less its leading and trailing words
+// that drop reports.
+func trimEnds(ws []W, drop func(W) bool) (int, int) {
+	lo, hi := 0, len(ws)
+	for lo < hi && drop(ws[lo]) {
+		lo++
+	}
+	for hi > lo && drop(ws[hi-1]) {
+		hi--
+	}
+	return lo, hi
+}
+
+// narrativeRun: run occurs as consecutive words of a shown narrative with
+// no clause mark between two of them (M5).
+func (c *ctx) narrativeRun(run []W) bool {
 	found := false
 	for ni, nn := range c.nnorm {
 		nw := c.nwords[ni]
@@ -1228,10 +1269,121 @@ func (c *ctx) m5(text string) bool {
 			}
 		}
 	}
-	if !found {
+	return found
+}
+
+// m6 (1.5.28, "M6 described code"): no non-ignored distractors, no M3
+// target; a variant holding a word with an ASCII digit occurs (before the
+// first separator); the words after it are allowed without description
+// words; the words before it allowed with them, each allowed only as a
+// description word attached (in a sentence of a narrative or the
+// question's text that holds a variant), not bound (written before a
+// variant in one clause there) and written with no capital in any of
+// those texts.
+func (c *ctx) m6(text string) bool {
+	if len(c.dists) > 0 || c.hasTarget {
 		return false
 	}
-	return c.m4(text, true)
+	aw := words(text, false)
+	lim := c.limit(text, aw)
+	for _, v := range c.vars {
+		code := false
+		for _, w := range v {
+			code = code || hasDigit(w.text)
+		}
+		if !code {
+			continue
+		}
+		for i := 0; i+len(v) <= lim; i++ {
+			if !occursAt(aw, v, i) {
+				continue
+			}
+			ok := true
+			for _, w := range aw[i+len(v):] {
+				ok = ok && c.allowed(w, false)
+			}
+			for _, w := range aw[:i] {
+				if !ok || c.allowed(w, false) {
+					continue
+				}
+				att, bnd := c.sentenceOfVariant(w)
+				ok = c.allowed(w, true) && att && !bnd && !c.upper[w.text]
+			}
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sentenceOfVariant reports whether a narrative or the question's text
+// writes w in a sentence holding an occurrence of a variant (no sentence
+// end or line break between), and whether one writes it before such an
+// occurrence with no clause mark from it through the occurrence.
+func (c *ctx) sentenceOfVariant(w W) (attached, bound bool) {
+	texts := append(append([]string{}, c.nnorm...), normS(c.q.Question))
+	for ti, nn := range texts {
+		var nw []W
+		if ti < len(c.nwords) {
+			nw = c.nwords[ti]
+		} else {
+			nw = wordsN(nn, false)
+		}
+		// mark between nw[k-1] and nw[k], M5's dot exception applied
+		stop := func(k int) bool {
+			return sentenceMark(nn, nw[k-1], nw[k]) && !c.dotInCandidate(nn, nw[k-1], nw[k])
+		}
+		brk := func(k int) bool {
+			return clauseMark(nn, nw[k-1], nw[k]) && !c.dotInCandidate(nn, nw[k-1], nw[k])
+		}
+		for _, v := range c.vars {
+			if len(v) == 0 || allFn(v) {
+				continue
+			}
+			for i := 0; i+len(v) <= len(nw); i++ {
+				if !occursAt(nw, v, i) {
+					continue
+				}
+				inClause := true
+				for k := i - 1; k >= 0 && !stop(k+1); k-- {
+					inClause = inClause && !brk(k+1)
+					if same(nw[k], w) {
+						attached = true
+						bound = bound || inClause
+					}
+				}
+				for k := i + len(v); k < len(nw) && !stop(k); k++ {
+					if same(nw[k], w) {
+						attached = true
+					}
+				}
+			}
+		}
+	}
+	return attached, bound
+}
+
+// sentenceMark: between a and b of the normalised text n stands a
+// sentence end (M5's: ? ! … or a . that ends a sentence) or a line break
+// (1.5.28, M6).
+func sentenceMark(n string, a, b W) bool {
+	between := n[a.end:b.start]
+	for i, r := range between {
+		switch r {
+		case '\n', '\r', '?', '!', '…':
+			return true
+		case '.':
+			if i == len(between)-1 {
+				continue
+			}
+			if i == 0 && strings.Contains(a.text, ".") && !hasDigit(a.text) {
+				continue
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // dotInCandidate (1.5.24): between a and b of the normalised narrative n
@@ -1286,6 +1438,9 @@ func (c *ctx) steps(text string) (bool, string) {
 	}
 	if c.m5(text) {
 		return true, "M5"
+	}
+	if c.m6(text) {
+		return true, "M6"
 	}
 	return false, "none"
 }
