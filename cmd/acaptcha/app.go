@@ -766,8 +766,8 @@ func (a *app) addFlags(f *pflag.FlagSet, groups ...flagGroup) {
 			f.IntVar(&a.maxServes, "max-serves", skill.DefaultMaxServes, "how often this node serves one challenge set")
 			a.addFlags(f, groupSource, groupPolicy)
 		case groupPool:
-			f.IntVar(&a.gen.poolSize, "pool-size", pool.DefaultSize, "generated challenge sets kept ready (--challenges llm or hybrid)")
-			f.IntVar(&a.gen.poolWorkers, "pool-workers", pool.DefaultWorkers, "challenge sets generated at once (--challenges llm or hybrid)")
+			f.IntVar(&a.gen.poolSize, "pool-size", pool.DefaultSize, "generated challenge sets kept ready (llm or hybrid challenges)")
+			f.IntVar(&a.gen.poolWorkers, "pool-workers", pool.DefaultWorkers, "challenge sets generated at once (llm or hybrid challenges)")
 			f.DurationVar(&a.gen.poolWait, "pool-wait", pool.DefaultWait, "how long a session waits for a set when the pool is empty before ending inconclusive")
 			a.addFlags(f, groupTokenBudget, groupCrossCheck)
 		case groupTokenBudget:

@@ -5,15 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/acaptcha/acaptcha/skill"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Numeric flags outside their range are refused with a usage error
@@ -159,6 +163,32 @@ func TestHelpListsOnlyTheCommandsFlags(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A flag's help names only flags its own command takes: eval's
+// --pool-size and --pool-workers said "(--challenges llm or hybrid)",
+// and eval has no --challenges (its pools come from --source). A flag of
+// another command is named with that command ("the node's --metrics").
+func TestFlagUsageNamesOnlyItsCommandsFlags(t *testing.T) {
+	otherCommands := map[string]bool{"acaptcha peers --node mentions --metrics": true}
+	mention := regexp.MustCompile(`--([a-z][a-z0-9-]*[a-z0-9])`)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			for _, m := range mention.FindAllStringSubmatch(f.Usage, -1) {
+				if c.Flags().Lookup(m[1]) != nil || c.InheritedFlags().Lookup(m[1]) != nil {
+					continue
+				}
+				if key := c.CommandPath() + " --" + f.Name + " mentions --" + m[1]; !otherCommands[key] {
+					t.Errorf("%s: --%s's help names --%s, which %s does not take: %q", c.CommandPath(), f.Name, m[1], c.CommandPath(), f.Usage)
+				}
+			}
+		})
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk((&app{stdout: io.Discard, stderr: io.Discard}).rootCmd())
 }
 
 // A port out of range on --http or --metrics is a usage error (exit 2)
