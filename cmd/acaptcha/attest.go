@@ -130,6 +130,11 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 				}
 				if errors.Is(err, peer.ErrNetwork) || errors.Is(err, protocol.ErrNetwork) || errors.Is(err, context.DeadlineExceeded) {
 					// Unreachable, or silent until --timeout.
+					if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+						// "context deadline exceeded" alone does not
+						// say which limit ran out.
+						err = fmt.Errorf("gave up after --timeout %s (the peer is unreachable or silent): %w", timeout, err)
+					}
 					return &exitError{code: exitNetwork, err: err}
 				}
 				// Any other failure: the peer was not accepted (exit 1).

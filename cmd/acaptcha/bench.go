@@ -146,6 +146,15 @@ func (a *app) runBenchSwarm(ctx context.Context, f swarmFlags) error {
 		ctx = context.Background()
 	}
 	rep, err := swarm.Run(ctx, cfg)
+	if rep != nil && rep.TimedOut {
+		// "context deadline exceeded" alone does not say which limit
+		// ran out.
+		limit := fmt.Sprintf("gave up after --timeout %s", f.timeout)
+		rep.Error = limit + ": " + rep.Error
+		if err != nil {
+			err = fmt.Errorf("%s: %w", limit, err)
+		}
+	}
 	if err != nil && rep == nil {
 		if errors.Is(err, swarm.ErrConfig) {
 			return usageErr("%v", err)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -115,6 +116,73 @@ func TestInspectWellFormedNonSetIsStructure(t *testing.T) {
 		if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != exitRejected || got.Accepted || got.Reason != c.reason {
 			t.Errorf("inspect %s: exit %d, reason %q (%v), want %s\nstdout %s\nstderr %s", c.body, code, got.Reason, err, c.reason, stdout, stderr)
 		}
+	}
+}
+
+// silentListener accepts TCP connections on loopback and never writes
+// nor closes them until the test ends: a peer or node that is silent.
+func silentListener(t *testing.T) *net.TCPAddr {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-done })
+	return l.Addr().(*net.TCPAddr)
+}
+
+// A command that gives up at its time limit says which limit it was: a
+// silent peer made `attest --timeout 1s` say only "failed to dial:
+// context deadline exceeded", `bench swarm --timeout` "swarm: connecting:
+// context deadline exceeded" and a silent `peers --node` address "Get
+// ...: context deadline exceeded", none naming the flag or the bound that
+// ran out (README: exit 3 for a peer "silent until --timeout").
+func TestTimeoutErrorsNameTheirBound(t *testing.T) {
+	dir := t.TempDir()
+	silent := silentListener(t)
+	target := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/12D3KooWCHRxU7HALLkCqz5d6UgSmrCgaVpfCt2yTKQpyGkY4XtL", silent.Port)
+	for _, json := range []bool{false, true} {
+		args := []string{"attest", "--timeout", "1s", "--challenges", "procedural", "--log-level", "error",
+			"--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", target}
+		if json {
+			args = append(args, "--json")
+		}
+		start := time.Now()
+		_, stderr, code := runMain(t, args...)
+		if code != exitNetwork || !strings.Contains(stderr, "--timeout 1s") {
+			t.Errorf("attest --timeout 1s (json %v) to a silent peer: exit %d (want %d), error naming --timeout 1s:\n%s", json, code, exitNetwork, stderr)
+		}
+		if took := time.Since(start); took > 30*time.Second {
+			t.Errorf("attest --timeout 1s took %s", took)
+		}
+	}
+
+	_, stderr, code := runMain(t, "bench", "swarm", "-n", "3", "--timeout", "1ms")
+	if code != exitFailure || !strings.Contains(stderr, "--timeout 1ms") {
+		t.Errorf("bench swarm --timeout 1ms: exit %d (want %d), error naming --timeout 1ms:\n%s", code, exitFailure, stderr)
+	}
+
+	_, err := fetchPeers(context.Background(), fmt.Sprintf("http://%s/peers", silent), 300*time.Millisecond)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitNetwork || !strings.Contains(err.Error(), "no answer within 300ms") {
+		t.Errorf("peers --node at a silent address: %v, want a network error saying no answer within 300ms", err)
 	}
 }
 

@@ -194,7 +194,7 @@ is shown.`,
 				if err != nil {
 					return err
 				}
-				if rep, err = fetchPeers(cmd.Context(), u); err != nil {
+				if rep, err = fetchPeers(cmd.Context(), u, opsClientTimeout); err != nil {
 					return err
 				}
 			} else {
@@ -309,8 +309,8 @@ func peersURL(addr string) (string, error) {
 // fetchPeers asks a running node for its peer report at u: a node that
 // cannot be reached is a network error (exit 3), a reply that is not a
 // peer report a runtime failure (exit 1).
-func fetchPeers(ctx context.Context, u string) (*peersReport, error) {
-	ctx, cancel := context.WithTimeout(ctx, opsClientTimeout)
+func fetchPeers(ctx context.Context, u string, timeout time.Duration) (*peersReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -323,6 +323,9 @@ func fetchPeers(ctx context.Context, u string) (*peersReport, error) {
 			// sometimes before the request is written (Go's client then
 			// says only readLoopPeekFailLocked).
 			return nil, &exitError{code: exitNetwork, err: fmt.Errorf("ask node at %s: that is the node's libp2p port, not its --metrics address (the node prints that at start: \"metrics at ..., live peers with: acaptcha peers --node ADDR\"): %w", u, err)}
+		}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			return nil, &exitError{code: exitNetwork, err: fmt.Errorf("ask node at %s: no answer within %s (is it the node's --metrics address?): %w", u, timeout, err)}
 		}
 		return nil, &exitError{code: exitNetwork, err: fmt.Errorf("ask node at %s: %w", u, err)}
 	}

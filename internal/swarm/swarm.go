@@ -192,6 +192,9 @@ type Report struct {
 	MaxRSS   uint64  `json:"max_rss_bytes,omitempty"`
 	Phases   []Phase `json:"phases"`
 	Error    string  `json:"error,omitempty"`
+	// TimedOut reports that the run ended at Config.Timeout (Error then
+	// says where it was).
+	TimedOut bool `json:"timed_out,omitempty"`
 	// Missing describes a few pairs not admitted at the end.
 	Missing []string `json:"missing,omitempty"`
 }
@@ -357,6 +360,9 @@ type sim struct {
 	peakHeap, peakSys atomic.Uint64
 }
 
+// errRunTimeout is the cause of a run's end at Config.Timeout.
+var errRunTimeout = errors.New("swarm: the run's time limit passed")
+
 // Run runs one simulation. It returns the report also when the swarm did
 // not converge in time (Converged false, Error set); the error is for
 // failures to run at all.
@@ -364,7 +370,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, cfg.Timeout, errRunTimeout)
 	defer cancel()
 	dir := cfg.Dir
 	if dir == "" {
@@ -416,6 +422,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	s.rep.MaxRSS = ru1.maxRSS
 	s.rep.PeakHeap, s.rep.PeakSys = s.peakHeap.Load(), s.peakSys.Load()
 	if err != nil {
+		s.rep.TimedOut = errors.Is(context.Cause(ctx), errRunTimeout)
 		s.rep.Error = err.Error()
 		if (ctx.Err() != nil || errors.Is(err, errStalled)) && s.rep.Phases != nil {
 			// Ran out of time or stalled: the report says how far it got.
