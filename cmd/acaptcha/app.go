@@ -399,7 +399,8 @@ func (a *app) rootCmd() *cobra.Command {
 	a.addFlags(peers.Flags(), groupStore, groupTrust)
 	// attestations, challenge and bench give their flags to the
 	// subcommands that read them.
-	root.SetVersionTemplate("{{.Version}}\n")
+	root.Annotations = map[string]string{annotVersionJSON: buildVersion().jsonText()}
+	root.SetVersionTemplate(versionTemplate)
 	root.AddCommand(node, attest, a.attestationsCmd(), demo, eval, generate, a.challengeCmd(), peers, a.benchCmd(), a.versionCmd(), mcp)
 	for _, c := range []*cobra.Command{node, mcp} {
 		c.Annotations = map[string]string{annotServe: "true"}

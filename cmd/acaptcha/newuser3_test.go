@@ -460,6 +460,15 @@ func TestVersionFlag(t *testing.T) {
 	if v := buildVersion(); v.Commit == "" && v.Version == "(devel)" && !strings.Contains(flag, "commit unknown") {
 		t.Fatalf("no commit and no word of it: %q", flag)
 	}
+	// Under --json, --version prints what `version --json` does (it
+	// printed the text line, the one output of the binary that was not
+	// JSON under --json).
+	flag, _, code = runMain(t, "--version", "--json")
+	cmd, _, code2 = runMain(t, "version", "--json")
+	var v versionInfo
+	if code != exitOK || code2 != exitOK || flag != cmd || json.Unmarshal([]byte(flag), &v) != nil || v.GoVersion == "" {
+		t.Fatalf("--version --json (exit %d) %q, version --json (exit %d) %q", code, flag, code2, cmd)
+	}
 }
 
 // challenge inspect of a procedural set listed the generic scripts and

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -54,6 +56,36 @@ func (a *app) versionCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// annotVersionJSON is the root command's annotation holding what
+// `version --json` prints, for --version --json (versionTemplate).
+const annotVersionJSON = "acaptcha_version_json"
+
+// versionTemplate is the root's --version template: the line of
+// `acaptcha version`, or under --json its JSON object, so that --json
+// gets JSON from --version too.
+const versionTemplate = `{{if versionJSON .}}{{index .Annotations "` + annotVersionJSON + `"}}{{else}}{{.Version}}
+{{end}}`
+
+func init() {
+	// Template functions are global in cobra: this one reads only the
+	// command it is given.
+	cobra.AddTemplateFunc("versionJSON", func(c *cobra.Command) bool {
+		j, err := c.Flags().GetBool("json")
+		return err == nil && j
+	})
+}
+
+// jsonText is v as writeJSON prints it.
+func (v versionInfo) jsonText() string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprintf("{\"error\": %q}\n", err.Error())
+	}
+	return b.String()
 }
 
 // line is the version as `acaptcha version` prints it (and --version).
