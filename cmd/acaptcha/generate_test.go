@@ -242,6 +242,19 @@ func TestGenerateUsageErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d\n%s%s", args, code, exitUsage, out, errOut)
 		}
 	}
+	// An unknown --domain names the known ones whatever the source: the
+	// procedural generator said only `unknown domain "astrology"`, where
+	// llm and hybrid list them.
+	dir := t.TempDir()
+	for _, src := range []string{"procedural", "llm", "hybrid"} {
+		args := []string{"generate", "--source", src, "--domain", "astrology", "--out", dir}
+		if src != "procedural" {
+			args = append(args, "--llm", "openai:x", "--llm-base-url", "http://127.0.0.1:1/v1")
+		}
+		if _, errOut, code := runMain(t, args...); code != exitUsage || !strings.Contains(errOut, "biochemistry") {
+			t.Errorf("generate --source %s --domain astrology: exit %d, want %d and the known domains:\n%s", src, code, exitUsage, errOut)
+		}
+	}
 }
 
 func TestInspectRejects(t *testing.T) {

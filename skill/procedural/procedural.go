@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/acaptcha/acaptcha/skill"
@@ -140,7 +141,11 @@ func New(cfg Config) (*Generator, error) {
 		for _, name := range cfg.Domains {
 			d := lookupDomain(name)
 			if d == nil {
-				return nil, fmt.Errorf("%w: unknown domain %q", ErrConfig, name)
+				names := make([]string, len(domainTable))
+				for i := range domainTable {
+					names[i] = domainTable[i].name
+				}
+				return nil, fmt.Errorf("%w: unknown domain %q (known: %s)", ErrConfig, name, strings.Join(names, ", "))
 			}
 			if !seen[name] {
 				seen[name] = true
