@@ -238,13 +238,43 @@ func (a *app) runEval(ctx context.Context, o evalOptions) error {
 		return err
 	}
 	if a.jsonOut {
-		return rep.WriteJSON(a.stdout)
+		if err := rep.WriteJSON(a.stdout); err != nil {
+			return err
+		}
+	} else {
+		if err := rep.WriteText(a.stdout); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "\nwrote %s (%s)\n", strings.Join(files, ", "), time.Since(start).Round(time.Millisecond))
 	}
-	if err := rep.WriteText(a.stdout); err != nil {
-		return err
+	return unmeasuredAgents(rep)
+}
+
+// unmeasuredAgents fails a run whose configured agent answered no
+// session: every one ended on an error (an LLM that cannot be reached,
+// a bad key), so its 0 % and the feasible window measure nothing.
+func unmeasuredAgents(rep *eval.Report) error {
+	var errs []error
+	for _, c := range rep.Classes {
+		n := 0
+		for _, v := range c.Errors {
+			n += v
+		}
+		if c.Kind != eval.KindAgent || c.Sessions == 0 || n < c.Sessions {
+			continue
+		}
+		top, most := "", 0
+		for e, v := range c.Errors {
+			if v > most || (v == most && e < top) {
+				top, most = e, v
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s not measured: all %d of its sessions ended on an error, not a judgement (%s; check --llm)", c.Name, c.Sessions, top))
 	}
-	fmt.Fprintf(a.stdout, "\nwrote %s (%s)\n", strings.Join(files, ", "), time.Since(start).Round(time.Millisecond))
-	return nil
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("eval: %w", errors.Join(errs...))
 }
 
 func writeEvalOutput(rep *eval.Report, out string, plots bool) ([]string, error) {

@@ -271,3 +271,33 @@ func countRejected(m map[string]int) int {
 	}
 	return n
 }
+
+// TestEvalUnreachableAgentFails: `eval --llm` whose LLM answered no
+// session (every one ended on an error) exited 0 after its report, whose
+// feasible window read "none: an agent never reaches 95%", as if the
+// agent had been measured and failed. The report still comes out (it
+// names the errors), and the command exits 1 with an error that says the
+// agent was not measured.
+func TestEvalUnreachableAgentFails(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"eval", "--out", t.TempDir(), "--no-plots", "--human-samples", "100", "--sessions", "2", "--agent-sessions", "2",
+			"--llm", "openai:m", "--llm-base-url", "http://127.0.0.1:1/v1"}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		var out, errb bytes.Buffer
+		code := Main(ctx, args, &out, &errb)
+		cancel()
+		if code != exitFailure || !strings.Contains(errb.String(), "agent:openai:m") || !strings.Contains(errb.String(), "not measured") {
+			t.Errorf("json %v: exit %d (want %d), error naming the unmeasured agent:\n%s", asJSON, code, exitFailure, errb.String())
+		}
+		if asJSON {
+			if _, err := eval.ReadReport(&out); err != nil {
+				t.Errorf("no report on stdout: %v", err)
+			}
+		} else if !strings.Contains(out.String(), "agent:openai:m") {
+			t.Errorf("no report on stdout:\n%s", out.String())
+		}
+	}
+}
