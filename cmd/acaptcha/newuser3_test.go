@@ -186,6 +186,36 @@ func TestTimeoutErrorsNameTheirBound(t *testing.T) {
 	}
 }
 
+// A --listen address no libp2p transport listens on is a usage error
+// that says what to write: `--listen /ip4/127.0.0.1/udp/0` (QUIC needs
+// /quic-v1) exited 1 with "start libp2p host: failed to listen on any
+// addresses: [no transport for protocol]" after three ERROR lines of
+// go-libp2p's, and beside a good address it was dropped without a word
+// (attest then ran on the TCP address alone).
+func TestListenWithoutTransportIsUsage(t *testing.T) {
+	dir := t.TempDir()
+	common := []string{"--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"), "--challenges", "procedural", "--log-level", "error"}
+	for _, args := range [][]string{
+		{"node", "--listen", "/ip4/127.0.0.1/udp/0"},
+		{"node", "--listen", "/ip4/127.0.0.1/udp/0/quic"},
+		{"node", "--listen", "/ip4/127.0.0.1"},
+		{"attest", "--timeout", "5s", "--listen", "/ip4/127.0.0.1/tcp/0", "--listen", "/ip4/127.0.0.1/udp/0",
+			"/ip4/127.0.0.1/tcp/1/p2p/12D3KooWCHRxU7HALLkCqz5d6UgSmrCgaVpfCt2yTKQpyGkY4XtL"},
+	} {
+		_, stderr, code := runMain(t, append(args, common...)...)
+		if code != exitUsage || !strings.Contains(stderr, "--listen") || !strings.Contains(stderr, "quic-v1") {
+			t.Errorf("%v: exit %d (want %d), an error naming --listen and how to write it:\n%s", args, code, exitUsage, stderr)
+		}
+	}
+	// What libp2p listens on stays accepted.
+	for _, l := range []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1", "/ip6/::1/tcp/0/ws", "/dns4/localhost/tcp/0",
+		"/ip4/127.0.0.1/udp/0/quic-v1/webtransport", "/ip4/127.0.0.1/udp/0/webrtc-direct", "/p2p-circuit"} {
+		if err := checkListenAddr(l); err != nil {
+			t.Errorf("--listen %s refused: %v", l, err)
+		}
+	}
+}
+
 // README ("Exit codes and output"): an error is one line "error: ..." on
 // standard error. An unreachable peer's error (libp2p's "all dials
 // failed" with one indented line per address tried) took two or more

@@ -397,8 +397,8 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		}
 	}
 	for _, l := range listen {
-		if _, err := ma.NewMultiaddr(l); err != nil {
-			return nil, "", usageErr("--listen %q: %v", l, err)
+		if err := checkListenAddr(l); err != nil {
+			return nil, "", err
 		}
 	}
 	// The identity first: a key file that cannot be read leaves no
@@ -775,4 +775,33 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// checkListenAddr refuses a --listen address that none of go-libp2p's
+// transports listens on (TCP, optionally /ws or /tls/ws; QUIC v1,
+// optionally /webtransport; WebRTC direct; a relay's /p2p-circuit):
+// go-libp2p fails the start with "no transport for protocol" when it is
+// the only one, and drops it with a WARN of its own (filtered at the
+// default level) beside another.
+func checkListenAddr(l string) error {
+	m, err := ma.NewMultiaddr(l)
+	if err != nil {
+		return usageErr("--listen %q: %v", l, err)
+	}
+	const want = "want /ip4/HOST/tcp/PORT or /ip4/HOST/udp/PORT/quic-v1 (ip6 and dns alike)"
+	for i, c := range m {
+		switch c.Protocol().Code {
+		case ma.P_TCP, ma.P_CIRCUIT: // /p2p-circuit: the relay transport's
+			return nil
+		case ma.P_UDP:
+			if i+1 < len(m) {
+				switch m[i+1].Protocol().Code {
+				case ma.P_QUIC_V1, ma.P_WEBRTC_DIRECT:
+					return nil
+				}
+			}
+			return usageErr("--listen %q: no libp2p transport listens on a bare UDP port (QUIC is /udp/PORT/quic-v1; draft-29 /quic is gone): %s", l, want)
+		}
+	}
+	return usageErr("--listen %q: names no TCP or UDP port, so no libp2p transport listens on it: %s", l, want)
 }
