@@ -755,7 +755,7 @@ func (a *app) addFlags(f *pflag.FlagSet, groups ...flagGroup) {
 		case groupLLM:
 			f.StringVar(&a.llmSpec, "llm", "", "LLM that answers challenges: openai:MODEL, anthropic:MODEL, ollama:MODEL or googleai:MODEL (keys from the providers' usual environment variables)")
 			f.StringVar(&a.llmBaseURL, "llm-base-url", "", "base URL of an OpenAI-compatible (or other provider's) server")
-			f.IntVar(&a.answerTokens, "answer-max-tokens", solve.DefaultMaxAnswerTokens, "output-token cap of each answer the LLM writes as prover (an answer is at most 64 bytes; a reasoning model that thinks before it answers, such as deepseek-r1, qwen3 or OpenAI's o-series, needs room for its reasoning: 2048 or more)")
+			f.IntVar(&a.answerTokens, "answer-max-tokens", solve.DefaultMaxAnswerTokens, "output-token cap of each answer the LLM writes as prover, and as the solver that cross-checks the sets it generates (an answer is at most 64 bytes; a reasoning model that thinks before it answers, such as deepseek-r1, qwen3 or OpenAI's o-series, needs room for its reasoning: 2048 or more)")
 		case groupPolicy:
 			f.DurationVar(&a.tau, "tau", skill.DefaultTau, "per-round time budget")
 			f.BoolVar(&a.deriveTau, "derive-tau", false, "derive each round's budget from its narrative length (paper Eq. 13, alpha 0.1) instead of --tau")

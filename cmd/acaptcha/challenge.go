@@ -80,7 +80,7 @@ when it is rejected.`,
 			if err != nil {
 				return err
 			}
-			vcfg := generate.ValidatorConfig{Policy: &pol, Logger: a.log}
+			vcfg := generate.ValidatorConfig{Policy: &pol, AnswerMaxTokens: a.answerTokens, Logger: a.log}
 			if crossCheck {
 				if a.llmSpec == "" {
 					return usageErr("--cross-check needs --llm: %s", noLLMHint)

@@ -100,7 +100,7 @@ func (a *app) generatorConfig(ctx context.Context) (generate.Config, error) {
 	if err != nil {
 		return generate.Config{}, err
 	}
-	cfg := generate.Config{Model: m, TokenBudgetPerHour: a.gen.tokenBudget, Logger: a.log}
+	cfg := generate.Config{Model: m, TokenBudgetPerHour: a.gen.tokenBudget, AnswerMaxTokens: a.answerTokens, Logger: a.log}
 	if a.gen.crossCheck != "" {
 		if cfg.CrossCheckWith, err = a.newModel(ctx, a.gen.crossCheck, 0); err != nil {
 			return generate.Config{}, err

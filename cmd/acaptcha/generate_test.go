@@ -606,3 +606,53 @@ func TestInspectNotASetSaysFile(t *testing.T) {
 		}
 	}
 }
+
+// --answer-max-tokens caps the answers the LLM writes as a solver, and
+// the cross-check that validates generated sets is that solver: generate
+// and challenge inspect took the flag and never read it (their
+// cross-check asked for 32 tokens whatever it said), and a node's pool
+// cross-checked at 32 too, so a reasoning model given room to think as
+// prover was cut off while validating, and every set it wrote was
+// rejected (cross_check).
+func TestAnswerMaxTokensReachesCrossCheck(t *testing.T) {
+	data, err := os.ReadFile(exampleSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := generate.DecodeOutput(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle := testutil.NewOracle(base)
+	var mu sync.Mutex
+	caps := map[int]int{} // max_tokens of solver requests -> count
+	srv := testutil.NewOpenAIServer(testutil.BrainFunc(func(r testutil.BrainRequest) testutil.BrainReply {
+		if strings.HasPrefix(r.System, "You write reading-comprehension puzzles") {
+			return testutil.BrainReply{Text: string(data)}
+		}
+		mu.Lock()
+		caps[r.MaxTokens]++
+		mu.Unlock()
+		return oracle.Reply(r)
+	}))
+	t.Cleanup(srv.Close)
+	llmArgs := []string{"--llm", "openai:stub", "--llm-base-url", srv.URL + "/v1", "--answer-max-tokens", "2048"}
+	check := func(what string) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(caps) == 0 || caps[2048] == 0 || len(caps) != 1 {
+			t.Errorf("%s --answer-max-tokens 2048: the cross-check's solver asked for max_tokens %v", what, caps)
+		}
+		clear(caps)
+	}
+	dir := t.TempDir()
+	if _, errOut, code := runMain(t, append([]string{"generate", "--n", "1", "--max-attempts", "1", "--domain", "aviation_maintenance", "--out", dir}, llmArgs...)...); code != exitOK {
+		t.Fatalf("generate: exit %d\n%s", code, errOut)
+	}
+	check("generate")
+	if _, errOut, code := runMain(t, append([]string{"challenge", "inspect", "--cross-check", exampleSet}, llmArgs...)...); code != exitOK {
+		t.Fatalf("challenge inspect --cross-check: exit %d\n%s", code, errOut)
+	}
+	check("challenge inspect --cross-check")
+}

@@ -47,6 +47,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// CheckTimeout bounds every cross-check call (DefaultCheckTimeout).
 	CheckTimeout time.Duration
+	// AnswerMaxTokens caps each answer of a cross-check solver (see
+	// ValidatorConfig.AnswerMaxTokens).
+	AnswerMaxTokens int
 	// MaxTokens is the output-token cap of the first call
 	// (DefaultInitialMaxTokens); a truncated reply is retried with the
 	// cap doubled, up to MaxTokensCap (DefaultMaxTokensCap), at most
@@ -230,7 +233,7 @@ func New(cfg Config) (*Generator, error) {
 	}
 	g.validator, err = NewValidator(ValidatorConfig{
 		Params: p, Policy: c.Policy, Attackers: c.Attackers, WhiteBox: c.WhiteBox, CrossCheck: checks,
-		CallTimeout: c.CheckTimeout, StrictLeakage: c.StrictLeakage, Logger: g.log,
+		CallTimeout: c.CheckTimeout, AnswerMaxTokens: c.AnswerMaxTokens, StrictLeakage: c.StrictLeakage, Logger: g.log,
 		Retry: llm.RetryPolicy{Attempts: 1 + max(c.RateLimitRetries, 0), Backoff: c.RateLimitBackoff},
 	})
 	if err != nil {

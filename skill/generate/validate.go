@@ -53,6 +53,11 @@ type ValidatorConfig struct {
 	CrossCheck []*llm.Model
 	// CallTimeout bounds each cross-check call (default 60 s).
 	CallTimeout time.Duration
+	// AnswerMaxTokens caps each answer a cross-check solver writes
+	// (solve.Config.MaxAnswerTokens; solve.DefaultMaxAnswerTokens when
+	// 0): the prover's cap, so that a reasoning model has the same room
+	// to think when it validates a set as when it answers one.
+	AnswerMaxTokens int
 	// Retry retries cross-check calls refused with HTTP 429.
 	Retry llm.RetryPolicy
 	// StrictLeakage rejects any mention of an earlier answer in a later
@@ -818,7 +823,7 @@ func (v *Validator) crossCheck(ctx context.Context, w *work) error {
 		// exactly, whatever else uses the model concurrently.
 		wm := m.Fork(llm.WithTimeout(v.cfg.CallTimeout), llm.WithRetry(v.cfg.Retry), llm.WithLogger(v.log))
 		wraps = append(wraps, wm)
-		solver := solve.New(wm, solve.Config{Memory: true})
+		solver := solve.New(wm, solve.Config{Memory: true, MaxAnswerTokens: v.cfg.AnswerMaxTokens})
 		name := m.Name()
 		for k := 0; k < sessions; k++ {
 			wg.Add(1)
