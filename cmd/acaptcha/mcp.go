@@ -41,7 +41,7 @@ func (a *app) mcpCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve an acaptcha node to an MCP client (stdio, or streamable HTTP with --http)",
-		Long: `Starts a node from the global flags and serves it as a Model Context Protocol
+		Long: `Starts a node from the node flags below and serves it as a Model Context Protocol
 server on standard input and output (or over streamable HTTP with --http), so
 that an assistant or agent SDK can attest peers, verify attestations, list
 attestations and peers, and be verified itself.
