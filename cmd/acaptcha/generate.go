@@ -357,6 +357,14 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 		return usageErr("--output-tokens %d: want at least 1", f.outputTokens)
 	case f.callTimeout <= 0:
 		return usageErr("--call-timeout %s: want a positive duration", f.callTimeout)
+	case f.questions < 1:
+		// The generators read 0 as their defaults: refuse it rather
+		// than write sets of another shape than asked.
+		return usageErr("--questions %d: want at least 1 per part (0 would mean the default %d)", f.questions, generate.DefaultQuestionsPerPart)
+	case f.minTokens < 1:
+		return usageErr("--min-tokens %d: want a positive length (0 would mean the default %d)", f.minTokens, generate.DefaultMinTokens)
+	case f.maxTokens < 1:
+		return usageErr("--max-tokens %d: want a positive length (0 would mean the default %d)", f.maxTokens, generate.DefaultMaxTokens)
 	}
 	if f.maxAttempts == 0 {
 		f.maxAttempts = 5 * f.n

@@ -528,6 +528,9 @@ func TestGenerateRefusesParametersItWouldNotUse(t *testing.T) {
 		{"--temperature", "0"}, {"--temperature", "-1"}, {"--temperature", "5"},
 		{"--output-tokens", "0"}, {"--output-tokens", "-1"},
 		{"--call-timeout", "0s"}, {"--call-timeout", "-1s"},
+		// 0 meant the defaults (3 questions, 350-1100 tokens); --min-tokens
+		// 0 also warned of 0-token narratives it never wrote.
+		{"--questions", "0"}, {"--min-tokens", "0"}, {"--max-tokens", "0"},
 	} {
 		args := append([]string{"generate", "--source", "procedural", "--n", "1", "--out", t.TempDir()}, bad...)
 		_, errOut, code := runMain(t, args...)
