@@ -74,7 +74,7 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 			// Our own preparation (the LLM check, writing our challenge)
 			// has a --timeout of its own: the sessions with the peer get
 			// the whole of theirs after it.
-			prep, cancelPrep := contextWithTimeout(cmd, timeout)
+			prep, cancelPrep := contextWithFlagTimeout(cmd, "--timeout", timeout)
 			defer cancelPrep()
 			if a.guard != nil {
 				// Without its LLM this side can only fail the peer's

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
@@ -174,7 +175,24 @@ func TestTimeoutErrorsNameTheirBound(t *testing.T) {
 		}
 	}
 
-	_, stderr, code := runMain(t, "bench", "swarm", "-n", "3", "--timeout", "1ms")
+	// attest --llm writes its challenge set before it dials, within the
+	// same --timeout: a model that never finishes the set ended with
+	// "no challenge set written (...): context deadline exceeded".
+	slowWriter := testutil.NewOpenAIServer(testutil.BrainFunc(func(r testutil.BrainRequest) testutil.BrainReply {
+		if strings.HasPrefix(r.System, "You write reading-comprehension puzzles") {
+			return testutil.BrainReply{Text: "{}", Delay: time.Minute}
+		}
+		return testutil.BrainReply{Text: "02:10"} // the LLM check's answer
+	}))
+	defer slowWriter.Close()
+	t.Setenv("OPENAI_API_KEY", "test")
+	_, stderr, code := runMain(t, "attest", "--timeout", "2s", "--llm", "openai:stub", "--llm-base-url", slowWriter.URL+"/v1", "--log-level", "error",
+		"--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", target)
+	if code != exitFailure || !strings.Contains(stderr, "--timeout 2s") {
+		t.Errorf("attest --llm --timeout 2s with a model that never writes its set: exit %d (want %d), error naming --timeout 2s:\n%s", code, exitFailure, stderr)
+	}
+
+	_, stderr, code = runMain(t, "bench", "swarm", "-n", "3", "--timeout", "1ms")
 	if code != exitFailure || !strings.Contains(stderr, "--timeout 1ms") {
 		t.Errorf("bench swarm --timeout 1ms: exit %d (want %d), error naming --timeout 1ms:\n%s", code, exitFailure, stderr)
 	}

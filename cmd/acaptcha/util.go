@@ -20,6 +20,17 @@ func contextWithTimeout(cmd *cobra.Command, d time.Duration) (context.Context, c
 	return context.WithTimeout(ctx, d)
 }
 
+// contextWithFlagTimeout is contextWithTimeout for a limit a flag sets:
+// its cause (context.Cause) names the flag, which "context deadline
+// exceeded" does not.
+func contextWithFlagTimeout(cmd *cobra.Command, flag string, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("gave up after %s %s", flag, d))
+}
+
 // errInputTooLarge: an input exceeds the size cap of its reader.
 var errInputTooLarge = errors.New("input too large")
 
