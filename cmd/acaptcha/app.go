@@ -675,7 +675,15 @@ func (a *app) policy() (skill.Policy, error) {
 	p.Tau = a.tau
 	p.DeriveTau = a.deriveTau
 	p.Total = a.total
-	if err := p.Check(); err != nil {
+	err := p.Check()
+	if err == nil && p.Total > protocol.MaxTotal {
+		// The node's own limits refuse it at start (exit 1, "start
+		// node: node: Config.Limits: ..."): no prover accepts a longer
+		// session, so no command can use it. (The flag is named: an
+		// ACAPTCHA_TOTAL replaces it in the message, envNamed.)
+		return p, usageErr("%v: --total %s exceeds the protocol maximum %s (no prover accepts a longer session)", skill.ErrPolicy, a.total, protocol.MaxTotal)
+	}
+	if err != nil {
 		// The policy names tau, total and rounds; say which of them came
 		// from the environment, where no flag on the command line shows.
 		var env []string

@@ -547,6 +547,13 @@ func TestFlagsOnlyWhereReadAndInRange(t *testing.T) {
 		{[]string{"node", "--trust-quorum", "1000000"}, "--trust-quorum"},
 		{[]string{"peers", "--trust-quorum", "1000000"}, "--trust-quorum"},
 		{[]string{"bench", "swarm", "--trust-quorum", "1000000"}, "--trust-quorum"},
+		// A T_total above the protocol's hour: node and demo exited 1
+		// with "start node: node: Config.Limits: limits: accepted total
+		// 100h0m0s ..." and "start attestation service: ...".
+		{[]string{"node", "--total", "100h", "--listen", "/ip4/127.0.0.1/tcp/0",
+			"--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key")}, "--total"},
+		{[]string{"demo", "--total", "2h"}, "--total"},
+		{[]string{"mcp", "--total", "2h", "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key")}, "--total"},
 	} {
 		_, errOut, code := newUserMain(ctx, tc.args...)
 		if code != exitUsage || !strings.Contains(errOut, tc.flag) {
@@ -554,7 +561,7 @@ func TestFlagsOnlyWhereReadAndInRange(t *testing.T) {
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "db")); err == nil {
-		t.Error("attest --timeout -1s created its store before refusing the flag")
+		t.Error("attest --timeout -1s or node --total 100h created its store before refusing the flag")
 	}
 }
 
