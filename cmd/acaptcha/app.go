@@ -683,6 +683,10 @@ func (a *app) policy() (skill.Policy, error) {
 		// ACAPTCHA_TOTAL replaces it in the message, envNamed.)
 		return p, usageErr("%v: --total %s exceeds the protocol maximum %s (no prover accepts a longer session)", skill.ErrPolicy, a.total, protocol.MaxTotal)
 	}
+	if err == nil && p.RTTCredit > p.Total {
+		// Refused by the attestation service at start, exit 1.
+		return p, usageErr("%v: --total %s is below the RTT credit %s the verifier grants a session: want at least that", skill.ErrPolicy, a.total, p.RTTCredit)
+	}
 	if err != nil {
 		// The policy names tau, total and rounds; say which of them came
 		// from the environment, where no flag on the command line shows.

@@ -553,6 +553,9 @@ func TestFlagsOnlyWhereReadAndInRange(t *testing.T) {
 		{[]string{"node", "--total", "100h", "--listen", "/ip4/127.0.0.1/tcp/0",
 			"--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key")}, "--total"},
 		{[]string{"demo", "--total", "2h"}, "--total"},
+		// Below the protocol's RTT credit (500 ms): "start attestation
+		// service: invalid timing policy: RTT credit 500ms exceeds total".
+		{[]string{"demo", "--tau", "1ms", "--total", "100ms"}, "--total"},
 		{[]string{"mcp", "--total", "2h", "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key")}, "--total"},
 	} {
 		_, errOut, code := newUserMain(ctx, tc.args...)
