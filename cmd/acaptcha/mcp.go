@@ -100,6 +100,10 @@ a running node's (its store is locked while it runs).`,
 			if attestTimeout < 0 {
 				return usageErr("--attest-timeout must not be negative")
 			}
+			if attestTimeout > mcpserver.MaxAttestTimeout {
+				// The server would cut it to its cap without a word.
+				return usageErr("--attest-timeout %s: at most %s, the longest attest_peer runs", attestTimeout, mcpserver.MaxAttestTimeout)
+			}
 			if httpAddr != "" {
 				if err := checkHostPort("--http", httpAddr, "127.0.0.1:8765"); err != nil {
 					return err
@@ -166,7 +170,7 @@ a running node's (its store is locked while it runs).`,
 	f.IntVar(&httpMaxConns, "http-max-conns", mcpserver.DefaultMaxHTTPConns, "with --http: connections open at once (beyond loopback an eighth per IPv4 /24 or IPv6 /48 and three quarters for all networks; one beyond is closed at once)")
 	f.BoolVar(&privateDials, "http-private-dials", false, "with --http: MCP sessions from beyond loopback may have attest_peer dial loopback, private and link-local addresses and DNS names (by default they name a public IP address; loopback sessions dial anything)")
 	f.IntVar(&maxAttests, "max-attests", mcpserver.DefaultMaxAttests, fmt.Sprintf("attest_peer calls (foreground and background) running at once; one MCP session runs at most %d of them (beyond, a call is refused at once)", mcpserver.DefaultMaxAttestsPerSession))
-	f.DurationVar(&attestTimeout, "attest-timeout", 0, "attest_peer's default time limit (default twice the total budget plus 30 s)")
+	f.DurationVar(&attestTimeout, "attest-timeout", 0, "attest_peer's default time limit, at most 30m (default twice the total budget plus 30 s)")
 	return cmd
 }
 

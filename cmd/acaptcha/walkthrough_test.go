@@ -556,6 +556,9 @@ func TestFlagsOnlyWhereReadAndInRange(t *testing.T) {
 		// Below the protocol's RTT credit (500 ms): "start attestation
 		// service: invalid timing policy: RTT credit 500ms exceeds total".
 		{[]string{"demo", "--tau", "1ms", "--total", "100ms"}, "--total"},
+		// attest_peer caps its time limit at 30 min: a longer
+		// --attest-timeout was cut to 30 min without a word.
+		{[]string{"mcp", "--attest-timeout", "2h", "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key")}, "--attest-timeout"},
 		{[]string{"mcp", "--total", "2h", "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key")}, "--total"},
 	} {
 		_, errOut, code := newUserMain(ctx, tc.args...)
