@@ -1173,13 +1173,9 @@ func clauseGap(gap, prev string) bool {
 		case ',', ';', ':', '(', ')', '[', ']', '|', '\n', '\r', '—', '–', '?', '!', '…':
 			return true
 		case '.':
-			if i+1 == len(gap) {
-				continue // directly before the next word: ".5"
+			if endsSentence(gap, i, prev) {
+				return true
 			}
-			if i == 0 && strings.Contains(prev, ".") && !hasDigit(prev) {
-				continue // after an abbreviation: "e.g."
-			}
-			return true
 		}
 	}
 	return false
@@ -1194,16 +1190,23 @@ func sentenceGap(gap, prev string) bool {
 		case '\n', '\r', '?', '!', '…':
 			return true
 		case '.':
-			if i+1 == len(gap) {
-				continue // directly before the next word: ".5"
+			if endsSentence(gap, i, prev) {
+				return true
 			}
-			if i == 0 && strings.Contains(prev, ".") && !hasDigit(prev) {
-				continue // after an abbreviation: "e.g."
-			}
-			return true
 		}
 	}
 	return false
+}
+
+// endsSentence reports whether the . at gap[i] ends a sentence: not when
+// it directly precedes the next word (".5" keeps its point), nor when it
+// directly follows a word holding a . and no ASCII digit (the
+// abbreviations "e.g.", "i.e.", "U.S.").
+func endsSentence(gap string, i int, prev string) bool {
+	if i+1 == len(gap) {
+		return false
+	}
+	return i != 0 || !strings.Contains(prev, ".") || hasDigit(prev)
 }
 
 type clauseEntry struct {
