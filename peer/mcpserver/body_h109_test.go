@@ -55,3 +55,17 @@ func TestHTTPBodyPricedBySize(t *testing.T) {
 		t.Errorf("a %d-byte ping from loopback: %d %.200s", len(huge), code, body)
 	}
 }
+
+// TestHTTPOversizeBatchRefusedUndecoded: a body over a burst's worth of
+// units is refused 413 on its size, before the batch is decoded to count
+// its messages (decoding first answered a big array of many messages 400
+// "a JSON-RPC batch of N messages" after reading all of it).
+func TestHTTPOversizeBatchRefusedUndecoded(t *testing.T) {
+	h := newHTTPHandler(t, mcpserver.HTTPConfig{RequestRate: 0.01, RequestBurst: 50})
+	post := remoteSession(t, h, "203.0.113.9:4000")
+	msg := `{"jsonrpc":"2.0","id":1,"method":"ping"},`
+	batch := "[" + strings.Repeat(msg, (300<<10)/len(msg)) + msg[:len(msg)-1] + "]"
+	if code, body := post(batch); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a %d-byte batch from beyond loopback: %d %.200s, want 413 before decoding", len(batch), code, body)
+	}
+}

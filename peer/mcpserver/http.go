@@ -402,6 +402,15 @@ const BodyUnit = 4 << 10
 // cost the node up to half a second of CPU for a token: one network
 // within its rate kept several cores busy.
 func (h *HTTPHandler) chargeBody(w http.ResponseWriter, r *http.Request, body []byte, group netip.Prefix) bool {
+	// The size first: it costs nothing to read, where counting a
+	// batch's messages decodes it.
+	units := (len(body) + BodyUnit - 1) / BodyUnit
+	if units > h.rates.burst {
+		http.Error(w, "a request of "+strconv.Itoa(len(body))+" bytes: a caller beyond loopback sends at most "+
+			strconv.Itoa(h.rates.burst*BodyUnit)+" in one request (each "+strconv.Itoa(BodyUnit)+" bytes count as a request against its network's rate)",
+			http.StatusRequestEntityTooLarge)
+		return false
+	}
 	msgs, ok := batchLen(w, r, body)
 	if !ok {
 		return false
@@ -411,13 +420,7 @@ func (h *HTTPHandler) chargeBody(w http.ResponseWriter, r *http.Request, body []
 			strconv.Itoa(h.rates.burst)+" in one request (each counts as a request against its network's rate)", http.StatusBadRequest)
 		return false
 	}
-	n := max(msgs, (len(body)+BodyUnit-1)/BodyUnit, 1)
-	if n > h.rates.burst {
-		http.Error(w, "a request of "+strconv.Itoa(len(body))+" bytes: a caller beyond loopback sends at most "+
-			strconv.Itoa(h.rates.burst*BodyUnit)+" in one request (each "+strconv.Itoa(BodyUnit)+" bytes count as a request against its network's rate)",
-			http.StatusRequestEntityTooLarge)
-		return false
-	}
+	n := max(msgs, units, 1)
 	if n > 1 && !h.rates.allowN(group, n-1, time.Now()) {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "too many requests from this network or from beyond loopback (a request counts as one per message of a batch or per "+
