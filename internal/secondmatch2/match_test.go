@@ -268,60 +268,63 @@ func wordsN(n string, answerReadings bool) []W {
 	if !answerReadings {
 		return out
 	}
+	// The spelled-out reading (verification.md "Spelled-out numbers",
+	// rewritten by helper-116 from document 1.5.28 alone): a ten and a
+	// unit, each one of the 100 words as written (never a fold word's
+	// number nor the rest of a hyphenated number, which are read later),
+	// the unit close to the ten, are one number; a spelled number (one
+	// word or such a pair), then "point", then one or more of zero..nine,
+	// each close to the word before, is one decimal. Other words go
+	// through the fold-word, spelled-out and hyphenated readings, word by
+	// word (readRest).
+	plain := func(k int) (int, bool) {
+		if k >= len(out) || out[k].num || out[k].rest {
+			return 0, false
+		}
+		v, ok := spelled[out[k].text]
+		return v, ok
+	}
 	var out2 []W
 	for i := 0; i < len(out); i++ {
 		w := out[i]
-		// 1.5.21 compound tens: "thirty one", both words spelled out,
-		// the unit close to the ten, is 31.
-		if t, ok := spelled[w.text]; ok && !w.num && t >= 20 && t%10 == 0 && i+1 < len(out) && !out[i+1].num && out[i+1].close {
-			if u, ok := spelled[out[i+1].text]; ok && u >= 1 && u <= 9 {
-				m := W{text: w.text + " " + out[i+1].text, num: true, val: big.NewRat(int64(t+u), 1), start: w.start, end: out[i+1].end, raw: w.raw, close: w.close}
-				i++
-				m, i = spelledDecimal(m, out, i)
-				out2 = append(out2, m)
-				continue
+		t, ok := plain(i)
+		if !ok {
+			out2 = append(out2, readRest(w)...)
+			continue
+		}
+		j := i
+		val := big.NewRat(int64(t), 1)
+		if t >= 20 && t%10 == 0 && !strings.Contains(w.text, "-") {
+			if u, ok := plain(i + 1); ok && out[i+1].close && u >= 1 && u <= 9 {
+				val = big.NewRat(int64(t+u), 1)
+				j = i + 1
 			}
 		}
-		if v, ok := spelled[w.text]; ok && !w.num {
-			m := w
-			m.num, m.val = true, big.NewRat(int64(v), 1)
-			if d, k := spelledDecimal(m, out, i); k > i {
-				out2 = append(out2, d)
-				i = k
-				continue
+		if j+2 < len(out) && !out[j+1].num && out[j+1].text == "point" && out[j+1].close {
+			k := j + 2
+			digits := ""
+			for k < len(out) && out[k].close {
+				d, ok := plain(k)
+				if !ok || d > 9 {
+					break
+				}
+				digits += string(rune('0' + d))
+				k++
+			}
+			if digits != "" {
+				frac, _ := new(big.Rat).SetString("0." + digits)
+				val = new(big.Rat).Add(val, frac)
+				j = k - 1
 			}
 		}
-		out2 = append(out2, readRest(w)...)
+		if j == i {
+			out2 = append(out2, readRest(w)...)
+			continue
+		}
+		out2 = append(out2, W{text: n[w.start:out[j].end], num: true, val: val, start: w.start, end: out[j].end, raw: w.raw, close: w.close})
+		i = j
 	}
 	return phrases(out2)
-}
-
-// spelledDecimal applies 1.5.27's spelled decimal to the spelled number m
-// that ends at out[i]: "point", then one or more of zero..nine, each close
-// to the word before, make one number ("seven point six" is 7.6). It
-// returns the number and the index of its last word (i when there is no
-// decimal).
-func spelledDecimal(m W, out []W, i int) (W, int) {
-	if i+2 >= len(out) || out[i+1].num || !out[i+1].close || out[i+1].text != "point" {
-		return m, i
-	}
-	digits := ""
-	k := i + 2
-	for ; k < len(out) && !out[k].num && out[k].close; k++ {
-		v, ok := spelled[out[k].text]
-		if !ok || v > 9 || strings.Contains(out[k].text, "-") {
-			break
-		}
-		digits += string(rune('0' + v))
-	}
-	if digits == "" {
-		return m, i
-	}
-	val, _ := new(big.Rat).SetString(m.val.RatString() + "." + digits)
-	m.val = val
-	m.text += " point " + digits
-	m.end = out[k-1].end
-	return m, k - 1
 }
 
 var scaleOf = map[string]int64{"k": 1000, "thousand": 1000, "million": 1000000, "mn": 1000000, "billion": 1000000000, "bn": 1000000000}
@@ -461,7 +464,8 @@ func set(s string) map[string]bool {
 }
 
 var (
-	functionWords = set("a an the of at in on by from for to with via per its their this that which is was were are be as") // as: 1.5.27
+	functionWords = set("a an the of at in on by from for to with via per its their this that which is was were are be as")
+	pronouns      = set("it they them he him she her these those") // 1.5.27: allowed under every rule
 	tailPronouns  = set("it they them he him she her these those")
 	joiningWords  = set("and or nor not no none neither either both versus vs plus also but than except")
 	hedges        = set("about approx approximately around circa roughly")
@@ -570,7 +574,7 @@ type ctx struct {
 	distsR      [][]W // with the answer's readings, non-ignored (nil when no target)
 	allDistW    [][]W // plain, every distractor
 	desc        map[string]bool
-	upper       map[string]bool // 1.5.28: written with a capital somewhere
+	capital     map[string]bool // M6: words a text writes with an upper-case or title-case letter
 	qwords      map[string]bool
 	target      *big.Rat
 	hasTarget   bool
@@ -632,16 +636,15 @@ func newCtx(q *Q, narr []string) *ctx {
 		lowerWords(n, c.desc)
 	}
 	lowerWords(q.Question, c.desc)
-	// 1.5.28 (M6): words a text writes with a capital
-	c.upper = map[string]bool{}
+	c.capital = map[string]bool{}
 	for _, t := range append(append([]string{}, narr...), q.Question) {
 		for _, r := range runs(t) {
-			w := r.text
-			if fl := firstLetter(w); fl > 0 && reNum.MatchString(w[:fl]) {
-				w = w[fl:]
+			x := r.text
+			if fl := firstLetter(x); fl > 0 && reNum.MatchString(x[:fl]) {
+				x = x[fl:]
 			}
-			if !hasDigit(w) && hasUpper(w) {
-				c.upper[normS(w)] = true
+			if hasUpper(x) {
+				c.capital[normS(x)] = true
 			}
 		}
 	}
@@ -814,17 +817,20 @@ func (c *ctx) inflected(w W) bool {
 	return false
 }
 
+// allowed ("A word is allowed", 1.5.28): not a joining word, and a
+// function word, a pronoun, a variant's word, a legal suffix, a question
+// word or an inflection of one, or (desc) a description word.
 func (c *ctx) allowed(w W, desc bool) bool {
 	if isJoin(w) {
 		return false
 	}
-	// 1.5.27: a pronoun is allowed under every rule (not exempt from M2's word guard)
-	if isFn(w) || (!w.num && tailPronouns[w.text]) || c.isVarWord(w) || c.isQWord(w) || (!w.num && legal[w.text]) || c.inflected(w) {
+	if isFn(w) || isPronoun(w) || c.isVarWord(w) || (!w.num && legal[w.text]) || c.isQWord(w) || c.inflected(w) {
 		return true
 	}
 	return desc && !w.num && c.desc[w.text]
 }
 
+func isPronoun(w W) bool { return !w.num && pronouns[w.text] }
 func (c *ctx) isDistWord(w W, dists [][]W) bool {
 	for _, d := range dists {
 		for _, x := range d {
@@ -1167,86 +1173,6 @@ func (c *ctx) m3(text string) bool {
 	return true
 }
 
-func (c *ctx) m4(text string, desc bool) bool {
-	return c.m4Within(text, desc, 0, -1)
-}
-
-// m4Within is M4 with the variant's occurrence among the answer's words
-// lo to hi (hi < 0: all; 1.5.28, M5's second window).
-func (c *ctx) m4Within(text string, desc bool, lo, hi int) bool {
-	aw := words(text, c.hasTarget)
-	lim := c.limit(text, aw)
-	if hi >= 0 && hi < lim {
-		lim = hi
-	}
-	if c.labelGuard(aw) {
-		return false
-	}
-	for _, v := range c.vars {
-		if len(v) == 0 || allFn(v) {
-			continue
-		}
-		for i := lo; i+len(v) <= lim; i++ {
-			if !occursAt(aw, v, i) {
-				continue
-			}
-			if c.distOccurs(aw, i, i+len(v)) {
-				continue
-			}
-			ok := true
-			for k, w := range aw {
-				if k >= i && k < i+len(v) {
-					continue
-				}
-				if c.distWordGuard(w, c.dists) {
-					ok = false
-					break
-				}
-				if !c.allowed(w, desc) {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// narrative words with the raw text between consecutive ones.
-func (c *ctx) m5(text string) bool {
-	if len(c.dists) > 0 {
-		return false
-	}
-	aw := words(text, c.hasTarget)
-	lo, hi := trimEnds(aw, isFn)
-	if hi-lo >= 2 && c.narrativeRun(aw[lo:hi]) {
-		return c.m4(text, true)
-	}
-	// 1.5.28: once more without the pronouns and question words around
-	// the run too; the variant must then lie in the run.
-	lo, hi = trimEnds(aw, func(w W) bool { return isFn(w) || !w.num && tailPronouns[w.text] || c.isQWord(w) })
-	if hi-lo < 2 || !c.narrativeRun(aw[lo:hi]) {
-		return false
-	}
-	return c.m4Within(text, true, lo, hi)
-}
-
-// trimEnds returns the bounds of ws less its leading and trailing words
-// that drop reports.
-func trimEnds(ws []W, drop func(W) bool) (int, int) {
-	lo, hi := 0, len(ws)
-	for lo < hi && drop(ws[lo]) {
-		lo++
-	}
-	for hi > lo && drop(ws[hi-1]) {
-		hi--
-	}
-	return lo, hi
-}
-
 // narrativeRun: run occurs as consecutive words of a shown narrative with
 // no clause mark between two of them (M5).
 func (c *ctx) narrativeRun(run []W) bool {
@@ -1270,120 +1196,6 @@ func (c *ctx) narrativeRun(run []W) bool {
 		}
 	}
 	return found
-}
-
-// m6 (1.5.28, "M6 described code"): no non-ignored distractors, no M3
-// target; a variant holding a word with an ASCII digit occurs (before the
-// first separator); the words after it are allowed without description
-// words; the words before it allowed with them, each allowed only as a
-// description word attached (in a sentence of a narrative or the
-// question's text that holds a variant), not bound (written before a
-// variant in one clause there) and written with no capital in any of
-// those texts.
-func (c *ctx) m6(text string) bool {
-	if len(c.dists) > 0 || c.hasTarget {
-		return false
-	}
-	aw := words(text, false)
-	lim := c.limit(text, aw)
-	for _, v := range c.vars {
-		code := false
-		for _, w := range v {
-			code = code || hasDigit(w.text)
-		}
-		if !code {
-			continue
-		}
-		for i := 0; i+len(v) <= lim; i++ {
-			if !occursAt(aw, v, i) {
-				continue
-			}
-			ok := true
-			for _, w := range aw[i+len(v):] {
-				ok = ok && c.allowed(w, false)
-			}
-			for _, w := range aw[:i] {
-				if !ok || c.allowed(w, false) {
-					continue
-				}
-				att, bnd := c.sentenceOfVariant(w)
-				ok = c.allowed(w, true) && att && !bnd && !c.upper[w.text]
-			}
-			if ok {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// sentenceOfVariant reports whether a narrative or the question's text
-// writes w in a sentence holding an occurrence of a variant (no sentence
-// end or line break between), and whether one writes it before such an
-// occurrence with no clause mark from it through the occurrence.
-func (c *ctx) sentenceOfVariant(w W) (attached, bound bool) {
-	texts := append(append([]string{}, c.nnorm...), normS(c.q.Question))
-	for ti, nn := range texts {
-		var nw []W
-		if ti < len(c.nwords) {
-			nw = c.nwords[ti]
-		} else {
-			nw = wordsN(nn, false)
-		}
-		// mark between nw[k-1] and nw[k], M5's dot exception applied
-		stop := func(k int) bool {
-			return sentenceMark(nn, nw[k-1], nw[k]) && !c.dotInCandidate(nn, nw[k-1], nw[k])
-		}
-		brk := func(k int) bool {
-			return clauseMark(nn, nw[k-1], nw[k]) && !c.dotInCandidate(nn, nw[k-1], nw[k])
-		}
-		for _, v := range c.vars {
-			if len(v) == 0 || allFn(v) {
-				continue
-			}
-			for i := 0; i+len(v) <= len(nw); i++ {
-				if !occursAt(nw, v, i) {
-					continue
-				}
-				inClause := true
-				for k := i - 1; k >= 0 && !stop(k+1); k-- {
-					inClause = inClause && !brk(k+1)
-					if same(nw[k], w) {
-						attached = true
-						bound = bound || inClause
-					}
-				}
-				for k := i + len(v); k < len(nw) && !stop(k); k++ {
-					if same(nw[k], w) {
-						attached = true
-					}
-				}
-			}
-		}
-	}
-	return attached, bound
-}
-
-// sentenceMark: between a and b of the normalised text n stands a
-// sentence end (M5's: ? ! … or a . that ends a sentence) or a line break
-// (1.5.28, M6).
-func sentenceMark(n string, a, b W) bool {
-	between := n[a.end:b.start]
-	for i, r := range between {
-		switch r {
-		case '\n', '\r', '?', '!', '…':
-			return true
-		case '.':
-			if i == len(between)-1 {
-				continue
-			}
-			if i == 0 && strings.Contains(a.text, ".") && !hasDigit(a.text) {
-				continue
-			}
-			return true
-		}
-	}
-	return false
 }
 
 // dotInCandidate (1.5.24): between a and b of the normalised narrative n
@@ -1412,6 +1224,226 @@ func clauseMark(n string, a, b W) bool {
 	for i, r := range between {
 		switch r {
 		case ',', ';', ':', '(', ')', '[', ']', '|', '\n', '\r', '–', '—', '?', '!', '…':
+			return true
+		case '.':
+			if i == len(between)-1 {
+				continue
+			}
+			if i == 0 && strings.Contains(a.text, ".") && !hasDigit(a.text) {
+				continue
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// The rules M4, M5 and M6 below were written again by helper-116 from
+// verification.md 1.5.28 alone (M5's second window and M6 are 1.5.28's).
+
+// answerWords reads a text judged in the answer's place: with the
+// answer's readings when the question has an M3 target.
+func (c *ctx) answerWords(text string) []W { return words(text, c.hasTarget) }
+
+// m4 is "M4 containment" with M2 inside it: desc permits description
+// words outside the occurrence.
+func (c *ctx) m4(text string, desc bool) bool {
+	return c.m4Occ(text, desc, 0, -1)
+}
+
+// m4Occ is M4 with the variant's occurrence among the answer's words lo
+// to hi (hi < 0: anywhere), as M5's second window asks.
+func (c *ctx) m4Occ(text string, desc bool, lo, hi int) bool {
+	aw := c.answerWords(text)
+	lim := c.limit(text, aw)
+	if hi < 0 || hi > lim {
+		hi = lim
+	}
+	if c.labelGuard(aw) {
+		return false
+	}
+	ds := append(append([][]W{}, c.dists...), c.distsR...)
+	for _, v := range c.vars {
+		if len(v) == 0 || allFn(v) {
+			continue
+		}
+		for i := lo; i+len(v) <= hi; i++ {
+			if !occursAt(aw, v, i) {
+				continue
+			}
+			if c.distOccurs(aw, i, i+len(v)) {
+				continue
+			}
+			ok := true
+			for k, w := range aw {
+				if k >= i && k < i+len(v) {
+					continue
+				}
+				if !c.allowed(w, desc) || c.distWordGuard(w, ds) {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// m5 is "M5 clause window": no non-ignored distractors; the answer less
+// its end function words is a run of one shown narrative within one
+// clause, and the whole answer meets M4 with description words; when the
+// words left are no such run, once more without the end function words,
+// pronouns and question words, the variant among the words left.
+func (c *ctx) m5(text string) bool {
+	if len(c.dists) > 0 {
+		return false
+	}
+	aw := c.answerWords(text)
+	lo, hi := trim(aw, isFn)
+	if hi-lo >= 2 && c.narrativeRun(aw[lo:hi]) {
+		return c.m4(text, true)
+	}
+	lo, hi = trim(aw, func(w W) bool { return isFn(w) || isPronoun(w) || c.isQWord(w) })
+	if hi-lo >= 2 && c.narrativeRun(aw[lo:hi]) {
+		return c.m4Occ(text, true, lo, hi)
+	}
+	return false
+}
+
+// trim returns the bounds of ws less its leading and trailing words that
+// drop reports.
+func trim(ws []W, drop func(W) bool) (int, int) {
+	lo, hi := 0, len(ws)
+	for lo < hi && drop(ws[lo]) {
+		lo++
+	}
+	for hi > lo && drop(ws[hi-1]) {
+		hi--
+	}
+	return lo, hi
+}
+
+// m6 is "M6 described code".
+func (c *ctx) m6(text string) bool {
+	if len(c.dists) > 0 || c.hasTarget {
+		return false
+	}
+	aw := c.answerWords(text)
+	lim := c.limit(text, aw)
+	for _, v := range c.vars {
+		if len(v) == 0 || allFn(v) || !holdsCode(v) {
+			continue
+		}
+		for i := 0; i+len(v) <= lim; i++ {
+			if !occursAt(aw, v, i) {
+				continue
+			}
+			ok := true
+			for k := i + len(v); k < len(aw) && ok; k++ {
+				ok = c.allowed(aw[k], false)
+			}
+			for k := 0; k < i && ok; k++ {
+				w := aw[k]
+				if c.allowed(w, false) {
+					continue
+				}
+				if !c.allowed(w, true) {
+					ok = false
+					break
+				}
+				att, bnd := c.attachedBound(w)
+				ok = att && !bnd && !c.capital[w.text]
+			}
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func holdsCode(v []W) bool {
+	for _, w := range v {
+		if hasDigit(w.text) {
+			return true
+		}
+	}
+	return false
+}
+
+// describedTexts are the texts M6 reads for attached and bound words: the
+// shown narratives and the question's text, normalised, with their words.
+func (c *ctx) describedTexts() ([]string, [][]W) {
+	ns := append([]string{}, c.nnorm...)
+	ws := append([][]W{}, c.nwords...)
+	return append(ns, normS(c.q.Question)), append(ws, c.qWordsAll)
+}
+
+// attachedBound reports whether a text writes w in a sentence holding an
+// occurrence of an accepted variant (attached), and whether one writes it
+// before such an occurrence in one clause (bound).
+func (c *ctx) attachedBound(w W) (attached, bound bool) {
+	ns, wss := c.describedTexts()
+	for t, n := range ns {
+		nw := wss[t]
+		type span struct{ s, e int }
+		var occs []span
+		for _, v := range c.vars {
+			if len(v) == 0 || allFn(v) {
+				continue
+			}
+			for i := 0; i+len(v) <= len(nw); i++ {
+				if occursAt(nw, v, i) {
+					occs = append(occs, span{i, i + len(v)})
+				}
+			}
+		}
+		for k, x := range nw {
+			if !same(x, w) {
+				continue
+			}
+			for _, o := range occs {
+				if k >= o.s && k < o.e {
+					continue
+				}
+				a, b := k, o.s // gaps a..b-1 (word before the occurrence)
+				if k >= o.e {
+					a, b = o.e-1, k
+				}
+				sent, clause := false, false
+				for g := a; g < b; g++ {
+					dot := c.dotInCandidate(n, nw[g], nw[g+1])
+					if !dot && sentenceEnd(n, nw[g], nw[g+1]) {
+						sent = true
+					}
+					if !dot && clauseMark(n, nw[g], nw[g+1]) {
+						clause = true
+					}
+				}
+				if !sent {
+					attached = true
+				}
+				if k < o.s && !clause {
+					bound = true
+				}
+			}
+		}
+	}
+	return attached, bound
+}
+
+// sentenceEnd: between a and b of the normalised text n stands a line
+// break (LF, CR) or a sentence end as M5 reads one (? ! … or a . that is
+// not the last character there and not the first after a word holding a
+// . and no ASCII digit).
+func sentenceEnd(n string, a, b W) bool {
+	between := n[a.end:b.start]
+	for i, r := range between {
+		switch r {
+		case '\n', '\r', '?', '!', '…':
 			return true
 		case '.':
 			if i == len(between)-1 {
