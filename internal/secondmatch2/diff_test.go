@@ -155,6 +155,12 @@ func candidates(q *skill.Question) []string {
 			add(sd)
 			add(strings.Replace(sd, " point ", ", point ", 1))
 			add(strings.Replace(sd, " point ", " point-", 1))
+			// 1.5.29: a fold word's or hyphenated word's number is no
+			// digit of it; every spelled digit that follows is
+			add(sd + "fold")
+			add(sd + "-fold")
+			add(sd + " fold")
+			add(sd + " zero")
 		}
 		add(n + "-km")
 		add(n + "x")
@@ -248,7 +254,9 @@ func wrappers(a string) []string {
 		a + "'s", "the " + a + "’s", "That's " + a,
 		// 1.5.27 pronouns and "as"
 		"It is classed as " + a + ".", "It had " + a + " recorded as its type.", a + " explained it.", "They differ by " + a + ".",
-		"as " + a, a + " as", "it " + a, a + " them"}
+		"as " + a, a + " as", "it " + a, a + " them",
+		// 1.5.29: pronouns before a number meet the number-label guard
+		"these " + a, "They " + a}
 }
 
 func answersFor(q *skill.Question) []string {
@@ -353,6 +361,11 @@ func narrativeForms(q *skill.Question, narr []string) []string {
 		w = strings.Trim(w, "?,.;:")
 		if w != "" && !functionWords[w] && strings.ToLower(w) == w && !hasDigit(w) && len(qw) < 2 {
 			qw = append(qw, w)
+			// 1.5.29: M5's second window drops a question word's form
+			// less 's too
+			if b, ok := strings.CutSuffix(w, "'s"); ok && b != "" {
+				qw = append(qw, b)
+			}
 		}
 	}
 	set := map[string]bool{}
