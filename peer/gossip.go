@@ -533,6 +533,11 @@ func (n *Node) startGossip() error {
 		// at most 8 KiB and an IHAVE of 5,000 IDs is 160 KB; the
 		// default of 1 MiB let a peer park far more before validation.
 		pubsub.WithMaxMessageSize(gossipMaxRPC),
+		// Subscriptions to AttestationTopic only are kept (spec/trust.md
+		// §3.4): GossipSub otherwise held every topic a peer announced,
+		// some 10,000 a 256 KiB RPC, with no bound per peer or in all,
+		// and never dropped a topic once its peers left.
+		pubsub.WithSubscriptionFilter(pubsub.NewAllowlistSubscriptionFilter(AttestationTopic)),
 		// Messages wait in the validation queue before the validator
 		// sees them: an RPC carrying data larger than any record is
 		// dropped whole first, so that the queue holds at most
