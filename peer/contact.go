@@ -77,6 +77,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	lpproto "github.com/libp2p/go-libp2p/core/protocol"
@@ -324,10 +325,15 @@ func (n *Node) peerNets(p peer.ID) addrNets {
 	if n.host == nil {
 		return addrNets{}
 	}
+	return hostPeerNets(n.host, p, n.cfg.LimitLoopback)
+}
+
+// hostPeerNets is peerNets on host h.
+func hostPeerNets(h host.Host, p peer.ID, limitLoopback bool) addrNets {
 	var relayed addrNets
-	for _, conn := range n.host.Network().ConnsToPeer(p) {
+	for _, conn := range h.Network().ConnsToPeer(p) {
 		remote := conn.RemoteMultiaddr()
-		nets, known := netsOf(remote, n.cfg.LimitLoopback)
+		nets, known := netsOf(remote, limitLoopback)
 		switch _, viaRelay := protocol.CircuitRelay(remote); {
 		case !known:
 		case !viaRelay:

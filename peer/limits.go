@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
@@ -112,8 +111,16 @@ func connLimitConfig(high, attestPerPeer int) rcmgr.ConcreteLimitConfig {
 		pl.Streams = rcmgr.LimitVal(perPeer + part.ServicePeerDefault.StreamsOutbound.Build(0))
 		part.ServicePeer[svc] = pl
 	}
-	part.System.StreamsInbound = rcmgr.LimitVal(max(part.System.StreamsInbound.Build(0), 2*svcIn))
-	part.System.Streams = rcmgr.LimitVal(max(part.System.Streams.Build(0), 2*svcIn+part.System.StreamsOutbound.Build(0)))
+	// Inbound streams wait in the transient scope until their protocol
+	// is negotiated: room for negotiatingPerConn of every inbound
+	// connection (negotiationRM bounds those of a peer and a network),
+	// and as much more in the system's, so that streams in negotiation
+	// cannot take the room of negotiated ones.
+	trIn := max(part.Transient.StreamsInbound.Build(0), negotiatingPerConn*in)
+	part.Transient.StreamsInbound = rcmgr.LimitVal(trIn)
+	part.Transient.Streams = rcmgr.LimitVal(max(part.Transient.Streams.Build(0), trIn+part.Transient.StreamsOutbound.Build(0)))
+	part.System.StreamsInbound = rcmgr.LimitVal(max(part.System.StreamsInbound.Build(0), 2*svcIn+trIn))
+	part.System.Streams = rcmgr.LimitVal(max(part.System.Streams.Build(0), 2*svcIn+trIn+part.System.StreamsOutbound.Build(0)))
 	return part.Build(base)
 }
 
@@ -143,7 +150,7 @@ func attestStreamsPerPeer(l Limits) int {
 
 // newConnLimits builds the connection manager and the resource manager of
 // a node from its config.
-func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, network.ResourceManager, error) {
+func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, *negotiationRM, error) {
 	low, high, err := connWatermarks(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -187,7 +194,7 @@ func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, network.ResourceManager,
 		cm.Close()
 		return nil, nil, fmt.Errorf("resource manager: %w", err)
 	}
-	return cm, rm, nil
+	return cm, newNegotiationRM(rm), nil
 }
 
 // Limits are the attestation protocol's budgets of a node

@@ -394,6 +394,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start libp2p host: %w", err)
 	}
 	n.host = h
+	limitLoopback := n.cfg.LimitLoopback
+	rm.setNets(func(p peer.ID) addrNets { return hostPeerNets(h, p, limitLoopback) })
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.metrics = newMetrics(cfg.Metrics, n.store) // before the service can report a session
 	if err := n.startEvents(); err != nil {

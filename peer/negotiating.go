@@ -1,0 +1,166 @@
+package peer
+
+// Inbound streams before their protocol is negotiated (spec/protocol.md
+// §9a, "Streams in negotiation").
+//
+// libp2p's resource manager counts a new inbound stream in its transient
+// scope until the stream's protocol is negotiated (multistream-select,
+// up to the host's negotiation timeout of 10 s), and that scope is
+// shared by every peer with no share per peer or per network: one peer
+// that opened 504 streams on one connection and wrote no protocol
+// header had every other peer's new stream, to any protocol, reset for
+// resource limits until the timeout, and could open them again at once.
+// negotiationRM bounds the streams in negotiation of one peer, of one
+// budget group (IPv4 /24, IPv6 /48 or relay network, as the protocol's
+// budgets; loopback exempt unless Config.LimitLoopback) and of one IPv6
+// /32; the transient scope holds negotiatingPerConn of every inbound
+// connection the node accepts (connLimitConfig), so that filling it
+// takes that many connections' worth of networks.
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	acprotocol "github.com/acaptcha/acaptcha/protocol"
+)
+
+const (
+	// maxNegotiatingPerPeer bounds one peer's inbound streams whose
+	// protocol is not negotiated yet. An honest peer's stream carries
+	// its protocol header in its first write (go-libp2p negotiates
+	// lazily), so it holds none for longer than a round trip.
+	maxNegotiatingPerPeer = 8
+	// maxNegotiatingPerGroup bounds those of the peers of one budget
+	// group together (peer IDs are free), maxNegotiatingPerBlock those
+	// of one IPv6 /32 (protocol.BlockFactor groups' worth).
+	maxNegotiatingPerGroup = 32
+	maxNegotiatingPerBlock = acprotocol.BlockFactor * maxNegotiatingPerGroup
+	// negotiatingPerConn is the room of the transient scope for inbound
+	// streams per inbound connection the node accepts.
+	negotiatingPerConn = 4
+)
+
+// errNegotiating refuses an inbound stream over a bound of
+// negotiationRM; the swarm resets it StreamResourceLimitExceeded.
+var errNegotiating = fmt.Errorf("%w: inbound streams awaiting their protocol of this peer, its network or its IPv6 /32 at their cap", network.ErrResourceLimitExceeded)
+
+// negotiationRM is the node's resource manager with the bounds of
+// inbound streams in negotiation.
+type negotiationRM struct {
+	network.ResourceManager
+	// nets returns the groups of a peer (set once the host exists;
+	// until then only the per-peer bound applies).
+	nets atomic.Pointer[func(peer.ID) addrNets]
+
+	mu     sync.Mutex
+	peers  map[peer.ID]int
+	groups map[netip.Prefix]int
+	blocks map[netip.Prefix]int
+}
+
+func newNegotiationRM(rm network.ResourceManager) *negotiationRM {
+	return &negotiationRM{ResourceManager: rm, peers: map[peer.ID]int{}, groups: map[netip.Prefix]int{}, blocks: map[netip.Prefix]int{}}
+}
+
+// setNets sets how a peer's groups are found.
+func (r *negotiationRM) setNets(f func(peer.ID) addrNets) { r.nets.Store(&f) }
+
+// OpenStream counts an inbound stream against its peer's, network's and
+// /32's bounds until its protocol is set or it ends.
+func (r *negotiationRM) OpenStream(p peer.ID, dir network.Direction) (network.StreamManagementScope, error) {
+	if dir != network.DirInbound {
+		return r.ResourceManager.OpenStream(p, dir)
+	}
+	var nets addrNets
+	if f := r.nets.Load(); f != nil {
+		nets = (*f)(p)
+	}
+	if !r.acquire(p, nets) {
+		return nil, errNegotiating
+	}
+	s, err := r.ResourceManager.OpenStream(p, dir)
+	if err != nil {
+		r.release(p, nets)
+		return nil, err
+	}
+	ns := &negotiatingScope{StreamManagementScope: s}
+	ns.release = func() { r.release(p, nets) }
+	return ns, nil
+}
+
+func (r *negotiationRM) acquire(p peer.ID, nets addrNets) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.peers[p] >= maxNegotiatingPerPeer ||
+		nets.prefix.IsValid() && r.groups[nets.prefix] >= maxNegotiatingPerGroup ||
+		nets.block.IsValid() && r.blocks[nets.block] >= maxNegotiatingPerBlock {
+		return false
+	}
+	r.peers[p]++
+	if nets.prefix.IsValid() {
+		r.groups[nets.prefix]++
+	}
+	if nets.block.IsValid() {
+		r.blocks[nets.block]++
+	}
+	return true
+}
+
+func (r *negotiationRM) release(p peer.ID, nets addrNets) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	dec(r.peers, p)
+	if nets.prefix.IsValid() {
+		dec(r.groups, nets.prefix)
+	}
+	if nets.block.IsValid() {
+		dec(r.blocks, nets.block)
+	}
+}
+
+// negotiating reports the inbound streams in negotiation: in all, and
+// the most of one peer and of one group.
+func (r *negotiationRM) negotiating() (total, maxPeer, maxGroup int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.peers {
+		total += c
+		maxPeer = max(maxPeer, c)
+	}
+	for _, c := range r.groups {
+		maxGroup = max(maxGroup, c)
+	}
+	return total, maxPeer, maxGroup
+}
+
+func dec[K comparable](m map[K]int, k K) {
+	if m[k] <= 1 {
+		delete(m, k)
+		return
+	}
+	m[k]--
+}
+
+// negotiatingScope is a stream's scope that gives its place back when
+// the stream's protocol is set (negotiated) or when it ends.
+type negotiatingScope struct {
+	network.StreamManagementScope
+	once    sync.Once
+	release func()
+}
+
+func (s *negotiatingScope) SetProtocol(proto protocol.ID) error {
+	s.once.Do(s.release)
+	return s.StreamManagementScope.SetProtocol(proto)
+}
+
+func (s *negotiatingScope) Done() {
+	s.once.Do(s.release)
+	s.StreamManagementScope.Done()
+}
