@@ -1,0 +1,75 @@
+package peer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	lpproto "github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// maxDHTRequest bounds a request read on an inbound DHT stream. The DHT
+// reads up to libp2p's MessageSizeMax (4 MiB) and takes a buffer of the
+// length a request's prefix announces before any of it arrives, held
+// while the stream stays open (a minute of idleness): a peer's streams
+// (75 at once, 1,265 for all peers) each announcing 4 MiB made the node
+// hold 4 MiB apiece, memory no resource manager counts. The requests an
+// acaptcha node serves (FIND_NODE, GET_PROVIDERS, ADD_PROVIDER with at
+// most a few addresses, PING) are a few hundred bytes.
+const maxDHTRequest = 16 << 10
+
+// errDHTRequestSize ends a DHT stream whose request is over maxDHTRequest.
+var errDHTRequestSize = errors.New("acaptcha: DHT request over the size this node reads")
+
+// dhtStreamHandler wraps the DHT's handler of inbound streams: it reads
+// them through dhtRequestStream.
+func dhtStreamHandler(h network.StreamHandler) network.StreamHandler {
+	return func(s network.Stream) { h(&dhtRequestStream{Stream: s}) }
+}
+
+// SetStreamHandler installs the DHT's handler of protocol pid, reading
+// its streams through dhtRequestStream.
+func (h dhtHost) SetStreamHandler(pid lpproto.ID, handler network.StreamHandler) {
+	h.Host.SetStreamHandler(pid, dhtStreamHandler(handler))
+}
+
+// dhtRequestStream follows the varint-delimited requests read from an
+// inbound DHT stream and resets the stream, returning an error, as soon
+// as a length prefix announces more than maxDHTRequest: before the DHT's
+// reader, which reads a prefix a byte at a time, can take a buffer of it.
+type dhtRequestStream struct {
+	network.Stream
+	rest  uint64 // bytes left of the current request
+	size  uint64 // the prefix read so far
+	shift uint
+}
+
+func (s *dhtRequestStream) Read(p []byte) (int, error) {
+	n, err := s.Stream.Read(p)
+	for i := 0; i < n; i++ {
+		if s.rest > 0 {
+			skip := min(s.rest, uint64(n-i))
+			s.rest -= skip
+			i += int(skip) - 1
+			continue
+		}
+		b := p[i]
+		if s.shift > 63 {
+			return s.refuse(fmt.Errorf("%w: malformed length prefix", errDHTRequestSize))
+		}
+		s.size |= uint64(b&0x7f) << s.shift
+		s.shift += 7
+		if s.size > maxDHTRequest {
+			return s.refuse(fmt.Errorf("%w: %d bytes announced, %d read at most", errDHTRequestSize, s.size, maxDHTRequest))
+		}
+		if b&0x80 == 0 {
+			s.rest, s.size, s.shift = s.size, 0, 0
+		}
+	}
+	return n, err
+}
+
+func (s *dhtRequestStream) refuse(err error) (int, error) {
+	_ = s.Stream.Reset()
+	return 0, err
+}
