@@ -156,4 +156,17 @@ func TestNegotiatingStreamsPerNetworkBounded(t *testing.T) {
 	if held > maxNegotiatingPerGroup {
 		t.Fatalf("one network holds %d streams in negotiation, want at most %d", held, maxNegotiatingPerGroup)
 	}
+	// A peer of another network (127.0.114.0/24: any 127.x.y.z is
+	// loopback on Linux) still opens streams.
+	other, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.114.1/tcp/0"), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Connect(ctx, peer.AddrInfo{ID: victim.ID(), Addrs: victim.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ping.Ping(ctx, other, victim.ID()); r.Error != nil {
+		t.Fatalf("a peer of another network: ping %v", r.Error)
+	}
 }
