@@ -215,6 +215,10 @@ func (d *dhtStore) mayHold(p peer.ID) bool {
 type dhtHost struct {
 	host.Host
 	ps dhtPeerstore
+	// streams counts the inbound DHT streams served (dhtStreamHandler);
+	// limitLoopback is Config.LimitLoopback.
+	streams       *streamCounts
+	limitLoopback bool
 }
 
 func (h dhtHost) Peerstore() peerstore.Peerstore { return h.ps }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	lpproto "github.com/libp2p/go-libp2p/core/protocol"
+
+	acprotocol "github.com/acaptcha/acaptcha/protocol"
 )
 
 // maxDHTRequest bounds a request read on an inbound DHT stream. The DHT
@@ -21,16 +23,44 @@ const maxDHTRequest = 16 << 10
 // errDHTRequestSize ends a DHT stream whose request is over maxDHTRequest.
 var errDHTRequestSize = errors.New("acaptcha: DHT request over the size this node reads")
 
-// dhtStreamHandler wraps the DHT's handler of inbound streams: it reads
-// them through dhtRequestStream.
-func dhtStreamHandler(h network.StreamHandler) network.StreamHandler {
-	return func(s network.Stream) { h(&dhtRequestStream{Stream: s}) }
+// Inbound DHT streams served at once. The DHT keeps a stream open for a
+// minute of idleness, and libp2p's resource manager lets one peer hold
+// 75 streams of a protocol and all peers 1,265: some 17 fresh peer IDs
+// that opened DHT streams and sent nothing had every other peer's DHT
+// request refused for as long as they kept them. A DHT client keeps one
+// stream per peer it queries.
+const (
+	maxDHTStreamsPerPeer  = 4
+	maxDHTStreamsPerGroup = 32
+	maxDHTStreamsPerBlock = acprotocol.BlockFactor * maxDHTStreamsPerGroup
+)
+
+// newDHTStreams counts the inbound DHT streams served.
+func newDHTStreams() *streamCounts {
+	return newStreamCounts(maxDHTStreamsPerPeer, maxDHTStreamsPerGroup, maxDHTStreamsPerBlock)
 }
 
-// SetStreamHandler installs the DHT's handler of protocol pid, reading
-// its streams through dhtRequestStream.
+// dhtStreamHandler wraps the DHT's handler of inbound streams: a stream
+// over the bounds of its peer, its connection's network or its IPv6 /32
+// (counts; loopback exempt from the groups unless limitLoopback) is
+// reset at once, the others are read through dhtRequestStream.
+func dhtStreamHandler(h network.StreamHandler, counts *streamCounts, limitLoopback bool) network.StreamHandler {
+	return func(s network.Stream) {
+		p := s.Conn().RemotePeer()
+		nets, _ := netsOf(s.Conn().RemoteMultiaddr(), limitLoopback)
+		if !counts.acquire(p, nets) {
+			_ = s.ResetWithError(network.StreamResourceLimitExceeded)
+			return
+		}
+		defer counts.release(p, nets)
+		h(&dhtRequestStream{Stream: s})
+	}
+}
+
+// SetStreamHandler installs the DHT's handler of protocol pid
+// (dhtStreamHandler).
 func (h dhtHost) SetStreamHandler(pid lpproto.ID, handler network.StreamHandler) {
-	h.Host.SetStreamHandler(pid, dhtStreamHandler(handler))
+	h.Host.SetStreamHandler(pid, dhtStreamHandler(handler, h.streams, h.limitLoopback))
 }
 
 // dhtRequestStream follows the varint-delimited requests read from an

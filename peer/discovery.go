@@ -551,7 +551,8 @@ func (n *Node) startDHT() error {
 		pfx := n.peerNets(p).prefix
 		return pfx, pfx.IsValid()
 	})
-	kad, err := dht.New(dhtHost{Host: n.host, ps: dhtPeerstore{Peerstore: n.host.Peerstore(), store: d.dhtStore}},
+	kad, err := dht.New(dhtHost{Host: n.host, ps: dhtPeerstore{Peerstore: n.host.Peerstore(), store: d.dhtStore},
+		streams: newDHTStreams(), limitLoopback: n.cfg.LimitLoopback},
 		dht.ProtocolPrefix(DHTProtocolPrefix),
 		dht.Mode(dht.ModeAutoServer),
 		dht.BootstrapPeers(d.bootstrap...),

@@ -56,16 +56,12 @@ type negotiationRM struct {
 	network.ResourceManager
 	// nets returns the groups of a peer (set once the host exists;
 	// until then only the per-peer bound applies).
-	nets atomic.Pointer[func(peer.ID) addrNets]
-
-	mu     sync.Mutex
-	peers  map[peer.ID]int
-	groups map[netip.Prefix]int
-	blocks map[netip.Prefix]int
+	nets   atomic.Pointer[func(peer.ID) addrNets]
+	counts *streamCounts
 }
 
 func newNegotiationRM(rm network.ResourceManager) *negotiationRM {
-	return &negotiationRM{ResourceManager: rm, peers: map[peer.ID]int{}, groups: map[netip.Prefix]int{}, blocks: map[netip.Prefix]int{}}
+	return &negotiationRM{ResourceManager: rm, counts: newStreamCounts(maxNegotiatingPerPeer, maxNegotiatingPerGroup, maxNegotiatingPerBlock)}
 }
 
 // setNets sets how a peer's groups are found.
@@ -81,60 +77,86 @@ func (r *negotiationRM) OpenStream(p peer.ID, dir network.Direction) (network.St
 	if f := r.nets.Load(); f != nil {
 		nets = (*f)(p)
 	}
-	if !r.acquire(p, nets) {
+	if !r.counts.acquire(p, nets) {
 		return nil, errNegotiating
 	}
 	s, err := r.ResourceManager.OpenStream(p, dir)
 	if err != nil {
-		r.release(p, nets)
+		r.counts.release(p, nets)
 		return nil, err
 	}
 	ns := &negotiatingScope{StreamManagementScope: s}
-	ns.release = func() { r.release(p, nets) }
+	ns.release = func() { r.counts.release(p, nets) }
 	return ns, nil
-}
-
-func (r *negotiationRM) acquire(p peer.ID, nets addrNets) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.peers[p] >= maxNegotiatingPerPeer ||
-		nets.prefix.IsValid() && r.groups[nets.prefix] >= maxNegotiatingPerGroup ||
-		nets.block.IsValid() && r.blocks[nets.block] >= maxNegotiatingPerBlock {
-		return false
-	}
-	r.peers[p]++
-	if nets.prefix.IsValid() {
-		r.groups[nets.prefix]++
-	}
-	if nets.block.IsValid() {
-		r.blocks[nets.block]++
-	}
-	return true
-}
-
-func (r *negotiationRM) release(p peer.ID, nets addrNets) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	dec(r.peers, p)
-	if nets.prefix.IsValid() {
-		dec(r.groups, nets.prefix)
-	}
-	if nets.block.IsValid() {
-		dec(r.blocks, nets.block)
-	}
 }
 
 // negotiating reports the inbound streams in negotiation: in all, and
 // the most of one peer and of one group.
 func (r *negotiationRM) negotiating() (total, maxPeer, maxGroup int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range r.peers {
-		total += c
-		maxPeer = max(maxPeer, c)
+	return r.counts.held()
+}
+
+// streamCounts counts streams held at once per peer, per budget group
+// and per IPv6 /32, each up to its cap; a table holds only the keys
+// with streams, so it is as large as the streams it counts.
+type streamCounts struct {
+	perPeer, perGroup, perBlock int
+
+	mu     sync.Mutex
+	peers  map[peer.ID]int
+	groups map[netip.Prefix]int
+	blocks map[netip.Prefix]int
+}
+
+func newStreamCounts(perPeer, perGroup, perBlock int) *streamCounts {
+	return &streamCounts{perPeer: perPeer, perGroup: perGroup, perBlock: perBlock,
+		peers: map[peer.ID]int{}, groups: map[netip.Prefix]int{}, blocks: map[netip.Prefix]int{}}
+}
+
+// acquire counts a stream of p from nets, or reports false, counting
+// nothing, when one of their caps is reached.
+func (c *streamCounts) acquire(p peer.ID, nets addrNets) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.peers[p] >= c.perPeer ||
+		nets.prefix.IsValid() && c.groups[nets.prefix] >= c.perGroup ||
+		nets.block.IsValid() && c.blocks[nets.block] >= c.perBlock {
+		return false
 	}
-	for _, c := range r.groups {
-		maxGroup = max(maxGroup, c)
+	c.peers[p]++
+	if nets.prefix.IsValid() {
+		c.groups[nets.prefix]++
+	}
+	if nets.block.IsValid() {
+		c.blocks[nets.block]++
+	}
+	return true
+}
+
+// release uncounts a stream acquire counted.
+func (c *streamCounts) release(p peer.ID, nets addrNets) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dec(c.peers, p)
+	if nets.prefix.IsValid() {
+		dec(c.groups, nets.prefix)
+	}
+	if nets.block.IsValid() {
+		dec(c.blocks, nets.block)
+	}
+}
+
+// held reports the streams counted: in all, and the most of one peer
+// and of one group.
+func (c *streamCounts) held() (total, maxPeer, maxGroup int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.peers {
+		total += n
+		maxPeer = max(maxPeer, n)
+	}
+	for _, n := range c.groups {
+		maxGroup = max(maxGroup, n)
 	}
 	return total, maxPeer, maxGroup
 }
