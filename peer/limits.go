@@ -189,12 +189,13 @@ func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, *negotiationRM, error) {
 		// trace event on every stream and reservation for nobody.
 		opts = append(opts, rcmgr.WithMetricsDisabled())
 	}
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(connLimitConfig(high, attestStreamsPerPeer(cfg.Limits))), opts...)
+	attestPerPeer := attestStreamsPerPeer(cfg.Limits)
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(connLimitConfig(high, attestPerPeer)), opts...)
 	if err != nil {
 		cm.Close()
 		return nil, nil, fmt.Errorf("resource manager: %w", err)
 	}
-	return cm, newNegotiationRM(rm), nil
+	return cm, newNegotiationRM(rm, attestPerPeer), nil
 }
 
 // Limits are the attestation protocol's budgets of a node

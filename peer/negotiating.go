@@ -60,8 +60,15 @@ type negotiationRM struct {
 	counts *streamCounts
 }
 
-func newNegotiationRM(rm network.ResourceManager) *negotiationRM {
-	return &negotiationRM{ResourceManager: rm, counts: newStreamCounts(maxNegotiatingPerPeer, maxNegotiatingPerGroup, maxNegotiatingPerBlock)}
+// newNegotiationRM wraps rm; attestPerPeer is the inbound streams of the
+// attestation service one peer may hold (attestStreamsPerPeer): a node
+// configured for more sessions per peer than maxNegotiatingPerPeer lets
+// a peer open that many at once.
+func newNegotiationRM(rm network.ResourceManager, attestPerPeer int) *negotiationRM {
+	perPeer := max(maxNegotiatingPerPeer, attestPerPeer)
+	perGroup := max(maxNegotiatingPerGroup, perPeer)
+	perBlock := max(maxNegotiatingPerBlock, acprotocol.BlockFactor*perGroup)
+	return &negotiationRM{ResourceManager: rm, counts: newStreamCounts(perPeer, perGroup, perBlock)}
 }
 
 // setNets sets how a peer's groups are found.

@@ -170,3 +170,18 @@ func TestNegotiatingStreamsPerNetworkBounded(t *testing.T) {
 		t.Fatalf("a peer of another network: ping %v", r.Error)
 	}
 }
+
+// A node configured for more sessions per peer than
+// maxNegotiatingPerPeer lets one peer open that many streams (and the
+// two refused ones of the attestation service) at once.
+func TestNegotiatingStreamsFollowSessionsPerPeer(t *testing.T) {
+	const sessions = 16
+	victim := newBareNode(t, Config{Limits: Limits{MaxInboundPerPeer: sessions}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holdNegotiating(ctx, t, victim, 2*sessions)
+	want := attestStreamsPerPeer(Limits{MaxInboundPerPeer: sessions})
+	if held := transientInbound(t, victim); held != want {
+		t.Fatalf("one peer of a node serving %d sessions per peer holds %d streams in negotiation, want %d", sessions, held, want)
+	}
+}
