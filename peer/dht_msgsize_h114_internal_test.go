@@ -48,34 +48,42 @@ func TestDHTLargeRequestNotBuffered(t *testing.T) {
 	defer n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.host.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	const streams = 16
+	// Four peers of four streams each (the DHT streams one peer may have
+	// served at once, maxDHTStreamsPerPeer).
+	const peers, perPeer = 4, 4
+	const streams = peers * perPeer
 	const announced = network.MessageSizeMax - 1
 	before := heapInUse()
 	var ss []network.Stream
-	for i := range streams {
-		s, err := h.NewStream(ctx, n.ID(), DHTProtocolPrefix+"/kad/1.0.0")
+	refused := 0
+	for range peers {
+		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 		if err != nil {
-			t.Fatalf("DHT stream %d: %v", i, err)
+			t.Fatal(err)
 		}
-		defer s.Reset()
-		msg := binary.AppendUvarint(nil, announced)
-		if _, err := s.Write(append(msg, 0x08)); err != nil {
-			t.Fatalf("DHT stream %d: %v", i, err)
+		defer h.Close()
+		if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.host.Addrs()}); err != nil {
+			t.Fatal(err)
 		}
-		ss = append(ss, s)
+		for range perPeer {
+			s, err := h.NewStream(ctx, n.ID(), DHTProtocolPrefix+"/kad/1.0.0")
+			if err != nil {
+				refused++
+				continue
+			}
+			defer s.Reset()
+			msg := binary.AppendUvarint(nil, announced)
+			if _, err := s.Write(append(msg, 0x08)); err != nil {
+				refused++ // reset already
+				continue
+			}
+			ss = append(ss, s)
+		}
 	}
 	// The node resets each stream once it read the announced length
 	// (over the bound), or takes a buffer of it and waits: a stream not
 	// reset within a few seconds is one it holds.
-	reset := 0
+	reset := refused
 	deadline := time.Now().Add(5 * time.Second)
 	for _, s := range ss {
 		_ = s.SetReadDeadline(deadline)
@@ -86,7 +94,7 @@ func TestDHTLargeRequestNotBuffered(t *testing.T) {
 	grew := int64(heapInUse()) - int64(before)
 	t.Logf("%d DHT streams announcing %d-byte requests: %d reset by the node, its heap grew %d KiB", streams, announced, reset, grew>>10)
 	if limit := int64(8 << 20); grew > limit {
-		t.Fatalf("one peer's %d DHT streams made the node hold %d MiB, want under %d MiB", streams, grew>>20, limit>>20)
+		t.Fatalf("%d DHT streams of %d peers made the node hold %d MiB, want under %d MiB", streams, peers, grew>>20, limit>>20)
 	}
 	if reset != streams {
 		t.Fatalf("%d of %d streams announcing a %d-byte request reset, want all", reset, streams, announced)
