@@ -11,11 +11,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// versionInfo is what `acaptcha version` prints.
+// versionInfo is what `acaptcha version` prints. Under --json every
+// field is always there: commit is "" when the binary carries no VCS
+// stamp (built outside a checkout, with -buildvcs=false, or installed
+// with go install ...@VERSION), and modified is then false.
 type versionInfo struct {
 	Version   string `json:"version"`
-	Commit    string `json:"commit,omitempty"`
-	Modified  bool   `json:"modified,omitempty"`
+	Commit    string `json:"commit"`
+	Modified  bool   `json:"modified"`
 	GoVersion string `json:"go_version"`
 	Platform  string `json:"platform"`
 }
