@@ -31,9 +31,23 @@ verifier would serve it (the files acaptcha generate writes have lost the
 questions that failed); --strict applies every rule of raw generator output. Prints every part and question
 with its answers, reasoning and answer types, the attackers' answers, and
 which questions a verifier would serve. Exits 0 when the set is accepted, 1
-when it is rejected.`,
+when it is rejected. --llm, --llm-base-url, --cross-check-llm and
+--answer-max-tokens serve --cross-check only: given without it they are
+refused (exit 2) rather than ignored.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !crossCheck {
+				// The LLM flags configure the cross-check solver and
+				// nothing else here: `inspect F --llm M` ran no LLM and
+				// said nothing. Only flags typed on the command line are
+				// refused (an ACAPTCHA_LLM exported for the node is no
+				// request to cross-check).
+				for _, name := range []string{"llm", "llm-base-url", "cross-check-llm", "answer-max-tokens"} {
+					if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+						return usageErr("--%s is used only with --cross-check (add --cross-check to have the LLM solve every question, or leave --%s out)", name, name)
+					}
+				}
+			}
 			data, err := readFileCapped(args[0], skill.MaxSetFileBytes)
 			switch {
 			case errors.Is(err, errInputTooLarge):
