@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,5 +58,23 @@ func TestInspectLLMWithoutCrossCheckRefused(t *testing.T) {
 	t.Setenv("ACAPTCHA_LLM", "openai:m")
 	if _, errOut, code := runMain(t, "challenge", "inspect", files[0], "--brief"); code != exitOK {
 		t.Errorf("with ACAPTCHA_LLM set: exit %d: %s", code, errOut)
+	}
+}
+
+// node --retry-rejected took any duration: 48h was cut to 24h for the
+// doubling back-off but kept whole for the stored rejection a restart
+// backs off from, and 0 quietly meant the 1h default. Both are usage
+// errors naming the flag, refused before the store is created.
+func TestRetryRejectedBounded(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"48h", "24h0m1s", "0", "-1s"} {
+		_, errOut, code := runMain(t, "node", "--retry-rejected", v, "--listen", "/ip4/127.0.0.1/tcp/0",
+			"--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key"))
+		if code != exitUsage || !strings.Contains(errOut, "--retry-rejected") || !strings.Contains(errOut, "24h") {
+			t.Errorf("--retry-rejected %s: exit %d, want 2 naming the flag and its maximum: %s", v, code, errOut)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "db")); err == nil {
+		t.Error("node created its store before refusing --retry-rejected")
 	}
 }

@@ -361,8 +361,14 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	if err != nil {
 		return nil, "", usageErr("--attest-policy: %v", err)
 	}
-	if contact.retryRejected < 0 {
-		return nil, "", usageErr("--retry-rejected must not be negative")
+	// (A one-shot command has no such flag: its contact options leave
+	// the back-off 0, unused.)
+	if r := contact.retryRejected; r < 0 || r > peer.MaxRetryRejected || (r == 0 && flagGiven(cmd, "retry-rejected")) {
+		// The back-off doubles per rejection up to peer.MaxRetryRejected:
+		// a longer first back-off was cut to it for the doubling and kept
+		// whole for the stored rejection a restart backs off from, and 0
+		// quietly meant the 1h default.
+		return nil, "", usageErr("--retry-rejected %s: want a positive duration, at most %s (the back-off doubles per rejection up to that)", contact.retryRejected, peer.MaxRetryRejected)
 	}
 	if contact.publicOnly && contact.mdns {
 		// mDNS finds peers on the local network only, whose addresses
@@ -704,7 +710,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&a.contact.attestPolicy, "attest-policy", string(peer.AttestAll), "which peers that connect and speak acaptcha this node attests by itself: all, inbound (they dialled us), outbound (we dialled them) or none")
-	f.DurationVar(&a.contact.retryRejected, "retry-rejected", peer.DefaultRetryRejected, "how long a rejected peer is left alone before first contact challenges it again (doubling per rejection, up to 24h)")
+	f.DurationVar(&a.contact.retryRejected, "retry-rejected", peer.DefaultRetryRejected, "how long a rejected peer is left alone before first contact challenges it again: positive, at most 24h (doubling per rejection, up to 24h)")
 	f.DurationVar(&a.contact.keepExpired, "keep-expired", peer.DefaultKeepExpired, "how long the store keeps an attestation after it expired; older ones are pruned at start and hourly, a rejection not before 30 days after its issue (0 keeps them forever)")
 	f.IntVar(&a.contact.consensus, "consensus", skill.DefaultConsensusThreshold, "retire a question once this many distinct provers that passed their earlier rounds give it the same non-matching answer on time (0 turns consensus feedback off)")
 	f.StringArrayVar(&a.contact.bootstrap, "bootstrap", nil, "peer to connect to at start and keep connected, as a multiaddr ending in /p2p/PEER_ID (repeatable)")
