@@ -849,7 +849,7 @@ func waitDuration(ms int64) (time.Duration, error) {
 type ListAttestationsInput struct {
 	Peer           string `json:"peer,omitempty" jsonschema:"only attestations about or from this peer ID"`
 	Direction      string `json:"direction,omitempty" jsonschema:"issued or received (default both)"`
-	Limit          int    `json:"limit,omitempty" jsonschema:"at most this many, newest first (default 20, at most 500)"`
+	Limit          int    `json:"limit,omitempty" jsonschema:"at most this many, newest first (default 20, at most 500: a larger limit is an error)"`
 	IncludeRecords bool   `json:"include_records,omitempty" jsonschema:"include each signed envelope (base64)"`
 }
 
@@ -878,7 +878,11 @@ func (s *Server) listAttestations(ctx context.Context, _ *mcp.CallToolRequest, i
 	case limit == 0:
 		limit = DefaultListLimit
 	case limit > MaxListLimit:
-		limit = MaxListLimit
+		// Not cut to the maximum without a word: the list has no next
+		// page, so a client asking for 10000 got 500 and could take
+		// them for every record. (list_peers pages: its limit is a
+		// page size, and next_after gives the rest.)
+		return nil, nil, fmt.Errorf("limit %d: at most %d (the newest %d; narrow with peer or direction for older ones)", limit, MaxListLimit, MaxListLimit)
 	}
 	// The newest limit only are verified again (Store.ListNewest): the
 	// issued records are about peer IDs HTTP clients make up, and List
