@@ -71,6 +71,9 @@ const annotServe = "acaptcha/serve"
 // app holds the global options shared by the commands.
 type app struct {
 	stdout, stderr io.Writer
+	// stdin is what "-" reads (attestations verify -): os.Stdin, or a
+	// test's reader (stdinReader).
+	stdin io.Reader
 
 	llmSpec    string
 	llmBaseURL string
@@ -135,7 +138,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	a := &app{stdout: stdout, stderr: stderr}
+	a := &app{stdout: stdout, stderr: stderr, stdin: stdinReader}
 	root := a.rootCmd()
 	if args == nil {
 		// cobra reads os.Args[1:] when its args are nil: Main(ctx, nil)

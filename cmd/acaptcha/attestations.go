@@ -180,7 +180,8 @@ written against this code passes procedural challenges, so --require-source
 hybrid (or llm) accepts only LLM-written or LLM-reworded ones. FILE may hold
 the raw envelope, its hex (xxd -p) or base64 encoding, or a JSON object
 holding it (export --json, the HTTP door's and the MCP tools' output); -
-reads standard input.
+reads standard input (from a terminal, after a line on standard error
+saying so: paste the record and end with Ctrl-D).
 
 Exit codes: 0 when the record is valid and its verdict is ACCEPTED; 1 when it
 is not valid (bad signature, malformed, expired, wrong subject or issuer,
@@ -193,7 +194,19 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 			var data []byte
 			var err error
 			if args[0] == "-" {
-				data, err = readAllCapped(os.Stdin, 4*protocol.MaxEnvelopeBytes)
+				if stdinIsTerminal(a.stdin) {
+					// Nothing is piped in: verify waits for a paste,
+					// which looked like a hang. A paste of export's
+					// hex is a use (export writes hex to a terminal),
+					// so this says what it waits for rather than
+					// refusing.
+					if a.jsonOut {
+						a.log.Warn(stdinHint)
+					} else {
+						fmt.Fprintln(a.stderr, stdinHint)
+					}
+				}
+				data, err = readAllCapped(a.stdin, 4*protocol.MaxEnvelopeBytes)
 			} else {
 				data, err = readFileCapped(args[0], 4*protocol.MaxEnvelopeBytes)
 			}
@@ -396,6 +409,9 @@ func shortKey(k string) string {
 	}
 	return k
 }
+
+// stdinHint is what verify - says when standard input is a terminal.
+const stdinHint = "reading a record from standard input (paste the envelope in hex or base64, or its JSON); end with Ctrl-D"
 
 // notAcceptedCode is verify's error_code for a valid record whose verdict
 // is not an acceptance, as the HTTP door (spec/http.md §4.6) and the MCP

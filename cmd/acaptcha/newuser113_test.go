@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,5 +77,39 @@ func TestRetryRejectedBounded(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "db")); err == nil {
 		t.Error("node created its store before refusing --retry-rejected")
+	}
+}
+
+// `attestations verify -` with standard input a terminal waited for a
+// paste without a word, which looked like a hang. It now says on
+// standard error what it waits for (a line of text; a slog line under
+// --json) and still reads the paste; from a pipe it says nothing.
+func TestVerifyStdinTerminalHint(t *testing.T) {
+	oldIn, oldTerm := stdinReader, stdinIsTerminal
+	t.Cleanup(func() { stdinReader, stdinIsTerminal = oldIn, oldTerm })
+	for _, tc := range []struct {
+		tty  bool
+		json bool
+	}{{true, false}, {true, true}, {false, false}} {
+		stdinReader = strings.NewReader("not a record\n")
+		stdinIsTerminal = func(io.Reader) bool { return tc.tty }
+		args := []string{"attestations", "verify", "-"}
+		if tc.json {
+			args = append(args, "--json")
+		}
+		out, errOut, code := runMain(t, args...)
+		if code != exitRejected || !strings.Contains(out, "INVALID") && !strings.Contains(out, `"valid": false`) {
+			t.Errorf("tty %v json %v: exit %d, stdout %q: want the paste read and found invalid", tc.tty, tc.json, code, out)
+		}
+		hinted := strings.Contains(errOut, "Ctrl-D")
+		if hinted != tc.tty {
+			t.Errorf("tty %v json %v: stderr %q; want a hint naming Ctrl-D exactly when stdin is a terminal", tc.tty, tc.json, errOut)
+		}
+		if tc.json && hinted {
+			var line map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimSpace(errOut)), &line); err != nil {
+				t.Errorf("under --json the hint is not a JSON line: %q", errOut)
+			}
+		}
 	}
 }

@@ -86,3 +86,19 @@ func allInterfaces(all bool) string {
 	}
 	return ""
 }
+
+// stdinReader is the standard input Main gives its commands (a variable
+// so that tests can stand in for it).
+var stdinReader io.Reader = os.Stdin
+
+// stdinIsTerminal reports whether r is a terminal: a command reading it
+// then waits for a person to type (a variable so that tests can stand in
+// for a terminal).
+var stdinIsTerminal = func(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
