@@ -79,6 +79,13 @@ func (a *app) attestationsCmd() *cobra.Command {
 				for _, e := range es {
 					out = append(out, map[string]any{"key": e.Key, "direction": e.Direction, "attestation": e.Attestation, "envelope_hex": hex.EncodeToString(e.Envelope)})
 				}
+				if len(es) < total {
+					// Standard output stays the array that verify -
+					// and jq read (a list of one verifies that
+					// record); what --newest left out goes to
+					// standard error, a JSON line as the logs are.
+					a.log.Warn("listed only the newest attestations (--newest 0 lists them all)", "listed", len(es), "total", total, "omitted", total-len(es))
+				}
 				return writeJSON(a, out)
 			}
 			if len(es) == 0 {
@@ -104,7 +111,7 @@ func (a *app) attestationsCmd() *cobra.Command {
 	}
 	list.Flags().StringVar(&peerFilter, "peer", "", "only attestations about or from this peer ID")
 	list.Flags().StringVar(&dir, "direction", "", "issued or received (default both)")
-	list.Flags().IntVar(&newest, "newest", 0, "only the N newest attestations, still listed oldest first (0: all; a node can hold hundreds of thousands)")
+	list.Flags().IntVar(&newest, "newest", 0, "only the N newest attestations, still listed oldest first, with a line saying how many were left out (on standard error under --json: listed, total, omitted) (0: all; a node can hold hundreds of thousands)")
 
 	show := &cobra.Command{
 		Use:   "show KEY",

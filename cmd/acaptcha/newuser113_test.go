@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
 )
 
 // `version --json` of a binary without a VCS stamp (this test binary
@@ -111,5 +115,56 @@ func TestVerifyStdinTerminalHint(t *testing.T) {
 				t.Errorf("under --json the hint is not a JSON line: %q", errOut)
 			}
 		}
+	}
+}
+
+// `attestations list --json --newest N` could not say how many records
+// it left out (the table says "the N newest of M"). Standard output
+// stays the array that verify - reads (a list of one verifies), and a
+// JSON line on standard error gives listed, total and omitted.
+func TestListNewestJSONSaysOmitted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	st, err := peer.OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	selfKey, _ := testKey(t)
+	for i := range 3 {
+		_, subject := testKey(t)
+		a, _ := sealAccepted(t, selfKey, subject)
+		a.IssuedAt = a.IssuedAt.Add(-time.Duration(i) * time.Minute)
+		env, err := protocol.Seal(a, selfKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(peer.Issued, env, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	out, errOut, code := runMain(t, "attestations", "list", "--json", "--newest", "1", "--store", path)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("stdout is not an array of one (%v): %s", err, out)
+	}
+	var note struct {
+		Listed, Total, Omitted int
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(errOut)), &note); err != nil || note.Listed != 1 || note.Total != 3 || note.Omitted != 2 {
+		t.Fatalf("stderr %q (%v): want a JSON line with listed 1, total 3, omitted 2", errOut, err)
+	}
+	// The array still verifies as verify - reads it.
+	oldIn := stdinReader
+	t.Cleanup(func() { stdinReader = oldIn })
+	stdinReader = strings.NewReader(out)
+	if vout, verr, code := runMain(t, "attestations", "verify", "-"); code != exitOK {
+		t.Fatalf("list --json --newest 1 | verify -: exit %d\n%s%s", code, vout, verr)
+	}
+	// Nothing left out, nothing said.
+	if _, errOut, code := runMain(t, "attestations", "list", "--json", "--newest", "3", "--store", path); code != exitOK || errOut != "" {
+		t.Fatalf("--newest 3 of 3: exit %d, stderr %q; want none", code, errOut)
 	}
 }
