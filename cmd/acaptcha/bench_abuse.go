@@ -222,7 +222,12 @@ func printAbuseReport(w io.Writer, r *abuse.Report, interrupted bool) error {
 	}
 	fmt.Fprintln(w)
 	for _, x := range r.Attack {
-		fmt.Fprintf(w, "  %d %s: %s\n", x.Finding, x.Name, x.Detail)
+		if x.Detail == "" {
+			// Nothing of its own to say: no dangling colon.
+			fmt.Fprintf(w, "  %d %s\n", x.Finding, x.Name)
+		} else {
+			fmt.Fprintf(w, "  %d %s: %s\n", x.Finding, x.Name, x.Detail)
+		}
 		if x.Name == abuse.AttackPayDrain {
 			printPayDrain(w, x)
 		}

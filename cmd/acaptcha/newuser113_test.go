@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acaptcha/acaptcha/internal/abuse"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/protocol"
 )
@@ -166,5 +167,23 @@ func TestListNewestJSONSaysOmitted(t *testing.T) {
 	// Nothing left out, nothing said.
 	if _, errOut, code := runMain(t, "attestations", "list", "--json", "--newest", "3", "--store", path); code != exitOK || errOut != "" {
 		t.Fatalf("--newest 3 of 3: exit %d, stderr %q; want none", code, errOut)
+	}
+}
+
+// bench abuse printed "  1 reciprocal-flood: " for an attack with no
+// detail: an attack without one gets its name alone, no dangling colon.
+func TestAbuseReportNoEmptyDetail(t *testing.T) {
+	var b strings.Builder
+	rep := &abuse.Report{Attack: []abuse.AttackReport{{Finding: 1, Name: abuse.AttackReciprocalFlood}, {Finding: 3, Name: abuse.AttackIdleConns, Detail: "connected at the end 4"}}}
+	if err := printAbuseReport(&b, rep, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasSuffix(l, ": ") || strings.HasSuffix(l, ":") {
+			t.Errorf("line with an empty detail: %q", l)
+		}
+	}
+	if !strings.Contains(b.String(), "  1 reciprocal-flood\n") || !strings.Contains(b.String(), "  3 idle-connections: connected at the end 4\n") {
+		t.Errorf("report:\n%s", b.String())
 	}
 }

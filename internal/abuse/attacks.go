@@ -304,17 +304,32 @@ func helloFrame(h, to lpeer.ID, edit func(*pb.Hello)) *pb.Frame {
 
 // askReciprocal sends a hello that asks the node to verify h back, waits
 // for the node's first frame and resets: the loop of findings 1 and 2.
-func (b *bench) askReciprocal(ctx context.Context, h host.Host) error {
+func (b *bench) askReciprocal(ctx context.Context, h host.Host) (*pb.Frame, error) {
 	r, err := openRaw(ctx, h, b.node.ID())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer r.s.Reset()
 	if err := r.send(helloFrame(h.ID(), b.node.ID(), func(x *pb.Hello) { x.Reciprocal = true })); err != nil {
-		return err
+		return nil, err
 	}
-	_, err = r.recv(frameWait)
-	return err
+	return r.recv(frameWait)
+}
+
+// replyKind names the node's reply to a reciprocal hello for an
+// attack's detail: an ack with what it says of the session back, or a
+// decline with its reason.
+func replyKind(f *pb.Frame) string {
+	switch body := f.GetBody().(type) {
+	case *pb.Frame_HelloAck:
+		rec := strings.ToLower(strings.TrimPrefix(body.HelloAck.GetReciprocal().String(), "RECIPROCAL_"))
+		return "acked: reciprocal " + strings.ReplaceAll(rec, "_", " ")
+	case *pb.Frame_Decline:
+		reason := strings.ToLower(strings.TrimPrefix(body.Decline.GetReason().String(), "DECLINE_REASON_"))
+		return "declined: " + strings.ReplaceAll(reason, "_", " ")
+	default:
+		return fmt.Sprintf("answered: %T", body)
+	}
 }
 
 // loop runs f every Pace until ctx ends (bounded).
@@ -345,9 +360,14 @@ func (b *bench) reciprocalFlood(ctx context.Context, h host.Host, c *attackCount
 			return
 		}
 		c.sessions.Add(1)
-		if err := b.askReciprocal(ctx, h); err != nil {
+		f, err := b.askReciprocal(ctx, h)
+		if err != nil {
 			c.inc("hellos unanswered")
+			return
 		}
+		// What the node made of each hello: the detail said nothing
+		// when every hello was answered.
+		c.inc(replyKind(f))
 	})
 }
 
@@ -370,7 +390,7 @@ func (b *bench) goroutineFlood(ctx context.Context, h host.Host, c *attackCounte
 			return
 		}
 		c.sessions.Add(1)
-		if err := b.askReciprocal(ctx, h); err != nil {
+		if _, err := b.askReciprocal(ctx, h); err != nil {
 			c.inc("hellos unanswered")
 		}
 	})
@@ -533,7 +553,7 @@ func (b *bench) setDrain(ctx context.Context, h host.Host, c *attackCounters) {
 			return
 		}
 		c.sessions.Add(1)
-		_ = b.askReciprocal(ctx, h)
+		_, _ = b.askReciprocal(ctx, h)
 	})
 }
 
@@ -604,7 +624,7 @@ func (b *bench) relay(ctx context.Context, h host.Host, c *attackCounters) {
 			return
 		}
 		c.sessions.Add(1)
-		_ = b.askReciprocal(ctx, h)
+		_, _ = b.askReciprocal(ctx, h)
 	})
 }
 
