@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/acaptcha/acaptcha/internal/liblog"
 	"github.com/acaptcha/acaptcha/internal/swarm"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
@@ -63,7 +64,12 @@ or after a sampled LLM-like delay (--latency realistic). The simulation
 measures the protocol and the runtime, not a model; 'acaptcha node' and
 'acaptcha demo' never use this oracle. The challenges are procedural, so the
 nodes admit on procedural attestations (--require-source procedural) unless
---require-source says otherwise.`,
+--require-source says otherwise.
+
+When the run ends (full coverage, --timeout or a stall) the nodes close, a
+few at a time: what they and go-libp2p log from then on (sessions and
+connections the closed nodes broke off) goes to DEBUG, marked
+level_at_teardown; warnings during the run are kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The bench serves procedural challenges: its nodes require
@@ -136,6 +142,11 @@ func (a *app) runBenchSwarm(ctx context.Context, f swarmFlags) error {
 		Latency: lat, LatencyScale: f.latencyScale, Policy: pol, RequireSource: requireSource, NoGossip: !a.gossip, Transport: tr,
 		Timeout: f.timeout, Logger: a.log,
 	}
+	// The nodes' logs and the libraries' (go-libp2p, GossipSub) go to
+	// DEBUG once the run has ended and its nodes close one another's
+	// connections and sessions; warnings during the run are kept.
+	cfg.Teardown = new(liblog.Teardown)
+	liblog.Install(cfg.Teardown.Handler(a.log.Handler()))
 	if !a.jsonOut {
 		start := time.Now()
 		cfg.Progress = func(format string, args ...any) {

@@ -187,3 +187,19 @@ func TestAbuseReportNoEmptyDetail(t *testing.T) {
 		t.Errorf("report:\n%s", b.String())
 	}
 }
+
+// bench swarm --timeout ended, with sessions in flight, in a screenful
+// of WARN lines the nodes wrote as the bench closed them one by one;
+// what is logged once the run is over goes to DEBUG.
+func TestBenchSwarmTimeoutTeardownQuiet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("swarm run")
+	}
+	out, errOut, code := runMain(t, "bench", "swarm", "-n", "8", "--latency", "realistic", "--latency-scale", "10", "--timeout", "1500ms")
+	if code != exitRejected || !strings.Contains(out, "gave up after --timeout") {
+		t.Fatalf("exit %d, want 1 and the time limit named:\n%s\n%s", code, out, errOut)
+	}
+	if strings.Contains(errOut, "level=WARN") || strings.Contains(errOut, "level=ERROR") {
+		t.Fatalf("warnings at teardown:\n%s", errOut)
+	}
+}

@@ -60,6 +60,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/internal/liblog"
 	"github.com/acaptcha/acaptcha/peer"
 	"github.com/acaptcha/acaptcha/skill"
 	"github.com/acaptcha/acaptcha/skill/procedural"
@@ -131,6 +132,12 @@ type Config struct {
 	Dir string
 	// Logger receives the nodes' logs (default: discarded).
 	Logger *slog.Logger
+	// Teardown demotes the nodes' logs to DEBUG when the run has ended
+	// and its nodes close: each node still open would warn about every
+	// session a closed one broke off. Run starts it; a caller that also
+	// routes the libraries' logs through it (liblog.Install) quiets
+	// go-libp2p's teardown lines as well. Default: one of the run's own.
+	Teardown *liblog.Teardown
 	// Progress, when set, is told about each phase.
 	Progress func(format string, args ...any)
 }
@@ -340,6 +347,9 @@ func (c *Config) defaults() error {
 	if c.StallTimeout <= 0 {
 		c.StallTimeout = DefaultStallTimeout
 	}
+	if c.Teardown == nil {
+		c.Teardown = new(liblog.Teardown)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -399,7 +409,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ru0 := readUsage()
 	start := time.Now()
 	stopSampling := s.sampleMemory()
-	defer s.closeNodes()
+	defer func() {
+		// The run is over: what the nodes say as they close one
+		// another's sessions is no news (warnings during the run are
+		// kept).
+		cfg.Teardown.Start()
+		s.closeNodes()
+	}()
 
 	err := s.startNodes(ctx, dir)
 	s.rep.StartUp = time.Since(start)
@@ -571,7 +587,7 @@ func (s *sim) newNode(i int, dir string) (*peer.Node, error) {
 		Policy:              cfg.Policy,
 		Source:              s.oracle.Source(gen, gate),
 		Prover:              s.oracle.Prover(cfg.Latency, cfg.LatencyScale),
-		Logger:              cfg.Logger.With("node", i),
+		Logger:              slog.New(cfg.Teardown.Handler(cfg.Logger.Handler())).With("node", i),
 		AttestPolicy:        pol,
 		MaxConcurrentAttest: conc,
 		TrustQuorum:         cfg.Quorum,

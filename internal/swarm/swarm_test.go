@@ -14,7 +14,13 @@ import (
 	"github.com/acaptcha/acaptcha/skill/procedural"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// A node's protocol service warms a process-wide table in a
+		// goroutine of this name, which may outlive a short run
+		// (protocol/reflect_guard.go).
+		goleak.IgnoreAnyFunction("github.com/acaptcha/acaptcha/protocol.warmRuneKeys"))
+}
 
 func TestMinSessions(t *testing.T) {
 	for _, c := range []struct {
