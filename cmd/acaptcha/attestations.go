@@ -198,8 +198,34 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 --any-verdict is given; 2 on usage errors (unreadable FILE, bad flags).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var data []byte
 			var err error
+			// The flags first: a bad one is refused before verify waits
+			// for standard input (from a terminal, for a paste and
+			// Ctrl-D that it would then refuse anyway).
+			opts := protocol.VerifyOptions{AllowExpired: allowExpired}
+			if cmd.Flags().Changed("require-source") && strings.TrimSpace(requireSource) == "" {
+				// As the HTTP door's verify route (http.md §4.6): an empty
+				// value from an unset shell variable (--require-source
+				// "$MIN") would widen the check to any source without a
+				// word. Leaving the flag out means any.
+				return usageErr("--require-source is empty: want procedural, corpus, hybrid, llm or any (or leave the flag out)")
+			}
+			if requireSource != "" && !strings.EqualFold(strings.TrimSpace(requireSource), "any") {
+				if opts.MinSource, err = skill.ParseSourceKind(requireSource); err != nil {
+					return usageErr("--require-source: %v, or any", err)
+				}
+			}
+			if subject != "" {
+				if opts.Subject, err = decodePeerFlag("--subject", subject); err != nil {
+					return err
+				}
+			}
+			if issuer != "" {
+				if opts.Issuer, err = decodePeerFlag("--issuer", issuer); err != nil {
+					return err
+				}
+			}
+			var data []byte
 			if args[0] == "-" {
 				if stdinIsTerminal(a.stdin) {
 					// Nothing is piped in: verify waits for a paste,
@@ -228,29 +254,6 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 			}
 			if err != nil {
 				return usageErr("%v", err)
-			}
-			opts := protocol.VerifyOptions{AllowExpired: allowExpired}
-			if cmd.Flags().Changed("require-source") && strings.TrimSpace(requireSource) == "" {
-				// As the HTTP door's verify route (http.md §4.6): an empty
-				// value from an unset shell variable (--require-source
-				// "$MIN") would widen the check to any source without a
-				// word. Leaving the flag out means any.
-				return usageErr("--require-source is empty: want procedural, corpus, hybrid, llm or any (or leave the flag out)")
-			}
-			if requireSource != "" && !strings.EqualFold(strings.TrimSpace(requireSource), "any") {
-				if opts.MinSource, err = skill.ParseSourceKind(requireSource); err != nil {
-					return usageErr("--require-source: %v, or any", err)
-				}
-			}
-			if subject != "" {
-				if opts.Subject, err = decodePeerFlag("--subject", subject); err != nil {
-					return err
-				}
-			}
-			if issuer != "" {
-				if opts.Issuer, err = decodePeerFlag("--issuer", issuer); err != nil {
-					return err
-				}
 			}
 			// Text (hex, base64, or the JSON of export --json, the HTTP
 			// door or the MCP tools) is decoded as the MCP tool does;

@@ -203,3 +203,26 @@ func TestBenchSwarmTimeoutTeardownQuiet(t *testing.T) {
 		t.Fatalf("warnings at teardown:\n%s", errOut)
 	}
 }
+
+// readWatch records whether anything read it.
+type readWatch struct{ read bool }
+
+func (r *readWatch) Read([]byte) (int, error) { r.read = true; return 0, io.EOF }
+
+// `attestations verify - --subject bad` read standard input before it
+// looked at its flags: from a terminal it waited for a paste and Ctrl-D
+// only to refuse the flag then. Bad flags are refused first, with
+// nothing read.
+func TestVerifyFlagsBeforeStdin(t *testing.T) {
+	oldIn, oldTerm := stdinReader, stdinIsTerminal
+	t.Cleanup(func() { stdinReader, stdinIsTerminal = oldIn, oldTerm })
+	stdinIsTerminal = func(io.Reader) bool { return true }
+	for _, bad := range [][]string{{"--subject", "bad"}, {"--issuer", "bad"}, {"--require-source", "gpt"}, {"--require-source", ""}} {
+		w := &readWatch{}
+		stdinReader = w
+		_, errOut, code := runMain(t, append([]string{"attestations", "verify", "-"}, bad...)...)
+		if code != exitUsage || w.read || strings.Contains(errOut, "Ctrl-D") {
+			t.Errorf("%v: exit %d, stdin read %v, stderr %q; want exit 2 before reading or prompting", bad, code, w.read, errOut)
+		}
+	}
+}
