@@ -37,12 +37,10 @@ func (a *app) attestationsCmd() *cobra.Command {
 		Short: "List the attestations in the store (issued by this node and received from verifiers), oldest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := a.openExistingStore(listLockedHint)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
+			// The flags first: a bad one is named whether or not the
+			// store is there.
 			var p lpeer.ID
+			var err error
 			if peerFilter != "" {
 				if p, err = decodePeerFlag("--peer", peerFilter); err != nil {
 					return err
@@ -56,6 +54,11 @@ func (a *app) attestationsCmd() *cobra.Command {
 			if newest < 0 {
 				return usageErr("--newest %d: want 0 (every attestation) or more", newest)
 			}
+			st, err := a.openExistingStore(listLockedHint)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
 			var es []peer.Entry
 			total := 0
 			if newest > 0 {

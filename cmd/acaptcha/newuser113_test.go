@@ -226,3 +226,17 @@ func TestVerifyFlagsBeforeStdin(t *testing.T) {
 		}
 	}
 }
+
+// `attestations list --newest -1` against a store that does not exist
+// (a first run, a mistyped --store) said only that the store was
+// missing; fixed, the user met the flag's error next. The flags are
+// checked first.
+func TestListFlagsBeforeStore(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.db")
+	for _, bad := range [][]string{{"--newest", "-1"}, {"--direction", "sideways"}, {"--peer", "bad"}} {
+		_, errOut, code := runMain(t, append([]string{"attestations", "list", "--store", missing}, bad...)...)
+		if code != exitUsage || !strings.Contains(errOut, bad[0]) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %s", bad, code, errOut, bad[0])
+		}
+	}
+}
