@@ -105,7 +105,8 @@ type Config struct {
 	// library; the CLI node uses AttestAll).
 	AttestPolicy AttestPolicy
 	// RetryRejected is how long a peer that failed stays un-retried
-	// (default 1 h; doubling per consecutive failure up to 24 h).
+	// (default 1 h; doubling per consecutive failure up to 24 h,
+	// MaxRetryRejected, which is also its largest value).
 	RetryRejected time.Duration
 	// ReattestBefore re-attests an admitted, connected peer this long
 	// before our attestation of it expires (default 1 h).
@@ -535,6 +536,12 @@ func (cfg *Config) check() error {
 		if c.v < 0 {
 			return fmt.Errorf("node: Config.%s %d must not be negative (0: the default)", c.name, c.v)
 		}
+	}
+	if cfg.RetryRejected > MaxRetryRejected {
+		// The doubling back-off stops at MaxRetryRejected, while the
+		// back-off from a stored rejection after a restart (and the
+		// check that our rejection still stands) took the value whole.
+		return fmt.Errorf("node: Config.RetryRejected %s: at most %s, where the doubling back-off stops", cfg.RetryRejected, MaxRetryRejected)
 	}
 	if cfg.TrustQuorum > maxTrustQuorum {
 		return fmt.Errorf("node: Config.TrustQuorum %d: at most %d, the most learned attestations a node keeps", cfg.TrustQuorum, maxTrustQuorum)

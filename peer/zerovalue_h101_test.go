@@ -40,6 +40,9 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 	}{
 		{"negative MutualTimeout", func(c *peer.Config) { c.MutualTimeout = -time.Second }, "MutualTimeout"},
 		{"negative RetryRejected", func(c *peer.Config) { c.RetryRejected = -time.Hour }, "RetryRejected"},
+		// helper-113: 48 h was cut to 24 h for the doubling back-off and
+		// kept whole for a stored rejection after a restart.
+		{"RetryRejected above its maximum", func(c *peer.Config) { c.RetryRejected = peer.MaxRetryRejected + time.Hour }, "RetryRejected"},
 		{"negative ReattestBefore", func(c *peer.Config) { c.ReattestBefore = -time.Hour }, "ReattestBefore"},
 		{"negative BlockRejected", func(c *peer.Config) { c.BlockRejected = -time.Minute }, "BlockRejected"},
 		{"negative ConnGracePeriod", func(c *peer.Config) { c.ConnGracePeriod = -time.Second }, "ConnGracePeriod"},
