@@ -70,6 +70,11 @@ func TestHTTPUnreadResponseCut(t *testing.T) {
 		fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, 10+i)
 	}
 	b.WriteString("]")
+	// The session's connections gone first, so that the count below is
+	// of the new connection alone.
+	for wait := time.Now().Add(10 * time.Second); h.OpenConns() > 0 && time.Now().Before(wait); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +87,16 @@ func TestHTTPUnreadResponseCut(t *testing.T) {
 	}
 	// Read nothing: the server lets the connection go within a stall of
 	// its write blocking (polled: under -race the batch takes a while).
+	// The server must have taken the connection before its count can
+	// say it let it go: a first look before its Accept saw 0, the
+	// client then read the whole response and nothing stalled.
 	start := time.Now()
+	for h.OpenConns() == 0 && time.Since(start) < 10*time.Second {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if h.OpenConns() == 0 {
+		t.Fatal("the server never counted the connection of the unread request")
+	}
 	deadline := start.Add(30 * time.Second)
 	for h.OpenConns() > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
