@@ -28,7 +28,9 @@ func TestGossipScoreNotRetainedForNeutralPeers_audit89(t *testing.T) {
 	victim := newBareNode(t, Config{Gossip: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	join := func(subscribed bool) (host.Host, *pubsub.Topic) {
+	// dial connects a fresh peer that speaks GossipSub to the victim;
+	// scored reports whether the victim's GossipSub scores it.
+	dial := func() (host.Host, *pubsub.Topic) {
 		t.Helper()
 		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
 		if err != nil {
@@ -46,15 +48,18 @@ func TestGossipScoreNotRetainedForNeutralPeers_audit89(t *testing.T) {
 		if err := h.Connect(ctx, peer.AddrInfo{ID: victim.ID(), Addrs: victim.Addrs()}); err != nil {
 			t.Fatal(err)
 		}
-		retainWait(t, 10*time.Second, "the victim's GossipSub scores the peer", func() bool {
-			_, ok := victim.GossipScore(h.ID())
-			return ok && (!subscribed || len(topic.ListPeers()) > 0)
-		})
 		return h, topic
+	}
+	scored := func(h host.Host) bool {
+		_, ok := victim.GossipScore(h.ID())
+		return ok
 	}
 
 	// A penalised peer: it publishes data that is no record.
-	bad, topic := join(true)
+	bad, topic := dial()
+	retainWait(t, 10*time.Second, "the victim's GossipSub scores the peer", func() bool {
+		return scored(bad) && len(topic.ListPeers()) > 0
+	})
 	if err := topic.Publish(ctx, []byte("no attestation envelope")); err != nil {
 		t.Fatal(err)
 	}
@@ -63,11 +68,26 @@ func TestGossipScoreNotRetainedForNeutralPeers_audit89(t *testing.T) {
 		return ok && s < 0
 	})
 
+	// The churning peers connect together and leave once the victim
+	// scores every one of them (its score refresh, once a second, adds
+	// them: one at a time, that was a second each).
 	const churn = 8
 	var ids []peer.ID
+	var churned []host.Host
 	for range churn {
-		h, _ := join(false)
+		h, _ := dial()
 		ids = append(ids, h.ID())
+		churned = append(churned, h)
+	}
+	retainWait(t, 10*time.Second, "the victim's GossipSub scores the peers", func() bool {
+		for _, h := range churned {
+			if !scored(h) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, h := range churned {
 		h.Close()
 	}
 	bad.Close()
