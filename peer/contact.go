@@ -1016,7 +1016,7 @@ func (n *Node) recordContact(p peer.ID, res *protocol.Result, err error, silent 
 		// asks again first, so that the other, not running a session of
 		// its own then, answers it (mutualWait) rather than both asking
 		// at once again.
-		d := jitter(contactTransientMax / 2)
+		d := jitter(n.t.verifyFirstRetry)
 		if n.host != nil && n.host.ID() < p {
 			d = jitter(verifyFirstQuickRetry)
 		}

@@ -36,3 +36,12 @@ func WithContactLeash(cfg Config, d time.Duration) Config {
 	timingOf(&cfg).contactLeash = d
 	return cfg
 }
+
+// WithVerifyFirstRetry sets how soon the node cfg starts, when it has the
+// higher peer ID of two that verify first, asks again after a
+// VERIFY_FIRST (jittered by a quarter either way; the lower ID asks after
+// verifyFirstQuickRetry, 5 s).
+func WithVerifyFirstRetry(cfg Config, d time.Duration) Config {
+	timingOf(&cfg).verifyFirstRetry = d
+	return cfg
+}

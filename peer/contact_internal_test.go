@@ -172,7 +172,7 @@ func TestSilentNetsProbation(t *testing.T) {
 func TestRecordContactVerifyFirst(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	n := &Node{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	n := &Node{log: slog.New(slog.NewTextHandler(io.Discard, nil)), t: defaultTiming()}
 	n.contact.ctx = ctx
 	n.contact.backoff = map[peer.ID]*contactBackoff{}
 	n.contact.verified = map[peer.ID]time.Time{}

@@ -18,6 +18,10 @@ type timing struct {
 	// contactLeash is how long a session may hold a slot, from the
 	// opening of its stream, before the peer answers the hello.
 	contactLeash time.Duration
+	// verifyFirstRetry is how soon, jittered, the node with the higher
+	// peer ID of two that verify first asks again after a VERIFY_FIRST
+	// (the lower asks after verifyFirstQuickRetry).
+	verifyFirstRetry time.Duration
 	// Discovery: the bootstrap reconnect check and back-off, the first
 	// rendezvous lookup and the advertise back-off.
 	bootstrapCheckInterval  time.Duration
@@ -31,6 +35,7 @@ func defaultTiming() timing {
 		contactRescan:           30 * time.Second,
 		contactQuorumWait:       2 * time.Second,
 		contactLeash:            time.Second,
+		verifyFirstRetry:        contactTransientMax / 2,
 		bootstrapCheckInterval:  30 * time.Second,
 		bootstrapMinBackoff:     time.Second,
 		rendezvousFirstInterval: 5 * time.Second,
