@@ -10,6 +10,7 @@ import (
 // into few buckets (so that probe runs wrap the table and deletions
 // shift entries back across its end).
 func TestHashIndexMatchesMap(t *testing.T) {
+	t.Parallel() // pure computation on its own values, no package state written
 	r := rand.New(rand.NewPCG(21, 22))
 	// spread 0: low bits within 40 of a multiple of 1024, so that homes
 	// sit at both ends of every table up to 1024 buckets and runs wrap.

@@ -383,6 +383,7 @@ func reflEstimates(sets []reflCorpusSet, f func(string) string) (lowest, mean fl
 // ReflectionJaccard against the original); the figures of the edits that
 // still evade are logged.
 func TestReflectionCorpusPerturbed(t *testing.T) {
+	t.Parallel() // pure computation on its own values, no package state written
 	sets := reflCorpusSets(t)
 	for _, p := range reflFreePerturbations() {
 		lowest, mean, n := reflEstimates(sets, p.f)

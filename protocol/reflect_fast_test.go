@@ -21,6 +21,7 @@ import (
 // sketch, byte for byte, on prose, edge cases and random text of ASCII,
 // simple runes and runes that NFC or case folding change in context.
 func TestChallengeDigestFastPath(t *testing.T) {
+	t.Parallel() // pure computation on its own values, no package state written
 	cases := [][2]string{
 		{"", ""},
 		{"   ", "\t\n"},

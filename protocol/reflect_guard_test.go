@@ -22,6 +22,7 @@ import (
 // and on random sequences of the union, it finds a match exactly when a
 // full comparison with every issued sketch does.
 func TestGuardIndexExact(t *testing.T) {
+	t.Parallel() // pure computation on its own values, no package state written
 	r := rand.New(rand.NewPCG(7, 8))
 	// sketchOf makes a sorted, distinct sketch of at most SketchSize
 	// values from vals.
@@ -156,6 +157,7 @@ func BenchmarkReflectionGuard(b *testing.B) {
 // digest issued again) only; freed postings and slots are reused, not
 // leaked; and check agrees with a comparison against every live entry.
 func TestReflectionGuardIndexConsistent(t *testing.T) {
+	t.Parallel() // pure computation on its own values, no package state written
 	r := rand.New(rand.NewPCG(11, 12))
 	// Sketches from a small range of hashes, so that lists are long and
 	// entries share their first hashes (as template phrases do).
@@ -457,6 +459,7 @@ func TestCheckReceivedAgrees(t *testing.T) {
 // of the entries in slots and no more, and entries that left are not
 // found.
 func TestReflectionGuardBoundWithReissues(t *testing.T) {
+	t.Parallel() // pure computation on its own values, no package state written
 	now := time.Unix(1000, 0)
 	g := newReflectionGuard(time.Hour)
 	mk := func(i int) *challengePrint {

@@ -10,6 +10,7 @@ import (
 // format character or non-ASCII digit, and is its own key (K is
 // idempotent: a key rewritten again is unchanged).
 func TestWordKeyTerminates(t *testing.T) {
+	t.Parallel() // pure computation on its own values, no package state written
 	deepest := 0
 	for r := rune(utf8.RuneSelf); r <= unicode.MaxRune; r++ {
 		if !utf8.ValidRune(r) {
