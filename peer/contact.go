@@ -259,6 +259,37 @@ const verifyFirstTries = 8
 // two that verify first asks again after a VERIFY_FIRST.
 const verifyFirstQuickRetry = 5 * time.Second
 
+// verifiedUsRetry is how soon, jittered, a node asks again a peer that
+// declined its session VERIFY_FIRST and has since accepted it in a
+// session of its own (verifiedUs): long enough for the peer to have
+// stored its record, which its answer looks up.
+const verifiedUsRetry = time.Second
+
+// verifiedUs brings forward the session back to p when p, which had
+// declined ours VERIFY_FIRST saying it would verify us (waitingFirst),
+// has now accepted us: from now on it answers us (spec §5c). Without it
+// the node with the higher peer ID of two verify-first nodes that asked
+// each other at once waited out its verifyFirstRetry (22-38 s) after
+// the other had verified it, the pair attested one way only meanwhile.
+// A peer gets here by running a whole session with us, and a back-off
+// from a rejection or a failure is never shortened.
+func (n *Node) verifiedUs(p peer.ID) {
+	c := &n.contact
+	now := time.Now()
+	at := now.Add(jitter(verifiedUsRetry))
+	c.mu.Lock()
+	b := c.backoff[p]
+	soon := b != nil && b.waitingFirst && b.until.After(at)
+	if soon {
+		b.until = at
+	}
+	c.mu.Unlock()
+	if soon {
+		n.wakeAt(at)
+		n.log.Debug("first contact: peer that verifies first accepted us; asking it again soon", "peer", p, "retry_in", at.Sub(now))
+	}
+}
+
 // silentNet is a network in probation: until when, and for an IPv6 /32
 // how many of its /48s fell silent meanwhile.
 type silentNet struct {

@@ -155,6 +155,9 @@ func (n *Node) recordReceived(r protocol.ProverResult) {
 			n.log.Error("store received attestation", "peer", r.Verifier, "err", err)
 		}
 		n.log.Info("peer verified us", "peer", r.Verifier, "accepted", r.Accepted, "reason", r.Reason)
+		if r.Accepted {
+			n.verifiedUs(r.Verifier)
+		}
 	default:
 		n.log.Info("peer verified us without a valid attestation", "peer", r.Verifier, "accepted", r.Accepted, "reason", r.Reason, "attestation_err", r.AttestationErr)
 	}
