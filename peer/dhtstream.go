@@ -37,7 +37,7 @@ const (
 
 // newDHTStreams counts the inbound DHT streams served.
 func newDHTStreams() *streamCounts {
-	return newStreamCounts(maxDHTStreamsPerPeer, maxDHTStreamsPerGroup, maxDHTStreamsPerBlock)
+	return newStreamCounts(maxDHTStreamsPerPeer, maxDHTStreamsPerGroup, maxDHTStreamsPerBlock, 0)
 }
 
 // dhtStreamHandler wraps the DHT's handler of inbound streams: a stream

@@ -19,7 +19,6 @@ package peer
 
 import (
 	"fmt"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -68,7 +67,7 @@ func newNegotiationRM(rm network.ResourceManager, attestPerPeer int) *negotiatio
 	perPeer := max(maxNegotiatingPerPeer, attestPerPeer)
 	perGroup := max(maxNegotiatingPerGroup, perPeer)
 	perBlock := max(maxNegotiatingPerBlock, acprotocol.BlockFactor*perGroup)
-	return &negotiationRM{ResourceManager: rm, counts: newStreamCounts(perPeer, perGroup, perBlock)}
+	return &negotiationRM{ResourceManager: rm, counts: newStreamCounts(perPeer, perGroup, perBlock, 0)}
 }
 
 // setNets sets how a peer's groups are found.
@@ -101,79 +100,6 @@ func (r *negotiationRM) OpenStream(p peer.ID, dir network.Direction) (network.St
 // the most of one peer and of one group.
 func (r *negotiationRM) negotiating() (total, maxPeer, maxGroup int) {
 	return r.counts.held()
-}
-
-// streamCounts counts streams held at once per peer, per budget group
-// and per IPv6 /32, each up to its cap; a table holds only the keys
-// with streams, so it is as large as the streams it counts.
-type streamCounts struct {
-	perPeer, perGroup, perBlock int
-
-	mu     sync.Mutex
-	peers  map[peer.ID]int
-	groups map[netip.Prefix]int
-	blocks map[netip.Prefix]int
-}
-
-func newStreamCounts(perPeer, perGroup, perBlock int) *streamCounts {
-	return &streamCounts{perPeer: perPeer, perGroup: perGroup, perBlock: perBlock,
-		peers: map[peer.ID]int{}, groups: map[netip.Prefix]int{}, blocks: map[netip.Prefix]int{}}
-}
-
-// acquire counts a stream of p from nets, or reports false, counting
-// nothing, when one of their caps is reached.
-func (c *streamCounts) acquire(p peer.ID, nets addrNets) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.peers[p] >= c.perPeer ||
-		nets.prefix.IsValid() && c.groups[nets.prefix] >= c.perGroup ||
-		nets.block.IsValid() && c.blocks[nets.block] >= c.perBlock {
-		return false
-	}
-	c.peers[p]++
-	if nets.prefix.IsValid() {
-		c.groups[nets.prefix]++
-	}
-	if nets.block.IsValid() {
-		c.blocks[nets.block]++
-	}
-	return true
-}
-
-// release uncounts a stream acquire counted.
-func (c *streamCounts) release(p peer.ID, nets addrNets) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	dec(c.peers, p)
-	if nets.prefix.IsValid() {
-		dec(c.groups, nets.prefix)
-	}
-	if nets.block.IsValid() {
-		dec(c.blocks, nets.block)
-	}
-}
-
-// held reports the streams counted: in all, and the most of one peer
-// and of one group.
-func (c *streamCounts) held() (total, maxPeer, maxGroup int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, n := range c.peers {
-		total += n
-		maxPeer = max(maxPeer, n)
-	}
-	for _, n := range c.groups {
-		maxGroup = max(maxGroup, n)
-	}
-	return total, maxPeer, maxGroup
-}
-
-func dec[K comparable](m map[K]int, k K) {
-	if m[k] <= 1 {
-		delete(m, k)
-		return
-	}
-	m[k]--
 }
 
 // negotiatingScope is a stream's scope that gives its place back when

@@ -360,65 +360,11 @@ func (n *Node) present(ctx context.Context, p peer.ID, envs [][]byte) error {
 	return nil
 }
 
-// presentSlots holds the inbound presentations in flight: one per
-// presenter, presentPerPrefix per budget group (IPv4 /24, IPv6 /48, relay),
-// presentPerBlock per IPv6 /32 and maxPresentConcurrent in all. The zero
-// value is ready.
-type presentSlots struct {
-	mu       sync.Mutex
-	peers    map[peer.ID]bool
-	prefixes map[netip.Prefix]int
-	blocks   map[netip.Prefix]int
-}
-
-// acquire takes a slot for p coming from nets, or reports that p has one
-// already or one of its bounds is reached.
-func (ps *presentSlots) acquire(p peer.ID, nets addrNets) bool {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if ps.peers == nil {
-		ps.peers = map[peer.ID]bool{}
-		ps.prefixes = map[netip.Prefix]int{}
-		ps.blocks = map[netip.Prefix]int{}
-	}
-	if ps.peers[p] || len(ps.peers) >= maxPresentConcurrent ||
-		nets.prefix.IsValid() && ps.prefixes[nets.prefix] >= presentPerPrefix ||
-		nets.block.IsValid() && ps.blocks[nets.block] >= presentPerBlock {
-		return false
-	}
-	ps.peers[p] = true
-	if nets.prefix.IsValid() {
-		ps.prefixes[nets.prefix]++
-	}
-	if nets.block.IsValid() {
-		ps.blocks[nets.block]++
-	}
-	return true
-}
-
-// release frees the slot acquire took for p and nets.
-func (ps *presentSlots) release(p peer.ID, nets addrNets) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	delete(ps.peers, p)
-	for _, c := range []struct {
-		m   map[netip.Prefix]int
-		pfx netip.Prefix
-	}{{ps.prefixes, nets.prefix}, {ps.blocks, nets.block}} {
-		if !c.pfx.IsValid() {
-			continue
-		}
-		if c.m[c.pfx]--; c.m[c.pfx] <= 0 {
-			delete(c.m, c.pfx)
-		}
-	}
-}
-
-// held reports the slots in flight (tests).
-func (ps *presentSlots) held() int {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return len(ps.peers)
+// newPresentSlots counts the inbound presentations in flight: one per
+// presenter, presentPerPrefix per budget group (IPv4 /24, IPv6 /48,
+// relay), presentPerBlock per IPv6 /32 and maxPresentConcurrent in all.
+func newPresentSlots() *streamCounts {
+	return newStreamCounts(1, presentPerPrefix, presentPerBlock, maxPresentConcurrent)
 }
 
 // handlePresent receives a presentation: every record must be a valid

@@ -506,7 +506,7 @@ type trustState struct {
 	beforePersist atomic.Pointer[func()]
 
 	// presentIn holds the inbound presentations in flight (present.go).
-	presentIn presentSlots
+	presentIn *streamCounts
 }
 
 func (n *Node) trustNow() time.Time {
@@ -530,6 +530,7 @@ func (n *Node) startTrust() error {
 	t.self = map[peer.ID]*trustRec{}
 	t.blocked = map[peer.ID]time.Time{}
 	t.gates = map[peer.ID]*GateDecision{}
+	t.presentIn = newPresentSlots()
 	t.persist = make(chan Learned, learnedQueue)
 	if err := n.loadTrust(); err != nil {
 		return fmt.Errorf("load trust index: %w", err)
