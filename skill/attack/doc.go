@@ -20,7 +20,11 @@
 // The white-box attackers (WhiteBox, Listing) are that stronger author:
 // whitebox-procedural inverts skill/procedural's own rendering (it reads the
 // generator's vocabulary through its public API), whitebox-prompt exploits
-// what the LLM generation and hybrid rewording prompts promise, and
+// what the LLM generation and hybrid rewording prompts promise, the
+// structure attackers (whitebox-series, whitebox-scatter) what those
+// prompts make every narrative and question hold (steady readings of the
+// persisting candidate listed in one sentence, the count a mean is taken
+// over, the answer entity scattered over separate paragraphs), and
 // candidate-list answers with a list of candidates to show that the matcher
 // refuses lists. They see only what the wire carries, like the others.
 package attack

@@ -17,9 +17,10 @@ const (
 
 // WhiteBox returns the white-box attackers for a source kind: for
 // skill.SourceProcedural the generator inverter; for skill.SourceLLM,
-// skill.SourceHybrid and skill.SourceCorpus the prompt-aware attacker (and
-// for hybrid also the inverter, which targets the procedural skeleton
-// under the rewording). An unknown kind gets every white-box attacker.
+// skill.SourceHybrid and skill.SourceCorpus the prompt-aware attacker and
+// the structure attackers (Structure), and for hybrid also the inverter,
+// which targets the procedural skeleton under the rewording. An unknown
+// kind gets every white-box attacker.
 func WhiteBox(kind skill.SourceKind) []Named {
 	inv := Named{
 		Name:        ProceduralInverter,
@@ -31,15 +32,18 @@ func WhiteBox(kind skill.SourceKind) []Named {
 		Description: "exploits what the LLM generation and hybrid rewording prompts promise: one standout passing every check, a revised early view, the check vocabulary, conditional rules, arithmetic",
 		Prover:      &wbProver{name: PromptAware, solve: solvePrompt},
 	}
+	// The structure attackers (Series, Scatter) read what the generation
+	// prompt forces any model-written narrative to hold; they run
+	// wherever the prompt-aware attacker does.
 	switch kind {
 	case skill.SourceProcedural:
 		return []Named{inv}
 	case skill.SourceHybrid:
-		return []Named{pa, inv}
+		return append([]Named{pa, inv}, Structure()...)
 	case skill.SourceLLM, skill.SourceCorpus:
-		return []Named{pa}
+		return append([]Named{pa}, Structure()...)
 	}
-	return []Named{inv, pa}
+	return append([]Named{inv, pa}, Structure()...)
 }
 
 // wbProver is a white-box attacker: deterministic, no model, no network.
