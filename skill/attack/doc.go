@@ -24,7 +24,9 @@
 // structure attackers (whitebox-series, whitebox-scatter) what those
 // prompts make every narrative and question hold (steady readings of the
 // persisting candidate listed in one sentence, the count a mean is taken
-// over, the answer entity scattered over separate paragraphs), and
+// over, the answer entity scattered over separate paragraphs),
+// whitebox-survivor what the validator's filter leaves (it runs the
+// filter's attackers and answers with the best candidate none gave), and
 // candidate-list answers with a list of candidates to show that the matcher
 // refuses lists. They see only what the wire carries, like the others.
 package attack

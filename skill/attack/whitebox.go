@@ -17,10 +17,11 @@ const (
 
 // WhiteBox returns the white-box attackers for a source kind: for
 // skill.SourceProcedural the generator inverter; for skill.SourceLLM,
-// skill.SourceHybrid and skill.SourceCorpus the prompt-aware attacker and
-// the structure attackers (Structure), and for hybrid also the inverter,
-// which targets the procedural skeleton under the rewording. An unknown
-// kind gets every white-box attacker.
+// skill.SourceHybrid and skill.SourceCorpus the prompt-aware attacker,
+// the structure attackers (Structure) and the survivor attacker
+// (Survivor), and for hybrid also the inverter, which targets the
+// procedural skeleton under the rewording. An unknown kind gets every
+// white-box attacker.
 func WhiteBox(kind skill.SourceKind) []Named {
 	inv := Named{
 		Name:        ProceduralInverter,
@@ -33,17 +34,18 @@ func WhiteBox(kind skill.SourceKind) []Named {
 		Prover:      &wbProver{name: PromptAware, solve: solvePrompt},
 	}
 	// The structure attackers (Series, Scatter) read what the generation
-	// prompt forces any model-written narrative to hold; they run
+	// prompt forces any model-written narrative to hold, and the survivor
+	// attacker what the filter of those before it leaves; they run
 	// wherever the prompt-aware attacker does.
 	switch kind {
 	case skill.SourceProcedural:
 		return []Named{inv}
 	case skill.SourceHybrid:
-		return append([]Named{pa, inv}, Structure()...)
+		return append(append([]Named{pa, inv}, Structure()...), Survivor())
 	case skill.SourceLLM, skill.SourceCorpus:
-		return append([]Named{pa}, Structure()...)
+		return append(append([]Named{pa}, Structure()...), Survivor())
 	}
-	return append([]Named{inv, pa}, Structure()...)
+	return append(append([]Named{inv, pa}, Structure()...), Survivor())
 }
 
 // wbProver is a white-box attacker: deterministic, no model, no network.
@@ -66,6 +68,7 @@ func (p *wbProver) NewSession() skill.Answerer { return &wbSession{p: p} }
 type wbSession struct {
 	p          *wbProver
 	narratives []string
+	questions  []string // the question asked of each part, by part
 	answers    []string
 	cache      map[string]any // parse caches keyed by attacker and part
 }
@@ -91,7 +94,9 @@ func (s *wbSession) Answer(ctx context.Context, c skill.Challenge) (string, erro
 	}
 	for len(s.narratives) <= part {
 		s.narratives = append(s.narratives, "")
+		s.questions = append(s.questions, "")
 	}
+	s.questions[part] = c.Question
 	if s.narratives[part] != c.Narrative {
 		s.narratives[part] = c.Narrative
 		if s.cache != nil {

@@ -2,6 +2,7 @@ package attack
 
 import (
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/acaptcha/acaptcha/skill"
@@ -60,11 +61,19 @@ func solveScatter(s *wbSession, part int, c *skill.Challenge) string {
 	if !scWhich.MatchString(q) || scNotEntity.MatchString(q) {
 		return fallback
 	}
-	text := s.narratives[part]
-	lw := s.cached("llm", part, func() any { return parseLLMShared(text) }).(*lWorld)
-	if len(lw.ents) == 0 {
+	r := scRank(s, part, q)
+	if len(r) == 0 {
 		return fallback
 	}
+	return r[0]
+}
+
+// scRank returns the entity candidates of part's narrative for question
+// q, best first: those the question's head noun types (all when none is),
+// by paragraph spread less the draft's pick and the set-aside words.
+func scRank(s *wbSession, part int, q string) []string {
+	text := s.narratives[part]
+	lw := s.cached("llm", part, func() any { return parseLLMShared(text) }).(*lWorld)
 	paras := scParagraphs(text)
 	var cands []*scCand
 	names := scIntroduced(text)
@@ -83,7 +92,7 @@ func solveScatter(s *wbSession, part int, c *skill.Challenge) string {
 		cands = append(cands, &scCand{name: name, paras: map[int]bool{}})
 	}
 	if len(cands) == 0 {
-		return fallback
+		return nil
 	}
 	// Descriptions from introductions; a description shared by two
 	// candidates names neither.
@@ -164,8 +173,12 @@ func solveScatter(s *wbSession, part int, c *skill.Challenge) string {
 	for _, cd := range cands {
 		anyHead = anyHead || cd.head
 	}
-	best, bestScore := -1, 0.0
-	for i, cd := range cands {
+	type scored struct {
+		name string
+		sc   float64
+	}
+	var out []scored
+	for _, cd := range cands {
 		if anyHead && !cd.head {
 			continue
 		}
@@ -174,11 +187,14 @@ func solveScatter(s *wbSession, part int, c *skill.Challenge) string {
 			sc -= 1.5
 		}
 		sc -= 0.75 * float64(cd.aside)
-		if best < 0 || sc > bestScore {
-			best, bestScore = i, sc
-		}
+		out = append(out, scored{cd.name, sc})
 	}
-	return cands[best].name
+	sort.SliceStable(out, func(a, b int) bool { return out[a].sc > out[b].sc })
+	names = names[:0]
+	for _, o := range out {
+		names = append(names, o.name)
+	}
+	return names
 }
 
 // scParagraphs splits a narrative at blank lines, or at line breaks when

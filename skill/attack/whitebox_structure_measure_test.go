@@ -16,10 +16,11 @@ import (
 
 // TestMeasureStructureAttackers (STRUCTURE_MEASURE=N sessions per set;
 // skipped without the LLM corpus) measures the structure attackers
-// (attack.Series, attack.Scatter) the way acaptcha eval does: the offline
-// validator first (with STRUCTURE_UNFILTERED set, its filter as it was
-// before the structure attackers joined it, to see what they answer that
-// it kept), then, on the
+// (attack.Series, attack.Scatter), the survivor attacker and its next two
+// levels the way acaptcha eval does: the offline validator first (with
+// STRUCTURE_UNFILTERED set, its filter as it was before the structure and
+// survivor attackers joined it, to see what they answer that it kept),
+// then, on the
 // questions it keeps, every question answered after every combination of
 // earlier rounds' kept questions (a question counts when one context
 // answers it), and N sessions per kept set run by skill.Run as a verifier
@@ -54,7 +55,7 @@ func TestMeasureStructureAttackers(t *testing.T) {
 			cfg.WhiteBox = generate.WhiteBoxOff
 			cfg.Attackers = attack.All()
 			for _, a := range attack.WhiteBox(g.kind) {
-				if !slices.ContainsFunc(attack.Structure(), func(s attack.Named) bool { return s.Name == a.Name }) {
+				if !slices.ContainsFunc(append(attack.Structure(), attack.Survivor()), func(s attack.Named) bool { return s.Name == a.Name }) {
 					cfg.Attackers = append(cfg.Attackers, a)
 					cfg.Stateful = append(cfg.Stateful, a.Name)
 				}
@@ -77,7 +78,7 @@ func TestMeasureStructureAttackers(t *testing.T) {
 				kept = append(kept, rep.Set)
 			}
 		}
-		for _, a := range attack.Structure() {
+		for _, a := range append(attack.Structure(), attack.Survivor(), attack.SurvivorDepth(2), attack.SurvivorDepth(3)) {
 			nq, hit, pass, sessions := 0, 0, 0, 0
 			var byType = map[string][2]int{}
 			for _, set := range kept {

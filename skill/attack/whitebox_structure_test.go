@@ -43,3 +43,34 @@ func TestStructureAttackersSynthetic(t *testing.T) {
 		}
 	}
 }
+
+// TestSurvivorSynthetic runs the survivor attacker on a set written for
+// the test (testdata/structure/harrow_cold_chain.json) whose part 1
+// question every attacker of the validator's filter fails, each naming a
+// wrong store: the survivor attacker runs them itself, sets their
+// answers aside and names the store left.
+func TestSurvivorSynthetic(t *testing.T) {
+	set, err := skill.LoadFile("testdata/structure/harrow_cold_chain.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &set.Parts[0].Questions[0]
+	narr := narrativesUpTo(set, 0)
+	wrong := map[string]bool{}
+	for _, a := range survivorFilter(set.Domain) {
+		ans := answerAt(t, set, a.Prover, 0, 0)
+		if skill.Judge(q, ans, narr) {
+			t.Fatalf("filter attacker %s answers %q: the set no longer tests elimination", a.Name, ans)
+		}
+		wrong[svKey(ans)] = true
+	}
+	ans := answerAt(t, set, Survivor().Prover, 0, 0)
+	if wrong[svKey(ans)] || !skill.Judge(q, ans, narr) {
+		t.Errorf("survivor answered %q (a filter answer: %v), want %q", ans, wrong[svKey(ans)], q.Answer)
+	}
+	// One level deeper nothing is left: the four stores are the filter's
+	// three answers and the survivor's.
+	if ans2 := answerAt(t, set, survivorDepth(2).Prover, 0, 0); ans2 != fallback {
+		t.Errorf("survivor depth 2 answered %q, want %q", ans2, fallback)
+	}
+}

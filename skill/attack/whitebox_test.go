@@ -22,9 +22,9 @@ func TestWhiteBoxKinds(t *testing.T) {
 	}
 	for kind, want := range map[skill.SourceKind]string{
 		skill.SourceProcedural: ProceduralInverter,
-		skill.SourceCorpus:     PromptAware + "," + WhiteBoxSeries + "," + WhiteBoxScatter,
-		skill.SourceLLM:        PromptAware + "," + WhiteBoxSeries + "," + WhiteBoxScatter,
-		skill.SourceHybrid:     PromptAware + "," + ProceduralInverter + "," + WhiteBoxSeries + "," + WhiteBoxScatter,
+		skill.SourceCorpus:     PromptAware + "," + WhiteBoxSeries + "," + WhiteBoxScatter + "," + WhiteBoxSurvivor,
+		skill.SourceLLM:        PromptAware + "," + WhiteBoxSeries + "," + WhiteBoxScatter + "," + WhiteBoxSurvivor,
+		skill.SourceHybrid:     PromptAware + "," + ProceduralInverter + "," + WhiteBoxSeries + "," + WhiteBoxScatter + "," + WhiteBoxSurvivor,
 	} {
 		if got := names(WhiteBox(kind)); got != want {
 			t.Errorf("WhiteBox(%q) = %s, want %s", kind, got, want)
