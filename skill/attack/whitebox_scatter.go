@@ -47,6 +47,10 @@ var (
 	scAppos = regexp.MustCompile(`^\s*(?:,|\()\s*(?:a|an|the|our|its)\s+((?:[a-z][a-z-]*\s+){0,3}[a-z][a-z-]*)`)
 )
 
+// scMaxCands bounds the candidates one question weighs (a narrative
+// introduces 4 to 6), so hostile text stays cheap.
+const scMaxCands = 48
+
 type scCand struct {
 	name    string
 	aliases []string
@@ -86,6 +90,9 @@ func scRank(s *wbSession, part int, q string) []string {
 			continue
 		}
 		seen[name] = true
+		if len(cands) >= scMaxCands {
+			break
+		}
 		if scUnitLike(text, name) || scHeadingOnly(paras, name) {
 			continue // a unit ("41 EBC") or a heading ("Samples."), not an item
 		}

@@ -62,12 +62,18 @@ var srEntityQ = regexp.MustCompile(`(?i)^\s*(?:\w+\s+){0,2}?(?:which|who)\b`)
 var srCountWords = map[string]int{"two": 2, "both": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
 
 type srRun struct {
-	nums  []wbNum
-	unit  string
-	sent  string
-	part  int
-	order int
+	nums    []wbNum
+	unit    string
+	sent    string
+	part    int
+	order   int
+	spread  *big.Rat
+	overlap int
 }
+
+// srMaxCands bounds the lists one question weighs, so hostile text stays
+// cheap.
+const srMaxCands = 256
 
 func solveSeries(s *wbSession, part int, c *skill.Challenge) string {
 	q := c.Question
@@ -124,20 +130,25 @@ func solveSeries(s *wbSession, part int, c *skill.Challenge) string {
 	if len(cand) == 0 {
 		return fallback
 	}
+	if len(cand) > srMaxCands {
+		cand = cand[:srMaxCands]
+	}
 	qw := srContentWords(ql)
+	for i := range cand {
+		cand[i].spread = srSpread(cand[i].nums)
+		cand[i].overlap = srOverlap(cand[i].sent, qw)
+	}
 	sort.SliceStable(cand, func(a, b int) bool {
 		// The current part first: a question asks about its own
 		// narrative unless it says otherwise.
 		if (cand[a].part == part) != (cand[b].part == part) {
 			return cand[a].part == part
 		}
-		sa, sb := srSpread(cand[a].nums), srSpread(cand[b].nums)
-		if sa.Cmp(sb) != 0 {
-			return sa.Cmp(sb) < 0
+		if c := cand[a].spread.Cmp(cand[b].spread); c != 0 {
+			return c < 0
 		}
-		oa, ob := srOverlap(cand[a].sent, qw), srOverlap(cand[b].sent, qw)
-		if oa != ob {
-			return oa > ob
+		if cand[a].overlap != cand[b].overlap {
+			return cand[a].overlap > cand[b].overlap
 		}
 		// Then the latest part, then the text's order.
 		if cand[a].part != cand[b].part {
