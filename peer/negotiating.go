@@ -57,6 +57,9 @@ type negotiationRM struct {
 	// until then only the per-peer bound applies).
 	nets   atomic.Pointer[func(peer.ID) addrNets]
 	counts *streamCounts
+	// services counts the negotiated inbound streams of the libp2p
+	// services bounded per network (servicebounds.go), by protocol.
+	services map[protocol.ID]*streamCounts
 }
 
 // newNegotiationRM wraps rm; attestPerPeer is the inbound streams of the
@@ -67,7 +70,7 @@ func newNegotiationRM(rm network.ResourceManager, attestPerPeer int) *negotiatio
 	perPeer := max(maxNegotiatingPerPeer, attestPerPeer)
 	perGroup := max(maxNegotiatingPerGroup, perPeer)
 	perBlock := max(maxNegotiatingPerBlock, acprotocol.BlockFactor*perGroup)
-	return &negotiationRM{ResourceManager: rm, counts: newStreamCounts(perPeer, perGroup, perBlock, 0)}
+	return &negotiationRM{ResourceManager: rm, counts: newStreamCounts(perPeer, perGroup, perBlock, 0), services: serviceBounds()}
 }
 
 // setNets sets how a peer's groups are found.
@@ -91,7 +94,7 @@ func (r *negotiationRM) OpenStream(p peer.ID, dir network.Direction) (network.St
 		r.counts.release(p, nets)
 		return nil, err
 	}
-	ns := &negotiatingScope{StreamManagementScope: s}
+	ns := &negotiatingScope{StreamManagementScope: s, peer: p, nets: nets, services: r.services}
 	ns.release = func() { r.counts.release(p, nets) }
 	return ns, nil
 }
@@ -103,19 +106,49 @@ func (r *negotiationRM) negotiating() (total, maxPeer, maxGroup int) {
 }
 
 // negotiatingScope is a stream's scope that gives its place back when
-// the stream's protocol is set (negotiated) or when it ends.
+// the stream's protocol is set (negotiated) or when it ends. A protocol
+// of services is counted in its streamCounts from then until the
+// stream ends; over its bounds, SetProtocol fails and the host resets
+// the stream before its handler runs.
 type negotiatingScope struct {
 	network.StreamManagementScope
 	once    sync.Once
 	release func()
+
+	peer     peer.ID
+	nets     addrNets
+	services map[protocol.ID]*streamCounts
+	mu       sync.Mutex
+	service  *streamCounts // the count holding the stream, if any
+	done     bool
 }
 
 func (s *negotiatingScope) SetProtocol(proto protocol.ID) error {
 	s.once.Do(s.release)
+	if c := s.services[proto]; c != nil {
+		s.mu.Lock()
+		switch {
+		case s.done || s.service != nil:
+			// Ended, or set twice: counted once at most.
+		case !c.acquire(s.peer, s.nets):
+			s.mu.Unlock()
+			return fmt.Errorf("%w: inbound %s streams of this peer, its network or its IPv6 /32 at their cap", network.ErrResourceLimitExceeded, proto)
+		default:
+			s.service = c
+		}
+		s.mu.Unlock()
+	}
 	return s.StreamManagementScope.SetProtocol(proto)
 }
 
 func (s *negotiatingScope) Done() {
 	s.once.Do(s.release)
+	s.mu.Lock()
+	if s.service != nil {
+		s.service.release(s.peer, s.nets)
+		s.service = nil
+	}
+	s.done = true
+	s.mu.Unlock()
 	s.StreamManagementScope.Done()
 }
