@@ -219,6 +219,9 @@ type dhtHost struct {
 	// limitLoopback is Config.LimitLoopback.
 	streams       *streamCounts
 	limitLoopback bool
+	// replies counts the large replies read on the DHT's outbound
+	// streams (dhtreply.go).
+	replies *streamCounts
 }
 
 func (h dhtHost) Peerstore() peerstore.Peerstore { return h.ps }

@@ -552,7 +552,7 @@ func (n *Node) startDHT() error {
 		return pfx, pfx.IsValid()
 	})
 	kad, err := dht.New(dhtHost{Host: n.host, ps: dhtPeerstore{Peerstore: n.host.Peerstore(), store: d.dhtStore},
-		streams: newDHTStreams(), limitLoopback: n.cfg.LimitLoopback},
+		streams: newDHTStreams(), limitLoopback: n.cfg.LimitLoopback, replies: newDHTReplies()},
 		dht.ProtocolPrefix(DHTProtocolPrefix),
 		dht.Mode(dht.ModeAutoServer),
 		dht.BootstrapPeers(d.bootstrap...),
