@@ -23,8 +23,6 @@ package peer
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -50,98 +48,14 @@ func newDHTReplies() *streamCounts {
 }
 
 // NewStream opens the DHT's outbound streams, whose replies are read
-// through dhtReplyStream.
+// through largeMsgStream: a reply over maxDHTSmallReply takes a place in
+// h.replies.
 func (h dhtHost) NewStream(ctx context.Context, p peer.ID, pids ...lpproto.ID) (network.Stream, error) {
 	s, err := h.Host.NewStream(ctx, p, pids...)
 	if err != nil || h.replies == nil {
 		return s, err
 	}
 	nets, _ := netsOf(s.Conn().RemoteMultiaddr(), h.limitLoopback)
-	return &dhtReplyStream{Stream: s, counts: h.replies, peer: p, nets: nets}, nil
-}
-
-// dhtReplyStream follows the varint-delimited replies read from an
-// outbound DHT stream: a reply whose prefix announces more than
-// maxDHTSmallReply takes a place in counts until its last byte is read
-// or the stream ends, and the stream is reset, before the DHT's reader
-// sees the prefix, when there is none.
-type dhtReplyStream struct {
-	network.Stream
-	counts *streamCounts
-	peer   peer.ID
-	nets   addrNets
-
-	rest  uint64 // bytes left of the current reply
-	size  uint64 // the prefix read so far
-	shift uint
-
-	mu     sync.Mutex
-	placed bool // a place is held
-}
-
-func (s *dhtReplyStream) Read(p []byte) (int, error) {
-	n, err := s.Stream.Read(p)
-	for i := 0; i < n; i++ {
-		if s.rest > 0 {
-			skip := min(s.rest, uint64(n-i))
-			s.rest -= skip
-			i += int(skip) - 1
-			if s.rest == 0 {
-				s.unplace()
-			}
-			continue
-		}
-		b := p[i]
-		if s.shift > 63 {
-			return n, err // malformed: the DHT's reader refuses it
-		}
-		s.size |= uint64(b&0x7f) << s.shift
-		s.shift += 7
-		if b&0x80 != 0 {
-			continue
-		}
-		size := s.size
-		s.rest, s.size, s.shift = size, 0, 0
-		if size > maxDHTSmallReply && size <= network.MessageSizeMax && !s.place() {
-			_ = s.Stream.Reset()
-			return 0, fmt.Errorf("%w: %d bytes announced", errDHTReplyBusy, size)
-		}
-	}
-	return n, err
-}
-
-// place takes a place for a large reply.
-func (s *dhtReplyStream) place() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.placed {
-		return true
-	}
-	s.placed = s.counts.acquire(s.peer, s.nets)
-	return s.placed
-}
-
-// unplace gives a place back, if one is held.
-func (s *dhtReplyStream) unplace() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.placed {
-		s.placed = false
-		s.counts.release(s.peer, s.nets)
-	}
-}
-
-func (s *dhtReplyStream) Close() error {
-	s.unplace()
-	return s.Stream.Close()
-}
-
-func (s *dhtReplyStream) Reset() error {
-	s.unplace()
-	return s.Stream.Reset()
-}
-
-func (s *dhtReplyStream) ResetWithError(code network.StreamErrorCode) error {
-	s.unplace()
-	return s.Stream.ResetWithError(code)
+	return &largeMsgStream{Stream: s, small: maxDHTSmallReply, most: network.MessageSizeMax,
+		counts: h.replies, peer: p, nets: nets, busy: errDHTReplyBusy}, nil
 }

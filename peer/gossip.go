@@ -524,7 +524,9 @@ func (n *Node) startGossip() error {
 	}
 	params, thresholds := n.gossipScore()
 	const gossipValidateQueue = 4096
-	ps, err := pubsub.NewGossipSub(n.ctx, n.host,
+	// Its inbound RPCs are read through gossipHost (gossipstream.go),
+	// which bounds the large ones being read.
+	ps, err := pubsub.NewGossipSub(n.ctx, newGossipHost(n.host, n.cfg.LimitLoopback),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithMessageIdFn(gossipMsgID),
 		pubsub.WithPeerScore(params, thresholds),

@@ -12,8 +12,10 @@ import (
 // /32 (addrNets.block), each up to its cap, and in all up to total (0:
 // no cap of its own); a table holds only the keys with streams, so it is
 // as large as the streams it counts. The node's bounded streams share
-// it: those in negotiation (negotiating.go), the DHT's (dhtstream.go)
-// and the presentations in flight (present.go).
+// it: those in negotiation (negotiating.go), the DHT's (dhtstream.go),
+// the presentations in flight (present.go), libp2p's ping, identify
+// push and relay hop streams (servicebounds.go), and the large DHT
+// replies and GossipSub RPCs being read (largemsg.go).
 type streamCounts struct {
 	perPeer, perGroup, perBlock, total int
 
