@@ -3,8 +3,9 @@ package peer
 // Inbound streams of the libp2p services the node runs but does not
 // write (spec/protocol.md §9a, "libp2p services").
 //
-// go-libp2p registers the handlers of ping, identify push and, with
-// Config.RelayService, the circuit-v2 relay's hop protocol itself; the
+// go-libp2p registers the handlers of ping, identify push, with
+// Config.NAT AutoNAT v1 and v2, and with Config.RelayService the
+// circuit-v2 relay's hop protocol itself; the
 // resource manager bounds their streams per peer and per service, with
 // no share per network: fresh peer IDs of one IPv4 /24 (peer IDs cost
 // nothing) could hold a service's every stream and have the streams of
@@ -13,7 +14,10 @@ package peer
 // Identify push: 16 streams a peer, each held up to identify's 5 s
 // timeout before it is opened again, 252 in all (16 peer IDs). The
 // relay's hop streams: 64 a peer, each held a minute idle (a circuit's
-// stream for the circuit's 2 minutes).
+// stream for the circuit's 2 minutes). AutoNAT v1's service (Config.NAT):
+// 2 streams a peer, each read up to a minute, 75 in all on the same
+// machine (38 peer IDs); AutoNAT v2's server answers 2 requests of a
+// peer at once, each read up to 15 s.
 //
 // negotiationRM counts such a stream, when its protocol is set
 // (SetProtocol, right after multistream-select and before its handler
@@ -36,6 +40,8 @@ package peer
 
 import (
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/host/autonat"
+	"github.com/libp2p/go-libp2p/p2p/protocol/autonatv2"
 	circuit "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
@@ -60,6 +66,12 @@ const (
 	// maxHopPerGroup bounds one network's.
 	maxHopPerPeer  = 10
 	maxHopPerGroup = 32
+	// maxAutoNATPerPeer is libp2p's per-peer bound of AutoNAT v1
+	// streams (each read up to a minute) and the AutoNAT v2 server's
+	// requests in progress per peer; maxAutoNATPerGroup bounds one
+	// network's (each version's).
+	maxAutoNATPerPeer  = 2
+	maxAutoNATPerGroup = 8
 )
 
 // serviceBounds returns the bounded libp2p protocols of the node and
@@ -69,8 +81,10 @@ func serviceBounds() map[protocol.ID]*streamCounts {
 		return newStreamCounts(perPeer, perGroup, acprotocol.BlockFactor*perGroup, 0)
 	}
 	return map[protocol.ID]*streamCounts{
-		ping.ID:              counts(maxPingPerPeer, maxPingPerGroup),
-		identify.IDPush:      counts(maxIDPushPerPeer, maxIDPushPerGroup),
-		circuit.ProtoIDv2Hop: counts(maxHopPerPeer, maxHopPerGroup),
+		ping.ID:                counts(maxPingPerPeer, maxPingPerGroup),
+		identify.IDPush:        counts(maxIDPushPerPeer, maxIDPushPerGroup),
+		circuit.ProtoIDv2Hop:   counts(maxHopPerPeer, maxHopPerGroup),
+		autonat.AutoNATProto:   counts(maxAutoNATPerPeer, maxAutoNATPerGroup),
+		autonatv2.DialProtocol: counts(maxAutoNATPerPeer, maxAutoNATPerGroup),
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/host/autonat"
 	circuit "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
@@ -237,5 +238,33 @@ func TestRelayHopStreamsPerNetworkBounded(t *testing.T) {
 	honest := otherNetworkPeer(ctx, t, victim)
 	if n := holdIdle(ctx, t, honest, victim, circuit.ProtoIDv2Hop, 1); n != 1 {
 		t.Errorf("a peer of another network: hop stream not served")
+	}
+}
+
+// AutoNAT v1's service (on with Config.NAT) reads a request for up to a
+// minute and lets a peer hold 2 streams, 75 in all here: 39 fresh peer
+// IDs of one IPv4 /24 held them all and another peer's stream was
+// reset. The peers of one network now hold at most maxAutoNATPerGroup.
+func TestAutoNATStreamsPerNetworkBounded(t *testing.T) {
+	// The service alone (Config.NAT would also try port mapping on the
+	// machine's network).
+	victim := newBareNode(t, Config{LimitLoopback: true, ConnsPerIP: 512,
+		HostOptions: []libp2p.Option{libp2p.EnableNATService()}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	total := serviceInboundLimit(autonat.ServiceName)
+	attackers := total/maxAutoNATPerPeer + 2
+	hosts := freshPeers(ctx, t, victim, attackers)
+	held := 0
+	for _, h := range hosts {
+		held += holdIdle(ctx, t, h, victim, autonat.AutoNATProto, maxAutoNATPerPeer)
+	}
+	t.Logf("%d fresh peers of 127.0.0.0/24 hold %d AutoNAT streams (the service allows %d in all)", attackers, held, total)
+	honest := otherNetworkPeer(ctx, t, victim)
+	if n := holdIdle(ctx, t, honest, victim, autonat.AutoNATProto, 1); n != 1 {
+		t.Errorf("a peer of another network: AutoNAT stream not served")
+	}
+	if held > maxAutoNATPerGroup {
+		t.Errorf("the peers of one network hold %d AutoNAT streams, want at most %d", held, maxAutoNATPerGroup)
 	}
 }
