@@ -38,10 +38,12 @@ const (
 	// maxGossipLargePerGroup those of one network.
 	maxGossipLarge         = 64
 	maxGossipLargePerGroup = 8
-	// gossipLargeRPCWait is how long a large RPC may take to arrive
-	// after its prefix (256 KiB at 26 KB/s).
-	gossipLargeRPCWait = 10 * time.Second
 )
+
+// gossipLargeRPCWait is how long a large RPC may take to arrive after its
+// prefix (256 KiB at 26 KB/s). A variable for tests only, read when a
+// node starts.
+var gossipLargeRPCWait = 10 * time.Second
 
 // errGossipRPCBusy ends a GossipSub stream whose large RPC finds no
 // place.
@@ -53,10 +55,11 @@ type gossipHost struct {
 	host.Host
 	rpcs          *streamCounts
 	limitLoopback bool
+	wait          time.Duration // gossipLargeRPCWait when the node started
 }
 
 func newGossipHost(h host.Host, limitLoopback bool) gossipHost {
-	return gossipHost{Host: h, limitLoopback: limitLoopback,
+	return gossipHost{Host: h, limitLoopback: limitLoopback, wait: gossipLargeRPCWait,
 		rpcs: newStreamCounts(1, maxGossipLargePerGroup, acprotocol.BlockFactor*maxGossipLargePerGroup, maxGossipLarge)}
 }
 
@@ -65,7 +68,7 @@ func (h gossipHost) wrap(handler network.StreamHandler) network.StreamHandler {
 	return func(s network.Stream) {
 		nets, _ := netsOf(s.Conn().RemoteMultiaddr(), h.limitLoopback)
 		handler(&largeMsgStream{Stream: s, small: gossipSmallRPC, most: gossipMaxRPC, counts: h.rpcs,
-			peer: s.Conn().RemotePeer(), nets: nets, busy: errGossipRPCBusy, wait: gossipLargeRPCWait})
+			peer: s.Conn().RemotePeer(), nets: nets, busy: errGossipRPCBusy, wait: h.wait})
 	}
 }
 
