@@ -79,11 +79,19 @@ func TestDHTIdleStreamsBounded(t *testing.T) {
 			}
 		}
 	}
+	// A stream the bound reset leaves the protocol's scope when its
+	// reset is done, just after: a count taken at once saw 81 of 80
+	// once. Streams still held after 2 s are held.
 	held := 0
-	_ = n.host.Network().ResourceManager().ViewProtocol(pid, func(ps network.ProtocolScope) error {
-		held = ps.Stat().NumStreamsInbound
-		return nil
-	})
+	for settle := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_ = n.host.Network().ResourceManager().ViewProtocol(pid, func(ps network.ProtocolScope) error {
+			held = ps.Stat().NumStreamsInbound
+			return nil
+		})
+		if held <= attackers*maxDHTStreamsPerPeer || time.Now().After(settle) {
+			break
+		}
+	}
 	t.Logf("%d attacker peers opened %d DHT streams; the node holds %d", attackers, opened, held)
 	if held > attackers*maxDHTStreamsPerPeer {
 		t.Errorf("%d peers hold %d DHT streams, want at most %d each", attackers, held, maxDHTStreamsPerPeer)
