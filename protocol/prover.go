@@ -209,7 +209,12 @@ func (p *proverRun) abort(code network.StreamErrorCode, err error) {
 // drained through it: a stream never has two concurrent readers.
 func (p *proverRun) refuse(reason pb.DeclineReason, code network.StreamErrorCode, err error) {
 	p.declined = true
+	// §6 step 2, "Decline linger": up to 1 s, 0.5 s when busy (§5b's
+	// unpaid first frame, a spent budget, a proof of work refused).
 	linger := min(p.svc.cfg.HandshakeTimeout, declineLinger)
+	if reason == pb.DeclineReason_DECLINE_REASON_BUSY {
+		linger = min(p.svc.cfg.HandshakeTimeout, declineLinger/2)
+	}
 	if p.release != nil {
 		p.release()
 	}
