@@ -1,0 +1,217 @@
+package secondimpl2
+
+import (
+	"crypto/ed25519"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// http.md 1.4.x read alone against `acaptcha node --http`: the order of a
+// start's checks (§4.2), the step routes' order of checks (§1), the body
+// rules of §1 and §5, and the end of a session whose probe is not acked
+// (§4.3). Each case names the sentence it follows.
+
+// doRaw sends body as is with Content-Type ctype ("" for none).
+func (c *client) doRaw(method, path, ctype, body string) (reply, error) {
+	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
+	if err != nil {
+		return reply{}, err
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}, err
+}
+
+func (c *client) must(t *testing.T, method, path string, body any) reply {
+	t.Helper()
+	r, err := c.do(method, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (c *client) mustRaw(t *testing.T, method, path, ctype, body string) reply {
+	t.Helper()
+	r, err := c.doRaw(method, path, ctype, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func getSession(t *testing.T, c *client, id string) *session {
+	t.Helper()
+	r := c.must(t, "GET", "/v1/sessions/"+id, nil)
+	if r.status != 200 {
+		t.Fatalf("GET %s: %d %s", id, r.status, r.body)
+	}
+	s, err := decodeSession(r.body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// checkAborted: §4.2 "An aborted session is expired at once: a GET shows
+// it with error {code: "expired_session", message} ..., and every later
+// step request on it is expired_session (410)".
+func checkAborted(t *testing.T, c *client, s *session, why string) {
+	t.Helper()
+	g := getSession(t, c, s.SessionID)
+	if g.State != "expired" || g.Error == nil || g.Error.Code != "expired_session" || g.Error.Message == "" {
+		t.Fatalf("%s: GET after the abort: %s", why, g.Raw)
+	}
+	wantErr(t, c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/start", map[string]any{}), 410, "expired_session")
+}
+
+func TestSpec119DoorSteps(t *testing.T) {
+	base := startNode(t)
+	c := newClient(base)
+	m := getManifest(t, c)
+	startBody := func(id identity, s *session, sig []byte, pow []byte) map[string]any {
+		return map[string]any{"public_key": b64s(id.pubKey), "signature": b64s(sig), "pow": b64s(pow)}
+	}
+	signed := func(id identity, s *session) []byte {
+		verifier, err := b58Decode(s.Verifier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ed25519.Sign(id.priv, startMessage(s.SessionID, s.Nonce, verifier, id.id))
+	}
+	paid := func(id identity, s *session) []byte {
+		pow, err := solvePoW(s.Nonce, id.id, *s.PowDifficulty)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pow
+	}
+
+	t.Run("create names the node", func(t *testing.T) {
+		// §6 bad_peer_id: "a create naming the node's own peer ID"
+		wantErr(t, c.must(t, "POST", "/v1/sessions", map[string]any{"peer_id": m.Node.PeerID}), 400, "bad_peer_id")
+	})
+
+	t.Run("small-order key, empty signature", func(t *testing.T) {
+		// §1: an Ed25519 key of small order is bad_key; §4.2 step 1:
+		// "else bad_key, whatever the signature (an empty one included)".
+		small := make([]byte, 32)
+		small[0] = 1 // the neutral element, of order 1
+		id := identity{pubKey: marshalPubKey(1, small), id: peerIDFromKey(1, small)}
+		id.idStr = b58Encode(id.id)
+		r := c.must(t, "POST", "/v1/sessions", map[string]any{"peer_id": id.idStr})
+		if r.status != 201 {
+			t.Logf("create for a small-order key's peer ID: %d %s", r.status, r.body)
+			wantErr(t, r, 400, "bad_peer_id")
+			return
+		}
+		s, err := decodeSession(r.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/start",
+			map[string]any{"public_key": b64s(id.pubKey), "signature": "", "pow": ""}), 400, "bad_key")
+		checkAborted(t, c, s, "small-order key")
+	})
+
+	t.Run("body errors leave the session", func(t *testing.T) {
+		id := newIdentity()
+		s := createSession(t, c, m, id)
+		// §5: public_key or signature absent or null: bad_request, "the
+		// session left as it was (§6)".
+		wantErr(t, c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/start",
+			map[string]any{"signature": b64s(signed(id, s)), "pow": ""}), 400, "bad_request")
+		wantErr(t, c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/start",
+			map[string]any{"public_key": b64s(id.pubKey), "signature": nil, "pow": ""}), 400, "bad_request")
+		// §1: two members of the same name; a member differing only in
+		// case; trailing data; a byte-order mark.
+		for _, body := range []string{
+			`{"public_key":"AA==","public_key":"AA==","signature":"AA==","pow":""}`,
+			`{"public_key":"AA==","Signature":"AA==","signature":"AA==","pow":""}`,
+			`{"public_key":"AA==","signature":"AA==","pow":""} {}`,
+			"\ufeff" + `{"public_key":"AA==","signature":"AA==","pow":""}`,
+		} {
+			wantErr(t, c.mustRaw(t, "POST", "/v1/sessions/"+s.SessionID+"/start", "application/json", body), 400, "bad_request")
+		}
+		if g := getSession(t, c, s.SessionID); g.State != "awaiting_start" {
+			t.Fatalf("after body errors: %s", g.Raw)
+		}
+		// §1: the media type is checked before the session lookup.
+		wantErr(t, c.mustRaw(t, "POST", "/v1/sessions/AAAAAAAAAAAAAAAAAAAAAA/start", "text/plain", `{}`), 415, "unsupported_media_type")
+		// the session is still startable
+		ps, _ := startSession(t, c, id, s)
+		if ps.State != "probing" {
+			t.Fatalf("start after body errors: %s", ps.Raw)
+		}
+		// §1: a step that does not apply to the state is wrong_state,
+		// "answered before its body is read" (a body that is not JSON).
+		wantErr(t, c.mustRaw(t, "POST", "/v1/sessions/"+s.SessionID+"/answer", "application/json", `not json`), 409, "wrong_state")
+		wantErr(t, c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/start", startBody(id, s, signed(id, s), paid(id, s))), 409, "wrong_state")
+		// §1: integers are JSON numbers without a fraction or exponent;
+		// a member differing only in case (ſ folds to s) is bad_request.
+		p := ps.Probe
+		for _, body := range []string{
+			`{"seq":1.0,"nonce":"` + b64s(p.Nonce) + `"}`,
+			`{"seq":1e0,"nonce":"` + b64s(p.Nonce) + `"}`,
+			`{"seq":1,"ſeq":1,"nonce":"` + b64s(p.Nonce) + `"}`,
+			`{"seq":1}`,
+		} {
+			wantErr(t, c.mustRaw(t, "POST", "/v1/sessions/"+s.SessionID+"/probe", "application/json", body), 400, "bad_request")
+		}
+		// §4.3: no ack within within_ms of the delivery: expired without
+		// a verdict; a later ack is expired_session.
+		time.Sleep(time.Duration(p.WithinMs)*time.Millisecond + time.Second)
+		g := getSession(t, c, s.SessionID)
+		if g.State != "expired" || g.Error == nil || g.Error.Code != "expired_session" || g.Result != nil {
+			t.Fatalf("a probe not acked within %d ms: %s", p.WithinMs, g.Raw)
+		}
+		if strings.Contains(g.Error.Message, "127.0.0.1:") || strings.Contains(g.Error.Message, "tcp") {
+			t.Errorf("§6: the message carries a network error's text: %q", g.Error.Message)
+		}
+		wantErr(t, c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/probe", map[string]any{"seq": p.Seq, "nonce": b64s(p.Nonce)}), 410, "expired_session")
+	})
+
+	t.Run("key and signature sizes", func(t *testing.T) {
+		// §5: public_key 1 to 2 048 bytes (else bad_key), signature 1 to
+		// 1 024 bytes (else bad_signature); both abort the session.
+		id := newIdentity()
+		s := createSession(t, c, m, id)
+		wantErr(t, c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/start",
+			map[string]any{"public_key": b64s(make([]byte, 2049)), "signature": b64s(signed(id, s)), "pow": b64s(paid(id, s))}), 400, "bad_key")
+		checkAborted(t, c, s, "a key of 2 049 bytes")
+		s = createSession(t, c, m, id)
+		wantErr(t, c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/start",
+			startBody(id, s, make([]byte, 1025), paid(id, s))), 401, "bad_signature")
+		checkAborted(t, c, s, "a signature of 1 025 bytes")
+		s = createSession(t, c, m, id)
+		wantErr(t, c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/start",
+			map[string]any{"public_key": b64s(id.pubKey), "signature": "", "pow": b64s(paid(id, s))}), 401, "bad_signature")
+		checkAborted(t, c, s, "an empty signature")
+	})
+
+	t.Run("started sessions per peer before payment", func(t *testing.T) {
+		// §4.2: step 3 (fewer than 2 started sessions open, else
+		// too_many_sessions) comes before step 4 (payment): a third start
+		// that does not pay is too_many_sessions, and aborts its session.
+		id := newIdentity()
+		for i := 0; i < 2; i++ {
+			s := createSession(t, c, m, id)
+			if ps, _ := startSession(t, c, id, s); ps.State != "probing" {
+				t.Fatalf("start %d: %s", i+1, ps.Raw)
+			}
+		}
+		s := createSession(t, c, m, id)
+		wantErr(t, c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/start", startBody(id, s, signed(id, s), nil)), 429, "too_many_sessions")
+		checkAborted(t, c, s, "a third start")
+	})
+}
