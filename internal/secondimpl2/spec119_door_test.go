@@ -215,3 +215,34 @@ func TestSpec119DoorSteps(t *testing.T) {
 		checkAborted(t, c, s, "a third start")
 	})
 }
+
+// http.md §1, §5 (1.4.21): a step request that leaves its session as it
+// was (here a start on an aborted session, expired_session) is a read:
+// 10 a second per IP prefix in bursts of 50, above which it is
+// rate_limited.
+func TestSpec119DoorIdleStepsAreReads(t *testing.T) {
+	base := startNode(t)
+	c := newClient(base)
+	m := getManifest(t, c)
+	id := newIdentity()
+	s := createSession(t, c, m, id)
+	wantErr(t, c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/start",
+		map[string]any{"public_key": b64s(make([]byte, 2049)), "signature": "AA==", "pow": ""}), 400, "bad_key")
+	start := time.Now()
+	expired, limited := 0, 0
+	for i := 0; i < 80 && limited == 0; i++ {
+		r := c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/start", map[string]any{})
+		switch e, _ := decodeErr(r.body); {
+		case r.status == 410 && e != nil && e.Code == "expired_session":
+			expired++
+		case r.status == 429 && e != nil && e.Code == "rate_limited":
+			limited++
+		default:
+			t.Fatalf("step %d on an aborted session: %d %s", i+1, r.status, r.body)
+		}
+	}
+	// the burst (50, less the reads above), and 10 a second since
+	if max := 50 + int(10*time.Since(start).Seconds()) + 1; limited == 0 || expired > max {
+		t.Fatalf("%d expired_session answers in %v before rate_limited (%d), want at most %d", expired, time.Since(start), limited, max)
+	}
+}
