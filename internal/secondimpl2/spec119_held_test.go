@@ -223,3 +223,25 @@ func TestSpec119MutualWaitWithNode(t *testing.T) {
 		t.Fatal("the node did not ask again")
 	}
 }
+
+// protocol.md §3: Probe.pay in a later probe is ignored (even one that
+// would be malformed, 40 bytes): probe 2 is acked as any.
+func TestSpec119LaterProbePayIgnored(t *testing.T) {
+	t.Parallel()
+	p, _ := payPair(t, 12)
+	x := rawHello(t, p.ctx, p.mine, p.oursH.ID(), nil)
+	a := x.ack()
+	x.write(&frame{Body: bProbe, Probe: &probe{Seq: 1, Nonce: randBytes(8), Pay: x.pay(a)}})
+	if f, err := x.read(5 * time.Second); err != nil || f.Body != bProbeAck {
+		t.Fatalf("probe 1: %v %+v", err, f)
+	}
+	x.write(&frame{Body: bProbe, Probe: &probe{Seq: 2, Nonce: randBytes(8), Pay: randBytes(40)}})
+	if f, err := x.read(5 * time.Second); err != nil || f.Body != bProbeAck || f.Probe.Seq != 2 {
+		t.Fatalf("probe 2 with a pay of 40 bytes: %v %+v", err, f)
+	}
+	x.write(&frame{Body: bVerdict, Verdict: &verdict{Reason: "inconclusive", FailedRound: 1}})
+	x.s.CloseWrite()
+	if pr := p.ourProved(t); errors.Is(pr.Err, protocol.ErrVerifierUnpaid) {
+		t.Fatalf("our prover: %+v", pr)
+	}
+}
