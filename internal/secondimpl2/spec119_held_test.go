@@ -245,3 +245,41 @@ func TestSpec119LaterProbePayIgnored(t *testing.T) {
 		t.Fatalf("our prover: %+v", pr)
 	}
 }
+
+// protocol.md §5b, "When to ask": the Go node asks a payment only of a
+// verifier that came to it and that it neither admits nor has accepted
+// itself. The reference node (Limits.PayDifficulty 12) asks my verifier,
+// which came to it; once its own verification accepted my node, it asks
+// no more.
+func TestSpec119NoAskOfAnAcceptedVerifier(t *testing.T) {
+	t.Parallel()
+	key, _, err := lcrypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := peer.New(peer.Config{Key: key, StorePath: t.TempDir() + "/store.db", ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		Source: ourCorpus(t), Prover: ourProver{}, Limits: peer.Limits{PayDifficulty: 12}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	hm, km := newHost(t, "/ip4/127.0.0.1/tcp/0")
+	mine := newNode(hm, km)
+	mine.prover = proverOpts{answer: truth.answerMine}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := hm.Connect(ctx, lpeer.AddrInfo{ID: n.ID(), Addrs: n.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	if vr := mine.verify(ctx, n.ID(), defaultVerifierOpts()); !vr.accepted || vr.payAsked != 12 {
+		t.Fatalf("before the node accepted mine: %v %s, asked %d bits, want 12", vr.noSession, vr.reason, vr.payAsked)
+	}
+	res, err := n.Verify(ctx, hm.ID())
+	if err != nil || !res.Verdict.Accepted {
+		t.Fatalf("the node's verification of mine: %v %+v", err, res)
+	}
+	<-mine.proved
+	if vr := mine.verify(ctx, n.ID(), defaultVerifierOpts()); !vr.accepted || vr.payAsked != 0 {
+		t.Fatalf("after the node accepted mine: %v %s, asked %d bits, want none", vr.noSession, vr.reason, vr.payAsked)
+	}
+}
