@@ -2,7 +2,10 @@ package secondimpl2
 
 import (
 	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -245,4 +248,96 @@ func TestSpec119DoorIdleStepsAreReads(t *testing.T) {
 	if max := 50 + int(10*time.Since(start).Seconds()) + 1; limited == 0 || expired > max {
 		t.Fatalf("%d expired_session answers in %v before rate_limited (%d), want at most %d", expired, time.Since(start), limited, max)
 	}
+}
+
+// postAndReset sends one POST on a fresh connection and resets the
+// connection at once, before the response can be written.
+func postAndReset(t *testing.T, base, path string, body any) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(base, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, addr, len(b), b)
+	conn.(*net.TCPConn).SetLinger(0)
+	conn.Close()
+}
+
+// awaitState reads the session until it leaves from (bounded).
+func awaitState(t *testing.T, c *client, id, from string) *session {
+	t.Helper()
+	var g *session
+	for i := 0; i < 100; i++ {
+		if g = getSession(t, c, id); g.State != from {
+			return g
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("session still %s: %s", from, g.Raw)
+	return nil
+}
+
+// noNetText: http.md §6 (1.4.26), a message, an expired session's error
+// and a result's detail never carry a network error's text.
+func noNetText(t *testing.T, what, s string) {
+	t.Helper()
+	for _, w := range []string{"127.0.0.1:", "tcp ", "broken pipe", "connection reset", "->"} {
+		if strings.Contains(s, w) {
+			t.Errorf("%s carries a network error's text (%q): %q", what, w, s)
+		}
+	}
+}
+
+// http.md §4.2-§4.4 and §6 (1.4.26): a client that resets its connection
+// right after its start (probe 1 not delivered) leaves the session
+// expired, its error naming what failed and no socket; one that resets it
+// right after the ack whose response carries round 1 has seen a challenge
+// "delivered" in the sense of §4.4 (its response could not be written):
+// done protocol_error, signed, the detail without a socket.
+func TestSpec119DoorClientResets(t *testing.T) {
+	base := startNode(t)
+	c := newClient(base)
+	m := getManifest(t, c)
+
+	id := newIdentity()
+	s := createSession(t, c, m, id)
+	verifier, err := b58Decode(s.Verifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := ed25519.Sign(id.priv, startMessage(s.SessionID, s.Nonce, verifier, id.id))
+	pow, err := solvePoW(s.Nonce, id.id, *s.PowDifficulty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	postAndReset(t, base, "/v1/sessions/"+s.SessionID+"/start", map[string]any{"public_key": b64s(id.pubKey), "signature": b64s(sig), "pow": b64s(pow)})
+	g := awaitState(t, c, s.SessionID, "awaiting_start")
+	if g.State != "expired" || g.Error == nil || g.Error.Code != "expired_session" {
+		t.Fatalf("start reset by the client: %s", g.Raw)
+	}
+	noNetText(t, "the expired session's error", g.Error.Message)
+
+	id = newIdentity()
+	s = createSession(t, c, m, id)
+	ps, _ := startSession(t, c, id, s)
+	for ps.Probe != nil && ps.Probe.Seq < ps.Probe.Of {
+		r := c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/probe", map[string]any{"seq": ps.Probe.Seq, "nonce": b64s(ps.Probe.Nonce)})
+		if ps, err = decodeSession(r.body); err != nil || ps.State != "probing" {
+			t.Fatalf("probe: %v %s", err, r.body)
+		}
+	}
+	postAndReset(t, base, "/v1/sessions/"+s.SessionID+"/probe", map[string]any{"seq": ps.Probe.Seq, "nonce": b64s(ps.Probe.Nonce)})
+	g = awaitState(t, c, s.SessionID, "probing")
+	if g.State == "answering" {
+		t.Skipf("the response carrying round 1 was written before the reset arrived: %s", g.Raw)
+	}
+	if g.State != "done" || g.Result == nil || g.Result.Reason != "protocol_error" || len(g.Result.Attestation) == 0 {
+		t.Fatalf("round 1 not delivered: %s", g.Raw)
+	}
+	noNetText(t, "the result's detail", g.Result.Detail)
 }
