@@ -341,3 +341,38 @@ func TestSpec119DoorClientResets(t *testing.T) {
 	}
 	noNetText(t, "the result's detail", g.Result.Detail)
 }
+
+// http.md §4: expires_at is "when the current step times out", in the
+// response that delivers the step too: the start's response (probe 1)
+// says within_ms from now, the response carrying round 1 the answer wait
+// plus the 250 ms grace.
+func TestSpec119DoorExpiresAtOfTheDeliveredStep(t *testing.T) {
+	base := startNode(t)
+	c := newClient(base)
+	m := getManifest(t, c)
+	id := newIdentity()
+	s := createSession(t, c, m, id)
+	near := func(what, got string, want time.Time) {
+		t.Helper()
+		e, err := time.Parse(time.RFC3339, got)
+		if err != nil {
+			t.Fatalf("%s: expires_at %q: %v", what, got, err)
+		}
+		if d := e.Sub(want); d < -time.Second || d > time.Second {
+			t.Fatalf("%s: expires_at %s, want about %s (off by %v)", what, got, want.Format(time.RFC3339Nano), d)
+		}
+	}
+	ps, _ := startSession(t, c, id, s)
+	near("the start's response (probe 1)", ps.ExpiresAt, time.Now().Add(time.Duration(ps.Probe.WithinMs)*time.Millisecond))
+	for ps.State == "probing" {
+		r := c.must(t, "POST", "/v1/sessions/"+s.SessionID+"/probe", map[string]any{"seq": ps.Probe.Seq, "nonce": b64s(ps.Probe.Nonce)})
+		var err error
+		if ps, err = decodeSession(r.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ps.State != "answering" {
+		t.Fatalf("after the probes: %s", ps.Raw)
+	}
+	near("the response carrying round 1", ps.ExpiresAt, time.Now().Add(time.Duration(ps.Challenge.AnswerWithinMs)*time.Millisecond+250*time.Millisecond))
+}

@@ -553,6 +553,10 @@ func (g *Gateway) sendProbe(w http.ResponseWriter, s *session, seq int) {
 		return
 	}
 	s.state, s.probeSeq, s.probeNonce = StateProbing, seq, nonce
+	// The response says when this step times out (http.md §4,
+	// expires_at): the timer armed below runs from the flush, a moment
+	// later, so this is at most that moment early.
+	s.expires = g.now().Add(g.cfg.ProbeTimeout)
 	status := http.StatusOK
 	t0, err := g.writeTimed(w, status, g.view(s))
 	s.probeSent = t0
@@ -631,6 +635,15 @@ func (g *Gateway) deliver(w http.ResponseWriter, s *session) {
 	}
 	s.state, s.ch, s.answerBy = StateAnswering, c, time.Time{}
 	began := g.now()
+	// The response says when the round ends (http.md §4, expires_at):
+	// the answer wait the view renders plus the grace, from now; the
+	// timer armed below counts from the flush, so at most that moment
+	// later.
+	since := time.Duration(0)
+	if c.Round > 1 {
+		since = began.Sub(s.start)
+	}
+	s.expires = began.Add(s.core.AnswerDeadline(since) + AnswerGrace)
 	written, err := g.writeTimed(w, http.StatusOK, g.view(s))
 	// The round's clock starts when the flush returned, but at most
 	// MaxChallengeWrite after the write began (http.md §2): a client that
