@@ -16,7 +16,7 @@ import (
 // with --dht: a request of at most 16 KiB is read, one whose length
 // prefix announces more is reset before it is read; at most 4 inbound
 // DHT streams of one peer are served at once, one over the bound is
-// reset as it arrives.
+// reset as it arrives (of five opened together, four are served).
 func TestSpec119DHTRequestBounds(t *testing.T) {
 	t.Parallel()
 	key, _, err := lcrypto.GenerateEd25519Key(nil)
@@ -65,17 +65,19 @@ func TestSpec119DHTRequestBounds(t *testing.T) {
 		t.Fatal("a request announcing 16 385 bytes was not reset")
 	}
 	c := fresh()
-	var held []network.Stream
-	for i := 0; i < 4; i++ {
-		held = append(held, open(c, 100))
+	var streams []network.Stream
+	for i := 0; i < 5; i++ {
+		streams = append(streams, open(c, 100))
 	}
-	fifth := open(c, 100)
-	for i, s := range held {
-		if !waiting(s) {
-			t.Fatalf("DHT stream %d of 4 of one peer was not served", i+1)
+	// the node takes them concurrently: which one is over the bound is
+	// its order of arrival, so count
+	served := 0
+	for _, s := range streams {
+		if waiting(s) {
+			served++
 		}
 	}
-	if waiting(fifth) {
-		t.Fatal("a 5th DHT stream of one peer was not reset")
+	if served != 4 {
+		t.Fatalf("%d of 5 DHT streams of one peer served at once, want 4", served)
 	}
 }
