@@ -16,8 +16,8 @@ import (
 // hour for one prover: "four payments of 22 bits", 2^24 hashes. An
 // explicit verification (Node.Verify) of a prover the node contacted (a
 // bootstrap dial) pays up to 22 bits; my prover asks 21 each time (each
-// solved well within the verifier's 4 s, even on a loaded machine):
-// eight are paid, the ninth is refused at once, before any solving (no
+// charged 2^21): eight are charged (paid, or on a loaded machine solved
+// too late), the ninth is refused at once, before any solving (no
 // session, ErrPayRefused; my prover reads a reset ErrCodeBusy after its
 // ack). Not parallel: the solving takes a core for seconds.
 func TestSpec119PayBudgetPerProver(t *testing.T) {
@@ -47,24 +47,34 @@ func TestSpec119PayBudgetPerProver(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for i := 1; i <= 9; i++ {
+	// A payment the verifier charged and could not solve within its 4 s
+	// (a loaded machine) is refused for time, and charged all the same:
+	// count it with the paid ones. The refusal for the budget comes at
+	// once, before any solving.
+	charged := 0
+	for i := 1; i <= 12; i++ {
 		began := time.Now()
 		res, err := n.Verify(ctx, hm.ID())
+		took := time.Since(began)
 		pr := <-mine.proved
-		if i <= 8 {
-			if err != nil || !res.Verdict.Accepted || pr.verdict == nil {
-				t.Fatalf("payment %d of 21 bits: %v %+v (my prover: %v)", i, err, res, pr.err)
-			}
+		switch {
+		case err == nil && res.Verdict.Accepted && pr.verdict != nil:
+			charged++
 			continue
+		case errors.Is(err, protocol.ErrPayRefused) && took >= 3*time.Second:
+			t.Logf("payment %d of 21 bits not solved in time (%v): charged", i, took)
+			charged++
+			continue
+		case !errors.Is(err, protocol.ErrPayRefused) || (res != nil && res.Envelope != nil):
+			t.Fatalf("payment %d of 21 bits: %v %+v (my prover: %v)", i, err, res, pr.err)
 		}
-		if !errors.Is(err, protocol.ErrPayRefused) || (res != nil && res.Envelope != nil) {
-			t.Fatalf("payment 9 of 21 bits (2^24 hashes paid this hour): %v %+v, want ErrPayRefused", err, res)
-		}
-		if d := time.Since(began); d > 2*time.Second {
-			t.Fatalf("payment 9 refused after %v: want at once, before any solving (not a solve that timed out)", d)
+		if charged != 8 {
+			t.Fatalf("payment %d refused at once after %d charged, want 8 (2^24 hashes an hour for one prover)", i, charged)
 		}
 		if code, remote := remoteCode(pr.err); !remote || code != codeBusy || pr.verdict != nil {
-			t.Fatalf("payment 9: my prover read %v, verdict %+v; want a reset ErrCodeBusy", pr.err, pr.verdict)
+			t.Fatalf("payment %d: my prover read %v, verdict %+v; want a reset ErrCodeBusy", i, pr.err, pr.verdict)
 		}
+		return
 	}
+	t.Fatalf("%d payments of 21 bits charged, none refused for the budget", charged)
 }
