@@ -582,16 +582,23 @@ func (n *Node) considerContact(p peer.ID, dir network.Direction, protos []lpprot
 	} else if ok, err := n.host.Peerstore().SupportsProtocols(p, protocol.ID); err != nil || len(ok) == 0 {
 		return
 	}
-	if !n.policyAllows(p, dir) {
-		return
-	}
+	allowed := n.policyAllows(p, dir)
 	nets := n.peerNets(p)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.active[p] {
 		return
 	}
-	if b := c.backoff[p]; b != nil && why == "rescan" && time.Now().Before(b.until) {
+	b := c.backoff[p]
+	// A peer the policy does not name is asked only to finish a
+	// reciprocal request: its session was declined VERIFY_FIRST while
+	// the peer verified us (§5c), and the rescan asks again when the
+	// wait ends, as for a peer the policy names (the peer waits for
+	// that verdict; §1a told it one is coming).
+	if !allowed && (b == nil || !b.waitingFirst || why != "rescan") {
+		return
+	}
+	if b != nil && why == "rescan" && time.Now().Before(b.until) {
 		return
 	}
 	n.startWorkerLocked(p, nets, why)
