@@ -597,6 +597,7 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 	if err := cfg.applyDefaults(); err != nil {
 		return nil, err
 	}
+	cfg.Prover = holdRateLimits(cfg.Prover, cfg.Logger)
 	s := &Service{
 		h: h, cfg: cfg, now: cfg.Now,
 		log:     cfg.Logger.With("protocol", ID, "self", h.ID()),
@@ -621,6 +622,30 @@ func NewService(h host.Host, cfg Config) (*Service, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(ID, s.handleStream)
 	return s, nil
+}
+
+// holdRateLimits wraps a prover that does not report its answerer's
+// availability itself (no Unavailable method, as skill.GuardedProver's)
+// in a skill.GuardedProver that only holds hellos off after a provider's
+// rate limit: a node whose provider refused a call with a rate limit MUST
+// take its answerer as not answering for the wait named, or a default of
+// at least 10 s (spec/protocol.md §6 step 3), whoever built the node. It
+// asks no canary (every error counts as a reply: whether an answerer is
+// down is the SHOULD of the same step, for the caller's own guard), and a
+// prover whose errors carry no rate limit never holds. A prover that
+// shares its capacity among verifiers (VerifierProver: an agent over MCP,
+// no provider of its own) is left as it is.
+func holdRateLimits(p skill.Prover, log *slog.Logger) skill.Prover {
+	if p == nil {
+		return nil
+	}
+	if _, ok := p.(interface{ Unavailable() error }); ok {
+		return p
+	}
+	if _, ok := p.(VerifierProver); ok {
+		return p
+	}
+	return skill.NewGuardedProver(p, log, func(error) bool { return true })
 }
 
 // Config returns the service's configuration with defaults filled in.

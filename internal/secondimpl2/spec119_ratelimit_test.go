@@ -90,3 +90,40 @@ func TestSpec119RateLimitHoldsHellos(t *testing.T) {
 		t.Errorf("answered %v after the limit, want about 10 s", d)
 	}
 }
+
+// The same rule for a node built by a library user who hands peer.New
+// the LLM prover itself, without acaptcha node's guard: the hello after a
+// rate limit is declined BUSY all the same (helper-119 found such a node
+// accepting it, its session ending in another signed `declined`).
+func TestSpec119RateLimitHoldsHellosRawProver(t *testing.T) {
+	t.Parallel()
+	key, _, err := lcrypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	n, err := peer.New(peer.Config{Key: key, StorePath: t.TempDir() + "/store.db", ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		Source: ourCorpus(t), Prover: limitedOnce{&calls}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	hm, km := newHost(t, "/ip4/127.0.0.1/tcp/0")
+	mine := newNode(hm, km)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := hm.Connect(ctx, lpeer.AddrInfo{ID: n.ID(), Addrs: n.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	if first := mine.verify(ctx, n.ID(), defaultVerifierOpts()); first.noSession != nil || first.reason != "declined" {
+		t.Fatalf("the session that met the limit: %v %s", first.noSession, first.reason)
+	}
+	s := rawHello(t, ctx, mine, n.ID(), nil)
+	d, _ := s.expectDecline(drBusy, handshakeTimeout)
+	if d.Detail != "answerer unavailable" {
+		t.Errorf("after the limit: BUSY detail %q, want %q", d.Detail, "answerer unavailable")
+	}
+	if got := calls.Load(); got != 1 {
+		t.Errorf("the answerer was called %d times, want once (the hello after the limit runs no session)", got)
+	}
+}
