@@ -137,14 +137,21 @@ list) to --out, or raw to standard output (in hex when standard output is a
 terminal and --out is not "-"). With --json it prints a JSON object
 {key, file, bytes, envelope_base64, envelope_hex} instead (file only with
 --out): the envelope in base64 as the HTTP door's verify takes it, and in hex
-as acaptcha attestations verify reads it.`,
+as acaptcha attestations verify reads it. An existing --out file is written
+over only when it is empty or holds an attestation (an earlier export): the
+store, a key or any other file is refused (exit 2) and left as it was.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			toStdout := out == "" || out == "-"
+			if !toStdout {
+				if err := checkExportTarget(out); err != nil {
+					return err
+				}
+			}
 			e, err := a.storedEntry(args[0])
 			if err != nil {
 				return err
 			}
-			toStdout := out == "" || out == "-"
 			if !toStdout {
 				if err := os.WriteFile(out, e.Envelope, 0o644); err != nil {
 					return fmt.Errorf("write %s: %w", out, err)
@@ -174,7 +181,7 @@ as acaptcha attestations verify reads it.`,
 			return nil
 		},
 	}
-	export.Flags().StringVarP(&out, "out", "o", "", "output file (default standard output)")
+	export.Flags().StringVarP(&out, "out", "o", "", "output file (default standard output; an existing file only if it holds an attestation)")
 
 	var subject, issuer, requireSource string
 	var allowExpired, anyVerdict bool
@@ -331,6 +338,32 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 	}
 	cmd.AddCommand(list, show, export, verify)
 	return cmd
+}
+
+// checkExportTarget refuses an export --out that names an existing
+// regular file holding something else than an attestation: the store, its
+// write-ahead log and the node's key sit in one directory, and writing
+// the envelope over one of them lost every record or the identity. An
+// earlier export (in any form verify reads) and an empty file may be
+// written over; a device or a pipe (/dev/stdout) is written to.
+func checkExportTarget(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		// A new file; or one the write will say it cannot open.
+		return nil
+	}
+	data, err := readFileCapped(path, 4*protocol.MaxEnvelopeBytes)
+	if err == nil {
+		if utf8.Valid(data) {
+			if b, derr := mcpserver.DecodeRecord(string(data)); derr == nil {
+				data = b
+			}
+		}
+		if _, derr := protocol.DecodeAttestationUnverified(data); derr == nil {
+			return nil
+		}
+	}
+	return usageErr("--out %s: the file exists and holds no attestation (a store? a key?): export writes over an earlier export only; give a new file name, or move the file away first", path)
 }
 
 // storedEntry reads one entry from the store (opened read and closed again).
