@@ -268,9 +268,25 @@ func (s *Server) sdkLogger(log *slog.Logger) *slog.Logger {
 // HTTP handler).
 func (s *Server) MCP() *mcp.Server { return s.srv }
 
-// Run serves one session on t until it ends or ctx is cancelled.
+// Run serves one session on t until it ends or ctx is cancelled (then
+// it returns ctx's error). It does what the SDK's Server.Run does but
+// for its ERROR line "server run cancelled" at every cancellation: for
+// `acaptcha mcp` a signal is the normal end.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
-	return s.srv.Run(ctx, t)
+	ss, err := s.srv.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("mcp connect: %w", err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		_ = ss.Close()
+		<-ended
+		return ctx.Err()
+	case err := <-ended:
+		return err
+	}
 }
 
 // Close cancels background attestations and waits for them.
