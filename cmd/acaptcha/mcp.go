@@ -151,7 +151,7 @@ a running node's (its store is locked while it runs).`,
 			if httpAddr != "" {
 				return a.serveMCPHTTP(ctx, httpAddr, srv, httpMaxConns)
 			}
-			t := answerBeforeEOF(&mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{a.stdout}})
+			t := answerBeforeEOF(&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
 			err = srv.Run(ctx, t)
 			switch {
 			case err == nil, ctx.Err() != nil, errors.Is(err, io.EOF):
@@ -309,6 +309,12 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 		return fmt.Errorf("mcp http server: %w", err)
 	case <-ctx.Done():
 	}
+	// The tool calls in flight end first (a long-poll waits up to a
+	// minute, an attest_peer up to its timeout), then the sessions (a
+	// client's GET stream stays open as long as its session): the
+	// shutdown below waits for their requests.
+	srv.Close()
+	mh.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), mcpShutdownTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {

@@ -3,12 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/peer/mcpserver"
 )
 
 // attestations export -o over a file that holds something else than an
@@ -75,5 +81,128 @@ func TestNewUser120ExportKeepsOtherFiles(t *testing.T) {
 		if got, err := os.ReadFile(target); err != nil || !bytes.Equal(got, env) {
 			t.Fatalf("export -o %s: file holds %d bytes, %v", filepath.Base(target), len(got), err)
 		}
+	}
+}
+
+// acceptingListener accepts TCP connections on loopback and never
+// answers; accepted receives a value per connection.
+func acceptingListener(t *testing.T) (addr string, accepted <-chan struct{}) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan struct{}, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-done })
+	return l.Addr().String(), ch
+}
+
+// Stopping `acaptcha mcp` (stdio or --http) while tool calls are in
+// flight ends them at once: before, the SDK waited for the session's
+// calls to return, so a next_challenge long-poll held a Ctrl-C or a
+// SIGTERM up to a minute (measured 57 s over stdio, 60 s over --http),
+// an attest_peer up to its timeout or its dial's end (5 s for this
+// silent loopback peer).
+func TestNewUser120MCPStopEndsCallsInFlight(t *testing.T) {
+	for _, mode := range []string{"stdio", "http"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			silent, accepted := acceptingListener(t)
+			_, port, _ := net.SplitHostPort(silent)
+			target := "/ip4/127.0.0.1/tcp/" + port + "/p2p/12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf"
+			args := []string{"mcp", "--challenges", "procedural", "--key", filepath.Join(dir, "key"),
+				"--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", "--log-level", "error"}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var out, errb syncBuffer
+			done := make(chan int, 1)
+			cctx, ccancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer ccancel()
+			var transport mcp.Transport
+			if mode == "http" {
+				go func() { done <- Main(ctx, append(args, "--http", "127.0.0.1:0"), &out, &errb) }()
+				var url string
+				for i := 0; i < 400 && url == ""; i++ {
+					if _, rest, ok := strings.Cut(errb.String(), "streamable HTTP at "); ok {
+						url, _, _ = strings.Cut(rest, "\n")
+					} else {
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+				if url == "" {
+					cancel()
+					t.Fatalf("no endpoint announced; exit %d\n%s", <-done, errb.String())
+				}
+				transport = &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}
+			} else {
+				inR, inW := io.Pipe()
+				outR, outW := io.Pipe()
+				old := stdinReader
+				stdinReader = inR
+				t.Cleanup(func() { stdinReader = old })
+				go func() {
+					code := Main(ctx, args, outW, &errb)
+					outW.Close()
+					done <- code
+				}()
+				transport = &mcp.IOTransport{Reader: outR, Writer: inW}
+			}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v0"}, nil).Connect(cctx, transport, nil)
+			if err != nil {
+				cancel()
+				t.Fatalf("connect: %v\n%s", err, errb.String())
+			}
+			defer cs.Close()
+			// An attest_peer dialing a silent peer (which holds the dial
+			// 5 s, libp2p's bound for a local address) and long-polls of
+			// a minute in flight.
+			for range 2 {
+				go func() {
+					_, _ = mcpCall[mcpserver.NextOutput](cctx, cs, "next_challenge", map[string]any{"wait_ms": 60000})
+				}()
+			}
+			go func() {
+				_, _ = mcpCall[mcpserver.AttestOutput](cctx, cs, "attest_peer", map[string]any{"addr": target, "timeout_seconds": 1800})
+			}()
+			select {
+			case <-accepted:
+			case <-cctx.Done():
+				t.Fatal("attest_peer never dialed the silent peer")
+			}
+			start := time.Now()
+			cancel()
+			// Within 4 s: the silent peer alone held a stop 5 s before.
+			const bound = 4 * time.Second
+			select {
+			case code := <-done:
+				if code != exitOK {
+					t.Errorf("exit %d, want %d\n%s", code, exitOK, errb.String())
+				}
+				t.Logf("stopped in %v", time.Since(start).Round(time.Millisecond))
+			case <-time.After(bound):
+				t.Fatalf("acaptcha mcp (%s) did not stop within %v with calls in flight", mode, bound)
+			}
+		})
 	}
 }

@@ -132,10 +132,12 @@ type HTTPConfig struct {
 // until its client deletes it, so a caller that initializes and goes
 // away (or loops) grew the server by a goroutine and its state each time.
 type HTTPHandler struct {
-	srv   *mcp.Server
-	inner http.Handler
-	max   int
-	log   *slog.Logger
+	srv *mcp.Server
+	// stopCalls ends the server's tool calls in flight (Server.Close).
+	stopCalls func()
+	inner     http.Handler
+	max       int
+	log       *slog.Logger
 
 	bodyTimeout time.Duration
 	maxBody     int64
@@ -201,7 +203,7 @@ func NewHTTPHandler(s *Server, cfg HTTPConfig) (*HTTPHandler, error) {
 	srv := s.MCP()
 	perGroup := max(1, cfg.MaxSessions/8)
 	h := &HTTPHandler{
-		srv: srv, max: cfg.MaxSessions, log: cfg.Logger,
+		srv: srv, stopCalls: s.endCalls, max: cfg.MaxSessions, log: cfg.Logger,
 		perGroup: perGroup, perBlock: 2 * perGroup, remote: max(1, cfg.MaxSessions-cfg.MaxSessions/4),
 		owner: map[string]netip.Prefix{}, startingIn: map[netip.Prefix]int{},
 		bodyTimeout: cfg.BodyTimeout, maxBody: cfg.MaxBodyBytes, conns: newConnLimits(cfg.MaxConns, cfg.WriteStall),
@@ -247,6 +249,9 @@ func (h *HTTPHandler) Sessions() int {
 
 // Close closes every open session and waits for each to end.
 func (h *HTTPHandler) Close() {
+	// The calls in flight end first: a session closes once its calls
+	// have returned.
+	h.stopCalls()
 	var open []*mcp.ServerSession
 	for ss := range h.srv.Sessions() {
 		open = append(open, ss)

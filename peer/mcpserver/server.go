@@ -150,6 +150,13 @@ type Server struct {
 	ctx    context.Context // background attestations
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// calls ends every tool call in flight when the server stops
+	// (Close, the end of Run's context): the SDK waits for a session's
+	// calls before it closes it, so a long-poll or an attestation in
+	// flight held a stop of `acaptcha mcp` for as long as it had left.
+	calls     context.Context
+	stopCalls context.CancelFunc
+	inflight  sync.WaitGroup // the tool calls running
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -237,6 +244,7 @@ func New(cfg Config) (*Server, error) {
 		dials: map[dialKey]*rate.Limiter{}, dialsAll: rate.NewLimiter(rate.Limit(RemoteAttestTotalPerMinute)/60, RemoteAttestTotalBurst),
 		scans: make(chan struct{}, 1), newest: map[peer.Direction]*newestScan{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.calls, s.stopCalls = context.WithCancel(context.Background())
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "acaptcha node", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       s.sdkLogger(log),
@@ -281,6 +289,9 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	go func() { ended <- ss.Wait() }()
 	select {
 	case <-ctx.Done():
+		// The server is stopping: its calls in flight end, and the
+		// session closes without waiting for them to run out.
+		s.endCalls()
 		_ = ss.Close()
 		<-ended
 		return ctx.Err()
@@ -289,10 +300,51 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	}
 }
 
-// Close cancels background attestations and waits for them.
+// Close ends the tool calls in flight (each answers that the server is
+// stopping) and cancels background attestations, and waits for both.
 func (s *Server) Close() {
+	s.endCalls()
 	s.cancel()
 	s.wg.Wait()
+	s.inflight.Wait()
+}
+
+// endCalls ends the tool calls in flight and refuses new ones (under mu:
+// a call counted in inflight starts before, or not at all).
+func (s *Server) endCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopCalls()
+}
+
+// errStopping is what a tool call answers when the server stopped while
+// it ran.
+var errStopping = errors.New("acaptcha mcp is stopping")
+
+// stoppable is h whose context also ends when the server stops (Close,
+// the end of Run's context).
+func stoppable[In, Out any](s *Server, h mcp.ToolHandlerFor[In, Out]) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		s.mu.Lock()
+		stopped := s.calls.Err() != nil
+		if !stopped {
+			s.inflight.Add(1)
+		}
+		s.mu.Unlock()
+		if stopped {
+			var zero Out
+			return nil, zero, errStopping
+		}
+		defer s.inflight.Done()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(s.calls, cancel)()
+		res, out, err := h(ctx, req, in)
+		if err != nil && s.calls.Err() != nil {
+			err = fmt.Errorf("%w: %w", errStopping, err)
+		}
+		return res, out, err
+	}
 }
 
 func (s *Server) addTools() (err error) {
@@ -313,13 +365,13 @@ func (s *Server) addTools() (err error) {
 			"With self_answer the peer's challenges come to you through next_challenge/answer_challenge; use background so this call returns at once with a job_id for attest_status. " +
 			fmt.Sprintf("Without timeout_seconds it gives up after %d s.", int(s.cfg.AttestTimeout.Seconds())),
 		Annotations: &mcp.ToolAnnotations{OpenWorldHint: &open},
-	}, s.attestPeer)
+	}, stoppable(s, s.attestPeer))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "attest_status",
 		Title:       "Status of a background attestation",
 		Description: "The state of an attest_peer started with background: running, done (with both verdicts) or failed. wait_ms long-polls until it finishes.",
 		Annotations: ro,
-	}, s.attestStatus)
+	}, stoppable(s, s.attestStatus))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:  "verify_attestation",
 		Title: "Verify a signed attestation",
@@ -327,31 +379,31 @@ func (s *Server) addTools() (err error) {
 			"record is the envelope in base64 or hex, or a JSON object holding it (record, envelope_base64 or envelope_hex, as attest_peer, list_attestations and `acaptcha attestations show --json` give it). " +
 			"ok is true when the record is valid and its verdict is ACCEPTED (or any verdict with any_verdict).",
 		Annotations: ro,
-	}, s.verifyAttestation)
+	}, stoppable(s, s.verifyAttestation))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "list_attestations",
 		Title:       "List stored attestations",
 		Description: "The signed attestations in this node's store, newest first: issued (this node verified the subject) and received (a verifier attested this node). Filter by peer and direction.",
 		Annotations: ro,
-	}, s.listAttestations)
+	}, stoppable(s, s.listAttestations))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "list_peers",
 		Title:       "List known peers",
 		Description: "The peers this node knows from attestations, gossip, blocks and gate decisions, by peer ID, a page at a time (limit, default 100; next_after names the next page), with their admission state (admitted directly, by trust quorum, or why not) and the attestations behind it.",
 		Annotations: ro,
-	}, s.listPeers)
+	}, stoppable(s, s.listPeers))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:  "next_challenge",
 		Title: "Next challenge to answer",
 		Description: "When you are this node's prover: the next challenge a verifier sent, or pending false when none is pending (wait_ms waits for one). " +
 			"Read the narrative, answer the question with answer_challenge before remaining_ms runs out. " + AnswerForm,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false},
-	}, s.nextChallenge)
+	}, stoppable(s, s.nextChallenge))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "answer_challenge",
 		Title:       "Answer a challenge",
 		Description: "Delivers your answer to a pending challenge (challenge_id from next_challenge); the node sends it to the verifier, which times it on its own clock. decline gives the round up. A late answer is refused with an error.",
-	}, s.answerChallenge)
+	}, stoppable(s, s.answerChallenge))
 	return nil
 }
 
