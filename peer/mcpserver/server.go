@@ -447,12 +447,17 @@ func (s *Server) attestPeer(ctx context.Context, req *mcp.CallToolRequest, in At
 	if in.TimeoutSeconds < 0 {
 		return nil, nil, fmt.Errorf("timeout_seconds %v: want a positive number", in.TimeoutSeconds)
 	}
+	// limit names the time limit in the error of an attestation that
+	// runs out of it.
+	limit := fmt.Sprintf("this server's default time limit of %v (timeout_seconds sets another)", timeout)
 	if in.TimeoutSeconds > 0 {
 		// Compared in seconds: a large value (1e10) overflows the
 		// conversion to a Duration into a negative one.
 		timeout = MaxAttestTimeout
+		limit = fmt.Sprintf("timeout_seconds %v, cut to the cap of %v", in.TimeoutSeconds, MaxAttestTimeout)
 		if in.TimeoutSeconds < MaxAttestTimeout.Seconds() {
 			timeout = time.Duration(in.TimeoutSeconds * float64(time.Second))
+			limit = fmt.Sprintf("timeout_seconds %v", in.TimeoutSeconds)
 		}
 	}
 	var sess *mcp.ServerSession
@@ -474,10 +479,10 @@ func (s *Server) attestPeer(ctx context.Context, req *mcp.CallToolRequest, in At
 		defer done()
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		out, err := s.attest(ctx, ai, in.SelfAnswer)
+		out, err := s.attest(ctx, ai, in.SelfAnswer, limit)
 		return nil, out, err
 	}
-	j, err := s.startJob(sess, ai, in.SelfAnswer, timeout)
+	j, err := s.startJob(sess, ai, in.SelfAnswer, timeout, limit)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -488,11 +493,15 @@ func (s *Server) attestPeer(ctx context.Context, req *mcp.CallToolRequest, in At
 var errNotAsked = errors.New("not asked: this node cannot answer challenges by itself (no LLM); call attest_peer with self_answer to answer them yourself")
 
 // attest runs one mutual attestation (or a verification only, when this
-// node cannot answer).
-func (s *Server) attest(ctx context.Context, ai lpeer.AddrInfo, selfAnswer bool) (*AttestOutput, error) {
+// node cannot answer); limit names ctx's time limit, for the error of an
+// attestation that runs out of it.
+func (s *Server) attest(ctx context.Context, ai lpeer.AddrInfo, selfAnswer bool, limit string) (*AttestOutput, error) {
 	n := s.cfg.Node
 	if s.cfg.Ready != nil {
 		if err := s.cfg.Ready(ctx); err != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, fmt.Errorf("attest %s: this node cannot verify yet (its first challenge set is not written), and %s ran out: %w", ai.ID, limit, err)
+			}
 			return nil, fmt.Errorf("attest %s: this node cannot verify yet: %w", ai.ID, err)
 		}
 	}
@@ -517,6 +526,11 @@ func (s *Server) attest(ctx context.Context, ai lpeer.AddrInfo, selfAnswer bool)
 				Ours:   &VerdictView{Verifier: self, Subject: ai.ID.String(), Verdict: verdict, Reason: reason, Detail: err.Error()},
 				Theirs: &VerdictView{Verifier: ai.ID.String(), Subject: self, Verdict: "NONE", Error: "not asked: " + notAsked},
 			}, nil
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// Unreachable, or silent until the limit: the bare
+			// "context deadline exceeded" named neither.
+			return nil, fmt.Errorf("attest %s: gave up after %s (the peer was unreachable or silent, or the sessions did not end within it): %w", ai.ID, limit, err)
 		}
 		return nil, fmt.Errorf("attest %s: %w", ai.ID, err)
 	}
@@ -782,7 +796,7 @@ func (s *Server) setGroupOf(f func(*mcp.ServerSession) (netip.Prefix, bool)) {
 	s.groupOf = f
 }
 
-func (s *Server) startJob(sess *mcp.ServerSession, ai lpeer.AddrInfo, selfAnswer bool, timeout time.Duration) (*job, error) {
+func (s *Server) startJob(sess *mcp.ServerSession, ai lpeer.AddrInfo, selfAnswer bool, timeout time.Duration, limit string) (*job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.ctx.Err(); err != nil {
@@ -810,7 +824,7 @@ func (s *Server) startJob(sess *mcp.ServerSession, ai lpeer.AddrInfo, selfAnswer
 	s.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(s.ctx, timeout)
 		defer cancel()
-		out, err := s.attest(ctx, ai, selfAnswer)
+		out, err := s.attest(ctx, ai, selfAnswer, limit)
 		// Counted as ended before it reads as done: a client that starts
 		// the next one when it sees this one done is not refused.
 		ended()
