@@ -409,7 +409,7 @@ func (s *Server) addTools() (err error) {
 
 // AttestInput is attest_peer's input.
 type AttestInput struct {
-	Addr           string  `json:"addr" jsonschema:"multiaddr of the peer, ending in /p2p/PEER_ID, e.g. /ip4/127.0.0.1/tcp/4717/p2p/12D3KooW..."`
+	Addr           string  `json:"addr" jsonschema:"multiaddr of the peer, ending in /p2p/PEER_ID, e.g. /ip4/127.0.0.1/tcp/4717/p2p/12D3KooW... (a bare /p2p/PEER_ID only for a peer this node already knows addresses of)"`
 	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"overall time limit in seconds (default: this server's, given in the tool's description; at most 1800)"`
 	SelfAnswer     bool    `json:"self_answer,omitempty" jsonschema:"you answer the peer's challenges yourself through next_challenge/answer_challenge (needs a node started to be answered by its MCP client)"`
 	Background     bool    `json:"background,omitempty" jsonschema:"return at once with a job_id; read the outcome with attest_status"`
@@ -439,6 +439,11 @@ func (s *Server) attestPeer(ctx context.Context, req *mcp.CallToolRequest, in At
 	n := s.cfg.Node
 	if ai.ID == n.ID() {
 		return nil, nil, errors.New("addr is this node itself: attest another node")
+	}
+	if len(ai.Addrs) == 0 && len(n.Host().Peerstore().Addrs(ai.ID)) == 0 {
+		// Dialed, it failed with "no addresses"; acaptcha attest
+		// refuses the same argument with this hint.
+		return nil, nil, fmt.Errorf("addr %q names only a peer ID, and this node knows no address of it: give the peer's full multiaddr as its node prints it, e.g. /ip4/203.0.113.5/tcp/4717/p2p/%s", in.Addr, ai.ID)
 	}
 	if in.SelfAnswer && s.cfg.Queue == nil {
 		return nil, nil, errors.New("self_answer: this node's prover is not its MCP client (it was started with an LLM or without a prover); start `acaptcha mcp` with --answer-with agent")
