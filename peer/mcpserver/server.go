@@ -12,6 +12,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -1126,6 +1127,20 @@ type NextOutput struct {
 	// because too many were pending (QueueStats.DeclinedFull).
 	DeclinedBusy uint64 `json:"declined_busy,omitempty" jsonschema:"challenges declined since the node started because too many were pending: each made its verifier sign a declined rejection of this node; answer faster (poll with wait_ms) or raise --max-pending"`
 	Note         string `json:"note,omitempty"`
+}
+
+// MarshalJSON writes remaining_ms for every pending challenge, 0
+// included (a challenge stays pending a little past its budget, within
+// the verifier's RTT credit and read grace): omitempty left it out there.
+func (o NextOutput) MarshalJSON() ([]byte, error) {
+	type plain NextOutput
+	if !o.Pending {
+		return json.Marshal(plain(o))
+	}
+	return json.Marshal(struct {
+		plain
+		RemainingMs int64 `json:"remaining_ms"`
+	}{plain(o), o.RemainingMs})
 }
 
 func (s *Server) nextChallenge(ctx context.Context, req *mcp.CallToolRequest, in NextInput) (*mcp.CallToolResult, *NextOutput, error) {
