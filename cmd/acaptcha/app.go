@@ -588,7 +588,21 @@ func unknownCommand(c *cobra.Command, word string) error {
 		c.SuggestionsMinimumDistance = 2
 	}
 	msg := fmt.Sprintf("unknown command %q for %q", word, c.CommandPath())
-	if sug := c.SuggestionsFor(word); len(sug) > 0 {
+	sug := c.SuggestionsFor(word)
+	// A command of a group named without its group (README's
+	// `attestations verify` typed as `acaptcha verify`): cobra suggests
+	// by spelling only.
+	for _, g := range c.Commands() {
+		for _, sub := range g.Commands() {
+			if sub.IsAvailableCommand() && (sub.Name() == word || sub.HasAlias(word)) {
+				sug = append(sug, g.Name()+" "+sub.Name())
+			}
+		}
+	}
+	if hint, ok := doorWords[word]; ok && c.Parent() == nil {
+		sug = append(sug, hint)
+	}
+	if len(sug) > 0 {
 		msg += fmt.Sprintf("; did you mean %s?", quoteJoin(sug))
 	}
 	if c.HasAvailableSubCommands() {
@@ -596,6 +610,10 @@ func unknownCommand(c *cobra.Command, word string) error {
 	}
 	return &exitError{code: exitUsage, err: errors.New(msg)}
 }
+
+// doorWords are words a new user may type for a door that is a flag of
+// a command: the HTTP door is node's --http.
+var doorWords = map[string]string{"http": "node --http HOST:PORT"}
 
 func quoteJoin(xs []string) string {
 	q := make([]string, len(xs))

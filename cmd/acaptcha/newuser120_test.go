@@ -206,3 +206,40 @@ func TestNewUser120MCPStopEndsCallsInFlight(t *testing.T) {
 		})
 	}
 }
+
+// A new user types the words README uses without their group:
+// `acaptcha verify FILE` for `acaptcha attestations verify FILE`, or
+// `acaptcha http` for the HTTP door. The error names the command meant;
+// before, it said only that the command is unknown (cobra's suggestions
+// go by spelling, and "verify" is far from "attestations").
+func TestNewUser120UnknownCommandNamesTheGroup(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"verify", "peer.att"}, `"attestations verify"`},
+		{[]string{"list"}, `"attestations list"`},
+		{[]string{"export", "KEY"}, `"attestations export"`},
+		{[]string{"inspect", "x.json"}, `"challenge inspect"`},
+		{[]string{"swarm"}, `"bench swarm"`},
+		{[]string{"http"}, `"node --http HOST:PORT"`},
+	} {
+		for _, js := range []bool{false, true} {
+			args := tc.args
+			if js {
+				args = append(append([]string{}, args...), "--json")
+			}
+			out, errOut, code := newUserMain(context.Background(), args...)
+			msg := errOut
+			if js {
+				var ec int
+				if msg, ec = jsonError(t, lastLine(errOut)); ec != exitUsage {
+					t.Errorf("%v: error object %q/%d", args, msg, ec)
+				}
+			}
+			if code != exitUsage || out != "" || !strings.Contains(msg, "did you mean "+tc.want) {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d suggesting %s", args, code, out, errOut, exitUsage, tc.want)
+			}
+		}
+	}
+}
