@@ -46,10 +46,14 @@ func (a *app) attestationsCmd() *cobra.Command {
 					return err
 				}
 			}
+			if dir == "both" {
+				// The default the help names.
+				dir = ""
+			}
 			switch peer.Direction(dir) {
 			case "", peer.Issued, peer.Received:
 			default:
-				return usageErr("--direction %q: want %s or %s (default both)", dir, peer.Issued, peer.Received)
+				return usageErr("--direction %q: want %s, %s or both (the default)", dir, peer.Issued, peer.Received)
 			}
 			if newest < 0 {
 				return usageErr("--newest %d: want 0 (every attestation) or more", newest)
@@ -113,7 +117,7 @@ func (a *app) attestationsCmd() *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&peerFilter, "peer", "", "only attestations about or from this peer ID")
-	list.Flags().StringVar(&dir, "direction", "", "issued or received (default both)")
+	list.Flags().StringVar(&dir, "direction", "", "issued, received or both (default both)")
 	list.Flags().IntVar(&newest, "newest", 0, "only the N newest attestations, still listed oldest first, with a line saying how many were left out (on standard error under --json: listed, total, omitted) (0: all; a node can hold hundreds of thousands)")
 
 	show := &cobra.Command{

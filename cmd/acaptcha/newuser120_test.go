@@ -243,3 +243,16 @@ func TestNewUser120UnknownCommandNamesTheGroup(t *testing.T) {
 		}
 	}
 }
+
+// "both", the default direction the help and the MCP tool's schema name
+// ("issued or received (default both)"), is taken as a value by
+// attestations list --direction and list_attestations' direction; before,
+// both refused it ("want issued or received").
+func TestNewUser120DirectionBoth(t *testing.T) {
+	dir := t.TempDir()
+	store, key, _ := storeWithOne(t, dir)
+	out, errOut, code := newUserMain(context.Background(), "attestations", "list", "--store", store, "--direction", "both")
+	if code != exitOK || !strings.Contains(out, shortKey(key)) {
+		t.Errorf("list --direction both: exit %d\n%s\n%s", code, out, errOut)
+	}
+}

@@ -936,7 +936,7 @@ func waitDuration(ms int64) (time.Duration, error) {
 // ListAttestationsInput is list_attestations' input.
 type ListAttestationsInput struct {
 	Peer           string `json:"peer,omitempty" jsonschema:"only attestations about or from this peer ID"`
-	Direction      string `json:"direction,omitempty" jsonschema:"issued or received (default both)"`
+	Direction      string `json:"direction,omitempty" jsonschema:"issued, received or both (the default)"`
 	Limit          int    `json:"limit,omitempty" jsonschema:"at most this many, newest first (default 20, at most 500: a larger limit is an error)"`
 	IncludeRecords bool   `json:"include_records,omitempty" jsonschema:"include each signed envelope (base64)"`
 }
@@ -956,8 +956,12 @@ func (s *Server) listAttestations(ctx context.Context, _ *mcp.CallToolRequest, i
 		}
 	}
 	dir := peer.Direction(in.Direction)
+	if dir == "both" {
+		// The default the schema names.
+		dir = ""
+	}
 	if dir != "" && dir != peer.Issued && dir != peer.Received {
-		return nil, nil, fmt.Errorf("direction %q: want issued, received or empty", in.Direction)
+		return nil, nil, fmt.Errorf("direction %q: want issued, received, or both (the default)", in.Direction)
 	}
 	limit := in.Limit
 	switch {
