@@ -263,6 +263,12 @@ func commandName(cmd *cobra.Command) string {
 	return cmd.CommandPath()
 }
 
+// isDir says path names a directory.
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
 // maxTrustQuorum is the largest --trust-quorum: the hard cap of a node's
 // learned-attestation index (peer/trust.go: twice peer.MaxLearned, the
 // records of directly admitted issuers included), so no larger quorum of
@@ -281,6 +287,12 @@ func (a *app) checkNumbers(fs *pflag.FlagSet) error {
 		return usageErr("--store is empty: want the path of the store file (leave the flag out for %s)", fs.Lookup("store").DefValue)
 	case has("key") && strings.TrimSpace(a.keyFile) == "":
 		return usageErr("--key is empty: want the path of the identity key file (leave the flag out for %s)", fs.Lookup("key").DefValue)
+	case has("store") && isDir(a.storePath):
+		// Refused before the key is made (node, attest and mcp made
+		// one, then failed on the store, exit 1).
+		return usageErr("--store %s is a directory, not a store file (check --store: give the path of a file, e.g. %s)", a.storePath, filepath.Join(a.storePath, "acaptcha.db"))
+	case has("key") && isDir(a.keyFile):
+		return usageErr("--key %s is a directory, not a key file (check --key: give the path of a file, e.g. %s)", a.keyFile, filepath.Join(a.keyFile, "key"))
 	case has("max-serves") && a.maxServes < 1:
 		return usageErr("--max-serves %d: want at least 1", a.maxServes)
 	case has("pool-size") && a.gen.poolSize < 1:

@@ -256,3 +256,40 @@ func TestNewUser120DirectionBoth(t *testing.T) {
 		t.Errorf("list --direction both: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
+
+// A --store or --key that names a directory is a wrong argument (exit
+// 2, as the read-only commands say of a directory --store), refused
+// before anything is made: node, attest and mcp exited 1, and a --store
+// directory left a new key file behind.
+func TestNewUser120DirectoryStoreOrKeyIsUsage(t *testing.T) {
+	for _, cmdArgs := range [][]string{
+		{"node", "--challenges", "procedural", "--listen", "/ip4/127.0.0.1/tcp/0"},
+		{"mcp", "--challenges", "procedural", "--listen", "/ip4/127.0.0.1/tcp/0"},
+		{"attest", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf"},
+	} {
+		dir := t.TempDir()
+		sub := filepath.Join(dir, "sub")
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		key, store := filepath.Join(dir, "key"), filepath.Join(dir, "db")
+		for _, tc := range []struct {
+			flags   []string
+			want    string
+			nothing string // the file that must not be made
+		}{
+			{[]string{"--store", sub, "--key", key}, "--store", key},
+			{[]string{"--store", store, "--key", sub}, "--key", store},
+		} {
+			args := append(append(append([]string{}, cmdArgs...), tc.flags...), "--json")
+			out, errOut, code := newUserMain(context.Background(), args...)
+			msg, ec := jsonError(t, lastLine(errOut))
+			if code != exitUsage || ec != exitUsage || !strings.Contains(msg, tc.want) || !strings.Contains(msg, "directory") {
+				t.Errorf("%v: exit %d, error %q/%d, stdout %q; want exit %d naming %s", args, code, msg, ec, out, exitUsage, tc.want)
+			}
+			if _, err := os.Stat(tc.nothing); err == nil {
+				t.Errorf("%v: made %s", args, filepath.Base(tc.nothing))
+			}
+		}
+	}
+}
