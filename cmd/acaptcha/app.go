@@ -280,6 +280,18 @@ const maxTrustQuorum = 2 * peer.MaxLearned
 // runs (fs) are checked.
 func (a *app) checkNumbers(fs *pflag.FlagSet) error {
 	has := func(name string) bool { return fs.Lookup(name) != nil }
+	// A choice given empty (an unset shell variable: --require-source
+	// "$MIN") was taken for the default without a word, where an empty
+	// --challenges or --store is refused. (attestations verify's
+	// --require-source, whose default is empty, refuses it itself.)
+	for _, c := range []struct{ name, want string }{
+		{"require-source", "procedural, corpus, hybrid, llm or any"},
+		{"attest-policy", "all, inbound, outbound or none"},
+	} {
+		if fl := fs.Lookup(c.name); fl != nil && fl.Changed && fl.DefValue != "" && strings.TrimSpace(fl.Value.String()) == "" {
+			return usageErr("--%s is empty: want %s (leave the flag out for the default, %s)", c.name, c.want, fl.DefValue)
+		}
+	}
 	switch {
 	case has("store") && strings.TrimSpace(a.storePath) == "":
 		// An unset shell variable (--store "$DB"): every command would

@@ -293,3 +293,35 @@ func TestNewUser120DirectoryStoreOrKeyIsUsage(t *testing.T) {
 		}
 	}
 }
+
+// An empty --require-source or --attest-policy (an unset shell
+// variable: --require-source "$MIN") is refused, exit 2, as an empty
+// --store, --key or --challenges is and as attestations verify refuses an
+// empty --require-source; before, node, attest, mcp, peers and bench
+// swarm took it silently for the default.
+func TestNewUser120EmptyChoiceFlagsRefused(t *testing.T) {
+	dir := t.TempDir()
+	store, _, _ := storeWithOne(t, dir)
+	base := map[string][]string{
+		"node":   {"node", "--challenges", "procedural", "--listen", "/ip4/127.0.0.1/tcp/0", "--store", filepath.Join(dir, "n.db"), "--key", filepath.Join(dir, "n.key")},
+		"mcp":    {"mcp", "--challenges", "procedural", "--listen", "/ip4/127.0.0.1/tcp/0", "--store", filepath.Join(dir, "m.db"), "--key", filepath.Join(dir, "m.key")},
+		"attest": {"attest", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf", "--store", filepath.Join(dir, "a.db"), "--key", filepath.Join(dir, "a.key")},
+		"peers":  {"peers", "--store", store},
+		"swarm":  {"bench", "swarm", "-n", "2"},
+	}
+	for _, tc := range []struct {
+		cmd, flag string
+	}{
+		{"node", "require-source"}, {"mcp", "require-source"}, {"attest", "require-source"}, {"peers", "require-source"}, {"swarm", "require-source"},
+		{"node", "attest-policy"},
+	} {
+		args := append(append([]string{}, base[tc.cmd]...), "--"+tc.flag, " ", "--json")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		out, errOut, code := newUserMain(ctx, args...)
+		cancel()
+		msg, ec := jsonError(t, lastLine(errOut))
+		if code != exitUsage || ec != exitUsage || !strings.Contains(msg, "--"+tc.flag+" is empty") {
+			t.Errorf("%s --%s ' ': exit %d, error %q/%d, stdout %.200q; want exit %d", tc.cmd, tc.flag, code, msg, ec, out, exitUsage)
+		}
+	}
+}
