@@ -325,3 +325,17 @@ func TestNewUser120EmptyChoiceFlagsRefused(t *testing.T) {
 		}
 	}
 }
+
+// peers --node "" (an unset shell variable: --node "$METRICS") is
+// refused, exit 2; before, it read the store instead of the running node
+// without a word (the store of a stopped node, or a "store is locked"
+// error that does not name --node).
+func TestNewUser120PeersEmptyNodeRefused(t *testing.T) {
+	dir := t.TempDir()
+	store, _, _ := storeWithOne(t, dir)
+	out, errOut, code := newUserMain(context.Background(), "peers", "--store", store, "--node", "", "--json")
+	msg, ec := jsonError(t, lastLine(errOut))
+	if code != exitUsage || ec != exitUsage || !strings.Contains(msg, "--node is empty") || out != "" {
+		t.Errorf("peers --node '': exit %d, error %q/%d, stdout %.200q; want exit %d", code, msg, ec, out, exitUsage)
+	}
+}

@@ -181,6 +181,11 @@ is shown.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rep *peersReport
 			var err error
+			if cmd.Flags().Changed("node") && strings.TrimSpace(nodeAddr) == "" {
+				// An unset shell variable (--node "$METRICS") read the
+				// store instead of the running node without a word.
+				return usageErr("--node is empty: want the running node's --metrics address, host:port or URL (leave the flag out to read a stopped node's store)")
+			}
 			if nodeAddr != "" && cmd.Flags().Changed("store") {
 				return usageErr("--node asks the running node, which reads its own store: drop --store, or drop --node to read a stopped node's store")
 			}
