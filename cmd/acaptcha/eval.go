@@ -119,6 +119,11 @@ func evalAttackers(seed uint64, kind skill.SourceKind) (generic, whiteBox, listi
 // checkOutDir makes dir and checks that a file can be written in it, so a
 // run does not spend its sessions before failing to save them.
 func checkOutDir(dir string) error {
+	if strings.TrimSpace(dir) == "" {
+		// An unset shell variable (--out "$DIR"): mkdir "" failed as a
+		// runtime error that named no flag.
+		return usageErr("--out is empty: want a directory (leave the flag out for the default)")
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("output directory: %w", err)
 	}

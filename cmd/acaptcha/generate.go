@@ -375,6 +375,9 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 	// Made and probed before a set is generated (an LLM's tokens spent
 	// on sets that cannot be saved): a directory that cannot be written
 	// is a runtime failure (exit 1), as for eval.
+	if strings.TrimSpace(f.out) == "" {
+		return checkOutDir(f.out) // the usage error
+	}
 	if err := checkOutDir(f.out); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}

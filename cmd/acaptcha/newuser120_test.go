@@ -339,3 +339,19 @@ func TestNewUser120PeersEmptyNodeRefused(t *testing.T) {
 		t.Errorf("peers --node '': exit %d, error %q/%d, stdout %.200q; want exit %d", code, msg, ec, out, exitUsage)
 	}
 }
+
+// An empty --out of generate or eval (an unset shell variable) is a
+// usage error naming the flag (exit 2); before, it failed as a runtime
+// error, exit 1: "output directory: mkdir : no such file or directory".
+func TestNewUser120EmptyOutRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"generate", "--source", "procedural", "--n", "1", "--out", ""},
+		{"eval", "--source", "procedural", "--sessions", "1", "--out", " "},
+	} {
+		out, errOut, code := newUserMain(context.Background(), append(args, "--json")...)
+		msg, ec := jsonError(t, lastLine(errOut))
+		if code != exitUsage || ec != exitUsage || !strings.Contains(msg, "--out is empty") {
+			t.Errorf("%v: exit %d, error %q/%d, stdout %.200q; want exit %d", args, code, msg, ec, out, exitUsage)
+		}
+	}
+}
