@@ -29,6 +29,26 @@ package peer
 // gives its place back when it ends. The resource manager's per-peer and
 // per-service limits stay in force on top.
 //
+// Two of the services need no such count. An identify request
+// (/ipfs/id/1.0.0) holds its stream only while the node writes its
+// answer, one message well within the stream's flow-control window, and
+// the stream's scope is given back when the node closes its side,
+// whether or not the peer reads (TestIdentifyRequestsHoldNoStreams; the
+// write waits only on a connection the peer stops reading altogether,
+// which yamux closes after its 10 s write timeout). Hole punching
+// (Config.NAT, /libp2p/dcutr) resets a DCUtR stream at once unless it
+// comes on a relayed connection this node dialed, so peers that dial
+// the node hold none (TestDCUtRStreamsOfDialingPeersReset).
+//
+// AutoNAT's request rates (v2: 60 a minute in all, 12 a peer; v1: 30
+// dial-backs a minute, 3 a peer) are go-libp2p's, node-wide with no
+// share per network, and go-libp2p has no option for one: a few
+// networks' fresh peer IDs can spend them and have other peers'
+// requests refused for the rest of the minute. They are left so: a
+// per-network rate of ours would raise that to five or so networks, not
+// close it, and the service is a courtesy to other nodes (which ask
+// several servers) that this node does not need.
+//
 // Ping is still served although the node never pings: it is the one
 // libp2p liveness probe other implementations and operators' tools use
 // against any libp2p node, `acaptcha bench abuse` keeps a ping stream
