@@ -2,6 +2,7 @@ package attack
 
 import (
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -78,63 +79,16 @@ func solveScatter(s *wbSession, part int, c *skill.Challenge) string {
 func scRank(s *wbSession, part int, q string) []string {
 	text := s.narratives[part]
 	lw := s.cached("llm", part, func() any { return parseLLMShared(text) }).(*lWorld)
-	paras := scParagraphs(text)
-	var cands []*scCand
-	names := scIntroduced(text)
-	for _, e := range lw.ents {
-		names = append(names, e.name)
-	}
-	seen := map[string]bool{}
-	for _, name := range names {
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		if len(cands) >= scMaxCands {
-			break
-		}
-		if scUnitLike(text, name) || scHeadingOnly(paras, name) {
-			continue // a unit ("41 EBC") or a heading ("Samples."), not an item
-		}
-		cands = append(cands, &scCand{name: name, paras: map[int]bool{}})
-	}
-	if len(cands) == 0 {
+	base := scBaseShared(text, lw)
+	paras := base.paras
+	if len(base.cands) == 0 {
 		return nil
 	}
-	// Descriptions from introductions; a description shared by two
-	// candidates names neither.
-	owner := map[string]int{}
-	for ci, cd := range cands {
-		for _, p := range paras {
-			for k := wbIndexWord(strings.ToLower(p), strings.ToLower(cd.name)); k >= 0; {
-				rest := p[k+len(cd.name):]
-				if m := scAppos.FindStringSubmatch(rest); m != nil {
-					fs := strings.Fields(m[1])
-					head := fs[len(fs)-1]
-					forms := []string{head, strings.Join(fs, " ")}
-					for _, adj := range fs[:len(fs)-1] {
-						forms = append(forms, adj+" "+head)
-					}
-					for _, a := range forms {
-						if wbFunctionWords[a] || len(a) < 4 {
-							continue
-						}
-						if o, ok := owner[a]; ok && o != ci {
-							owner[a] = -1
-						} else if !ok {
-							owner[a] = ci
-						}
-					}
-				}
-				break
-			}
-		}
+	cands := make([]*scCand, len(base.cands))
+	for i, b := range base.cands {
+		cands[i] = &scCand{name: b.name, aliases: b.aliases, paras: map[int]bool{}}
 	}
-	for a, ci := range owner {
-		if ci >= 0 {
-			cands[ci].aliases = append(cands[ci].aliases, a)
-		}
-	}
+	names := make([]string, 0, len(cands))
 	aside := scAsideWords(q)
 	headNoun := ""
 	if m := scWhich.FindStringSubmatch(q); m != nil && !wbFunctionWords[strings.ToLower(m[1])] {
@@ -197,11 +151,76 @@ func scRank(s *wbSession, part int, q string) []string {
 		out = append(out, scored{cd.name, sc})
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].sc > out[b].sc })
-	names = names[:0]
 	for _, o := range out {
 		names = append(names, o.name)
 	}
 	return names
+}
+
+// scBaseOf computes scBase.
+func scBaseOf(text string, lw *lWorld) *scBase {
+	paras := scParagraphs(text)
+	var cands []*scCand
+	names := scIntroduced(text)
+	for _, e := range lw.ents {
+		names = append(names, e.name)
+	}
+	seen := map[string]bool{}
+	for _, name := range names {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if len(cands) >= scMaxCands {
+			break
+		}
+		if scUnitLike(text, name) || scHeadingOnly(paras, name) {
+			continue // a unit ("41 EBC") or a heading ("Samples."), not an item
+		}
+		cands = append(cands, &scCand{name: name, paras: map[int]bool{}})
+	}
+	if len(cands) == 0 {
+		return &scBase{paras: paras}
+	}
+	// Descriptions from introductions; a description shared by two
+	// candidates names neither.
+	owner := map[string]int{}
+	for ci, cd := range cands {
+		for _, p := range paras {
+			for k := wbIndexWord(strings.ToLower(p), strings.ToLower(cd.name)); k >= 0; {
+				rest := p[k+len(cd.name):]
+				if m := scAppos.FindStringSubmatch(rest); m != nil {
+					fs := strings.Fields(m[1])
+					head := fs[len(fs)-1]
+					forms := []string{head, strings.Join(fs, " ")}
+					for _, adj := range fs[:len(fs)-1] {
+						forms = append(forms, adj+" "+head)
+					}
+					for _, a := range forms {
+						if wbFunctionWords[a] || len(a) < 4 {
+							continue
+						}
+						if o, ok := owner[a]; ok && o != ci {
+							owner[a] = -1
+						} else if !ok {
+							owner[a] = ci
+						}
+					}
+				}
+				break
+			}
+		}
+	}
+	for a, ci := range owner {
+		if ci >= 0 {
+			cands[ci].aliases = append(cands[ci].aliases, a)
+		}
+	}
+	base := &scBase{paras: slices.Clip(paras)}
+	for _, cd := range cands {
+		base.cands = append(base.cands, scBaseCand{name: cd.name, aliases: slices.Clip(cd.aliases)})
+	}
+	return base
 }
 
 // scParagraphs splits a narrative at blank lines, or at line breaks when
@@ -363,4 +382,31 @@ func scHeadingOnly(paras []string, name string) bool {
 		}
 	}
 	return n > 0 && head == n
+}
+
+// scBase is what scRank reads from a narrative alone, whatever the
+// question: its paragraphs and the candidates with the descriptions they
+// were introduced with. It is memoized per narrative (scBaseShared): the
+// validator runs the scatter attacker, and the survivor runs it again,
+// for every question and context of a set, each in a fresh session.
+type scBase struct {
+	paras []string
+	cands []scBaseCand
+}
+
+type scBaseCand struct {
+	name    string
+	aliases []string
+}
+
+var scBaseMemo parseMemo[string, *scBase]
+
+// scBaseShared is scBaseOf, memoized for narratives up to memoMaxText
+// (lw is the narrative's parseLLMShared world, itself memoized by text).
+// The slices are clipped and only read.
+func scBaseShared(text string, lw *lWorld) *scBase {
+	if len(text) > memoMaxText {
+		return scBaseOf(text, lw)
+	}
+	return scBaseMemo.get(text, func() *scBase { return scBaseOf(text, lw) })
 }

@@ -3,6 +3,7 @@ package attack
 import (
 	"math/big"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -103,7 +104,7 @@ func solveSeries(s *wbSession, part int, c *skill.Challenge) string {
 	qnums := wbNumbers(q)
 	var runs []srRun
 	for p := 0; p <= part && p < len(s.narratives); p++ {
-		for _, r := range s.cached("series", p, func() any { return srRuns(s.narratives[p]) }).([]srRun) {
+		for _, r := range s.cached("series", p, func() any { return srRunsShared(s.narratives[p]) }).([]srRun) {
 			r.part = p
 			runs = append(runs, r)
 		}
@@ -319,3 +320,16 @@ func atoiSmall(s string) int {
 // prompt forces a narrative and its questions to hold: Series and
 // Scatter.
 func Structure() []Named { return []Named{Series(), Scatter()} }
+
+var srRunsMemo parseMemo[string, []srRun]
+
+// srRunsShared is srRuns, memoized for narratives up to memoMaxText: the
+// validator runs the series attacker, and the survivor runs it again, for
+// every question and context of a set, each in a fresh session. The runs
+// are only read (a caller's copy of a run sets its part).
+func srRunsShared(text string) []srRun {
+	if len(text) > memoMaxText {
+		return srRuns(text)
+	}
+	return srRunsMemo.get(text, func() []srRun { return slices.Clip(srRuns(text)) })
+}
