@@ -69,32 +69,16 @@ func (h dhtHost) SetStreamHandler(pid lpproto.ID, handler network.StreamHandler)
 // reader, which reads a prefix a byte at a time, can take a buffer of it.
 type dhtRequestStream struct {
 	network.Stream
-	rest  uint64 // bytes left of the current request
-	size  uint64 // the prefix read so far
-	shift uint
+	frames msgFramer
 }
 
 func (s *dhtRequestStream) Read(p []byte) (int, error) {
 	n, err := s.Stream.Read(p)
-	for i := 0; i < n; i++ {
-		if s.rest > 0 {
-			skip := min(s.rest, uint64(n-i))
-			s.rest -= skip
-			i += int(skip) - 1
-			continue
-		}
-		b := p[i]
-		if s.shift > 63 {
-			return s.refuse(fmt.Errorf("%w: malformed length prefix", errDHTRequestSize))
-		}
-		s.size |= uint64(b&0x7f) << s.shift
-		s.shift += 7
-		if s.size > maxDHTRequest {
-			return s.refuse(fmt.Errorf("%w: %d bytes announced, %d read at most", errDHTRequestSize, s.size, maxDHTRequest))
-		}
-		if b&0x80 == 0 {
-			s.rest, s.size, s.shift = s.size, 0, 0
-		}
+	switch ferr := s.frames.feed(p[:n], maxDHTRequest, nil, nil); {
+	case errors.Is(ferr, errMalformedPrefix):
+		return s.refuse(fmt.Errorf("%w: malformed length prefix", errDHTRequestSize))
+	case ferr != nil:
+		return s.refuse(fmt.Errorf("%w: more than %d bytes announced, %d read at most", errDHTRequestSize, maxDHTRequest, maxDHTRequest))
 	}
 	return n, err
 }

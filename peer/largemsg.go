@@ -1,7 +1,9 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -29,9 +31,7 @@ type largeMsgStream struct {
 	busy        error
 	wait        time.Duration
 
-	rest  uint64 // bytes left of the current message
-	size  uint64 // the prefix read so far
-	shift uint
+	frames msgFramer
 
 	mu     sync.Mutex
 	placed bool        // a place is held
@@ -40,31 +40,15 @@ type largeMsgStream struct {
 
 func (s *largeMsgStream) Read(p []byte) (int, error) {
 	n, err := s.Stream.Read(p)
-	for i := 0; i < n; i++ {
-		if s.rest > 0 {
-			skip := min(s.rest, uint64(n-i))
-			s.rest -= skip
-			i += int(skip) - 1
-			if s.rest == 0 {
-				s.unplace()
-			}
-			continue
-		}
-		b := p[i]
-		if s.shift > 63 {
-			return n, err // malformed: the reader refuses it
-		}
-		s.size |= uint64(b&0x7f) << s.shift
-		s.shift += 7
-		if b&0x80 != 0 {
-			continue
-		}
-		size := s.size
-		s.rest, s.size, s.shift = size, 0, 0
+	ferr := s.frames.feed(p[:n], math.MaxUint64, func(size uint64) error {
 		if size > s.small && size <= s.most && !s.place() {
-			_ = s.Stream.Reset()
-			return 0, fmt.Errorf("%w: %d bytes announced", s.busy, size)
+			return fmt.Errorf("%w: %d bytes announced", s.busy, size)
 		}
+		return nil
+	}, s.unplace)
+	if ferr != nil && !errors.Is(ferr, errMalformedPrefix) { // the reader refuses a malformed prefix itself
+		_ = s.Stream.Reset()
+		return 0, ferr
 	}
 	return n, err
 }
