@@ -136,7 +136,7 @@ func (s *Session) Answer(ctx context.Context, c skill.Challenge) (string, error)
 	c.Narrative = skill.CapBytes(c.Narrative, maxNarrativeBytes)
 	c.Question = skill.CapBytes(c.Question, maxQuestionBytes)
 	d := analyseShared(c.Narrative)
-	q := analyseQuestion(c.Question)
+	q := analyseQuestionShared(c.Question)
 	ans, key := s.p.strategy(s, d, q, &c)
 	ans = strings.TrimSpace(ans)
 	if ans == "" {

@@ -74,9 +74,10 @@ type procKey struct {
 }
 
 var (
-	docMemo  parseMemo[string, *doc]
-	llmMemo  parseMemo[string, *lWorld]
-	procMemo parseMemo[procKey, *pWorld]
+	questionMemo parseMemo[string, *question]
+	docMemo      parseMemo[string, *doc]
+	llmMemo      parseMemo[string, *lWorld]
+	procMemo     parseMemo[procKey, *pWorld]
 )
 
 // analyseShared is analyse, memoized for narratives up to memoMaxText.
@@ -111,4 +112,12 @@ func parseProceduralShared(text, domain string, part int, prev *pWorld) *pWorld 
 	return procMemo.get(procKey{text, domain, part, prev}, func() *pWorld {
 		return parseProcedural(text, procVocab(domain, part), prev)
 	})
+}
+
+// analyseQuestionShared is analyseQuestion, memoized (a question is at
+// most maxQuestionBytes): the validator asks every generic attacker each
+// question in every context, and the survivor attacker asks them all
+// again. The parse is only read.
+func analyseQuestionShared(text string) *question {
+	return questionMemo.get(text, func() *question { return analyseQuestion(text) })
 }

@@ -715,6 +715,15 @@ func (v *Validator) scripts(ctx context.Context, w *work, full bool) {
 			qr := w.qrep[[2]int{pi, qi}]
 			var hit *AttackerAnswer
 			for _, a := range attackers {
+				if hit != nil && a.Name == attack.WhiteBoxSurvivor {
+					// The survivor answers from what every other
+					// attacker left, on a question they all failed
+					// (generation.md stage 3): one of them answered
+					// this question, which is dropped whatever the
+					// survivor says, and its replay of the whole
+					// filter is most of a set's validation.
+					continue
+				}
 				aa := AttackerAnswer{Attacker: a.Name}
 				runs := ctxs
 				if !slices.Contains(stateful, a.Name) && len(runs) > 1 {
