@@ -151,7 +151,7 @@ a running node's (its store is locked while it runs).`,
 			if httpAddr != "" {
 				return a.serveMCPHTTP(ctx, httpAddr, srv, httpMaxConns)
 			}
-			t := answerBeforeEOF(&mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
+			t := mcpStdioTransport(a.stdin, a.stdout, a.log)
 			err = srv.Run(ctx, t)
 			switch {
 			case err == nil, ctx.Err() != nil, errors.Is(err, io.EOF):
