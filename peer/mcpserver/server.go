@@ -378,7 +378,8 @@ func (s *Server) addTools() (err error) {
 		Title: "Verify a signed attestation",
 		Description: "Verifies a signed attestation record like `acaptcha attestations verify`: signature, that the signing key is the issuer's, subject and issuer when given, validity window, spec version, and with require_source the challenge source rank. " +
 			"record is the envelope in base64 or hex, or a JSON object holding it (record, envelope_base64 or envelope_hex, as attest_peer, list_attestations and `acaptcha attestations show --json` give it). " +
-			"ok is true when the record is valid and its verdict is ACCEPTED (or any verdict with any_verdict).",
+			"ok is true when the record is valid and its verdict is ACCEPTED (or any verdict with any_verdict). " +
+			"Every record gets a result: valid false with error_code for one that fails a check (malformed for text holding no envelope), valid true with verdict REJECTED or INCONCLUSIVE and error_code not_accepted for a valid record of another verdict; a tool error means the call itself was wrong (require_source, subject, issuer) or must be retried later.",
 		Annotations: ro,
 	}, stoppable(s, s.verifyAttestation))
 	mcp.AddTool(s.srv, &mcp.Tool{

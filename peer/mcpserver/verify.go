@@ -77,7 +77,13 @@ func (s *Server) verifyAttestation(_ context.Context, req *mcp.CallToolRequest, 
 	}
 	data, err := DecodeRecord(in.Record)
 	if err != nil {
-		return nil, nil, err
+		// Text that holds no envelope is a malformed record, an outcome
+		// about the record as `acaptcha attestations verify` prints it
+		// (exit 1), not a failed call: the caller's client then reads
+		// every record's fate in the same fields (ok, valid, verdict,
+		// error_code) and keeps tool errors for its own mistakes.
+		err = fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
+		return nil, &VerifyOutput{Error: err.Error(), ErrorCode: protocol.AttestationErrorCode(err)}, nil
 	}
 	// A record not checked before costs its signature check in the
 	// rate of a caller beyond loopback, priced by its key as gossip and
