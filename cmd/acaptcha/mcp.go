@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,7 +150,11 @@ a running node's (its store is locked while it runs).`,
 			a.log.Info("acaptcha mcp node started", "peer_id", n.ID(), "addrs", n.Addrs(), "answers", answerWith, "llm", llmName, "challenges", a.challenges)
 			ctx := cmd.Context()
 			if httpAddr != "" {
-				return a.serveMCPHTTP(ctx, httpAddr, srv, httpMaxConns)
+				var addrs []string
+				for _, m := range n.Addrs() {
+					addrs = append(addrs, m.String())
+				}
+				return a.serveMCPHTTP(ctx, httpAddr, srv, httpMaxConns, n.ID().String(), addrs)
 			}
 			t := mcpStdioTransport(a.stdin, a.stdout, a.log)
 			err = srv.Run(ctx, t)
@@ -257,7 +262,10 @@ func (nopWriteCloser) Close() error { return nil }
 
 // serveMCPHTTP serves the MCP server over streamable HTTP at /mcp until
 // ctx ends.
-func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Server, maxConns int) error {
+//
+// It announces the endpoint with the node's peer ID and libp2p addresses
+// (as acaptcha node does), which a peer needs to attest this node.
+func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Server, maxConns int, peerID string, p2pAddrs []string) error {
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
@@ -292,7 +300,7 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 	hostport, all := openableHostPort(l.Addr())
 	url := fmt.Sprintf("http://%s/mcp", hostport)
 	if a.jsonOut {
-		ann := map[string]any{"mcp_url": url}
+		ann := map[string]any{"mcp_url": url, "peer_id": peerID, "addrs": p2pAddrs}
 		if all {
 			ann["all_interfaces"] = true
 		}
@@ -300,7 +308,14 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.stderr, "acaptcha mcp: streamable HTTP at %s%s\n", url, allInterfaces(all))
+		// One write: the URL line first (what a script waits for), then
+		// who the node is.
+		var b strings.Builder
+		fmt.Fprintf(&b, "acaptcha mcp: streamable HTTP at %s%s\n  node %s\n", url, allInterfaces(all), peerID)
+		for _, m := range p2pAddrs {
+			fmt.Fprintf(&b, "  listening on %s\n", m)
+		}
+		_, _ = io.WriteString(a.stderr, b.String())
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(mh.Listener(l)) }()
