@@ -269,6 +269,81 @@ func isDir(path string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// offFlags are the flags whose default is off: none or off (any case),
+// on the command line or in their variable, turns them off, and the
+// value names what they take otherwise.
+var offFlags = map[string]string{
+	"llm":             "PROVIDER:MODEL, or none for no LLM",
+	"cross-check-llm": "PROVIDER:MODEL, or none for no cross-check",
+	"http":            "HOST:PORT, or off",
+	"metrics":         "HOST:PORT, or off",
+}
+
+// ownEmptyCheck are the flags whose command refuses an empty value itself,
+// with a message that says what the flag takes.
+var ownEmptyCheck = map[string]bool{
+	"store": true, "key": true, "require-source": true, "attest-policy": true,
+	"node": true, "challenges": true,
+}
+
+// isOffWord says v is how a flag of offFlags is turned off explicitly.
+func isOffWord(v string) bool {
+	v = strings.TrimSpace(v)
+	return strings.EqualFold(v, "none") || strings.EqualFold(v, "off")
+}
+
+// checkEmptyFlags refuses a flag given an empty (or blank) value on the
+// command line, whatever the flag: it is most often an unset shell
+// variable (--llm "$MODEL", verify --subject "$PEER"), and taken as the
+// default it turned an LLM, the HTTP door or metrics off, or a check
+// (--subject, --issuer) off, without a word, while --store "" or
+// --challenges "" were refused. A flag whose default is off is turned off
+// with none or off (offFlags), which this maps to its off value. A value
+// from an ACAPTCHA_ variable is not checked here: an empty variable is
+// refused where the flag's value is (--store, --challenges) and otherwise
+// stands for the default.
+func checkEmptyFlags(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(fl *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		if _, ok := offFlags[fl.Name]; ok && isOffWord(fl.Value.String()) {
+			err = fl.Value.Set("")
+			return
+		}
+		if !fl.Changed || ownEmptyCheck[fl.Name] {
+			return
+		}
+		var vals []string
+		if sv, ok := fl.Value.(pflag.SliceValue); ok {
+			vals = sv.GetSlice()
+			if len(vals) == 0 {
+				vals = []string{""} // --attacks "": a list of none
+			}
+		} else if fl.Value.Type() == "string" {
+			vals = []string{fl.Value.String()}
+		}
+		for _, v := range vals {
+			if strings.TrimSpace(v) != "" {
+				continue
+			}
+			want, ok := offFlags[fl.Name]
+			switch {
+			case ok:
+				want = "want " + want + " (leaving the flag out is off too)"
+			case fl.DefValue != "" && fl.DefValue != "[]":
+				want = fmt.Sprintf("give a value, or leave the flag out for the default, %s", fl.DefValue)
+			default:
+				want = "give a value, or leave the flag out"
+			}
+			err = usageErr("--%s is empty (an unset shell variable?): %s; see --help", fl.Name, want)
+			return
+		}
+	})
+	return err
+}
+
 // maxTrustQuorum is the largest --trust-quorum: the hard cap of a node's
 // learned-attestation index (peer/trust.go: twice peer.MaxLearned, the
 // records of directly admitted issuers included), so no larger quorum of
@@ -279,6 +354,9 @@ const maxTrustQuorum = 2 * peer.MaxLearned
 // instead of accepting them silently. Only the flags of the command that
 // runs (fs) are checked.
 func (a *app) checkNumbers(fs *pflag.FlagSet) error {
+	if err := checkEmptyFlags(fs); err != nil {
+		return err
+	}
 	has := func(name string) bool { return fs.Lookup(name) != nil }
 	// A choice given empty (an unset shell variable: --require-source
 	// "$MIN") was taken for the default without a word, where an empty
@@ -810,7 +888,7 @@ func (a *app) addFlags(f *pflag.FlagSet, groups ...flagGroup) {
 			f.StringVar(&a.keyFile, "key", filepath.Join(data, "key"), "node identity key file (created on first run, mode 0600)")
 			a.addFlags(f, groupStore)
 		case groupLLM:
-			f.StringVar(&a.llmSpec, "llm", "", "LLM that answers challenges: openai:MODEL, anthropic:MODEL, ollama:MODEL or googleai:MODEL (keys from the providers' usual environment variables)")
+			f.StringVar(&a.llmSpec, "llm", "", "LLM that answers challenges: openai:MODEL, anthropic:MODEL, ollama:MODEL or googleai:MODEL (keys from the providers' usual environment variables); none, or leaving the flag out, for no LLM (an empty value is refused)")
 			f.StringVar(&a.llmBaseURL, "llm-base-url", "", "base URL of an OpenAI-compatible (or other provider's) server")
 			f.IntVar(&a.answerTokens, "answer-max-tokens", solve.DefaultMaxAnswerTokens, "output-token cap of each answer the LLM writes as prover, and as the solver that cross-checks the sets it generates (an answer is at most 64 bytes; a reasoning model that thinks before it answers, such as deepseek-r1, qwen3 or OpenAI's o-series, needs room for its reasoning: 2048 or more)")
 		case groupPolicy:
@@ -831,7 +909,7 @@ func (a *app) addFlags(f *pflag.FlagSet, groups ...flagGroup) {
 		case groupTokenBudget:
 			f.IntVar(&a.gen.tokenBudget, "pool-token-budget", pool.DefaultTokenBudget, "tokens challenge generation may spend per hour (0: no cap)")
 		case groupCrossCheck:
-			f.StringVar(&a.gen.crossCheck, "cross-check-llm", "", "a second LLM (provider:MODEL) whose solver must also reproduce every generated answer")
+			f.StringVar(&a.gen.crossCheck, "cross-check-llm", "", "a second LLM (provider:MODEL) whose solver must also reproduce every generated answer; none, or leaving the flag out, for no cross-check (an empty value is refused)")
 		case groupTrust:
 			f.IntVar(&a.trustQuorum, "trust-quorum", 0, "admit a peer without a fresh challenge when at least K issuers this node verified directly attest it (0: direct verification only)")
 			f.StringVar(&a.requireSource, "require-source", string(peer.DefaultRequireSource), "weakest challenge source an attestation must name to admit its subject or count toward the trust quorum: procedural, corpus, hybrid or llm (hybrid and llm rank equally), or any")
@@ -843,7 +921,7 @@ func (a *app) addFlags(f *pflag.FlagSet, groups ...flagGroup) {
 			f.StringArrayVar(&a.nat.relays, "relay", nil, "static circuit-v2 relay multiaddr ending in /p2p/PEER_ID, used when the node is unreachable (repeatable)")
 			f.BoolVar(&a.nat.relayService, "relay-service", false, "act as a circuit-v2 relay for other nodes once AutoNAT finds this node publicly reachable")
 			f.DurationVar(&a.blockRejected, "block-rejected", 0, "block peers this node rejects at the connection gater for this long (0: never)")
-			f.StringVar(&a.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (and the peer list at /peers), e.g. 127.0.0.1:9464")
+			f.StringVar(&a.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (and the peer list at /peers), e.g. 127.0.0.1:9464; off, or leaving the flag out, for none (an empty value is refused)")
 			a.addFlags(f, groupTrust, groupGossip)
 		}
 	}

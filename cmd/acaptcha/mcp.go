@@ -168,7 +168,7 @@ a running node's (its store is locked while it runs).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&httpAddr, "http", "", "serve MCP over streamable HTTP at http://ADDR/mcp instead of stdio (no authentication: bind it to loopback); environment ACAPTCHA_MCP_HTTP (ACAPTCHA_HTTP is node's HTTP door)")
+	f.StringVar(&httpAddr, "http", "", "serve MCP over streamable HTTP at http://ADDR/mcp instead of stdio (no authentication: bind it to loopback); off, or leaving the flag out, for stdio (an empty value is refused); environment ACAPTCHA_MCP_HTTP (ACAPTCHA_HTTP is node's HTTP door)")
 	_ = f.SetAnnotation("http", envAnnotation, []string{"ACAPTCHA_MCP_HTTP"})
 	f.StringVar(&answerWith, "answer-with", answerAuto, "who answers the challenges verifiers send this node: agent (the MCP client, through next_challenge and answer_challenge), llm (--llm), or auto (llm with --llm, else agent)")
 	f.IntVar(&maxPending, "max-pending", mcpserver.DefaultMaxPending, "challenges that may wait for the MCP client's answer at once (beyond it they are declined)")

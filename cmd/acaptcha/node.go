@@ -715,7 +715,7 @@ func (a *app) nodeCmd() *cobra.Command {
 	f.IntVar(&a.contact.consensus, "consensus", skill.DefaultConsensusThreshold, "retire a question once this many distinct provers that passed their earlier rounds give it the same non-matching answer on time (0 turns consensus feedback off)")
 	f.StringArrayVar(&a.contact.bootstrap, "bootstrap", nil, "peer to connect to at start and keep connected, as a multiaddr ending in /p2p/PEER_ID (repeatable)")
 	f.BoolVar(&a.contact.mdns, "mdns", true, "discover peers on the local network with mDNS (--mdns=false turns it off)")
-	f.StringVar(&httpAddr, "http", "", "also serve the HTTP door on HOST:PORT (e.g. 127.0.0.1:8080): verifier as a service for agents without libp2p, spec/http.md")
+	f.StringVar(&httpAddr, "http", "", "also serve the HTTP door on HOST:PORT (e.g. 127.0.0.1:8080): verifier as a service for agents without libp2p, spec/http.md; off, or leaving the flag out, for none (an empty value is refused)")
 	f.StringArrayVar(&httpProxies, "http-trusted-proxy", nil, "address or network (e.g. 10.0.0.0/8) of a reverse proxy in front of the HTTP door: requests from it count against the client named in X-Forwarded-For (repeatable; needs --http)")
 	f.BoolVar(&a.contact.dht, "dht", false, "join the private acaptcha Kademlia DHT (through the bootstrap peers) and find peers on its rendezvous")
 	f.BoolVar(&a.contact.publicOnly, "dial-public-only", false, "dial public addresses only, after DNS resolution, whoever named them (for a node on a public server, with --dht: a record's DNS name can resolve into this node's own network); mDNS and private --bootstrap peers then go unused")
