@@ -81,7 +81,7 @@ matching --glob, e.g. --glob '*-hybrid.json'), llm and hybrid (pools that need
 	f := cmd.Flags()
 	f.StringVar(&o.source, "source", "procedural", "challenge source: procedural, examples, corpus:DIR, llm or hybrid")
 	f.StringVar(&o.glob, "glob", "", "with --source corpus:DIR, load only the files of DIR whose name matches this pattern (e.g. '*-hybrid.json'); every match must be a challenge set")
-	f.StringVar(&o.kind, "source-kind", "", "kind of source the sets stand for (procedural, corpus, hybrid or llm): picks the white-box attackers of the eval and the validation filter; default from --source (corpus:DIR and examples are corpus)")
+	f.StringVar(&o.kind, "source-kind", "", "kind of source the sets stand for (procedural, corpus, hybrid or llm): picks the white-box attackers of the eval and the validation filter; default from --source (corpus:DIR and examples are corpus); for a corpus only, a generator source's kind being known")
 	f.BoolVar(&o.validate, "validate", false, evalValidateHelp)
 	f.IntVar(&o.sessions, "sessions", 1000, "sessions per prover class")
 	f.IntVar(&o.agentSessions, "agent-sessions", 20, "sessions per configured LLM agent (they cost real tokens)")
@@ -162,9 +162,17 @@ func (a *app) runEval(ctx context.Context, o evalOptions) error {
 		return err
 	}
 	if o.kind != "" {
-		if kind, err = skill.ParseSourceKind(o.kind); err != nil {
+		k, err := skill.ParseSourceKind(o.kind)
+		if err != nil {
 			return usageErr("--source-kind: %v", err)
 		}
+		if kind != skill.SourceCorpus && k != kind {
+			// A generator's sets are of its kind: another one swaps the
+			// white-box attackers (procedural sets without
+			// whitebox-procedural reported every script at 0).
+			return usageErr("--source-kind %s: --source %s writes %s sets, so their kind is known; --source-kind names what a corpus (corpus:DIR, examples) stands for", o.kind, o.source, kind)
+		}
+		kind = k
 	}
 	if o.glob != "" {
 		if !strings.HasPrefix(o.source, "corpus:") {
