@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -263,6 +264,34 @@ func commandName(cmd *cobra.Command) string {
 	return cmd.CommandPath()
 }
 
+// samePath says a and b name one file: the same path once absolute, or
+// one existing file.
+func samePath(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	if err1 == nil && err2 == nil && aa == bb {
+		return true
+	}
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
+
+// holdsPrivateKey says path is a small regular file holding a libp2p
+// private key, as --key's file does (a store is never one).
+func holdsPrivateKey(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 || fi.Size() > 16<<10 {
+		return false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	_, err = crypto.UnmarshalPrivateKey(data)
+	return err == nil
+}
+
 // isDir says path names a directory.
 func isDir(path string) bool {
 	fi, err := os.Stat(path)
@@ -381,6 +410,12 @@ func (a *app) checkNumbers(fs *pflag.FlagSet) error {
 		// Refused before the key is made (node, attest and mcp made
 		// one, then failed on the store, exit 1).
 		return usageErr("--store %s is a directory, not a store file (check --store: give the path of a file, e.g. %s)", a.storePath, filepath.Join(a.storePath, "acaptcha.db"))
+	case has("store") && has("key") && samePath(a.storePath, a.keyFile):
+		// The key was made in the file, then the store called it
+		// damaged ("move it aside to start afresh": the identity).
+		return usageErr("--store and --key name the same file, %s: the store and the identity key are two files (leave one flag out for its default)", a.storePath)
+	case has("store") && holdsPrivateKey(a.storePath):
+		return usageErr("--store %s holds a libp2p private key (an identity, as --key makes), not a store: check --store; the file is left as it is", a.storePath)
 	case has("key") && isDir(a.keyFile):
 		return usageErr("--key %s is a directory, not a key file (check --key: give the path of a file, e.g. %s)", a.keyFile, filepath.Join(a.keyFile, "key"))
 	case has("max-serves") && a.maxServes < 1:
