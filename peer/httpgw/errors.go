@@ -78,7 +78,7 @@ var errorTable = []errorRow{
 	{CodeUnpaid, http.StatusPaymentRequired, protocol.ErrUnpaid, "the proof of work does not pay pow_difficulty; the session is aborted and the peer's difficulty rises"},
 	{CodeQuota, http.StatusTooManyRequests, protocol.ErrPeerQuota, "the peer's, the prefix's or the node's set-draw budget is spent"},
 	{CodeTooManySessions, http.StatusTooManyRequests, errTooManySessions, "too many open or unstarted sessions in total, from this IP prefix or IPv6 /32, or running for this peer"},
-	{CodeRateLimited, http.StatusTooManyRequests, errRateLimited, "this IP prefix, or all clients together, sent creates and verifies, or reads, faster than the door's request rates (§5); retry after a second"},
+	{CodeRateLimited, http.StatusTooManyRequests, errRateLimited, "this IP prefix, its IPv6 block, or all clients together, sent creates and verifies, or reads, faster than the door's request rates (§5); retry after a second"},
 	{CodeUnknownSession, http.StatusNotFound, errUnknownSession, "no such session (never created, or forgotten after it ended)"},
 	{CodeExpiredSession, http.StatusGone, errExpiredSession, "the session ended without a verdict (not started in time, a probe unanswered, the gateway closing)"},
 	{CodeWrongState, http.StatusConflict, errWrongState, "the route does not apply to the session's state (e.g. an answer while probing)"},

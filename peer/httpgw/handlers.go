@@ -118,11 +118,12 @@ func checkJSONContentType(h http.Header) error {
 // session: cheap each, but free to send, and each keeps its connection
 // alive.
 func (g *Gateway) allowRead(w http.ResponseWriter, r *http.Request) bool {
-	prefix := g.prefixOf(clientIP(r, g.cfg.TrustedProxies))
-	if g.reads.allow(prefix, g.now()) {
+	ip := clientIP(r, g.cfg.TrustedProxies)
+	prefix := g.prefixOf(ip)
+	if g.reads.allow(prefix, g.blockOf(ip), g.now()) {
 		return true
 	}
-	g.writeError(w, errorf(errRateLimited, "too many reads from %s or in total; retry after a second", cmp.Or(prefix, "this client")))
+	g.writeError(w, errorf(errRateLimited, "too many reads from %s, its IPv6 block or in total; retry after a second", cmp.Or(prefix, "this client")))
 	return false
 }
 
@@ -337,8 +338,8 @@ func (g *Gateway) createSession(w http.ResponseWriter, r *http.Request) {
 	// counted in no limit (http.md §5).
 	ip := clientIP(r, g.cfg.TrustedProxies)
 	prefix, block := g.prefixOf(ip), g.blockOf(ip)
-	if !g.rates.allow(prefix, g.now()) {
-		g.writeError(w, errorf(errRateLimited, "too many creates and verifies from %s or in total; retry after a second", cmp.Or(prefix, "this client")))
+	if !g.rates.allow(prefix, block, g.now()) {
+		g.writeError(w, errorf(errRateLimited, "too many creates and verifies from %s, its IPv6 block or in total; retry after a second", cmp.Or(prefix, "this client")))
 		return
 	}
 	var req createRequest
@@ -779,9 +780,10 @@ type verifyResponse struct {
 const NotAccepted = "not_accepted"
 
 func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
-	prefix := g.prefixOf(clientIP(r, g.cfg.TrustedProxies))
-	if !g.rates.allow(prefix, g.now()) {
-		g.writeError(w, errorf(errRateLimited, "too many creates and verifies from %s or in total; retry after a second", cmp.Or(prefix, "this client")))
+	ip := clientIP(r, g.cfg.TrustedProxies)
+	prefix, block := g.prefixOf(ip), g.blockOf(ip)
+	if !g.rates.allow(prefix, block, g.now()) {
+		g.writeError(w, errorf(errRateLimited, "too many creates and verifies from %s, its IPv6 block or in total; retry after a second", cmp.Or(prefix, "this client")))
 		return
 	}
 	var req verifyRequest
@@ -823,7 +825,7 @@ func (g *Gateway) verifyAttestation(w http.ResponseWriter, r *http.Request) {
 	// tokens, priced by its key as gossip prices it (an RSA-8192 key 64
 	// ed25519 checks; at most the prefix's burst): the request's own
 	// token paid one (http.md §5).
-	if cost := g.verified.Cost(req.Attestation); cost > 1 && !g.rates.charge(prefix, cost-1, g.now()) {
+	if cost := g.verified.Cost(req.Attestation); cost > 1 && !g.rates.charge(prefix, block, cost-1, g.now()) {
 		g.writeError(w, errorf(errRateLimited, "verifying a record signed with this key costs %d requests' worth of %s's rate or the door's; retry later", cost, cmp.Or(prefix, "this client")))
 		return
 	}

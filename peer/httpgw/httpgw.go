@@ -156,7 +156,8 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// RequestRate and RequestBurst are the costly requests (creates and
 	// verifies) per second one IP prefix may make (defaults
-	// DefaultRequestRate, DefaultRequestBurst); GlobalRequestRate and
+	// DefaultRequestRate, DefaultRequestBurst), the IP prefixes of one
+	// IPv6 block protocol.BlockFactor times that; GlobalRequestRate and
 	// GlobalRequestBurst the door's in total. Reads have buckets of their
 	// own with the same rates. MaxConns caps open connections in total;
 	// MaxConnsPerIP per client (an IPv4 address, an IPv6 /64),

@@ -19,8 +19,9 @@ import (
 // bound what is open at once; these bound how fast a client can make the
 // door spend on it: a create (a session slot, a draw check) and a verify
 // (a signature check, up to 1.6 ms for an RSA-8192 key) cost the door
-// whatever the client sends, so each IP prefix gets a token bucket and the
-// door one in total. Reads (GETs, requests for no route or no session)
+// whatever the client sends, so each IP prefix gets a token bucket, each
+// IPv6 block one of BlockFactor prefixes' (rateLimits) and the door one in
+// total. Reads (GETs, requests for no route or no session)
 // cost little each, but cost nothing to send and keep a connection busy:
 // they get buckets of their own with the same rates, so that reading
 // cannot spend a prefix's creates. Connections are capped in total and
@@ -117,66 +118,75 @@ func (p addrPlan) keys(a netip.Addr) addrKeys {
 	return addrKeys{host: pfx(max(v6HostBits, p.v6)), prefix: pfx(p.v6), block: pfx(min(p.v6Block, p.v6))}
 }
 
-// rateLimits is the door's budget of costly requests.
+// rateLimits is the door's budget of costly requests (or of reads): a
+// token bucket per IP prefix, one per IPv6 block that BlockFactor
+// prefixes' rate and burst fill, and the door's. A /48 costs nothing to
+// the holder of a /32, which has 65,536 of them: without the block's
+// bucket the /48s of one allocation, each within its prefix's rate,
+// spent the door's whole rate (20 of them with the defaults) and every
+// other client was refused.
 type rateLimits struct {
-	rate   rate.Limit
-	burst  int
-	global *rate.Limiter
+	rate, blockRate   rate.Limit
+	burst, blockBurst int
+	global            *rate.Limiter
 
 	mu       sync.Mutex
 	prefixes map[string]*rate.Limiter
+	blocks   map[string]*rate.Limiter
 }
 
 func newRateLimits(perPrefix float64, burst int, global float64, globalBurst int) *rateLimits {
 	return &rateLimits{
 		rate: rate.Limit(perPrefix), burst: burst,
+		blockRate: rate.Limit(protocol.BlockFactor * perPrefix), blockBurst: protocol.BlockFactor * burst,
 		global:   rate.NewLimiter(rate.Limit(global), globalBurst),
 		prefixes: map[string]*rate.Limiter{},
+		blocks:   map[string]*rate.Limiter{},
 	}
 }
 
-// allow spends one request of prefix's bucket and of the door's; it
-// reports false, spending nothing, when either is empty.
-func (l *rateLimits) allow(prefix string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	pl := l.limiterLocked(prefix, now)
-	if pl.TokensAt(now) < 1 || l.global.TokensAt(now) < 1 {
-		return false
-	}
-	pl.AllowN(now, 1)
-	l.global.AllowN(now, 1)
-	return true
+// allow spends one request of prefix's bucket, of block's (an IPv6
+// block; "" for none) and of the door's; it reports false, spending
+// nothing, when one of them is empty.
+func (l *rateLimits) allow(prefix, block string, now time.Time) bool {
+	return l.charge(prefix, block, 1, now)
 }
 
-// limiterLocked returns prefix's bucket, making it (and room for it);
-// l.mu is held.
-func (l *rateLimits) limiterLocked(prefix string, now time.Time) *rate.Limiter {
-	pl, ok := l.prefixes[prefix]
+// bucketLocked returns key's bucket in m, making it (and room for it)
+// with rate r and burst b; l.mu is held.
+func bucketLocked(m map[string]*rate.Limiter, key string, r rate.Limit, b int, now time.Time) *rate.Limiter {
+	pl, ok := m[key]
 	if !ok {
-		bounded.MakeRoom(l.prefixes, maxRatePrefixes, func(v *rate.Limiter) bool { return v.TokensAt(now) >= float64(l.burst) })
-		pl = rate.NewLimiter(l.rate, l.burst)
-		l.prefixes[prefix] = pl
+		bounded.MakeRoom(m, maxRatePrefixes, func(v *rate.Limiter) bool { return v.TokensAt(now) >= float64(b) })
+		pl = rate.NewLimiter(r, b)
+		m[key] = pl
 	}
 	return pl
 }
 
-// charge spends n more of prefix's bucket and of the door's, at most
-// the prefix's burst (so that any one request can be served by a full
-// bucket); it reports false, spending nothing, when either holds less.
-func (l *rateLimits) charge(prefix string, n int, now time.Time) bool {
+// charge spends n of prefix's bucket, of block's (an IPv6 block; "" for
+// none) and of the door's, at most the prefix's burst (so that any one
+// request can be served by full buckets); it reports false, spending
+// nothing, when one of them holds less.
+func (l *rateLimits) charge(prefix, block string, n int, now time.Time) bool {
 	if n <= 0 {
 		return true
 	}
 	n = min(n, l.burst)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	pl := l.limiterLocked(prefix, now)
-	if pl.TokensAt(now) < float64(n) || l.global.TokensAt(now) < float64(n) {
-		return false
+	buckets := []*rate.Limiter{bucketLocked(l.prefixes, prefix, l.rate, l.burst, now), l.global}
+	if block != "" {
+		buckets = append(buckets, bucketLocked(l.blocks, block, l.blockRate, l.blockBurst, now))
 	}
-	pl.AllowN(now, n)
-	l.global.AllowN(now, n)
+	for _, b := range buckets {
+		if b.TokensAt(now) < float64(n) {
+			return false
+		}
+	}
+	for _, b := range buckets {
+		b.AllowN(now, n)
+	}
 	return true
 }
 
