@@ -992,10 +992,21 @@ func (n *Node) awaitQuorum(p peer.ID) bool {
 	}
 }
 
+// contactNoDial marks ctx so that the streams first contact opens ride
+// the peer's connection and never dial it. First contact acts on peers
+// that connected (or ask over a stream): a peer that hung up is not
+// dialed back at the addresses it advertised in identify, which may be
+// any other host's (up to a hundred a peer ID, and peer IDs are free):
+// the node would otherwise be a connection amplifier aimed wherever a
+// peer chose (TestFirstContactDialsNoAdvertisedAddress).
+func contactNoDial(ctx context.Context) context.Context {
+	return network.WithNoDial(ctx, "first contact rides the peer's connection")
+}
+
 func (n *Node) contactVerify(p peer.ID) (*protocol.Result, error) {
 	c := &n.contact
 	timeout := n.cfg.Policy.Total + 30*time.Second
-	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+	ctx, cancel := context.WithTimeout(contactNoDial(c.ctx), timeout)
 	defer cancel()
 	n.infoPeer(p, "first contact: challenging peer")
 	return n.verify(ctx, p, false)
@@ -1174,9 +1185,10 @@ func (n *Node) verifiedCount(p peer.ID, now time.Time) int {
 }
 
 // presentTo sends our attestations to p, bounded in time; failures only
-// cost the peer a challenge it could have skipped.
+// cost the peer a challenge it could have skipped. It dials nothing
+// (contactNoDial).
 func (n *Node) presentTo(p peer.ID) {
-	ctx, cancel := context.WithTimeout(n.contact.ctx, contactPresentTimeout)
+	ctx, cancel := context.WithTimeout(contactNoDial(n.contact.ctx), contactPresentTimeout)
 	defer cancel()
 	if err := n.Present(ctx, p); err != nil && ctx.Err() == nil {
 		n.log.Debug("first contact: present attestations", "peer", p, "err", err)
