@@ -44,7 +44,9 @@ func TestConnRateLimiterBuckets(t *testing.T) {
 		a := netip.MustParseAddr(s)
 		return func(int) netip.Addr { return a }
 	}
-	many := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}) }
+	// Addresses of as many IPv4 /24s: each /24 has a share of the
+	// node-wide rate of its own (TestConnRatePerNetwork).
+	many := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, byte(i), byte(i >> 8), 1}) }
 	base := Config{NewConnsPerSecond: perSec, Relays: []string{relay}}
 	limited := base
 	limited.LimitLoopback = true

@@ -405,6 +405,11 @@ const DefaultNewConnsPerSecond = 64
 // node-wide bucket holds.
 const newConnBurstSeconds = 4
 
+// newConnGroupShare: one IPv4 /24 gets this fraction (1/8) of the
+// node-wide new-connection rate and bucket, one IPv6 /32
+// protocol.BlockFactor times that.
+const newConnGroupShare = 8
+
 // connRateLimiter is the resource manager's limiter of new connections
 // (either direction: libp2p asks it for dials too). libp2p's default
 // limits each IPv4 address and IPv6 /56 to one every 5 s (burst 16) and
@@ -420,6 +425,14 @@ const newConnBurstSeconds = 4
 // one for everyone), as each static relay's address does (every relayed
 // connection arrives from it; without its own bucket one relay's peers
 // got one connection every 5 s between them).
+//
+// The node-wide rate has a share per network: an eighth of it per IPv4
+// /24 and a quarter per IPv6 /32 (newConnGroupShare; a /24 at least one
+// address's 16). libp2p's
+// per-address rate let the 256 addresses of one /24 (4 096 connections at
+// once, 51 a second after) or the /48s of one /32 spend the whole
+// node-wide bucket, and every other network's new connections, inbound
+// and dialed, were refused while they kept at it.
 func connRateLimiter(cfg *Config) (*xrate.Limiter, error) {
 	perSec := cfg.NewConnsPerSecond
 	if perSec <= 0 {
@@ -427,6 +440,10 @@ func connRateLimiter(cfg *Config) (*xrate.Limiter, error) {
 	}
 	perSec = min(perSec, math.MaxInt32/newConnBurstSeconds)
 	node := xrate.Limit{RPS: float64(perSec), Burst: newConnBurstSeconds * perSec}
+	// At least libp2p's own bound of one address (16 at once, one every
+	// 5 s): a network is never held below one of its hosts.
+	group := xrate.Limit{RPS: max(0.2, float64(perSec)/newConnGroupShare), Burst: max(16, node.Burst/newConnGroupShare)}
+	block := xrate.Limit{RPS: protocol.BlockFactor * group.RPS, Burst: protocol.BlockFactor * group.Burst}
 	loop := xrate.Limit{} // unlimited
 	if cfg.LimitLoopback {
 		loop = node
@@ -446,10 +463,14 @@ func connRateLimiter(cfg *Config) (*xrate.Limiter, error) {
 		NetworkPrefixLimits: prefixes,
 		GlobalLimit:         node,
 		SubnetRateLimiter: xrate.SubnetLimiter{
-			IPv4SubnetLimits: []xrate.SubnetLimit{{PrefixLength: 32, Limit: xrate.Limit{RPS: 0.2, Burst: 16}}},
+			IPv4SubnetLimits: []xrate.SubnetLimit{
+				{PrefixLength: 32, Limit: xrate.Limit{RPS: 0.2, Burst: 16}},
+				{PrefixLength: 24, Limit: group},
+			},
 			IPv6SubnetLimits: []xrate.SubnetLimit{
 				{PrefixLength: 56, Limit: xrate.Limit{RPS: 0.2, Burst: 16}},
 				{PrefixLength: 48, Limit: xrate.Limit{RPS: 0.5, Burst: 80}},
+				{PrefixLength: 32, Limit: block},
 			},
 			GracePeriod: time.Minute,
 		},

@@ -151,8 +151,9 @@ type Config struct {
 	// 1 min). ConnsPerIP bounds inbound connections per IPv4 address and
 	// IPv6 /56 (default 8). NewConnsPerSecond bounds new connections,
 	// either direction, node-wide (default DefaultNewConnsPerSecond, 64,
-	// with a burst of four seconds of it), beside libp2p's per-prefix
-	// rates (connRateLimiter); exempt loopback peers count in neither,
+	// with a burst of four seconds of it; an eighth of it per IPv4 /24,
+	// a quarter per IPv6 /32), beside libp2p's per-prefix rates
+	// (connRateLimiter); exempt loopback peers count in neither,
 	// limited ones share one bucket of the node-wide rate.
 	//
 	// Loopback peers count in the per-IP and per-prefix limits (this
