@@ -114,8 +114,10 @@ func RelayServiceResources() relayv2.Resources {
 }
 
 // natOptions returns the libp2p options of cfg's NAT settings; key is the
-// node's identity (a node is not its own relay).
-func natOptions(cfg *Config, key crypto.PrivKey) ([]libp2p.Option, error) {
+// node's identity (a node is not its own relay). With the relay service
+// it sets *relayACLOut to the service's ACL filter, whose host is set
+// once the host runs.
+func natOptions(cfg *Config, key crypto.PrivKey, relayACLOut **relayACL) ([]libp2p.Option, error) {
 	var opts []libp2p.Option
 	if cfg.NAT {
 		opts = append(opts,
@@ -142,7 +144,9 @@ func natOptions(cfg *Config, key crypto.PrivKey) ([]libp2p.Option, error) {
 		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays))
 	}
 	if cfg.RelayService {
-		opts = append(opts, libp2p.EnableRelayService(relayv2.WithResources(RelayServiceResources())))
+		acl := newRelayACL(cfg.LimitLoopback) // relaybounds.go
+		opts = append(opts, libp2p.EnableRelayService(relayv2.WithResources(RelayServiceResources()), relayv2.WithACL(acl)))
+		*relayACLOut = acl
 	}
 	return opts, nil
 }

@@ -363,7 +363,8 @@ func New(cfg Config) (*Node, error) {
 		_ = n.closeStore() // the error returned says why New failed
 		return nil, err
 	}
-	natOpts, err := natOptions(&n.cfg, key) // nat.go
+	var relayACL *relayACL
+	natOpts, err := natOptions(&n.cfg, key, &relayACL) // nat.go
 	if err != nil {
 		_ = n.closeStore() // the error returned says why New failed
 		return nil, err
@@ -396,6 +397,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start libp2p host: %w", err)
 	}
 	n.host = h
+	if relayACL != nil {
+		relayACL.setHost(h)
+	}
 	limitLoopback := n.cfg.LimitLoopback
 	rm.setNets(func(p peer.ID) addrNets { return hostPeerNets(h, p, limitLoopback) })
 	n.ctx, n.cancel = context.WithCancel(context.Background())
