@@ -472,12 +472,27 @@ func decodeEnvelope(data []byte) (*recordpb.Envelope, bool) {
 // retained.
 const gossipNeutralScore = 1e-3
 
+// gossipAcceptPXNever is an AcceptPXThreshold above any score a peer can
+// reach (the topic's positive part is capped at TopicScoreCap, 200, and
+// the app-specific bonus is 10).
+const gossipAcceptPXNever = 1 << 20
+
 // gossipScore penalises peers that forward invalid records: rejected
 // deliveries cost the forwarder 100 points times their count squared (the
 // count decays over an hour), so two forgeries push it to the graylist
 // threshold and its RPCs are ignored. Peers this node admits directly get a small bonus,
 // the others gossipNeutralScore.
 // IP colocation is not scored: test swarms and LAN clusters share an IP.
+//
+// Peer exchange (PX) is accepted from no one: GossipSub connects to the
+// peers a PRUNE names when its sender scores at least AcceptPXThreshold,
+// whether or not the sender was in its mesh, and a stranger scores up to
+// 50 with first deliveries of records it can seal itself (acceptances of
+// itself under fresh keys): at the former threshold of 10, one fresh
+// peer ID's PRUNEs made the node dial any hosts they named, 16 a PRUNE
+// (TestGossipPeerExchangeDialsNothing). The node sends no PX (pubsub's
+// default), and finds peers by bootstrap, mDNS and the DHT, whose dials
+// are bounded (discovery.go).
 func (n *Node) gossipScore() (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresholds) {
 	const decayInterval = time.Second
 	topic := &pubsub.TopicScoreParams{
@@ -512,7 +527,7 @@ func (n *Node) gossipScore() (*pubsub.PeerScoreParams, *pubsub.PeerScoreThreshol
 		GossipThreshold:             -100,
 		PublishThreshold:            -200,
 		GraylistThreshold:           -400,
-		AcceptPXThreshold:           10,
+		AcceptPXThreshold:           gossipAcceptPXNever,
 		OpportunisticGraftThreshold: 5,
 	}
 	return params, thresholds
