@@ -83,7 +83,8 @@ type Stats struct {
 	PresentationsLimited uint64 `json:"presentations_limited"`
 	PresentedCapped      uint64 `json:"presented_capped"`
 	// RelayedRefused counts inbound relayed connections refused because
-	// their relay is not one of Config.Relays (gate.go).
+	// their relay is not one of Config.Relays (gate.go), and the stop
+	// streams of such relays that would deliver them (negotiating.go).
 	RelayedRefused uint64 `json:"relayed_refused"`
 	// DialsRefused counts dials refused by Config.DialPublicOnly.
 	DialsRefused uint64 `json:"dials_refused"`

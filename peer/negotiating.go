@@ -25,6 +25,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	circuit "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 
 	acprotocol "github.com/acaptcha/acaptcha/protocol"
 )
@@ -47,6 +48,10 @@ const (
 
 // errNegotiating refuses an inbound stream over a bound of
 // negotiationRM; the swarm resets it StreamResourceLimitExceeded.
+// errStopNotRelay resets a stop stream of a peer that is not one of the
+// node's relays.
+var errStopNotRelay = fmt.Errorf("%w: stop streams are taken from this node's relays only", network.ErrResourceLimitExceeded)
+
 var errNegotiating = fmt.Errorf("%w: inbound streams awaiting their protocol of this peer, its network or its IPv6 /32 at their cap", network.ErrResourceLimitExceeded)
 
 // negotiationRM is the node's resource manager with the bounds of
@@ -60,17 +65,27 @@ type negotiationRM struct {
 	// services counts the negotiated inbound streams of the libp2p
 	// services bounded per network (servicebounds.go), by protocol.
 	services map[protocol.ID]*streamCounts
+	// relays are the node's relays (Config.Relays), the only peers whose
+	// inbound stop streams (circuit.ProtoIDv2Stop) are served: the gate
+	// refuses a relayed connection of any other relay (gate.go), and
+	// go-libp2p's circuit client read a stop stream of any peer for up
+	// to a minute first, 128 a peer, with no share per network.
+	relays map[peer.ID]bool
+	// stopRefused, when set (before the host runs), counts the stop
+	// streams refused: the relayed connections of other relays that the
+	// gate would have refused (Stats.RelayedRefused).
+	stopRefused *atomic.Uint64
 }
 
 // newNegotiationRM wraps rm; attestPerPeer is the inbound streams of the
 // attestation service one peer may hold (attestStreamsPerPeer): a node
 // configured for more sessions per peer than maxNegotiatingPerPeer lets
-// a peer open that many at once.
-func newNegotiationRM(rm network.ResourceManager, attestPerPeer int) *negotiationRM {
+// a peer open that many at once. relays are the node's relays.
+func newNegotiationRM(rm network.ResourceManager, attestPerPeer int, relays map[peer.ID]bool) *negotiationRM {
 	perPeer := max(maxNegotiatingPerPeer, attestPerPeer)
 	perGroup := max(maxNegotiatingPerGroup, perPeer)
 	perBlock := max(maxNegotiatingPerBlock, acprotocol.BlockFactor*perGroup)
-	return &negotiationRM{ResourceManager: rm, counts: newStreamCounts(perPeer, perGroup, perBlock, 0), services: serviceBounds()}
+	return &negotiationRM{ResourceManager: rm, counts: newStreamCounts(perPeer, perGroup, perBlock, 0), services: serviceBounds(), relays: relays}
 }
 
 // setNets sets how a peer's groups are found.
@@ -94,7 +109,7 @@ func (r *negotiationRM) OpenStream(p peer.ID, dir network.Direction) (network.St
 		r.counts.release(p, nets)
 		return nil, err
 	}
-	ns := &negotiatingScope{StreamManagementScope: s, peer: p, nets: nets, services: r.services}
+	ns := &negotiatingScope{StreamManagementScope: s, peer: p, nets: nets, services: r.services, relay: r.relays[p], stopRefused: r.stopRefused}
 	ns.release = func() { r.counts.release(p, nets) }
 	return ns, nil
 }
@@ -118,13 +133,22 @@ type negotiatingScope struct {
 	peer     peer.ID
 	nets     addrNets
 	services map[protocol.ID]*streamCounts
-	mu       sync.Mutex
-	service  *streamCounts // the count holding the stream, if any
-	done     bool
+	relay    bool // the peer is one of the node's relays
+	// stopRefused counts the stop streams refused (may be nil).
+	stopRefused *atomic.Uint64
+	mu          sync.Mutex
+	service     *streamCounts // the count holding the stream, if any
+	done        bool
 }
 
 func (s *negotiatingScope) SetProtocol(proto protocol.ID) error {
 	s.once.Do(s.release)
+	if proto == circuit.ProtoIDv2Stop && !s.relay {
+		if s.stopRefused != nil {
+			s.stopRefused.Add(1)
+		}
+		return errStopNotRelay
+	}
 	if c := s.services[proto]; c != nil {
 		s.mu.Lock()
 		switch {

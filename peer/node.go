@@ -379,6 +379,7 @@ func New(cfg Config) (*Node, error) {
 		_ = n.closeStore() // the error returned says why New failed
 		return nil, err
 	}
+	rm.stopRefused = &n.gate.refused // a stop stream of another relay is a relayed connection refused
 	n.cm = cm
 	opts := append([]libp2p.Option{
 		libp2p.Identity(key),
