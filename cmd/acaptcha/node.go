@@ -422,6 +422,15 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 		store.Close()
 		return nil, "", err
 	}
+	if a.maxServes > 1 {
+		// A session ends at its first wrong answer and its verdict names
+		// that round, so a set served again tells a script which of its
+		// earlier answers were right: one that keeps them across sessions
+		// (fresh peer IDs) learns the set (verification.md, "What the
+		// verdict says about scripts").
+		a.log.Warn("--max-serves above 1: a challenge set served more than once can be learned by a script across sessions (each verdict names the round that failed), so the source's figures against scripts hold only for sets served once",
+			"max_serves", a.maxServes, "source", src.Name())
+	}
 	prover, llmName, err := a.prover(ctx)
 	if err != nil {
 		store.Close()

@@ -277,6 +277,30 @@ func TestPeersSelfFromKeyFile(t *testing.T) {
 	}
 }
 
+// A node that serves a set more than once (--max-serves above 1) says at
+// start that a script keeping verdicts across sessions learns such a set;
+// at the default, one serve, it says nothing.
+func TestNodeWarnsMaxServesReuse(t *testing.T) {
+	const warn = "can be learned by a script across sessions"
+	run := func(args ...string) string {
+		dir := t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, errOut, code := peersMain(t, ctx, append([]string{"node", "--challenges", "examples", "--store", filepath.Join(dir, "db"), "--key", filepath.Join(dir, "key"),
+			"--listen", "/ip4/127.0.0.1/tcp/0"}, args...)...)
+		if code != exitOK {
+			t.Fatalf("node exit %d: %s", code, errOut)
+		}
+		return errOut
+	}
+	if out := run("--max-serves", "1000"); !strings.Contains(out, warn) {
+		t.Fatalf("no warning for --max-serves 1000:\n%s", out)
+	}
+	if out := run(); strings.Contains(out, warn) {
+		t.Fatalf("warning at the default --max-serves:\n%s", out)
+	}
+}
+
 // A node whose corpus was used up in an earlier run (the serve counts
 // live in its store) says so at start, instead of looking healthy and
 // ending every session inconclusive.
