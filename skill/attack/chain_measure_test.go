@@ -8,7 +8,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -59,149 +58,22 @@ func (s *chainState) Answer(ctx context.Context, c skill.Challenge) (string, err
 	return a, nil
 }
 
-var (
-	chCapRun  = regexp.MustCompile(`[A-Z][\w'’-]*(?:[ ](?:[A-Z][\w'’-]*|\d[\w/-]*)){0,3}`)
-	chCode    = regexp.MustCompile(`\b[A-Za-z]+[-]?\d[\w/-]*\b|\b\d+[A-Za-z][\w-]*\b|\b\d{3,}/\d+\b`)
-	chNumQ    = regexp.MustCompile(`(?i)\b(how (?:many|much|long)|by (?:how|what)|what (?:is|was) the (?:\w+ ){0,3}(?:value|amount|score|depth|rate|total|mean|range|penalty)|in (?:pounds|euros|dollars|km|µm|kg/ha|t/ha)|what \w+ score|what (?:net|total|mean|final))\b`)
-	chStop    = map[string]bool{}
-	chSentEnd = regexp.MustCompile(`[.!?;]\s+|\n+`)
-	chNumRe   = regexp.MustCompile(`-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?`)
-	chNegCue  = regexp.MustCompile(`(?i)\b(ruled out|set aside|explained|traced to|cleared|withdrawn|dropped|drops|excluded|one-off|artefact|not|no longer|instead)\b`)
-)
-
-func init() {
-	for _, w := range strings.Fields("The A An In On At By For To Of With From After Before Once Our Its Their This That These Those It Under Over Between During Which What How When Where Who Whose Why Only All Each Every Both Neither Either No Not Nothing Some Any Then Since Because But And Or If So As Also Still Yet Early Late First Second Third Note Notes Interim Purpose Entries Entry Board Meeting") {
-		chStop[w] = true
-	}
-}
-
-// chCands lists the candidate names and codes of a text, in order.
-func chCands(text string) []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(c string) {
-		c = strings.Trim(c, " ,.;:'’-")
-		fs := strings.Fields(c)
-		for len(fs) > 0 && chStop[fs[0]] {
-			fs = fs[1:]
-		}
-		c = strings.Join(fs, " ")
-		if c == "" || len(c) < 2 || seen[c] {
-			return
-		}
-		seen[c] = true
-		out = append(out, c)
-	}
-	for _, m := range chCode.FindAllString(text, -1) {
-		add(m)
-	}
-	for _, m := range chCapRun.FindAllString(text, -1) {
-		add(m)
-	}
-	return out
-}
-
-func chQWords(q string) map[string]bool {
-	out := map[string]bool{}
-	for _, w := range strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
-	}) {
-		if len(w) > 3 {
-			out[w] = true
-		}
-	}
-	return out
-}
-
-func chSentences(text string) []string { return chSentEnd.Split(text, -1) }
-
-func chOverlap(sent string, qw map[string]bool) int {
-	n := 0
-	for w := range chQWords(sent) {
-		if qw[w] {
-			n++
-		}
-	}
-	return n
-}
-
-// chBestSentOverlap is the best question overlap of a sentence of text
-// that holds c.
-func chBestSentOverlap(text, c string, qw map[string]bool) (best int, neg bool) {
-	best = -1
-	for _, s := range chSentences(text) {
-		if strings.Contains(s, c) {
-			if o := chOverlap(s, qw); o > best {
-				best, neg = o, chNegCue.MatchString(s)
-			}
-		}
-	}
-	return best, neg
-}
-
-// pickThread answers an entity question with the candidate of the
-// current narrative that the earlier narratives mention most (the thread
-// the chained rounds follow), by question overlap on a tie; a numeric
-// question with the number of the best-overlapping sentence that
-// follows the script's own earlier numeric answer's arithmetic (none:
-// the sentence's first number).
-func pickThread(st *chainState, c skill.Challenge) string {
-	if chNumQ.MatchString(c.Question) {
-		return chNumber(st, c)
-	}
-	qw := chQWords(c.Question)
-	type sc struct {
-		c     string
-		score float64
-		pos   int
-	}
-	var ranked []sc
-	for i, cand := range chCands(c.Narrative) {
-		if strings.Contains(c.Question, cand) {
-			continue
-		}
-		s := 0.0
-		for _, n := range st.narrs[:max(len(st.narrs)-1, 0)] {
-			if strings.Contains(n, cand) {
-				s += 10
-			}
-		}
-		for _, a := range st.answers {
-			if strings.Contains(a, cand) || strings.Contains(cand, a) {
-				s += 5
-			}
-		}
-		o, neg := chBestSentOverlap(c.Narrative, cand, qw)
-		s += float64(o)
-		if neg {
-			s -= 3
-		}
-		s += 0.1 * float64(strings.Count(c.Narrative, cand))
-		ranked = append(ranked, sc{cand, s, i})
-	}
-	if len(ranked) == 0 {
-		return ""
-	}
-	sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].score > ranked[j].score })
-	return ranked[0].c
-}
-
 // pickNovel answers an entity question with the candidate that the
 // current narrative introduces (no earlier narrative or question names
 // it) in the sentence that best overlaps the question, the later on a
-// tie (a report resolves at its end); numbers as pickThread.
+// tie (a report resolves at its end); numbers as attack.Chain.
 func pickNovel(st *chainState, c skill.Challenge) string {
-	if chNumQ.MatchString(c.Question) {
-		return chNumber(st, c)
+	if attack.ChainIsNumeric(c.Question) {
+		return attack.ChainPick(nil, st.answers, c.Narrative, c.Question)
 	}
-	qw := chQWords(c.Question)
+	qw := attack.ChainQWords(c.Question)
 	best, bestScore := "", math.Inf(-1)
 	earlier := strings.Join(st.narrs[:max(len(st.narrs)-1, 0)], "\n") + "\n" + strings.Join(st.questions, "\n")
-	for i, cand := range chCands(c.Narrative) {
+	for i, cand := range attack.ChainCands(c.Narrative) {
 		if strings.Contains(earlier, cand) || strings.Contains(c.Question, cand) {
 			continue
 		}
-		o, neg := chBestSentOverlap(c.Narrative, cand, qw)
+		o, neg := attack.ChainSentenceOverlap(c.Narrative, cand, qw)
 		s := float64(o) + 0.001*float64(i)
 		if neg {
 			s -= 2
@@ -211,57 +83,6 @@ func pickNovel(st *chainState, c skill.Challenge) string {
 		}
 	}
 	return best
-}
-
-// chNumber answers a numeric question from the sentence that best
-// overlaps it: with the script's own earlier numeric answer combined with
-// that sentence's first number by the question's cue (a product for a
-// rate over time, a sum for "final"/"total", a difference for "by how
-// many"/"after"), or that number alone.
-func chNumber(st *chainState, c skill.Challenge) string {
-	qw := chQWords(c.Question)
-	best, bo := "", -1
-	for _, s := range chSentences(c.Narrative) {
-		if !chNumRe.MatchString(s) {
-			continue
-		}
-		if o := chOverlap(s, qw); o > bo {
-			best, bo = s, o
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	first := strings.ReplaceAll(chNumRe.FindString(best), ",", "")
-	var prev float64
-	havePrev := false
-	for i := len(st.answers) - 1; i >= 0; i-- {
-		if m := chNumRe.FindString(st.answers[i]); m != "" {
-			fmt.Sscan(strings.ReplaceAll(m, ",", ""), &prev)
-			havePrev = true
-			break
-		}
-	}
-	var x float64
-	fmt.Sscan(first, &x)
-	q := strings.ToLower(c.Question)
-	if havePrev {
-		switch {
-		case strings.Contains(q, "final") || strings.Contains(q, "total") || strings.Contains(q, "restated"):
-			return chFmt(prev + x)
-		case strings.Contains(q, "by how") || strings.Contains(q, "after") || strings.Contains(q, "remain"):
-			return chFmt(prev - x)
-		case strings.Contains(q, "off") || strings.Contains(q, "per"):
-			return chFmt(prev * x)
-		}
-	}
-	return first
-}
-
-func chFmt(v float64) string {
-	s := fmt.Sprintf("%.2f", v)
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	return s
 }
 
 // learnerProver is a script that keeps what it learns across sessions:
@@ -306,8 +127,8 @@ func (s *learnerSession) Answer(ctx context.Context, c skill.Challenge) (string,
 	key := c.Narrative + "\x00" + c.Question
 	ans, ok := s.p.confirmed[key]
 	if !ok {
-		pool := chCands(c.Narrative)
-		pool = append(pool, chNumRe.FindAllString(c.Narrative, -1)...)
+		pool := attack.ChainCands(c.Narrative)
+		pool = append(pool, attack.ChainNumbers(c.Narrative)...)
 		i := s.p.tried[key]
 		s.p.tried[key] = i + 1
 		if len(pool) > 0 {
@@ -324,12 +145,14 @@ func (s *learnerSession) Answer(ctx context.Context, c skill.Challenge) (string,
 // chainAttackers returns the chained-round scripts.
 func chainAttackers() []attack.Named {
 	return []attack.Named{
-		{Name: "chain-thread", Description: "the candidate of the current narrative the earlier narratives and the script's own answers share", Prover: &chainProver{name: "chain-thread", pick: pickThread}},
+		attack.Chain(),
 		{Name: "chain-novel", Description: "the candidate the current narrative introduces, in the sentence that best overlaps the question", Prover: &chainProver{name: "chain-novel", pick: pickNovel}},
 		{Name: "para-first", Description: "the first name, code or number of the paragraph that best overlaps the question", Prover: &chainProver{name: "para-first", pick: paraAttacker(false)}},
 		{Name: "para-last", Description: "the last name, code or number of the paragraph that best overlaps the question", Prover: &chainProver{name: "para-last", pick: paraAttacker(true)}},
 	}
 }
+
+var paraNumRe = regexp.MustCompile(`-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?`)
 
 // paraAttacker answers from the paragraph (a block between blank lines,
 // or a line) that best overlaps the question, the later on a tie: with
@@ -337,24 +160,24 @@ func chainAttackers() []attack.Named {
 // does not write, or for a numeric question its first (last) number.
 func paraAttacker(last bool) func(st *chainState, c skill.Challenge) string {
 	return func(st *chainState, c skill.Challenge) string {
-		qw := chQWords(c.Question)
+		qw := attack.ChainQWords(c.Question)
 		paras := regexp.MustCompile(`\n\s*\n|\n`).Split(c.Narrative, -1)
 		best, bo := "", -1
 		for _, p := range paras {
-			if o := chOverlap(p, qw); o >= bo && strings.TrimSpace(p) != "" {
+			if o := attack.ChainOverlap(p, qw); o >= bo && strings.TrimSpace(p) != "" {
 				best, bo = p, o
 			}
 		}
 		var pool []string
-		if chNumQ.MatchString(c.Question) {
-			for _, m := range chNumRe.FindAllStringIndex(best, -1) {
+		if attack.ChainIsNumeric(c.Question) {
+			for _, m := range paraNumRe.FindAllStringIndex(best, -1) {
 				if m[0] > 0 && strings.ContainsAny(best[m[0]-1:m[0]], "-/ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") {
 					continue // part of a code
 				}
 				pool = append(pool, best[m[0]:m[1]])
 			}
 		} else {
-			for _, cand := range chCands(best) {
+			for _, cand := range attack.ChainCands(best) {
 				if !strings.Contains(c.Question, cand) {
 					pool = append(pool, cand)
 				}
@@ -372,24 +195,28 @@ func paraAttacker(last bool) func(st *chainState, c skill.Challenge) string {
 
 // TestMeasureChainAttackers (CHAIN_MEASURE=<sessions>; skipped without the
 // LLM corpus) measures, on the sets the offline validator keeps (as
-// acaptcha eval serves them), the chained-round scripts (chain-thread:
-// the candidate the earlier narratives and the script's own answers
-// share; chain-novel: the candidate the current narrative introduces;
-// both with numbers combined from the script's own earlier answer) and
-// the cross-session learner: questions answered of those kept, in some
-// context of earlier rounds, and sessions passed (skill.Run) over sets
-// drawn uniformly from those kept. The learner keeps its memory across
-// the sessions of a source, as a script facing reused sets would.
+// acaptcha eval serves them), the chained-round scripts (whitebox-chain,
+// attack.Chain, in the validator's filter since generation.md 1.1.18: the
+// candidate the earlier narratives and the script's own answers share;
+// chain-novel: the candidate the current narrative introduces; both with
+// numbers combined from the script's own earlier answer), the paragraph
+// position scripts and the cross-session learner: questions answered of
+// those kept, in some context of earlier rounds, and sessions passed
+// (skill.Run) over sets drawn uniformly from those kept. The learner
+// keeps its memory across the sessions of a source, as a script facing
+// reused sets would.
 //
-// Measured (CHAIN_MEASURE=2000, generation.md 1.1.17 filter): LLM sets,
-// 8 kept, 38 questions: chain-thread 0, chain-novel 0, sessions 0/2000
-// each; hybrids, 2 kept, 10 questions: chain-thread 1 (a part-1 entity,
-// 0/2000 sessions), chain-novel 0 (0/2000). para-first and para-last
-// (first and last candidate of the best-overlapping paragraph): 0 of 38
-// and 0 of 10, 0/2000 sessions each (CHAIN_ONLY=<name> runs one). The learner on the LLM sets:
-// 5/2000 in its first 2,000 sessions (250 per set), then 151, 106, 117,
-// 123 of each next 2,000 (about 6 %: the answers the narratives write
-// verbatim; computed ones are in no pool); hybrids 0/10,000.
+// Measured (CHAIN_MEASURE=2000, with the generation.md 1.1.17 filter,
+// before whitebox-chain joined it): LLM sets, 8 kept, 38 questions:
+// whitebox-chain 0, chain-novel 0, sessions 0/2000 each; hybrids, 2 kept,
+// 10 questions: whitebox-chain 1 (a part-1 entity, 0/2000 sessions; the
+// 1.1.18 filter drops it), chain-novel 0 (0/2000). para-first and
+// para-last (first and last candidate of the best-overlapping
+// paragraph): 0 of 38 and 0 of 10, 0/2000 sessions each (CHAIN_ONLY=<name>
+// runs one). The learner on the LLM sets: 5/2000 in its first 2,000
+// sessions (250 per set), then 151, 106, 117, 123 of each next 2,000
+// (about 6 %: the answers the narratives write verbatim; computed ones
+// are in no pool); hybrids 0/10,000.
 func TestMeasureChainAttackers(t *testing.T) {
 	n := 0
 	fmt.Sscan(os.Getenv("CHAIN_MEASURE"), &n)
@@ -494,8 +321,8 @@ func TestMeasureUnicodeJoins(t *testing.T) {
 				narr := attack.NarrativesUpTo(set, k)
 				var pool []string
 				for _, x := range narr {
-					pool = append(pool, chCands(x)...)
-					pool = append(pool, chNumRe.FindAllString(x, -1)...)
+					pool = append(pool, attack.ChainCands(x)...)
+					pool = append(pool, attack.ChainNumbers(x)...)
 				}
 				slices.Sort(pool)
 				pool = slices.Compact(pool)

@@ -25,6 +25,8 @@
 // prompts make every narrative and question hold (steady readings of the
 // persisting candidate listed in one sentence, the count a mean is taken
 // over, the answer entity scattered over separate paragraphs),
+// whitebox-chain what the chained rounds share (the candidate the earlier
+// narratives and its own answers carry on),
 // whitebox-survivor what the validator's filter leaves (it runs the
 // filter's attackers and answers with the best candidate none gave), and
 // candidate-list answers with a list of candidates to show that the matcher

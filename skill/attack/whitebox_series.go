@@ -317,9 +317,9 @@ func atoiSmall(s string) int {
 }
 
 // Structure returns the attackers that exploit what the generation
-// prompt forces a narrative and its questions to hold: Series and
-// Scatter.
-func Structure() []Named { return []Named{Series(), Scatter()} }
+// prompt forces a narrative and its questions to hold: Series, Scatter
+// and Chain (the chained rounds).
+func Structure() []Named { return []Named{Series(), Scatter(), Chain()} }
 
 var srRunsMemo parseMemo[string, []srRun]
 

@@ -22,9 +22,9 @@ func TestWhiteBoxKinds(t *testing.T) {
 	}
 	for kind, want := range map[skill.SourceKind]string{
 		skill.SourceProcedural: ProceduralInverter,
-		skill.SourceCorpus:     PromptAware + "," + WhiteBoxSeries + "," + WhiteBoxScatter + "," + WhiteBoxSurvivor,
-		skill.SourceLLM:        PromptAware + "," + WhiteBoxSeries + "," + WhiteBoxScatter + "," + WhiteBoxSurvivor,
-		skill.SourceHybrid:     PromptAware + "," + ProceduralInverter + "," + WhiteBoxSeries + "," + WhiteBoxScatter + "," + WhiteBoxSurvivor,
+		skill.SourceCorpus:     PromptAware + "," + WhiteBoxSeries + "," + WhiteBoxScatter + "," + WhiteBoxChain + "," + WhiteBoxSurvivor,
+		skill.SourceLLM:        PromptAware + "," + WhiteBoxSeries + "," + WhiteBoxScatter + "," + WhiteBoxChain + "," + WhiteBoxSurvivor,
+		skill.SourceHybrid:     PromptAware + "," + ProceduralInverter + "," + WhiteBoxSeries + "," + WhiteBoxScatter + "," + WhiteBoxChain + "," + WhiteBoxSurvivor,
 	} {
 		if got := names(WhiteBox(kind)); got != want {
 			t.Errorf("WhiteBox(%q) = %s, want %s", kind, got, want)
