@@ -866,7 +866,7 @@ func (p *proverRun) exchange(ans skill.Answerer, total time.Duration) {
 			if !skill.Answers(ans, c.GetKind()) {
 				// Like an answerer's refusal: a Decline, then the verdict.
 				err := fmt.Errorf("%w: round %d: kind %q", ErrUnsupportedKind, round, skill.CanonicalKind(c.GetKind()))
-				p.log.Info("challenge of an unsupported kind declined", "round", round, "kind", c.GetKind())
+				p.svc.infoRemote(p.log, "challenge of an unsupported kind declined", "round", round, "kind", c.GetKind())
 				if werr := p.write(declineFrame(pb.DeclineReason_DECLINE_REASON_UNSUPPORTED_KIND, err.Error())); werr != nil {
 					p.abort(0, fmt.Errorf("%w: (decline not sent: %w)", err, werr))
 					return

@@ -109,6 +109,34 @@ func TestProverRemoteWarnsRateLimited(t *testing.T) {
 		}
 		checkRemoteWarns(t, logs, "reflected challenge refused", sessions)
 	})
+	t.Run("challenge of an unsupported kind declined", func(t *testing.T) {
+		// An INFO line, not a warning, but as remote-triggered: a
+		// verifier sending kinds no answerer takes wrote one per session.
+		logs := newCountingHandler()
+		m, b, pr := proverUnderTest(t, "tcp", Config{Prover: constProver("x"), Logger: slog.New(logs)})
+		for i := range sessions {
+			r := openRaw(t, m, b.ID())
+			r.send(helloFrame(m.ID(), b.ID(), nil))
+			if f, err := r.recv(); err != nil || f.GetHelloAck() == nil {
+				t.Fatalf("session %d: hello ack: %v", i, err)
+			}
+			c := challengeFrame(1, "sun + flower", "Which word?")
+			c.GetChallenge().Kind = "rebus-unregistered"
+			r.send(c)
+			if f, err := r.recv(); err != nil || f.GetDecline().GetReason() != pb.DeclineReason_DECLINE_REASON_UNSUPPORTED_KIND {
+				t.Fatalf("session %d: got %s %v, want Decline{UNSUPPORTED_KIND}", i, frameKind(f), err)
+			}
+			_ = r.s.CloseWrite()
+			drain(r)
+			if got := pr.next(t); !errors.Is(got.Err, ErrUnsupportedKind) {
+				t.Fatalf("session %d: prover result %+v", i, got)
+			}
+		}
+		const msg = "challenge of an unsupported kind declined"
+		if infos, debugs := logs.count(slog.LevelInfo, msg), logs.count(slog.LevelDebug, msg); infos != 1 || debugs != sessions-1 {
+			t.Fatalf("%q: %d INFO and %d DEBUG lines for %d sessions; want one INFO, the rest at DEBUG", msg, infos, debugs, sessions)
+		}
+	})
 }
 
 // checkRemoteWarns: n events of a fresh service gave one WARN line (the
