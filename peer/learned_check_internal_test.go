@@ -134,7 +134,7 @@ func TestStartChecksNoLearnedSignature(t *testing.T) {
 	var ls []Learned
 	for range 200 {
 		ik, _ := testutil.NewKey(t)
-		_, sub := testutil.NewKey(t)
+		sub := testutil.NewPeerID(t)
 		ls = append(ls, learnedRecord(t, ik, sub, true, now))
 	}
 	ik, _ := testutil.NewKey(t)
@@ -450,7 +450,7 @@ func TestReadsDuringLearnedCheck(t *testing.T) {
 	var subjects []peer.ID
 	var ls []Learned
 	for range nSubjects {
-		_, sub := testutil.NewKey(t)
+		sub := testutil.NewPeerID(t)
 		subjects = append(subjects, sub)
 		for _, ik := range iks {
 			ls = append(ls, learnedRecord(t, ik, sub, true, now.Add(-time.Hour)))
@@ -459,7 +459,7 @@ func TestReadsDuringLearnedCheck(t *testing.T) {
 	// Filler of fresh issuers, so that the check takes a while.
 	for range 400 {
 		ik, _ := testutil.NewKey(t)
-		_, sub := testutil.NewKey(t)
+		sub := testutil.NewPeerID(t)
 		ls = append(ls, learnedRecord(t, ik, sub, true, now.Add(-time.Hour)))
 	}
 	if err := st.PutLearned(ls...); err != nil {
@@ -500,7 +500,7 @@ func TestReadsDuringLearnedCheck(t *testing.T) {
 	wg.Go(func() {
 		for range 20 {
 			ik, id := testutil.NewKey(t)
-			_, sub := testutil.NewKey(t)
+			sub := testutil.NewPeerID(t)
 			if res, err := LearnEnvelope(n, SealTest(ik, sub, true, now.Add(-time.Minute), 24*time.Hour), ViaPresentation, id); err != nil || res != "learned" {
 				fails.Add(1)
 			}

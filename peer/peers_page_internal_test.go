@@ -40,7 +40,7 @@ func TestPeersPageCostsItsPage(t *testing.T) {
 	const subjects = 20000
 	now := time.Now()
 	for i := range subjects {
-		_, sub := testutil.NewKey(t)
+		sub := testutil.NewPeerID(t)
 		n.indexIssued(MakeTestAttestation(self, sub, i%2 == 0, now.Add(-time.Minute), time.Hour))
 	}
 	measure := func(f func()) (time.Duration, uint64) {

@@ -39,7 +39,7 @@ func TestPruneExpiredPrunesTheIndex(t *testing.T) {
 	// withdraws the acceptances before it: kept, as the last ten are).
 	const old, fresh, withdrawing = 300, 10, 10
 	for i := range old + fresh + withdrawing {
-		_, sub := testutil.NewKey(t)
+		sub := testutil.NewPeerID(t)
 		accepted, issued := i%2 == 0, now.Add(-5*time.Hour)
 		switch {
 		case i >= old+fresh:

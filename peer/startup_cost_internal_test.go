@@ -31,7 +31,7 @@ func fillStartupStore(t *testing.T, path string, self crypto.PrivKey, issued, le
 	for w := 0; w < issued; w += per {
 		wg.Go(func() {
 			for i := w; i < min(w+per, issued); i++ {
-				_, sub := testutil.NewKey(t)
+				sub := testutil.NewPeerID(t)
 				a := MakeTestAttestation(self, sub, i%2 == 0, now.Add(-time.Duration(i%3600)*time.Second), 24*time.Hour)
 				env, err := protocol.Seal(a, self)
 				if err == nil {
@@ -52,7 +52,7 @@ func fillStartupStore(t *testing.T, path string, self crypto.PrivKey, issued, le
 	var ls []Learned
 	for i := range learned {
 		k, from := testutil.NewKey(t)
-		_, sub := testutil.NewKey(t)
+		sub := testutil.NewPeerID(t)
 		a := MakeTestAttestation(k, sub, true, now, 24*time.Hour)
 		env, err := protocol.Seal(a, k)
 		if err != nil {
