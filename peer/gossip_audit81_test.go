@@ -29,6 +29,10 @@ import (
 // 127.0.0.0/24 (loopback counted: LimitLoopback) and then one from
 // another network (127.0.1.0/24), which is still learned.
 func TestGossipLearnedShareOfOneForwarder(t *testing.T) {
+	// Parallel: its own node, key, store file and forwarder hosts; it
+	// writes no package state. Most of its time is 4,097 signature
+	// checks and bbolt commits (two fsyncs each).
+	t.Parallel()
 	n := newBareNode(t, Config{LimitLoopback: true})
 	now := time.Now()
 

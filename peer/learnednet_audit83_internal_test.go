@@ -23,6 +23,10 @@ import (
 // The test fills one network's share, restarts the node on its store, and
 // learns from the same network again.
 func TestLearnedNetworkShareSurvivesRestart_audit83(t *testing.T) {
+	// Parallel: its own node, key and store file; it writes no package
+	// state. Most of its time is 4,096 bbolt commits (two fsyncs each),
+	// which other tests' CPU work can overlap.
+	t.Parallel()
 	key, _ := testutil.NewKey(t)
 	path := filepath.Join(t.TempDir(), "store.db")
 	start := func() *Node {
