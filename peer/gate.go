@@ -106,6 +106,22 @@ func (g *nodeGater) InterceptAccept(addrs network.ConnMultiaddrs) bool {
 	return g.blocked == nil || g.blocked.InterceptAccept(addrs)
 }
 
+// allowStop reports whether p's inbound stop streams are served: p is
+// one of the node's relays, whose relayed connections InterceptAccept
+// lets in. A stop stream of any other peer would deliver a connection
+// refused there, and counts as one refused (negotiating.go). A nil gater
+// has no relays.
+func (g *nodeGater) allowStop(p peer.ID) bool {
+	if g == nil {
+		return false
+	}
+	if !g.relays[p] {
+		g.refused.Add(1)
+		return false
+	}
+	return true
+}
+
 func (g *nodeGater) InterceptSecured(d network.Direction, p peer.ID, addrs network.ConnMultiaddrs) bool {
 	return g.blocked == nil || g.blocked.InterceptSecured(d, p, addrs)
 }

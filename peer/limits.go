@@ -195,17 +195,7 @@ func newConnLimits(cfg *Config) (*connmgr.BasicConnMgr, *negotiationRM, error) {
 		cm.Close()
 		return nil, nil, fmt.Errorf("resource manager: %w", err)
 	}
-	relays, err := ParseRelays(cfg.Relays)
-	if err != nil {
-		cm.Close()
-		rm.Close()
-		return nil, nil, err
-	}
-	relayIDs := make(map[peer.ID]bool, len(relays))
-	for _, ai := range relays {
-		relayIDs[ai.ID] = true
-	}
-	return cm, newNegotiationRM(rm, attestPerPeer, relayIDs), nil
+	return cm, newNegotiationRM(rm, attestPerPeer), nil
 }
 
 // Limits are the attestation protocol's budgets of a node

@@ -65,27 +65,24 @@ type negotiationRM struct {
 	// services counts the negotiated inbound streams of the libp2p
 	// services bounded per network (servicebounds.go), by protocol.
 	services map[protocol.ID]*streamCounts
-	// relays are the node's relays (Config.Relays), the only peers whose
-	// inbound stop streams (circuit.ProtoIDv2Stop) are served: the gate
-	// refuses a relayed connection of any other relay (gate.go), and
-	// go-libp2p's circuit client read a stop stream of any peer for up
-	// to a minute first, 128 a peer, with no share per network.
-	relays map[peer.ID]bool
-	// stopRefused, when set (before the host runs), counts the stop
-	// streams refused: the relayed connections of other relays that the
-	// gate would have refused (Stats.RelayedRefused).
-	stopRefused *atomic.Uint64
+	// gate, when set (before the host runs), is the node's connection
+	// gater: only its relays (Config.Relays) have their inbound stop
+	// streams (circuit.ProtoIDv2Stop) served, as only their relayed
+	// connections are let in (gate.go); go-libp2p's circuit client read
+	// a stop stream of any peer for up to a minute first, 128 a peer,
+	// with no share per network. Without a gate no peer is a relay.
+	gate *nodeGater
 }
 
 // newNegotiationRM wraps rm; attestPerPeer is the inbound streams of the
 // attestation service one peer may hold (attestStreamsPerPeer): a node
 // configured for more sessions per peer than maxNegotiatingPerPeer lets
-// a peer open that many at once. relays are the node's relays.
-func newNegotiationRM(rm network.ResourceManager, attestPerPeer int, relays map[peer.ID]bool) *negotiationRM {
+// a peer open that many at once.
+func newNegotiationRM(rm network.ResourceManager, attestPerPeer int) *negotiationRM {
 	perPeer := max(maxNegotiatingPerPeer, attestPerPeer)
 	perGroup := max(maxNegotiatingPerGroup, perPeer)
 	perBlock := max(maxNegotiatingPerBlock, acprotocol.BlockFactor*perGroup)
-	return &negotiationRM{ResourceManager: rm, counts: newStreamCounts(perPeer, perGroup, perBlock, 0), services: serviceBounds(), relays: relays}
+	return &negotiationRM{ResourceManager: rm, counts: newStreamCounts(perPeer, perGroup, perBlock, 0), services: serviceBounds()}
 }
 
 // setNets sets how a peer's groups are found.
@@ -109,7 +106,7 @@ func (r *negotiationRM) OpenStream(p peer.ID, dir network.Direction) (network.St
 		r.counts.release(p, nets)
 		return nil, err
 	}
-	ns := &negotiatingScope{StreamManagementScope: s, peer: p, nets: nets, services: r.services, relay: r.relays[p], stopRefused: r.stopRefused}
+	ns := &negotiatingScope{StreamManagementScope: s, peer: p, nets: nets, services: r.services, gate: r.gate}
 	ns.release = func() { r.counts.release(p, nets) }
 	return ns, nil
 }
@@ -133,20 +130,15 @@ type negotiatingScope struct {
 	peer     peer.ID
 	nets     addrNets
 	services map[protocol.ID]*streamCounts
-	relay    bool // the peer is one of the node's relays
-	// stopRefused counts the stop streams refused (may be nil).
-	stopRefused *atomic.Uint64
-	mu          sync.Mutex
-	service     *streamCounts // the count holding the stream, if any
-	done        bool
+	gate     *nodeGater // may be nil
+	mu       sync.Mutex
+	service  *streamCounts // the count holding the stream, if any
+	done     bool
 }
 
 func (s *negotiatingScope) SetProtocol(proto protocol.ID) error {
 	s.once.Do(s.release)
-	if proto == circuit.ProtoIDv2Stop && !s.relay {
-		if s.stopRefused != nil {
-			s.stopRefused.Add(1)
-		}
+	if proto == circuit.ProtoIDv2Stop && !s.gate.allowStop(s.peer) {
 		return errStopNotRelay
 	}
 	if c := s.services[proto]; c != nil {

@@ -379,7 +379,7 @@ func New(cfg Config) (*Node, error) {
 		_ = n.closeStore() // the error returned says why New failed
 		return nil, err
 	}
-	rm.stopRefused = &n.gate.refused // a stop stream of another relay is a relayed connection refused
+	rm.gate = n.gate // stop streams are served from the gate's relays only
 	n.cm = cm
 	opts := append([]libp2p.Option{
 		libp2p.Identity(key),
