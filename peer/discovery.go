@@ -501,7 +501,7 @@ func (n *Node) dial(ctx context.Context, ai peer.AddrInfo) error {
 	n.solicit(ai.ID, false, false) // this node came to the peer, asking nothing of it (solicit.go)
 	if err := n.host.Connect(ctx, ai); err != nil {
 		n.forgetSolicited(ai.ID)
-		return fmt.Errorf("connect to %s: %w: %w", ai.ID, ErrNetwork, err)
+		return ConnectError(ai.ID, err)
 	}
 	return nil
 }

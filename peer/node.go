@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	lpproto "github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -656,6 +657,19 @@ var ErrNetwork = protocol.ErrNetwork
 // it will not verify us back (spec/protocol.md §1a); the error names why.
 var ErrReciprocalDropped = errors.New("peer will not verify us back")
 
+// ConnectError is the error of a failed connection to id: ErrNetwork and
+// err, and, when libp2p did not dial at all because a dial to the same
+// address failed moments ago (its dial backoff: 5 s after the first
+// failure, growing with each), a sentence saying so. The bare "dial
+// backoff" read as a fault of the peer's where a retry a few seconds
+// later would dial again.
+func ConnectError(id peer.ID, err error) error {
+	if errors.Is(err, swarm.ErrDialBackoff) {
+		return fmt.Errorf("connect to %s: %w (a dial to it failed moments ago, and libp2p waits at least %v before dialing the same address again): %w", id, ErrNetwork, swarm.BackoffBase, err)
+	}
+	return fmt.Errorf("connect to %s: %w: %w", id, ErrNetwork, err)
+}
+
 // ParseAddr parses a /.../p2p/ID multiaddr.
 func ParseAddr(s string) (peer.AddrInfo, error) {
 	ai, err := peer.AddrInfoFromString(s)
@@ -674,7 +688,7 @@ func (n *Node) Attest(ctx context.Context, ai peer.AddrInfo) (*Mutual, error) {
 	n.solicit(ai.ID, true, true) // this node came to the peer and asks it to verify us (solicit.go)
 	if err := n.host.Connect(ctx, ai); err != nil {
 		n.forgetSolicited(ai.ID)
-		return nil, fmt.Errorf("connect to %s: %w: %w", ai.ID, ErrNetwork, err)
+		return nil, ConnectError(ai.ID, err)
 	}
 	if err := n.awaitDirect(ctx, ai.ID); err != nil { // nat.go: hole punching, relay limits
 		return nil, err

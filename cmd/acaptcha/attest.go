@@ -219,7 +219,7 @@ func verifyOnly(ctx context.Context, n *peer.Node, ai lpeer.AddrInfo) (*peer.Mut
 		return nil, errors.New("cannot attest ourselves")
 	}
 	if err := n.Host().Connect(ctx, ai); err != nil {
-		return nil, fmt.Errorf("connect to %s: %w: %w", ai.ID, peer.ErrNetwork, err)
+		return nil, peer.ConnectError(ai.ID, err)
 	}
 	res, err := n.Verify(ctx, ai.ID)
 	if err != nil {

@@ -560,7 +560,7 @@ func refusal(err error) (verdict, reason, notAsked string, ok bool) {
 func (s *Server) verifyOnly(ctx context.Context, ai lpeer.AddrInfo) (*peer.Mutual, error) {
 	n := s.cfg.Node
 	if err := n.Host().Connect(ctx, ai); err != nil {
-		return nil, fmt.Errorf("connect to %s: %w: %w", ai.ID, peer.ErrNetwork, err)
+		return nil, peer.ConnectError(ai.ID, err)
 	}
 	res, err := n.Verify(ctx, ai.ID)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/peer/mcpserver"
 )
 
@@ -56,6 +57,11 @@ func TestAttestTimeoutNamesItsLimit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("foreground attest_peer of a silent peer: %v, want an error naming %q", err, want)
 	}
+	// Another peer ID at the same address: whether the first dial left
+	// libp2p's dial backoff on (peer, address) depends on which of the
+	// dial's and the call's deadlines fired first, and a backoff would
+	// answer the second call without dialing (peer.ConnectError says so).
+	addr = "/ip4/127.0.0.1/tcp/" + port + "/p2p/" + testutil.NewPeerID(t).String()
 	job, err := call[mcpserver.AttestOutput](ctx, cs, "attest_peer", map[string]any{"addr": addr, "timeout_seconds": 0.5, "background": true})
 	if err != nil {
 		t.Fatal(err)
