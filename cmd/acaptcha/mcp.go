@@ -29,6 +29,13 @@ const (
 // other limits are mcpserver.NewHTTPServer's and HTTPConfig's).
 const mcpShutdownTimeout = 5 * time.Second
 
+// mcpRequestGrace is how long requests still open after a stop's tool
+// calls have ended keep their context: a response being written
+// finishes, and a request that would hang (a client's GET stream, a
+// session whose close waits on it) ends then rather than holding the
+// stop for mcpShutdownTimeout.
+const mcpRequestGrace = time.Second
+
 func (a *app) mcpCmd() *cobra.Command {
 	var (
 		httpAddr      string
@@ -292,6 +299,9 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 	defer mh.Close()
 	mux.Handle("/mcp", mh)
 	hs := mcpserver.NewHTTPServer(mux)
+	reqCtx, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
+	hs.BaseContext = func(net.Listener) context.Context { return reqCtx }
 	// Say where the endpoint is: on standard error as a notice, or with
 	// --json as one JSON object on standard output (free in this mode;
 	// standard error then carries JSON only).
@@ -327,7 +337,10 @@ func (a *app) serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Serv
 	// The tool calls in flight end first (a long-poll waits up to a
 	// minute, an attest_peer up to its timeout), then the sessions (a
 	// client's GET stream stays open as long as its session): the
-	// shutdown below waits for their requests.
+	// shutdown below waits for their requests, which end at the latest
+	// mcpRequestGrace after the stop.
+	grace := time.AfterFunc(mcpRequestGrace, endRequests)
+	defer grace.Stop()
 	srv.Close()
 	mh.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), mcpShutdownTimeout)

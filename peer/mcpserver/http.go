@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -484,11 +485,20 @@ func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(h.bodyTimeout))
+	// A request whose context ends (the server stopping: its
+	// http.Server.BaseContext) stops waiting for its body then, rather
+	// than holding the shutdown up to the body timeout.
+	unwatch := context.AfterFunc(r.Context(), func() { _ = rc.SetReadDeadline(time.Now()) })
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	unwatch()
 	var mbe *http.MaxBytesError
 	var ne net.Error
 	switch {
 	case err == nil:
+	case r.Context().Err() != nil:
+		w.Header().Set("Connection", "close")
+		http.Error(w, "the server is stopping", http.StatusServiceUnavailable)
+		return nil, false
 	case errors.As(err, &mbe):
 		http.Error(w, "request body over "+strconv.FormatInt(h.maxBody, 10)+" bytes", http.StatusRequestEntityTooLarge)
 		return nil, false

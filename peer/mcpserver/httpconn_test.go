@@ -368,3 +368,53 @@ func TestHTTPAttestationsSharedByNetworks(t *testing.T) {
 		t.Error("the loopback caller could start no attestation")
 	}
 }
+
+// TestHTTPBodyWaitEndsWithServerContext: a POST whose body stalls is
+// answered 503 once the server's base context ends (acaptcha mcp --http
+// ends it a second after a stop), where it waited out the body timeout
+// (10 s by default) and held the server's shutdown that long.
+func TestHTTPBodyWaitEndsWithServerContext(t *testing.T) {
+	h := newHTTPHandler(t, mcpserver.HTTPConfig{})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered := make(chan struct{}, 1)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		h.ServeHTTP(w, r)
+	}))
+	hs := mcpserver.NewHTTPServer(mux)
+	base, stop := context.WithCancel(context.Background())
+	defer stop()
+	hs.BaseContext = func(net.Listener) context.Context { return base }
+	done := make(chan struct{})
+	go func() { defer close(done); _ = hs.Serve(h.Listener(l)) }()
+	t.Cleanup(func() { _ = hs.Close(); <-done })
+	addr := l.Addr().String()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{", addr)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the handler")
+	}
+	stop()
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no response within 2 s of the server's context ending (body timeout %v): %v", mcpserver.DefaultHTTPBodyTimeout, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("status %d, want %d", resp.StatusCode, http.StatusServiceUnavailable)
+	}
+}
