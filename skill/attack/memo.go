@@ -78,6 +78,8 @@ var (
 	docMemo      parseMemo[string, *doc]
 	llmMemo      parseMemo[string, *lWorld]
 	procMemo     parseMemo[procKey, *pWorld]
+	chainMemo    parseMemo[string, *chainDoc]
+	numbersMemo  parseMemo[string, []wbNum]
 )
 
 // analyseShared is analyse, memoized for narratives up to memoMaxText.
@@ -120,4 +122,13 @@ func parseProceduralShared(text, domain string, part int, prev *pWorld) *pWorld 
 // again. The parse is only read.
 func analyseQuestionShared(text string) *question {
 	return questionMemo.get(text, func() *question { return analyseQuestion(text) })
+}
+
+// wbNumbersShared is wbNumbers, memoized for texts up to memoMaxText. The
+// numbers, their *big.Rat values included, are only read.
+func wbNumbersShared(text string) []wbNum {
+	if len(text) > memoMaxText {
+		return wbNumbers(text)
+	}
+	return numbersMemo.get(text, func() []wbNum { return slices.Clip(wbNumbers(text)) })
 }

@@ -71,6 +71,7 @@ type wbSession struct {
 	questions  []string // the question asked of each part, by part
 	answers    []string
 	cache      map[string]any // parse caches keyed by attacker and part
+	survivor   *svFilter      // the survivor attacker's filter sessions
 }
 
 // wbMaxParts bounds the session memory against hostile round numbers.

@@ -109,14 +109,71 @@ func chainOverlap(s string, qw map[string]bool) int {
 // candidate aside.
 func chainSentenceOverlap(text, c string, qw map[string]bool) (best int, neg bool) {
 	best = -1
-	for _, s := range chSentEnd.Split(text, -1) {
-		if strings.Contains(s, c) {
-			if o := chainOverlap(s, qw); o > best {
-				best, neg = o, chNegCue.MatchString(s)
+	for _, s := range chainDocShared(text).sents {
+		if strings.Contains(s.text, c) {
+			if o := s.overlap(qw); o > best {
+				best, neg = o, s.neg
 			}
 		}
 	}
 	return best, neg
+}
+
+// chainDoc is what the chained-round attacker reads of a text, whatever
+// the question: its sentences and candidates.
+type chainDoc struct {
+	sents []chainSent
+	cands []chainCand
+}
+
+// chainSent is a sentence (a piece of chSentEnd.Split) with what the
+// attacker reads of it.
+type chainSent struct {
+	text     string
+	words    []string // the keys of chainQWords(text)
+	neg      bool     // chNegCue matches
+	firstNum string   // the first match of chNumRe, "" when none
+}
+
+// overlap is chainOverlap(s.text, qw).
+func (s *chainSent) overlap(qw map[string]bool) int {
+	n := 0
+	for _, w := range s.words {
+		if qw[w] {
+			n++
+		}
+	}
+	return n
+}
+
+// chainCand is a candidate of chainCands and how often the text writes it.
+type chainCand struct {
+	text  string
+	count int
+}
+
+func parseChainDoc(text string) *chainDoc {
+	d := &chainDoc{}
+	for _, t := range chSentEnd.Split(text, -1) {
+		st := chainSent{text: t, neg: chNegCue.MatchString(t), firstNum: chNumRe.FindString(t)}
+		for w := range chainQWords(t) {
+			st.words = append(st.words, w)
+		}
+		d.sents = append(d.sents, st)
+	}
+	for _, c := range chainCands(text) {
+		d.cands = append(d.cands, chainCand{c, strings.Count(text, c)})
+	}
+	return d
+}
+
+// chainDocShared is parseChainDoc, memoized for texts up to memoMaxText.
+// The doc is only read.
+func chainDocShared(text string) *chainDoc {
+	if len(text) > memoMaxText {
+		return parseChainDoc(text)
+	}
+	return chainMemo.get(text, func() *chainDoc { return parseChainDoc(text) })
 }
 
 // chainPick is the chained-round attacker's answer to question about
@@ -126,21 +183,18 @@ func chainPick(earlier, answers []string, narrative, question string) string {
 		return chainNumber(answers, narrative, question)
 	}
 	qw := chainQWords(question)
-	type sent struct {
-		text    string
-		overlap int
-		neg     bool
-	}
-	var sents []sent
-	for _, t := range chSentEnd.Split(narrative, -1) {
-		sents = append(sents, sent{t, chainOverlap(t, qw), chNegCue.MatchString(t)})
+	d := chainDocShared(narrative)
+	overlaps := make([]int, len(d.sents))
+	for i := range d.sents {
+		overlaps[i] = d.sents[i].overlap(qw)
 	}
 	type ranked struct {
 		c     string
 		score float64
 	}
 	var rs []ranked
-	for _, cand := range chainCands(narrative) {
+	for _, cc := range d.cands {
+		cand := cc.text
 		if strings.Contains(question, cand) {
 			continue
 		}
@@ -158,16 +212,16 @@ func chainPick(earlier, answers []string, narrative, question string) string {
 		// The best-overlapping sentence that holds the candidate, less
 		// 3 when it sets candidates aside.
 		o, neg := -1, false
-		for _, st := range sents {
-			if st.overlap > o && strings.Contains(st.text, cand) {
-				o, neg = st.overlap, st.neg
+		for i, st := range d.sents {
+			if overlaps[i] > o && strings.Contains(st.text, cand) {
+				o, neg = overlaps[i], st.neg
 			}
 		}
 		s += float64(o)
 		if neg {
 			s -= 3
 		}
-		s += 0.1 * float64(strings.Count(narrative, cand))
+		s += 0.1 * float64(cc.count)
 		rs = append(rs, ranked{cand, s})
 	}
 	if len(rs) == 0 {
@@ -182,19 +236,22 @@ func chainPick(earlier, answers []string, narrative, question string) string {
 // attacker's own latest numeric answer when there is one.
 func chainNumber(answers []string, narrative, question string) string {
 	qw := chainQWords(question)
-	best, bo := "", -1
-	for _, s := range chSentEnd.Split(narrative, -1) {
-		if !chNumRe.MatchString(s) {
+	var best *chainSent
+	bo := -1
+	d := chainDocShared(narrative)
+	for i := range d.sents {
+		s := &d.sents[i]
+		if s.firstNum == "" {
 			continue
 		}
-		if o := chainOverlap(s, qw); o > bo {
+		if o := s.overlap(qw); o > bo {
 			best, bo = s, o
 		}
 	}
-	if best == "" {
+	if best == nil || best.text == "" {
 		return ""
 	}
-	first := strings.ReplaceAll(chNumRe.FindString(best), ",", "")
+	first := strings.ReplaceAll(best.firstNum, ",", "")
 	var prev, x float64
 	havePrev := false
 	for i := len(answers) - 1; i >= 0; i-- {

@@ -3,6 +3,7 @@ package attack
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/acaptcha/acaptcha/skill"
@@ -56,17 +57,7 @@ func survivorFilter(domain string) []Named {
 func solveSurvivor(s *wbSession, part int, c *skill.Challenge, depth int) string {
 	// The filter attackers' answers in this session's context.
 	wrong := map[string]bool{}
-	for _, a := range survivorFilter(c.Domain) {
-		sess := a.Prover.NewSession()
-		var ans string
-		for r := 0; r <= part && r < len(s.narratives); r++ {
-			ch := skill.Challenge{Round: r + 1, Rounds: c.Rounds, Domain: c.Domain, Narrative: s.narratives[r], Question: s.questions[r], Budget: c.Budget}
-			x, err := sess.Answer(context.Background(), ch)
-			if err != nil {
-				break
-			}
-			ans = x
-		}
+	for _, ans := range s.survivorFilterAnswers(part, c) {
 		if k := svKey(ans); k != "" {
 			wrong[k] = true
 		}
@@ -97,7 +88,7 @@ func solveSurvivor(s *wbSession, part int, c *skill.Challenge, depth int) string
 		if a := solveSeries(s, part, c); ok(a) {
 			return a
 		}
-		for _, n := range wbNumbers(s.narratives[part]) {
+		for _, n := range wbNumbersShared(s.narratives[part]) {
 			if ok(n.text) {
 				return n.text
 			}
@@ -119,4 +110,51 @@ func svKey(a string) string {
 	a = strings.ToLower(strings.TrimSpace(a))
 	a = strings.Trim(a, " .,;:\"'()")
 	return strings.ReplaceAll(a, ",", "")
+}
+
+// svFilter is the filter the survivor attacker runs, kept in its session
+// between rounds: a session of each filter attacker that has answered the
+// challenges done, in order, and the last answer each gave.
+type svFilter struct {
+	sessions []skill.Answerer
+	answers  []string
+	broken   []bool // the session failed a round: its answer stays the last one
+	done     []skill.Challenge
+}
+
+// survivorFilterAnswers returns the filter attackers' answers, each in a
+// session that has been asked the rounds of this session through part in
+// order, with c's round count, domain and budget. An attacker session
+// answers by what it has been asked alone, so the sessions of the
+// previous call are carried on by one round when they have answered
+// exactly the rounds before part; otherwise fresh ones replay every round.
+func (s *wbSession) survivorFilterAnswers(part int, c *skill.Challenge) []string {
+	chs := make([]skill.Challenge, 0, part+1)
+	for r := 0; r <= part && r < len(s.narratives); r++ {
+		chs = append(chs, skill.Challenge{Round: r + 1, Rounds: c.Rounds, Domain: c.Domain, Narrative: s.narratives[r], Question: s.questions[r], Budget: c.Budget})
+	}
+	f := s.survivor
+	if f == nil || len(chs) == 0 || !slices.Equal(f.done, chs[:len(chs)-1]) {
+		filter := survivorFilter(c.Domain)
+		f = &svFilter{sessions: make([]skill.Answerer, len(filter)), answers: make([]string, len(filter)), broken: make([]bool, len(filter))}
+		for i, a := range filter {
+			f.sessions[i] = a.Prover.NewSession()
+		}
+	}
+	for _, ch := range chs[len(f.done):] {
+		for i, sess := range f.sessions {
+			if f.broken[i] {
+				continue
+			}
+			x, err := sess.Answer(context.Background(), ch)
+			if err != nil {
+				f.broken[i] = true
+				continue
+			}
+			f.answers[i] = x
+		}
+	}
+	f.done = chs
+	s.survivor = f
+	return f.answers
 }
