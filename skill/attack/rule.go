@@ -177,10 +177,7 @@ func rules(d *doc, q *question, qst map[string]bool) []ruleSpan {
 		p := d.sents[si-1]
 		return 0.5 * overlap(p.start, p.end)
 	}
-	parses := make([]ruleParse, len(d.sents))
-	for si, s := range d.sents {
-		parses[si] = parseRule(d, s, qst)
-	}
+	parses := ruleParsesShared(d, q, qst)
 	var out []ruleSpan
 	for si, s := range d.sents {
 		p := &parses[si]
@@ -217,6 +214,37 @@ func rules(d *doc, q *question, qst map[string]bool) []ruleSpan {
 		out = append(out, r)
 	}
 	return out
+}
+
+// ruleParses parses every sentence of d as a rule, with qst the words of
+// the question q.
+func ruleParses(d *doc, qst map[string]bool) []ruleParse {
+	parses := make([]ruleParse, len(d.sents))
+	for si, s := range d.sents {
+		parses[si] = parseRule(d, s, qst)
+	}
+	return parses
+}
+
+// ruleKey identifies the rule parses of a (memoized) narrative for a
+// (memoized) question.
+type ruleKey struct {
+	d *doc
+	q *question
+}
+
+var ruleMemo parseMemo[ruleKey, []ruleParse]
+
+// ruleParsesShared is ruleParses, memoized by narrative and question for
+// narratives up to memoMaxText: the five rule attackers read the same
+// parses in every context of a question, and the survivor attacker asks
+// them again. qst must be q's words as bestRule builds them. The parses
+// are only read.
+func ruleParsesShared(d *doc, q *question, qst map[string]bool) []ruleParse {
+	if len(d.text) > memoMaxText {
+		return ruleParses(d, qst)
+	}
+	return ruleMemo.get(ruleKey{d, q}, func() []ruleParse { return ruleParses(d, qst) })
 }
 
 // ruleParse is what one sentence says as a rule.

@@ -95,8 +95,7 @@ func scRank(s *wbSession, part int, q string) []string {
 		headNoun = strings.TrimSuffix(strings.ToLower(m[1]), "s")
 	}
 	for pi, p := range paras {
-		pl := strings.ToLower(p)
-		prelim := lPrelim.MatchString(p)
+		pl, prelim := base.lower[pi], base.draft[pi]
 		for _, cd := range cands {
 			hit := wbContainsWord(pl, strings.ToLower(cd.name))
 			for _, a := range cd.aliases {
@@ -182,6 +181,10 @@ func scBaseOf(text string, lw *lWorld) *scBase {
 	if len(cands) == 0 {
 		return &scBase{paras: paras}
 	}
+	lower, draft := make([]string, len(paras)), make([]bool, len(paras))
+	for i, p := range paras {
+		lower[i], draft[i] = strings.ToLower(p), lPrelim.MatchString(p)
+	}
 	// Descriptions from introductions; a description shared by two
 	// candidates names neither.
 	owner := map[string]int{}
@@ -216,7 +219,7 @@ func scBaseOf(text string, lw *lWorld) *scBase {
 			cands[ci].aliases = append(cands[ci].aliases, a)
 		}
 	}
-	base := &scBase{paras: slices.Clip(paras)}
+	base := &scBase{paras: slices.Clip(paras), lower: lower, draft: draft}
 	for _, cd := range cands {
 		base.cands = append(base.cands, scBaseCand{name: cd.name, aliases: slices.Clip(cd.aliases)})
 	}
@@ -391,6 +394,8 @@ func scHeadingOnly(paras []string, name string) bool {
 // for every question and context of a set, each in a fresh session.
 type scBase struct {
 	paras []string
+	lower []string // the paragraphs in lower case
+	draft []bool   // the paragraph writes a preliminary view (lPrelim)
 	cands []scBaseCand
 }
 

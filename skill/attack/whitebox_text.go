@@ -183,6 +183,9 @@ type wbDate struct {
 
 // wbDates finds every date in s, as days since 1 January 1970.
 func wbDates(s string) []wbDate {
+	if !wbHasDigitRun(s, 4) {
+		return nil // every form of wbDateRe writes a four-digit year
+	}
 	var out []wbDate
 	for _, m := range wbDateRe.FindAllStringSubmatchIndex(s, -1) {
 		var y, d int
@@ -217,6 +220,22 @@ func wbDates(s string) []wbDate {
 	return out
 }
 
+// wbHasDigitRun reports whether s holds n ASCII digits in a row (the
+// digits \d matches): a cheap test before the date and number patterns.
+func wbHasDigitRun(s string, n int) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			if run++; run >= n {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
+}
+
 // wbNum is a number found in a text.
 type wbNum struct {
 	start, end int
@@ -229,6 +248,9 @@ var wbNumRe = regexp.MustCompile(`(?:^|[^\w.\-/*:])(-?\d{1,3}(?:,\d{3})+(?:\.\d+
 
 // wbNumbers finds plain numbers in s (not inside codes or dates).
 func wbNumbers(s string) []wbNum {
+	if !wbHasDigitRun(s, 1) {
+		return nil // wbNumRe matches a digit
+	}
 	var out []wbNum
 	dates := wbDates(s)
 	for _, m := range wbNumRe.FindAllStringSubmatchIndex(s, -1) {
