@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 
@@ -111,9 +112,45 @@ func checkMemosUnchanged(t *testing.T, set string) {
 		n++
 	}
 	procMemo.mu.Unlock()
+	n += checkMemo(t, set, "chained-round parse", &chainMemo, parseChainDoc)
+	n += checkMemo(t, set, "number list", &numbersMemo, func(text string) []wbNum { return slices.Clip(wbNumbers(text)) })
+	n += checkMemo(t, set, "scatter base", &scBaseMemo, func(text string) *scBase { return scBaseOf(text, parseLLM(text)) }, sortedAliases)
+	n += checkMemo(t, set, "rule parse", &ruleMemo, func(k ruleKey) []ruleParse { return ruleParses(k.d, k.q) })
 	if n == 0 {
 		t.Errorf("%s: nothing memoized", set)
 	}
+}
+
+// checkMemo compares every parse m holds with a fresh one and returns
+// how many it holds.
+// norm, when given, maps a parse to a canonical form first (outside the
+// parse: it must not write into it).
+func checkMemo[K comparable, V any](t *testing.T, set, what string, m *parseMemo[K, V], fresh func(K) V, norm ...func(V) V) int {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, v := range m.m {
+		f := fresh(k)
+		for _, n := range norm {
+			v, f = n(v), n(f)
+		}
+		if !reflect.DeepEqual(v, f) {
+			t.Errorf("%s: a memoized %s changed after use:\n%s", set, what, diffHead(v, f))
+		}
+	}
+	return len(m.m)
+}
+
+// sortedAliases is a copy of b with each candidate's aliases sorted:
+// scBaseOf lists them in map order, and scRank only asks whether any
+// matches.
+func sortedAliases(b *scBase) *scBase {
+	c := *b
+	c.cands = slices.Clone(b.cands)
+	for i := range c.cands {
+		c.cands[i].aliases = slices.Sorted(slices.Values(c.cands[i].aliases))
+	}
+	return &c
 }
 
 func diffHead(a, b any) string {

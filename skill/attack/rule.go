@@ -119,14 +119,9 @@ const ruleEarlierWeight = 0.7
 // bestRule returns the rule of the narrative, or of the session's earlier
 // narratives, that best overlaps the question; nil when none states one.
 func bestRule(s *Session, d *doc, q *question) *ruleSpan {
-	qst := map[string]bool{}
-	for _, k := range q.keys {
-		qst[k.low] = true
-		qst[strings.TrimSuffix(k.low, "s")] = true
-	}
 	var best *ruleSpan
 	try := func(d *doc, weight float64) {
-		for _, r := range rules(d, q, qst) {
+		for _, r := range rules(d, q) {
 			r.score *= weight
 			if best == nil || r.score > best.score {
 				rr := r
@@ -147,9 +142,8 @@ func bestRule(s *Session, d *doc, q *question) *ruleSpan {
 
 // rules lists the rules of d, scored by how rule-like they are and by
 // their IDF-weighted overlap with the question (and of the sentence before
-// them, which often names the rule). qst are the question's words: a label
-// made only of question words names the case, not a label.
-func rules(d *doc, q *question, qst map[string]bool) []ruleSpan {
+// them, which often names the rule).
+func rules(d *doc, q *question) []ruleSpan {
 	w := map[string]float64{}
 	for _, k := range q.keys {
 		if x := d.idf(k.st); x > 0 {
@@ -177,7 +171,7 @@ func rules(d *doc, q *question, qst map[string]bool) []ruleSpan {
 		p := d.sents[si-1]
 		return 0.5 * overlap(p.start, p.end)
 	}
-	parses := ruleParsesShared(d, q, qst)
+	parses := ruleParsesShared(d, q)
 	var out []ruleSpan
 	for si, s := range d.sents {
 		p := &parses[si]
@@ -216,9 +210,20 @@ func rules(d *doc, q *question, qst map[string]bool) []ruleSpan {
 	return out
 }
 
-// ruleParses parses every sentence of d as a rule, with qst the words of
-// the question q.
-func ruleParses(d *doc, qst map[string]bool) []ruleParse {
+// ruleQuestionWords are the words of q: a label made only of question
+// words names the case, not a label.
+func ruleQuestionWords(q *question) map[string]bool {
+	qst := map[string]bool{}
+	for _, k := range q.keys {
+		qst[k.low] = true
+		qst[strings.TrimSuffix(k.low, "s")] = true
+	}
+	return qst
+}
+
+// ruleParses parses every sentence of d as a rule for question q.
+func ruleParses(d *doc, q *question) []ruleParse {
+	qst := ruleQuestionWords(q)
 	parses := make([]ruleParse, len(d.sents))
 	for si, s := range d.sents {
 		parses[si] = parseRule(d, s, qst)
@@ -238,13 +243,12 @@ var ruleMemo parseMemo[ruleKey, []ruleParse]
 // ruleParsesShared is ruleParses, memoized by narrative and question for
 // narratives up to memoMaxText: the five rule attackers read the same
 // parses in every context of a question, and the survivor attacker asks
-// them again. qst must be q's words as bestRule builds them. The parses
-// are only read.
-func ruleParsesShared(d *doc, q *question, qst map[string]bool) []ruleParse {
+// them again. The parses are only read.
+func ruleParsesShared(d *doc, q *question) []ruleParse {
 	if len(d.text) > memoMaxText {
-		return ruleParses(d, qst)
+		return ruleParses(d, q)
 	}
-	return ruleMemo.get(ruleKey{d, q}, func() []ruleParse { return ruleParses(d, qst) })
+	return ruleMemo.get(ruleKey{d, q}, func() []ruleParse { return ruleParses(d, q) })
 }
 
 // ruleParse is what one sentence says as a rule.

@@ -2,7 +2,9 @@ package attack
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -130,7 +132,7 @@ type chainDoc struct {
 // attacker reads of it.
 type chainSent struct {
 	text     string
-	words    []string // the keys of chainQWords(text)
+	words    []string // the keys of chainQWords(text), sorted
 	neg      bool     // chNegCue matches
 	firstNum string   // the first match of chNumRe, "" when none
 }
@@ -156,9 +158,7 @@ func parseChainDoc(text string) *chainDoc {
 	d := &chainDoc{}
 	for _, t := range chSentEnd.Split(text, -1) {
 		st := chainSent{text: t, neg: chNegCue.MatchString(t), firstNum: chNumRe.FindString(t)}
-		for w := range chainQWords(t) {
-			st.words = append(st.words, w)
-		}
+		st.words = slices.Sorted(maps.Keys(chainQWords(t)))
 		d.sents = append(d.sents, st)
 	}
 	for _, c := range chainCands(text) {
