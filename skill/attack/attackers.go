@@ -179,7 +179,7 @@ func typedPool(d *doc, q *question) []pooled {
 	if len(out) > 0 {
 		return out
 	}
-	v := d.view(q)
+	v := viewShared(d, q)
 	for _, ci := range v.pool {
 		c := &d.cands[ci]
 		for _, m := range c.ments {
@@ -315,7 +315,7 @@ func cueStrategy(_ *Session, d *doc, q *question, _ *skill.Challenge) (string, s
 			return pool[best].text, ""
 		}
 	}
-	v := d.view(q)
+	v := viewShared(d, q)
 	best := argmax(v.pool, func(ci int) float64 { return v.evidence(ci, nil).pos }, d.firstMention)
 	if best < 0 {
 		return fallback, ""
@@ -372,7 +372,7 @@ func negationStrategy(_ *Session, d *doc, q *question, _ *skill.Challenge) (stri
 			return pool[best].text, ""
 		}
 	}
-	v := d.view(q)
+	v := viewShared(d, q)
 	type ev struct {
 		ci int
 		e  evidence
@@ -473,7 +473,7 @@ func statefulStrategy(s *Session, d *doc, q *question, _ *skill.Challenge) (stri
 			continue
 		}
 		// Describe the earlier answer by its rarest context words.
-		v := r.d.view(r.q)
+		v := viewShared(r.d, r.q)
 		ci := -1
 		for _, x := range v.pool {
 			if r.d.cands[x].key == r.entKey {

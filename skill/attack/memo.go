@@ -80,6 +80,8 @@ var (
 	procMemo     parseMemo[procKey, *pWorld]
 	chainMemo    parseMemo[string, *chainDoc]
 	numbersMemo  parseMemo[string, []wbNum]
+	ruleMemo     parseMemo[docQuestion, []ruleParse]
+	viewMemo     parseMemo[docQuestion, *entityView]
 )
 
 // analyseShared is analyse, memoized for narratives up to memoMaxText.
@@ -131,4 +133,24 @@ func wbNumbersShared(text string) []wbNum {
 		return wbNumbers(text)
 	}
 	return numbersMemo.get(text, func() []wbNum { return slices.Clip(wbNumbers(text)) })
+}
+
+// docQuestion identifies a parse of a narrative's analysis for a question
+// (both as analyseShared and analyseQuestionShared return them; others
+// only miss). The key holds both, so neither address is reused while the
+// entry lives.
+type docQuestion struct {
+	d *doc
+	q *question
+}
+
+// viewShared is d.view(q), memoized for narratives up to memoMaxText: the
+// generic attackers build the same entity view in every context of a
+// question, and the survivor attacker asks them again. The view is only
+// read.
+func viewShared(d *doc, q *question) *entityView {
+	if len(d.text) > memoMaxText {
+		return d.view(q)
+	}
+	return viewMemo.get(docQuestion{d, q}, func() *entityView { return d.view(q) })
 }

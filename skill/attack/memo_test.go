@@ -115,7 +115,8 @@ func checkMemosUnchanged(t *testing.T, set string) {
 	n += checkMemo(t, set, "chained-round parse", &chainMemo, parseChainDoc)
 	n += checkMemo(t, set, "number list", &numbersMemo, func(text string) []wbNum { return slices.Clip(wbNumbers(text)) })
 	n += checkMemo(t, set, "scatter base", &scBaseMemo, func(text string) *scBase { return scBaseOf(text, parseLLM(text)) }, sortedAliases)
-	n += checkMemo(t, set, "rule parse", &ruleMemo, func(k ruleKey) []ruleParse { return ruleParses(k.d, k.q) })
+	n += checkMemo(t, set, "rule parse", &ruleMemo, func(k docQuestion) []ruleParse { return ruleParses(k.d, k.q) })
+	n += checkMemo(t, set, "entity view", &viewMemo, func(k docQuestion) *entityView { return k.d.view(k.q) })
 	if n == 0 {
 		t.Errorf("%s: nothing memoized", set)
 	}

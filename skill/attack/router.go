@@ -135,7 +135,7 @@ func route(d *doc, q *question, extra, bonus map[string]float64) (answer, entKey
 			return a, ""
 		}
 	}
-	v := d.view(q)
+	v := viewShared(d, q)
 	ci, _ := v.bestEntity(w, bonus)
 	// No candidate sits near the head noun ("Which serogroup ...") but
 	// words do: answer with the word attached to the head noun.

@@ -231,15 +231,6 @@ func ruleParses(d *doc, q *question) []ruleParse {
 	return parses
 }
 
-// ruleKey identifies the rule parses of a (memoized) narrative for a
-// (memoized) question.
-type ruleKey struct {
-	d *doc
-	q *question
-}
-
-var ruleMemo parseMemo[ruleKey, []ruleParse]
-
 // ruleParsesShared is ruleParses, memoized by narrative and question for
 // narratives up to memoMaxText: the five rule attackers read the same
 // parses in every context of a question, and the survivor attacker asks
@@ -248,7 +239,7 @@ func ruleParsesShared(d *doc, q *question) []ruleParse {
 	if len(d.text) > memoMaxText {
 		return ruleParses(d, q)
 	}
-	return ruleMemo.get(ruleKey{d, q}, func() []ruleParse { return ruleParses(d, q) })
+	return ruleMemo.get(docQuestion{d, q}, func() []ruleParse { return ruleParses(d, q) })
 }
 
 // ruleParse is what one sentence says as a rule.
