@@ -101,12 +101,18 @@ func newHost(t *testing.T, listen string) (host.Host, lcrypto.PrivKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newHostWith(t, key, listen), key
+}
+
+// newHostWith is newHost with the given key.
+func newHostWith(t *testing.T, key lcrypto.PrivKey, listen string) host.Host {
+	t.Helper()
 	h, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings(listen))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	return h, key
+	return h
 }
 
 // ourCorpus serves spec/examples (and adds them to the oracle).

@@ -136,17 +136,36 @@ func TestSpec119AttestStopsWhenNoVerdictComes(t *testing.T) {
 func TestSpec119MutualWaitWithNode(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	key, _, err := lcrypto.GenerateEd25519Key(nil)
-	if err != nil {
-		t.Fatal(err)
+	// The node is the one of the two with the higher peer ID, whose own
+	// timer to ask again runs about 30 s, so that the node asks again on
+	// my acceptance (about 1 s later) and not on its timer. The node with
+	// the lower peer ID asks again after about 5 s (§5c): with that one
+	// the test failed whenever my session (a 20-bit payment under -race)
+	// outlasted the timer, the node asking again before my verdict (3 of
+	// 8 runs at load 10).
+	var keys [2]lcrypto.PrivKey
+	var ids [2]lpeer.ID
+	for i := range keys {
+		k, _, err := lcrypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids[i], err = lpeer.IDFromPrivateKey(k); err != nil {
+			t.Fatal(err)
+		}
+		keys[i] = k
 	}
+	if ids[0] > ids[1] {
+		keys[0], keys[1] = keys[1], keys[0]
+	}
+	km, key := keys[0], keys[1]
+	hm := newHostWith(t, km, "/ip4/127.0.0.1/tcp/0")
 	n, err := peer.New(peer.Config{Key: key, StorePath: t.TempDir() + "/store.db", ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
 		Source: ourCorpus(t), Prover: countingProver{&calls}, VerifyFirst: true, AttestPolicy: peer.AttestAll})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	hm, km := newHost(t, "/ip4/127.0.0.1/tcp/0")
 	mine := newNode(hm, km)
 	type seen struct {
 		h     *hello
