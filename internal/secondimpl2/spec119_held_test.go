@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -160,8 +162,13 @@ func TestSpec119MutualWaitWithNode(t *testing.T) {
 	}
 	km, key := keys[0], keys[1]
 	hm := newHostWith(t, km, "/ip4/127.0.0.1/tcp/0")
+	// The node notes my decline (for its mutual wait) once its session
+	// has returned, a moment after my prover saw its reset; it logs its
+	// timer to ask again after that.
+	waiting := &onMessage{Handler: slog.Default().Handler(), msg: "first contact: peer verifies us before it answers us; asking again",
+		once: new(sync.Once), seen: make(chan struct{})}
 	n, err := peer.New(peer.Config{Key: key, StorePath: t.TempDir() + "/store.db", ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Source: ourCorpus(t), Prover: countingProver{&calls}, VerifyFirst: true, AttestPolicy: peer.AttestAll})
+		Source: ourCorpus(t), Prover: countingProver{&calls}, VerifyFirst: true, AttestPolicy: peer.AttestAll, Logger: slog.New(waiting)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +230,15 @@ func TestSpec119MutualWaitWithNode(t *testing.T) {
 	case <-hellos:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the node did not verify mine")
+	}
+	// Until the node's session has returned, it runs (§5c: no mutual
+	// wait while a session of the prover's with the verifier runs) and
+	// the node declines mine VERIFY_FIRST without asking a payment: it
+	// did so once in 8 runs under load.
+	select {
+	case <-waiting.seen:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node did not note my prover's decline")
 	}
 	// asking to be verified back meanwhile: WILL, without a second
 	// session of the node's ("while its timer to ask again runs, it
@@ -319,4 +335,38 @@ func TestSpec119NoAskOfAnAcceptedVerifier(t *testing.T) {
 	if vr := mine.verify(ctx, n.ID(), defaultVerifierOpts()); !vr.accepted || vr.payAsked != 0 {
 		t.Fatalf("after the node accepted mine: %v %s, asked %d bits, want none", vr.noSession, vr.reason, vr.payAsked)
 	}
+}
+
+// onMessage passes records on to Handler and closes seen at the first
+// record whose message is msg, whatever its level (a rate-limited INFO
+// line of the node's is logged at DEBUG).
+type onMessage struct {
+	slog.Handler
+	msg  string
+	once *sync.Once
+	seen chan struct{}
+}
+
+func (h *onMessage) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *onMessage) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.seen) })
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *onMessage) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *h
+	c.Handler = h.Handler.WithAttrs(as)
+	return &c
+}
+
+func (h *onMessage) WithGroup(name string) slog.Handler {
+	c := *h
+	c.Handler = h.Handler.WithGroup(name)
+	return &c
 }
