@@ -165,6 +165,9 @@ type contactState struct {
 	kick chan struct{}
 	// rescans counts the maintenance loop's rescans (tests).
 	rescans atomic.Int64
+	// started counts the workers started (tests: a worker that finds
+	// nothing to do ends at once, so active alone cannot show it ran).
+	started atomic.Int64
 
 	mu sync.Mutex
 	// active holds the peers a worker is handling (queued or running).
@@ -635,6 +638,7 @@ func (n *Node) startWorkerLocked(p peer.ID, nets addrNets, why string) bool {
 		return false
 	}
 	c.active[p] = true
+	c.started.Add(1)
 	count := func(d int) {
 		for _, k := range []netip.Prefix{nets.prefix, nets.block} {
 			if !k.IsValid() {
