@@ -321,7 +321,7 @@ func parseKey(m msg) (*pubKey, error) {
 		k.secp = p
 	case 3:
 		p, err := x509.ParsePKIXPublicKey(d)
-		if err != nil {
+		if err != nil || !canonicalSPKI(p, d) {
 			return nil, eMalformed
 		}
 		ec, ok := p.(*ecdsa.PublicKey)
@@ -331,7 +331,7 @@ func parseKey(m msg) (*pubKey, error) {
 		k.ec = ec
 	case 0:
 		p, err := x509.ParsePKIXPublicKey(d)
-		if err != nil {
+		if err != nil || !canonicalSPKI(p, d) {
 			return nil, eMalformed
 		}
 		rk, ok := p.(*rsa.PublicKey)
@@ -343,6 +343,14 @@ func parseKey(m msg) (*pubKey, error) {
 		return nil, eMalformed
 	}
 	return k, nil
+}
+
+// canonicalSPKI reports whether d is exactly the DER SubjectPublicKeyInfo
+// of the key p (attestation.md §2, document 1.8.0): x509 parses a
+// SubjectPublicKeyInfo with an element after its BIT STRING too.
+func canonicalSPKI(p any, d []byte) bool {
+	c, err := x509.MarshalPKIXPublicKey(p)
+	return err == nil && bytes.Equal(c, d)
 }
 
 // derLen reads a minimal DER length.

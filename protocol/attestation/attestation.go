@@ -12,6 +12,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/asn1"
 	"encoding/binary"
 	"encoding/hex"
@@ -1185,7 +1186,7 @@ func checkIssuedProvenance(pv skill.Provenance) error {
 func checkKeyRules(env *record.Envelope, data []byte) error {
 	var sig []byte
 	switch env.PublicKey.(type) {
-	case *crypto.Secp256k1PublicKey, *crypto.ECDSAPublicKey:
+	case *crypto.Secp256k1PublicKey, *crypto.ECDSAPublicKey, *crypto.RsaPublicKey:
 		// record.Envelope keeps its signature unexported: read it from
 		// the envelope's encoding (decoded once already, so this succeeds).
 		var pe recordpb.Envelope
@@ -1204,15 +1205,35 @@ func checkKeyRules(env *record.Envelope, data []byte) error {
 // compressed SEC1 point, the form the libp2p peer-id specification names.
 const Secp256k1KeyBytes = 33
 
-// CheckKeyData applies the key-encoding rule of spec/attestation.md §2 to
+// CheckKeyData applies the key-encoding rules of spec/attestation.md §2 to
 // the Type and Data of a marshalled libp2p public key: a Secp256k1 key is
-// its 33-byte compressed point. go-libp2p also decodes the 65-byte
-// uncompressed and hybrid forms to the same key and peer ID, so without
-// this rule one record had three envelopes (three gossip messages, three
-// signature checks). ErrMalformed otherwise; other types pass.
+// its 33-byte compressed point, and an ECDSA or RSA key is exactly the DER
+// SubjectPublicKeyInfo that x509.MarshalPKIXPublicKey writes for it (for
+// P-256, 91 bytes with the uncompressed point). go-libp2p also decodes the
+// 65-byte uncompressed and hybrid Secp256k1 forms, and a
+// SubjectPublicKeyInfo with an element after its BIT STRING, to the same
+// key and peer ID (it derives the ID from the key re-encoded), so without
+// these rules one record had several envelopes (gossip messages, signature
+// checks), and a DER-strict verifier refused what Go verified.
+// ErrMalformed otherwise; other types pass.
 func CheckKeyData(typ cryptopb.KeyType, data []byte) error {
-	if typ == cryptopb.KeyType_Secp256k1 && len(data) != Secp256k1KeyBytes {
-		return fmt.Errorf("%w: a Secp256k1 key must be its %d-byte compressed point, not %d bytes", ErrMalformed, Secp256k1KeyBytes, len(data))
+	switch typ {
+	case cryptopb.KeyType_Secp256k1:
+		if len(data) != Secp256k1KeyBytes {
+			return fmt.Errorf("%w: a Secp256k1 key must be its %d-byte compressed point, not %d bytes", ErrMalformed, Secp256k1KeyBytes, len(data))
+		}
+	case cryptopb.KeyType_ECDSA, cryptopb.KeyType_RSA:
+		pub, err := x509.ParsePKIXPublicKey(data)
+		if err != nil {
+			return fmt.Errorf("%w: %s key: %w", ErrMalformed, typ, err)
+		}
+		canon, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			return fmt.Errorf("%w: %s key: %w", ErrMalformed, typ, err)
+		}
+		if !bytes.Equal(canon, data) {
+			return fmt.Errorf("%w: an %s key must be exactly the DER SubjectPublicKeyInfo of the key (%d bytes), not %d bytes", ErrMalformed, typ, len(canon), len(data))
+		}
 	}
 	return nil
 }
