@@ -29,6 +29,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
 	recordpb "github.com/libp2p/go-libp2p/core/record/pb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/acaptcha/acaptcha/protocol"
@@ -888,6 +889,19 @@ type attestVectorFile struct {
 	Expected        json.RawMessage        `json:"expected"`
 	Negative        []attestVectorNegative `json:"negative"`
 	Variants        []attestVectorVariant  `json:"variants"`
+	// Valid are envelopes of other bytes that verify, as envelope_hex,
+	// with the subject expected, to the record of expected.
+	Valid []attestVectorValid `json:"valid"`
+}
+
+// attestVectorValid is an envelope in other bytes that verifies to the
+// vector's record (attestation.md §2: the issuer's peer ID is derived
+// from the key decoded, not from public_key's bytes).
+type attestVectorValid struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	EnvelopeHex string `json:"envelope_hex"`
+	VerifyAt    string `json:"verify_at"`
 }
 
 // attestVectorVariant is another valid record of the same issuer and
@@ -1074,6 +1088,15 @@ func attestBuildVector(t testing.TB) []byte {
 			{Name: "no_provenance", Description: "the record without field 15, as issued before provenance existed, correctly signed by the issuer: it names no source (rank 0), so a party requiring even source procedural refuses it", EnvelopeHex: hex.EncodeToString(attestMustSeal(t, &legacy, ik)), VerifyAt: stamp(attestVerifyAt), MinSource: string(skill.SourceProcedural), Error: "source_below_minimum"},
 		},
 	}
+	reordered := attestReorderedKey(t, data)
+	byBytes := *a
+	byBytes.Issuer = peer.ID(append([]byte{0x00, byte(len(reorderedKeyField(t, data)))}, reorderedKeyField(t, data)...))
+	f.Negative = append(f.Negative, attestVectorNegative{Name: "public_key_reordered_issuer_of_bytes",
+		Description: "the record with issuer the identity multihash of the bytes 12 20 <issuer key> 08 01 (00 24 12 20 ...), signed by the issuer key, in an envelope whose public_key is those bytes (Data first, then Type): the key decodes to the issuer's, whose peer ID is that of its canonical encoding 08 01 12 20 <key>, not of the bytes received",
+		EnvelopeHex: hex.EncodeToString(attestReorderedKey(t, attestSealUnchecked(t, &byBytes, ik))), VerifyAt: stamp(attestVerifyAt), Error: "issuer_mismatch"})
+	f.Valid = []attestVectorValid{{Name: "public_key_reordered",
+		Description: "envelope_hex with its public_key written 12 20 <key> 08 01 (Data first, then Type) and the other fields as they were: the same key, so the same issuer (the peer ID of 08 01 12 20 <key>); it verifies to expected",
+		EnvelopeHex: hex.EncodeToString(reordered), VerifyAt: stamp(attestVerifyAt)}}
 	for _, u := range undecodable {
 		f.Negative = append(f.Negative, attestVectorNegative{Name: u.name, Description: u.desc + ", correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealRaw(t, rawAttestRecord(u.payload), ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"})
 	}
@@ -1102,6 +1125,40 @@ func attestBuildVector(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return append(out, '\n')
+}
+
+// reorderedKeyField is the public_key of env written Data first, then Type.
+func reorderedKeyField(t testing.TB, env []byte) []byte {
+	t.Helper()
+	var e recordpb.Envelope
+	if err := proto.Unmarshal(env, &e); err != nil {
+		t.Fatal(err)
+	}
+	var pk []byte
+	pk = protowire.AppendTag(pk, 2, protowire.BytesType)
+	pk = protowire.AppendBytes(pk, e.PublicKey.GetData())
+	pk = protowire.AppendTag(pk, 1, protowire.VarintType)
+	return protowire.AppendVarint(pk, uint64(e.PublicKey.GetType()))
+}
+
+// attestReorderedKey is env with its public_key field written as
+// reorderedKeyField and its other fields as they were (protobuf would
+// write the key in field order).
+func attestReorderedKey(t testing.TB, env []byte) []byte {
+	t.Helper()
+	var e recordpb.Envelope
+	if err := proto.Unmarshal(env, &e); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for _, f := range []struct {
+		num protowire.Number
+		b   []byte
+	}{{1, reorderedKeyField(t, env)}, {2, e.PayloadType}, {3, e.Payload}, {5, e.Signature}} {
+		out = protowire.AppendTag(out, f.num, protowire.BytesType)
+		out = protowire.AppendBytes(out, f.b)
+	}
+	return out
 }
 
 // TestAttestationVectorRegenerate checks that spec/vectors/attestation.json
@@ -1270,6 +1327,24 @@ func TestAttestationVectorDecode(t *testing.T) {
 			}
 			if !reflect.DeepEqual(g, w) {
 				t.Fatalf("JSON view %s\nexpected %s", got, v.Expected)
+			}
+		})
+	}
+	// Envelopes in other bytes that verify to the same record.
+	if len(f.Valid) == 0 {
+		t.Fatal("no valid cases")
+	}
+	for _, v := range f.Valid {
+		t.Run("valid_"+v.Name, func(t *testing.T) {
+			got, _, err := protocol.VerifyAttestation(unhex("envelope", v.EnvelopeHex), protocol.VerifyOptions{Subject: sid, Issuer: iid, Now: parseTime(v.VerifyAt)})
+			if err != nil {
+				t.Fatalf("does not verify: %v", err)
+			}
+			if bytes.Equal(unhex("envelope", v.EnvelopeHex), unhex("envelope", f.EnvelopeHex)) {
+				t.Fatal("the same bytes as envelope_hex")
+			}
+			if !reflect.DeepEqual(got, a) {
+				t.Fatalf("decoded %+v\nwant %+v", got, a)
 			}
 		})
 	}
