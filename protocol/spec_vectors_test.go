@@ -44,7 +44,11 @@ type reasonsVector struct {
 		TotalMs     int64 `json:"total_ms"`
 		RTTCreditMs int64 `json:"rtt_credit_ms"`
 	} `json:"policy"`
-	Cases []struct {
+	// Events and BeforeRound1Events define the values of a case's
+	// end.event and end.before_round_1, with the reason each gives.
+	Events             map[string]reasonsEvent `json:"events"`
+	BeforeRound1Events map[string]reasonsEvent `json:"before_round_1_events"`
+	Cases              []struct {
 		Name    string `json:"name"`
 		RTTMs   int64  `json:"rtt_ms"`
 		Answers []struct {
@@ -81,6 +85,13 @@ type reasonsVector struct {
 	} `json:"records"`
 }
 
+// reasonsEvent is one way a session of reasons.json ends without an
+// answer: what happens and the reason it gives.
+type reasonsEvent struct {
+	Reason  string `json:"reason"`
+	Meaning string `json:"meaning"`
+}
+
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
 // vectorRun is a verifier run on a session of the vector's set (first
@@ -113,6 +124,28 @@ func TestSpecReasonVectors(t *testing.T) {
 	subject, _ := peer.IDFromPrivateKey(fixedKey(t, 8))
 	now := time.Unix(1_800_000_000, 0)
 	reasonsSeen := map[skill.Reason]bool{}
+	// Every end a case names is defined, with the reason it gives (an
+	// implementation reads them there, not from their names).
+	for _, c := range v.Cases {
+		if c.End == nil {
+			continue
+		}
+		table, name := v.Events, c.End.Event
+		if c.End.BeforeRound1 != "" {
+			table, name = v.BeforeRound1Events, c.End.BeforeRound1
+		}
+		ev, ok := table[name]
+		switch {
+		case !ok || ev.Meaning == "":
+			t.Errorf("%s: end %q is not defined in the vector", c.Name, name)
+		case name == "no_answer_deadline":
+			if c.Want.Reason != skill.ReasonTimeout && c.Want.Reason != skill.ReasonTotalTimeout {
+				t.Errorf("%s: %s gives %s", c.Name, name, c.Want.Reason)
+			}
+		case skill.Reason(ev.Reason) != c.Want.Reason:
+			t.Errorf("%s: end %q is defined as giving %s, the case wants %s", c.Name, name, ev.Reason, c.Want.Reason)
+		}
+	}
 	for _, c := range v.Cases {
 		t.Run(c.Name, func(t *testing.T) {
 			set := v.Set
