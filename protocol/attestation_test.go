@@ -1044,6 +1044,15 @@ func attestBuildVector(t testing.TB) []byte {
 			appended(0xa4, 0x06)},
 	}
 	offCurve := attestOffCurveEnvelope(t, a)
+	// y = 3 + p (2^255 - 16, little-endian f0 ff .. ff 7f): a y of p or
+	// more is taken modulo p (attestation.md §2); y = 3 is a curve point
+	// of large order, so the key decodes and only its signature fails.
+	yAboveP := make([]byte, 32)
+	for i := range yAboveP {
+		yAboveP[i] = 0xff
+	}
+	yAboveP[0], yAboveP[31] = 0xf0, 0x7f
+	nonCanonical := attestRawEd25519Envelope(t, a, yAboveP, func([]byte) []byte { return make([]byte, 64) })
 	smallOrder := attestSmallOrderEnvelope(t, a)
 
 	f := attestVectorFile{
@@ -1080,6 +1089,7 @@ func attestBuildVector(t testing.TB) []byte {
 			{Name: "subject_not_peer_id", Description: "the record with subject 55 00 (a multihash of an unknown code with an empty digest, no peer ID), correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealUnchecked(t, &badSubject, ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
 			{Name: "spec_version_not_utf8", Description: "the record with spec_version the bytes 1.0.0+ and ff (not UTF-8; the version rule alone would take it), correctly signed by the issuer", EnvelopeHex: hex.EncodeToString(attestSealRaw(t, rawAttestRecord(badVersion), ik)), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
 			{Name: "ed25519_key_not_on_curve", Description: "an envelope whose public_key is the Ed25519 key 02 00...00 (y = 2, no curve point), over the record with that key's peer ID as issuer, with a signature of 64 zero bytes", EnvelopeHex: hex.EncodeToString(offCurve), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
+			{Name: "ed25519_key_y_above_p", Description: "an envelope whose public_key is the Ed25519 key f0 ff ... ff 7f (y = 3 + p, a non-canonical encoding of the large-order point with y = 3, which section 2 decodes modulo p, as Go does; libraries that refuse non-canonical keys at decoding must not report malformed), over the record with that key's peer ID (the identity multihash of those bytes) as issuer, with a signature of 64 zero bytes", EnvelopeHex: hex.EncodeToString(nonCanonical), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
 			{Name: "ed25519_key_small_order", Description: "an envelope whose public_key is the Ed25519 key 01 00...00 (the identity point, of order 1), over the record with that key's peer ID as issuer, signed R || S with R = [s]B and S = s (s the clamped scalar of seed 07 00...00 mod L): RFC 8032's check [S]B = R + [k]A holds for any message, so anyone signs for this key", EnvelopeHex: hex.EncodeToString(smallOrder), VerifyAt: stamp(attestVerifyAt), Error: "malformed"},
 			{Name: "ecdsa_signature_trailing_byte", Description: "the record with the ECDSA P-256 key of scalar 0303...03 as issuer, signed by that key (a valid signature, k = SHA-256(scalar || SHA-256(signed bytes)) mod n), with a byte 00 appended after its DER SEQUENCE", EnvelopeHex: hex.EncodeToString(attestECDSAEnvelope(t, a, ecdsaTrailingByte)), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
 			{Name: "ecdsa_signature_extra_element", Description: "the same ECDSA record and signature with an INTEGER 0 (02 01 00) added inside its DER SEQUENCE after s", EnvelopeHex: hex.EncodeToString(attestECDSAEnvelope(t, a, ecdsaExtraElement)), VerifyAt: stamp(attestVerifyAt), Error: "bad_signature"},
