@@ -54,6 +54,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
 
@@ -234,7 +235,8 @@ func (n *Node) relayBudget(p peer.ID, now time.Time) error {
 			left = st.Opened.Add(d).Sub(now)
 		}
 		if data, ok := st.Extra[relayclient.StatLimitData].(uint64); ok && data > 0 && data < uint64(n.cfg.Policy.Rounds)*skill.MaxNarrativeBytes {
-			n.log.Warn("relay data limit may not hold a session with long challenges", "peer", p, "relay_limit_bytes", data)
+			relay, _ := protocol.CircuitRelay(c.RemoteMultiaddr())
+			n.warnRelayLimit(relay, p, data, now)
 		}
 		best = max(best, left)
 	}
@@ -243,6 +245,29 @@ func (n *Node) relayBudget(p peer.ID, now time.Time) error {
 			ErrRelayBudget, p, best.Round(time.Second), need)
 	}
 	return nil
+}
+
+// warnRelayLimit warns that relay's data limit (data bytes) may not
+// hold a session, the one with p being the latest met. The limit is the
+// relay's, the same for every peer behind it, and every fresh peer ID
+// that connects through the relay meets it: the line is written once a
+// minute per relay (and within the total budget of remote-triggered
+// lines, lograte.go), not once per peer, the rest at DEBUG.
+func (n *Node) warnRelayLimit(relay, p peer.ID, data uint64, now time.Time) {
+	const msg = "relay data limit may not hold a session with long challenges"
+	ok, suppressed, dropped := n.warns.allow(warnKey{relay, msg}, now)
+	args := []any{"relay", relay, "peer", p, "relay_limit_bytes", data}
+	if !ok {
+		n.log.Debug(msg, args...)
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	if dropped > 0 {
+		args = append(args, "suppressed_other_peers", dropped)
+	}
+	n.log.Warn(msg, args...)
 }
 
 // reachable reports whether the node holds a connection to p, direct or
