@@ -1188,13 +1188,14 @@ func (n *Node) verifiedCount(p peer.ID, now time.Time) int {
 	return k
 }
 
-// presentTo sends our attestations to p, bounded in time; failures only
-// cost the peer a challenge it could have skipped. It dials nothing
+// presentTo sends our attestations to p, bounded in time and within the
+// rates of presentations sent (allowPresentTo); failures only cost the
+// peer a challenge it could have skipped. It dials nothing
 // (contactNoDial).
 func (n *Node) presentTo(p peer.ID) {
 	ctx, cancel := context.WithTimeout(contactNoDial(n.contact.ctx), contactPresentTimeout)
 	defer cancel()
-	if err := n.Present(ctx, p); err != nil && ctx.Err() == nil {
+	if err := n.presentIf(ctx, p, func() bool { return n.allowPresentTo(p, time.Now()) }); err != nil && ctx.Err() == nil {
 		n.log.Debug("first contact: present attestations", "peer", p, "err", err)
 	}
 }

@@ -274,6 +274,9 @@ type Node struct {
 	// replayed one costs a hash, not a signature check; trust.md §3.5).
 	presentLimit presentLimiter
 	presentSeen  protocol.AttestationCache
+	// presentOut rate-limits the presentations first contact sends
+	// (allowPresentTo).
+	presentOut presentLimiter
 	// warns rate-limits per-peer warnings (lograte.go).
 	warns warnLimiter
 

@@ -296,6 +296,30 @@ func (l *presentLimiter) chargeStall(p peer.ID, nets addrNets, now time.Time) {
 	}
 }
 
+// errPresentOutLimited: first contact did not present to a peer, over
+// the rates of presentations it sends (allowPresentTo).
+var errPresentOutLimited = errors.New("not presented: over this node's rate of presentations to the peer, its network or in all")
+
+// allowPresentTo decides whether first contact presents to p now: within
+// the rates a receiver applies to presentations (per presenter, per
+// network, per IPv6 /32 and in total: presentLimiter), kept here per
+// receiver, per receiver's network and in total. A receiver takes 8
+// presentations then one a minute from one presenter, so more to one
+// peer are refused unread; without this bound a peer that connected,
+// disconnected and connected again (or fresh peer IDs from one network)
+// had the node open a presentation stream and write up to 32 records on
+// every connection, for a handshake of the peer's. The last quarter of
+// the total is kept for peers this node admits.
+func (n *Node) allowPresentTo(p peer.ID, now time.Time) bool {
+	switch n.presentOut.allow(p, n.peerNets(p), now) {
+	case presentAllowed:
+		return true
+	case presentOnTrial:
+		return n.Admission(p).Admitted && n.presentOut.takeReserve(now)
+	}
+	return false
+}
+
 // errPresentLimited ends a presentation on trial that did not earn a
 // reserved token.
 var errPresentLimited = errors.New("presentation over the rate: no record by an issuer this node admits directly among the first ones")
@@ -308,9 +332,18 @@ func (n *Node) Present(ctx context.Context, p peer.ID) error {
 	if p == n.ID() {
 		return errors.New("present: cannot present to ourselves")
 	}
+	return n.presentIf(ctx, p, nil)
+}
+
+// presentIf is Present, the presentation sent only when allow (nil:
+// always) says so once there is something to present.
+func (n *Node) presentIf(ctx context.Context, p peer.ID, allow func() bool) error {
 	envs := n.trust.presentable(n.trustNow(), MaxPresented)
 	if len(envs) == 0 {
 		return nil
+	}
+	if allow != nil && !allow() {
+		return errPresentOutLimited
 	}
 	err := n.present(ctx, p, envs)
 	result := "ok"
