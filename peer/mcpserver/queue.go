@@ -15,6 +15,7 @@ import (
 
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/acaptcha/acaptcha/internal/lograte"
 	"github.com/acaptcha/acaptcha/protocol"
 	"github.com/acaptcha/acaptcha/skill"
 )
@@ -56,6 +57,33 @@ type Queue struct {
 	// last time one was logged at WARN (at most once per fullWarnEvery).
 	fullSince  int
 	fullWarned time.Time
+	// lines is the budget of the INFO lines remote verifiers cause (a
+	// challenge queued, one withdrawn: infoRemote).
+	lines lograte.Limiter[queueLine]
+}
+
+// queueLine keys a line of one pending challenge: lines of different
+// challenges never hold each other back one by one, only the budget's
+// total does.
+type queueLine struct{ id, msg string }
+
+// infoRemote writes an INFO line about pending challenge id within a
+// total budget (lograte: a burst of 20, then one a second), the next one
+// saying how many were held back, the rest at DEBUG. A remote verifier
+// decides when its challenge is queued and when it is withdrawn (it
+// resets its session), so fresh peer IDs had the queue write two INFO
+// lines a session as fast as the prover's budgets let sessions in; an
+// honest verifier's few challenges a minute never reach the budget.
+func (q *Queue) infoRemote(id, msg string, args ...any) {
+	ok, _, held := q.lines.Allow(queueLine{id, msg}, q.now())
+	if !ok {
+		q.log.Debug(msg, args...)
+		return
+	}
+	if held > 0 {
+		args = append(args, "suppressed", held)
+	}
+	q.log.Info(msg, args...)
 }
 
 // QueueConfig configures a Queue.
@@ -334,7 +362,7 @@ func (q *Queue) add(session string, from origin, c skill.Challenge, ctx context.
 	}
 	close(q.changed)
 	q.changed = make(chan struct{})
-	q.log.Info("challenge pending for the MCP client", "id", p.ID, "round", c.Round, "rounds", c.Rounds, "budget", c.Budget)
+	q.infoRemote(p.ID, "challenge pending for the MCP client", "id", p.ID, "round", c.Round, "rounds", c.Rounds, "budget", c.Budget)
 	return p, nil
 }
 
@@ -352,7 +380,7 @@ func (q *Queue) expire(id string) {
 		delete(q.expired, q.expOrd[0])
 		q.expOrd = q.expOrd[1:]
 	}
-	q.log.Info("pending challenge expired unanswered", "id", id)
+	q.infoRemote(id, "pending challenge expired unanswered", "id", id)
 }
 
 func (q *Queue) removeLocked(id string) {
