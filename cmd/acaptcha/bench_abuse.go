@@ -105,7 +105,9 @@ func (a *app) runBenchAbuse(ctx context.Context, f abuseFlags) error {
 		return usageErr("--duration %s: want a positive duration up to 24h", f.duration)
 	case f.honestEvery < 0 || f.pace < 0:
 		return usageErr("--honest-every and --pace must not be negative")
-	case f.scale <= 0 || f.scale > 16:
+	case !(f.scale > 0 && f.scale <= 16):
+		// Written so that NaN fails it too (every comparison with NaN
+		// is false).
 		return usageErr("--scale %g: want more than 0, at most 16", f.scale)
 	case f.payWork < 0:
 		return usageErr("--max-verifier-pay-work %d: want 0 (the default) or more", f.payWork)
