@@ -284,9 +284,9 @@ to stdout (--json for machine output).`,
 	fl.StringVar(&f.source, "source", "llm", "generator: llm (needs --llm), procedural (offline) or hybrid (procedural sets reworded by --llm)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, "give up after this many attempts (default 5 x --n)")
 	fl.IntVar(&f.parallel, "parallel", 1, "attempts running at once")
-	fl.IntVar(&f.questions, "questions", generate.DefaultQuestionsPerPart, "questions per part")
-	fl.IntVar(&f.minTokens, "min-tokens", generate.DefaultMinTokens, "minimum narrative length per part, in tokens")
-	fl.IntVar(&f.maxTokens, "max-tokens", generate.DefaultMaxTokens, "maximum narrative length per part, in tokens")
+	fl.IntVar(&f.questions, "questions", generate.DefaultQuestionsPerPart, fmt.Sprintf("questions per part (at most %d; %d with --source procedural or hybrid)", skill.MaxQuestions, procedural.MaxQuestionsPerPart))
+	fl.IntVar(&f.minTokens, "min-tokens", generate.DefaultMinTokens, fmt.Sprintf("minimum narrative length per part, in tokens (%d to %d; at least %d with --source procedural or hybrid)", generate.MinPartTokens, generate.MaxPartTokens, procedural.MinPartTokens))
+	fl.IntVar(&f.maxTokens, "max-tokens", generate.DefaultMaxTokens, fmt.Sprintf("maximum narrative length per part, in tokens (--min-tokens to %d; at least %d with --source procedural or hybrid)", generate.MaxPartTokens, procedural.MinMaxTokens))
 	fl.Float64Var(&f.temperature, "temperature", generate.DefaultTemperature, fmt.Sprintf("base sampling temperature of the generator (jittered by up to 0.1 per request; --source hybrid rewords at %.1f unless set)", generate.DefaultHybridTemperature))
 	fl.IntVar(&f.outputTokens, "output-tokens", generate.DefaultInitialMaxTokens, fmt.Sprintf("output-token cap of a generation call, doubled after a truncated reply (lower it for models that accept less; --source hybrid uses %d per part unless set)", generate.DefaultHybridMaxTokens))
 	fl.DurationVar(&f.callTimeout, "call-timeout", generate.DefaultCallTimeout, "deadline of each generation call")
@@ -343,6 +343,35 @@ type perSetTokens struct {
 	Output float64 `json:"output"`
 }
 
+// checkGenShape checks --questions, --min-tokens and --max-tokens against
+// what --source can write, naming the flags: the generators' own errors
+// named their configuration fields ("MaxTokens 5000 outside [max(MinTokens
+// 350, 450), 4000]") under layers of prefixes ("hybrid: skeletons:
+// procedural: invalid configuration"). procedural and hybrid (procedural
+// skeletons) share the offline generator's bounds; llm has the prompt's.
+func checkGenShape(f genFlags) error {
+	maxQ, minMin, minMax, maxTok := skill.MaxQuestions, generate.MinPartTokens, 0, generate.MaxPartTokens
+	switch f.source {
+	case "procedural", "hybrid":
+		maxQ, minMin, minMax, maxTok = procedural.MaxQuestionsPerPart, procedural.MinPartTokens, procedural.MinMaxTokens, procedural.MaxPartTokens
+	case "llm":
+	default:
+		return nil // the unknown source is refused below
+	}
+	switch {
+	case f.questions > maxQ:
+		return usageErr("--questions %d: --source %s writes 1 to %d questions per part", f.questions, f.source, maxQ)
+	case f.minTokens < minMin || f.minTokens > maxTok:
+		return usageErr("--min-tokens %d: --source %s writes parts of %d to %d tokens", f.minTokens, f.source, minMin, maxTok)
+	case f.maxTokens < max(f.minTokens, minMax) || f.maxTokens > maxTok:
+		if f.maxTokens < f.minTokens {
+			return usageErr("--max-tokens %d is below --min-tokens %d", f.maxTokens, f.minTokens)
+		}
+		return usageErr("--max-tokens %d: --source %s wants %d to %d", f.maxTokens, f.source, max(f.minTokens, minMax), maxTok)
+	}
+	return nil
+}
+
 func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 	switch {
 	case f.n < 1:
@@ -365,6 +394,9 @@ func (a *app) runGenerate(ctx context.Context, f genFlags) error {
 		return usageErr("--min-tokens %d: want a positive length (0 would mean the default %d)", f.minTokens, generate.DefaultMinTokens)
 	case f.maxTokens < 1:
 		return usageErr("--max-tokens %d: want a positive length (0 would mean the default %d)", f.maxTokens, generate.DefaultMaxTokens)
+	}
+	if err := checkGenShape(f); err != nil {
+		return err
 	}
 	if f.maxAttempts == 0 {
 		f.maxAttempts = 5 * f.n

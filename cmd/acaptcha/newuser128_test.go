@@ -20,3 +20,36 @@ func TestNewUser128AbuseScaleNaN(t *testing.T) {
 		}
 	}
 }
+
+// generate refuses a narrative length or question count its source
+// cannot write with an error that names the flag and the source's range:
+// before, the generators' own errors named their configuration fields
+// under layers of prefixes ("procedural generator: procedural: invalid
+// configuration: MaxTokens 5000 outside [max(MinTokens 350, 450), 4000]",
+// "hybrid: skeletons: procedural: invalid configuration: QuestionsPerPart
+// 7 outside [1, 6]"), and --min-tokens above --max-tokens was reported as
+// a --max-tokens out of range.
+func TestNewUser128GenerateShapeNamesFlags(t *testing.T) {
+	llm := []string{"--llm", "openai:x", "--llm-base-url", "http://127.0.0.1:1/v1"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--source", "procedural", "--max-tokens", "5000"}, "--max-tokens 5000: --source procedural wants 450 to 4000"},
+		{[]string{"--source", "procedural", "--max-tokens", "400"}, "--max-tokens 400: --source procedural wants 450 to 4000"},
+		{[]string{"--source", "procedural", "--min-tokens", "60", "--max-tokens", "460"}, "--min-tokens 60: --source procedural writes parts of 350 to 4000"},
+		{[]string{"--source", "procedural", "--min-tokens", "2000"}, "--max-tokens 1100 is below --min-tokens 2000"},
+		{[]string{"--source", "procedural", "--questions", "7"}, "--questions 7: --source procedural writes 1 to 6"},
+		{append([]string{"--source", "hybrid", "--questions", "7"}, llm...), "--questions 7: --source hybrid writes 1 to 6"},
+		{append([]string{"--source", "hybrid", "--max-tokens", "400"}, llm...), "--max-tokens 400: --source hybrid wants 450 to 4000"},
+		{append([]string{"--source", "llm", "--questions", "9"}, llm...), "--questions 9: --source llm writes 1 to 8"},
+		{append([]string{"--source", "llm", "--min-tokens", "10"}, llm...), "--min-tokens 10: --source llm writes parts of 50 to 4000"},
+		{append([]string{"--source", "llm", "--max-tokens", "100000"}, llm...), "--max-tokens 100000: --source llm wants 350 to 4000"},
+	} {
+		args := append([]string{"generate", "--n", "1", "--out", t.TempDir()}, c.args...)
+		_, errOut, code := runMain(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "invalid configuration") {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, exitUsage, c.want)
+		}
+	}
+}

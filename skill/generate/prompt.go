@@ -53,6 +53,9 @@ const (
 	DefaultMinNumbers           = 5
 	DefaultMinScatter           = 3
 	DefaultMinSetReasoningTypes = 4
+	// MinPartTokens is the least MinTokens: a shorter part cannot hold
+	// the entities, numbers and misleading facts a part must.
+	MinPartTokens = 50
 	// MaxPartTokens caps MaxTokens: longer parts do not fit the wire and
 	// narrative limits comfortably.
 	MaxPartTokens = 4000
@@ -84,8 +87,8 @@ func (p Params) withDefaults() (Params, error) {
 	switch {
 	case p.QuestionsPerPart < 1 || p.QuestionsPerPart > skill.MaxQuestions:
 		return p, fmt.Errorf("%w: %d questions per part, want 1..%d", ErrParams, p.QuestionsPerPart, skill.MaxQuestions)
-	case p.MinTokens < 50 || p.MaxTokens < p.MinTokens || p.MaxTokens > MaxPartTokens:
-		return p, fmt.Errorf("%w: part length %d..%d tokens, want 50 <= min <= max <= %d", ErrParams, p.MinTokens, p.MaxTokens, MaxPartTokens)
+	case p.MinTokens < MinPartTokens || p.MaxTokens < p.MinTokens || p.MaxTokens > MaxPartTokens:
+		return p, fmt.Errorf("%w: part length %d..%d tokens, want %d <= min <= max <= %d", ErrParams, p.MinTokens, p.MaxTokens, MinPartTokens, MaxPartTokens)
 	case p.LengthSlack < 0 || p.LengthSlack > 1:
 		return p, fmt.Errorf("%w: length slack %.2f, want 0..1", ErrParams, p.LengthSlack)
 	case p.MinEntities < 2 || p.MaxEntities < p.MinEntities || p.MaxEntities > 12:
