@@ -268,6 +268,19 @@ to stdout (--json for machine output).`,
 			if f.listDomains {
 				return a.listDomains(f.source)
 			}
+			if f.source == "procedural" {
+				// The offline generator calls no LLM: `generate --source
+				// procedural --llm M` wrote procedural sets and said
+				// nothing (a malformed spec included). Only flags typed
+				// on the command line are refused, as for challenge
+				// inspect (an ACAPTCHA_LLM exported for the node is no
+				// request for LLM-written sets).
+				for _, name := range []string{"llm", "llm-base-url", "cross-check-llm"} {
+					if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+						return usageErr("--%s: --source procedural writes its sets offline and calls no LLM (leave --%s out, or have the LLM reword the sets: --source hybrid)", name, name)
+					}
+				}
+			}
 			// The default token budget guards a node's background pool
 			// against runaway generation; a batch the user asked for by
 			// count is capped only when the flag is given.

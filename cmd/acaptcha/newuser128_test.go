@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 )
@@ -51,5 +52,33 @@ func TestNewUser128GenerateShapeNamesFlags(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "invalid configuration") {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, exitUsage, c.want)
 		}
+	}
+}
+
+// generate --source procedural refuses the LLM flags typed on the command
+// line (exit 2, naming the flag), as challenge inspect does without
+// --cross-check: the offline generator calls no LLM, and `generate
+// --source procedural --llm openai:M` (or a malformed `--llm bogus`, which
+// every other command refuses) wrote procedural sets, exit 0, without a
+// word. An ACAPTCHA_LLM exported for the node is no such request.
+func TestNewUser128GenerateProceduralRefusesLLM(t *testing.T) {
+	for _, extra := range [][]string{
+		{"--llm", "bogus"},
+		{"--llm", "openai:gpt-4o-mini"},
+		{"--llm-base-url", "http://127.0.0.1:1/v1"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"generate", "--source", "procedural", "--n", "1", "--out", dir}, extra...)
+		_, errOut, code := runMain(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, extra[0]) || !strings.Contains(errOut, "no LLM") {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %s", extra, code, errOut, exitUsage, extra[0])
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("%v: wrote %d files", extra, len(ents))
+		}
+	}
+	t.Setenv("ACAPTCHA_LLM", "openai:gpt-4o-mini")
+	if _, errOut, code := runMain(t, "generate", "--source", "procedural", "--n", "1", "--out", t.TempDir()); code != exitOK {
+		t.Errorf("ACAPTCHA_LLM set, generate --source procedural: exit %d\n%s", code, errOut)
 	}
 }
