@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -370,6 +371,46 @@ func checkExportTarget(path string) error {
 	return usageErr("--out %s: the file exists and holds no attestation (a store? a key?): export writes over an earlier export only; give a new file name, or move the file away first", path)
 }
 
+// storeFileHolds names what the file at path plainly holds when it is no
+// bbolt database: an exported attestation (in any form verify reads), JSON
+// or other text. It is "" for anything else: binary data is taken for a
+// store whose pages are damaged. A bbolt file is never text: its first
+// page opens with eight zero bytes.
+func storeFileHolds(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil || len(head) == 0 {
+		return ""
+	}
+	if len(head) <= 4*protocol.MaxEnvelopeBytes {
+		data := head
+		if utf8.Valid(data) {
+			if b, derr := mcpserver.DecodeRecord(string(data)); derr == nil {
+				data = b
+			}
+		}
+		if _, derr := protocol.DecodeAttestationUnverified(data); derr == nil {
+			return "an attestation (an export)"
+		}
+	}
+	text := head
+	if len(head) == 64<<10 {
+		// A rune may be cut at the end of what was read.
+		text = head[:len(head)-utf8.UTFMax]
+	}
+	if bytes.IndexByte(text, 0) >= 0 || !utf8.Valid(text) {
+		return ""
+	}
+	if t := bytes.TrimLeft(text, " \t\r\n\ufeff"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		return "JSON (a challenge set? a report?)"
+	}
+	return "text"
+}
+
 // storedEntry reads one entry from the store (opened read and closed again).
 func (a *app) storedEntry(key string) (*peer.Entry, error) {
 	st, err := a.openExistingStore(recordLockedHint)
@@ -410,6 +451,15 @@ func (a *app) openExistingStore(lockedHint string) (*peer.Store, error) {
 // (exit 1), whether another process (a running node) holds it or the file
 // is corrupt or unreadable; hint says what to do about a held store.
 func storeOpenErr(path string, err error, hint string) error {
+	if errors.Is(err, peer.ErrStoreCorrupt) {
+		// A --store that names an exported attestation, a challenge set
+		// or another text file was called damaged, "move it aside to
+		// start afresh" (exit 1): it is a slip of the flag, as a key
+		// file is (the file is not touched).
+		if what := storeFileHolds(path); what != "" {
+			return usageErr("--store %s holds %s, not a store: check --store; the file is left as it is", path, what)
+		}
+	}
 	if !strings.Contains(err.Error(), path) {
 		err = fmt.Errorf("store %s: %w", path, err)
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -80,5 +82,59 @@ func TestNewUser128GenerateProceduralRefusesLLM(t *testing.T) {
 	t.Setenv("ACAPTCHA_LLM", "openai:gpt-4o-mini")
 	if _, errOut, code := runMain(t, "generate", "--source", "procedural", "--n", "1", "--out", t.TempDir()); code != exitOK {
 		t.Errorf("ACAPTCHA_LLM set, generate --source procedural: exit %d\n%s", code, errOut)
+	}
+}
+
+// A --store that names a file plainly holding something else (an exported
+// attestation, a challenge set or other JSON, a text file) is a slip of
+// the flag, refused as a key file is (exit 2, "not a store", the file left
+// as it is): before, every command called it damaged, "move it aside to
+// start afresh", exit 1. Binary data is still a damaged store.
+func TestNewUser128StoreNamingOtherFile(t *testing.T) {
+	dir := t.TempDir()
+	store, _, env := storeWithOne(t, dir)
+	set, err := os.ReadFile(exampleSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"peer.att":  env,
+		"peer.hex":  []byte(hex.EncodeToString(env) + "\n"),
+		"set.json":  set,
+		"notes.txt": []byte("my notes\n"),
+	}
+	ctx := context.Background()
+	for name, data := range files {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{
+			{"attestations", "list", "--store", path},
+			{"peers", "--store", path},
+			{"attest", "--store", path, "--key", filepath.Join(dir, "key"), "--listen", "/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWNsPYVuD8iRSFS8ChcSK8WKDVU6WeyeNkiR59DRPQNYAh"},
+		} {
+			_, errOut, code := newUserMain(ctx, args...)
+			if code != exitUsage || !strings.Contains(errOut, "not a store") || strings.Contains(errOut, "damaged") {
+				t.Errorf("%s: %v: exit %d, stderr %q; want exit %d, not a store", name, args[:2], code, errOut, exitUsage)
+			}
+		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, data) {
+			t.Errorf("%s was changed", name)
+		}
+		if _, err := os.Stat(path + "-wal"); err == nil {
+			t.Errorf("%s: a write-ahead log was made beside it", name)
+		}
+	}
+	// Binary data that is no bbolt file is a damaged store, as before.
+	garbage := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(garbage, bytes.Repeat([]byte{0xff, 0x00, 0x13}, 3000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := newUserMain(ctx, "attestations", "list", "--store", garbage); code != exitFailure || !strings.Contains(errOut, "damaged") {
+		t.Errorf("binary garbage: exit %d, stderr %q; want exit %d, damaged", code, errOut, exitFailure)
+	}
+	if out, errOut, code := newUserMain(ctx, "attestations", "list", "--store", store); code != exitOK || out == "" {
+		t.Errorf("the real store: exit %d\n%s", code, errOut)
 	}
 }
