@@ -420,8 +420,11 @@ func (a *app) checkNumbers(fs *pflag.FlagSet) error {
 		return usageErr("--key %s is a directory, not a key file (check --key: give the path of a file, e.g. %s)", a.keyFile, filepath.Join(a.keyFile, "key"))
 	case has("max-serves") && a.maxServes < 1:
 		return usageErr("--max-serves %d: want at least 1", a.maxServes)
-	case has("pool-size") && a.gen.poolSize < 1:
-		return usageErr("--pool-size %d: want at least 1", a.gen.poolSize)
+	case has("pool-size") && (a.gen.poolSize < 1 || a.gen.poolSize > pool.MaxSize):
+		// Above the pool's cap the error named no flag ("challenge pool:
+		// pool: size 100000, want 1..10000"), and only once a pool was
+		// built (a procedural node took the value without a word).
+		return usageErr("--pool-size %d: want at least 1, at most %d", a.gen.poolSize, pool.MaxSize)
 	case has("pool-workers") && a.gen.poolWorkers < 1:
 		return usageErr("--pool-workers %d: want at least 1", a.gen.poolWorkers)
 	case has("pool-wait") && a.gen.poolWait <= 0:

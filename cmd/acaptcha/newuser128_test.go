@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // bench abuse --scale NaN is a usage error naming the flag (exit 2), as
@@ -136,5 +137,29 @@ func TestNewUser128StoreNamingOtherFile(t *testing.T) {
 	}
 	if out, errOut, code := newUserMain(ctx, "attestations", "list", "--store", store); code != exitOK || out == "" {
 		t.Errorf("the real store: exit %d\n%s", code, errOut)
+	}
+}
+
+// --pool-size above the pool's cap is a usage error naming the flag on
+// every command that takes it: before, it was "challenge pool: pool: size
+// 100000, want 1..10000" once an LLM pool was built, and a node, demo or
+// eval on another source took it without a word.
+func TestNewUser128PoolSizeCap(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"node", "--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", "--llm", "openai:x", "--llm-base-url", "http://127.0.0.1:1/v1", "--challenges", "llm"},
+		{"node", "--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db"), "--listen", "/ip4/127.0.0.1/tcp/0"},
+		{"eval", "--sessions", "1", "--out", filepath.Join(dir, "eval")},
+		{"demo"},
+	} {
+		args = append(args, "--pool-size", "100000")
+		// Refused at once; a node that took the value would run until
+		// stopped, and the demo for 15 s.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, errOut, code := newUserMain(ctx, args...)
+		cancel()
+		if code != exitUsage || !strings.Contains(errOut, "--pool-size 100000") {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming --pool-size", args, code, errOut, exitUsage)
+		}
 	}
 }
