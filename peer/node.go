@@ -828,7 +828,7 @@ func (n *Node) afterVerifiedFirst(ctx context.Context, p peer.ID, pr protocol.Pr
 		return nil, fmt.Errorf("attest %s: it verifies us before it answers us, and its session verifying us failed: %w", p, pr.Err)
 	}
 	if !pr.Accepted {
-		return nil, fmt.Errorf("attest %s: it verifies us before it answers us, and did not accept us (%s)", p, pr.Reason)
+		return nil, &RejectedFirstError{Peer: p, Theirs: pr}
 	}
 	res, err := n.verifyAfter(ctx, p, false, time.Now())
 	if errors.Is(err, protocol.ErrVerifyFirst) {
@@ -838,6 +838,19 @@ func (n *Node) afterVerifiedFirst(ctx context.Context, p peer.ID, pr protocol.Pr
 		return nil, fmt.Errorf("attest %s after its verdict on us: %w", p, err)
 	}
 	return &Mutual{Peer: p, Ours: res, Theirs: &pr}, nil
+}
+
+// RejectedFirstError is Attest's error for a peer that verifies us
+// before it answers us (spec/protocol.md §5c) and did not accept us: we
+// ran no session with it, so there is no verdict of ours. Theirs is its
+// verdict on us, with its signed attestation (stored like any other).
+type RejectedFirstError struct {
+	Peer   peer.ID
+	Theirs protocol.ProverResult
+}
+
+func (e *RejectedFirstError) Error() string {
+	return fmt.Sprintf("attest %s: it verifies us before it answers us, and did not accept us (%s)", e.Peer, e.Theirs.Reason)
 }
 
 // reciprocalGrace is added to the longest session this node accepts as a

@@ -122,6 +122,12 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 					// failure of this command. Nothing was signed.
 					return a.printDeclined(ai.ID, err)
 				}
+				if rf := (*peer.RejectedFirstError)(nil); errors.As(err, &rf) {
+					// A verify-first peer verified us and did not accept
+					// us: a verdict (its signed one on us), not a failure
+					// of this command.
+					return a.printRejectedFirst(n.ID().String(), rf)
+				}
 				if errors.Is(err, protocol.ErrBusy) {
 					// The peer refused the session for now (its LLM does
 					// not answer, or its limits are reached): an answer
@@ -206,6 +212,38 @@ func (a *app) printRefused(p lpeer.ID, err error, verdict, reason, ours, notAske
 		fmt.Fprintf(a.stdout, "  its verdict of us: none (%s)\n", notAsked)
 	}
 	return verdictErr(fmt.Errorf("peer %s not accepted: %s", p, why))
+}
+
+// printRejectedFirst reports a peer that verifies us before it answers us
+// (spec/protocol.md §5c) and did not accept us: its verdict on us as a
+// session's result prints it, and none of ours (we ran no session with
+// it), on stdout; exit 1 (not accepted). Before, it was an error line
+// alone (with --json an error object), its signed verdict unprinted.
+func (a *app) printRejectedFirst(self string, rf *peer.RejectedFirstError) error {
+	const why = "it verifies us before it answers us, and did not accept us: we ran no session with it"
+	t := &rf.Theirs
+	if a.jsonOut {
+		m := mutualJSON(self, &peer.Mutual{Peer: rf.Peer, Ours: &protocol.Result{}, Theirs: t})
+		m["ours"] = map[string]any{"verdict": "none", "accepted": false, "reason": "verify_first", "detail": why, "signed": false, "attestation_signed": false}
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(m); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(a.stdout, "peer %s\n  our verdict of it: none (%s)\n", rf.Peer, why)
+		fmt.Fprintf(a.stdout, "%s verified us: %s (%s) after %d round(s)", short(rf.Peer.String()), verdictWord(t.Accepted, t.Reason), t.Reason, t.Rounds)
+		if t.Detail != "" {
+			fmt.Fprintf(a.stdout, " - %s", t.Detail)
+		}
+		fmt.Fprintln(a.stdout)
+		if t.Attestation != nil {
+			fmt.Fprintf(a.stdout, "  their signed attestation verified and stored (expires %s)\n", t.Attestation.ExpiresAt.Format(time.RFC3339))
+		} else if t.AttestationErr != nil {
+			fmt.Fprintf(a.stdout, "  their attestation did not verify: %v\n", t.AttestationErr)
+		}
+	}
+	return verdictErr(fmt.Errorf("peer %s not accepted: it did not accept us, and verifies us before it answers us", rf.Peer))
 }
 
 // errNoLLMReciprocal is why attest without --llm does not ask the peer to

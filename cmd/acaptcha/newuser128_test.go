@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acaptcha/acaptcha/internal/testutil"
 )
 
 // bench abuse --scale NaN is a usage error naming the flag (exit 2), as
@@ -160,6 +164,73 @@ func TestNewUser128PoolSizeCap(t *testing.T) {
 		cancel()
 		if code != exitUsage || !strings.Contains(errOut, "--pool-size 100000") {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d naming --pool-size", args, code, errOut, exitUsage)
+		}
+	}
+}
+
+// attest with a node that verifies first (--verify-first=on) and rejects
+// us prints the result as any verdict is printed (exit 1, not accepted):
+// its signed verdict on us on standard output, none of ours (we ran no
+// session with it), and no error line; with --json, the result object,
+// and no error object on standard error. Before, it was an error line
+// alone, "error: attest ID: it verifies us before it answers us, and did
+// not accept us (wrong_answer)" (with --json an error object), and the
+// peer's signed verdict, stored, went unprinted.
+func TestNewUser128AttestVerifyFirstRejectsUs(t *testing.T) {
+	llm := testutil.NewOpenAIServer(testutil.Text("42")) // a wrong answer to every question
+	t.Cleanup(llm.Close)
+	t.Setenv("OPENAI_API_KEY", "test")
+	dir := t.TempDir()
+	common := []string{"--llm", "openai:stub", "--llm-base-url", llm.URL + "/v1", "--challenges", "procedural"}
+	out := startNodeText(t, append([]string{"node", "--verify-first=on", "--mdns=false", "--key", filepath.Join(dir, "nkey"), "--store", filepath.Join(dir, "ndb"),
+		"--listen", "/ip4/127.0.0.1/tcp/0"}, common...), "/p2p/")
+	var addr string
+	for _, f := range strings.Fields(out) {
+		if strings.HasPrefix(f, "/ip4/127.0.0.1/tcp/") && strings.Contains(f, "/p2p/") {
+			addr = f
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatalf("no address in\n%s", out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i, js := range []bool{false, true} {
+		sub := filepath.Join(dir, fmt.Sprint("a", i)) // a fresh identity: no standing verdict
+		args := append([]string{"attest", "--key", filepath.Join(sub, "key"), "--store", filepath.Join(sub, "db"), "--listen", "/ip4/127.0.0.1/tcp/0", addr}, common...)
+		if js {
+			args = append(args, "--json")
+		}
+		stdout, stderr, code := newUserMain(ctx, args...)
+		if code != exitFailure {
+			t.Fatalf("json %v: exit %d, want %d\nstdout %s\nstderr %s", js, code, exitFailure, stdout, stderr)
+		}
+		if js {
+			var m struct {
+				Ours   struct{ Accepted bool }
+				Theirs struct {
+					Accepted            bool
+					Reason              string
+					AttestationVerified bool `json:"attestation_verified"`
+				}
+			}
+			if err := json.Unmarshal([]byte(stdout), &m); err != nil || m.Ours.Accepted || m.Theirs.Accepted || m.Theirs.Reason != "wrong_answer" || !m.Theirs.AttestationVerified {
+				t.Errorf("--json: %v, %+v\n%s", err, m, stdout)
+			}
+			if strings.Contains(stderr, `"exit_code"`) {
+				t.Errorf("--json: an error object on stderr:\n%s", stderr)
+			}
+		} else {
+			if !strings.Contains(stdout, "our verdict of it: none") || !strings.Contains(stdout, "verified us: REJECTED (wrong_answer)") || !strings.Contains(stdout, "their signed attestation verified and stored") {
+				t.Errorf("text:\n%s", stdout)
+			}
+			if strings.Contains(stderr, "error:") {
+				t.Errorf("text: an error line on stderr:\n%s", stderr)
+			}
+		}
+		if list, errOut, code := newUserMain(ctx, "attestations", "list", "--store", filepath.Join(sub, "db")); code != exitOK || !strings.Contains(list, "wrong_answer") {
+			t.Errorf("json %v: the peer's verdict is not in the store: exit %d\n%s%s", js, code, list, errOut)
 		}
 	}
 }
