@@ -128,6 +128,12 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 					// of this command.
 					return a.printRejectedFirst(n.ID().String(), rf)
 				}
+				if errors.Is(err, protocol.ErrVerifyFirst) {
+					// A verify-first peer that will not verify us now (we
+					// are in its back-off, or it accepted us but does not
+					// admit us): an answer, as BUSY is.
+					return a.printVerifyFirst(n, ai.ID, err)
+				}
 				if errors.Is(err, protocol.ErrBusy) {
 					// The peer refused the session for now (its LLM does
 					// not answer, or its limits are reached): an answer
@@ -244,6 +250,48 @@ func (a *app) printRejectedFirst(self string, rf *peer.RejectedFirstError) error
 		}
 	}
 	return verdictErr(fmt.Errorf("peer %s not accepted: it did not accept us, and verifies us before it answers us", rf.Peer))
+}
+
+// printVerifyFirst reports a peer that verifies us before it answers us
+// (spec/protocol.md §5c) and would not verify us now, or did not admit
+// us: no verdict of ours (we ran no session with it), and its newest
+// verdict on us from our store, the reason it will not answer us (a
+// rejection whose back-off runs, or an acceptance it does not admit on),
+// on stdout; exit 1 (not accepted). Before, it was an error line alone
+// (with --json an error object).
+func (a *app) printVerifyFirst(n *peer.Node, p lpeer.ID, err error) error {
+	const why = "it verifies us before it answers us, and will not answer us now; nothing signed"
+	var standing *protocol.Attestation
+	if e, lerr := n.Store().Latest(peer.Received, p, time.Now()); lerr == nil && e != nil {
+		standing = e.Attestation
+	}
+	if a.jsonOut {
+		th := map[string]any{"error": "none: no verdict of it on us in our store"}
+		if t := standing; t != nil {
+			th = map[string]any{
+				"verifier": p.String(), "subject": n.ID().String(),
+				"accepted": t.Accepted, "reason": t.Reason, "failed_round": t.FailedRound,
+				"rounds": len(t.Rounds), "attestation_verified": true, "from_store": true, "stored": true,
+				"issued_at": t.IssuedAt.UTC().Format(time.RFC3339), "expires_at": t.ExpiresAt.UTC().Format(time.RFC3339),
+			}
+		}
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if e := enc.Encode(map[string]any{"peer": p.String(), "ours": map[string]any{
+			"verdict": "none", "accepted": false, "reason": "verify_first", "detail": err.Error(), "signed": false, "attestation_signed": false,
+		}, "theirs": th}); e != nil {
+			return e
+		}
+	} else {
+		fmt.Fprintf(a.stdout, "peer %s\n  our verdict of it: none (%s)\n    %v\n", p, why, err)
+		if t := standing; t != nil {
+			fmt.Fprintf(a.stdout, "%s verified us earlier: %s (%s); its verdict from our store, issued %s, expires %s\n", short(p.String()), verdictWord(t.Accepted, t.Reason), t.Reason,
+				t.IssuedAt.UTC().Format(time.RFC3339), t.ExpiresAt.UTC().Format(time.RFC3339))
+		} else {
+			fmt.Fprintf(a.stdout, "  its verdict of us: none in our store\n")
+		}
+	}
+	return verdictErr(fmt.Errorf("peer %s not accepted: %s", p, why))
 }
 
 // errNoLLMReciprocal is why attest without --llm does not ask the peer to

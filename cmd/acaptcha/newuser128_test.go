@@ -232,5 +232,31 @@ func TestNewUser128AttestVerifyFirstRejectsUs(t *testing.T) {
 		if list, errOut, code := newUserMain(ctx, "attestations", "list", "--store", filepath.Join(sub, "db")); code != exitOK || !strings.Contains(list, "wrong_answer") {
 			t.Errorf("json %v: the peer's verdict is not in the store: exit %d\n%s%s", js, code, list, errOut)
 		}
+		// Again at once: the peer will not verify us now (we are in its
+		// back-off) and declines our hello VERIFY_FIRST. That is an
+		// answer too, printed with its standing verdict on us from our
+		// store; before, an error line alone ("prover verifies this node
+		// first: ...").
+		stdout, stderr, code = newUserMain(ctx, args...)
+		if code != exitFailure || strings.Contains(stderr, "error:") || strings.Contains(stderr, `"exit_code"`) {
+			t.Fatalf("again, json %v: exit %d, want %d and no error\nstdout %s\nstderr %s", js, code, exitFailure, stdout, stderr)
+		}
+		if js {
+			var m struct {
+				Ours struct {
+					Accepted bool
+					Reason   string
+				}
+				Theirs struct {
+					Reason    string
+					FromStore bool `json:"from_store"`
+				}
+			}
+			if err := json.Unmarshal([]byte(stdout), &m); err != nil || m.Ours.Accepted || m.Ours.Reason != "verify_first" || m.Theirs.Reason != "wrong_answer" || !m.Theirs.FromStore {
+				t.Errorf("again --json: %v, %+v\n%s", err, m, stdout)
+			}
+		} else if !strings.Contains(stdout, "our verdict of it: none") || !strings.Contains(stdout, "verified us earlier: REJECTED (wrong_answer)") {
+			t.Errorf("again, text:\n%s", stdout)
+		}
 	}
 }
