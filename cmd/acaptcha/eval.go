@@ -84,7 +84,7 @@ matching --glob, e.g. --glob '*-hybrid.json'), llm and hybrid (pools that need
 	f.StringVar(&o.kind, "source-kind", "", "kind of source the sets stand for (procedural, corpus, hybrid or llm): picks the white-box attackers of the eval and the validation filter; default from --source (corpus:DIR and examples are corpus); for a corpus only, a generator source's kind being known")
 	f.BoolVar(&o.validate, "validate", false, evalValidateHelp)
 	f.IntVar(&o.sessions, "sessions", 1000, "sessions per prover class")
-	f.IntVar(&o.agentSessions, "agent-sessions", 20, "sessions per configured LLM agent (they cost real tokens)")
+	f.IntVar(&o.agentSessions, "agent-sessions", 20, "sessions per configured LLM agent (they cost real tokens; 0: as many as --sessions, and never more than --sessions)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed for sets, question picks, the agent-style brain and the human model: the same seed gives the same run")
 	f.Uint64Var(&o.attackSeed, "attack-seed", 0, fmt.Sprintf("seed of the random attacker (0: --seed, or --seed+1 when that is %d, the seed of the validation filter's random attacker, which fails what the filter kept by construction)", attack.DefaultRandomSeed))
 	f.StringVar(&o.out, "out", "acaptcha-eval", "directory for report.json and the plots")

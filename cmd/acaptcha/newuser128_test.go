@@ -260,3 +260,14 @@ func TestNewUser128AttestVerifyFirstRejectsUs(t *testing.T) {
 		}
 	}
 }
+
+// eval --help says what --agent-sessions 0 means and that --sessions caps
+// it, as its error does ("want 0 (as many as --sessions) or more"):
+// before, the help said only "sessions per configured LLM agent", so 0
+// read as "no agent sessions" and 100 with --sessions 20 as 100.
+func TestNewUser128AgentSessionsHelp(t *testing.T) {
+	out, errOut, code := runMain(t, "eval", "--help")
+	if code != exitOK || !strings.Contains(out, "0: as many as --sessions") || !strings.Contains(out, "never more than --sessions") {
+		t.Errorf("eval --help: exit %d\n%s%s", code, out, errOut)
+	}
+}
