@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/acaptcha/acaptcha/internal/testutil"
+	"github.com/acaptcha/acaptcha/peer"
 )
 
 // bench abuse --scale NaN is a usage error naming the flag (exit 2), as
@@ -269,5 +272,42 @@ func TestNewUser128AgentSessionsHelp(t *testing.T) {
 	out, errOut, code := runMain(t, "eval", "--help")
 	if code != exitOK || !strings.Contains(out, "0: as many as --sessions") || !strings.Contains(out, "never more than --sessions") {
 		t.Errorf("eval --help: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// A --bootstrap or --relay address naming this node's own peer ID (the
+// identity in --key, e.g. a node's address pasted into its own command
+// line) is a usage error naming the flag (exit 2), as attest's own peer ID
+// is, and no store is made: before, the node failed to start, exit 1,
+// "start node: bootstrap address {12D3KooW...: [/ip4/...]} is this node
+// itself" (a relay likewise).
+func TestNewUser128BootstrapOrRelayIsSelf(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	k, err := peer.LoadOrCreateKey(keyFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := lpeer.IDFromPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "/ip4/127.0.0.1/tcp/1/p2p/" + self.String()
+	store := filepath.Join(dir, "db")
+	for _, args := range [][]string{
+		{"node", "--bootstrap", addr, "--mdns=false"},
+		{"node", "--relay", addr, "--mdns=false"},
+		{"mcp", "--relay", addr},
+	} {
+		args = append(args, "--key", keyFile, "--store", store, "--listen", "/ip4/127.0.0.1/tcp/0")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, errOut, code := newUserMain(ctx, args...)
+		cancel()
+		if code != exitUsage || !strings.Contains(errOut, args[1]+" "+addr) || !strings.Contains(errOut, "own peer ID") {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %s", args[:2], code, errOut, exitUsage, args[1])
+		}
+		if _, err := os.Stat(store); err == nil {
+			t.Fatalf("%v: a store was made", args[:2])
+		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -411,6 +413,9 @@ func (a *app) startNode(cmd *cobra.Command, listen []string, contact *contactOpt
 	// empty store behind.
 	key, err := peer.LoadOrCreateKey(a.keyFile, a.log)
 	if err != nil {
+		return nil, "", err
+	}
+	if err := checkNotSelf(key, a.keyFile, contact.bootstrap, a.nat.relays); err != nil {
 		return nil, "", err
 	}
 	store, err := peer.OpenStore(a.storePath)
@@ -819,4 +824,34 @@ func checkListenAddr(l string) error {
 		}
 	}
 	return usageErr("--listen %q: names no TCP or UDP port, so no libp2p transport listens on it: %s", l, want)
+}
+
+// checkNotSelf refuses a --bootstrap or --relay address that names this
+// node's own peer ID (the identity in --key): a usage error naming the
+// flag, as attest's own peer ID is, before the store is opened. Before,
+// the node failed to start, exit 1, "start node: bootstrap address
+// {12D3KooW...: [/ip4/...]} is this node itself".
+func checkNotSelf(key crypto.PrivKey, keyFile string, bootstrap, relays []string) error {
+	self, err := lpeer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil // the node's start says what is wrong with the key
+	}
+	for _, c := range []struct {
+		flag  string
+		addrs []string
+		parse func([]string) ([]lpeer.AddrInfo, error)
+	}{{"--bootstrap", bootstrap, peer.ParseBootstrap}, {"--relay", relays, peer.ParseRelays}} {
+		for _, s := range c.addrs {
+			ais, err := c.parse([]string{s})
+			if err != nil {
+				continue // refused with its own error before
+			}
+			for _, ai := range ais {
+				if ai.ID == self {
+					return usageErr("%s %s names this node's own peer ID (--key %s): give another node's address", c.flag, s, keyFile)
+				}
+			}
+		}
+	}
+	return nil
 }
