@@ -85,13 +85,23 @@ func (a *app) serveFleet(ctx context.Context, f proversFlags) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	// The parent ends the fleet by closing our stdin, and that alone: a
+	// Ctrl-C reaches the whole process group, and the fleet that stopped
+	// on it too wrote its own "error: interrupted ..." under the
+	// parent's (in text even under --json), as it wrote "error: context
+	// canceled" when the parent stopped it during start-up. A parent
+	// killed outright closes our stdin all the same.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	return abuse.ServeFleet(ctx, f.n, f.seed, f.sets, a.stdout)
+	err := abuse.ServeFleet(ctx, f.n, f.seed, f.sets, a.stdout)
+	if ctx.Err() != nil {
+		return nil // stopped by the parent: the end of the fleet's run
+	}
+	return err
 }
 
 // processFleet runs the provers in a child process of this binary.
@@ -100,8 +110,13 @@ func (a *app) processFleet(ctx context.Context, n int, seed uint64, sets int) ([
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet: find this binary: %w", err)
 	}
-	c := exec.Command(exe, "bench", "provers", "--serve-fleet", "-n", strconv.Itoa(n),
-		"--seed", strconv.FormatUint(seed, 10), "--sets", strconv.Itoa(sets))
+	args := []string{"bench", "provers", "--serve-fleet", "-n", strconv.Itoa(n),
+		"--seed", strconv.FormatUint(seed, 10), "--sets", strconv.Itoa(sets)}
+	if a.jsonOut {
+		// Its standard error is ours: JSON lines under --json.
+		args = append(args, "--json")
+	}
+	c := exec.Command(exe, args...)
 	c.Stderr = a.stderr
 	stdin, err := c.StdinPipe()
 	if err != nil {

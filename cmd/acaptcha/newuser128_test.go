@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -310,4 +312,80 @@ func TestNewUser128BootstrapOrRelayIsSelf(t *testing.T) {
 			t.Fatalf("%v: a store was made", args[:2])
 		}
 	}
+}
+
+// A signal during bench provers' start-up is reported once (exit 130),
+// as for every command, whether it reaches the parent alone (kill PID) or
+// the whole process group (Ctrl-C), the prover fleet's child process
+// included. Before, the fleet wrote an error of its own under the
+// parent's: "error: context canceled" when the parent stopped it, "error:
+// interrupted before acaptcha bench provers finished" when the signal
+// reached it too (in text even under --json). The fleet now ends when the
+// parent closes its stdin, and that alone, and a stop is no error for it.
+func TestNewUser128BenchProversSignalOneError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	for _, group := range []bool{false, true} {
+		cmd := exec.Command(bin, "bench", "provers", "-n", "1500", "--baseline", "1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+		// Wait for the fleet: the child process, up far enough to have
+		// opened its first provers' sockets (its signal handling is in
+		// place long before), and still starting (1,500 provers take
+		// seconds).
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if child := childPID(pid); child > 0 && openFiles(child) > 32 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group %v: no fleet with open sockets within 60 s:\n%s", group, errb.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		target := pid
+		if group {
+			target = -pid // Ctrl-C: the whole group
+		}
+		if err := syscall.Kill(target, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		code := cmd.ProcessState.ExitCode()
+		errLines := strings.Count("\n"+errb.String(), "\nerror:")
+		if code != exitInterrupted || errLines != 1 {
+			t.Errorf("group %v: exit %d (%v), %d error lines, want %d and one:\n%s", group, code, err, errLines, exitInterrupted, errb.String())
+		}
+	}
+}
+
+// childPID is a child process of pid (of any of its threads), 0 when it
+// has none.
+func childPID(pid int) int {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		if err != nil {
+			continue
+		}
+		var c int
+		if _, err := fmt.Sscan(string(data), &c); err == nil {
+			return c
+		}
+	}
+	return 0
+}
+
+// openFiles is how many file descriptors process pid holds.
+func openFiles(pid int) int {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	return len(ents)
 }
