@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -353,6 +354,11 @@ inconclusive: "VALID signature, verdict REJECTED (reason)"), unless
 // written over; a device or a pipe (/dev/stdout) is written to.
 func checkExportTarget(path string) error {
 	fi, err := os.Stat(path)
+	if err == nil && fi.IsDir() {
+		// A slip of the flag as the store or the key is (it was exit 1,
+		// "open DIR: is a directory").
+		return usageErr("--out %s is a directory: give a file name, e.g. %s", path, filepath.Join(path, "peer.att"))
+	}
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
 		// A new file; or one the write will say it cannot open.
 		return nil

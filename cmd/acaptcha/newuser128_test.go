@@ -389,3 +389,21 @@ func openFiles(pid int) int {
 	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	return len(ents)
 }
+
+// attestations export -o naming a directory is a usage error (exit 2)
+// naming the flag, as -o naming the store or the key is: before, exit 1,
+// "write DIR: open DIR: is a directory".
+func TestNewUser128ExportToDirectory(t *testing.T) {
+	dir := t.TempDir()
+	store, key, _ := storeWithOne(t, dir)
+	for _, js := range []bool{false, true} {
+		args := []string{"attestations", "export", key, "--store", store, "-o", dir}
+		if js {
+			args = append(args, "--json")
+		}
+		out, errOut, code := newUserMain(context.Background(), args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, "--out "+dir+" is a directory") {
+			t.Errorf("json %v: exit %d, stdout %q, stderr %q; want exit %d", js, code, out, errOut, exitUsage)
+		}
+	}
+}
