@@ -528,6 +528,15 @@ func (s *Server) attest(ctx context.Context, ai lpeer.AddrInfo, selfAnswer bool,
 		// down, its limits are reached) gave an answer, as `acaptcha
 		// attest` reports it: nothing was signed, and it was not asked
 		// to verify us.
+		if rf := (*peer.RejectedFirstError)(nil); errors.As(err, &rf) {
+			// A peer that verifies us before it answers us did, and
+			// rejected us: its verdict, none of ours (as `acaptcha
+			// attest` reports it; it was a tool error).
+			return &AttestOutput{Status: "done", Self: self, Peer: ai.ID.String(),
+				Ours:   &VerdictView{Verifier: self, Subject: ai.ID.String(), Verdict: "NONE", Reason: "verify_first", Detail: "it verifies us before it answers us, and did not accept us: we ran no session with it"},
+				Theirs: theirsView(self, &peer.Mutual{Peer: ai.ID, Theirs: &rf.Theirs}),
+			}, nil
+		}
 		if verdict, reason, notAsked, ok := refusal(err); ok {
 			return &AttestOutput{Status: "done", Self: self, Peer: ai.ID.String(),
 				Ours:   &VerdictView{Verifier: self, Subject: ai.ID.String(), Verdict: verdict, Reason: reason, Detail: err.Error()},
@@ -553,6 +562,11 @@ func refusal(err error) (verdict, reason, notAsked string, ok bool) {
 		return "DECLINED", string(skill.ReasonDeclined), "a peer that declines to be verified is not asked to verify us", true
 	case errors.Is(err, protocol.ErrBusy):
 		return "BUSY", "busy", "a peer that refuses to be verified is not asked to verify us now", true
+	case errors.Is(err, protocol.ErrVerifyFirst):
+		// It answers a verifier that came to it once it admits it, and
+		// will not verify us now (we are in its back-off, or it accepted
+		// us without admitting us): nothing signed.
+		return "NONE", "verify_first", "it verifies us before it answers us, and will not verify us now", true
 	}
 	return "", "", "", false
 }
