@@ -18,6 +18,7 @@ import (
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/peer"
+	"github.com/acaptcha/acaptcha/protocol"
 )
 
 // bench abuse --scale NaN is a usage error naming the flag (exit 2), as
@@ -405,5 +406,22 @@ func TestNewUser128ExportToDirectory(t *testing.T) {
 		if code != exitUsage || out != "" || !strings.Contains(errOut, "--out "+dir+" is a directory") {
 			t.Errorf("json %v: exit %d, stdout %q, stderr %q; want exit %d", js, code, out, errOut, exitUsage)
 		}
+	}
+}
+
+// peers --peer with the node's own peer ID says so: before, it said the
+// node was "unknown here: no attestation of it, by it or about it", of
+// the node whose store holds every record it issued.
+func TestNewUser128PeersPeerSelf(t *testing.T) {
+	dir := t.TempDir()
+	store, _, env := storeWithOne(t, dir)
+	a, err := protocol.DecodeAttestationUnverified(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := a.Issuer.String()
+	out, errOut, code := newUserMain(context.Background(), "peers", "--store", store, "--peer", self)
+	if code != exitRejected || !strings.Contains(out, self+" is this node itself") || strings.Contains(out, "unknown here") {
+		t.Errorf("exit %d\n%s%s", code, out, errOut)
 	}
 }

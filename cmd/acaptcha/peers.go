@@ -414,6 +414,10 @@ func printPeers(w io.Writer, rep *peersReport, now time.Time, only string) {
 		fmt.Fprintf(w, "challenge source exhausted: %d session(s) since the node started found no set to serve and ended inconclusive (--max-serves, the pool)\n", rep.Stats.ChallengesExhausted)
 	}
 	switch {
+	case len(rep.Peers) == 0 && only != "" && only == rep.Self:
+		// It read "unknown here", of the node's own ID.
+		fmt.Fprintf(w, "%s is this node itself: its peers are listed without --peer\n", only)
+		return
 	case len(rep.Peers) == 0 && only != "":
 		fmt.Fprintf(w, "%s is unknown here: no attestation of it, by it or about it\n", only)
 		return
