@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -127,8 +128,12 @@ func checkLine(line []byte) (id any, code int, msg string) {
 	}
 	switch line[0] {
 	case '{':
-		if _, err := jsonrpc.DecodeMessage(line); err != nil {
+		m, err := jsonrpc.DecodeMessage(line)
+		if err != nil {
 			return readableID(line), jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request: not a JSON-RPC 2.0 message: %v", err)
+		}
+		if bareID(m) {
+			return readableID(line), jsonrpc.CodeInvalidRequest, errBareID
 		}
 		return nil, 0, ""
 	case '[':
@@ -145,6 +150,9 @@ func checkLine(line []byte) (id any, code int, msg string) {
 			if err != nil {
 				return nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request: batch element %d is not a JSON-RPC 2.0 message: %v", i, err)
 			}
+			if bareID(m) {
+				return nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request: batch element %d: %s", i, strings.TrimPrefix(errBareID, "invalid request: "))
+			}
 			if req, ok := m.(*jsonrpc.Request); ok && req.ID.IsValid() {
 				if ids[req.ID] {
 					return nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request: the batch repeats the id %v", req.ID.Raw())
@@ -157,6 +165,18 @@ func checkLine(line []byte) (id any, code int, msg string) {
 		return nil, jsonrpc.CodeInvalidRequest, "invalid request: a JSON-RPC message is an object (or an array of them, a batch)"
 	}
 }
+
+// bareID says m is an id with neither a method nor a result nor an error
+// ({"jsonrpc":"2.0","id":5}): the SDK takes it for a response to a
+// request it never sent and drops it without a word, and the client that
+// forgot the method waits for an answer that never comes.
+func bareID(m jsonrpc.Message) bool {
+	r, ok := m.(*jsonrpc.Response)
+	return ok && len(r.Result) == 0 && r.Error == nil
+}
+
+// errBareID is the error a bare id is answered with.
+const errBareID = "invalid request: a message with an id needs a method (a request), or a result or an error (a response)"
 
 // readableID is the id of a message that failed to decode, when it has
 // one of a valid type (a string or a number), else nil.

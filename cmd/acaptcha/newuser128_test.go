@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/acaptcha/acaptcha/internal/testutil"
 	"github.com/acaptcha/acaptcha/peer"
@@ -423,5 +426,50 @@ func TestNewUser128PeersPeerSelf(t *testing.T) {
 	out, errOut, code := newUserMain(context.Background(), "peers", "--store", store, "--peer", self)
 	if code != exitRejected || !strings.Contains(out, self+" is this node itself") || strings.Contains(out, "unknown here") {
 		t.Errorf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// A stdio line holding an id with neither a method nor a result nor an
+// error ({"jsonrpc":"2.0","id":5}: a request whose method was left out)
+// is answered as an invalid request with its id (-32600), alone or in a
+// batch, as README says of every line that is no JSON-RPC message: before,
+// the SDK took it for a response to a request it never sent and dropped
+// it, and the client waited for an answer that never came. A real
+// response ("result": null included) is still taken without an answer.
+func TestNewUser128MCPStdioBareID(t *testing.T) {
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":5}`,
+		`[{"jsonrpc":"2.0","id":6}]`,
+		`{"jsonrpc":"2.0","id":"r","result":null}`,
+		`{"jsonrpc":"2.0","id":7,"method":"ping"}`,
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	var out syncBuffer
+	tr := mcpStdioTransport(strings.NewReader(strings.Join(lines, "\n")+"\n"), &out, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Run(ctx, tr); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("session ended: %v\n%s", err, out.String())
+	}
+	got := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r struct {
+			ID    json.RawMessage `json:"id"`
+			Error *struct{ Code int }
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("stdout line %q: %v", l, err)
+		}
+		code := 0
+		if r.Error != nil {
+			code = r.Error.Code
+		}
+		got[fmt.Sprintf("%s/%d", r.ID, code)]++
+	}
+	want := map[string]int{"1/0": 1, "5/-32600": 1, "null/-32600": 1, "7/0": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("responses %v, want %v\n%s", got, want, out.String())
 	}
 }
