@@ -590,6 +590,21 @@ func tagUsageErrors(root *cobra.Command) {
 					}
 					return &exitError{code: exitUsage, err: err}
 				}
+				// An empty argument is most often an unset shell
+				// variable ("$KEY", "$FILE"), as an empty flag value is:
+				// it read "error: : open : no such file or directory" or
+				// "no attestation with key  (...)".
+				names := strings.Fields(cmd.Use)[1:]
+				for i, x := range a {
+					if strings.TrimSpace(x) != "" {
+						continue
+					}
+					name := "an argument"
+					if i < len(names) {
+						name = names[i]
+					}
+					return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s is empty (an unset shell variable?): give a value; usage: %s %s", cmd.CommandPath(), name, cmd.CommandPath(), strings.Join(names, " "))}
+				}
 				return nil
 			}
 		}

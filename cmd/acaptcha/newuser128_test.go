@@ -473,3 +473,28 @@ func TestNewUser128MCPStdioBareID(t *testing.T) {
 		t.Errorf("responses %v, want %v\n%s", got, want, out.String())
 	}
 }
+
+// An empty positional argument (an unset shell variable: `attestations
+// verify "$FILE"`) is a usage error naming the argument, as an empty flag
+// value is: before, it read "error: : open : no such file or directory",
+// "no attestation with key  (KEY as printed by ...)" or "failed to parse
+// multiaddr \"\": empty multiaddr".
+func TestNewUser128EmptyArgument(t *testing.T) {
+	dir := t.TempDir()
+	store, _, _ := storeWithOne(t, dir)
+	for _, c := range []struct {
+		args []string
+		name string
+	}{
+		{[]string{"attestations", "verify", ""}, "FILE"},
+		{[]string{"attestations", "show", " ", "--store", store}, "KEY"},
+		{[]string{"attestations", "export", "", "--store", store}, "KEY"},
+		{[]string{"challenge", "inspect", ""}, "FILE"},
+		{[]string{"attest", "", "--key", filepath.Join(dir, "key"), "--store", filepath.Join(dir, "db2")}, "MULTIADDR"},
+	} {
+		_, errOut, code := newUserMain(context.Background(), c.args...)
+		if code != exitUsage || !strings.Contains(errOut, c.name+" is empty (an unset shell variable?)") {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d naming %s", c.args, code, errOut, exitUsage, c.name)
+		}
+	}
+}
