@@ -498,3 +498,26 @@ func TestNewUser128EmptyArgument(t *testing.T) {
 		}
 	}
 }
+
+// The null device is no terminal: `attestations verify - </dev/null` (a
+// cron job, a script) said on standard error that it waited for a pasted
+// record ending with Ctrl-D, and `export KEY >/dev/null` wrote hex, as if
+// a person were at a terminal (both took any character device for one).
+func TestNewUser128DevNullIsNoTerminal(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer null.Close()
+	if isTerminal(null) || stdinIsTerminal(null) {
+		t.Errorf("%s taken for a terminal (isTerminal %v, stdinIsTerminal %v)", os.DevNull, isTerminal(null), stdinIsTerminal(null))
+	}
+	f, err := os.CreateTemp(t.TempDir(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if isTerminal(f) || stdinIsTerminal(f) {
+		t.Error("a regular file taken for a terminal")
+	}
+}

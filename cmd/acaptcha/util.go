@@ -59,11 +59,20 @@ func readAllCapped(r io.Reader, max int64) ([]byte, error) {
 // raw bytes. A variable so that tests can stand in for a terminal.
 var isTerminal = func(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
+	return ok && fileIsTerminal(f)
+}
+
+// fileIsTerminal says f is a character device other than the null
+// device: a cron job's or a script's `>/dev/null` and `</dev/null` are
+// character devices too, and took the progress bars' redraws, the hex
+// export and verify's "paste the envelope ... end with Ctrl-D" note.
+func fileIsTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
 }
 
 // openableHostPort is the HOST:PORT a user on this machine opens to reach
@@ -96,9 +105,5 @@ var stdinReader io.Reader = os.Stdin
 // for a terminal).
 var stdinIsTerminal = func(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && fileIsTerminal(f)
 }
