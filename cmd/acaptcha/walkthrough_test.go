@@ -327,7 +327,9 @@ func TestRuntimeFailuresAreNotUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	store, key, _ := storeWithOne(t, dir)
 	corrupt := filepath.Join(dir, "corrupt.db")
-	if err := os.WriteFile(corrupt, bytes.Repeat([]byte("not a bbolt file "), 512), 0o644); err != nil {
+	// Damaged pages: binary, not text (a text file at --store is a slip
+	// of the flag, a usage error: TestNewUser128StoreNamingOtherFile).
+	if err := os.WriteFile(corrupt, bytes.Repeat([]byte("\xde\xad\x00\xbe\xef not a bbolt page \xff"), 512), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	held, err := net.Listen("tcp", "127.0.0.1:0")
