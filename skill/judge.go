@@ -626,9 +626,14 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 // character directly after its last raw word is ":" ("Result: X").
 var (
 	leadConnectives = [][]string{{"so"}, {"thus"}, {"therefore"}, {"hence"}}
-	leadOpinions    = [][]string{{"i", "think"}, {"i", "believe"}, {"i'd", "say"}, {"i’d", "say"}, {"i", "would", "say"}}
-	leadIns         = [][]string{
+	leadOpinions    = [][]string{
+		{"i", "think"}, {"i", "believe"}, {"i'd", "say"}, {"i’d", "say"}, {"i", "would", "say"},
+		{"i'd", "go", "with"}, {"i’d", "go", "with"}, {"i", "would", "go", "with"},
+	}
+	leadIns = [][]string{
 		{"the", "final", "answer", "is"}, {"the", "final", "answer"},
+		{"the", "correct", "answer", "is"}, {"the", "correct", "answer"},
+		{"correct", "answer", "is"}, {"correct", "answer"},
 		{"the", "answer", "is"}, {"the", "answer"},
 		{"final", "answer", "is"}, {"final", "answer"},
 		{"answer", "is"}, {"answer"},
@@ -639,20 +644,31 @@ var (
 		{"the", "amount", "is"}, {"amount", "is"}, {"the", "number", "is"}, {"number", "is"},
 		{"the", "total", "is"}, {"total", "is"}, {"the", "count", "is"}, {"count", "is"},
 		{"it", "is"}, {"it", "was"}, {"it's"}, {"it’s"},
+		{"it", "should", "be"}, {"it", "would", "be"}, {"it", "must", "be"}, {"that", "would", "be"},
 	}
-	leadLikelihoods = [][]string{{"most", "likely"}, {"likely"}, {"probably"}}
+	leadLikelihoods = [][]string{{"most", "likely"}, {"likely"}, {"probably"}, {"definitely"}, {"certainly"}, {"clearly"}}
+	// leadSources open an attribution ("According to the narrative,"):
+	// one of them, then optionally a determiner of leadSourceDets, then
+	// one or two words of leadSourceNouns, the last directly followed by
+	// "," or ":".
+	leadSources     = [][]string{{"according", "to"}, {"based", "on"}, {"per"}, {"from"}}
+	leadSourceDets  = toWordSet("the this these")
+	leadSourceNouns = toWordSet("narrative narratives text passage report reports document documents record records notes memo email thread log context information evidence data story")
 	hedges          = toWordSet("about approx approximately around circa roughly")
 	// tailFrames are the frames an agent puts after its answer ("X is
 	// the answer"), longest first.
 	tailFrames = [][]string{
-		{"is", "the", "final", "answer"}, {"is", "the", "answer"}, {"is", "correct"},
+		{"is", "the", "final", "answer"}, {"is", "the", "correct", "answer"}, {"is", "the", "answer"},
+		{"is", "my", "final", "answer"}, {"is", "my", "answer"}, {"is", "correct"},
 	}
 )
 
 // leadIn returns the rest of an answer after its lead-in and before its
 // tail frame. The lead-in is read in parts, each optional and taken only
 // when a raw word follows it: a list mark ("1." for a question without a
-// numeric target none of whose candidates holds the word 1), a connective, an opinion, a frame, a likelihood and,
+// numeric target none of whose candidates holds the word 1), a connective, an attribution ("According to the
+// narrative,": leadSources, a determiner, one or two leadSourceNouns that are no candidate's word, then "," or
+// ":"), an opinion, a frame, a likelihood and,
 // when the question has a numeric target (rule M3), a hedge; each is the
 // first sequence of its list that the next raw words (normalised) are.
 // The tail frame is the first of tailFrames that the answer's last raw
@@ -702,6 +718,36 @@ func leadIn(q *Question, answer string, cands *candidateForms) (rest string, ok 
 		}
 	}
 	part(leadConnectives)
+	// An attribution: a source opening, an optional determiner, one or
+	// two source nouns that are no raw word of a candidate, the last
+	// directly followed by "," or ":" and then by a raw word.
+	for _, src := range leadSources {
+		i := k + len(src)
+		match := i < len(spans)
+		for n := 0; match && n < len(src); n++ {
+			match = word(k+n) == src[n]
+		}
+		if !match {
+			continue
+		}
+		if leadSourceDets[word(i)] {
+			i++
+		}
+		for n := 1; n <= 2 && i+n < len(spans); n++ {
+			nouns := true
+			for m := i; m < i+n; m++ {
+				nouns = nouns && leadSourceNouns[word(m)] && !cands.word(word(m))
+			}
+			if !nouns {
+				break
+			}
+			if after := answer[spans[i+n-1][1]:]; strings.HasPrefix(after, ",") || strings.HasPrefix(after, ":") {
+				k = i + n
+				break
+			}
+		}
+		break
+	}
 	part(leadOpinions)
 	part(leadIns)
 	part(leadLikelihoods)

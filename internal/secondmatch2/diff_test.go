@@ -256,7 +256,11 @@ func wrappers(a string) []string {
 		"It is classed as " + a + ".", "It had " + a + " recorded as its type.", a + " explained it.", "They differ by " + a + ".",
 		"as " + a, a + " as", "it " + a, a + " them",
 		// 1.5.29: pronouns before a number meet the number-label guard
-		"these " + a, "They " + a}
+		"these " + a, "They " + a,
+		// 1.5.33: attributions, opinions, frames, likelihoods, tail frames
+		"The correct answer is " + a + ".", "I'd go with " + a, "Definitely " + a, "It should be " + a + ".",
+		"According to the narrative, " + a, "Based on the email thread: " + a, "Per the report, the answer is " + a,
+		"According to the report " + a, a + " is my answer.", a + " is the correct answer"}
 }
 
 func answersFor(q *skill.Question) []string {

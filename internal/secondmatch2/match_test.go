@@ -7,6 +7,7 @@ package secondmatch2
 import (
 	"math/big"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -1488,15 +1489,21 @@ var frames = [][]string{
 	{"the", "amount", "is"}, {"amount", "is"}, {"the", "number", "is"}, {"number", "is"},
 	{"the", "total", "is"}, {"total", "is"}, {"the", "count", "is"}, {"count", "is"},
 	{"it", "is"}, {"it", "was"}, {"it's"}, {"it’s"},
+	// 1.5.33
+	{"the", "correct", "answer", "is"}, {"the", "correct", "answer"}, {"correct", "answer", "is"}, {"correct", "answer"},
+	{"it", "should", "be"}, {"it", "would", "be"}, {"it", "must", "be"}, {"that", "would", "be"},
 }
 
 var (
 	connectives = [][]string{{"so"}, {"thus"}, {"therefore"}, {"hence"}}
-	opinions    = [][]string{{"i", "think"}, {"i", "believe"}, {"i'd", "say"}, {"i’d", "say"}, {"i", "would", "say"}}
-	likelihoods = [][]string{{"most", "likely"}, {"likely"}, {"probably"}}
-	hedgeSeqs   = [][]string{{"about"}, {"approx"}, {"approximately"}, {"around"}, {"circa"}, {"roughly"}}
+	opinions    = [][]string{{"i", "think"}, {"i", "believe"}, {"i'd", "say"}, {"i’d", "say"}, {"i", "would", "say"}, {"i'd", "go", "with"}, {"i’d", "go", "with"}, {"i", "would", "go", "with"}}
+	likelihoods = [][]string{{"most", "likely"}, {"likely"}, {"probably"}, {"definitely"}, {"certainly"}, {"clearly"}}
+	// 1.5.33: an attribution's openings and source nouns.
+	sourceOpenings = [][]string{{"according", "to"}, {"based", "on"}, {"per"}, {"from"}}
+	sourceNouns    = strings.Fields("narrative narratives text passage report reports document documents record records notes memo email thread log context information evidence data story")
+	hedgeSeqs      = [][]string{{"about"}, {"approx"}, {"approximately"}, {"around"}, {"circa"}, {"roughly"}}
 )
-var tailFrames = [][]string{{"is", "the", "final", "answer"}, {"is", "the", "answer"}, {"is", "correct"}}
+var tailFrames = [][]string{{"is", "the", "final", "answer"}, {"is", "the", "correct", "answer"}, {"is", "the", "answer"}, {"is", "my", "final", "answer"}, {"is", "my", "answer"}, {"is", "correct"}}
 
 func (c *ctx) rest(text string) (string, bool) {
 	rw := runs(text)
@@ -1532,6 +1539,30 @@ func (c *ctx) rest(text string) (string, bool) {
 		}
 	}
 	part(connectives)
+	// 1.5.33: an attribution ("According to the narrative,").
+	for _, o := range sourceOpenings {
+		if li+len(o) >= len(rw) || !eqs(nr[li:li+len(o)], o) {
+			continue
+		}
+		i := li + len(o)
+		if nr[i] == "the" || nr[i] == "this" || nr[i] == "these" {
+			i++
+		}
+		for n := 1; n <= 2 && i+n < len(rw); n++ {
+			ok := true
+			for _, w := range nr[i : i+n] {
+				ok = ok && slices.Contains(sourceNouns, w) && !c.candRaw[w]
+			}
+			if !ok {
+				break
+			}
+			if after := text[rw[i+n-1].end:]; strings.HasPrefix(after, ",") || strings.HasPrefix(after, ":") {
+				li = i + n
+				break
+			}
+		}
+		break
+	}
 	part(opinions)
 	part(frames)
 	part(likelihoods)
