@@ -54,7 +54,9 @@ import (
 // "The answer is", "It's", and before a numeric target a hedge such as
 // "approximately") or ends with a tail frame ("is the answer", "is
 // correct") is judged again on the text between them; one with an
-// explanation after a separator ("X — because ...") by its head; and one
+// explanation after a separator ("X — because ...") by its head, when
+// its tail names no distractor (as written, and by the word key of
+// key.go for a tail other than ASCII: "X — ｅｍｅｒｇｅｎｃｙ"); and one
 // holding a possessive ("the central lab's") all over again as its
 // plain form, the endings removed.
 func Judge(q *Question, answer string, narratives []string) bool {
@@ -101,7 +103,7 @@ func judgeExplained(q *Question, answer string, narratives []string, cands *cand
 	if ok, rule := judgeFramed(q, answer, narratives, cands); ok {
 		return true, rule
 	}
-	if head, tail, ok := explained(answer, cands); ok && !(&judgement{q: q}).tailNamesCandidate(tail) {
+	if head, tail, ok := explained(answer, cands); ok && !(&judgement{q: q}).tailNamesCandidate(tail) && !keyedTailNamesCandidate(q, tail) {
 		return judgeFramed(q, head, narratives, cands)
 	}
 	return false, RuleNone

@@ -295,6 +295,14 @@ func answersFor(q *skill.Question) []string {
 				set[x+s+y] = true
 			}
 		}
+		// 1.5.34: a tail with another candidate disguised (fullwidth,
+		// zero-width spaces, a combining mark after each letter).
+		for _, y := range cs {
+			for _, d := range []string{fullwidth(y), strings.Join(strings.Split(y, ""), "\u200b"), strings.Join(strings.Split(y, ""), "\u0301")} {
+				set[x+" — "+d] = true
+				set[x+" ("+d+")"] = true
+			}
+		}
 		for _, y := range cs {
 			for _, f := range []string{"\n%s\n%s", "\r\n%s\r\n%s", "Answer:\n%s\n%s", "%s —\n%s", "%s-%s-fold", "%s—%s\n"} {
 				set[fmt.Sprintf(f, x, y)] = true
@@ -434,4 +442,14 @@ func narrativeForms(q *skill.Question, narr []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// fullwidth writes ASCII letters and digits in their fullwidth forms.
+func fullwidth(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r > ' ' && r < 0x7f {
+			return r - '!' + '！'
+		}
+		return r
+	}, s)
 }

@@ -581,6 +581,7 @@ type ctx struct {
 	hasTarget   bool
 	usedUnits   map[string]bool
 	candRaw     map[string]bool
+	kctx        *ctx // the keyed question's context (1.5.34), lazily
 	candInitial bool
 	// candDot: "a|b" for consecutive raw words a, b of a candidate with
 	// only a . and white space between them (1.5.24)
@@ -1732,7 +1733,7 @@ func (c *ctx) judgeOnce(answer string) (bool, string) {
 	if i < 0 {
 		return false, "none"
 	}
-	if !c.tailOK(answer[i:]) {
+	if !c.tailOK(answer[i:]) || !c.keyedTailOK(answer[i:]) {
 		return false, "none"
 	}
 	return c.withLeadIn(answer[:i])
