@@ -559,7 +559,8 @@ func asciiEqualFold(a, b string) bool {
 // order), hold a word of a distractor that is no function word, no word
 // of an accepted variant and no question word (M2's word guard), nor
 // start, after function words, with a joining word ("(or 30)", "— not
-// sample swap"). A tail that does may add a second candidate or a hedge.
+// sample swap") or a hedging word ("(perhaps 30)", ", maybe Lowmoor").
+// A tail that does may add a second candidate or a hedge.
 //
 // With a numeric target the tail is read twice, as words reads it and
 // with its spelled-out numbers as numbers, and refused when either
@@ -613,7 +614,7 @@ func (j *judgement) tailNamesCandidate(tail string) bool {
 	}
 	for _, w := range plain {
 		if !functionWords[w.Text] {
-			return joinWords[w.Text]
+			return joinWords[w.Text] || tailHedges[w.Text]
 		}
 	}
 	return false
@@ -2060,6 +2061,9 @@ func stems(w string) []string {
 var (
 	functionWords = toWordSet("a an the of at in on by from for to with via per its their this that which is was were are be as")
 	joinWords     = toWordSet("and or nor not no none neither either both versus vs plus also but than except")
+	// tailHedges may not open a tail either ("X (maybe Y)", "X,
+	// perhaps Y"): a second answer after the first, hedged.
+	tailHedges = toWordSet("maybe perhaps possibly alternatively")
 	// precisionWords may stand beside M3's one number ("a total of 29",
 	// "exactly 29"): they name no candidate.
 	precisionWords = toWordSet("exactly precisely total")

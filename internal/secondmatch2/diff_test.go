@@ -260,7 +260,9 @@ func wrappers(a string) []string {
 		// 1.5.33: attributions, opinions, frames, likelihoods, tail frames
 		"The correct answer is " + a + ".", "I'd go with " + a, "Definitely " + a, "It should be " + a + ".",
 		"According to the narrative, " + a, "Based on the email thread: " + a, "Per the report, the answer is " + a,
-		"According to the report " + a, a + " is my answer.", a + " is the correct answer"}
+		"According to the report " + a, a + " is my answer.", a + " is the correct answer",
+		// 1.5.35: hedging words opening a tail, and later in it
+		a + ", maybe not", a + " (perhaps)", a + " — possibly the other", a + " — it fits, maybe"}
 }
 
 func answersFor(q *skill.Question) []string {
@@ -290,7 +292,7 @@ func answersFor(q *skill.Question) []string {
 		}
 	}
 	for x := range core {
-		for _, s := range []string{" — because it is ", "\n\nExplanation: ", "\nthe narrative says ", "'s ", " (it's "} {
+		for _, s := range []string{" — because it is ", "\n\nExplanation: ", "\nthe narrative says ", "'s ", " (it's ", ", maybe ", " (perhaps "} {
 			for _, y := range cs {
 				set[x+s+y] = true
 			}

@@ -1635,7 +1635,8 @@ func (c *ctx) tailOK(tail string) bool {
 		if isFn(w) {
 			continue
 		}
-		return !isJoin(w)
+		// 1.5.35: nor a hedging word.
+		return !isJoin(w) && !(!w.num && strings.Contains(" maybe perhaps possibly alternatively ", " "+w.text+" "))
 	}
 	return true
 }
