@@ -1182,13 +1182,24 @@ func clauseWordsOf(text string) clauseEntry {
 		// The sign of a number stands before its span: Words of the
 		// span alone cannot see it, so it is read here by the same rule
 		// (a - or U+2212 that follows no letter, mark or number).
-		neg := false
+		neg, lead := false, false
 		if r1, s1 := utf8.DecodeLastRuneInString(text[:sp[0]]); r1 == '-' || r1 == '\u2212' {
 			r2, s2 := utf8.DecodeLastRuneInString(text[:sp[0]-s1])
 			neg = s2 == 0 || !wordRune(r2)
+		} else if r1 == '.' {
+			// A leading point, and the sign before it (wordsOf).
+			r2, s2 := utf8.DecodeLastRuneInString(text[:sp[0]-s1])
+			if lead = s2 == 0 || !wordRune(r2) && r2 != '.'; lead && (r2 == '-' || r2 == '\u2212') {
+				r3, s3 := utf8.DecodeLastRuneInString(text[:sp[0]-s1-s2])
+				neg = s3 == 0 || !wordRune(r3)
+			}
 		}
 		stop := brk && sentenceGap(gap, prev)
-		for k, w := range Words(text[sp[0]:sp[1]]) {
+		span := text[sp[0]:sp[1]]
+		if lead {
+			span = "." + span
+		}
+		for k, w := range Words(span) {
 			if k == 0 && neg && w.Number != nil {
 				w.Number = new(big.Rat).Neg(w.Number)
 			}
@@ -2150,7 +2161,10 @@ type Word struct {
 // ASCII digits with at most one decimal point, or digits grouped by commas
 // in threes ("125,000", "1,250.5"); a number directly preceded by a minus
 // sign (- or U+2212) that does not itself follow a letter, mark or
-// number (wordRune: Unicode L, M, N) is negative. A word whose part
+// number (wordRune: Unicode L, M, N) is negative; digits alone directly
+// after a . that starts the text or follows no letter, mark, number or .
+// are read with that . as their decimal point (".7" is 0.7, "-.5" is
+// -0.5: a leading point). A word whose part
 // before its first letter is a number is read as that number and the rest
 // ("10.6km": 10.6 and "km"), and digit groups after one space, U+00A0 or
 // U+202F are one number ("125 000"; mergeGroups).
@@ -2182,6 +2196,14 @@ func wordsOf(s string, answer bool) []Word {
 			break
 		}
 		neg := start > 0 && (rs[start-1] == '-' || rs[start-1] == '\u2212') && (start < 2 || !wordRune(rs[start-2]))
+		// A leading point (".7", "-.5"): a . that starts the text or
+		// follows no letter, mark, number or . is the number's decimal
+		// point, and the sign stands before it.
+		lead := start > 0 && rs[start-1] == '.' && (start < 2 || !wordRune(rs[start-2]) && rs[start-2] != '.')
+		if lead {
+			neg = start > 1 && (rs[start-2] == '-' || rs[start-2] == '\u2212') && (start < 3 || !wordRune(rs[start-3]))
+		}
+		a.lead = lead
 		spaced := true
 		for _, r := range rs[prevEnd:start] {
 			spaced = spaced && groupSep(r)
@@ -2203,6 +2225,7 @@ type wordList struct {
 	answer    bool   // read decimal commas (wordsOf)
 	spaced    bool   // the next raw word's spaced (Word.spaced)
 	run       string // the digits of an open digit-group run, "" when none
+	lead      bool   // the next raw word follows a leading point (".7")
 }
 
 // addRaw adds the word(s) of one maximal run text: a number, or a number
@@ -2216,6 +2239,12 @@ func (a *wordList) addRaw(text string, neg, sep, mark bool) {
 		parse = parseAnswerNumber
 	}
 	num, rest := splitUnitBy(text, parse)
+	if a.lead && allDigits(num) {
+		// ".7" is 0.7, ".5km" 0.5 and "km" (spec/verification.md,
+		// "Leading point").
+		num = "0." + num
+	}
+	a.lead = false
 	w := Word{Text: num, spaced: a.spaced}
 	if v, ok := parse(num); ok {
 		if neg {

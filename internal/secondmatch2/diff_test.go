@@ -244,7 +244,9 @@ func scriptDigits(s string, zero rune) string {
 }
 
 func wrappers(a string) []string {
-	return []string{a, "the " + a, "Answer: " + a, a + " is the answer", "\n" + a, "\r\n" + a, a + "\n", a + "\r\n",
+	// 1.5.36: a leading point (".7" for 0.7, ".3" beside 3).
+	lead := "." + strings.TrimPrefix(a, "0.")
+	return []string{a, lead, "about " + lead, "-" + lead, "the " + a, "Answer: " + a, a + " is the answer", "\n" + a, "\r\n" + a, a + "\n", a + "\r\n",
 		strings.ToUpper(a), "The answer is approximately " + a, "It's " + a + ".", "**" + a + "**", "(" + a + ")",
 		"\u00a0" + a, a + ".", "— " + a, "about " + a, "a total of " + a, "exactly " + a,
 		// 1.5.19

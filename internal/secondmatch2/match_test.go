@@ -209,8 +209,30 @@ func wordsN(n string, answerReadings bool) []W {
 				}
 			}
 		}
+		// 1.5.36: a leading point, "." that starts the text or follows
+		// no L, M, N or ".", is the decimal point of digits alone after
+		// it; a sign then stands before the point.
+		lead := false
+		if r.start > 0 && n[r.start-1] == '.' {
+			if r.start == 1 {
+				lead = true
+			} else if p, sz := utf8.DecodeLastRuneInString(n[:r.start-1]); !isLMN(p) && p != '.' {
+				lead = true
+				neg = false
+				if p == '-' || p == '−' {
+					if r.start-1-sz == 0 {
+						neg = true
+					} else if pp, _ := utf8.DecodeLastRuneInString(n[:r.start-1-sz]); !isLMN(pp) {
+						neg = true
+					}
+				}
+			}
+		}
 		cl := ri > 0 && onlySpaces(n[rw[ri-1].end:r.start])
 		mk := func(t string, st, en int) W {
+			if lead && t != "" && strings.Trim(t, "0123456789") == "" {
+				t = "0." + t
+			}
 			w := W{text: t, start: st, end: en, raw: ri, close: cl}
 			if isNumText(t, answerReadings) {
 				w.num = true

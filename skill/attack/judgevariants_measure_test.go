@@ -522,6 +522,12 @@ func jvVariants() []jvVariant {
 			}
 			return []string{out}
 		}},
+		{"G .N for an integer target N (means 0.N)", false, func(c jvCase) []string {
+			if !c.num || strings.Contains(c.a, ".") {
+				return nil
+			}
+			return jvOne("." + c.a)
+		}},
 		{"G empty", false, func(c jvCase) []string { return []string{"", " ", "\t\n", "\u200b", "\u200f", "\u3000"} }},
 		{"G homoglyph D beside X", false, func(c jvCase) []string { return jvPairsMap(c, "%s %s", jvHomoglyph) }},
 		{"G homoglyph 'or' X or D", false, func(c jvCase) []string { return jvPairs(c, "%s оr %s") }},
