@@ -2,7 +2,6 @@ package skill
 
 import (
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -28,20 +27,11 @@ import (
 // levels, spec/protocol.md §7).
 const maxJudgeKeyDepth = 6
 
-// judgeKeys caches K(r) of the runes above ASCII the judge has keyed:
-// tails and question texts hold few, and the table of every rune would
-// cost 0.2 s on first use.
-var judgeKeys sync.Map // rune -> string
-
-// keyRune is K(r) for a rune that is not ASCII.
-func keyRune(r rune) string {
-	if k, ok := judgeKeys.Load(r); ok {
-		return k.(string)
-	}
-	k := computeJudgeKey(r, 0)
-	judgeKeys.Store(r, k)
-	return k
-}
+// keyRune is K(r) for a rune that is not ASCII. It is computed on each
+// use, not cached: a tail is at most 64 bytes, and a cache filled from
+// the runes of remote peers' answers would grow with every code point
+// they send (the protocol's table of every rune costs 0.2 s to build).
+func keyRune(r rune) string { return computeJudgeKey(r, 0) }
 
 // computeJudgeKey is K(r) of spec/protocol.md §7, from the Unicode tables.
 func computeJudgeKey(r rune, depth int) string {
