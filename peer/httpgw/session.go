@@ -66,6 +66,10 @@ type session struct {
 	// verdict is set with released when the session ended with a
 	// verdict (done): insert forgets ended sessions without one first.
 	verdict bool
+	// forget is the timer that forgets the ended session after KeepDone,
+	// set under Gateway.mu (release): insert stops it there when it
+	// forgets the session early, without taking s.mu.
+	forget *time.Timer
 
 	mu      sync.Mutex
 	core    CoreSession
@@ -319,31 +323,31 @@ func (g *Gateway) admitStart(s *session) error {
 // its forget timer stopped: the timer held it, its core session and its
 // state for KeepDone, so that forgetting it saved no memory and clients
 // at the door's request rate kept some 24,000 aborted sessions alive.
-// Called with s.mu held (a new session, not yet in the table); it takes
-// each forgotten session's lock after releasing the table's, the order
-// every holder of a session's lock keeps.
+// The forget timer is stopped under the door's lock alone (release arms
+// it and records it there): a session's timer or handler holds the
+// session's lock and then takes the door's (release, admitStart), so
+// insert must not take a session's lock (TestInsertLockOrder), not even
+// after releasing the door's, for a handler may hold it for a while.
+// Stopped, a timer whose function already waits for the session's lock
+// finds the session gone from the table and does nothing.
 func (g *Gateway) insert(s *session) error {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.closed {
-		g.mu.Unlock()
 		return errUnavailable
 	}
-	var forgotten []*session
 	if len(g.sessions) >= 4*g.cfg.MaxSessions {
 		for id, o := range g.sessions {
 			if o.released && !o.verdict {
 				delete(g.sessions, id)
-				forgotten = append(forgotten, o)
+				if o.forget != nil {
+					o.forget.Stop()
+					o.forget = nil
+				}
 			}
 		}
 	}
 	g.sessions[s.id] = s
-	g.mu.Unlock()
-	for _, o := range forgotten {
-		o.mu.Lock()
-		o.disarm()
-		o.mu.Unlock()
-	}
 	return nil
 }
 
@@ -367,7 +371,8 @@ func (g *Gateway) release(s *session) {
 	if s.started {
 		uncount(g.byPeer, s.peer)
 	}
-	g.mu.Unlock()
+	// Armed under the door's lock and recorded there, so that insert can
+	// stop it when it forgets the session early (arm takes no lock).
 	g.arm(s, g.cfg.KeepDone, func() {
 		g.mu.Lock()
 		if g.sessions[s.id] == s {
@@ -375,6 +380,8 @@ func (g *Gateway) release(s *session) {
 		}
 		g.mu.Unlock()
 	})
+	s.forget = s.timer
+	g.mu.Unlock()
 }
 
 // finish ends a session with its verdict: the core signs, the node is
