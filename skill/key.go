@@ -2,11 +2,11 @@ package skill
 
 import (
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
-	"github.com/mtibben/confusables"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/acaptcha/acaptcha/internal/wordkey"
 )
 
 // The tail guard's key (spec/verification.md, "Explanation"): a tail
@@ -20,85 +20,14 @@ import (
 // zero-width and other invisible characters inside a word
 // ("Ke\u200bssler"), added diacritics, digits of other scripts.
 //
-// The definition is the protocol's (its Go code is protocol.wordKey,
-// which skill cannot import); TestKeyMatchesProtocol compares the two.
-
-// maxJudgeKeyDepth bounds K's recursion (no rune needs more than three
-// levels, spec/protocol.md §7).
-const maxJudgeKeyDepth = 6
+// K is defined once, in internal/wordkey, for the protocol's reflection
+// fingerprint and this guard.
 
 // keyRune is K(r) for a rune that is not ASCII. It is computed on each
 // use, not cached: a tail is at most 64 bytes, and a cache filled from
 // the runes of remote peers' answers would grow with every code point
 // they send (the protocol's table of every rune costs 0.2 s to build).
-func keyRune(r rune) string { return computeJudgeKey(r, 0) }
-
-// computeJudgeKey is K(r) of spec/protocol.md §7, from the Unicode tables.
-func computeJudgeKey(r rune, depth int) string {
-	if r < utf8.RuneSelf {
-		if 'A' <= r && r <= 'Z' {
-			r += 'a' - 'A'
-		}
-		return string(r)
-	}
-	if depth > maxJudgeKeyDepth {
-		return string(r)
-	}
-	switch {
-	case unicode.In(r, unicode.M, unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point):
-		return ""
-	case unicode.Is(unicode.Nd, r):
-		return string(rune('0' + nd10(r)))
-	}
-	s := string(r)
-	if d := norm.NFKD.String(s); d != s {
-		return computeJudgeKeys(d, depth+1)
-	}
-	if !unicode.IsLetter(r) {
-		return s
-	}
-	own := ""
-	if k := confusables.Skeleton(s); k != s {
-		if own = computeJudgeKeys(k, depth+1); isASCII(own) {
-			return own
-		}
-	}
-	if u := unicode.ToUpper(r); u != r {
-		if k := confusables.Skeleton(string(u)); k != string(u) {
-			if up := computeJudgeKeys(k, depth+1); isASCII(up) {
-				return up
-			}
-		}
-	}
-	if own != "" {
-		return own
-	}
-	return s
-}
-
-func computeJudgeKeys(s string, depth int) string {
-	var b strings.Builder
-	for _, r := range s {
-		b.WriteString(computeJudgeKey(r, depth))
-	}
-	return b.String()
-}
-
-// nd10 is the value of a decimal digit (Nd): each script's digits are a
-// run of ten from zero, and unicode.Nd's ranges are such runs end to end.
-func nd10(r rune) int {
-	for _, rg := range unicode.Nd.R16 {
-		if r >= rune(rg.Lo) && r <= rune(rg.Hi) {
-			return int(r-rune(rg.Lo)) % 10
-		}
-	}
-	for _, rg := range unicode.Nd.R32 {
-		if r >= rune(rg.Lo) && r <= rune(rg.Hi) {
-			return int(r-rune(rg.Lo)) % 10
-		}
-	}
-	return 0
-}
+func keyRune(r rune) string { return wordkey.Rune(r, 0) }
 
 // keyText is s, after NFC, with every character other than ASCII
 // replaced by the key K of its full case folding (K is defined on folded
