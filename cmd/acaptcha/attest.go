@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -153,9 +152,7 @@ network error (unreachable, or no answer within --timeout); 130 interrupted.`,
 				return err
 			}
 			if a.jsonOut {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(mutualJSON(n.ID().String(), m)); err != nil {
+				if err := writeJSON(a, mutualJSON(n.ID().String(), m)); err != nil {
 					return err
 				}
 			} else {
@@ -201,9 +198,7 @@ func (a *app) printRefused(p lpeer.ID, err error, verdict, reason, ours, notAske
 		notAsked = strings.TrimPrefix(errNoLLMReciprocal.Error(), "not asked: ")
 	}
 	if a.jsonOut {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		if e := enc.Encode(map[string]any{"peer": p.String(), "ours": map[string]any{
+		if e := writeJSON(a, map[string]any{"peer": p.String(), "ours": map[string]any{
 			"verdict": verdict, "accepted": false, "reason": reason, "detail": err.Error(), "signed": false,
 			"attestation_signed": false, // the key a session's result has (mutualJSON)
 		},
@@ -231,9 +226,7 @@ func (a *app) printRejectedFirst(self string, rf *peer.RejectedFirstError) error
 	if a.jsonOut {
 		m := mutualJSON(self, &peer.Mutual{Peer: rf.Peer, Ours: &protocol.Result{}, Theirs: t})
 		m["ours"] = map[string]any{"verdict": "none", "accepted": false, "reason": "verify_first", "detail": why, "signed": false, "attestation_signed": false}
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(m); err != nil {
+		if err := writeJSON(a, m); err != nil {
 			return err
 		}
 	} else {
@@ -275,9 +268,7 @@ func (a *app) printVerifyFirst(n *peer.Node, p lpeer.ID, err error) error {
 				"issued_at": t.IssuedAt.UTC().Format(time.RFC3339), "expires_at": t.ExpiresAt.UTC().Format(time.RFC3339),
 			}
 		}
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		if e := enc.Encode(map[string]any{"peer": p.String(), "ours": map[string]any{
+		if e := writeJSON(a, map[string]any{"peer": p.String(), "ours": map[string]any{
 			"verdict": "none", "accepted": false, "reason": "verify_first", "detail": err.Error(), "signed": false, "attestation_signed": false,
 		}, "theirs": th}); e != nil {
 			return e
